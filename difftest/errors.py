@@ -1,0 +1,70 @@
+"""One exception tree and one exit-code enum; the CLI maps the first onto the second in one place."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The documented exit codes of every difftest command."""
+
+    OK = 0  # met its expectation and was informative
+    DIFFER = 1  # failed its expectation
+    USAGE = 2  # usage error or bad input
+    UNINFORMATIVE = 3  # agreed, but could not have failed
+    ARM_FAILED = 4  # an arm crashed, timed out or drafted nothing
+
+
+class DifftestError(Exception):
+    """Base of every error difftest reports to a user as a message, not a traceback."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class UsageError(DifftestError):
+    """A bad option, a missing file, an unknown arm name."""
+
+
+class ConfigError(DifftestError):
+    """A config file that does not load or validate; the message names file, table and key."""
+
+    def __init__(self, path: object, message: str, key: str | None = None) -> None:
+        self.path = str(path)
+        self.key = key
+        where = f"{self.path}: [{key}]" if key else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class TraceError(DifftestError):
+    """A line that starts with a known tag but does not parse."""
+
+    def __init__(self, path: object, line: int, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        super().__init__(f"{self.path}:{line}: {message}")
+
+
+class ArmFailedError(DifftestError):
+    """An arm that crashed, timed out, could not start, or drafted nothing."""
+
+    exit_code = ExitCode.ARM_FAILED
+
+    def __init__(self, arm: str, message: str, returncode: int | None = None,
+                 stderr_tail: str = "") -> None:
+        self.arm = arm
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        text = f"arm {arm!r}: {message}"
+        if returncode is not None:
+            text += f" (exit code {returncode})"
+        if stderr_tail:
+            text += "\n--- last lines of its stderr ---\n" + stderr_tail
+        super().__init__(text)
+
+
+class BuildError(ArmFailedError):
+    """The build of a git-ref arm failed; the message points at the build log."""
+
+
+class GitError(DifftestError):
+    """A git ref that does not resolve, or a repository difftest cannot use."""

@@ -1,0 +1,191 @@
+"""The parsed trace of one arm: plain dataclasses over numpy arrays.
+
+Variable-length id lists (drafts, emits, propose `first`) are stored flat with an offsets array
+(`ids[off[i]:off[i+1]]` belongs to event i), so a trace with millions of ids holds no per-token
+Python objects. Request ids are interned: `requests[code]` is the name, arrays hold the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def ragged(ids: np.ndarray, offsets: np.ndarray, i: int) -> np.ndarray:
+    """The i-th list of a flat (ids, offsets) pair."""
+    return ids[offsets[i]:offsets[i + 1]]
+
+
+@dataclass
+class Finding:
+    """An invariant violation or a notable event, with the line that showed it."""
+
+    path: str
+    line: int
+    kind: str  # e.g. "invariant", "truncated", "non-finite", "outgrown"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Verifies:
+    """One `[SPECTRACE]` line each: a verify of one request's drafted block."""
+
+    req: np.ndarray  # int32 request code
+    pos: np.ndarray  # int64
+    k: np.ndarray  # int32
+    ns: np.ndarray  # int32
+    acc: np.ndarray  # int32
+    draft_ids: np.ndarray  # int32, flat
+    draft_off: np.ndarray  # int64, len n+1
+    emit_ids: np.ndarray  # int32, flat
+    emit_off: np.ndarray  # int64, len n+1
+    line: np.ndarray  # int64 source line number (1-based)
+
+    def __len__(self) -> int:
+        return int(self.req.shape[0])
+
+    def draft(self, i: int) -> np.ndarray:
+        return ragged(self.draft_ids, self.draft_off, i)
+
+    def emit(self, i: int) -> np.ndarray:
+        return ragged(self.emit_ids, self.emit_off, i)
+
+
+@dataclass
+class Proposes:
+    """One `[spec-propose]` line each. `rows == 0` marks the `NO proposing rows` form."""
+
+    rows: np.ndarray  # int32 (0 for the NO-proposing form)
+    nqpr: np.ndarray  # int32 (-1 for the NO-proposing form)
+    k: np.ndarray  # int32 drafts/row (-1 for the NO-proposing form)
+    num_reqs: np.ndarray  # int32 (only for the NO-proposing form, else -1)
+    first_ids: np.ndarray  # int32, flat
+    first_off: np.ndarray  # int64, len n+1
+    line: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def first(self, i: int) -> np.ndarray:
+        return ragged(self.first_ids, self.first_off, i)
+
+    @property
+    def proposing(self) -> np.ndarray:
+        """Mask of the steps that proposed something."""
+        return self.rows > 0
+
+
+@dataclass
+class LogitRows:
+    """One `[spec-logits]` line each: top-K raw logits of one sampled block row.
+
+    `top_ids`/`top_vals` are (n, K) with K the widest row seen; shorter rows are padded with
+    id -1 and value nan, and `width` says how many entries each row really has.
+    """
+
+    req: np.ndarray  # int32 request code
+    pos: np.ndarray  # int64
+    row: np.ndarray  # int32 (1..k)
+    top_ids: np.ndarray  # int32 (n, K)
+    top_vals: np.ndarray  # float64 (n, K)
+    width: np.ndarray  # int32 (n,)
+    line: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return int(self.req.shape[0])
+
+    @property
+    def margins(self) -> np.ndarray:
+        """Top-1 minus top-2 per row (nan where a row has fewer than two finite entries)."""
+        if len(self) == 0 or self.top_vals.shape[1] < 2:
+            return np.full(len(self), np.nan)
+        with np.errstate(invalid="ignore"):
+            m = self.top_vals[:, 0] - self.top_vals[:, 1]
+        m[self.width < 2] = np.nan
+        return m
+
+    @property
+    def finite(self) -> np.ndarray:
+        """Mask of rows whose listed values are all finite."""
+        if len(self) == 0:
+            return np.ones(0, dtype=bool)
+        cols = np.arange(self.top_vals.shape[1])[None, :] < self.width[:, None]
+        return np.all(np.isfinite(self.top_vals) | ~cols, axis=1)
+
+
+@dataclass
+class Phases:
+    """`[spec-phase]` (level 1) and `[spec-phase-dev]` (level 2) wall-clock segments, in ms."""
+
+    pre: np.ndarray
+    backbone: np.ndarray
+    sample: np.ndarray
+    logits: np.ndarray  # int64 element count
+    line: np.ndarray
+    dev_pre: np.ndarray
+    dev_fwd: np.ndarray
+    dev_select: np.ndarray
+    dev_walk: np.ndarray
+    dev_line: np.ndarray
+
+
+@dataclass
+class Route:
+    """A `[dflash-route]` line: which attention lane ran (`combined` counts the materialized one)."""
+
+    line: int
+    counters: dict[str, int]
+
+
+@dataclass
+class Notice:
+    """A request that outgrew the draft speculative context and stopped speculating."""
+
+    line: int
+    req: str
+    text: str
+
+
+@dataclass
+class ArmTrace:
+    """Everything one arm's trace said, in the order of the data flow's first stage."""
+
+    path: str
+    requests: list[str]
+    verifies: Verifies
+    proposes: Proposes
+    logits: LogitRows
+    phases: Phases
+    routes: list[Route] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    lines_total: int = 0
+    lines_skipped: int = 0  # other program output, counted and skipped
+    engine_errors: list[Finding] = field(default_factory=list)  # `vt: ...` failure lines
+    truncated: bool = False
+
+    @property
+    def level(self) -> int:
+        """The trace level the lines show: 3 with logits, 2 with device phases, else 1 (0: none)."""
+        if len(self.logits):
+            return 3
+        if len(self.phases.dev_line):
+            return 2
+        if len(self.verifies) or len(self.proposes) or len(self.phases.line):
+            return 1
+        return 0
+
+    def request_code(self, name: str) -> int | None:
+        try:
+            return self.requests.index(name)
+        except ValueError:
+            return None
+
+    @property
+    def has_drafts(self) -> bool:
+        """True when the arm drafted at least one id (in a verify or a propose line)."""
+        return bool(self.verifies.draft_ids.size or self.proposes.first_ids.size)
