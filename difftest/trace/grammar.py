@@ -1,0 +1,208 @@
+"""The VT_SPEC_TRACE line grammar: which tags exist, which fields each carries, and a careful
+field-by-field reader that says exactly which field of a malformed line is wrong.
+
+The parser's fast paths (whole-line regexes) accept only what this reader accepts; when a fast
+path rejects a line, this reader is run on it to produce the message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+TAG_PHASE = b"[spec-phase]"
+TAG_PHASE_DEV = b"[spec-phase-dev]"
+TAG_PROPOSE = b"[spec-propose]"
+TAG_VERIFY = b"[SPECTRACE]"
+TAG_LOGITS = b"[spec-logits]"
+TAG_ROUTE = b"[dflash-route]"
+KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE)
+
+NOTICE_PREFIX = b"vllm.cpp: request "
+NOTICE_MARK = b"has outgrown the draft speculative context"
+ENGINE_ERROR_PREFIX = b"vt: "
+
+# A float as printf's %g / %.2f print it, plus the non-finite spellings.
+FLOAT = rb"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
+_FLOAT_RE = re.compile(FLOAT + rb"\Z", re.IGNORECASE)
+_INT_RE = re.compile(rb"[-+]?\d+\Z")
+
+# Fast path for the bulk of a level-3 trace. Pairs are separated by spaces; the list may or may
+# not have the producer's leading and trailing space.
+LOGITS_RE = re.compile(
+    rb"\[spec-logits\] req=(\S+) pos=([-+]?\d+) row=([-+]?\d+) top=\[ *((?:[-+]?\d+:"
+    + FLOAT
+    + rb"(?: +|(?=\])))*)\]\Z",
+    re.IGNORECASE,
+)
+
+# One `name=value` field; a value is a bracketed list or a run of non-space characters.
+_FIELD_RE = re.compile(rb"\s*([A-Za-z_][\w/]*)=(\[[^\]]*\]|[^\s\[]\S*)")
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+class FieldError(ValueError):
+    """A field that does not parse; the parser adds file and line."""
+
+
+def read_int(name: str, raw: bytes, *, int32: bool = False, minimum: int | None = None) -> int:
+    if not _INT_RE.match(raw):
+        raise FieldError(f"field {name}: expected an integer, got {_text(raw)!r}")
+    value = int(raw)
+    if int32 and not INT32_MIN <= value <= INT32_MAX:
+        raise FieldError(f"field {name}: {value} is outside int32")
+    if minimum is not None and value < minimum:
+        raise FieldError(f"field {name}: expected at least {minimum}, got {value}")
+    return value
+
+
+def read_ms(name: str, raw: bytes) -> float:
+    body = raw[:-2] if raw.endswith(b"ms") else None
+    if body is None or not _FLOAT_RE.match(body):
+        raise FieldError(f"field {name}: expected milliseconds like '0.17ms', got {_text(raw)!r}")
+    return float(body)
+
+
+def read_id_list(name: str, raw: bytes) -> list[int]:
+    if not (raw.startswith(b"[") and raw.endswith(b"]")):
+        raise FieldError(f"field {name}: expected a bracketed id list, got {_text(raw)!r}")
+    ids: list[int] = []
+    for n, item in enumerate(raw[1:-1].split(), start=1):
+        if not _INT_RE.match(item):
+            raise FieldError(f"field {name}: item {n}: expected an integer id, got {_text(item)!r}")
+        value = int(item)
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise FieldError(f"field {name}: item {n}: {value} is outside int32")
+        ids.append(value)
+    return ids
+
+
+def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:
+    if not (raw.startswith(b"[") and raw.endswith(b"]")):
+        raise FieldError(f"field {name}: expected a bracketed id:logit list, got {_text(raw)!r}")
+    pairs: list[tuple[int, float]] = []
+    for n, item in enumerate(raw[1:-1].split(), start=1):
+        tid, sep, val = item.partition(b":")
+        if not sep or not _INT_RE.match(tid) or not _FLOAT_RE.match(val):
+            raise FieldError(
+                f"field {name}: item {n}: expected 'id:logit', got {_text(item)!r}")
+        value = int(tid)
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise FieldError(f"field {name}: item {n}: id {value} is outside int32")
+        pairs.append((value, float(val)))
+    return pairs
+
+
+def read_str(name: str, raw: bytes) -> str:
+    return _text(raw)
+
+
+Reader = Callable[[str, bytes], object]
+
+
+def _int(name: str, raw: bytes) -> int:
+    return read_int(name, raw)
+
+
+def _int32(name: str, raw: bytes) -> int:
+    return read_int(name, raw, int32=True)
+
+
+def _count(name: str, raw: bytes) -> int:
+    return read_int(name, raw, int32=True, minimum=0)
+
+
+SCHEMAS: dict[bytes, tuple[tuple[str, Reader], ...]] = {
+    TAG_VERIFY: (("req", read_str), ("pos", _int), ("k", _count), ("ns", _count),
+                 ("acc", _count), ("draft", read_id_list), ("emit", read_id_list)),
+    TAG_PROPOSE: (("rows", _count), ("nqpr", _count), ("drafts/row", _count),
+                  ("first", read_id_list)),
+    TAG_PHASE: (("pre", read_ms), ("backbone", read_ms), ("sample", read_ms), ("logits", _int)),
+    TAG_PHASE_DEV: (("pre", read_ms), ("fwd", read_ms), ("select", read_ms), ("walk", read_ms)),
+    TAG_LOGITS: (("req", read_str), ("pos", _int), ("row", _int32), ("top", read_top_list)),
+}
+
+_NO_PROPOSE_RE = re.compile(rb"NO proposing rows this step \(num_reqs=([^)\s]*)\)\Z")
+
+
+@dataclass
+class NoPropose:
+    num_reqs: int
+
+
+def split_fields(tag: bytes, body: bytes) -> list[tuple[str, bytes]]:
+    """`name=value` pairs of a line body, in order; anything between or after them is an error."""
+    fields: list[tuple[str, bytes]] = []
+    at = 0
+    while at < len(body):
+        m = _FIELD_RE.match(body, at)
+        if m is None:
+            rest = body[at:].strip()
+            if not rest:
+                break
+            raise FieldError(f"{_text(tag)} unexpected text {_text(rest[:40])!r}")
+        fields.append((_text(m.group(1)), m.group(2)))
+        at = m.end()
+    return fields
+
+
+def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
+    """Read a tagged line's body by its schema, or raise FieldError saying what is wrong."""
+    if tag == TAG_PROPOSE and body.lstrip().startswith(b"NO "):
+        m = _NO_PROPOSE_RE.match(body.strip())
+        if m is None:
+            raise FieldError("[spec-propose] expected 'NO proposing rows this step (num_reqs=N)'")
+        try:
+            return NoPropose(read_int("num_reqs", m.group(1), minimum=0))
+        except FieldError as exc:
+            raise FieldError(f"[spec-propose] {exc}") from None
+    if tag == TAG_ROUTE:
+        return read_route(body)
+    schema = SCHEMAS[tag]
+    fields = split_fields(tag, body)
+    out: dict[str, object] = {}
+    for i, (name, reader) in enumerate(schema):
+        if i >= len(fields):
+            raise FieldError(f"{_text(tag)} missing field {name!r}")
+        got, raw = fields[i]
+        if got != name:
+            raise FieldError(f"{_text(tag)} expected field {name!r}, got {got!r}")
+        try:
+            out[name] = reader(name, raw)
+        except FieldError as exc:
+            raise FieldError(f"{_text(tag)} {exc}") from None
+    if len(fields) > len(schema):
+        extra = fields[len(schema)][0]
+        raise FieldError(f"{_text(tag)} unexpected field {extra!r}")
+    return out
+
+
+def read_route(body: bytes) -> dict[str, object]:
+    """`[dflash-route]` carries counters whose set may grow; every value must be an integer."""
+    counters: dict[str, int] = {}
+    for name, raw in split_fields(TAG_ROUTE, body):
+        try:
+            counters[name] = read_int(name, raw)
+        except FieldError as exc:
+            raise FieldError(f"[dflash-route] {exc}") from None
+    if not counters:
+        raise FieldError("[dflash-route] expected counters like 'paged_seam=N'")
+    return {"counters": counters}
+
+
+def tag_of(line: bytes) -> bytes | None:
+    """The known tag a line starts with, if any."""
+    if not line.startswith(b"["):
+        return None
+    end = line.find(b"]")
+    if end < 0:
+        return None
+    tag = line[: end + 1]
+    return tag if tag in KNOWN_TAGS else None

@@ -1,0 +1,413 @@
+"""Read a runner's captured stream into an ArmTrace.
+
+The file is read in chunks split at newlines, so memory holds one chunk of text plus the parsed
+arrays, never the whole text or one Python object per token. `[spec-logits]` lines, the bulk of
+a level-3 trace, are matched by one regex each and their id:logit payloads converted to numbers
+in one numpy call per chunk; every other tagged line goes through the grammar's field reader.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from difftest.errors import TraceError, UsageError
+from difftest.model import (
+    ArmTrace, Finding, LogitRows, Notice, Phases, Proposes, Route, Verifies,
+)
+from difftest.trace import grammar as g
+
+CHUNK_BYTES = 8 << 20
+
+
+class _LogitChunk:
+    """The `[spec-logits]` lines of one chunk, converted to arrays in one go."""
+
+    def __init__(self) -> None:
+        self.req: list[int] = []
+        self.pos: list[int] = []
+        self.row: list[int] = []
+        self.line: list[int] = []
+        self.payload: list[bytes] = []
+
+    def to_arrays(self, path: str) -> tuple[np.ndarray, ...]:
+        n = len(self.payload)
+        widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32, count=n)
+        joined = b" ".join(self.payload).replace(b":", b" ")
+        flat = np.fromstring(joined, dtype=np.float64, sep=" ") if joined.strip() else np.zeros(0)
+        if flat.size != 2 * int(widths.sum()):
+            # The line regex admits only numbers numpy reads; reaching here means a spelling it
+            # does not. Find the line the slow way and name it.
+            for lineno, payload in zip(self.line, self.payload):
+                try:
+                    g.read_top_list("top", b"[" + payload + b"]")
+                except g.FieldError as exc:
+                    raise TraceError(path, lineno, f"[spec-logits] {exc}") from None
+            raise TraceError(path, self.line[0], "[spec-logits] payload could not be read")
+        pairs = flat.reshape(-1, 2)
+        ids = pairs[:, 0]
+        bad = (ids < g.INT32_MIN) | (ids > g.INT32_MAX)
+        if bad.any():
+            at = int(np.searchsorted(np.cumsum(widths), int(np.flatnonzero(bad)[0]), side="right"))
+            raise TraceError(path, self.line[at], "[spec-logits] field top: an id is outside int32")
+        width = int(widths.max()) if n else 0
+        if n and int(widths.min()) == width:
+            top_ids = ids.astype(np.int32).reshape(n, width)
+            top_vals = pairs[:, 1].copy().reshape(n, width)
+        else:
+            top_ids = np.full((n, width), -1, dtype=np.int32)
+            top_vals = np.full((n, width), np.nan)
+            rows = np.repeat(np.arange(n), widths)
+            starts = np.cumsum(widths) - widths
+            cols = np.arange(rows.size) - np.repeat(starts, widths)
+            top_ids[rows, cols] = ids.astype(np.int32)
+            top_vals[rows, cols] = pairs[:, 1]
+        return (np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
+                np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
+                np.asarray(self.line, dtype=np.int64))
+
+
+class TraceBuilder:
+    """Accumulates events line by line; `finish` checks the cross-line invariants."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.requests: list[str] = []
+        self._req_code: dict[str, int] = {}
+        self._req_bytes: dict[bytes, int] = {}
+        self.findings: list[Finding] = []
+        self.engine_errors: list[Finding] = []
+        self.notices: list[Notice] = []
+        self.routes: list[Route] = []
+        self.lines_total = 0
+        self.lines_skipped = 0
+        self.truncated = False
+        # verifies
+        self.v_req: list[int] = []
+        self.v_pos: list[int] = []
+        self.v_k: list[int] = []
+        self.v_ns: list[int] = []
+        self.v_acc: list[int] = []
+        self.v_line: list[int] = []
+        self.v_draft: list[int] = []
+        self.v_draft_len: list[int] = []
+        self.v_emit: list[int] = []
+        self.v_emit_len: list[int] = []
+        # proposes
+        self.p_rows: list[int] = []
+        self.p_nqpr: list[int] = []
+        self.p_k: list[int] = []
+        self.p_num_reqs: list[int] = []
+        self.p_first: list[int] = []
+        self.p_first_len: list[int] = []
+        self.p_line: list[int] = []
+        # phases
+        self.ph: list[tuple[float, float, float, int, int]] = []
+        self.ph_dev: list[tuple[float, float, float, float, int]] = []
+        # logits, one converted block of arrays per chunk
+        self._logit_parts: list[tuple[np.ndarray, ...]] = []
+        self._logits = _LogitChunk()
+
+    # -- interning -----------------------------------------------------------------------------
+    def _intern(self, name: str) -> int:
+        code = self._req_code.get(name)
+        if code is None:
+            code = len(self.requests)
+            self.requests.append(name)
+            self._req_code[name] = code
+        return code
+
+    def _intern_bytes(self, raw: bytes) -> int:
+        code = self._req_bytes.get(raw)
+        if code is None:
+            code = self._intern(raw.decode("utf-8", errors="backslashreplace"))
+            self._req_bytes[raw] = code
+        return code
+
+    def _finding(self, line: int, kind: str, message: str) -> None:
+        self.findings.append(Finding(self.path, line, kind, message))
+
+    # -- lines ---------------------------------------------------------------------------------
+    def feed(self, lines: list[bytes], first_lineno: int, last_is_partial: bool = False) -> None:
+        logits = self._logits
+        logits_re = g.LOGITS_RE
+        tag_logits = g.TAG_LOGITS
+        last = len(lines) - 1
+        for i, raw in enumerate(lines):
+            lineno = first_lineno + i
+            line = raw.rstrip()
+            if line.startswith(tag_logits):
+                m = logits_re.match(line)
+                if m is not None:
+                    logits.req.append(self._intern_bytes(m.group(1)))
+                    logits.pos.append(int(m.group(2)))
+                    logits.row.append(int(m.group(3)))
+                    logits.line.append(lineno)
+                    logits.payload.append(m.group(4))
+                    continue
+            try:
+                self._line(line, lineno)
+            except g.FieldError as exc:
+                if last_is_partial and i == last:
+                    self.truncated = True
+                    self._finding(lineno, "truncated",
+                                  "the trace ends mid-line (runner killed?); read up to the cut, "
+                                  f"this last line dropped: {exc}")
+                    continue
+                raise TraceError(self.path, lineno, str(exc)) from None
+        self.lines_total += len(lines)
+        if logits.payload:
+            self._logit_parts.append(logits.to_arrays(self.path))
+            self._logits = _LogitChunk()
+
+    def _line(self, line: bytes, lineno: int) -> None:
+        tag = g.tag_of(line)
+        if tag is None:
+            if line.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in line:
+                req = line[len(g.NOTICE_PREFIX):].split(b" ", 1)[0]
+                text = line.decode("utf-8", errors="backslashreplace")
+                self.notices.append(Notice(lineno, req.decode("utf-8", "backslashreplace"), text))
+                self._finding(lineno, "outgrown", text)
+            elif line.startswith(g.ENGINE_ERROR_PREFIX):
+                self.engine_errors.append(Finding(
+                    self.path, lineno, "engine-error", line.decode("utf-8", "backslashreplace")))
+            else:
+                self.lines_skipped += 1
+            return
+        fields = g.read_fields(tag, line[len(tag):])
+        if tag == g.TAG_VERIFY:
+            self._verify(fields, lineno)  # type: ignore[arg-type]
+        elif tag == g.TAG_PROPOSE:
+            self._propose(fields, lineno)
+        elif tag == g.TAG_PHASE:
+            f = fields
+            self.ph.append((f["pre"], f["backbone"], f["sample"], f["logits"], lineno))  # type: ignore[index]
+        elif tag == g.TAG_PHASE_DEV:
+            f = fields
+            self.ph_dev.append((f["pre"], f["fwd"], f["select"], f["walk"], lineno))  # type: ignore[index]
+        elif tag == g.TAG_ROUTE:
+            self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index]
+        elif tag == g.TAG_LOGITS:
+            # Only reached when the fast regex rejected the line but the field reader accepted it
+            # (e.g. extra spaces); keep it through the same path.
+            top: list[tuple[int, float]] = fields["top"]  # type: ignore[index, assignment]
+            payload = b" ".join(f"{i}:{v!r}".encode() for i, v in top)
+            self._logits.req.append(self._intern(fields["req"]))  # type: ignore[index, arg-type]
+            self._logits.pos.append(fields["pos"])  # type: ignore[index, arg-type]
+            self._logits.row.append(fields["row"])  # type: ignore[index, arg-type]
+            self._logits.line.append(lineno)
+            self._logits.payload.append(payload)
+
+    def _verify(self, f: dict[str, object], lineno: int) -> None:
+        req: str = f["req"]  # type: ignore[assignment]
+        pos, k, ns, acc = (int(f[n]) for n in ("pos", "k", "ns", "acc"))  # type: ignore[call-overload]
+        draft: list[int] = f["draft"]  # type: ignore[assignment]
+        emit: list[int] = f["emit"]  # type: ignore[assignment]
+        where = f"[SPECTRACE] req={req} pos={pos}"
+        if len(draft) != k:
+            self._finding(lineno, "invariant", f"{where}: k={k} but draft has {len(draft)} ids")
+        if len(emit) != ns:
+            self._finding(lineno, "invariant", f"{where}: ns={ns} but emit has {len(emit)} ids")
+        if acc != max(ns - 1, 0):
+            self._finding(lineno, "invariant", f"{where}: acc={acc} but max(ns-1, 0)={max(ns - 1, 0)}")
+        if emit[:acc] != draft[:acc]:
+            self._finding(lineno, "invariant",
+                          f"{where}: emit[:acc] {emit[:acc]} differs from draft[:acc] {draft[:acc]}")
+        self.v_req.append(self._intern(req))
+        self.v_pos.append(pos)
+        self.v_k.append(k)
+        self.v_ns.append(ns)
+        self.v_acc.append(acc)
+        self.v_line.append(lineno)
+        self.v_draft.extend(draft)
+        self.v_draft_len.append(len(draft))
+        self.v_emit.extend(emit)
+        self.v_emit_len.append(len(emit))
+
+    def _propose(self, f: dict[str, object] | g.NoPropose, lineno: int) -> None:
+        if isinstance(f, g.NoPropose):
+            self.p_rows.append(0)
+            self.p_nqpr.append(-1)
+            self.p_k.append(-1)
+            self.p_num_reqs.append(f.num_reqs)
+            self.p_first_len.append(0)
+        else:
+            first: list[int] = f["first"]  # type: ignore[assignment]
+            k = int(f["drafts/row"])  # type: ignore[call-overload]
+            if len(first) != k:
+                self._finding(lineno, "invariant",
+                              f"[spec-propose] drafts/row={k} but first has {len(first)} ids")
+            self.p_rows.append(int(f["rows"]))  # type: ignore[call-overload]
+            self.p_nqpr.append(int(f["nqpr"]))  # type: ignore[call-overload]
+            self.p_k.append(k)
+            self.p_num_reqs.append(-1)
+            self.p_first.extend(first)
+            self.p_first_len.append(len(first))
+        self.p_line.append(lineno)
+
+    # -- the result ----------------------------------------------------------------------------
+    def finish(self) -> ArmTrace:
+        verifies = Verifies(
+            req=np.asarray(self.v_req, dtype=np.int32), pos=np.asarray(self.v_pos, dtype=np.int64),
+            k=np.asarray(self.v_k, dtype=np.int32), ns=np.asarray(self.v_ns, dtype=np.int32),
+            acc=np.asarray(self.v_acc, dtype=np.int32),
+            draft_ids=np.asarray(self.v_draft, dtype=np.int32), draft_off=_offsets(self.v_draft_len),
+            emit_ids=np.asarray(self.v_emit, dtype=np.int32), emit_off=_offsets(self.v_emit_len),
+            line=np.asarray(self.v_line, dtype=np.int64))
+        proposes = Proposes(
+            rows=np.asarray(self.p_rows, dtype=np.int32), nqpr=np.asarray(self.p_nqpr, dtype=np.int32),
+            k=np.asarray(self.p_k, dtype=np.int32), num_reqs=np.asarray(self.p_num_reqs, dtype=np.int32),
+            first_ids=np.asarray(self.p_first, dtype=np.int32), first_off=_offsets(self.p_first_len),
+            line=np.asarray(self.p_line, dtype=np.int64))
+        ph = np.asarray(self.ph, dtype=np.float64).reshape(-1, 5)
+        dev = np.asarray(self.ph_dev, dtype=np.float64).reshape(-1, 5)
+        phases = Phases(pre=ph[:, 0], backbone=ph[:, 1], sample=ph[:, 2],
+                        logits=ph[:, 3].astype(np.int64), line=ph[:, 4].astype(np.int64),
+                        dev_pre=dev[:, 0], dev_fwd=dev[:, 1], dev_select=dev[:, 2],
+                        dev_walk=dev[:, 3], dev_line=dev[:, 4].astype(np.int64))
+        logits = _concat_logits(self._logit_parts)
+        self._check_positions(verifies)
+        self._check_logits(logits)
+        self.findings.sort(key=lambda f: f.line)
+        return ArmTrace(
+            path=self.path, requests=self.requests, verifies=verifies, proposes=proposes,
+            logits=logits, phases=phases, routes=self.routes, notices=self.notices,
+            findings=self.findings, lines_total=self.lines_total,
+            lines_skipped=self.lines_skipped, engine_errors=self.engine_errors,
+            truncated=self.truncated)
+
+    def _check_positions(self, v: Verifies) -> None:
+        """Per request, each verify starts where the previous one's emit left off."""
+        expected: dict[int, tuple[int, int]] = {}
+        for req, pos, ns, line in zip(v.req.tolist(), v.pos.tolist(), v.ns.tolist(), v.line.tolist()):
+            prev = expected.get(req)
+            if prev is not None and prev[0] != pos:
+                self._finding(line, "invariant",
+                              f"[SPECTRACE] req={self.requests[req]}: pos={pos}, but the previous "
+                              f"verify (line {prev[1]}) leads to pos={prev[0]}")
+            expected[req] = (pos + ns, line)
+
+    def _check_logits(self, lg: LogitRows) -> None:
+        if not len(lg):
+            return
+        cols = np.arange(lg.top_vals.shape[1])[None, :] < lg.width[:, None]
+        nonfinite = np.flatnonzero(~np.all(np.isfinite(lg.top_vals) | ~cols, axis=1))
+        for i in nonfinite[:1000].tolist():
+            self._finding(int(lg.line[i]), "non-finite",
+                          f"[spec-logits] req={self.requests[lg.req[i]]} pos={lg.pos[i]} "
+                          f"row={lg.row[i]}: non-finite logit in the top list")
+        if nonfinite.size > 1000:
+            self._finding(int(lg.line[nonfinite[1000]]), "non-finite",
+                          f"... and {nonfinite.size - 1000} more rows with non-finite logits")
+        narrow = np.flatnonzero(lg.width < 2)
+        for i in narrow[:100].tolist():
+            self._finding(int(lg.line[i]), "invariant",
+                          f"[spec-logits] row={lg.row[i]}: fewer than two entries, margin undefined")
+        if lg.top_vals.shape[1] >= 2:
+            with np.errstate(invalid="ignore"):
+                rising = (lg.top_vals[:, 1:] > lg.top_vals[:, :-1]) & cols[:, 1:]
+            for i in np.flatnonzero(rising.any(axis=1))[:100].tolist():
+                self._finding(int(lg.line[i]), "invariant",
+                              "[spec-logits] top list is not ordered highest first")
+        for i in np.flatnonzero(lg.row < 1)[:100].tolist():
+            self._finding(int(lg.line[i]), "invariant",
+                          f"[spec-logits] row={lg.row[i]}: rows are 1..k (row 0 is the anchor)")
+
+
+def _offsets(lengths: list[int]) -> np.ndarray:
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    if lengths:
+        np.cumsum(lengths, out=off[1:])
+    return off
+
+
+def _concat_logits(parts: list[tuple[np.ndarray, ...]]) -> LogitRows:
+    if not parts:
+        return LogitRows(req=np.zeros(0, np.int32), pos=np.zeros(0, np.int64),
+                         row=np.zeros(0, np.int32), top_ids=np.zeros((0, 0), np.int32),
+                         top_vals=np.zeros((0, 0)), width=np.zeros(0, np.int32),
+                         line=np.zeros(0, np.int64))
+    width = max(p[3].shape[1] for p in parts)
+
+    def pad(a: np.ndarray, fill: float) -> np.ndarray:
+        if a.shape[1] == width:
+            return a
+        out = np.full((a.shape[0], width), fill, dtype=a.dtype)
+        out[:, : a.shape[1]] = a
+        return out
+
+    if len(parts) == 1:
+        req, pos, row, ids, vals, widths, line = parts[0]
+        return LogitRows(req, pos, row, pad(ids, -1), pad(vals, np.nan), widths, line)
+    return LogitRows(
+        req=np.concatenate([p[0] for p in parts]), pos=np.concatenate([p[1] for p in parts]),
+        row=np.concatenate([p[2] for p in parts]),
+        top_ids=np.concatenate([pad(p[3], -1) for p in parts]),
+        top_vals=np.concatenate([pad(p[4], np.nan) for p in parts]),
+        width=np.concatenate([p[5] for p in parts]), line=np.concatenate([p[6] for p in parts]))
+
+
+def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES) -> ArmTrace:
+    """Parse a captured trace file; a missing file is a UsageError, a bad line a TraceError."""
+    p = Path(path)
+    try:
+        fh = open(p, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such trace file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{p}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read: {exc.strerror}") from None
+    builder = TraceBuilder(str(p))
+    lineno = 1
+    carry = b""
+    with fh:
+        while True:
+            chunk = fh.read(chunk_bytes)
+            if not chunk:
+                break
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            lines = buf[:cut].split(b"\n")
+            carry = buf[cut + 1:]
+            del buf
+            builder.feed(lines, lineno)
+            lineno += len(lines)
+    if carry:
+        builder.feed([carry], lineno, last_is_partial=True)
+        if not builder.truncated:
+            builder.truncated = True
+            builder._finding(lineno, "truncated", "the trace ends without a newline (cut off?); "
+                             "its last line was read as it stands")
+    return builder.finish()
+
+
+def parse_text(text: str | bytes, path: str = "<text>") -> ArmTrace:
+    """Parse trace text held in memory (tests, and runners driven in-process)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    builder = TraceBuilder(path)
+    if not data:
+        return builder.finish()
+    complete = data.endswith(b"\n")
+    lines = (data[:-1] if complete else data).split(b"\n")
+    if complete:
+        builder.feed(lines, 1)
+    else:
+        builder.feed(lines[:-1], 1)
+        builder.feed(lines[-1:], len(lines), last_is_partial=True)
+        if not builder.truncated:
+            builder.truncated = True
+            builder._finding(len(lines), "truncated", "the trace ends without a newline (cut off?); "
+                             "its last line was read as it stands")
+    return builder.finish()
+
+
+def parse_lines(lines: Iterable[str], path: str = "<lines>") -> ArmTrace:
+    """Parse an iterable of lines without newlines."""
+    return parse_text("".join(line + "\n" for line in lines), path)
