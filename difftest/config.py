@@ -1,0 +1,407 @@
+"""Load and validate difftest's TOML config: which arms exist, how to run them, what each
+comparison expects.
+
+Validation is strict on purpose: a misspelt key that is silently ignored turns a gate into a
+no-op (a `timout_s` that never fires, an `expect` that never applies), so every unknown table or
+key, wrong type or bad value is a ConfigError naming the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from difftest.errors import ConfigError, UsageError
+
+BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
+PYTHON_TOKEN = "{python}"
+CONFIG_FILE_NAME = "difftest.toml"
+
+_TOP_TABLES = ("arms", "comparisons", "mutations", "audit")
+_ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo")
+_COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "probe")
+_MUTATION_KEYS = ("env", "args")
+_AUDIT_KEYS = ("min_distinct_ids", "min_entropy_bits", "max_blind_radius")
+_EXPECTATIONS = ("same", "differ")
+
+
+def _as_env(env: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in env.items()}
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One way of running the runner. Frozen so a mutated arm is a new value, never an edit."""
+
+    name: str
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    timeout_s: float | None = None
+    git_ref: str | None = None
+    build: tuple[str, ...] | None = None
+    repo: Path | None = None
+
+    def __post_init__(self) -> None:
+        # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
+        # behave exactly like what the loader produces.
+        object.__setattr__(self, "command", tuple(str(a) for a in self.command))
+        object.__setattr__(self, "env", _as_env(self.env))
+        if self.cwd is not None:
+            object.__setattr__(self, "cwd", Path(self.cwd))
+        if self.repo is not None:
+            object.__setattr__(self, "repo", Path(self.repo))
+        if self.build is not None:
+            object.__setattr__(self, "build", tuple(str(a) for a in self.build))
+
+    def with_changes(self, **kw: Any) -> "ArmSpec":
+        """A copy with some fields replaced; how probes derive a mutated arm."""
+        return dataclasses.replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    """A pair of arms and what their drafts must show."""
+
+    name: str
+    arm_a: str
+    arm_b: str
+    expect: Literal["same", "differ"] = "same"
+    min_differing: int = 1
+    near_tie: float = 0.0
+    atol: float = 0.0
+    probe: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MutationSpec:
+    """A known-wrong variant of an arm: env merged over the arm's, args appended to its argv."""
+
+    name: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+
+    def apply(self, arm: ArmSpec) -> ArmSpec:
+        """The mutated arm, named `<arm>+<mutation>` so its capture files sit beside the base."""
+        return arm.with_changes(name=f"{arm.name}+{self.name}",
+                                env={**arm.env, **self.env},
+                                command=tuple(arm.command) + tuple(self.args))
+
+
+@dataclass(frozen=True)
+class AuditThresholds:
+    """When a trace counts as informative; see ARCHITECTURE.md, 'informative'."""
+
+    min_distinct_ids: int = 2
+    min_entropy_bits: float = 1.0
+    max_blind_radius: float = 1.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated config file."""
+
+    path: Path
+    arms: Mapping[str, ArmSpec]
+    comparisons: Mapping[str, ComparisonSpec]
+    mutations: Mapping[str, MutationSpec]
+    audit: AuditThresholds = AuditThresholds()
+
+    def arm(self, name: str) -> ArmSpec:
+        """The named arm; a typo on the command line gets the list of real names."""
+        try:
+            return self.arms[name]
+        except KeyError:
+            known = ", ".join(self.arms) or "none"
+            raise UsageError(f"unknown arm {name!r} in {self.path} (known arms: {known})") from None
+
+    def mutation(self, name: str) -> MutationSpec:
+        """A configured mutation, else a built-in one of the reference runner."""
+        if name in self.mutations:
+            return self.mutations[name]
+        if name in BUILTIN_MUTATIONS:
+            return MutationSpec(name, env={"DIFFTEST_MUTATION": name}, args=())
+        known = ", ".join(dict.fromkeys([*self.mutations, *BUILTIN_MUTATIONS]))
+        raise UsageError(f"unknown mutation {name!r} (known: {known})")
+
+
+def default_config_path() -> Path:
+    """The config shipped inside the package."""
+    return Path(__file__).resolve().parent / "configs" / "default.toml"
+
+
+def _packaged_dir() -> Path:
+    return default_config_path().parent
+
+
+def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
+    """An explicit file, else ./difftest.toml when present, else the packaged default."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    if path is not None:
+        path = Path(path)
+        full = path if path.is_absolute() else base / path
+        if not full.is_file():
+            what = "is a directory" if full.is_dir() else "does not exist"
+            raise ConfigError(path, f"config file {what}")
+        return _load_file(path, full, base)
+    local = base / CONFIG_FILE_NAME
+    if local.is_file():
+        return _load_file(local, local, base)
+    default = default_config_path()
+    return _load_file(default, default, base)
+
+
+def _load_file(shown: Path, full: Path, cwd: Path) -> Config:
+    try:
+        text = full.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(shown, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(shown, f"cannot read: {exc.strerror or exc}") from None
+    return _parse(text, shown, full.resolve().parent, cwd)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate config text as if it had been read from `path` (relative paths resolve there)."""
+    path = Path(path)
+    return _parse(text, path, path.resolve().parent, Path.cwd())
+
+
+# --- validation helpers: each names file, table and key -------------------------------------
+
+
+class _Checker:
+    """Carries the file name so every check can say where the bad value is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, table: str, message: str) -> ConfigError:
+        return ConfigError(self.path, message, key=table)
+
+    def keys(self, table: str, data: Mapping[str, Any], known: tuple[str, ...]) -> None:
+        for key in data:
+            if key not in known:
+                raise self.fail(table, f"key {key!r}: unknown key (known: {', '.join(known)})")
+
+    def table(self, table: str, key: str, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(table, f"key {key!r}: must be a table, got {_kind(value)}")
+        return value
+
+    def string(self, table: str, key: str, value: Any, *, empty: bool = False) -> str:
+        if not isinstance(value, str):
+            raise self.fail(table, f"key {key!r}: must be a string, got {_kind(value)}")
+        if not empty and not value.strip():
+            raise self.fail(table, f"key {key!r}: must not be empty")
+        return value
+
+    def argv(self, table: str, key: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            raise self.fail(table, f"key {key!r}: must be an argv list of strings, not a shell "
+                                   f"string (write {_argv_hint(value)})")
+        if not isinstance(value, list):
+            raise self.fail(table, f"key {key!r}: must be an argv list of strings, got {_kind(value)}")
+        if not value:
+            raise self.fail(table, f"key {key!r}: must not be empty")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {_kind(item)}")
+        if not value[0].strip():
+            raise self.fail(table, f"key {key!r}: the program (item 0) must not be empty")
+        return tuple(value)
+
+    def strings(self, table: str, key: str, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.fail(table, f"key {key!r}: must be a list of strings, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {_kind(item)}")
+        return tuple(value)
+
+    def env(self, table: str, key: str, value: Any) -> dict[str, str]:
+        data = self.table(table, key, value)
+        out: dict[str, str] = {}
+        for name, item in data.items():
+            if not name or "=" in name or "\0" in name:
+                raise self.fail(table, f"key {key!r}: {name!r} is not a valid variable name")
+            # Integers are natural here (VT_SPEC_TRACE = 3); booleans and floats are ambiguous.
+            if isinstance(item, bool) or not isinstance(item, (str, int)):
+                raise self.fail(table, f"key '{key}.{name}': must be a string or an integer, "
+                                       f"got {_kind(item)}")
+            if isinstance(item, str) and "\0" in item:
+                raise self.fail(table, f"key '{key}.{name}': contains a NUL character")
+            out[name] = str(item)
+        return out
+
+    def number(self, table: str, key: str, value: Any, *, minimum: float = 0.0,
+               strict: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(table, f"key {key!r}: must be a number, got {_kind(value)}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise self.fail(table, f"key {key!r}: must be a finite number, got {value}")
+        if strict and value <= minimum:
+            raise self.fail(table, f"key {key!r}: must be > {minimum:g}, got {value:g}")
+        if not strict and value < minimum:
+            raise self.fail(table, f"key {key!r}: must be >= {minimum:g}, got {value:g}")
+        return value
+
+    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(table, f"key {key!r}: must be an integer, got {_kind(value)}")
+        if value < minimum:
+            raise self.fail(table, f"key {key!r}: must be >= {minimum}, got {value}")
+        return value
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__) + (f" ({value!r})" if isinstance(
+        value, (bool, int, float, str)) else "")
+
+
+def _argv_hint(text: str) -> str:
+    return "[" + ", ".join(f'"{w}"' for w in text.split()) + "]" if text.split() else '["program"]'
+
+
+def _substitute(argv: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(a.replace(PYTHON_TOKEN, sys.executable) for a in argv)
+
+
+def _git_toplevel(start: Path) -> Path | None:
+    try:
+        out = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    top = out.stdout.strip()
+    return Path(top) if out.returncode == 0 and top else None
+
+
+def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
+    check = _Checker(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, f"TOML syntax error: {exc}") from None
+    for key in data:
+        if key not in _TOP_TABLES:
+            raise check.fail(key, f"unknown table (known: {', '.join(_TOP_TABLES)})")
+        if not isinstance(data[key], dict):
+            raise check.fail(key, f"must be a table ([{key}.NAME] sections), got {_kind(data[key])}")
+
+    packaged = base == _packaged_dir()
+    repo_base = cwd if packaged else base
+    arms: dict[str, ArmSpec] = {}
+    for name, raw in data.get("arms", {}).items():
+        arms[name] = _arm(check, name, check.table("arms", name, raw), base, repo_base)
+
+    mutations: dict[str, MutationSpec] = {}
+    for name, raw in data.get("mutations", {}).items():
+        table = f"mutations.{name}"
+        raw = check.table("mutations", name, raw)
+        check.keys(table, raw, _MUTATION_KEYS)
+        env = check.env(table, "env", raw["env"]) if "env" in raw else {}
+        args = _substitute(check.strings(table, "args", raw["args"])) if "args" in raw else ()
+        mutations[name] = MutationSpec(name, env=env, args=args)
+
+    comparisons: dict[str, ComparisonSpec] = {}
+    for name, raw in data.get("comparisons", {}).items():
+        comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
+                                        arms, mutations)
+
+    raw_audit = data.get("audit", {})
+    check.keys("audit", raw_audit, _AUDIT_KEYS)
+    defaults = AuditThresholds()
+    audit = AuditThresholds(
+        min_distinct_ids=check.integer("audit", "min_distinct_ids",
+                                       raw_audit["min_distinct_ids"], minimum=1)
+        if "min_distinct_ids" in raw_audit else defaults.min_distinct_ids,
+        min_entropy_bits=check.number("audit", "min_entropy_bits", raw_audit["min_entropy_bits"])
+        if "min_entropy_bits" in raw_audit else defaults.min_entropy_bits,
+        max_blind_radius=check.number("audit", "max_blind_radius", raw_audit["max_blind_radius"])
+        if "max_blind_radius" in raw_audit else defaults.max_blind_radius,
+    )
+    return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit)
+
+
+def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base: Path) -> ArmSpec:
+    table = f"arms.{name}"
+    if not name.strip():
+        raise check.fail(table, "an arm name must not be empty")
+    check.keys(table, raw, _ARM_KEYS)
+    if "command" not in raw:
+        raise check.fail(table, "key 'command': missing (an argv list, e.g. "
+                                '["{python}", "-m", "difftest.reference"])')
+    command = _substitute(check.argv(table, "command", raw["command"]))
+    env = check.env(table, "env", raw["env"]) if "env" in raw else {}
+    timeout = (check.number(table, "timeout_s", raw["timeout_s"], strict=True)
+               if "timeout_s" in raw else None)
+    git_ref = check.string(table, "git_ref", raw["git_ref"]) if "git_ref" in raw else None
+    build = None
+    if "build" in raw:
+        if git_ref is None:
+            raise check.fail(table, "key 'build': only allowed together with 'git_ref' (a build "
+                                    "runs inside the checkout of that ref)")
+        build = _substitute(check.argv(table, "build", raw["build"]))
+    cwd = None
+    if "cwd" in raw:
+        cwd = Path(check.string(table, "cwd", raw["cwd"]))
+        if git_ref is not None:
+            if cwd.is_absolute():
+                raise check.fail(table, "key 'cwd': must be relative for a git_ref arm (it is "
+                                        "resolved inside the checkout of that ref)")
+        else:
+            cwd = (base / cwd).resolve() if not cwd.is_absolute() else cwd
+    repo = None
+    if "repo" in raw:
+        if git_ref is None:
+            raise check.fail(table, "key 'repo': only allowed together with 'git_ref'")
+        repo = Path(check.string(table, "repo", raw["repo"]))
+        repo = repo if repo.is_absolute() else (base / repo).resolve()
+    elif git_ref is not None:
+        repo = _git_toplevel(repo_base.resolve()) or repo_base.resolve()
+    return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
+                   git_ref=git_ref, build=build, repo=repo)
+
+
+def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
+                mutations: Mapping[str, MutationSpec]) -> ComparisonSpec:
+    table = f"comparisons.{name}"
+    check.keys(table, raw, _COMPARISON_KEYS)
+    sides: dict[str, str] = {}
+    for key in ("arm_a", "arm_b"):
+        if key not in raw:
+            raise check.fail(table, f"key {key!r}: missing (the name of an arm)")
+        arm = check.string(table, key, raw[key])
+        if arm not in arms:
+            known = ", ".join(arms) or "none defined"
+            raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
+        sides[key] = arm
+    expect = raw.get("expect", "same")
+    check.string(table, "expect", expect)
+    if expect not in _EXPECTATIONS:
+        raise check.fail(table, f"key 'expect': must be \"same\" or \"differ\", got {expect!r}")
+    probe = check.strings(table, "probe", raw["probe"]) if "probe" in raw else ()
+    for mutation in probe:
+        if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
+            known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
+            raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
+    return ComparisonSpec(
+        name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"], expect=expect,
+        min_differing=check.integer(table, "min_differing", raw["min_differing"], minimum=1)
+        if "min_differing" in raw else 1,
+        near_tie=check.number(table, "near_tie", raw["near_tie"]) if "near_tie" in raw else 0.0,
+        atol=check.number(table, "atol", raw["atol"]) if "atol" in raw else 0.0,
+        probe=probe,
+    )
