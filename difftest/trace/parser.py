@@ -33,6 +33,15 @@ class _LogitChunk:
         self.line: list[int] = []
         self.payload: list[bytes] = []
 
+    def _diagnose(self, path: str, candidates: Iterable[int]) -> None:
+        """Re-read suspect lines with the field reader, which names the bad item."""
+        for i in candidates:
+            try:
+                g.read_top_list("top", b"[" + self.payload[i] + b"]")
+            except g.FieldError as exc:
+                raise TraceError(path, self.line[i], f"[spec-logits] {exc}") from None
+        raise TraceError(path, self.line[0], "[spec-logits] payload could not be read")
+
     def to_arrays(self, path: str) -> tuple[np.ndarray, ...]:
         n = len(self.payload)
         widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32, count=n)
@@ -41,18 +50,13 @@ class _LogitChunk:
         if flat.size != 2 * int(widths.sum()):
             # The line regex admits only numbers numpy reads; reaching here means a spelling it
             # does not. Find the line the slow way and name it.
-            for lineno, payload in zip(self.line, self.payload):
-                try:
-                    g.read_top_list("top", b"[" + payload + b"]")
-                except g.FieldError as exc:
-                    raise TraceError(path, lineno, f"[spec-logits] {exc}") from None
-            raise TraceError(path, self.line[0], "[spec-logits] payload could not be read")
+            self._diagnose(path, range(n))
         pairs = flat.reshape(-1, 2)
         ids = pairs[:, 0]
         bad = (ids < g.INT32_MIN) | (ids > g.INT32_MAX)
         if bad.any():
             at = int(np.searchsorted(np.cumsum(widths), int(np.flatnonzero(bad)[0]), side="right"))
-            raise TraceError(path, self.line[at], "[spec-logits] field top: an id is outside int32")
+            self._diagnose(path, [at])
         width = int(widths.max()) if n else 0
         if n and int(widths.min()) == width:
             top_ids = ids.astype(np.int32).reshape(n, width)

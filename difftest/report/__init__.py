@@ -1,0 +1,1 @@
+"""Rendering of results: terminal tables, JSON, markdown, JUnit XML and CSV."""

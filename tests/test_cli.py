@@ -1,0 +1,101 @@
+"""The command line over the library: exit codes, formats, messages instead of tracebacks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from difftest.cli import app
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_audit_exit_codes_follow_the_verdict() -> None:
+    bad = runner.invoke(app, ["audit", str(DATA / "constant19_level1.log")])
+    assert bad.exit_code == 3, bad.output
+    assert bad.output.startswith("verdict: UNINFORMATIVE")
+    good = runner.invoke(app, ["audit", str(DATA / "two_requests_level3.log")])
+    assert good.exit_code == 0, good.output
+    assert good.output.startswith("verdict: INFORMATIVE")
+
+
+def test_audit_json_has_the_contract_keys() -> None:
+    r = runner.invoke(app, ["audit", str(DATA / "constant19_level1.log"), "--format", "json"])
+    data = json.loads(r.output)
+    for key in ("blocks", "distinct_ids", "entropy_bits", "constant_blocks", "min_margin",
+                "verdict", "reasons"):
+        assert key in data
+    assert data["verdict"] == "uninformative" and data["min_margin"] is None
+    assert data["constant_blocks"] is True
+
+
+def test_audit_threshold_flags_override() -> None:
+    path = str(DATA / "two_requests_level3.log")
+    r = runner.invoke(app, ["audit", path, "--min-distinct-ids", "100"])
+    assert r.exit_code == 0  # still informative through its logits
+    assert "token comparison           blind" in r.output
+
+
+def test_malformed_trace_exits_2_with_file_and_line() -> None:
+    r = runner.invoke(app, ["audit", str(DATA / "malformed_pos.log")])
+    assert r.exit_code == 2
+    assert "malformed_pos.log:7: [SPECTRACE] field pos: expected an integer, got '4x'" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_missing_file_exits_2() -> None:
+    r = runner.invoke(app, ["parse", "/nonexistent/trace.log"])
+    assert r.exit_code == 2 and "no such trace file" in r.output
+
+
+def test_parse_formats() -> None:
+    path = str(DATA / "all_kinds.log")
+    table = runner.invoke(app, ["parse", path])
+    assert table.exit_code == 0 and "engine-error" in table.output
+    data = json.loads(runner.invoke(app, ["parse", path, "--format", "json"]).output)
+    assert data["summary"]["verifies"] == 3
+    kinds = [e["kind"] for e in data["events"]]
+    assert kinds.count("logits") == 3 and "no-propose" in kinds and "outgrown" in kinds
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(app, ["parse", path, "-f", "csv"]).output)))
+    assert rows[0]["kind"] == "phase-dev"
+    assert [r["ids"] for r in rows if r["kind"] == "verify"][1] == "2147483647 -2147483648 0"
+
+
+def test_parse_csv_escapes_a_hostile_request_id(tmp_path: Path) -> None:
+    trace = tmp_path / "hostile.log"
+    trace.write_text('[SPECTRACE] req==HYPERLINK("http://x") pos=1 k=1 ns=1 acc=0 '
+                     "draft=[ 4 ] emit=[ 4 ]\n")
+    out = runner.invoke(app, ["parse", str(trace), "-f", "csv"]).output
+    row = list(csv.DictReader(io.StringIO(out)))[0]
+    assert row["req"] == "'=HYPERLINK(\"http://x\")"
+
+
+def test_help_imports_no_heavy_module() -> None:
+    code = ("import sys\n"
+            "from difftest.cli import app\n"
+            "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('torch', 'pandas', 'numpy') if m in sys.modules)\n"
+            "print('HEAVY=' + ','.join(heavy))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "Usage" in out
+    assert out.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_real_subprocess_audit() -> None:
+    r = subprocess.run([sys.executable, "-m", "difftest", "audit",
+                        str(DATA / "constant19_level1.log"), "--format", "json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    assert json.loads(r.stdout)["verdict"] == "uninformative"
+    r = subprocess.run([sys.executable, "-m", "difftest", "parse", str(DATA / "malformed_pos.log")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("difftest: error: ") and "Traceback" not in r.stderr

@@ -1,0 +1,168 @@
+"""The parser against golden traces: every line kind, both list forms, extremes, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from difftest.errors import TraceError, UsageError
+from difftest.trace import parse_lines, parse_text, parse_trace
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_every_line_kind_is_read() -> None:
+    t = parse_trace(DATA / "all_kinds.log")
+    assert t.requests == ["alpha", "beta"]
+    assert len(t.verifies) == 3
+    assert len(t.proposes) == 3
+    assert t.proposes.rows.tolist() == [2, 0, 1]
+    assert t.proposes.num_reqs.tolist() == [-1, 2, -1]
+    assert len(t.logits) == 3
+    assert len(t.phases.line) == 3 and t.phases.logits.tolist() == [96, 96, 48]
+    assert t.phases.dev_fwd.tolist() == [1.2]
+    assert t.routes[0].counters == {"paged_seam": 3, "block_kernel": 0, "combined": 0,
+                                    "last_combined_q": 0, "last_combined_k": 0}
+    assert [n.req for n in t.notices] == ["beta"]
+    assert len(t.engine_errors) == 1 and "scratch buffer" in t.engine_errors[0].message
+    # the context-limit notice, graph lines, vt-dump-logits and the unrelated line
+    assert t.lines_skipped == 5
+    assert t.level == 3
+    assert t.lines_total == 21
+
+
+def test_trailing_space_and_trimmed_lists_read_alike() -> None:
+    t = parse_trace(DATA / "all_kinds.log")
+    assert t.proposes.first(0).tolist() == [11, -3, 70000]  # trailing-space form
+    assert t.proposes.first(2).tolist() == [5, 6, 7]  # trimmed form
+    assert t.verifies.draft(0).tolist() == [11, -3, 70000]
+    assert t.verifies.emit(1).tolist() == [65536]
+    assert t.logits.top_ids[1, :2].tolist() == [-3, 5]  # trimmed logits form
+
+
+def test_int32_extremes_parse_exactly() -> None:
+    t = parse_trace(DATA / "all_kinds.log")
+    assert t.verifies.draft(1).tolist() == [2**31 - 1, -(2**31), 0]
+    assert t.verifies.draft_ids.dtype == np.int32
+
+
+def test_non_finite_logits_are_parsed_and_flagged() -> None:
+    t = parse_trace(DATA / "all_kinds.log")
+    vals = t.logits.top_vals
+    assert vals[0, :3].tolist() == [9.5, 8.25, -1e6]
+    assert np.isnan(vals[1, 1]) and vals[2, 0] == np.inf and vals[2, 1] == -np.inf
+    assert t.logits.finite.tolist() == [True, False, False]
+    flagged = [f.line for f in t.findings if f.kind == "non-finite"]
+    assert flagged == [8, 9]
+    # a row narrower than the widest is padded, not misread
+    assert t.logits.width.tolist() == [3, 2, 2]
+    assert t.logits.top_ids[1, 2] == -1 and np.isnan(t.logits.top_vals[1, 2])
+
+
+def test_constant19_fixture() -> None:
+    t = parse_trace(DATA / "constant19_level1.log")
+    assert t.requests == ["req"]
+    assert len(t.verifies) == 7 and len(t.proposes) == 8
+    assert set(t.verifies.draft_ids.tolist()) == {19}
+    assert t.verifies.pos.tolist() == [3, 4, 5, 6, 7, 8, 9]
+    assert t.findings == []
+
+
+def test_two_requests_logits() -> None:
+    t = parse_trace(DATA / "two_requests_level3.log")
+    assert t.logits.top_ids.shape == (36, 8)
+    first = t.logits
+    assert (t.requests[first.req[0]], first.pos[0], first.row[0]) == ("a", 5, 1)
+    assert first.top_ids[0, :2].tolist() == [3747, 279]
+    assert first.margins[0] == pytest.approx(9.1778 - 8.8792)
+    assert t.findings == []
+
+
+def test_malformed_line_names_file_line_and_field() -> None:
+    with pytest.raises(TraceError) as err:
+        parse_trace(DATA / "malformed_pos.log")
+    assert str(err.value) == (f"{DATA / 'malformed_pos.log'}:7: [SPECTRACE] field pos: "
+                              "expected an integer, got '4x'")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("[SPECTRACE] req=a pos=3 k=3 ns=1 acc=0 draft=[ 1 2 3 ]",
+     "[SPECTRACE] missing field 'emit'"),
+    ("[SPECTRACE] req=a pos=3 k=3 nx=1 acc=0 draft=[ 1 ] emit=[ 1 ]",
+     "[SPECTRACE] expected field 'ns', got 'nx'"),
+    ("[SPECTRACE] req=a pos=3 k=1 ns=1 acc=0 draft=[ 1 x ] emit=[ 2 ]",
+     "[SPECTRACE] field draft: item 2: expected an integer id, got 'x'"),
+    ("[SPECTRACE] req=a pos=3 k=1 ns=1 acc=0 draft=[ 2147483648 ] emit=[ 2 ]",
+     "[SPECTRACE] field draft: item 1: 2147483648 is outside int32"),
+    ("[spec-propose] rows=1 nqpr=4 drafts/row=3 first=[1 2 3] extra=1",
+     "[spec-propose] unexpected field 'extra'"),
+    ("[spec-propose] NO proposing rows this step (num_reqs=x)",
+     "[spec-propose] field num_reqs: expected an integer, got 'x'"),
+    ("[spec-phase] pre=0.1 backbone=0.2ms sample=0.3ms logits=4",
+     "[spec-phase] field pre: expected milliseconds like '0.17ms', got '0.1'"),
+    ("[spec-logits] req=a pos=3 row=1 top=[ 1:2.0 3 ]",
+     "[spec-logits] field top: item 2: expected 'id:logit', got '3'"),
+    ("[spec-logits] req=a pos=3 row=1 top=[ 1:2.03:4 ]",
+     "[spec-logits] field top: item 1: expected 'id:logit', got '1:2.03:4'"),
+    ("[spec-logits] req=a pos=3 row=1 top=[ 99999999999:1.0 2:0.5 ]",
+     "[spec-logits] field top: item 1: id 99999999999 is outside int32"),
+    ("[dflash-route] paged_seam=x", "[dflash-route] field paged_seam: expected an integer, got 'x'"),
+])
+def test_malformed_lines(line: str, message: str) -> None:
+    with pytest.raises(TraceError) as err:
+        parse_lines(["ignored noise", line], path="t.log")
+    assert str(err.value) == f"t.log:2: {message}"
+
+
+def test_truncated_file_is_read_up_to_the_cut() -> None:
+    t = parse_trace(DATA / "truncated_level3.log")
+    assert t.truncated
+    assert [f.kind for f in t.findings] == ["truncated"]
+    assert t.findings[0].line == 23
+    whole = parse_trace(DATA / "two_requests_level3.log")
+    assert len(t.verifies) == 4
+    assert t.verifies.draft_ids.tolist() == whole.verifies.draft_ids[:12].tolist()
+    assert len(t.logits) == 14  # the logits lines before the cut are all kept
+
+
+def test_chunked_reading_matches_whole_reading(tmp_path: Path) -> None:
+    # Chunk boundaries fall inside lines; the result must not depend on them.
+    whole = parse_trace(DATA / "two_requests_level3.log")
+    for chunk in (7, 64, 1000):
+        t = parse_trace(DATA / "two_requests_level3.log", chunk_bytes=chunk)
+        assert np.array_equal(t.logits.top_vals, whole.logits.top_vals)
+        assert t.logits.line.tolist() == whole.logits.line.tolist()
+        assert t.verifies.emit_ids.tolist() == whole.verifies.emit_ids.tolist()
+        assert t.lines_total == whole.lines_total
+
+
+def test_invariant_violations_are_findings_with_lines() -> None:
+    t = parse_trace(DATA / "invariants.log")
+    messages = {(f.line, f.message) for f in t.findings}
+    assert (1, "[spec-propose] drafts/row=3 but first has 2 ids") in messages
+    assert (2, "[SPECTRACE] req=r pos=3: k=3 but draft has 2 ids") in messages
+    assert (3, "[SPECTRACE] req=r pos=5: acc=1 but max(ns-1, 0)=2") in messages
+    assert (4, "[SPECTRACE] req=r pos=9: acc=2 but max(ns-1, 0)=2") not in messages
+    assert (4, "[SPECTRACE] req=r pos=9: emit[:acc] [7, 0] differs from draft[:acc] [7, 8]") \
+        in messages
+    assert (4, "[SPECTRACE] req=r: pos=9, but the previous verify (line 3) leads to pos=8") \
+        in messages
+    assert (5, "[spec-logits] top list is not ordered highest first") in messages
+    assert (6, "[spec-logits] row=0: rows are 1..k (row 0 is the anchor)") in messages
+    assert len(t.findings) == 7
+
+
+def test_crlf_and_empty_input() -> None:
+    t = parse_text("[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 5 ]\r\n")
+    assert t.verifies.draft_ids.tolist() == [4] and t.findings == []
+    empty = parse_text("")
+    assert len(empty.verifies) == 0 and empty.level == 0 and not empty.has_drafts
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such trace file"):
+        parse_trace(tmp_path / "absent.log")
+    with pytest.raises(UsageError, match="is a directory"):
+        parse_trace(tmp_path)
