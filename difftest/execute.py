@@ -133,6 +133,8 @@ def _tail(path: Path, lines: int) -> str:
             data = fh.read()
     except OSError:
         return ""
+    if chunk < size:
+        data = data.partition(b"\n")[2]  # the first line was cut by the seek
     text = data.decode("utf-8", errors="replace").rstrip("\n")
     return "\n".join(text.splitlines()[-lines:])
 
@@ -272,8 +274,15 @@ def _prepare_git_arm(arm: _Arm, cache_dir: Path | None) -> None:
                                          cache_dir=cache_dir, env={**os.environ, **spec.env},
                                          timeout_s=spec.timeout_s)
     except DifftestError as exc:
-        arm.error = str(exc)
-        log = getattr(exc, "build_log", None) or getattr(exc, "log_path", None)
+        text = str(exc)
+        if isinstance(exc, ArmFailedError):
+            # worktree names the ref as the "arm"; the arm's own name is added by failure().
+            text = text.removeprefix(f"arm {exc.arm!r}: ")
+        arm.error = f"git ref {spec.git_ref!r}: {text}"
+        log = getattr(exc, "build_log", None)
+        if log is None:
+            found = re.search(r"; log: (.+?)(?: \(exit code -?\d+\))?(?:\n|$)", text)
+            log = found.group(1).strip() if found else None
         arm.build_log = str(log) if log else None
         return
     except OSError as exc:
