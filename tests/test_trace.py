@@ -166,3 +166,31 @@ def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
         parse_trace(tmp_path / "absent.log")
     with pytest.raises(UsageError, match="is a directory"):
         parse_trace(tmp_path)
+
+
+def test_bulk_number_reader_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large chunks go through pandas' reader; it must read exactly what numpy reads."""
+    from difftest.trace import parser
+
+    lines = []
+    for pos in range(1, 41):
+        lines.append(f"[spec-logits] req=r pos={pos} row=1 top=[ {pos}:{pos * 0.37:.6g} "
+                     f"-2147483648:nan 2147483647:-inf 70000:-1.5e-07 ]")
+    slow = parse_lines(lines)
+    monkeypatch.setattr(parser, "_PANDAS_MIN_VALUES", 1)
+    fast = parse_lines(lines)
+    assert np.array_equal(fast.logits.top_ids, slow.logits.top_ids)
+    assert np.array_equal(fast.logits.top_vals, slow.logits.top_vals, equal_nan=True)
+    assert fast.logits.top_vals[3, 0] == float(f"{4 * 0.37:.6g}")
+    assert fast.logits.top_ids[0].tolist() == [1, -(2**31), 2**31 - 1, 70000]
+    # a spelling both number readers reject is named by the field reader, with its line
+    bad = lines[:5] + ["[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:1e 3:0 4:0 ]"]
+    with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
+        parse_lines(bad)
+
+
+def test_first_bad_line_is_reported_whichever_reader_finds_it() -> None:
+    lines = ["[spec-logits] req=r pos=1 row=1 top=[ 1:2.5 2:1e ]",  # number reader rejects
+             "[SPECTRACE] req=r pos=1 k=1 ns=x acc=0 draft=[ 1 ] emit=[ 1 ]"]  # field reader
+    with pytest.raises(TraceError, match=r"^<lines>:1: "):
+        parse_lines(lines)

@@ -35,10 +35,9 @@ _INT_RE = re.compile(rb"[-+]?\d+\Z")
 # not have the producer's leading and trailing space.
 LOGITS_RE = re.compile(
     rb"\[spec-logits\] req=(\S+) pos=([-+]?\d+) row=([-+]?\d+) top=\[ *((?:[-+]?\d+:"
-    + FLOAT
-    + rb"(?: +|(?=\])))*)\]\Z",
-    re.IGNORECASE,
-)
+    rb"[-+.\deEnaifNAIF]+(?: +|(?=\])))*)\]\s*\Z")
+# The value class above admits number-like spellings only; the number reader rejects the ones
+# that are not numbers, and the field reader (FLOAT) then names the item.
 
 # One `name=value` field; a value is a bracketed list or a run of non-space characters.
 _FIELD_RE = re.compile(rb"\s*([A-Za-z_][\w/]*)=(\[[^\]]*\]|[^\s\[]\S*)")
@@ -70,18 +69,23 @@ def read_ms(name: str, raw: bytes) -> float:
     return float(body)
 
 
+_ID_LIST_RE = re.compile(rb"\[\s*(?:[-+]?\d+(?:\s+|(?=\])))*\]\Z")
+
+
 def read_id_list(name: str, raw: bytes) -> list[int]:
+    if _ID_LIST_RE.match(raw):  # the common case, checked in one regex call
+        ids = list(map(int, raw[1:-1].split()))
+        if not ids or (INT32_MIN <= min(ids) and max(ids) <= INT32_MAX):
+            return ids
     if not (raw.startswith(b"[") and raw.endswith(b"]")):
         raise FieldError(f"field {name}: expected a bracketed id list, got {_text(raw)!r}")
-    ids: list[int] = []
     for n, item in enumerate(raw[1:-1].split(), start=1):
         if not _INT_RE.match(item):
             raise FieldError(f"field {name}: item {n}: expected an integer id, got {_text(item)!r}")
         value = int(item)
         if not INT32_MIN <= value <= INT32_MAX:
             raise FieldError(f"field {name}: item {n}: {value} is outside int32")
-        ids.append(value)
-    return ids
+    raise FieldError(f"field {name}: expected a list of int32 ids, got {_text(raw)!r}")
 
 
 def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:

@@ -23,6 +23,29 @@ from difftest.trace import grammar as g
 CHUNK_BYTES = 8 << 20
 
 
+# Below this many values a chunk's numbers go through numpy; above, through pandas' C reader,
+# which is several times faster per value but costs its import once.
+_PANDAS_MIN_VALUES = 200_000
+# What printf prints for a NaN; pandas would otherwise also read "NA", "null", ... as NaN.
+_NAN_SPELLINGS = ["nan", "-nan", "+nan", "NaN", "-NaN", "NAN", "-NAN"]
+
+
+def _read_numbers(payloads: list[bytes], width: int) -> np.ndarray | None:
+    """The id/logit numbers of equally wide payloads as an (n, 2*width) array; None if unread."""
+    import io
+
+    import pandas as pd
+
+    blob = b"\n".join(payloads).replace(b":", b" ")
+    try:
+        frame = pd.read_csv(io.BytesIO(blob), sep=r"\s+", header=None, dtype=np.float64,
+                            engine="c", keep_default_na=False, na_values=_NAN_SPELLINGS)
+    except (ValueError, pd.errors.ParserError):
+        return None
+    arr = frame.to_numpy()
+    return arr if arr.shape == (len(payloads), 2 * width) else None
+
+
 class _LogitChunk:
     """The `[spec-logits]` lines of one chunk, converted to arrays in one go."""
 
@@ -42,16 +65,30 @@ class _LogitChunk:
                 raise TraceError(path, self.line[i], f"[spec-logits] {exc}") from None
         raise TraceError(path, self.line[0], "[spec-logits] payload could not be read")
 
-    def to_arrays(self, path: str) -> tuple[np.ndarray, ...]:
+    def _flat_pairs(self, path: str, widths: np.ndarray) -> np.ndarray:
+        """All (id, value) pairs of the chunk, in order, as a (total, 2) float64 array."""
+        n = len(self.payload)
+        total = int(widths.sum())
+        if n and total >= _PANDAS_MIN_VALUES and int(widths.min()) == int(widths.max()):
+            arr = _read_numbers(self.payload, int(widths[0]))
+            if arr is not None:
+                return arr.reshape(total, 2)
+        joined = b" ".join(self.payload).replace(b":", b" ")
+        try:
+            flat = (np.fromstring(joined, dtype=np.float64, sep=" ") if joined.strip()
+                    else np.zeros(0))
+        except ValueError:  # numpy stops at the first spelling it cannot read
+            flat = np.zeros(0)
+        if flat.size != 2 * total:
+            # The line regex admits only number-like spellings; reaching here means one that
+            # numpy does not read. Find the line the slow way and name it.
+            self._diagnose(path, range(n))
+        return flat.reshape(total, 2)
+
+    def to_arrays(self, path: str) -> list[np.ndarray]:
         n = len(self.payload)
         widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32, count=n)
-        joined = b" ".join(self.payload).replace(b":", b" ")
-        flat = np.fromstring(joined, dtype=np.float64, sep=" ") if joined.strip() else np.zeros(0)
-        if flat.size != 2 * int(widths.sum()):
-            # The line regex admits only numbers numpy reads; reaching here means a spelling it
-            # does not. Find the line the slow way and name it.
-            self._diagnose(path, range(n))
-        pairs = flat.reshape(-1, 2)
+        pairs = self._flat_pairs(path, widths)
         ids = pairs[:, 0]
         bad = (ids < g.INT32_MIN) | (ids > g.INT32_MAX)
         if bad.any():
@@ -60,7 +97,7 @@ class _LogitChunk:
         width = int(widths.max()) if n else 0
         if n and int(widths.min()) == width:
             top_ids = ids.astype(np.int32).reshape(n, width)
-            top_vals = pairs[:, 1].copy().reshape(n, width)
+            top_vals = np.ascontiguousarray(pairs[:, 1]).reshape(n, width)
         else:
             top_ids = np.full((n, width), -1, dtype=np.int32)
             top_vals = np.full((n, width), np.nan)
@@ -69,9 +106,14 @@ class _LogitChunk:
             cols = np.arange(rows.size) - np.repeat(starts, widths)
             top_ids[rows, cols] = ids.astype(np.int32)
             top_vals[rows, cols] = pairs[:, 1]
-        return (np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
-                np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
-                np.asarray(self.line, dtype=np.int64))
+        out = [np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
+               np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
+               np.asarray(self.line, dtype=np.int64)]
+        if n > 1 and bool(np.any(np.diff(out[6]) < 0)):
+            # lines the field reader took after the bulk: restore file order
+            order = np.argsort(out[6], kind="stable")
+            out = [a[order] for a in out]
+        return out
 
 
 class TraceBuilder:
@@ -112,7 +154,7 @@ class TraceBuilder:
         self.ph: list[tuple[float, float, float, int, int]] = []
         self.ph_dev: list[tuple[float, float, float, float, int]] = []
         # logits, one converted block of arrays per chunk
-        self._logit_parts: list[tuple[np.ndarray, ...]] = []
+        self._logit_parts: list[list[np.ndarray]] = []
         self._logits = _LogitChunk()
 
     # -- interning -----------------------------------------------------------------------------
@@ -136,36 +178,51 @@ class TraceBuilder:
 
     # -- lines ---------------------------------------------------------------------------------
     def feed(self, lines: list[bytes], first_lineno: int, last_is_partial: bool = False) -> None:
-        logits = self._logits
-        logits_re = g.LOGITS_RE
-        tag_logits = g.TAG_LOGITS
+        # The logits regex fails on the first byte of any other line, so matching every line
+        # is the cheapest way to find the bulk; the rest go through the field reader in order.
+        matches = list(map(g.LOGITS_RE.match, lines))
+        hits = [m.groups() for m in matches if m is not None]
+        if hits:
+            chunk = self._logits
+            reqs, poss, rows, payloads = zip(*hits)
+            chunk.req.extend(map(self._intern_bytes, reqs))
+            chunk.pos.extend(map(int, poss))
+            chunk.row.extend(map(int, rows))
+            chunk.payload.extend(payloads)
+            chunk.line.extend(first_lineno + i for i, m in enumerate(matches) if m is not None)
         last = len(lines) - 1
-        for i, raw in enumerate(lines):
-            lineno = first_lineno + i
-            line = raw.rstrip()
-            if line.startswith(tag_logits):
-                m = logits_re.match(line)
-                if m is not None:
-                    logits.req.append(self._intern_bytes(m.group(1)))
-                    logits.pos.append(int(m.group(2)))
-                    logits.row.append(int(m.group(3)))
-                    logits.line.append(lineno)
-                    logits.payload.append(m.group(4))
-                    continue
+        try:
+            for i in [i for i, m in enumerate(matches) if m is None]:
+                try:
+                    self._line(lines[i].rstrip(), first_lineno + i)
+                except g.FieldError as exc:
+                    if last_is_partial and i == last:
+                        self.truncated = True
+                        self._finding(first_lineno + i, "truncated",
+                                      "the trace ends mid-line (runner killed?); read up to the "
+                                      f"cut, this last line dropped: {exc}")
+                        continue
+                    raise TraceError(self.path, first_lineno + i, str(exc)) from None
+        except TraceError as late:
+            # Report the first bad line of the file, whichever path found it.
             try:
-                self._line(line, lineno)
-            except g.FieldError as exc:
-                if last_is_partial and i == last:
-                    self.truncated = True
-                    self._finding(lineno, "truncated",
-                                  "the trace ends mid-line (runner killed?); read up to the cut, "
-                                  f"this last line dropped: {exc}")
-                    continue
-                raise TraceError(self.path, lineno, str(exc)) from None
+                self._flush_logits(before=late.line)
+            except TraceError as early:
+                raise early from None
+            raise
         self.lines_total += len(lines)
-        if logits.payload:
-            self._logit_parts.append(logits.to_arrays(self.path))
-            self._logits = _LogitChunk()
+        self._flush_logits()
+
+    def _flush_logits(self, before: int | None = None) -> None:
+        chunk = self._logits
+        if before is not None:
+            keep = [i for i, line in enumerate(chunk.line) if line < before]
+            for name in ("req", "pos", "row", "line", "payload"):
+                values = getattr(chunk, name)
+                setattr(chunk, name, [values[i] for i in keep])
+        if chunk.payload:
+            self._logit_parts.append(chunk.to_arrays(self.path))
+        self._logits = _LogitChunk()
 
     def _line(self, line: bytes, lineno: int) -> None:
         tag = g.tag_of(line)
@@ -328,30 +385,35 @@ def _offsets(lengths: list[int]) -> np.ndarray:
     return off
 
 
-def _concat_logits(parts: list[tuple[np.ndarray, ...]]) -> LogitRows:
+def _concat_logits(parts: list[list[np.ndarray]]) -> LogitRows:
     if not parts:
         return LogitRows(req=np.zeros(0, np.int32), pos=np.zeros(0, np.int64),
                          row=np.zeros(0, np.int32), top_ids=np.zeros((0, 0), np.int32),
                          top_vals=np.zeros((0, 0)), width=np.zeros(0, np.int32),
                          line=np.zeros(0, np.int64))
     width = max(p[3].shape[1] for p in parts)
+    fills = {3: -1, 4: np.nan}
 
-    def pad(a: np.ndarray, fill: float) -> np.ndarray:
-        if a.shape[1] == width:
-            return a
-        out = np.full((a.shape[0], width), fill, dtype=a.dtype)
-        out[:, : a.shape[1]] = a
+    def column(j: int) -> np.ndarray:
+        # Concatenate one column and drop its pieces at once, so the peak holds the parsed
+        # arrays plus one column's copy, not two copies of everything.
+        pieces = []
+        for p in parts:
+            a = p[j]
+            if j in fills and a.shape[1] != width:
+                padded = np.full((a.shape[0], width), fills[j], dtype=a.dtype)
+                padded[:, : a.shape[1]] = a
+                a = padded
+            pieces.append(a)
+            p[j] = None  # type: ignore[call-overload]
+        out = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        del pieces
         return out
 
-    if len(parts) == 1:
-        req, pos, row, ids, vals, widths, line = parts[0]
-        return LogitRows(req, pos, row, pad(ids, -1), pad(vals, np.nan), widths, line)
-    return LogitRows(
-        req=np.concatenate([p[0] for p in parts]), pos=np.concatenate([p[1] for p in parts]),
-        row=np.concatenate([p[2] for p in parts]),
-        top_ids=np.concatenate([pad(p[3], -1) for p in parts]),
-        top_vals=np.concatenate([pad(p[4], np.nan) for p in parts]),
-        width=np.concatenate([p[5] for p in parts]), line=np.concatenate([p[6] for p in parts]))
+    top_vals = column(4)
+    top_ids = column(3)
+    return LogitRows(req=column(0), pos=column(1), row=column(2), top_ids=top_ids,
+                     top_vals=top_vals, width=column(5), line=column(6))
 
 
 def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES) -> ArmTrace:
