@@ -100,6 +100,8 @@ class TraceAudit:
     logits_informative: bool
     verdict: str
     reasons: list[str] = field(default_factory=list)
+    token_blind_reasons: list[str] = field(default_factory=list)  # why tokens cannot fail
+    logit_blind_reasons: list[str] = field(default_factory=list)  # why logits cannot fail
     findings: int = 0
     skipped_lines: int = 0
 
@@ -157,9 +159,12 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
 
     # -- tokens ---------------------------------------------------------------------------------
     tokens_ok = True
+    token_blind: list[str] = []
+    logit_blind: list[str] = []
     if n == 0:
         tokens_ok = False
         reasons.append("the trace holds no drafted blocks: nothing could be compared")
+        token_blind.append("no drafted blocks")
     else:
         src = "verify lines" if blocks.source == "verify" else "propose lines (first row only)"
         reasons.append(f"{n} drafted blocks read from {src}")
@@ -167,15 +172,18 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
             tokens_ok = False
             reasons.append(f"only {distinct} distinct drafted id(s) (need {th.min_distinct_ids}): "
                            "a token comparison compares a constant with a constant")
+            token_blind.append(f"{distinct} distinct drafted id(s)")
         if constant and n > 1:
             tokens_ok = False
             block = blocks.ids[blocks.offsets[0]:blocks.offsets[1]].tolist()
             reasons.append(f"every block is the same block {block}: drafts do not depend on "
                            "the context")
+            token_blind.append(f"every block is {block}")
         if pooled < th.min_entropy_bits:
             tokens_ok = False
             reasons.append(f"drafted-id entropy {pooled:.3f} bits is below "
                            f"{th.min_entropy_bits:g} bits")
+            token_blind.append(f"drafted-id entropy {pooled:.3f} bits")
         if tokens_ok:
             reasons.append(f"drafts vary: {distinct} distinct ids, entropy {pooled:.2f} bits")
     if acc_max is not None and acc_max == 0:
@@ -193,6 +201,8 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         if min_margin is not None and median_margin is not None:
             blind_min, blind_median = min_margin / 2, median_margin / 2
             if blind_min > th.max_blind_radius:
+                token_blind.append(f"smallest blind radius {_fmt(blind_min)} above "
+                                   f"{th.max_blind_radius:g}")
                 if tokens_ok:
                     reasons.append(
                         f"every block row has a top-1/top-2 margin of at least {_fmt(min_margin)}: "
@@ -209,8 +219,10 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
                            "comparison can see what tokens cannot")
         else:
             reasons.append("the traced block logits are all the same row: they carry no signal")
+            logit_blind.append("the traced logits do not vary")
     else:
         reasons.append("no block logits traced (level < 3): only tokens can be compared")
+        logit_blind.append("no block logits traced")
 
     informative = tokens_ok or logits_ok
     if informative and not tokens_ok:
@@ -226,4 +238,4 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         min_margin=min_margin, median_margin=median_margin, blind_radius_min=blind_min,
         blind_radius_median=blind_median, logits_vary=logits_vary,
         tokens_informative=tokens_ok, logits_informative=logits_ok, verdict=verdict,
-        reasons=reasons, findings=len(trace.findings), skipped_lines=trace.lines_skipped)
+        reasons=reasons, token_blind_reasons=token_blind, logit_blind_reasons=logit_blind, findings=len(trace.findings), skipped_lines=trace.lines_skipped)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import typer
 
-from difftest.errors import DifftestError, ExitCode
+from difftest.errors import DifftestError, ExitCode, UsageError
 
 app = typer.Typer(
     name="difftest",
@@ -117,6 +117,121 @@ def audit(
     else:
         typer.echo(audit_report.render_table(result, trace))
     raise typer.Exit(int(ExitCode.OK if result.informative else ExitCode.UNINFORMATIVE))
+
+
+class CompareFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+class Expect(str, Enum):
+    same = "same"
+    differ = "differ"
+
+
+def _comparison_spec(config, arm_a: str, arm_b: str, name: Optional[str]):  # noqa: ANN001, ANN202
+    """The configured comparison of these arms (or of that name), else a plain `same`."""
+    from difftest.config import ComparisonSpec
+
+    if name is not None:
+        if name not in config.comparisons:
+            known = ", ".join(config.comparisons) or "none"
+            raise UsageError(f"unknown comparison {name!r} in {config.path} (known: {known})")
+        return config.comparisons[name]
+    for spec in config.comparisons.values():
+        if (spec.arm_a, spec.arm_b) == (arm_a, arm_b):
+            return spec
+    return ComparisonSpec(name=f"{arm_a}-vs-{arm_b}", arm_a=arm_a, arm_b=arm_b)
+
+
+def _emit_report(report, format: "CompareFormat", csv: Optional[Path]) -> None:  # noqa: ANN001
+    from difftest.report import comparison as render
+
+    if csv is not None and report.comparison is not None:
+        render.write_csv(report, csv)
+    if format is CompareFormat.json:
+        typer.echo(render.render_json(report))
+    elif format is CompareFormat.markdown:
+        typer.echo(render.render_markdown(report))
+    else:
+        typer.echo(render.render_table(report))
+    raise typer.Exit(int(report.verdict.exit_code))
+
+
+@app.command()
+@_guarded
+def compare(
+    arm_a: Optional[str] = typer.Option(None, "--arm-a", help="Arm name from the config."),
+    arm_b: Optional[str] = typer.Option(None, "--arm-b", help="Arm name from the config."),
+    trace_a: Optional[Path] = typer.Option(None, "--trace-a", help="A captured trace: run nothing."),
+    trace_b: Optional[Path] = typer.Option(None, "--trace-b"),
+    comparison: Optional[str] = typer.Option(None, "--comparison", "-c",
+                                             help="A configured comparison, by name."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: "
+                                          "./difftest.toml, else the packaged default)."),
+    format: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f"),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="Write the per-row diff here."),
+    expect: Optional[Expect] = typer.Option(None, "--expect"),
+    near_tie: Optional[float] = typer.Option(None, "--near-tie", min=0.0),
+    atol: Optional[float] = typer.Option(None, "--atol", min=0.0),
+    min_differing: Optional[int] = typer.Option(None, "--min-differing", min=1),
+    run_root: Optional[Path] = typer.Option(None, "--run-root",
+                                            help="Where run directories go (traces/runs)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress"),
+) -> None:
+    """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
+    from difftest import pipeline
+    from difftest.config import ComparisonSpec, load_config
+
+    overrides = dict(expect=expect.value if expect else None, near_tie=near_tie, atol=atol,
+                     min_differing=min_differing)
+    if trace_a is not None or trace_b is not None:
+        if trace_a is None or trace_b is None:
+            raise UsageError("--trace-a and --trace-b go together")
+        if arm_a or arm_b or comparison:
+            raise UsageError("give either --trace-a/--trace-b or arms, not both")
+        cfg = load_config(config) if config is not None else None
+        spec = ComparisonSpec(name="traces", arm_a=trace_a.name, arm_b=trace_b.name)
+        if cfg is not None and comparison is not None:
+            spec = _comparison_spec(cfg, "", "", comparison)
+        spec = pipeline.with_overrides(spec, **overrides)  # type: ignore[arg-type]
+        if spec.arm_a == spec.arm_b:
+            spec = pipeline.with_overrides(spec)
+        report = pipeline.judge_traces(trace_a, trace_b, spec, pipeline.thresholds_of(cfg))
+        _emit_report(report, format, csv)
+    cfg = load_config(config)
+    if comparison is None and (arm_a is None or arm_b is None):
+        raise UsageError("name both arms (--arm-a NAME --arm-b NAME), a --comparison, or two "
+                         "traces (--trace-a FILE --trace-b FILE); arms in "
+                         f"{cfg.path}: {', '.join(cfg.arms)}")
+    spec = _comparison_spec(cfg, arm_a or "", arm_b or "", comparison)
+    if comparison is not None and (arm_a or arm_b):
+        from dataclasses import replace
+
+        spec = replace(spec, arm_a=arm_a or spec.arm_a, arm_b=arm_b or spec.arm_b)
+    spec = pipeline.with_overrides(spec, **overrides)  # type: ignore[arg-type]
+    report = pipeline.run_comparison(cfg, spec, run_root=run_root, progress=progress)
+    _emit_report(report, format, csv)
+
+
+@app.command()
+@_guarded
+def export(
+    run_dir: Path = typer.Argument(..., help="A run directory (traces/runs/<run-id>)."),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="Write the per-row diff here."),
+    format: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f"),
+    expect: Optional[Expect] = typer.Option(None, "--expect"),
+    near_tie: Optional[float] = typer.Option(None, "--near-tie", min=0.0),
+    atol: Optional[float] = typer.Option(None, "--atol", min=0.0),
+    min_differing: Optional[int] = typer.Option(None, "--min-differing", min=1),
+) -> None:
+    """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
+    from difftest import pipeline
+
+    report = pipeline.rejudge_run(run_dir, expect=expect.value if expect else None,
+                                  near_tie=near_tie, atol=atol, min_differing=min_differing)
+    _emit_report(report, format, csv)
 
 
 def main() -> None:

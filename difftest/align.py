@@ -1,0 +1,166 @@
+"""Pair two arms' drafted blocks by (request, pos), and find where their contexts diverged.
+
+With a lossless verify both arms emit the same tokens, but different drafts are accepted
+differently, so the arms visit different positions: a position only one arm visited is
+*unmatched*, not a difference. Once a request's emitted streams differ, every later step ran on
+a different context and is *context-diverged*: comparing its drafts would blame the drafter for
+what the context did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from difftest.model import ArmTrace
+
+POS_BITS = 40  # positions below 2**40; requests below 2**23 in a composite int64 key
+
+
+@dataclass
+class EmitDivergence:
+    """The first position at which a request's emitted streams differ."""
+
+    req: str
+    position: int  # absolute token position of the first differing emitted token
+    token_a: int
+    token_b: int
+
+
+@dataclass
+class Alignment:
+    """Which blocks of A and B are compared, and which are not and why.
+
+    `a_index`/`b_index` index the arms' verify lines (or, in ordinal mode, their proposing
+    steps); `req`/`pos` name the pair. Unmatched and diverged steps keep their own index arrays.
+    """
+
+    mode: str  # "position" (keyed by req, pos) or "ordinal" (proposing-step order)
+    requests: list[str]  # unified names; `req` arrays index this list
+    req: np.ndarray
+    pos: np.ndarray
+    a_index: np.ndarray
+    b_index: np.ndarray
+    unmatched_a: np.ndarray  # verify indices of A with no B step at that (req, pos)
+    unmatched_b: np.ndarray
+    diverged_a: np.ndarray  # matched steps left out: their context had diverged (A indices)
+    diverged_b: np.ndarray
+    divergences: list[EmitDivergence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.a_index.shape[0])
+
+
+def _unified_codes(a: ArmTrace, b: ArmTrace) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """One request numbering for both arms (A's order first): code maps per arm."""
+    names = list(a.requests)
+    index = {n: i for i, n in enumerate(names)}
+    for n in b.requests:
+        if n not in index:
+            index[n] = len(names)
+            names.append(n)
+    map_a = np.array([index[n] for n in a.requests], dtype=np.int64)
+    map_b = np.array([index[n] for n in b.requests], dtype=np.int64)
+    return names, map_a, map_b
+
+
+def step_keys(req_codes: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """A sortable int64 key per (request, pos)."""
+    if pos.size and (int(pos.min()) < 0 or int(pos.max()) >= 1 << POS_BITS):
+        raise ValueError("positions outside 0..2**40 cannot be keyed")
+    return (req_codes.astype(np.int64) << POS_BITS) | pos.astype(np.int64)
+
+
+def _emitted(trace: ArmTrace, codes: np.ndarray, req: int) -> tuple[np.ndarray, np.ndarray]:
+    """(absolute positions, tokens) a request emitted, from its verify lines."""
+    v = trace.verifies
+    sel = np.flatnonzero(codes == req)
+    if sel.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    ns = v.ns[sel].astype(np.int64)
+    starts = v.pos[sel]
+    positions = np.repeat(starts, ns) + (np.arange(int(ns.sum())) - np.repeat(np.cumsum(ns) - ns, ns))
+    tokens = np.concatenate([v.emit(int(i))[: int(n)] for i, n in zip(sel, ns)]) if sel.size else \
+        np.zeros(0, np.int32)
+    if tokens.size != positions.size:  # an emit list shorter than ns (reported by the parser)
+        positions = positions[: tokens.size]
+    return positions, tokens
+
+
+def _first_divergence(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray, req: int,
+                      name: str) -> EmitDivergence | None:
+    pa, ta = _emitted(a, ca, req)
+    pb, tb = _emitted(b, cb, req)
+    common, ia, ib = np.intersect1d(pa, pb, assume_unique=False, return_indices=True)
+    differ = np.flatnonzero(ta[ia] != tb[ib])
+    if differ.size == 0:
+        return None
+    j = int(differ[0])
+    return EmitDivergence(name, int(common[j]), int(ta[ia[j]]), int(tb[ib[j]]))
+
+
+def align(a: ArmTrace, b: ArmTrace) -> Alignment:
+    """Pair the arms' steps; fall back to proposing-step ordinals when either lacks verifies."""
+    if len(a.verifies) and len(b.verifies):
+        return _align_positions(a, b)
+    return _align_ordinals(a, b)
+
+
+def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
+    names, map_a, map_b = _unified_codes(a, b)
+    ca = map_a[a.verifies.req] if len(a.verifies) else np.zeros(0, np.int64)
+    cb = map_b[b.verifies.req] if len(b.verifies) else np.zeros(0, np.int64)
+    ka = step_keys(ca, a.verifies.pos)
+    kb = step_keys(cb, b.verifies.pos)
+    notes: list[str] = []
+    for arm, keys in (("A", ka), ("B", kb)):
+        dupes = keys.size - np.unique(keys).size
+        if dupes:
+            notes.append(f"arm {arm} verified {dupes} (request, pos) pair(s) twice; the last is used")
+    # last occurrence wins: reverse, unique keeps the first of the reversed
+    ua, ia_rev = np.unique(ka[::-1], return_index=True)
+    ub, ib_rev = np.unique(kb[::-1], return_index=True)
+    ia_all = ka.size - 1 - ia_rev
+    ib_all = kb.size - 1 - ib_rev
+    common, xa, xb = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    a_idx = ia_all[xa]
+    b_idx = ib_all[xb]
+    unmatched_a = np.sort(ia_all[~np.isin(ua, common)])
+    unmatched_b = np.sort(ib_all[~np.isin(ub, common)])
+
+    divergences: list[EmitDivergence] = []
+    diverged = np.zeros(common.size, dtype=bool)
+    req_of = (common >> POS_BITS).astype(np.int64)
+    pos_of = common & ((1 << POS_BITS) - 1)
+    for code in np.unique(req_of).tolist():
+        d = _first_divergence(a, ca, b, cb, code, names[code])
+        if d is None:
+            continue
+        divergences.append(d)
+        # A step at pos P read context [0, P): it diverged when P is past the differing token.
+        diverged |= (req_of == code) & (pos_of > d.position)
+    keep = ~diverged
+    order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
+    d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs
+    return Alignment(
+        mode="position", requests=names,
+        req=req_of[keep][order], pos=pos_of[keep][order],
+        a_index=a_idx[keep][order], b_index=b_idx[keep][order],
+        unmatched_a=unmatched_a, unmatched_b=unmatched_b,
+        diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
+        divergences=divergences, notes=notes)
+
+
+def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:
+    pa = np.flatnonzero(a.proposes.proposing)
+    pb = np.flatnonzero(b.proposes.proposing)
+    n = min(pa.size, pb.size)
+    notes = ["no [SPECTRACE] lines in both arms: blocks are paired by the order of the "
+             "proposing steps, which is only sound for a single request, and only the first "
+             "proposing row of each step is known"]
+    return Alignment(
+        mode="ordinal", requests=[""], req=np.zeros(n, np.int64), pos=np.arange(n, dtype=np.int64),
+        a_index=pa[:n], b_index=pb[:n], unmatched_a=pa[n:], unmatched_b=pb[n:],
+        diverged_a=np.zeros(0, np.int64), diverged_b=np.zeros(0, np.int64), notes=notes)

@@ -1,0 +1,303 @@
+"""Token and logit differences of aligned blocks, with each flip explained by its margin.
+
+A flip where both arms' top-1/top-2 margins are below `near_tie` is a near-tie: a perturbation
+that small could move the argmax of a healthy runner too, so it is reported but does not fail a
+`same` comparison. Every other flip is a hard `differ`. Logits are compared on the ids both top
+lists share; with `atol = 0` the comparison is bitwise and a changed top list counts as well.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from difftest.align import POS_BITS, Alignment, align
+from difftest.model import ArmTrace, LogitRows
+
+# Row status codes; STATUS_NAMES[code] is the CSV spelling.
+SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED = range(6)
+STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged")
+
+
+@dataclass
+class RowTable:
+    """One entry per block row (compared, unmatched or diverged); nan/-1 where unknown."""
+
+    req: np.ndarray  # int64 index into Comparison.requests
+    pos: np.ndarray
+    row: np.ndarray  # 1..k
+    token_a: np.ndarray  # int64; -1 with has_a False
+    token_b: np.ndarray
+    has_a: np.ndarray  # bool
+    has_b: np.ndarray
+    status: np.ndarray  # int8 code
+    margin_a: np.ndarray  # float64, nan when no logits
+    margin_b: np.ndarray
+    logit_a: np.ndarray  # arm A's top-1 logit at that row
+    logit_b: np.ndarray
+    abs_logit_diff: np.ndarray  # max |A - B| over the shared top-k ids
+    logit_differs: np.ndarray  # bool: above atol (or, bitwise, a changed top list)
+
+    def __len__(self) -> int:
+        return int(self.req.shape[0])
+
+
+@dataclass
+class Comparison:
+    """What differed between two arms, before any expectation is applied."""
+
+    mode: str
+    requests: list[str]
+    rows: RowTable
+    blocks_compared: int
+    blocks_differing: int  # blocks with at least one hard flip
+    blocks_near_tie: int  # blocks whose only flips are near-ties
+    blocks_logit_differing: int  # compared blocks with a logit difference above atol
+    logit_rows_compared: int
+    max_abs_logit_diff: float | None
+    unmatched_a: int
+    unmatched_b: int
+    context_diverged: int
+    first_difference: dict[str, object] | None
+    first_logit_difference: dict[str, object] | None
+    divergences: list[dict[str, object]]
+    notes: list[str] = field(default_factory=list)
+    near_tie: float = 0.0
+    atol: float = 0.0
+
+
+def _logit_index(trace: ArmTrace, req_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted composite keys of (request, pos, row) and the logit row index for each."""
+    lg = trace.logits
+    if not len(lg):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    codes = req_map[lg.req]
+    keys = (((codes << POS_BITS) | lg.pos.astype(np.int64)) << 12) | (lg.row.astype(np.int64) & 0xFFF)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], order
+
+
+def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Logit row index for each wanted key, -1 where that arm traced none."""
+    if keys.size == 0 or want.size == 0:
+        return np.full(want.shape, -1, dtype=np.int64)
+    at = np.searchsorted(keys, want)
+    at_c = np.minimum(at, keys.size - 1)
+    found = keys[at_c] == want
+    return np.where(found, order[at_c], -1)
+
+
+def _row_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarray,
+                     atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing."""
+    n = ia.size
+    diff = np.full(n, np.nan)
+    differs = np.zeros(n, dtype=bool)
+    if n == 0:
+        return diff, differs
+    width = max(la.top_ids.shape[1], lb.top_ids.shape[1])
+
+    def widen(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if ids.shape[1] == width:
+            return ids, vals
+        pad = width - ids.shape[1]
+        return (np.pad(ids, ((0, 0), (0, pad)), constant_values=-1),
+                np.pad(vals, ((0, 0), (0, pad)), constant_values=np.nan))
+
+    ids_a, vals_a = widen(la.top_ids[ia], la.top_vals[ia])
+    ids_b, vals_b = widen(lb.top_ids[ib], lb.top_vals[ib])
+    same_ids = np.all(ids_a == ids_b, axis=1)
+    with np.errstate(invalid="ignore"):
+        both_nan = np.isnan(vals_a) & np.isnan(vals_b)
+        d = np.where(both_nan, 0.0, np.abs(vals_a - vals_b))
+        d = np.where(np.isnan(d), np.inf, d)  # nan in one arm only: as far apart as it gets
+        valid = ids_a >= -1  # every column; padding is -1 in both when widths agree
+        diff[same_ids] = np.max(np.where(valid, d, 0.0), axis=1)[same_ids]
+    moved = np.flatnonzero(~same_ids)
+    if moved.size:
+        # Top lists differ: compare the values of the ids both lists hold.
+        sa, sb = ids_a[moved], ids_b[moved]
+        eq = (sa[:, :, None] == sb[:, None, :]) & (sa[:, :, None] >= 0)
+        va = np.broadcast_to(vals_a[moved][:, :, None], eq.shape)
+        vb = np.broadcast_to(vals_b[moved][:, None, :], eq.shape)
+        with np.errstate(invalid="ignore"):
+            dd = np.where(np.isnan(va) & np.isnan(vb), 0.0, np.abs(va - vb))
+            dd = np.where(np.isnan(dd), np.inf, dd)
+        shared = np.where(eq, dd, -1.0).reshape(moved.size, -1).max(axis=1)
+        diff[moved] = np.where(shared >= 0, shared, np.nan)
+    differs = np.nan_to_num(diff, nan=0.0) > atol
+    if atol == 0.0:
+        differs |= ~same_ids
+    return diff, differs
+
+
+def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
+            alignment: Alignment | None = None) -> Comparison:
+    """Compare every aligned block row; nothing here knows what was expected."""
+    al = alignment or align(a, b)
+    if al.mode == "position":
+        blocks_a = (a.verifies.draft_ids, a.verifies.draft_off)
+        blocks_b = (b.verifies.draft_ids, b.verifies.draft_off)
+    else:
+        blocks_a = (a.proposes.first_ids, a.proposes.first_off)
+        blocks_b = (b.proposes.first_ids, b.proposes.first_off)
+
+    # -- compared rows -------------------------------------------------------------------------
+    len_a = np.diff(blocks_a[1])[al.a_index] if len(al) else np.zeros(0, np.int64)
+    len_b = np.diff(blocks_b[1])[al.b_index] if len(al) else np.zeros(0, np.int64)
+    k = np.maximum(len_a, len_b)
+    step = np.repeat(np.arange(len(al)), k)
+    row = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)  # 0-based
+    has_a = row < np.repeat(len_a, k)
+    has_b = row < np.repeat(len_b, k)
+    tok_a = np.full(row.size, -1, dtype=np.int64)
+    tok_b = np.full(row.size, -1, dtype=np.int64)
+    off_a = blocks_a[1][al.a_index][step] + row if row.size else row
+    off_b = blocks_b[1][al.b_index][step] + row if row.size else row
+    tok_a[has_a] = blocks_a[0][off_a[has_a]]
+    tok_b[has_b] = blocks_b[0][off_b[has_b]]
+    req = al.req[step]
+    pos = al.pos[step]
+
+    # -- logits of compared rows ---------------------------------------------------------------
+    names = al.requests
+    margin_a = np.full(row.size, np.nan)
+    margin_b = np.full(row.size, np.nan)
+    logit_a = np.full(row.size, np.nan)
+    logit_b = np.full(row.size, np.nan)
+    abs_diff = np.full(row.size, np.nan)
+    logit_differs = np.zeros(row.size, dtype=bool)
+    logit_rows_compared = 0
+    if al.mode == "position" and (len(a.logits) or len(b.logits)):
+        index = {n: i for i, n in enumerate(names)}
+        map_a = np.array([index[n] for n in a.requests], dtype=np.int64)
+        map_b = np.array([index[n] for n in b.requests], dtype=np.int64)
+        want = (((req.astype(np.int64) << POS_BITS) | pos) << 12) | (row + 1)
+        la = _lookup(*_logit_index(a, map_a), want)
+        lb = _lookup(*_logit_index(b, map_b), want)
+        ma, mb = a.logits.margins, b.logits.margins
+        sel_a, sel_b = la >= 0, lb >= 0
+        margin_a[sel_a] = ma[la[sel_a]]
+        margin_b[sel_b] = mb[lb[sel_b]]
+        logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
+        logit_b[sel_b] = b.logits.top_vals[lb[sel_b], 0]
+        both = sel_a & sel_b
+        logit_rows_compared = int(both.sum())
+        d, dif = _row_logit_diffs(a.logits, la[both], b.logits, lb[both], atol)
+        abs_diff[both] = d
+        logit_differs[both] = dif
+        # a row traced in one arm only is a difference in what was traced
+        logit_differs |= sel_a ^ sel_b
+
+    status = np.full(row.size, SAME, dtype=np.int8)
+    flipped = (tok_a != tok_b) | (has_a != has_b)
+    with np.errstate(invalid="ignore"):
+        tie = (margin_a < near_tie) & (margin_b < near_tie)
+    status[flipped] = DIFFER
+    status[flipped & tie] = NEAR_TIE
+
+    blocks_compared = len(al)
+    hard = np.zeros(blocks_compared, dtype=bool)
+    soft = np.zeros(blocks_compared, dtype=bool)
+    ldiff = np.zeros(blocks_compared, dtype=bool)
+    if row.size:
+        hard[step[status == DIFFER]] = True
+        soft[step[status == NEAR_TIE]] = True
+        ldiff[step[logit_differs]] = True
+    soft &= ~hard
+
+    def where(i: int) -> dict[str, object]:
+        return {"req": names[int(req[i])], "pos": int(pos[i]), "row": int(row[i]) + 1}
+
+    hard_rows = np.flatnonzero(status == DIFFER)
+    first = None
+    if hard_rows.size:
+        i = int(hard_rows[0])
+        first = where(i) | {"token_a": int(tok_a[i]), "token_b": int(tok_b[i]),
+                            "margin_a": _opt(margin_a[i]), "margin_b": _opt(margin_b[i])}
+    logit_rows = np.flatnonzero(logit_differs)
+    first_logit = None
+    if logit_rows.size:
+        i = int(logit_rows[0])
+        first_logit = where(i) | {"abs_logit_diff": _opt(abs_diff[i])}
+
+    rows = _with_uncompared(
+        RowTable(req=req.astype(np.int64), pos=pos.astype(np.int64), row=row + 1, token_a=tok_a,
+                 token_b=tok_b, has_a=has_a, has_b=has_b, status=status, margin_a=margin_a,
+                 margin_b=margin_b, logit_a=logit_a, logit_b=logit_b, abs_logit_diff=abs_diff,
+                 logit_differs=logit_differs),
+        a, b, al, blocks_a, blocks_b)
+    finite = abs_diff[np.isfinite(abs_diff)]
+    return Comparison(
+        mode=al.mode, requests=names, rows=rows, blocks_compared=blocks_compared,
+        blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
+        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=logit_rows_compared,
+        max_abs_logit_diff=float(finite.max()) if finite.size else
+        (float("inf") if np.isinf(abs_diff).any() else None),
+        unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
+        context_diverged=int(al.diverged_a.size), first_difference=first,
+        first_logit_difference=first_logit,
+        divergences=[{"req": d.req, "position": d.position, "token_a": d.token_a,
+                      "token_b": d.token_b} for d in al.divergences],
+        notes=list(al.notes), near_tie=near_tie, atol=atol)
+
+
+def _opt(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
+                     blocks_a: tuple[np.ndarray, np.ndarray],
+                     blocks_b: tuple[np.ndarray, np.ndarray]) -> RowTable:
+    """Append the rows of unmatched and diverged steps, so the export accounts for every block."""
+    index = {n: i for i, n in enumerate(al.requests)}
+    parts = [rows]
+
+    def block_rows(trace: ArmTrace, blocks: tuple[np.ndarray, np.ndarray], steps: np.ndarray,
+                   side: str, status: int) -> RowTable | None:
+        if steps.size == 0:
+            return None
+        ids, off = blocks
+        lengths = np.diff(off)[steps]
+        step = np.repeat(np.arange(steps.size), lengths)
+        r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        tokens = ids[off[steps][step] + r].astype(np.int64)
+        if al.mode == "position":
+            rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
+            req = rmap[trace.verifies.req[steps]][step]
+            pos = trace.verifies.pos[steps][step]
+        else:
+            req = np.zeros(step.size, np.int64)
+            pos = steps[step].astype(np.int64)
+        n = r.size
+        none = np.full(n, -1, dtype=np.int64)
+        nan = np.full(n, np.nan)
+        is_a = side == "a"
+        return RowTable(req=req, pos=pos, row=r + 1,
+                        token_a=tokens if is_a else none, token_b=none if is_a else tokens,
+                        has_a=np.full(n, is_a), has_b=np.full(n, not is_a),
+                        status=np.full(n, status, dtype=np.int8), margin_a=nan, margin_b=nan.copy(),
+                        logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
+                        logit_differs=np.zeros(n, dtype=bool))
+
+    for t, blocks, steps, side, status in (
+            (a, blocks_a, al.unmatched_a, "a", UNMATCHED_A),
+            (b, blocks_b, al.unmatched_b, "b", UNMATCHED_B)):
+        part = block_rows(t, blocks, steps, side, status)
+        if part is not None:
+            parts.append(part)
+    if al.diverged_a.size:
+        da = block_rows(a, blocks_a, al.diverged_a, "a", DIVERGED)
+        db = block_rows(b, blocks_b, al.diverged_b, "b", DIVERGED)
+        if da is not None and db is not None and len(da) == len(db):
+            # same (req, pos) pairs in the same order: show both tokens on one row
+            da.token_b, da.has_b = db.token_b, db.has_b
+            parts.append(da)
+        else:
+            parts.extend(p for p in (da, db) if p is not None)
+    if len(parts) > 1:
+        rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
+                           for name in RowTable.__dataclass_fields__})
+    order = np.lexsort((rows.row, rows.pos, rows.req))
+    return RowTable(**{name: getattr(rows, name)[order] for name in RowTable.__dataclass_fields__})
