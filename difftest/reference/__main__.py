@@ -1,0 +1,89 @@
+"""`python -m difftest.reference`: options and environment are checked before torch is imported."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from difftest.errors import DifftestError, ExitCode
+from difftest.reference.options import (DRAFTERS, FIXTURES, LANES, MUTATIONS, RunnerOptions,
+                                        lane_from_env, mutation_from_env, trace_level_from_env)
+
+
+def _count(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (exit 2), without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    d = RunnerOptions()
+    p = _Parser(
+        prog="python -m difftest.reference",
+        description="Reference DFlash/DFlash2 speculative-decoding runner. Trace lines go to stderr "
+                    "at the level of VT_SPEC_TRACE (unset/0: none; 1, 2, 3), generated ids to stdout.")
+    p.add_argument("--lane", choices=LANES, default=None,
+                   help="attention lane (default: VT_DFLASH_PAGED=0 -> materialized, else paged)")
+    p.add_argument("--drafter", choices=DRAFTERS, default=d.drafter)
+    p.add_argument("--scalars", choices=("on", "off"), default="on",
+                   help="DFlash2 output_multiplier and final_logit_softcapping on candidate values")
+    p.add_argument("--fixture", choices=FIXTURES, default=d.fixture)
+    p.add_argument("--mutation", choices=MUTATIONS, default=None,
+                   help="a known-wrong attention (default: DIFFTEST_MUTATION, unset = none)")
+    p.add_argument("--requests", type=_count(1), default=d.requests)
+    p.add_argument("--steps", type=_count(1), default=d.steps, help="verify steps per request")
+    p.add_argument("--k", type=_count(1), default=d.k, help="drafts per block")
+    p.add_argument("--vocab", type=_count(32), default=d.vocab)
+    p.add_argument("--layers", type=_count(1), default=d.layers, help="draft layers")
+    p.add_argument("--target-layers", type=_count(1), default=d.target_layers)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--prompt-len", type=_count(1), default=d.prompt_len,
+                   help="prompt length of r0; request i gets prompt-len + i ids")
+    p.add_argument("--topk", type=_count(1), default=d.topk, help="DFlash2 candidates per row")
+    p.add_argument("--layer-masks", default="",
+                   help="comma-separated mask per draft layer: full, causal, sliding:W")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        level = trace_level_from_env()
+        options = RunnerOptions(
+            lane=args.lane or lane_from_env(), drafter=args.drafter, scalars=args.scalars == "on",
+            fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
+            requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
+            layers=args.layers, target_layers=args.target_layers, seed=args.seed,
+            prompt_len=args.prompt_len, topk=args.topk,
+            layer_masks=tuple(m for m in args.layer_masks.split(",") if m))
+    except DifftestError as exc:
+        print(f"python -m difftest.reference: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+
+    from difftest.reference.runner import run  # torch loads only for a valid run
+
+    def to_stderr(line: str) -> None:
+        os.write(2, (line + "\n").encode())
+
+    result = run(options, level, sink=to_stderr)
+    sys.stdout.write("".join(line + "\n" for line in result.stdout_lines()))
+    sys.stdout.flush()
+    return int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Runner options and their environment defaults, kept free of torch so that bad options fail fast."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from difftest.errors import UsageError
+
+LANES: tuple[str, ...] = ("paged", "materialized")
+DRAFTERS: tuple[str, ...] = ("dflash1", "dflash2")
+FIXTURES: tuple[str, ...] = ("informative", "degenerate")
+MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens")
+MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
+
+# The id the degenerate fixture drafts at every position: the constant block of the motivating trace.
+DEGENERATE_ID = 19
+MIN_VOCAB = 32
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """Everything that decides what one reference run prints; equal options print equal tokens."""
+
+    lane: str = "paged"
+    drafter: str = "dflash2"
+    scalars: bool = True
+    fixture: str = "informative"
+    mutation: str = "none"
+    requests: int = 3
+    steps: int = 10
+    k: int = 4
+    vocab: int = 256
+    layers: int = 2
+    seed: int = 0
+    prompt_len: int = 12
+    target_layers: int = 2
+    topk: int = 4
+    # One mask per draft layer ("full", "causal" or "sliding:W"); empty means every layer "full".
+    layer_masks: tuple[str, ...] = field(default=())
+    # DFlash2 selector scalars, applied to candidate values only when `scalars` is on.
+    output_multiplier: float = 0.5
+    final_logit_softcapping: float = 30.0
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise UsageError naming the first bad field, so a caller never gets a torch traceback."""
+        for name, allowed in (("lane", LANES), ("drafter", DRAFTERS), ("fixture", FIXTURES),
+                              ("mutation", MUTATIONS)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+        minimums = {"requests": 1, "steps": 1, "k": 1, "vocab": MIN_VOCAB, "layers": 1,
+                    "prompt_len": 1, "target_layers": 1, "topk": 1}
+        for name, low in minimums.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise UsageError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.topk > self.vocab:
+            raise UsageError(f"topk ({self.topk}) cannot exceed vocab ({self.vocab})")
+        if self.layer_masks and len(self.layer_masks) != self.layers:
+            raise UsageError(f"layer_masks names {len(self.layer_masks)} masks for {self.layers} "
+                             "draft layers")
+        for text in self.layer_masks:
+            parse_mask(text)
+        if not self.output_multiplier > 0 or not self.final_logit_softcapping > 0:
+            raise UsageError("output_multiplier and final_logit_softcapping must be > 0")
+
+    def masks(self) -> tuple[tuple[str, int], ...]:
+        """(kind, window) per draft layer; window is 0 unless the kind is sliding."""
+        texts = self.layer_masks or ("full",) * self.layers
+        return tuple(parse_mask(t) for t in texts)
+
+    def with_(self, **changes: object) -> "RunnerOptions":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def parse_mask(text: str) -> tuple[str, int]:
+    """`full`, `causal` or `sliding:W` (W >= 1 keys behind the query, itself included)."""
+    kind, _, window = text.partition(":")
+    if kind in ("full", "causal") and not window:
+        return kind, 0
+    if kind == "sliding" and window.isdigit() and int(window) >= 1:
+        return kind, int(window)
+    raise UsageError(f"bad layer mask {text!r}; use full, causal or sliding:W with W >= 1")
+
+
+def lane_from_env(env: Mapping[str, str] | None = None) -> str:
+    """vllm.cpp's selection: VT_DFLASH_PAGED=0 picks the materialized lane, anything else paged."""
+    env = os.environ if env is None else env
+    return "materialized" if env.get("VT_DFLASH_PAGED", "").strip() == "0" else "paged"
+
+
+def mutation_from_env(env: Mapping[str, str] | None = None) -> str:
+    """DIFFTEST_MUTATION names a built-in mutation; unset or empty means none."""
+    env = os.environ if env is None else env
+    value = env.get("DIFFTEST_MUTATION", "").strip()
+    if not value:
+        return "none"
+    if value not in MUTATIONS:
+        raise UsageError(f"DIFFTEST_MUTATION={value!r} is not a mutation; choose one of "
+                         f"{', '.join(MUTATIONS)}")
+    return value
+
+
+def trace_level_from_env(env: Mapping[str, str] | None = None) -> int:
+    """VT_SPEC_TRACE as the engine reads it: unset/empty/0 = off, numbers clamp to 0..3, words = 1."""
+    env = os.environ if env is None else env
+    value = env.get("VT_SPEC_TRACE", "").strip()
+    if not value:
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        return 1
+    return max(0, min(3, number))

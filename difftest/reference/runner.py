@@ -1,0 +1,228 @@
+"""The speculative-decoding loop: draft a block per request, verify it greedily, trace both."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from difftest.reference import trace
+from difftest.reference.attention import (KVStore, MaterializedKVStore, PagedKVStore,
+                                          RouteCounters, pages_needed)
+from difftest.reference.drafter import Selection, dflash1, dflash2, top_entries
+from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Target,
+                                      TargetCache, build, tap_layers)
+from difftest.reference.options import RunnerOptions
+
+TOP_LOGITS = 8  # entries per `[spec-logits]` line
+
+
+@dataclass
+class VerifyRecord:
+    """One request's block at one verify step, as traced, plus its full raw logits."""
+
+    req: str
+    pos: int
+    draft: list[int]
+    emit: list[int]
+    logits: torch.Tensor  # [k, V] raw logits of rows 1..k
+
+    @property
+    def ns(self) -> int:
+        return len(self.emit)
+
+    @property
+    def acc(self) -> int:
+        return max(self.ns - 1, 0)
+
+
+@dataclass
+class RunResult:
+    lines: list[str]  # trace lines in print order
+    generated: dict[str, list[int]]  # ids generated per request (prompt excluded)
+    prompts: dict[str, list[int]]
+    records: list[VerifyRecord]
+    route: RouteCounters
+    store: KVStore = field(repr=False)
+
+    def stdout_lines(self) -> list[str]:
+        return [f"{req}: {' '.join(map(str, ids))}" for req, ids in self.generated.items()]
+
+
+def max_positions(options: RunnerOptions) -> int:
+    """Every position a run can touch: longest prompt, every step fully accepted, one more block."""
+    return options.prompt_len + options.requests + (options.steps + 2) * (options.k + 1)
+
+
+def make_store(options: RunnerOptions, lane: str | None = None) -> KVStore:
+    lane = lane or options.lane
+    if lane == "paged":
+        return PagedKVStore(options.layers, N_HEADS, HEAD_DIM,
+                            pages_needed(max_positions(options), options.requests),
+                            options.seed, DTYPE)
+    return MaterializedKVStore(options.layers, N_HEADS, HEAD_DIM, DTYPE)
+
+
+def make_prompts(options: RunnerOptions) -> dict[str, list[int]]:
+    """Request i gets prompt_len + i seeded ids, so requests sit at different positions."""
+    gen = torch.Generator().manual_seed(options.seed + 104729)
+    return {f"r{i}": torch.randint(0, options.vocab, (options.prompt_len + i,),
+                                   generator=gen).tolist()
+            for i in range(options.requests)}
+
+
+def select(drafter: Drafter, options: RunnerOptions, rows: torch.Tensor) -> Selection:
+    if options.drafter == "dflash1":
+        return dflash1(rows)
+    if options.scalars:
+        return dflash2(drafter, rows, options.topk, options.output_multiplier,
+                       options.final_logit_softcapping)
+    return dflash2(drafter, rows, options.topk, 1.0, None)
+
+
+def top_pairs(row: torch.Tensor) -> list[tuple[int, float]]:
+    ids, vals = top_entries(row, TOP_LOGITS)
+    return list(zip(ids.tolist(), vals.tolist()))
+
+
+@dataclass
+class _Request:
+    name: str
+    cache: TargetCache
+    tokens: list[int]
+    pending: list[torch.Tensor]  # tapped features of consumed tokens not yet in the draft store
+    generated: list[int] = field(default_factory=list)
+
+
+def run(options: RunnerOptions, level: int,
+        sink: Callable[[str], None] | None = None) -> RunResult:
+    """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink."""
+    torch.set_num_threads(1)
+    lines: list[str] = []
+
+    def emit_line(line: str) -> None:
+        lines.append(line)
+        if sink is not None:
+            sink(line)
+
+    drafter = build(options, max_positions(options))
+    target = drafter.target
+    store = make_store(options)
+    prompts = make_prompts(options)
+    k = options.k
+    reqs: list[_Request] = []
+    with torch.no_grad():
+        for name, prompt in prompts.items():
+            r = _Request(name, target.new_cache(), list(prompt), [])
+            for tok in prompt:
+                logits, feat = target.consume(r.cache, tok)
+                r.pending.append(feat)
+            first = int(logits.argmax())
+            r.tokens.append(first)
+            r.generated.append(first)
+            reqs.append(r)
+
+        records: list[VerifyRecord] = []
+        for _ in range(options.steps):
+            pre = fwd = sample = sel_ms = walk_ms = 0.0
+            blocks = []
+            for r in reqs:
+                t0 = time.perf_counter()
+                start = store.context_len(r.name)
+                store.append_context(r.name, drafter.context_kv(torch.stack(r.pending), start))
+                r.pending = []
+                t1 = time.perf_counter()
+                block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation)
+                t2 = time.perf_counter()
+                chosen = select(drafter, options, block[1:])
+                t3 = time.perf_counter()
+                pre += (t1 - t0) * 1e3
+                fwd += (t2 - t1) * 1e3
+                sample += (t3 - t2) * 1e3
+                sel_ms += chosen.select_ms
+                walk_ms += chosen.walk_ms
+                blocks.append((block[1:], chosen.draft))
+            if level >= 2 and options.drafter == "dflash2":
+                emit_line(trace.spec_phase_dev(pre, fwd, sel_ms, walk_ms))
+            if level >= 1:
+                emit_line(trace.spec_phase(pre, fwd, sample, len(reqs) * (k + 1) * options.vocab))
+                emit_line(trace.spec_propose(len(reqs), k + 1, k, blocks[0][1]))
+            for r, (rows, draft) in zip(reqs, blocks):
+                pos = len(r.tokens)
+                emitted = verify(target, r, draft)
+                records.append(VerifyRecord(r.name, pos, draft, emitted, rows))
+                if level >= 3:
+                    for i, row in enumerate(rows, start=1):
+                        emit_line(trace.spec_logits(r.name, pos, i, top_pairs(row)))
+                if level >= 1:
+                    ns = len(emitted)
+                    emit_line(trace.spectrace(r.name, pos, k, ns, max(ns - 1, 0), draft, emitted))
+    route = store.route
+    if level >= 1:
+        emit_line(trace.dflash_route(route.paged_seam, route.combined, route.last_combined_q,
+                                     route.last_combined_k))
+    return RunResult(lines=lines, generated={r.name: r.generated for r in reqs}, prompts=prompts,
+                     records=records, route=route, store=store)
+
+
+def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:
+    """Greedy lossless verify: the longest prefix the target agrees with, then its own next id.
+
+    The target consumes the anchor and each accepted draft, and stops at the first mismatch, so
+    its cache never holds a rejected token and the consumed rows become the next context.
+    """
+    emitted: list[int] = []
+    logits, feat = target.consume(r.cache, r.tokens[-1])
+    r.pending.append(feat)
+    for tok in draft:
+        want = int(logits.argmax())
+        if tok != want:
+            break
+        emitted.append(tok)
+        logits, feat = target.consume(r.cache, tok)
+        r.pending.append(feat)
+    emitted.append(int(logits.argmax()))
+    r.tokens.extend(emitted)
+    r.generated.extend(emitted)
+    return emitted
+
+
+@dataclass
+class BlockRun:
+    """What `draft_blocks` computed: block logits `[1+k, V]` per request, and what made them."""
+
+    logits: dict[str, torch.Tensor]
+    store: KVStore = field(repr=False)
+    drafter: Drafter = field(repr=False)
+
+
+def draft_blocks(options: RunnerOptions, features: dict[str, torch.Tensor], anchors: dict[str, int],
+                 lane: str | None = None, mutation: str | None = None, chunk: int = 5) -> BlockRun:
+    """One draft forward per request over given context features `[C, F]`.
+
+    The context goes into a fresh store of the lane in chunks, requests taking turns, as a run
+    appends it step by step, so a paged store interleaves their pages. Lets tests compare the
+    lanes on tensors directly, without the decoding loop around them.
+    """
+    torch.set_num_threads(1)
+    longest = max(f.shape[0] for f in features.values())
+    options = options.with_(prompt_len=max(options.prompt_len, longest))
+    drafter = build(options, max_positions(options))
+    store = make_store(options, lane)
+    with torch.no_grad():
+        for start in range(0, longest, chunk):
+            for req, feats in features.items():
+                part = feats[start:start + chunk]
+                if part.shape[0]:
+                    store.append_context(req, drafter.context_kv(part.to(DTYPE), start))
+        logits = {req: drafter.block_logits(store, req, anchors[req], options.k,
+                                            options.mutation if mutation is None else mutation)
+                  for req in features}
+    return BlockRun(logits=logits, store=store, drafter=drafter)
+
+
+def feature_width(options: RunnerOptions) -> int:
+    """Width F of the tapped target features the drafter reads."""
+    return D_MODEL * len(tap_layers(options.target_layers))
