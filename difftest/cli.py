@@ -234,5 +234,106 @@ def export(
     _emit_report(report, format, csv)
 
 
+def _write_text(path: Path, text: str) -> None:
+    from difftest.pipeline import _write_text_atomic
+
+    try:
+        _write_text_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+@app.command()
+@_guarded
+def check(
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: "
+                                          "./difftest.toml, else the packaged default)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="Only this comparison "
+                                             "(repeatable)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a markdown "
+                                            "summary here (for a pull-request comment)."),
+    format: ReportFormat = typer.Option(ReportFormat.table, "--format", "-f"),
+    no_probes: bool = typer.Option(False, "--no-probes", help="Skip the probes comparisons "
+                                   "require."),
+    run_root: Optional[Path] = typer.Option(None, "--run-root"),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress"),
+) -> None:
+    """Run every configured comparison (and the probes they require): the pre-merge gate.
+
+    Exit code: the worst of the comparisons', by severity arm-failed (4) > differ (1) >
+    uninformative (3) > agree (0).
+    """
+    from difftest.config import load_config
+    from difftest.gate import run_check
+    from difftest.report import gate_report
+
+    cfg = load_config(config)
+    result = run_check(cfg, only, run_root=run_root, progress=progress, probes=not no_probes)
+    xml = gate_report.junit_xml(result)
+    md = gate_report.check_markdown(result)
+    if result.run_dir is not None:
+        from difftest.execute import write_json_atomic
+        from difftest.report.comparison import write_csv
+
+        write_json_atomic(result.run_dir / "check.json", gate_report.check_dict(result))
+        _write_text(result.run_dir / "junit.xml", xml)
+        _write_text(result.run_dir / "check.md", md)
+        for rep in result.reports:
+            if rep.comparison is not None:
+                write_csv(rep, result.run_dir / f"diff-{rep.name}.csv")
+    if junit is not None:
+        _write_text(junit, xml)
+    if markdown is not None:
+        _write_text(markdown, md)
+    if format is ReportFormat.json:
+        typer.echo(gate_report.render_check_json(result))
+    else:
+        typer.echo(gate_report.check_lines(result))
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command()
+@_guarded
+def probe(
+    arm_a: Optional[str] = typer.Option(None, "--arm-a"),
+    arm_b: Optional[str] = typer.Option(None, "--arm-b"),
+    comparison: Optional[str] = typer.Option(None, "--comparison", "-c"),
+    mutation: Optional[list[str]] = typer.Option(None, "--mutation", "-m",
+                                                 help="Repeatable; default: the comparison's "
+                                                      "probe list, else the built-ins."),
+    config: Optional[Path] = typer.Option(None, "--config"),
+    format: ReportFormat = typer.Option(ReportFormat.table, "--format", "-f"),
+    run_root: Optional[Path] = typer.Option(None, "--run-root"),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress"),
+) -> None:
+    """Break arm B on purpose and check that the comparison notices: exit 0 when every
+    mutation was killed, 3 when any survived."""
+    from difftest.config import load_config
+    from difftest.gate import run_probe
+    from difftest.report import gate_report
+
+    cfg = load_config(config)
+    if comparison is None and (arm_a is None or arm_b is None):
+        raise UsageError("name both arms (--arm-a NAME --arm-b NAME) or a --comparison")
+    spec = _comparison_spec(cfg, arm_a or "", arm_b or "", comparison)
+    result = run_probe(cfg, spec, mutation or None, run_root=run_root, progress=progress)
+    if result.baseline.run_dir is not None:
+        from difftest.execute import write_json_atomic
+
+        write_json_atomic(result.baseline.run_dir / "probe.json", gate_report.probe_dict(result))
+    if format is ReportFormat.json:
+        typer.echo(json_dumps(gate_report.probe_dict(result)))
+    else:
+        typer.echo(gate_report.probe_table(result))
+    raise typer.Exit(int(result.exit_code))
+
+
+def json_dumps(data: object) -> str:
+    import json
+
+    return json.dumps(data, indent=2)
+
+
 def main() -> None:
     app()

@@ -1,0 +1,187 @@
+"""The pre-merge gate: every configured comparison in one run (`check`), and mutation probes
+that prove a comparison can fail (`probe`).
+
+A probe runs arm B broken on purpose against arm A. A comparison that stays green under a
+known-wrong arm is blind to that kind of change; the probe says so instead of letting the gate
+claim a coverage it does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+from difftest.audit import AuditThresholds
+from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
+from difftest.errors import ExitCode
+from difftest.execute import ArmResult
+from difftest.pipeline import (
+    ComparisonReport, evaluate, outcomes_from_run, run_arm_set, spec_meta, thresholds_of,
+    write_reports,
+)
+
+# Severity for the worst-of rule: an arm that failed hides everything else.
+SEVERITY = {ExitCode.ARM_FAILED: 3, ExitCode.DIFFER: 2, ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
+
+
+def worst(codes: Sequence[ExitCode]) -> ExitCode:
+    return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
+
+
+@dataclass
+class MutationResult:
+    name: str
+    killed: bool
+    killed_by: str | None  # tokens | logits | emitted | arm-failed; None when it survived
+    measures: list[str]
+    blocks_differing: int
+    blocks_logit_differing: int
+    report: ComparisonReport
+
+
+@dataclass
+class ProbeReport:
+    comparison: str
+    arm_a: str
+    arm_b: str
+    baseline: ComparisonReport
+    mutations: list[MutationResult]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mutation_score(self) -> float:
+        return (sum(m.killed for m in self.mutations) / len(self.mutations)
+                if self.mutations else 0.0)
+
+    @property
+    def survivors(self) -> list[str]:
+        return [m.name for m in self.mutations if not m.killed]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.baseline.verdict.exit_code == ExitCode.ARM_FAILED:
+            return ExitCode.ARM_FAILED
+        if self.baseline.verdict.verdict == "differ" and self.baseline.spec.expect == "same":
+            return ExitCode.DIFFER
+        if not self.mutations or self.survivors:
+            return ExitCode.UNINFORMATIVE
+        return ExitCode.OK
+
+
+def _mutated_name(arm: str, mutation: str) -> str:
+    return f"{arm}+{mutation}"
+
+
+def mutated_arm(config: Config, arm: ArmSpec, mutation: str) -> ArmSpec:
+    m = config.mutation(mutation)
+    return m.apply(arm).with_changes(name=_mutated_name(arm.name, mutation))
+
+
+def _measures(report: ComparisonReport) -> list[str]:
+    c = report.comparison
+    if report.verdict.verdict == "arm-failed":
+        return ["arm-failed"]
+    if c is None:
+        return []
+    out = []
+    if c.blocks_differing:
+        out.append("tokens")
+    if c.blocks_logit_differing:
+        out.append("logits")
+    if c.divergences:
+        out.append("emitted")
+    return out
+
+
+def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequence[str],
+                        results: dict[str, ArmResult], thresholds: AuditThresholds,
+                        run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
+    notes = []
+    if spec.expect != "same":
+        notes.append(f"{spec.name} expects its arms to differ; each mutation is judged as "
+                     "if they should draft the same (a mutation is caught when it differs)")
+    out: list[MutationResult] = []
+    for name in mutations:
+        arm_b = _mutated_name(spec.arm_b, name)
+        mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b, expect="same")
+        a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
+        rep = evaluate(mspec, a, b, thresholds, run_dir)
+        measures = _measures(rep)
+        killed = rep.verdict.verdict in ("differ", "arm-failed")
+        c = rep.comparison
+        out.append(MutationResult(
+            name=name, killed=killed, killed_by=measures[0] if killed and measures else None,
+            measures=measures, blocks_differing=c.blocks_differing if c else 0,
+            blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
+    return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, out, notes)
+
+
+def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,
+              run_root: Path | None = None, progress: bool | None = None,
+              cache_dir: Path | None = None) -> ProbeReport:
+    """Run A, B and one mutated B per mutation side by side, and judge each against A."""
+    names = list(mutations or spec.probe or BUILTIN_MUTATIONS)
+    th = thresholds_of(config)
+    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
+    run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
+                                   progress=progress, cache_dir=cache_dir,
+                                   extra_meta=spec_meta(spec, th) | {"probe": names})
+    a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
+    baseline = evaluate(spec, a, b, th, run_dir)
+    write_reports(baseline)
+    return _probe_from_results(config, spec, names, results, th, run_dir, baseline)
+
+
+@dataclass
+class CheckResult:
+    config: Path
+    run_dir: Path | None
+    reports: list[ComparisonReport]
+    probes: dict[str, ProbeReport]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        codes = [r.verdict.exit_code for r in self.reports]
+        codes += [p.exit_code for p in self.probes.values()]
+        return worst(codes)
+
+
+def run_check(config: Config, only: Sequence[str] | None = None, *,
+              run_root: Path | None = None, progress: bool | None = None,
+              cache_dir: Path | None = None, probes: bool = True) -> CheckResult:
+    """Every configured comparison (or `only` those), arms shared between them run once."""
+    from difftest.errors import UsageError
+
+    names = list(only) if only else list(config.comparisons)
+    for n in names:
+        if n not in config.comparisons:
+            known = ", ".join(config.comparisons) or "none"
+            raise UsageError(f"unknown comparison {n!r} in {config.path} (known: {known})")
+    if not names:
+        raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
+    specs = [config.comparisons[n] for n in names]
+    arms: dict[str, ArmSpec] = {}
+    for s in specs:
+        for arm in (s.arm_a, s.arm_b):
+            arms.setdefault(arm, config.arm(arm))
+        if probes:
+            for m in s.probe:
+                mutated = mutated_arm(config, config.arm(s.arm_b), m)
+                arms.setdefault(mutated.name, mutated)
+    th = thresholds_of(config)
+    run_dir, results = run_arm_set(
+        list(arms.values()), run_root=run_root, label="check", progress=progress,
+        cache_dir=cache_dir,
+        extra_meta={"check": names, "config": str(config.path), "audit": spec_meta(specs[0], th)["audit"]})
+    reports: list[ComparisonReport] = []
+    probe_reports: dict[str, ProbeReport] = {}
+    for s in specs:
+        a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
+        rep = evaluate(s, a, b, th, run_dir)
+        reports.append(rep)
+        if probes and s.probe:
+            probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,
+                                                        run_dir, rep)
+    return CheckResult(config.path, run_dir, reports, probe_reports)
