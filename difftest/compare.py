@@ -228,13 +228,12 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                  margin_b=margin_b, logit_a=logit_a, logit_b=logit_b, abs_logit_diff=abs_diff,
                  logit_differs=logit_differs),
         a, b, al, blocks_a, blocks_b)
-    finite = abs_diff[np.isfinite(abs_diff)]
+    measured = abs_diff[~np.isnan(abs_diff)]  # inf (nan in one arm only) is the largest
     return Comparison(
         mode=al.mode, requests=names, rows=rows, blocks_compared=blocks_compared,
         blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
         blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=logit_rows_compared,
-        max_abs_logit_diff=float(finite.max()) if finite.size else
-        (float("inf") if np.isinf(abs_diff).any() else None),
+        max_abs_logit_diff=float(measured.max()) if measured.size else None,
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit,
@@ -268,8 +267,10 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]
         else:
+            # the ordinal among proposing steps, as for the compared rows, not the line index
+            ordinal = np.searchsorted(np.flatnonzero(trace.proposes.proposing), steps)
             req = np.zeros(step.size, np.int64)
-            pos = steps[step].astype(np.int64)
+            pos = ordinal[step].astype(np.int64)
         n = r.size
         none = np.full(n, -1, dtype=np.int64)
         nan = np.full(n, np.nan)
