@@ -13,6 +13,7 @@ the repository's common git dir):
     <repo-key>/<sha>.lock        held while the worktree is created or built
     <repo-key>/<sha>.build.log   stdout + stderr of the last build
     <repo-key>/<sha>.built       marker: the build argv that last succeeded here
+    <repo-key>/worktrees.lock    held around git's worktree metadata commands (prune/add/remove)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +153,7 @@ def _resolve(r: _Repo, ref: str) -> str:
         raise GitError(f"{where}: empty git ref {ref!r}")
     if ref.startswith("-"):
         raise GitError(f"{where}: git ref {ref!r} starts with '-' (not a ref name)")
-    proc = _git(r.path, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}",
+    proc = _git(r.path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}",
                 what=f"{where} (ref {ref!r})", check=False)
     sha = proc.stdout.strip()
     if proc.returncode != 0 or not _SHA_RE.match(sha):
@@ -234,15 +235,25 @@ def _remove_path(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def _ensure_worktree(r: _Repo, path: Path, sha: str, ref: str) -> bool:
+def _metadata_lock(root: Path) -> AbstractContextManager[bool]:
+    """Serialise git worktree prune/add/remove for one repository.
+
+    `git worktree prune` deletes an admin dir that has no gitdir file yet, which is what a
+    concurrent `git worktree add` of another sha looks like for a moment; the add then fails.
+    """
+    return _locked(root / "worktrees.lock")
+
+
+def _ensure_worktree(r: _Repo, root: Path, path: Path, sha: str, ref: str) -> bool:
     """Make path a worktree at sha, reusing a valid one; True when it was (re)created."""
     what = f"repository {str(r.path)!r} (ref {ref!r})"
     if _is_valid_worktree(r, path, sha, what):
         return False
     # Broken: directory gone, metadata stale, moved HEAD or a stray directory. Start afresh.
-    _remove_path(path)
-    _git(r.path, "worktree", "prune", what=what)
-    _git(r.path, "worktree", "add", "--detach", str(path), sha, what=what)
+    with _metadata_lock(root):
+        _remove_path(path)
+        _git(r.path, "worktree", "prune", what=what)
+        _git(r.path, "worktree", "add", "--detach", str(path), sha, what=what)
     return True
 
 
@@ -346,13 +357,14 @@ def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
     root = _cache_root(r, cache_dir)
     root.mkdir(parents=True, exist_ok=True)
     # Cheap and safe: forget worktrees whose directories are gone (ours or anyone's).
-    _git(r.path, "worktree", "prune", what=f"repository {str(r.path)!r} (ref {ref!r})")
+    with _metadata_lock(root):
+        _git(r.path, "worktree", "prune", what=f"repository {str(r.path)!r} (ref {ref!r})")
 
     path = root / sha
     marker = root / f"{sha}.built"
     log = root / f"{sha}.build.log"
     with _locked(root / f"{sha}.lock"):
-        if _ensure_worktree(r, path, sha, ref):
+        if _ensure_worktree(r, root, path, sha, ref):
             marker.unlink(missing_ok=True)  # a fresh checkout has none of the old build outputs
         os.utime(path)  # "last used", for prune()'s age rule
         if argv is None:
@@ -378,36 +390,35 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
     """
     r = _open_repo(repo, "(prune)")
     what = f"repository {str(r.path)!r} (prune)"
-    _git(r.path, "worktree", "prune", what=what)
     root = _cache_root(r, cache_dir)
-    if not root.is_dir():
-        return []
-    registered = _registered_worktrees(r, what)
-    shas = {p.name.split(".", 1)[0] for p in root.iterdir()}
+    root.mkdir(parents=True, exist_ok=True)
     cutoff = time.time() - max_age_days * 86400.0
     removed: list[Path] = []
-    for sha in sorted(s for s in shas if _SHA_RE.match(s)):
-        path = root / sha
-        lock = root / f"{sha}.lock"
-        with _locked(lock, blocking=False) as held:
-            if not held:
-                continue  # in use right now
-            live = path.is_dir() and not path.is_symlink()
-            if live and os.path.realpath(path) not in registered:
-                # Created since the listing above? Ask again now that we hold its lock.
-                live = os.path.realpath(path) in _registered_worktrees(r, what)
-            if live:
-                try:
-                    used = path.stat().st_mtime
-                except OSError:
-                    used = 0.0
-                if used >= cutoff:
-                    continue
-                _git(r.path, "worktree", "remove", "--force", str(path), what=what)
-            _remove_path(path)
-            for leftover in root.glob(f"{sha}.*"):
-                if leftover != lock:
-                    _remove_path(leftover)
-            lock.unlink(missing_ok=True)  # still held: waiters see the inode change and retry
-            removed.append(path)
+    # Holding the metadata lock, no worktree of ours can be added meanwhile: the listing holds.
+    with _metadata_lock(root):
+        _git(r.path, "worktree", "prune", what=what)
+        registered = _registered_worktrees(r, what)
+        shas = {p.name.split(".", 1)[0] for p in root.iterdir()}
+        for sha in sorted(s for s in shas if _SHA_RE.match(s)):
+            path = root / sha
+            lock = root / f"{sha}.lock"
+            with _locked(lock, blocking=False) as held:
+                if not held:
+                    continue  # in use right now
+                live = (path.is_dir() and not path.is_symlink()
+                        and os.path.realpath(path) in registered)
+                if live:
+                    try:
+                        used = path.stat().st_mtime
+                    except OSError:
+                        used = 0.0
+                    if used >= cutoff:
+                        continue
+                    _git(r.path, "worktree", "remove", "--force", str(path), what=what)
+                _remove_path(path)
+                for leftover in root.glob(f"{sha}.*"):
+                    if leftover != lock:
+                        _remove_path(leftover)
+                lock.unlink(missing_ok=True)  # still held: waiters see the inode change, retry
+                removed.append(path)
     return removed

@@ -396,6 +396,19 @@ def test_worktree_moved_off_its_sha_is_recreated(repo: Repo, tmp_path: Path) -> 
     assert again.built_now is True and runs(counter) == 2
 
 
+def test_a_copied_cache_entry_is_not_trusted(repo: Repo, tmp_path: Path) -> None:
+    """A copy points at the original's git metadata; sharing it would mix two checkouts."""
+    first = checkout_for(repo.path, "feature", None, cache_dir=tmp_path / "c1")
+    subprocess.run(["cp", "-a", str(tmp_path / "c1"), str(tmp_path / "c2")], check=True)
+    copy = checkout_for(repo.path, "feature", None, cache_dir=tmp_path / "c2")
+    assert copy.path != first.path
+    listed = registered(repo.path)
+    assert os.path.realpath(first.path) in listed and os.path.realpath(copy.path) in listed
+    admin = {git(p, "rev-parse", "--absolute-git-dir") for p in (first.path, copy.path)}
+    assert len(admin) == 2
+    assert git(copy.path, "status", "--porcelain") == ""
+
+
 # ---------------------------------------------------------------------------------- concurrency
 
 
@@ -440,6 +453,33 @@ def test_two_processes_preparing_one_sha_share_one_build(repo: Repo, tmp_path: P
     assert runs(counter) == 1
 
 
+def test_threads_preparing_different_shas_do_not_break_each_other(repo: Repo,
+                                                                  cache: Path) -> None:
+    """Each checkout runs `git worktree prune`, which would delete another's half-made add."""
+    shas = [commit_files(repo.path, {"n.txt": f"{i}\n"}, f"c{i}") for i in range(6)]
+    for attempt in range(3):
+        barrier = threading.Barrier(len(shas))
+        errors: list[BaseException] = []
+
+        def prepare(sha: str) -> None:
+            barrier.wait()
+            try:
+                checkout_for(repo.path, sha, None)
+            except BaseException as exc:  # collected, asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=prepare, args=(sha,)) for sha in shas]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [], f"attempt {attempt}"
+        for sha in shas:
+            assert git(next(cache.glob(f"*/{sha}")), "rev-parse", "HEAD") == sha
+        for sha in shas:
+            git(repo.path, "worktree", "remove", "--force", str(next(cache.glob(f"*/{sha}"))))
+
+
 # ---------------------------------------------------------------------------------- prune
 
 
@@ -452,6 +492,8 @@ def test_prune_removes_gone_and_old_entries_and_keeps_fresh_and_busy(repo: Repo,
     subprocess.run(["rm", "-rf", str(gone.path)], check=True)
     month_ago = time.time() - 30 * 86400
     os.utime(old.path, (month_ago, month_ago))
+    os.utime(fresh.path, (month_ago, month_ago))
+    assert checkout_for(repo.path, "main", None).path == fresh.path  # using it again renews it
     root = gone.path.parent
 
     # An entry whose lock another process holds is in use, old or not.
