@@ -114,7 +114,8 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     if cmp.blocks_compared and instruments:
         if instruments == ["logits"]:
             reasons.append("the token comparison alone would have been blind ("
-                           + _blind_reason(audit_a, False) + "); the exact logit comparison "
+                           + (", ".join(audit_a.token_blind_reasons) or "below the audit "
+                              "thresholds") + "); the exact logit comparison "
                            "could have failed and did not")
         else:
             reasons.append("the comparison could have failed through: " + ", ".join(instruments))
