@@ -1,0 +1,190 @@
+"""Verdicts on golden pairs: agree only when the comparison could have failed, the measure that
+decided an `uninformative`, logits as an instrument of their own, and the `differ` expectation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from difftest.audit import AuditThresholds, audit_trace
+from difftest.compare import compare
+from difftest.errors import ArmFailedError, ExitCode
+from difftest.model import ArmTrace
+from difftest.trace import parse_lines, parse_text, parse_trace
+from difftest.verdict import Verdict, arm_failed, judge
+
+DATA = Path(__file__).parent / "data" / "compare"
+NAMES = ("paged", "materialized")
+
+
+def verdict_of(a: ArmTrace | str, b: ArmTrace | str, *, expect: str = "same",
+               min_differing: int = 1, near_tie: float = 0.0, atol: float = 0.0,
+               thresholds: AuditThresholds | None = None) -> Verdict:
+    ta = parse_trace(DATA / a) if isinstance(a, str) else a
+    tb = parse_trace(DATA / b) if isinstance(b, str) else b
+    c = compare(ta, tb, near_tie=near_tie, atol=atol)
+    return judge(c, audit_trace(ta, thresholds), audit_trace(tb, thresholds), names=NAMES,
+                 expect=expect, min_differing=min_differing)  # type: ignore[arg-type]
+
+
+def said(v: Verdict, text: str) -> bool:
+    return any(text in r for r in v.reasons)
+
+
+def test_identical_informative_arms_agree_through_both_instruments() -> None:
+    v = verdict_of("agree_a.log", "agree_b.log")
+    assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
+    assert v.instruments == ["tokens", "logits"]
+    assert v.reasons[0] == ("7 block(s) compared, 0 differ; 21 logit row(s) compared, "
+                            "0 block(s) with logit differences")
+    assert said(v, "could have failed through: tokens, logits")
+
+
+def test_a_hard_flip_fails_same_and_names_the_first_difference() -> None:
+    v = verdict_of("agree_a.log", "differ_b.log")
+    assert (v.verdict, v.exit_code, v.passed) == ("differ", ExitCode.DIFFER, False)
+    assert said(v, "first difference at req b pos 7 row 3: paged drafted 5, materialized "
+                   "drafted 77 (margins 2.25 / 3)")
+    assert said(v, "7 block(s) compared, 2 differ")
+
+
+def test_an_acceptance_shift_under_tolerance_agrees_and_says_why_steps_were_unmatched() -> None:
+    v = verdict_of("agree_a.log", "shift_b.log", near_tie=0.05, atol=0.02)
+    assert (v.verdict, v.exit_code) == ("agree", ExitCode.OK)
+    assert said(v, "0 step(s) only in paged, 1 only in materialized (different acceptance "
+                   "visits different positions; not a difference)")
+    assert said(v, "1 differ only by near-ties")
+
+
+def test_a_context_divergence_fails_same_and_names_request_position_and_tokens() -> None:
+    v = verdict_of("agree_a.log", "diverge_b.log")
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(v, "the emitted streams of request a differ at position 8 (paged=50, "
+                   "materialized=51)")
+    assert said(v, "2 step(s) left out as context-diverged")
+    assert not said(v, "first difference")  # no block of the compared ones differs
+
+
+def test_near_ties_pass_same_while_a_hard_flip_fails_it() -> None:
+    ties = verdict_of("agree_a.log", "ties_b.log", near_tie=0.6, atol=0.6)
+    assert (ties.verdict, ties.exit_code) == ("agree", ExitCode.OK)
+    assert said(ties, "2 differ only by near-ties")
+    hard = verdict_of("agree_a.log", "ties_b.log", near_tie=0.05, atol=0.6)
+    assert (hard.verdict, hard.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(hard, "first difference at req b pos 9 row 2")
+
+
+def test_logit_only_difference_fails_bitwise_and_agrees_within_atol() -> None:
+    exact = verdict_of("agree_a.log", "logitonly_b.log")
+    assert (exact.verdict, exact.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(exact, "first logit difference at req a pos 5 row 2: |diff| 0.001 (atol 0)")
+    loose = verdict_of("agree_a.log", "logitonly_b.log", atol=0.01)
+    assert (loose.verdict, loose.exit_code) == ("agree", ExitCode.OK)
+
+
+def test_an_atol_as_wide_as_the_logits_retires_the_logit_instrument() -> None:
+    v = verdict_of("agree_a.log", "logitonly_b.log", atol=100.0)
+    assert v.verdict == "agree" and v.instruments == ["tokens"]
+    assert said(v, "atol=100 is at least the whole spread of the traced logits")
+
+
+def test_the_degenerate_pair_is_uninformative_and_names_the_measures() -> None:
+    v = verdict_of("degenerate_a.log", "degenerate_b.log")
+    assert (v.verdict, v.exit_code, v.passed) == ("uninformative", ExitCode.UNINFORMATIVE, False)
+    assert v.instruments == []
+    blind = [r for r in v.reasons if r.startswith("the arms agree, but the comparison could not "
+                                                  "have failed: ")]
+    assert len(blind) == 1
+    for measure in ("1 distinct drafted id(s)", "every block is [19, 19, 19]",
+                    "drafted-id entropy 0.000 bits", "no block logits traced"):
+        assert measure in blind[0]
+
+
+def test_one_threshold_decides_it_and_the_reason_names_only_that_one() -> None:
+    # agree_a varies, but demand 50 distinct ids: the token instrument goes blind on that alone
+    th = AuditThresholds(min_distinct_ids=50)
+    a = parse_text((DATA / "agree_a.log").read_text().replace("[spec-logits]", "[other]"))
+    v = verdict_of(a, a, thresholds=th)
+    assert v.verdict == "uninformative"
+    assert said(v, "could not have failed: 21 distinct drafted id(s), no block logits traced")
+
+
+def test_constant_tokens_with_live_logits_are_informative_through_the_logits() -> None:
+    v = verdict_of("constlogits_a.log", "constlogits_b.log")
+    assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
+    assert v.instruments == ["logits"]
+    blind = [r for r in v.reasons if r.startswith("the token comparison alone would have been "
+                                                  "blind")]
+    assert len(blind) == 1 and "every block is [19, 19, 19]" in blind[0]
+    # logit rows were paired (12 of them): the sentence must not claim otherwise
+    assert "no logit rows could be paired" not in blind[0]
+    assert said(v, "12 logit row(s) compared")
+
+
+def test_constant_tokens_with_live_logits_fail_when_a_logit_moves() -> None:
+    text = (DATA / "constlogits_b.log").read_text()
+    b = parse_text(text.replace("19:10.5 9:7", "19:10.5001 9:7"))
+    v = verdict_of("constlogits_a.log", b)
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(v, "first logit difference at req r0 pos 4 row 3")
+
+
+def test_constant_tokens_with_frozen_logits_are_uninformative() -> None:
+    lines = []
+    for pos in range(3, 8):
+        lines += [f"[spec-logits] req=r0 pos={pos} row={r} top=[ 19:12 4:11.5 8:7 ]"
+                  for r in (1, 2, 3)]
+        lines.append(f"[SPECTRACE] req=r0 pos={pos} k=3 ns=1 acc=0 draft=[ 19 19 19 ] "
+                     f"emit=[ {pos} ]")
+    t = parse_lines(lines)
+    v = verdict_of(t, t)
+    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
+    assert said(v, "the traced logits do not vary")
+
+
+def test_expect_differ_with_identical_arms_fails_and_suspects_the_toggle() -> None:
+    v = verdict_of("agree_a.log", "agree_b.log", expect="differ")
+    assert (v.exit_code, v.passed, v.expect) == (ExitCode.DIFFER, False, "differ")
+    assert v.verdict == "agree"
+    assert said(v, "expected at least 1 differing block(s), found 0: the toggle may not reach "
+                   "the runner")
+
+
+def test_expect_differ_on_blind_inputs_says_they_could_not_have_differed() -> None:
+    v = verdict_of("degenerate_a.log", "degenerate_b.log", expect="differ")
+    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.DIFFER)
+    assert said(v, "toggle may not reach the runner")
+    assert said(v, "the arms' drafts could not have differed: 1 distinct drafted id(s)")
+
+
+@pytest.mark.parametrize("min_differing, code", [(1, ExitCode.OK), (2, ExitCode.OK),
+                                                 (3, ExitCode.DIFFER)])
+def test_expect_differ_counts_differing_blocks_against_min_differing(
+        min_differing: int, code: ExitCode) -> None:
+    v = verdict_of("agree_a.log", "differ_b.log", expect="differ", min_differing=min_differing)
+    assert v.exit_code == code and v.passed is (code == ExitCode.OK)
+    assert said(v, f"expected at least {min_differing} differing block(s)")
+    assert said(v, "found 2")
+
+
+def test_expect_differ_counts_near_ties_as_differing() -> None:
+    v = verdict_of("agree_a.log", "ties_b.log", expect="differ", min_differing=2,
+                   near_tie=0.6, atol=0.6)
+    assert v.passed and v.exit_code == ExitCode.OK
+
+
+def test_an_arm_that_drafted_nothing_is_an_arm_failure_by_name() -> None:
+    good = parse_trace(DATA / "agree_a.log")
+    silent = parse_lines(["loading model", "done"])
+    v = verdict_of(good, silent)
+    assert (v.verdict, v.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert v.reasons[0].startswith("arm 'materialized': printed no drafted blocks")
+
+
+def test_arm_failed_keeps_each_failure_with_its_exit_code_and_stderr_tail() -> None:
+    v = arm_failed([ArmFailedError("branch", "exited with an error", 3, "boom")], "differ")
+    assert (v.verdict, v.exit_code, v.expect, v.passed) == ("arm-failed", ExitCode.ARM_FAILED,
+                                                            "differ", False)
+    assert v.reasons == ["arm 'branch': exited with an error (exit code 3)\n"
+                         "--- last lines of its stderr ---\nboom"]
