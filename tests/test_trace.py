@@ -187,6 +187,10 @@ def test_bulk_number_reader_matches_the_numpy_path(monkeypatch: pytest.MonkeyPat
     bad = lines[:5] + ["[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:1e 3:0 4:0 ]"]
     with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
         parse_lines(bad)
+    # pandas would read "NA" as a missing value; a trace never spells NaN that way
+    na = lines[:5] + ["[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:NA 3:0 4:0 ]"]
+    with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
+        parse_lines(na)
 
 
 def test_first_bad_line_is_reported_whichever_reader_finds_it() -> None:
