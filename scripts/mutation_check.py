@@ -1,0 +1,95 @@
+"""Mutation check of difftest's own suite: break each guarded piece of code on purpose, run the
+tests that guard it, and report whether they went red. A mutation that stays green is a gate
+that cannot fail.
+
+Works on a scratch copy of HEAD (git archive), never on the working tree.
+Usage: python scripts/mutation_check.py [ID ...]     (IDs like P1 A3 G2; default: all)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# (id and name, file, original text, mutated text, tests that must go red)
+M = [
+ ("P1 int field check off", "difftest/trace/grammar.py",
+  "    if not _INT_RE.match(raw):\n        raise FieldError(f\"field {name}: expected an integer",
+  "    if False:\n        raise FieldError(f\"field {name}: expected an integer",
+  "tests/test_trace.py"),
+ ("P3 truncated line raises", "difftest/trace/parser.py",
+  "if last_is_partial and i == last:", "if False:", "tests/test_trace.py"),
+ ("P4 acc invariant off", "difftest/trace/parser.py",
+  "if acc != max(ns - 1, 0):", "if False:", "tests/test_trace.py"),
+ ("P5 pos continuity off", "difftest/trace/parser.py",
+  "if prev is not None and prev[0] != pos:", "if False:", "tests/test_trace.py"),
+ ("P6 pandas reader nan spellings", "difftest/trace/parser.py",
+  "keep_default_na=False, na_values=_NAN_SPELLINGS", "na_values=_NAN_SPELLINGS", "tests/test_trace.py"),
+ ("A1 constant-blocks check off", "difftest/audit.py",
+  "if constant and n > 1:", "if False:", "tests/test_audit.py"),
+ ("A2 logits_vary always true", "difftest/audit.py",
+  "        logits_ok = logits_vary\n", "        logits_ok = True\n", "tests/test_audit.py"),
+ ("A3 blind radius ignored", "difftest/audit.py",
+  "if blind_min > th.max_blind_radius:", "if False:", "tests/test_audit.py"),
+ ("A4 entropy threshold off", "difftest/audit.py",
+  "if pooled < th.min_entropy_bits:", "if False:", "tests/test_audit.py"),
+ ("C1 --help imports numpy", "difftest/cli.py",
+  "import typer\n", "import typer\nimport numpy\n", "tests/test_cli.py"),
+ ("C2 csv escaping off", "difftest/report/cells.py",
+  "if text and text.startswith(_FORMULA_START):", "if False:", "tests/test_cli.py"),
+ ("G1 severity order", "difftest/gate.py",
+  "ExitCode.DIFFER: 2, ExitCode.UNINFORMATIVE: 1", "ExitCode.DIFFER: 1, ExitCode.UNINFORMATIVE: 2",
+  "tests/test_gate.py::test_worst_orders_by_severity"),
+ ("G2 uninformative counts as killed", "difftest/gate.py",
+  'killed = rep.verdict.verdict in ("differ", "arm-failed")',
+  'killed = rep.verdict.verdict in ("differ", "arm-failed", "uninformative")',
+  "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
+ ("G3 junit: uninformative passes", "difftest/report/gate_report.py",
+  "        if not v.passed:\n            kind", "        if not v.passed and v.verdict != 'uninformative':\n            kind",
+  "tests/test_gate.py::test_check_fails_with_the_right_exit_codes"),
+ ("V1 agree without an instrument", "difftest/verdict.py",
+  "if cmp.blocks_compared and instruments:", "if cmp.blocks_compared:",
+  "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
+ ("V2 logit differences ignored", "difftest/verdict.py",
+  "if cmp.blocks_differing or logit_diff or emitted_diff:", "if cmp.blocks_differing or emitted_diff:",
+  "tests/test_gate.py::test_probe_on_the_degenerate_fixture_at_level_3_kills_through_logits"),
+]
+
+
+def main() -> int:
+    only = sys.argv[1:]
+    survivors = 0
+    with tempfile.TemporaryDirectory(prefix="difftest-mut-") as root:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+        env = os.environ | {"PYTHONPATH": root}
+        for name, path, old, new, tests in M:
+            if only and name.split()[0] not in only:
+                continue
+            full = Path(root) / path
+            src = full.read_text()
+            assert src.count(old) == 1, (name, src.count(old))
+            full.write_text(src.replace(old, new))
+            try:
+                r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p",
+                                    "no:cacheprovider", *tests.split()],
+                                   cwd=root, capture_output=True, text=True, env=env)
+            finally:
+                full.write_text(src)
+            lines = [line for line in r.stdout.splitlines() if line.strip()]
+            failed = [line.split("::")[-1].split(" ")[0] for line in lines
+                      if line.startswith("FAILED")]
+            survivors += r.returncode == 0
+            print(f"{name:40} {'RED' if r.returncode else 'STILL GREEN'} {failed[:3]} | "
+                  f"{lines[-1] if lines else ''}")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
