@@ -40,7 +40,7 @@ def _guarded(fn: F) -> F:
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
             typer.echo("difftest: interrupted", err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # usage error or bad input
     UNINFORMATIVE = 3  # agreed, but could not have failed
     ARM_FAILED = 4  # an arm crashed, timed out or drafted nothing
+    INTERRUPTED = 130  # Ctrl-C: both arms stopped, what they printed kept
 
 
 class DifftestError(Exception):
@@ -68,3 +69,14 @@ class BuildError(ArmFailedError):
 
 class GitError(DifftestError):
     """A git ref that does not resolve, or a repository difftest cannot use."""
+
+
+class InterruptedRun(DifftestError):
+    """Ctrl-C during a run: the arms were stopped and their captures kept."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, run_dir: object) -> None:
+        self.run_dir = str(run_dir)
+        super().__init__(f"interrupted: the arms were stopped; what they printed is kept in "
+                         f"{self.run_dir}")

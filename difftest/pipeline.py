@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config
-from difftest.errors import ArmFailedError, UsageError
+from difftest.errors import ArmFailedError, InterruptedRun, UsageError
 from difftest.execute import ArmResult, load_run, new_run_dir, run_arms, write_json_atomic
 from difftest.model import ArmTrace
 from difftest.trace import parse_trace
@@ -112,8 +112,11 @@ def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label:
                 cache_dir: Path | None = None) -> tuple[Path, dict[str, ArmResult]]:
     """Run arms concurrently into a fresh run directory."""
     run_dir = new_run_dir(run_root, label=label)
-    results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                       cache_dir=cache_dir)
+    try:
+        results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
+                           cache_dir=cache_dir)
+    except KeyboardInterrupt:
+        raise InterruptedRun(run_dir) from None
     return run_dir, results
 
 

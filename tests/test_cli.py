@@ -99,3 +99,32 @@ def test_real_subprocess_audit() -> None:
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.startswith("difftest: error: ") and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_stops_both_arms_and_says_where_the_captures_are(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    cfg = tmp_path / "difftest.toml"
+    cfg.write_text(
+        '[arms.a]\ncommand = ["{python}", "-c", "import sys, time; sys.stderr.write(\'started\\\\n\'); '
+        'sys.stderr.flush(); time.sleep(60)"]\n'
+        '[arms.b]\ncommand = ["{python}", "-c", "import time; time.sleep(60)"]\n')
+    proc = subprocess.Popen([sys.executable, "-m", "difftest", "compare", "--arm-a", "a",
+                             "--arm-b", "b", "--config", str(cfg), "--run-root",
+                             str(tmp_path / "runs"), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runs = list((tmp_path / "runs").glob("*/a.stderr"))
+        if runs and runs[0].read_text():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    run_dir = runs[0].parent
+    assert f"kept in {run_dir}" in err and "Traceback" not in err
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["arms"]["a"]["interrupted"] and meta["arms"]["b"]["interrupted"]
+    assert (run_dir / "a.stderr").read_text() == "started\n"
