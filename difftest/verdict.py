@@ -68,6 +68,9 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
         else:
             instruments.append("logits")
 
+    # the arm whose audit made the comparison blind (A's when both are), to name its measures
+    blind = audit_b if audit_a.tokens_informative and not audit_b.tokens_informative else audit_a
+
     if cmp.blocks_compared == 0:
         reasons.append("no block could be compared: every step was unmatched or context-diverged")
 
@@ -105,7 +108,7 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
                        f"{token_flips}: the toggle may not reach the runner")
         if not instruments:
             reasons.append("and the arms' drafts could not have differed: "
-                           + _blind_reason(audit_a, logits_traced))
+                           + _blind_reason(blind, logits_traced))
         return Verdict("agree" if instruments else "uninformative", ExitCode.DIFFER, expect,
                        False, reasons, instruments)
 
@@ -114,14 +117,14 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     if cmp.blocks_compared and instruments:
         if instruments == ["logits"]:
             reasons.append("the token comparison alone would have been blind ("
-                           + (", ".join(audit_a.token_blind_reasons) or "below the audit "
+                           + (", ".join(blind.token_blind_reasons) or "below the audit "
                               "thresholds") + "); the exact logit comparison "
                            "could have failed and did not")
         else:
             reasons.append("the comparison could have failed through: " + ", ".join(instruments))
         return Verdict("agree", ExitCode.OK, expect, True, reasons, instruments)
     reasons.append("the arms agree, but the comparison could not have failed: "
-                   + _blind_reason(audit_a, logits_traced))
+                   + _blind_reason(blind, logits_traced))
     return Verdict("uninformative", ExitCode.UNINFORMATIVE, expect, False, reasons, instruments)
 
 
