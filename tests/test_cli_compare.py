@@ -224,7 +224,7 @@ def test_csv_escapes_request_ids_a_spreadsheet_would_evaluate(tmp_path: Path) ->
     ('[arms.sh]\ncommand = "python -m difftest.reference"\n', "[arms.sh]",
      "key 'command': must be an argv list of strings, not a shell string"),
     ('[arms.a]\ncommand = ["x"\n', "TOML syntax error", ""),
-])
+], ids=["unknown-key", "wrong-type", "shell-string", "syntax"])
 def test_a_malformed_config_exits_2_naming_file_table_and_key(tmp_path: Path, text: str,
                                                                where: str, what: str) -> None:
     path = write_config(tmp_path, text)
@@ -258,7 +258,7 @@ command = ["{python}", "-c", "print('no trace here')"]
               "loading\nboom"),
     ("hang", "arm 'hang': timed out after 1 s"),
     ("silent", "arm 'silent': printed no drafted blocks"),
-])
+], ids=["crash", "hang", "silent"])
 def test_a_failing_arm_exits_4_with_its_name_and_why(tmp_path: Path, arm: str,
                                                      message: str) -> None:
     path = write_config(tmp_path, replay_arm("base", "agree_a.log") + FAILING_ARMS)

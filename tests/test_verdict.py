@@ -110,6 +110,24 @@ def test_one_threshold_decides_it_and_the_reason_names_only_that_one() -> None:
     assert said(v, "could not have failed: 21 distinct drafted id(s), no block logits traced")
 
 
+def varied_elsewhere() -> ArmTrace:
+    """The degenerate arm plus three varied blocks at positions the other arm never visits."""
+    extra = "".join(f"[SPECTRACE] req=req pos={p} k=3 ns=1 acc=0 draft=[ {d} ] emit=[ 1 ]\n"
+                    for p, d in ((9, "3 8 21"), (10, "40 2 17"), (11, "9 33 5")))
+    return parse_text((DATA / "degenerate_b.log").read_text() + extra)
+
+
+@pytest.mark.parametrize("blind_side", ["a", "b"])
+def test_one_blind_arm_makes_the_comparison_uninformative_and_is_named(blind_side: str) -> None:
+    # the varied arm varies only where nothing is compared: the compared blocks are constant
+    blind, varied = parse_trace(DATA / "degenerate_a.log"), varied_elsewhere()
+    assert audit_trace(varied).tokens_informative and not audit_trace(blind).tokens_informative
+    a, b = (blind, varied) if blind_side == "a" else (varied, blind)
+    v = verdict_of(a, b)
+    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
+    assert said(v, "could not have failed: 1 distinct drafted id(s), every block is [19, 19, 19]")
+
+
 def test_constant_tokens_with_live_logits_are_informative_through_the_logits() -> None:
     v = verdict_of("constlogits_a.log", "constlogits_b.log")
     assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
