@@ -210,21 +210,13 @@ def _registered_worktrees(r: _Repo, what: str) -> set[str]:
 
 
 def _is_valid_worktree(r: _Repo, path: Path, sha: str, what: str) -> bool:
-    """True when path is a registered worktree of this repository, at its root, at `sha`."""
+    """True when path is a worktree this repository lists (not a copy of one), at `sha`."""
     if not path.is_dir() or path.is_symlink() or not (path / ".git").is_file():
         return False
-    proc = _git(path, "rev-parse", "--show-toplevel", "--git-common-dir", "HEAD", what=what,
-                check=False)
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or len(lines) != 3:
+    proc = _git(path, "rev-parse", "--verify", "--quiet", "HEAD", what=what, check=False)
+    if proc.returncode != 0 or proc.stdout.strip() != sha:
         return False
-    top, common, head = (s.strip() for s in lines)
-    real = os.path.realpath(path)
-    if os.path.realpath(top) != real or head != sha:
-        return False
-    if os.path.realpath(path / common) != str(r.common_dir):
-        return False
-    return real in _registered_worktrees(r, what)
+    return os.path.realpath(path) in _registered_worktrees(r, what)
 
 
 def _remove_path(path: Path) -> None:
@@ -368,8 +360,7 @@ def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
             marker.unlink(missing_ok=True)  # a fresh checkout has none of the old build outputs
         os.utime(path)  # "last used", for prune()'s age rule
         if argv is None:
-            return Checkout(sha=sha, path=path, build_log=log if log.exists() else None,
-                            built_now=False)
+            return Checkout(sha=sha, path=path, build_log=None, built_now=False)
         if _read_marker(marker) == argv:
             return Checkout(sha=sha, path=path, build_log=log if log.exists() else None,
                             built_now=False)

@@ -31,6 +31,7 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # a build run in the wrong directory lands here, not in the repo
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -137,6 +138,13 @@ def test_resolve_ref_rejects_what_is_not_a_commit(repo: Repo, ref: str) -> None:
     assert str(repo.path) in str(err.value)
     assert repr(ref) in str(err.value)
     assert err.value.exit_code == ExitCode.USAGE
+
+
+def test_resolve_ref_names_the_reason(repo: Repo) -> None:
+    with pytest.raises(GitError, match="starts with '-'"):
+        resolve_ref(repo.path, "--output=x")
+    with pytest.raises(GitError, match="empty git ref"):
+        resolve_ref(repo.path, " ")
 
 
 def test_resolve_ref_rejects_a_tree_sha(repo: Repo) -> None:
@@ -288,6 +296,7 @@ def test_build_runs_once_per_sha_and_argv(repo: Repo, tmp_path: Path) -> None:
     assert checkout_for(repo.path, "feature", counting_build(counter, "--release")).built_now \
         is False
     assert runs(counter) == 3
+    assert checkout_for(repo.path, "feature", None).build_log is None  # no build asked for
 
 
 def test_failed_build_raises_with_log_and_tail_and_retries(repo: Repo, tmp_path: Path) -> None:
@@ -384,6 +393,16 @@ def test_stale_metadata_is_pruned_and_recreated(repo: Repo) -> None:
     assert git(again.path, "rev-parse", "HEAD") == repo.feature
     assert git(again.path, "status", "--porcelain") == ""
     assert os.path.realpath(again.path) in registered(repo.path)
+
+
+def test_checkout_prunes_registrations_of_deleted_worktrees(repo: Repo) -> None:
+    """The opportunistic `git worktree prune`: a deleted entry is forgotten by the next call."""
+    gone = checkout_for(repo.path, "feature", None)
+    kept = checkout_for(repo.path, "main", None)
+    subprocess.run(["rm", "-rf", str(gone.path)], check=True)
+    assert os.path.realpath(gone.path) in registered(repo.path)
+    assert checkout_for(repo.path, "main", None).path == kept.path  # reused, nothing recreated
+    assert os.path.realpath(gone.path) not in registered(repo.path)
 
 
 def test_worktree_moved_off_its_sha_is_recreated(repo: Repo, tmp_path: Path) -> None:
