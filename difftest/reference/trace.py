@@ -22,10 +22,6 @@ def spec_propose(rows: int, nqpr: int, k: int, first: Sequence[int]) -> str:
     return f"[spec-propose] rows={rows} nqpr={nqpr} drafts/row={k} first=[{id_list(first)}]"
 
 
-def spec_propose_none(num_reqs: int) -> str:
-    return f"[spec-propose] NO proposing rows this step (num_reqs={num_reqs})"
-
-
 def spectrace(req: str, pos: int, k: int, ns: int, acc: int, draft: Sequence[int],
               emit: Sequence[int]) -> str:
     return (f"[SPECTRACE] req={req} pos={pos} k={k} ns={ns} acc={acc} "

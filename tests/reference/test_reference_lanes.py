@@ -120,3 +120,17 @@ def test_run_spreads_each_request_over_several_pages() -> None:
     assert len({p for t in tables.values() for p in t}) == sum(len(t) for t in tables.values())
     mat = cached_run(opts.with_(lane="materialized"), 1)
     assert [r.draft for r in mat.records] == [r.draft for r in result.records]
+
+
+def test_layer_masks_shape_the_attention() -> None:
+    """A window that covers every key is the full mask, bit for bit; narrower masks are not."""
+    feats = features(DEFAULT)
+    logits = {masks: draft_blocks(DEFAULT.with_(layer_masks=masks), feats, ANCHORS).logits["b"]
+              for masks in [("full", "full"), ("sliding:1000", "full"), ("sliding:9", "full"),
+                            ("causal", "full"), ("full", "causal")]}
+    assert torch.equal(logits[("full", "full")], logits[("sliding:1000", "full")])
+    distinct = [logits[m] for m in [("full", "full"), ("sliding:9", "full"), ("causal", "full"),
+                                    ("full", "causal")]]
+    for i, a in enumerate(distinct):
+        for b in distinct[i + 1:]:
+            assert not torch.equal(a, b)

@@ -127,3 +127,28 @@ def test_id_lists_end_each_id_with_one_space() -> None:
 def test_trace_level_from_environment(value: str | None, level: int) -> None:
     env = {} if value is None else {"VT_SPEC_TRACE": value}
     assert trace_level_from_env(env) == level
+
+
+@pytest.mark.parametrize("options", [
+    DEFAULT, DEFAULT.with_(fixture="degenerate"), DEFAULT.with_(mutation="stale-seq-lens"),
+    DEFAULT.with_(drafter="dflash1", lane="materialized"),
+], ids=["informative", "degenerate", "stale-seq-lens", "dflash1-materialized"])
+def test_generated_text_is_the_targets_own_greedy_text(options: RunnerOptions) -> None:
+    """Speculation is lossless: whatever was drafted, the ids are those the target alone picks."""
+    from difftest.reference.model import build
+    from difftest.reference.runner import max_positions
+
+    result = cached_run(options, 1)
+    target = build(options, max_positions(options)).target
+    with torch.no_grad():
+        for req, prompt in result.prompts.items():
+            cache = target.new_cache()
+            for tok in prompt:
+                logits, _ = target.consume(cache, tok)
+            greedy = []
+            while len(greedy) < len(result.generated[req]):
+                greedy.append(int(logits.argmax()))
+                logits, _ = target.consume(cache, greedy[-1])
+            assert result.generated[req] == greedy
+            emitted = [i for v in parse(result.lines).verifies if v["req"] == req for i in v["emit"]]
+            assert [greedy[0]] + emitted == greedy
