@@ -10,6 +10,11 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from difftest.reference.options import RunnerOptions
+    from difftest.reference.runner import RunResult
 
 ID = r"-?\d+"
 IDS = rf"(?:{ID} )*"  # every id followed by exactly one space, as the engine prints them
@@ -86,7 +91,7 @@ def without_timings(lines: list[str]) -> list[str]:
 _RUNS: dict = {}
 
 
-def cached_run(options, level: int = 3):
+def cached_run(options: "RunnerOptions", level: int = 3) -> "RunResult":
     """A direct run, computed once per test session for each (options, level)."""
     from difftest.reference.runner import run
 
