@@ -12,18 +12,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from difftest.config import AuditThresholds
 from difftest.model import ArmTrace
 
-
-@dataclass(frozen=True)
-class AuditThresholds:
-    """When a trace counts as informative; defaults are deliberately modest."""
-
-    min_distinct_ids: int = 2
-    min_entropy_bits: float = 1.0
-    # The token comparison counts as blind when even the smallest margin/2 exceeds this: no
-    # perturbation below it could move any drafted token.
-    max_blind_radius: float = 1.0
+__all__ = ["AuditThresholds", "TraceAudit", "audit_trace", "drafted_blocks", "entropy_bits"]
 
 
 @dataclass

@@ -101,6 +101,8 @@ class AuditThresholds:
 
     min_distinct_ids: int = 2
     min_entropy_bits: float = 1.0
+    # The token comparison counts as blind when even the smallest margin/2 exceeds this: no
+    # perturbation below it could move any drafted token.
     max_blind_radius: float = 1.0
 
 

@@ -50,12 +50,7 @@ class ComparisonReport:
 
 
 def thresholds_of(config: Config | None) -> AuditThresholds:
-    if config is None:
-        return AuditThresholds()
-    t = config.audit
-    return AuditThresholds(min_distinct_ids=t.min_distinct_ids,
-                           min_entropy_bits=t.min_entropy_bits,
-                           max_blind_radius=t.max_blind_radius)
+    return AuditThresholds() if config is None else config.audit
 
 
 def with_overrides(spec: ComparisonSpec, *, expect: str | None = None,
