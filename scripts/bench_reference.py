@@ -40,6 +40,18 @@ def time_process(argv: list[str], reps: int) -> list[float]:
     return times
 
 
+def time_in_process(lane: str, fixture: str, reps: int) -> list[float]:
+    from difftest.reference.options import RunnerOptions
+    from difftest.reference.runner import run
+
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run(RunnerOptions(lane=lane, fixture=fixture), 3)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def mutation_table() -> list[list[object]]:
     from difftest.reference.options import RunnerOptions
     from difftest.reference.runner import run
@@ -74,10 +86,15 @@ def main() -> None:
               for fixture in FIXTURES for lane in LANES]
     for lane, fixture, argv in cases:
         t = time_process(argv, args.reps)
+        inner = f"{statistics.median(time_in_process(lane, fixture, args.reps)):.3f}" \
+            if fixture else ""
         rows.append([lane, fixture, args.reps, f"{statistics.median(t):.2f}", f"{min(t):.2f}",
-                     f"{max(t):.2f}"])
-    print(f"default run, fresh process each time ({os.cpu_count()} CPUs), wall seconds:")
-    print(tabulate(rows, headers=["lane", "fixture", "reps", "median", "min", "max"]))
+                     f"{max(t):.2f}", inner])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"default run, fresh process each time ({os.cpu_count()} CPUs, load {load:.1f}), "
+          "wall seconds:")
+    print(tabulate(rows, headers=["lane", "fixture", "reps", "median", "min", "max",
+                                  "in-process median"]))
     if not args.no_mutations:
         print("\nagainst the same options without it, at equal (req, pos):")
         print(tabulate(mutation_table(), headers=["change", "fixture", "blocks differing",
