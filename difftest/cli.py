@@ -191,13 +191,14 @@ def compare(
             raise UsageError("--trace-a and --trace-b go together")
         if arm_a or arm_b or comparison:
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
-        cfg = load_config(config) if config is not None else None
-        spec = ComparisonSpec(name="traces", arm_a=trace_a.name, arm_b=trace_b.name)
+        cfg = load_config(config) if config is not None or comparison is not None else None
+        names = (trace_a.name, trace_b.name)
+        if names[0] == names[1]:
+            names = (f"A:{names[0]}", f"B:{names[1]}")
+        spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
         if cfg is not None and comparison is not None:
             spec = _comparison_spec(cfg, "", "", comparison)
         spec = pipeline.with_overrides(spec, **overrides)  # type: ignore[arg-type]
-        if spec.arm_a == spec.arm_b:
-            spec = pipeline.with_overrides(spec)
         report = pipeline.judge_traces(trace_a, trace_b, spec, pipeline.thresholds_of(cfg))
         _emit_report(report, format, csv)
     cfg = load_config(config)
@@ -235,10 +236,10 @@ def export(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from difftest.pipeline import _write_text_atomic
+    from difftest.execute import write_text_atomic
 
     try:
-        _write_text_atomic(path, text)
+        write_text_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 

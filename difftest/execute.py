@@ -149,14 +149,13 @@ def safe_name(name: str) -> str:
     return cleaned
 
 
-def write_json_atomic(path: Path, data: object) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one, even if we die mid-write."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=str)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -166,6 +165,10 @@ def write_json_atomic(path: Path, data: object) -> None:
         except OSError:
             pass
         raise
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def new_run_dir(root: Path | None = None, label: str = "") -> Path:

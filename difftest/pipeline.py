@@ -15,7 +15,9 @@ from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailedError, InterruptedRun, UsageError
-from difftest.execute import ArmResult, load_run, new_run_dir, run_arms, write_json_atomic
+from difftest.execute import (
+    ArmResult, load_run, new_run_dir, run_arms, write_json_atomic, write_text_atomic,
+)
 from difftest.model import ArmTrace
 from difftest.trace import parse_trace
 from difftest.verdict import Verdict, arm_failed, judge
@@ -177,22 +179,6 @@ def write_reports(report: ComparisonReport) -> None:
     from difftest.report import comparison as render
 
     write_json_atomic(report.run_dir / REPORT_JSON, render.to_dict(report))
-    _write_text_atomic(report.run_dir / REPORT_MD, render.render_markdown(report))
+    write_text_atomic(report.run_dir / REPORT_MD, render.render_markdown(report))
     if report.comparison is not None:
         render.write_csv(report, report.run_dir / DIFF_CSV)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
