@@ -168,29 +168,23 @@ def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
         parse_trace(tmp_path)
 
 
-def test_bulk_number_reader_matches_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Large chunks go through pandas' reader; it must read exactly what numpy reads."""
-    from difftest.trace import parser
-
+def test_bulk_number_reader_reads_exactly_and_rejects_what_is_no_number() -> None:
+    """Each chunk's logits go through one numpy call; it must agree with float() exactly."""
     lines = []
     for pos in range(1, 41):
         lines.append(f"[spec-logits] req=r pos={pos} row=1 top=[ {pos}:{pos * 0.37:.6g} "
                      f"-2147483648:nan 2147483647:-inf 70000:-1.5e-07 ]")
-    slow = parse_lines(lines)
-    monkeypatch.setattr(parser, "_PANDAS_MIN_VALUES", 1)
-    fast = parse_lines(lines)
-    assert np.array_equal(fast.logits.top_ids, slow.logits.top_ids)
-    assert np.array_equal(fast.logits.top_vals, slow.logits.top_vals, equal_nan=True)
-    assert fast.logits.top_vals[3, 0] == float(f"{4 * 0.37:.6g}")
-    assert fast.logits.top_ids[0].tolist() == [1, -(2**31), 2**31 - 1, 70000]
-    # a spelling both number readers reject is named by the field reader, with its line
-    bad = lines[:5] + ["[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:1e 3:0 4:0 ]"]
-    with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
-        parse_lines(bad)
-    # pandas would read "NA" as a missing value; a trace never spells NaN that way
-    na = lines[:5] + ["[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:NA 3:0 4:0 ]"]
-    with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
-        parse_lines(na)
+    t = parse_lines(lines)
+    assert [t.logits.top_vals[i, 0] for i in range(40)] == \
+        [float(f"{(i + 1) * 0.37:.6g}") for i in range(40)]
+    assert t.logits.top_ids[0].tolist() == [1, -(2**31), 2**31 - 1, 70000]
+    assert np.isnan(t.logits.top_vals[:, 1]).all() and (t.logits.top_vals[:, 2] == -np.inf).all()
+    assert (t.logits.top_vals[:, 3] == -1.5e-07).all()
+    # spellings the line regex lets through but no number reader should: named by the field reader
+    for bad in ("1e", "NA", "1.2.3"):
+        wrong = lines[:5] + [f"[spec-logits] req=r pos=99 row=1 top=[ 1:2.5 2:{bad} 3:0 4:0 ]"]
+        with pytest.raises(TraceError, match=r"^<lines>:6: \[spec-logits\] field top: item 2"):
+            parse_lines(wrong)
 
 
 def test_first_bad_line_is_reported_whichever_reader_finds_it() -> None:
@@ -198,3 +192,21 @@ def test_first_bad_line_is_reported_whichever_reader_finds_it() -> None:
              "[SPECTRACE] req=r pos=1 k=1 ns=x acc=0 draft=[ 1 ] emit=[ 1 ]"]  # field reader
     with pytest.raises(TraceError, match=r"^<lines>:1: "):
         parse_lines(lines)
+
+
+def test_rows_of_different_widths_across_chunks(tmp_path: Path) -> None:
+    """Chunks are stitched into one padded matrix whether later rows are narrower or wider."""
+    path = tmp_path / "widths.log"
+    path.write_text("[spec-logits] req=r pos=1 row=1 top=[ 1:2 ]\n"
+                    "[spec-logits] req=r pos=1 row=2 top=[ 1:3 2:2 3:1 ]\n"
+                    "[spec-logits] req=r pos=1 row=3 top=[ 4:5 5:4 ]\n")
+    for chunk in (8, 1 << 20):
+        lg = parse_trace(path, chunk_bytes=chunk).logits
+        assert lg.width.tolist() == [1, 3, 2]
+        assert lg.top_ids.tolist() == [[1, -1, -1], [1, 2, 3], [4, 5, -1]]
+        assert np.array_equal(lg.top_vals, np.array([[2, np.nan, np.nan], [3, 2, 1],
+                                                     [5, 4, np.nan]]), equal_nan=True)
+    whole = parse_trace(DATA / "all_kinds.log")
+    tiny = parse_trace(DATA / "all_kinds.log", chunk_bytes=5)
+    assert np.array_equal(tiny.logits.top_vals, whole.logits.top_vals, equal_nan=True)
+    assert tiny.logits.top_ids.tolist() == whole.logits.top_ids.tolist()

@@ -9,6 +9,7 @@ in one numpy call per chunk; every other tagged line goes through the grammar's 
 from __future__ import annotations
 
 import os
+from array import array
 from pathlib import Path
 from typing import Iterable
 
@@ -20,30 +21,7 @@ from difftest.model import (
 )
 from difftest.trace import grammar as g
 
-CHUNK_BYTES = 8 << 20
-
-
-# Below this many values a chunk's numbers go through numpy; above, through pandas' C reader,
-# which is several times faster per value but costs its import once.
-_PANDAS_MIN_VALUES = 200_000
-# What printf prints for a NaN; pandas would otherwise also read "NA", "null", ... as NaN.
-_NAN_SPELLINGS = ["nan", "-nan", "+nan", "NaN", "-NaN", "NAN", "-NAN"]
-
-
-def _read_numbers(payloads: list[bytes], width: int) -> np.ndarray | None:
-    """The id/logit numbers of equally wide payloads as an (n, 2*width) array; None if unread."""
-    import io
-
-    import pandas as pd
-
-    blob = b"\n".join(payloads).replace(b":", b" ")
-    try:
-        frame = pd.read_csv(io.BytesIO(blob), sep=r"\s+", header=None, dtype=np.float64,
-                            engine="c", keep_default_na=False, na_values=_NAN_SPELLINGS)
-    except (ValueError, pd.errors.ParserError):
-        return None
-    arr = frame.to_numpy()
-    return arr if arr.shape == (len(payloads), 2 * width) else None
+CHUNK_BYTES = 4 << 20
 
 
 class _LogitChunk:
@@ -67,12 +45,7 @@ class _LogitChunk:
 
     def _flat_pairs(self, path: str, widths: np.ndarray) -> np.ndarray:
         """All (id, value) pairs of the chunk, in order, as a (total, 2) float64 array."""
-        n = len(self.payload)
         total = int(widths.sum())
-        if n and total >= _PANDAS_MIN_VALUES and int(widths.min()) == int(widths.max()):
-            arr = _read_numbers(self.payload, int(widths[0]))
-            if arr is not None:
-                return arr.reshape(total, 2)
         joined = b" ".join(self.payload).replace(b":", b" ")
         try:
             flat = (np.fromstring(joined, dtype=np.float64, sep=" ") if joined.strip()
@@ -82,7 +55,7 @@ class _LogitChunk:
         if flat.size != 2 * total:
             # The line regex admits only number-like spellings; reaching here means one that
             # numpy does not read. Find the line the slow way and name it.
-            self._diagnose(path, range(n))
+            self._diagnose(path, range(len(self.payload)))
         return flat.reshape(total, 2)
 
     def to_arrays(self, path: str) -> list[np.ndarray]:
@@ -131,30 +104,30 @@ class TraceBuilder:
         self.lines_total = 0
         self.lines_skipped = 0
         self.truncated = False
-        # verifies
-        self.v_req: list[int] = []
-        self.v_pos: list[int] = []
-        self.v_k: list[int] = []
-        self.v_ns: list[int] = []
-        self.v_acc: list[int] = []
-        self.v_line: list[int] = []
-        self.v_draft: list[int] = []
-        self.v_draft_len: list[int] = []
-        self.v_emit: list[int] = []
-        self.v_emit_len: list[int] = []
+        # verifies; ids and counters in typed arrays: no Python object per token
+        self.v_req = array("i")
+        self.v_pos = array("q")
+        self.v_k = array("i")
+        self.v_ns = array("i")
+        self.v_acc = array("i")
+        self.v_line = array("q")
+        self.v_draft = array("i")
+        self.v_draft_len = array("q")
+        self.v_emit = array("i")
+        self.v_emit_len = array("q")
         # proposes
-        self.p_rows: list[int] = []
-        self.p_nqpr: list[int] = []
-        self.p_k: list[int] = []
-        self.p_num_reqs: list[int] = []
-        self.p_first: list[int] = []
-        self.p_first_len: list[int] = []
-        self.p_line: list[int] = []
+        self.p_rows = array("i")
+        self.p_nqpr = array("i")
+        self.p_k = array("i")
+        self.p_num_reqs = array("i")
+        self.p_first = array("i")
+        self.p_first_len = array("q")
+        self.p_line = array("q")
         # phases
         self.ph: list[tuple[float, float, float, int, int]] = []
         self.ph_dev: list[tuple[float, float, float, float, int]] = []
         # logits, one converted block of arrays per chunk
-        self._logit_parts: list[list[np.ndarray]] = []
+        self._logit_columns = _LogitColumns()
         self._logits = _LogitChunk()
 
     # -- interning -----------------------------------------------------------------------------
@@ -221,7 +194,7 @@ class TraceBuilder:
                 values = getattr(chunk, name)
                 setattr(chunk, name, [values[i] for i in keep])
         if chunk.payload:
-            self._logit_parts.append(chunk.to_arrays(self.path))
+            self._logit_columns.extend(chunk.to_arrays(self.path))
         self._logits = _LogitChunk()
 
     def _line(self, line: bytes, lineno: int) -> None:
@@ -329,7 +302,7 @@ class TraceBuilder:
                         logits=ph[:, 3].astype(np.int64), line=ph[:, 4].astype(np.int64),
                         dev_pre=dev[:, 0], dev_fwd=dev[:, 1], dev_select=dev[:, 2],
                         dev_walk=dev[:, 3], dev_line=dev[:, 4].astype(np.int64))
-        logits = _concat_logits(self._logit_parts)
+        logits = self._logit_columns.result()
         self._check_positions(verifies)
         self._check_logits(logits)
         self.findings.sort(key=lambda f: f.line)
@@ -378,42 +351,71 @@ class TraceBuilder:
                           f"[spec-logits] row={lg.row[i]}: rows are 1..k (row 0 is the anchor)")
 
 
-def _offsets(lengths: list[int]) -> np.ndarray:
+def _offsets(lengths: array) -> np.ndarray:
     off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(lengths, out=off[1:])
+    if len(lengths):
+        np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=off[1:])
     return off
 
 
-def _concat_logits(parts: list[list[np.ndarray]]) -> LogitRows:
-    if not parts:
-        return LogitRows(req=np.zeros(0, np.int32), pos=np.zeros(0, np.int64),
-                         row=np.zeros(0, np.int32), top_ids=np.zeros((0, 0), np.int32),
-                         top_vals=np.zeros((0, 0)), width=np.zeros(0, np.int32),
-                         line=np.zeros(0, np.int64))
-    width = max(p[3].shape[1] for p in parts)
-    fills = {3: -1, 4: np.nan}
+class _Column:
+    """A column that grows in place (realloc, which the OS can satisfy by remapping), so the
+    parsed arrays are never held twice; pages past the filled rows are never touched."""
 
-    def column(j: int) -> np.ndarray:
-        # Concatenate one column and drop its pieces at once, so the peak holds the parsed
-        # arrays plus one column's copy, not two copies of everything.
-        pieces = []
-        for p in parts:
-            a = p[j]
-            if j in fills and a.shape[1] != width:
-                padded = np.full((a.shape[0], width), fills[j], dtype=a.dtype)
-                padded[:, : a.shape[1]] = a
-                a = padded
-            pieces.append(a)
-            p[j] = None  # type: ignore[call-overload]
-        out = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-        del pieces
-        return out
+    def __init__(self, dtype: type, fill: float | None = None) -> None:
+        self.dtype = dtype
+        self.fill = fill
+        self.data: np.ndarray | None = None
+        self.n = 0
 
-    top_vals = column(4)
-    top_ids = column(3)
-    return LogitRows(req=column(0), pos=column(1), row=column(2), top_ids=top_ids,
-                     top_vals=top_vals, width=column(5), line=column(6))
+    def extend(self, piece: np.ndarray) -> None:
+        rows = piece.shape[0]
+        if self.data is None:
+            self.data = np.empty((max(rows, 1024),) + piece.shape[1:], dtype=self.dtype)
+        if piece.ndim == 2 and piece.shape[1] > self.data.shape[1]:
+            wider = np.full((self.data.shape[0], piece.shape[1]), self.fill, dtype=self.dtype)
+            wider[:, : self.data.shape[1]] = self.data
+            self.data = wider
+        need = self.n + rows
+        if need > self.data.shape[0]:
+            self.data.resize((max(need, 2 * self.data.shape[0]),) + self.data.shape[1:],
+                             refcheck=False)
+        if piece.ndim == 2:
+            width = piece.shape[1]
+            self.data[self.n:need, :width] = piece
+            if width < self.data.shape[1]:
+                self.data[self.n:need, width:] = self.fill
+        else:
+            self.data[self.n:need] = piece
+        self.n = need
+
+    def result(self, empty_shape: tuple[int, ...]) -> np.ndarray:
+        if self.data is None:
+            return np.zeros(empty_shape, dtype=self.dtype)
+        self.data.resize((self.n,) + self.data.shape[1:], refcheck=False)
+        return self.data
+
+
+class _LogitColumns:
+    def __init__(self) -> None:
+        self.req = _Column(np.int32)
+        self.pos = _Column(np.int64)
+        self.row = _Column(np.int32)
+        self.top_ids = _Column(np.int32, fill=-1)
+        self.top_vals = _Column(np.float64, fill=np.nan)
+        self.width = _Column(np.int32)
+        self.line = _Column(np.int64)
+
+    def extend(self, arrays: list[np.ndarray]) -> None:
+        for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
+                                  self.width, self.line), arrays):
+            column.extend(piece)
+
+    def result(self) -> LogitRows:
+        return LogitRows(req=self.req.result((0,)), pos=self.pos.result((0,)),
+                         row=self.row.result((0,)), top_ids=self.top_ids.result((0, 0)),
+                         top_vals=self.top_vals.result((0, 0)), width=self.width.result((0,)),
+                         line=self.line.result((0,)))
 
 
 def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES) -> ArmTrace:
