@@ -73,32 +73,29 @@ def step_keys(req_codes: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return (req_codes.astype(np.int64) << POS_BITS) | pos.astype(np.int64)
 
 
-def _emitted(trace: ArmTrace, codes: np.ndarray, req: int) -> tuple[np.ndarray, np.ndarray]:
-    """(absolute positions, tokens) a request emitted, from its verify lines."""
+def _emitted(trace: ArmTrace, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every emitted token of an arm keyed by (request, absolute position), from its verifies."""
     v = trace.verifies
-    sel = np.flatnonzero(codes == req)
-    if sel.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    ns = v.ns[sel].astype(np.int64)
-    starts = v.pos[sel]
-    positions = np.repeat(starts, ns) + (np.arange(int(ns.sum())) - np.repeat(np.cumsum(ns) - ns, ns))
-    tokens = np.concatenate([v.emit(int(i))[: int(n)] for i, n in zip(sel, ns)]) if sel.size else \
-        np.zeros(0, np.int32)
-    if tokens.size != positions.size:  # an emit list shorter than ns (reported by the parser)
-        positions = positions[: tokens.size]
-    return positions, tokens
+    owner = np.repeat(np.arange(len(v)), np.diff(v.emit_off))
+    within = np.arange(v.emit_ids.size) - v.emit_off[:-1][owner]
+    return step_keys(codes[owner], v.pos[owner] + within), v.emit_ids
 
 
-def _first_divergence(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray, req: int,
-                      name: str) -> EmitDivergence | None:
-    pa, ta = _emitted(a, ca, req)
-    pb, tb = _emitted(b, cb, req)
-    common, ia, ib = np.intersect1d(pa, pb, assume_unique=False, return_indices=True)
-    differ = np.flatnonzero(ta[ia] != tb[ib])
-    if differ.size == 0:
-        return None
-    j = int(differ[0])
-    return EmitDivergence(name, int(common[j]), int(ta[ia[j]]), int(tb[ib[j]]))
+def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
+                 names: list[str]) -> list[EmitDivergence]:
+    """Per request, the first position at which both arms emitted a token and the tokens differ."""
+    ka, ta = _emitted(a, ca)
+    kb, tb = _emitted(b, cb)
+    common, ia, ib = np.intersect1d(ka, kb, return_indices=True)
+    differ = np.flatnonzero(ta[ia] != tb[ib])  # `common` is sorted: request, then position
+    reqs = common[differ] >> POS_BITS
+    _, first = np.unique(reqs, return_index=True)
+    out = []
+    for j in differ[first].tolist():
+        key = int(common[j])
+        out.append(EmitDivergence(names[key >> POS_BITS], key & ((1 << POS_BITS) - 1),
+                                  int(ta[ia[j]]), int(tb[ib[j]])))
+    return out
 
 
 def align(a: ArmTrace, b: ArmTrace) -> Alignment:
@@ -130,17 +127,13 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     unmatched_a = np.sort(ia_all[~np.isin(ua, common)])
     unmatched_b = np.sort(ib_all[~np.isin(ub, common)])
 
-    divergences: list[EmitDivergence] = []
+    divergences = _divergences(a, ca, b, cb, names)
     diverged = np.zeros(common.size, dtype=bool)
     req_of = (common >> POS_BITS).astype(np.int64)
     pos_of = common & ((1 << POS_BITS) - 1)
-    for code in np.unique(req_of).tolist():
-        d = _first_divergence(a, ca, b, cb, code, names[code])
-        if d is None:
-            continue
-        divergences.append(d)
+    for d in divergences:
         # A step at pos P read context [0, P): it diverged when P is past the differing token.
-        diverged |= (req_of == code) & (pos_of > d.position)
+        diverged |= (req_of == names.index(d.req)) & (pos_of > d.position)
     keep = ~diverged
     order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
     d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs

@@ -88,14 +88,27 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> np.ndarray
     return np.where(found, order[at_c], -1)
 
 
+# Rows per block of the logit comparison: the temporaries of a block stay in memory the
+# allocator already holds, instead of faulting in fresh pages for whole-trace temporaries.
+_LOGIT_BLOCK_ROWS = 1 << 16
+
+
 def _row_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarray,
                      atol: float) -> tuple[np.ndarray, np.ndarray]:
     """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing."""
     n = ia.size
     diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
-    if n == 0:
-        return diff, differs
+    for start in range(0, n, _LOGIT_BLOCK_ROWS):
+        block = slice(start, start + _LOGIT_BLOCK_ROWS)
+        diff[block], differs[block] = _block_logit_diffs(la, ia[block], lb, ib[block], atol)
+    return diff, differs
+
+
+def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarray,
+                       atol: float) -> tuple[np.ndarray, np.ndarray]:
+    n = ia.size
+    diff = np.full(n, np.nan)
     width = max(la.top_ids.shape[1], lb.top_ids.shape[1])
 
     def widen(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,11 +122,14 @@ def _row_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarra
     ids_b, vals_b = widen(lb.top_ids[ib], lb.top_vals[ib])
     same_ids = np.all(ids_a == ids_b, axis=1)
     with np.errstate(invalid="ignore"):
-        both_nan = np.isnan(vals_a) & np.isnan(vals_b)
-        d = np.where(both_nan, 0.0, np.abs(vals_a - vals_b))
-        d = np.where(np.isnan(d), np.inf, d)  # nan in one arm only: as far apart as it gets
-        valid = ids_a >= -1  # every column; padding is -1 in both when widths agree
-        diff[same_ids] = np.max(np.where(valid, d, 0.0), axis=1)[same_ids]
+        d = np.abs(vals_a - vals_b)
+    undefined = np.isnan(d)
+    if undefined.any():
+        # nan in both arms (or padding in both) is equal; nan in one arm only is as far apart
+        # as values get
+        both = np.isnan(vals_a) & np.isnan(vals_b)
+        d[undefined] = np.where(both[undefined], 0.0, np.inf)
+    diff[same_ids] = d[same_ids].max(axis=1)
     moved = np.flatnonzero(~same_ids)
     if moved.size:
         # Top lists differ: compare the values of the ids both lists hold.

@@ -177,6 +177,7 @@ def main() -> None:
               f"{max(r['peak_rss_mb'] for r in runs):>13.0f}{base / best:>11.2f}x"
               f"{runs[0]['rows']:>10}")
     ours = results["difftest"][0]
+    # per logit row: 8 int32 ids, 8 float64 values, req, pos, row, width, line
     arrays_mb = ours["rows"] * (8 * 4 + 8 * 8 + 4 + 8 + 4 + 4 + 8) / 1e6
     print(f"\ndifftest peak RSS {max(r['peak_rss_mb'] for r in results['difftest']):.0f} MB "
           f"(interpreter+numpy alone: {baseline_rss():.0f} MB) vs text {size_mb:.0f} MB + "
