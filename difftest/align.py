@@ -48,6 +48,9 @@ class Alignment:
     diverged_b: np.ndarray
     divergences: list[EmitDivergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # requests whose emitted streams end at different positions (or that one arm lacks): steps
+    # past the shorter arm's end are not explained by acceptance, they were never run
+    coverage_gaps: list[dict[str, object]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.a_index.shape[0])
@@ -98,6 +101,23 @@ def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     return out
 
 
+def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> np.ndarray:
+    """Per unified request, the position after its last emitted token (-1: not traced)."""
+    ends = np.full(n, -1, dtype=np.int64)
+    v = trace.verifies
+    np.maximum.at(ends, codes, v.pos + np.diff(v.emit_off))
+    return ends
+
+
+def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
+                   names: list[str]) -> list[dict[str, object]]:
+    ends_a = _stream_ends(a, ca, len(names))
+    ends_b = _stream_ends(b, cb, len(names))
+    return [{"req": names[i], "end_a": None if ends_a[i] < 0 else int(ends_a[i]),
+             "end_b": None if ends_b[i] < 0 else int(ends_b[i])}
+            for i in np.flatnonzero(ends_a != ends_b).tolist()]
+
+
 def align(a: ArmTrace, b: ArmTrace) -> Alignment:
     """Pair the arms' steps; fall back to proposing-step ordinals when either lacks verifies."""
     if len(a.verifies) and len(b.verifies):
@@ -138,7 +158,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
     d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs
     return Alignment(
-        mode="position", requests=names,
+        mode="position", requests=names, coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
         req=req_of[keep][order], pos=pos_of[keep][order],
         a_index=a_idx[keep][order], b_index=b_idx[keep][order],
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,

@@ -88,6 +88,7 @@ class TraceAudit:
     blind_radius_min: float | None
     blind_radius_median: float | None
     logits_vary: bool
+    logit_spread: float | None  # max - min of every finite traced logit
     tokens_informative: bool
     logits_informative: bool
     verdict: str
@@ -109,11 +110,29 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> TraceAudit:
-    """Measure a trace's informativeness and explain the verdict in sentences."""
-    th = thresholds or AuditThresholds()
-    blocks = drafted_blocks(trace)
-    reasons: list[str] = []
+@dataclass
+class TokenMeasures:
+    """How much a set of drafted blocks could show: the token half of an audit."""
+
+    blocks: int
+    distinct_ids: int
+    entropy_bits: float
+    row_entropy_bits: list[float]
+    constant_blocks: bool
+    uniform_blocks: int
+    min_margin: float | None
+    median_margin: float | None
+    blind_radius_min: float | None
+    blind_radius_median: float | None
+    informative: bool
+    reasons: list[str]
+    blind_reasons: list[str]
+
+
+def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
+                   th: AuditThresholds, what: str = "drafted") -> TokenMeasures:
+    """Could a token comparison of these blocks fail? `margins` are the top-1/top-2 margins of
+    the rows behind them (None when no logits were traced)."""
     n = len(blocks)
     distinct = int(np.unique(blocks.ids).size)
     pooled = entropy_bits(blocks.ids)
@@ -123,89 +142,87 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         constant = bool(np.all(mat == mat[0]))
         uniform = int(np.sum(np.all(mat == mat[:, :1], axis=1)))
     else:
-        first = blocks.ids[blocks.offsets[0]:blocks.offsets[1]] if n else None
-        constant = n > 0 and all(
-            np.array_equal(blocks.ids[blocks.offsets[i]:blocks.offsets[i + 1]], first)
-            for i in range(n))
-        uniform = sum(
-            1 for i in range(n)
-            if np.unique(blocks.ids[blocks.offsets[i]:blocks.offsets[i + 1]]).size <= 1)
+        pieces = [blocks.ids[blocks.offsets[i]:blocks.offsets[i + 1]] for i in range(n)]
+        constant = n > 0 and all(np.array_equal(p, pieces[0]) for p in pieces)
+        uniform = sum(1 for p in pieces if np.unique(p).size <= 1)
+    reasons: list[str] = []
+    blind: list[str] = []
+    if n == 0:
+        reasons.append(f"no {what} blocks: nothing could be compared")
+        blind.append(f"no {what} blocks")
+    else:
+        if distinct < th.min_distinct_ids:
+            reasons.append(f"only {distinct} distinct {what} id(s) (need {th.min_distinct_ids}): "
+                           "a token comparison compares a constant with a constant")
+            blind.append(f"{distinct} distinct {what} id(s)")
+        if constant and n > 1:
+            block = blocks.ids[blocks.offsets[0]:blocks.offsets[1]].tolist()
+            reasons.append(f"every block is the same block {block}: drafts do not depend on "
+                           "the context")
+            blind.append(f"every block is {block}")
+        if pooled < th.min_entropy_bits:
+            reasons.append(f"{what}-id entropy {pooled:.3f} bits is below "
+                           f"{th.min_entropy_bits:g} bits")
+            blind.append(f"{what}-id entropy {pooled:.3f} bits")
+        if not blind:
+            reasons.append(f"drafts vary: {distinct} distinct ids, entropy {pooled:.2f} bits")
+    finite = margins[np.isfinite(margins)] if margins is not None else np.zeros(0)
+    min_margin = float(finite.min()) if finite.size else None
+    median_margin = float(np.median(finite)) if finite.size else None
+    blind_min = blind_median = None
+    if min_margin is not None and median_margin is not None:
+        blind_min, blind_median = min_margin / 2, median_margin / 2
+        if blind_min > th.max_blind_radius:
+            if not blind:
+                reasons.append(
+                    f"every block row has a top-1/top-2 margin of at least {_fmt(min_margin)}: "
+                    f"no logit perturbation below {_fmt(blind_min)} could move a token "
+                    f"(blind radius above {th.max_blind_radius:g})")
+            blind.append(f"smallest blind radius {_fmt(blind_min)} above {th.max_blind_radius:g}")
+        else:
+            reasons.append(f"smallest margin {_fmt(min_margin)}: a perturbation of "
+                           f"{_fmt(blind_min)} could flip a token (median blind radius "
+                           f"{_fmt(blind_median)})")
+    return TokenMeasures(n, distinct, pooled, row_entropy, bool(constant), uniform, min_margin,
+                         median_margin, blind_min, blind_median, not blind, reasons, blind)
+
+
+def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> TraceAudit:
+    """Measure a trace's informativeness and explain the verdict in sentences."""
+    th = thresholds or AuditThresholds()
+    blocks = drafted_blocks(trace)
+    lg = trace.logits
+    finite = lg.finite
+    tokens = measure_tokens(blocks, lg.margins[finite] if len(lg) else None, th)
+    reasons: list[str] = []
+    if len(blocks):
+        src = "verify lines" if blocks.source == "verify" else "propose lines (first row only)"
+        reasons.append(f"{len(blocks)} drafted blocks read from {src}")
+    reasons += tokens.reasons
 
     v = trace.verifies
     acc_min = int(v.acc.min()) if len(v) else None
     acc_max = int(v.acc.max()) if len(v) else None
     acc_mean = float(v.acc.mean()) if len(v) else None
-
-    lg = trace.logits
-    finite = lg.finite
-    margins = lg.margins[finite] if len(lg) else np.zeros(0)
-    margins = margins[np.isfinite(margins)]
-    min_margin = float(margins.min()) if margins.size else None
-    median_margin = float(np.median(margins)) if margins.size else None
-    logits_vary = False
-    if int(finite.sum()) >= 2:
-        rows = lg.top_vals[finite]
-        ids = lg.top_ids[finite]
-        with np.errstate(invalid="ignore"):
-            logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
-
-    # -- tokens ---------------------------------------------------------------------------------
-    tokens_ok = True
-    token_blind: list[str] = []
-    logit_blind: list[str] = []
-    if n == 0:
-        tokens_ok = False
-        reasons.append("the trace holds no drafted blocks: nothing could be compared")
-        token_blind.append("no drafted blocks")
-    else:
-        src = "verify lines" if blocks.source == "verify" else "propose lines (first row only)"
-        reasons.append(f"{n} drafted blocks read from {src}")
-        if distinct < th.min_distinct_ids:
-            tokens_ok = False
-            reasons.append(f"only {distinct} distinct drafted id(s) (need {th.min_distinct_ids}): "
-                           "a token comparison compares a constant with a constant")
-            token_blind.append(f"{distinct} distinct drafted id(s)")
-        if constant and n > 1:
-            tokens_ok = False
-            block = blocks.ids[blocks.offsets[0]:blocks.offsets[1]].tolist()
-            reasons.append(f"every block is the same block {block}: drafts do not depend on "
-                           "the context")
-            token_blind.append(f"every block is {block}")
-        if pooled < th.min_entropy_bits:
-            tokens_ok = False
-            reasons.append(f"drafted-id entropy {pooled:.3f} bits is below "
-                           f"{th.min_entropy_bits:g} bits")
-            token_blind.append(f"drafted-id entropy {pooled:.3f} bits")
-        if tokens_ok:
-            reasons.append(f"drafts vary: {distinct} distinct ids, entropy {pooled:.2f} bits")
     if acc_max is not None and acc_max == 0:
         reasons.append("every verify rejected all drafts (acc=0): acceptance carries no signal")
     elif acc_min is not None and len(v) and bool(np.all(v.acc == v.k)):
         reasons.append("every verify accepted every draft: acceptance carries no signal")
 
-    # -- logits ---------------------------------------------------------------------------------
-    logits_ok = False
-    blind_min = blind_median = None
+    logits_vary = False
+    spread = None
+    logit_blind: list[str] = []
+    if int(finite.sum()) >= 1:
+        rows = lg.top_vals[finite]
+        ids = lg.top_ids[finite]
+        values = rows[np.isfinite(rows)]
+        spread = float(values.max() - values.min()) if values.size else None
+        with np.errstate(invalid="ignore"):
+            logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
     if len(lg):
         nonfinite = int((~finite).sum())
         if nonfinite:
             reasons.append(f"{nonfinite} logit row(s) hold nan/inf and are left out")
-        if min_margin is not None and median_margin is not None:
-            blind_min, blind_median = min_margin / 2, median_margin / 2
-            if blind_min > th.max_blind_radius:
-                token_blind.append(f"smallest blind radius {_fmt(blind_min)} above "
-                                   f"{th.max_blind_radius:g}")
-                if tokens_ok:
-                    reasons.append(
-                        f"every block row has a top-1/top-2 margin of at least {_fmt(min_margin)}: "
-                        f"no logit perturbation below {_fmt(blind_min)} could move a token "
-                        f"(blind radius above {th.max_blind_radius:g})")
-                tokens_ok = False
-            else:
-                reasons.append(f"smallest margin {_fmt(min_margin)}: a perturbation of "
-                               f"{_fmt(blind_min)} could flip a token (median blind radius "
-                               f"{_fmt(blind_median)})")
-        logits_ok = logits_vary
         if logits_vary:
             reasons.append(f"{len(lg)} block-logit rows are traced and vary: an exact logit "
                            "comparison can see what tokens cannot")
@@ -216,18 +233,21 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         reasons.append("no block logits traced (level < 3): only tokens can be compared")
         logit_blind.append("no block logits traced")
 
-    informative = tokens_ok or logits_ok
-    if informative and not tokens_ok:
+    informative = tokens.informative or logits_vary
+    if informative and not tokens.informative:
         reasons.append("informative through the logits only: a token comparison alone would "
                        "have been blind")
-    verdict = "informative" if informative else "uninformative"
     return TraceAudit(
-        path=trace.path, level=trace.level, requests=len(trace.requests), blocks=n,
-        block_source=blocks.source, distinct_ids=distinct, entropy_bits=pooled,
-        row_entropy_bits=row_entropy, constant_blocks=bool(constant), uniform_blocks=uniform,
+        path=trace.path, level=trace.level, requests=len(trace.requests), blocks=len(blocks),
+        block_source=blocks.source, distinct_ids=tokens.distinct_ids,
+        entropy_bits=tokens.entropy_bits, row_entropy_bits=tokens.row_entropy_bits,
+        constant_blocks=tokens.constant_blocks, uniform_blocks=tokens.uniform_blocks,
         acceptance_min=acc_min, acceptance_max=acc_max, acceptance_mean=acc_mean,
         logit_rows=len(lg), nonfinite_rows=int((~finite).sum()) if len(lg) else 0,
-        min_margin=min_margin, median_margin=median_margin, blind_radius_min=blind_min,
-        blind_radius_median=blind_median, logits_vary=logits_vary,
-        tokens_informative=tokens_ok, logits_informative=logits_ok, verdict=verdict,
-        reasons=reasons, token_blind_reasons=token_blind, logit_blind_reasons=logit_blind, findings=len(trace.findings), skipped_lines=trace.lines_skipped)
+        min_margin=tokens.min_margin, median_margin=tokens.median_margin,
+        blind_radius_min=tokens.blind_radius_min, blind_radius_median=tokens.blind_radius_median,
+        logits_vary=logits_vary, logit_spread=spread, tokens_informative=tokens.informative,
+        logits_informative=logits_vary, verdict="informative" if informative else "uninformative",
+        reasons=reasons, token_blind_reasons=tokens.blind_reasons,
+        logit_blind_reasons=logit_blind, findings=len(trace.findings),
+        skipped_lines=trace.lines_skipped)

@@ -9,11 +9,16 @@ lists share; with `atol = 0` the comparison is bitwise and a changed top list co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from difftest.align import POS_BITS, Alignment, align
+from difftest.align import Alignment, align
+from difftest.errors import UsageError
 from difftest.model import ArmTrace, LogitRows
+
+if TYPE_CHECKING:
+    from difftest.audit import DraftedBlocks
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
 SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED = range(6)
@@ -65,15 +70,55 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     near_tie: float = 0.0
     atol: float = 0.0
+    coverage_gaps: list[dict[str, object]] = field(default_factory=list)
+
+    def compared_blocks(self, side: str = "a") -> tuple["DraftedBlocks", np.ndarray]:
+        """The blocks that were compared, as one arm drafted them, and their rows' margins."""
+        from difftest.audit import DraftedBlocks
+
+        r = self.rows
+        keep = np.isin(r.status, (SAME, DIFFER, NEAR_TIE)) & (r.has_a if side == "a" else r.has_b)
+        tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
+        margins = (r.margin_a if side == "a" else r.margin_b)[keep]
+        req, pos = r.req[keep], r.pos[keep]
+        starts = np.flatnonzero(np.r_[True, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])]) \
+            if tokens.size else np.zeros(0, np.int64)
+        offsets = np.append(starts, tokens.size).astype(np.int64)
+        return DraftedBlocks("compared", tokens, offsets), margins
 
 
-def _logit_index(trace: ArmTrace, req_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted composite keys of (request, pos, row) and the logit row index for each."""
+@dataclass(frozen=True)
+class _RowKeys:
+    """A mixed-radix int64 key per (request, pos, row), sized to the data it keys."""
+
+    pos_span: int
+    row_span: int
+
+    @classmethod
+    def covering(cls, requests: int, *traces: ArmTrace, pos: np.ndarray,
+                 row: np.ndarray) -> "_RowKeys":
+        def top(*arrays: np.ndarray) -> int:
+            return max((int(a.max()) for a in arrays if a.size), default=0)
+
+        pos_span = top(pos, *(t.logits.pos for t in traces)) + 1
+        row_span = top(row, *(t.logits.row for t in traces)) + 1
+        if max(requests, 1) * pos_span * row_span >= 2**63:
+            raise UsageError(f"{requests} requests x {pos_span} positions x {row_span} rows "
+                             "cannot be keyed in 64 bits")
+        return cls(pos_span, row_span)
+
+    def __call__(self, req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray:
+        return ((req.astype(np.int64) * self.pos_span + pos.astype(np.int64)) * self.row_span
+                + row.astype(np.int64))
+
+
+def _logit_index(trace: ArmTrace, req_map: np.ndarray,
+                 keys_of: _RowKeys) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (request, pos, row) keys of an arm's logit rows and the row index for each."""
     lg = trace.logits
     if not len(lg):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    codes = req_map[lg.req]
-    keys = (((codes << POS_BITS) | lg.pos.astype(np.int64)) << 12) | (lg.row.astype(np.int64) & 0xFFF)
+    keys = keys_of(req_map[lg.req], lg.pos, lg.row)
     order = np.argsort(keys, kind="stable")
     return keys[order], order
 
@@ -141,7 +186,8 @@ def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndar
             dd = np.where(np.isnan(va) & np.isnan(vb), 0.0, np.abs(va - vb))
             dd = np.where(np.isnan(dd), np.inf, dd)
         shared = np.where(eq, dd, -1.0).reshape(moved.size, -1).max(axis=1)
-        diff[moved] = np.where(shared >= 0, shared, np.nan)
+        # lists with no id in common are as far apart as lists get, whatever atol allows
+        diff[moved] = np.where(shared >= 0, shared, np.inf)
     differs = np.nan_to_num(diff, nan=0.0) > atol
     if atol == 0.0:
         differs |= ~same_ids
@@ -189,9 +235,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         index = {n: i for i, n in enumerate(names)}
         map_a = np.array([index[n] for n in a.requests], dtype=np.int64)
         map_b = np.array([index[n] for n in b.requests], dtype=np.int64)
-        want = (((req.astype(np.int64) << POS_BITS) | pos) << 12) | (row + 1)
-        la = _lookup(*_logit_index(a, map_a), want)
-        lb = _lookup(*_logit_index(b, map_b), want)
+        keys_of = _RowKeys.covering(len(names), a, b, pos=pos, row=row + 1)
+        want = keys_of(req, pos, row + 1)
+        la = _lookup(*_logit_index(a, map_a, keys_of), want)
+        lb = _lookup(*_logit_index(b, map_b, keys_of), want)
         ma, mb = a.logits.margins, b.logits.margins
         sel_a, sel_b = la >= 0, lb >= 0
         margin_a[sel_a] = ma[la[sel_a]]
@@ -255,7 +302,8 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         first_logit_difference=first_logit,
         divergences=[{"req": d.req, "position": d.position, "token_a": d.token_a,
                       "token_b": d.token_b} for d in al.divergences],
-        notes=list(al.notes), near_tie=near_tie, atol=atol)
+        notes=list(al.notes), near_tie=near_tie, atol=atol,
+        coverage_gaps=list(al.coverage_gaps))
 
 
 def _opt(x: float) -> float | None:

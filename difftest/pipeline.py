@@ -72,7 +72,22 @@ def _outcome(name: str, trace_path: Path, result: ArmResult | None,
         return out
     out.trace = parse_trace(trace_path)
     out.audit = audit_trace(out.trace, thresholds)
+    out.failure = _health_failure(name, out.trace)
     return out
+
+
+def _health_failure(name: str, trace: ArmTrace) -> ArmFailedError | None:
+    """An arm whose own trace says it failed: an engine error line, or a cut-off stream."""
+    if trace.engine_errors:
+        first = trace.engine_errors[0]
+        more = f" (and {len(trace.engine_errors) - 1} more)" if len(trace.engine_errors) > 1 else ""
+        return ArmFailedError(name, f"the engine reported an error at {first.path}:{first.line}: "
+                                    f"{first.message}{more}")
+    cut = next((f for f in trace.findings if f.kind == "truncated"), None)
+    if cut is not None:
+        return ArmFailedError(name, f"its trace is cut off mid-line at {cut.path}:{cut.line} "
+                                    "(was the runner killed?)")
+    return None
 
 
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
@@ -85,7 +100,8 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
-                    min_differing=spec.min_differing)
+                    min_differing=spec.min_differing, thresholds=thresholds)
+    verdict.reasons += [f"{o.name}: {n.text}" for o in (a, b) for n in o.trace.notices]
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
 
 

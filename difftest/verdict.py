@@ -10,8 +10,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from difftest.audit import TraceAudit
-from difftest.compare import Comparison
+from difftest.audit import AuditThresholds, TraceAudit, measure_tokens
+from difftest.compare import DIFFER, NEAR_TIE, SAME, Comparison
 from difftest.errors import ArmFailedError, ExitCode
 
 Expect = Literal["same", "differ"]
@@ -40,9 +40,50 @@ def arm_failed(failures: Sequence[ArmFailedError], expect: str = "same") -> Verd
                    reasons=[str(f) for f in failures])
 
 
+def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
+                 th: AuditThresholds) -> tuple[list[str], list[str], list[str]]:
+    """What could have failed: measured on the blocks actually compared, not the whole traces.
+
+    Returns (instruments, why the tokens were blind, other sentences)."""
+    instruments: list[str] = []
+    blind: list[str] = []
+    notes: list[str] = []
+    # -- tokens: both arms vary, the compared blocks vary, and a flip there could count
+    for au in (audit_a, audit_b):
+        blind += [r for r in au.token_blind_reasons if r not in blind]
+    if not blind:
+        for side in ("a", "b"):
+            blocks, margins = cmp.compared_blocks(side)
+            logged = margins if np.isfinite(margins).any() else None
+            measured = measure_tokens(blocks, logged, th, what="compared")
+            blind += [r for r in measured.blind_reasons if r not in blind]
+    if not blind and cmp.near_tie > 0:
+        r = cmp.rows
+        rows = np.isin(r.status, (SAME, DIFFER, NEAR_TIE))
+        with np.errstate(invalid="ignore"):
+            hard_possible = np.fmax(r.margin_a[rows], r.margin_b[rows]) >= cmp.near_tie
+        known = np.isfinite(r.margin_a[rows]) | np.isfinite(r.margin_b[rows])
+        if known.any() and not hard_possible[known].any():
+            blind.append(f"near_tie={cmp.near_tie:g} is above every compared row's margin, so "
+                         "every flip would count as a near-tie")
+    if not blind:
+        instruments.append("tokens")
+    # -- logits: traced and varying in both arms, paired, and not swallowed by atol
+    if cmp.logit_rows_compared and audit_a.logits_informative and audit_b.logits_informative:
+        spreads = [au.logit_spread for au in (audit_a, audit_b) if au.logit_spread is not None]
+        if cmp.atol > 0 and spreads and cmp.atol >= min(spreads):
+            notes.append(f"atol={cmp.atol:g} is at least the whole spread of the traced logits "
+                         f"({min(spreads):.4g}): the logit comparison cannot fail")
+        else:
+            instruments.append("logits")
+    return instruments, blind, notes
+
+
 def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: tuple[str, str],
-          expect: Expect = "same", min_differing: int = 1) -> Verdict:
+          expect: Expect = "same", min_differing: int = 1,
+          thresholds: AuditThresholds | None = None) -> Verdict:
     """The verdict of one comparison whose arms both ran."""
+    th = thresholds or AuditThresholds()
     na, nb = names
     for name, au in ((na, audit_a), (nb, audit_b)):
         if au.blocks == 0:
@@ -54,22 +95,10 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     token_flips = cmp.blocks_differing + cmp.blocks_near_tie
     logit_diff = cmp.blocks_logit_differing
     emitted_diff = bool(cmp.divergences)
-
-    # -- could this comparison have failed at all? --------------------------------------------
-    instruments: list[str] = []
-    if audit_a.tokens_informative and audit_b.tokens_informative:
-        instruments.append("tokens")
+    coverage_diff = bool(cmp.coverage_gaps)
     logits_traced = cmp.logit_rows_compared > 0
-    if logits_traced and audit_a.logits_informative and audit_b.logits_informative:
-        spread = cmp.rows.logit_a[np.isfinite(cmp.rows.logit_a)]
-        if spread.size and cmp.atol >= float(spread.max() - spread.min()):
-            reasons.append(f"atol={cmp.atol:g} is at least the whole spread of the traced logits: "
-                           "the logit comparison cannot fail")
-        else:
-            instruments.append("logits")
-
-    # the arm whose audit made the comparison blind (A's when both are), to name its measures
-    blind = audit_b if audit_a.tokens_informative and not audit_b.tokens_informative else audit_a
+    instruments, token_blind, notes = _instruments(cmp, audit_a, audit_b, th)
+    reasons += notes
 
     if cmp.blocks_compared == 0:
         reasons.append("no block could be compared: every step was unmatched or context-diverged")
@@ -82,6 +111,11 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     if cmp.unmatched_a or cmp.unmatched_b:
         reasons.append(f"{cmp.unmatched_a} step(s) only in {na}, {cmp.unmatched_b} only in {nb} "
                        "(different acceptance visits different positions; not a difference)")
+    for gap in cmp.coverage_gaps:
+        ends = [f"{name} {'never traced it' if end is None else f'emitted up to position {end}'}"
+                for name, end in ((na, gap["end_a"]), (nb, gap["end_b"]))]
+        reasons.append(f"request {gap['req']}: {ends[0]}, {ends[1]}: the steps past the shorter "
+                       "stream were never run by the other arm")
     for d in cmp.divergences:
         reasons.append(f"the emitted streams of request {d['req']} differ at position "
                        f"{d['position']} ({na}={d['token_a']}, {nb}={d['token_b']}): later steps "
@@ -106,34 +140,33 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
             return Verdict("differ", ExitCode.OK, expect, True, reasons, instruments)
         reasons.append(f"expected at least {min_differing} differing block(s), found "
                        f"{token_flips}: the toggle may not reach the runner")
-        if not instruments:
-            reasons.append("and the arms' drafts could not have differed: "
-                           + _blind_reason(blind, logits_traced))
-        return Verdict("agree" if instruments else "uninformative", ExitCode.DIFFER, expect,
-                       False, reasons, instruments)
+        if "tokens" not in instruments:
+            # Drafts that could not have differed say nothing about the toggle: blind, not a
+            # measured failure.
+            reasons.append("but the compared drafts could not have differed: "
+                           + _blind_reason(token_blind, audit_a, audit_b))
+            return Verdict("uninformative", ExitCode.UNINFORMATIVE, expect, False, reasons,
+                           instruments)
+        return Verdict("agree", ExitCode.DIFFER, expect, False, reasons, instruments)
 
-    if cmp.blocks_differing or logit_diff or emitted_diff:
+    if cmp.blocks_differing or logit_diff or emitted_diff or coverage_diff:
         return Verdict("differ", ExitCode.DIFFER, expect, False, reasons, instruments)
     if cmp.blocks_compared and instruments:
         if instruments == ["logits"]:
             reasons.append("the token comparison alone would have been blind ("
-                           + (", ".join(blind.token_blind_reasons) or "below the audit "
-                              "thresholds") + "); the exact logit comparison "
-                           "could have failed and did not")
+                           + (", ".join(token_blind) or "below the audit thresholds")
+                           + "); the exact logit comparison could have failed and did not")
         else:
             reasons.append("the comparison could have failed through: " + ", ".join(instruments))
         return Verdict("agree", ExitCode.OK, expect, True, reasons, instruments)
     reasons.append("the arms agree, but the comparison could not have failed: "
-                   + _blind_reason(blind, logits_traced))
+                   + _blind_reason(token_blind, audit_a, audit_b))
     return Verdict("uninformative", ExitCode.UNINFORMATIVE, expect, False, reasons, instruments)
 
 
-def _blind_reason(audit: TraceAudit, logits_traced: bool) -> str:
+def _blind_reason(token_blind: list[str], audit_a: TraceAudit, audit_b: TraceAudit) -> str:
     """Which measures decided that the comparison was blind, in the audit's words."""
-    parts = list(audit.token_blind_reasons)
-    if logits_traced or audit.logit_rows:
-        parts += audit.logit_blind_reasons or (
-            [] if logits_traced else ["no logit rows could be paired between the arms"])
-    else:
-        parts += audit.logit_blind_reasons
+    parts = list(token_blind)
+    for au in (audit_a, audit_b):
+        parts += [r for r in au.logit_blind_reasons if r not in parts]
     return ", ".join(parts) if parts else "below the audit thresholds"

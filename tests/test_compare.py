@@ -207,3 +207,20 @@ def test_ordinal_rows_carry_the_ordinal_of_the_proposing_step() -> None:
     assert {rows[("", 4, r)]["status"] for r in (1, 2, 3)} == {"unmatched-b"}
     assert sorted({p for (_, p, _) in rows}) == [0, 1, 2, 3, 4]
     assert any("single request" in n for n in c.notes)
+
+
+def test_logit_rows_of_thousands_of_requests_are_keyed_apart() -> None:
+    """Request codes and rows must not alias in the (request, pos, row) key."""
+    def trace(bump: str | None) -> ArmTrace:
+        lines = []
+        for i in range(4097):
+            top = 9.5 + (1.0 if f"r{i}" == bump else 0.0)
+            lines.append(f"[spec-logits] req=r{i} pos=3 row=1 top=[ 7:{top} 8:1.5 ]")
+            lines.append(f"[SPECTRACE] req=r{i} pos=3 k=1 ns=1 acc=0 draft=[ 7 ] emit=[ 2 ]")
+        return parse_text("\n".join(lines) + "\n")
+
+    base = trace(None)
+    for bump in ("r0", "r4095", "r4096"):
+        c = compare(base, trace(bump))
+        assert c.blocks_logit_differing == 1, bump
+        assert c.first_logit_difference["req"] == bump

@@ -204,3 +204,27 @@ def test_overrides_change_only_what_was_given() -> None:
     assert pipeline.with_overrides(spec) == spec
     changed = pipeline.with_overrides(spec, atol=0.25, expect=None)
     assert (changed.expect, changed.near_tie, changed.atol) == ("differ", 0.5, 0.25)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("vt: propose_drafts_block: cudaErrorIllegalAddress\n", "the engine reported an error at "),
+    ("[SPECTRACE] req=a pos=99 k=3 ns=", "its trace is cut off mid-line at "),
+])
+def test_a_trace_that_says_its_arm_failed_is_arm_failed(tmp_path: Path, extra: str,
+                                                        expected: str) -> None:
+    b = tmp_path / "b.log"
+    b.write_text((DATA / "agree_a.log").read_text() + extra)
+    spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
+    rep = pipeline.judge_traces(DATA / "agree_a.log", b, spec)
+    assert (rep.verdict.verdict, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert expected in rep.verdict.reasons[0] and "arm 'b'" in rep.verdict.reasons[0]
+
+
+def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
+    note = "vllm.cpp: request a has outgrown the draft speculative context; it stops speculating"
+    for name in ("a.log", "b.log"):
+        (tmp_path / name).write_text((DATA / "agree_a.log").read_text() + note + "\n")
+    rep = pipeline.judge_traces(tmp_path / "a.log", tmp_path / "b.log",
+                                ComparisonSpec(name="t", arm_a="a", arm_b="b"))
+    assert rep.verdict.verdict == "agree"
+    assert f"a: {note}" in rep.verdict.reasons and f"b: {note}" in rep.verdict.reasons

@@ -109,6 +109,28 @@ def test_malformed_line_names_file_line_and_field() -> None:
     ("[spec-logits] req=a pos=3 row=1 top=[ 99999999999:1.0 2:0.5 ]",
      "[spec-logits] field top: item 1: id 99999999999 is outside int32"),
     ("[dflash-route] paged_seam=x", "[dflash-route] field paged_seam: expected an integer, got 'x'"),
+    # integers beyond what the arrays and alignment keys hold are errors, not overflows
+    ("[SPECTRACE] req=a pos=99999999999999999999 k=1 ns=1 acc=0 draft=[ 1 ] emit=[ 1 ]",
+     "[SPECTRACE] field pos: expected at most 1099511627775, got 99999999999999999999"),
+    ("[SPECTRACE] req=a pos=-1 k=1 ns=1 acc=0 draft=[ 1 ] emit=[ 1 ]",
+     "[SPECTRACE] field pos: expected at least 0, got -1"),
+    ("[spec-logits] req=a pos=2000000000000 row=1 top=[ 1:2 2:1 ]",
+     "[spec-logits] field pos: expected at most 1099511627775, got 2000000000000"),
+    ("[spec-logits] req=a pos=99999999999999 row=1 top=[ 1:2 2:1 ]",
+     "[spec-logits] field pos: expected at most 1099511627775, got 99999999999999"),
+    ("[spec-logits] req=a pos=3 row=3000000000 top=[ 1:2 2:1 ]",
+     "[spec-logits] field row: expected at most 2147483647, got 3000000000"),
+    ("[spec-logits] req=a pos=3 row=-1 top=[ 1:2 2:1 ]",
+     "[spec-logits] field row: expected at least 0, got -1"),
+    ("[spec-propose] NO proposing rows this step (num_reqs=99999999999)",
+     "[spec-propose] field num_reqs: 99999999999 is outside int32"),
+    ("[spec-phase] pre=0.1ms backbone=0.2ms sample=0.3ms logits=99999999999999999999999",
+     "[spec-phase] field logits: expected at most 9223372036854775807, got "
+     "99999999999999999999999"),
+    ("[SPECTRACE] req=r\x01 pos=1 k=1 ns=1 acc=0 draft=[ 1 ] emit=[ 1 ]",
+     "[SPECTRACE] field req: control character in 'r\\x01'"),
+    ("[spec-logits] req=r\x01 pos=1 row=1 top=[ 1:2 2:1 ]",
+     "[spec-logits] field req: control character in 'r\\x01'"),
 ])
 def test_malformed_lines(line: str, message: str) -> None:
     with pytest.raises(TraceError) as err:

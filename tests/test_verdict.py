@@ -25,7 +25,8 @@ def verdict_of(a: ArmTrace | str, b: ArmTrace | str, *, expect: str = "same",
     tb = parse_trace(DATA / b) if isinstance(b, str) else b
     c = compare(ta, tb, near_tie=near_tie, atol=atol)
     return judge(c, audit_trace(ta, thresholds), audit_trace(tb, thresholds), names=NAMES,
-                 expect=expect, min_differing=min_differing)  # type: ignore[arg-type]
+                 expect=expect, min_differing=min_differing,  # type: ignore[arg-type]
+                 thresholds=thresholds)
 
 
 def said(v: Verdict, text: str) -> bool:
@@ -118,14 +119,30 @@ def varied_elsewhere() -> ArmTrace:
 
 
 @pytest.mark.parametrize("blind_side", ["a", "b"])
-def test_one_blind_arm_makes_the_comparison_uninformative_and_is_named(blind_side: str) -> None:
-    # the varied arm varies only where nothing is compared: the compared blocks are constant
+def test_an_arm_that_ran_further_is_a_coverage_difference_not_a_pass(blind_side: str) -> None:
+    # the varied arm varies only where the other arm never ran: its extra steps are not an
+    # acceptance shift but steps the other arm never executed
     blind, varied = parse_trace(DATA / "degenerate_a.log"), varied_elsewhere()
     assert audit_trace(varied).tokens_informative and not audit_trace(blind).tokens_informative
     a, b = (blind, varied) if blind_side == "a" else (varied, blind)
     v = verdict_of(a, b)
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(v, "the steps past the shorter stream were never run by the other arm")
+    assert "tokens" not in v.instruments
+
+
+def test_informative_traces_whose_compared_blocks_are_constant_are_uninformative() -> None:
+    """Both traces vary, but the only block paired between them is `19 19 19`."""
+    a = parse_lines([
+        "[SPECTRACE] req=r pos=3 k=3 ns=1 acc=0 draft=[ 19 19 19 ] emit=[ 19 ]",
+        "[SPECTRACE] req=r pos=4 k=3 ns=2 acc=1 draft=[ 5 6 7 ] emit=[ 5 30 ]"])
+    b = parse_lines([
+        "[SPECTRACE] req=r pos=3 k=3 ns=2 acc=1 draft=[ 19 19 19 ] emit=[ 19 5 ]",
+        "[SPECTRACE] req=r pos=5 k=3 ns=1 acc=0 draft=[ 8 9 10 ] emit=[ 30 ]"])
+    assert audit_trace(a).tokens_informative and audit_trace(b).tokens_informative
+    v = verdict_of(a, b)
     assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
-    assert said(v, "could not have failed: 1 distinct drafted id(s), every block is [19, 19, 19]")
+    assert said(v, "could not have failed: 1 distinct compared id(s)")
 
 
 def test_constant_tokens_with_live_logits_are_informative_through_the_logits() -> None:
@@ -171,9 +188,10 @@ def test_expect_differ_with_identical_arms_fails_and_suspects_the_toggle() -> No
 
 def test_expect_differ_on_blind_inputs_says_they_could_not_have_differed() -> None:
     v = verdict_of("degenerate_a.log", "degenerate_b.log", expect="differ")
-    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.DIFFER)
+    # blind inputs say nothing about the toggle: uninformative (3), as for `same`
+    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
     assert said(v, "toggle may not reach the runner")
-    assert said(v, "the arms' drafts could not have differed: 1 distinct drafted id(s)")
+    assert said(v, "but the compared drafts could not have differed: 1 distinct drafted id(s)")
 
 
 @pytest.mark.parametrize("min_differing, code", [(1, ExitCode.OK), (2, ExitCode.OK),
@@ -206,3 +224,46 @@ def test_arm_failed_keeps_each_failure_with_its_exit_code_and_stderr_tail() -> N
                                                             "differ", False)
     assert v.reasons == ["arm 'branch': exited with an error (exit code 3)\n"
                          "--- last lines of its stderr ---\nboom"]
+
+
+# -- comparisons that could not have failed, or that ran less than they claim -------------------
+
+def test_an_arm_that_stopped_early_fails_a_same_comparison() -> None:
+    whole = (DATA / "agree_a.log").read_text().splitlines()
+    early = parse_lines(whole[:11])  # B's stream ends after two of A's seven verifies
+    v = verdict_of("agree_a.log", early)
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert said(v, "the steps past the shorter stream were never run by the other arm")
+
+
+def test_a_near_tie_threshold_above_every_margin_leaves_tokens_blind() -> None:
+    v = verdict_of("agree_a.log", "differ_b.log", near_tie=1e9, atol=1e9)
+    assert "tokens" not in v.instruments
+    assert said(v, "near_tie=1e+09 is above every compared row's margin")
+    assert v.exit_code != ExitCode.OK
+
+
+def test_top_lists_with_no_id_in_common_differ_whatever_atol_allows() -> None:
+    import re
+
+    def move_ids(line: str) -> str:  # every id of a logit row, out of the other arm's reach
+        if not line.startswith("[spec-logits]"):
+            return line
+        return re.sub(r"(-?\d+):", lambda m: f"{int(m.group(1)) + 50000}:", line)
+
+    b = parse_lines([move_ids(line) for line in (DATA / "agree_a.log").read_text().splitlines()])
+    v = verdict_of("agree_a.log", b, atol=0.01)
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+
+
+def test_bitwise_logits_stay_an_instrument_when_top_1_values_are_constant() -> None:
+    def trace(second: float) -> ArmTrace:
+        return parse_lines([
+            f"[spec-logits] req=r pos={p} row=1 top=[ 19:10 {p}:{second + p} ]\n"
+            f"[SPECTRACE] req=r pos={p} k=1 ns=1 acc=0 draft=[ 19 ] emit=[ 1 ]"
+            for p in range(1, 6)])
+    same = verdict_of(trace(1.0), trace(1.0))
+    assert (same.verdict, same.instruments) == ("agree", ["logits"])
+    moved = verdict_of(trace(1.0), trace(1.5))
+    assert moved.verdict == "differ"
+    assert not said(moved, "cannot fail")

@@ -34,7 +34,7 @@ _INT_RE = re.compile(rb"[-+]?\d+\Z")
 # Fast path for the bulk of a level-3 trace. Pairs are separated by spaces; the list may or may
 # not have the producer's leading and trailing space.
 LOGITS_RE = re.compile(
-    rb"\[spec-logits\] req=(\S+) pos=([-+]?\d+) row=([-+]?\d+) top=\[ *((?:[-+]?\d+:"
+    rb"\[spec-logits\] req=([^\s\x00-\x1f\x7f]+) pos=(\+?\d{1,13}) row=(\+?\d{1,10}) top=\[ *((?:[-+]?\d+:"
     rb"[-+.\deEnaifNAIF]+(?: +|(?=\])))*)\]\s*\Z")
 # The value class above admits number-like spellings only; the number reader rejects the ones
 # that are not numbers, and the field reader (FLOAT) then names the item.
@@ -51,7 +51,12 @@ class FieldError(ValueError):
     """A field that does not parse; the parser adds file and line."""
 
 
-def read_int(name: str, raw: bytes, *, int32: bool = False, minimum: int | None = None) -> int:
+POS_LIMIT = 2**40  # positions are token counts; alignment keys reserve 40 bits for them
+INT64_MAX = 2**63 - 1
+
+
+def read_int(name: str, raw: bytes, *, int32: bool = False, minimum: int | None = None,
+             maximum: int | None = None) -> int:
     if not _INT_RE.match(raw):
         raise FieldError(f"field {name}: expected an integer, got {_text(raw)!r}")
     value = int(raw)
@@ -59,6 +64,8 @@ def read_int(name: str, raw: bytes, *, int32: bool = False, minimum: int | None 
         raise FieldError(f"field {name}: {value} is outside int32")
     if minimum is not None and value < minimum:
         raise FieldError(f"field {name}: expected at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise FieldError(f"field {name}: expected at most {maximum}, got {value}")
     return value
 
 
@@ -104,15 +111,20 @@ def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:
     return pairs
 
 
+_CONTROL_RE = re.compile(rb"[\x00-\x1f\x7f]")
+
+
 def read_str(name: str, raw: bytes) -> str:
+    if _CONTROL_RE.search(raw):
+        raise FieldError(f"field {name}: control character in {_text(raw)!r}")
     return _text(raw)
 
 
 Reader = Callable[[str, bytes], object]
 
 
-def _int(name: str, raw: bytes) -> int:
-    return read_int(name, raw)
+def _pos(name: str, raw: bytes) -> int:
+    return read_int(name, raw, minimum=0, maximum=POS_LIMIT - 1)
 
 
 def _int32(name: str, raw: bytes) -> int:
@@ -123,14 +135,18 @@ def _count(name: str, raw: bytes) -> int:
     return read_int(name, raw, int32=True, minimum=0)
 
 
+def _count64(name: str, raw: bytes) -> int:
+    return read_int(name, raw, minimum=0, maximum=INT64_MAX)
+
+
 SCHEMAS: dict[bytes, tuple[tuple[str, Reader], ...]] = {
-    TAG_VERIFY: (("req", read_str), ("pos", _int), ("k", _count), ("ns", _count),
+    TAG_VERIFY: (("req", read_str), ("pos", _pos), ("k", _count), ("ns", _count),
                  ("acc", _count), ("draft", read_id_list), ("emit", read_id_list)),
     TAG_PROPOSE: (("rows", _count), ("nqpr", _count), ("drafts/row", _count),
                   ("first", read_id_list)),
-    TAG_PHASE: (("pre", read_ms), ("backbone", read_ms), ("sample", read_ms), ("logits", _int)),
+    TAG_PHASE: (("pre", read_ms), ("backbone", read_ms), ("sample", read_ms), ("logits", _count64)),
     TAG_PHASE_DEV: (("pre", read_ms), ("fwd", read_ms), ("select", read_ms), ("walk", read_ms)),
-    TAG_LOGITS: (("req", read_str), ("pos", _int), ("row", _int32), ("top", read_top_list)),
+    TAG_LOGITS: (("req", read_str), ("pos", _pos), ("row", _count), ("top", read_top_list)),
 }
 
 _NO_PROPOSE_RE = re.compile(rb"NO proposing rows this step \(num_reqs=([^)\s]*)\)\Z")
@@ -164,7 +180,7 @@ def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
         if m is None:
             raise FieldError("[spec-propose] expected 'NO proposing rows this step (num_reqs=N)'")
         try:
-            return NoPropose(read_int("num_reqs", m.group(1), minimum=0))
+            return NoPropose(_count("num_reqs", m.group(1)))
         except FieldError as exc:
             raise FieldError(f"[spec-propose] {exc}") from None
     if tag == TAG_ROUTE:

@@ -58,7 +58,17 @@ class _LogitChunk:
             self._diagnose(path, range(len(self.payload)))
         return flat.reshape(total, 2)
 
+    def _check_ranges(self, path: str) -> None:
+        """pos and row as the field reader bounds them (the fast regex bounds only digits)."""
+        bounds = (("pos", self.pos, g.POS_LIMIT - 1), ("row", self.row, g.INT32_MAX))
+        for name, values, limit in bounds:
+            if values and max(values) > limit:
+                i = next(j for j, v in enumerate(values) if v > limit)
+                raise TraceError(path, self.line[i], f"[spec-logits] field {name}: expected at "
+                                 f"most {limit}, got {values[i]}")
+
     def to_arrays(self, path: str) -> list[np.ndarray]:
+        self._check_ranges(path)
         n = len(self.payload)
         widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32, count=n)
         pairs = self._flat_pairs(path, widths)
@@ -451,7 +461,8 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES)
         builder.feed([carry], lineno, last_is_partial=True)
         if not builder.truncated:
             builder.truncated = True
-            builder._finding(lineno, "truncated", "the trace ends without a newline (cut off?); "
+            builder._finding(lineno, "no-final-newline",
+                             "the trace ends without a newline (cut off?); "
                              "its last line was read as it stands")
     return builder.finish()
 
@@ -471,7 +482,8 @@ def parse_text(text: str | bytes, path: str = "<text>") -> ArmTrace:
         builder.feed(lines[-1:], len(lines), last_is_partial=True)
         if not builder.truncated:
             builder.truncated = True
-            builder._finding(len(lines), "truncated", "the trace ends without a newline (cut off?); "
+            builder._finding(len(lines), "no-final-newline",
+                             "the trace ends without a newline (cut off?); "
                              "its last line was read as it stands")
     return builder.finish()
 
