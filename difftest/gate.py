@@ -17,8 +17,8 @@ from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ExitCode
 from difftest.execute import ArmResult
 from difftest.pipeline import (
-    ComparisonReport, evaluate, outcomes_from_run, run_arm_set, spec_meta, thresholds_of,
-    write_reports,
+    ComparisonReport, arm_pair, evaluate, outcomes_from_run, run_arm_set, self_pair, spec_meta,
+    thresholds_of, write_reports,
 )
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
@@ -59,11 +59,16 @@ class ProbeReport:
         return [m.name for m in self.mutations if not m.killed]
 
     @property
+    def failed_arms(self) -> list[str]:
+        return [m.name for m in self.mutations if m.report.verdict.verdict == "arm-failed"]
+
+    @property
     def exit_code(self) -> ExitCode:
-        if self.baseline.verdict.exit_code == ExitCode.ARM_FAILED:
+        if self.baseline.verdict.exit_code == ExitCode.ARM_FAILED or self.failed_arms:
             return ExitCode.ARM_FAILED
-        if self.baseline.verdict.verdict == "differ" and self.baseline.spec.expect == "same":
-            return ExitCode.DIFFER
+        if not self.baseline.verdict.passed:
+            # the comparison already fails without any mutation: its sensitivity is unmeasured
+            return self.baseline.verdict.exit_code
         if not self.mutations or self.survivors:
             return ExitCode.UNINFORMATIVE
         return ExitCode.OK
@@ -94,24 +99,36 @@ def _measures(report: ComparisonReport) -> list[str]:
     return out
 
 
+def _killed(rep: ComparisonReport) -> bool:
+    """Did the comparison go red because of what the mutated arm drafted?"""
+    v = rep.verdict
+    if v.verdict == "arm-failed":
+        return False
+    if rep.spec.expect == "same":
+        return v.verdict == "differ"
+    return not v.passed  # a `differ` comparison is caught when the difference disappears
+
+
 def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequence[str],
                         results: dict[str, ArmResult], thresholds: AuditThresholds,
                         run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
     notes = []
     if spec.expect != "same":
-        notes.append(f"{spec.name} expects its arms to differ; each mutation is judged as "
-                     "if they should draft the same (a mutation is caught when it differs)")
+        notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
+                     "comparison stops seeing the difference it expects")
     out: list[MutationResult] = []
     for name in mutations:
         arm_b = _mutated_name(spec.arm_b, name)
-        mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b, expect="same")
+        mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
         a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
         rep = evaluate(mspec, a, b, thresholds, run_dir)
         measures = _measures(rep)
-        killed = rep.verdict.verdict in ("differ", "arm-failed")
+        killed = _killed(rep)
+        if killed and not measures:
+            measures = ["expectation"]
         c = rep.comparison
         out.append(MutationResult(
-            name=name, killed=killed, killed_by=measures[0] if killed and measures else None,
+            name=name, killed=killed, killed_by=measures[0] if killed else None,
             measures=measures, blocks_differing=c.blocks_differing if c else 0,
             blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
     return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, out, notes)
@@ -123,7 +140,8 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     """Run A, B and one mutated B per mutation side by side, and judge each against A."""
     names = list(mutations or spec.probe or BUILTIN_MUTATIONS)
     th = thresholds_of(config)
-    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    arm_a, arm_b = arm_pair(config, spec)
+    spec = self_pair(spec)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress, cache_dir=cache_dir,
@@ -161,14 +179,14 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
             raise UsageError(f"unknown comparison {n!r} in {config.path} (known: {known})")
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
-    specs = [config.comparisons[n] for n in names]
+    specs = [self_pair(config.comparisons[n]) for n in names]
     arms: dict[str, ArmSpec] = {}
     for s in specs:
-        for arm in (s.arm_a, s.arm_b):
-            arms.setdefault(arm, config.arm(arm))
+        for arm in arm_pair(config, config.comparisons[s.name]):
+            arms.setdefault(arm.name, arm)
         if probes:
             for m in s.probe:
-                mutated = mutated_arm(config, config.arm(s.arm_b), m)
+                mutated = mutated_arm(config, arms[s.arm_b], m)
                 arms.setdefault(mutated.name, mutated)
     th = thresholds_of(config)
     run_dir, results = run_arm_set(

@@ -140,16 +140,26 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
             _outcome(names[1], b.stderr_path, b, thresholds))
 
 
+def self_pair(spec: ComparisonSpec) -> ComparisonSpec:
+    """A comparison of an arm with itself (a determinism check) runs the arm twice."""
+    if spec.arm_a != spec.arm_b:
+        return spec
+    return replace(spec, arm_b=f"{spec.arm_b}-b")
+
+
+def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
+    """The two arms a comparison runs, distinct even when it names one arm twice."""
+    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    return arm_a, arm_b.with_changes(name=self_pair(spec).arm_b)
+
+
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
-                   progress: bool | None = None, cache_dir: Path | None = None,
-                   arm_b_override: ArmSpec | None = None) -> ComparisonReport:
+                   progress: bool | None = None,
+                   cache_dir: Path | None = None) -> ComparisonReport:
     """Run both arms of a comparison and judge them; reports are written into the run dir."""
     th = thresholds_of(config)
-    arm_a = config.arm(spec.arm_a)
-    arm_b = arm_b_override or config.arm(spec.arm_b)
-    if arm_b.name == arm_a.name:
-        arm_b = arm_b.with_changes(name=arm_b.name + "-b")
-    spec = replace(spec, arm_a=arm_a.name, arm_b=arm_b.name)
+    arm_a, arm_b = arm_pair(config, spec)
+    spec = self_pair(spec)
     run_dir, results = run_arm_set([arm_a, arm_b], run_root=run_root, label=spec.name,
                                    progress=progress, extra_meta=spec_meta(spec, th),
                                    cache_dir=cache_dir)

@@ -251,3 +251,49 @@ def test_probe_cli_subprocess_reports_json(tmp_path: Path) -> None:
 def test_gate_usage_errors(args: list[str], message: str, tmp_path: Path) -> None:
     r = runner.invoke(app, args + ["--run-root", str(tmp_path)])
     assert r.exit_code == 2 and message in r.output, r.output
+
+
+PROBES = (CONFIGS / "default.toml").read_text() + """
+[mutations.noop]
+env = { SOME_UNUSED_VARIABLE = "1" }
+[mutations.undo]
+args = ["--scalars", "on"]
+[mutations.typo]
+args = ["--mutatoin", "causal-mask"]
+"""
+
+
+def test_probes_of_a_differ_comparison_are_judged_by_its_expectation(tmp_path: Path) -> None:
+    cfg = parse_config(PROBES, tmp_path / "probes.toml")
+    p = run_probe(cfg, cfg.comparisons["scalars"], ["noop", "undo"], run_root=tmp_path,
+                  progress=False)
+    result = {m.name: (m.killed, m.killed_by) for m in p.mutations}
+    # a mutation that changes nothing keeps scalars on/off apart: the comparison stays green
+    assert result["noop"] == (False, None)
+    # switching the scalars back on removes the difference the comparison expects: caught
+    assert result["undo"] == (True, "expectation")
+    assert p.exit_code == ExitCode.UNINFORMATIVE
+
+
+def test_a_mutation_that_crashes_its_arm_is_an_arm_failure_not_a_kill(tmp_path: Path) -> None:
+    cfg = parse_config(PROBES, tmp_path / "probes.toml")
+    p = run_probe(cfg, cfg.comparisons["lanes"], ["typo"], run_root=tmp_path, progress=False)
+    assert not p.mutations[0].killed and p.failed_arms == ["typo"]
+    assert p.exit_code == ExitCode.ARM_FAILED
+
+
+NONDETERMINISTIC = """
+[arms.nondet]
+command = ["{python}", "-c", "import random, sys\\nfor pos in range(3, 9):\\n    d = [random.randrange(1000) for _ in range(3)]\\n    sys.stderr.write(f'[SPECTRACE] req=r pos={pos} k=3 ns=1 acc=0 draft=[ {d[0]} {d[1]} {d[2]} ] emit=[ 7 ]\\\\n')"]
+[comparisons.determinism]
+arm_a = "nondet"
+arm_b = "nondet"
+"""
+
+
+def test_check_runs_an_arm_compared_with_itself_twice(tmp_path: Path) -> None:
+    cfg = parse_config(NONDETERMINISTIC, tmp_path / "nondet.toml")
+    result = run_check(cfg, run_root=tmp_path, progress=False)
+    rep = result.reports[0]
+    assert (rep.arm_a.name, rep.arm_b.name) == ("nondet", "nondet-b")
+    assert rep.verdict.verdict == "differ" and result.exit_code == ExitCode.DIFFER
