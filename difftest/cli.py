@@ -324,16 +324,12 @@ def probe(
 
         write_json_atomic(result.baseline.run_dir / "probe.json", gate_report.probe_dict(result))
     if format is ReportFormat.json:
-        typer.echo(json_dumps(gate_report.probe_dict(result)))
+        from difftest.jsonout import dumps
+
+        typer.echo(dumps(gate_report.probe_dict(result)))
     else:
         typer.echo(gate_report.probe_table(result))
     raise typer.Exit(int(result.exit_code))
-
-
-def json_dumps(data: object) -> str:
-    import json
-
-    return json.dumps(data, indent=2)
 
 
 def main() -> None:

@@ -104,6 +104,10 @@ class ArmResult:
     def from_json(cls, data: Mapping[str, Any], run_dir: Path) -> "ArmResult":
         fields = cls.__dataclass_fields__
         values = {k: data[k] for k in fields if k in data}
+        for key, kinds in _RECORD_TYPES.items():
+            if key in values and not isinstance(values[key], kinds):
+                raise TypeError(f"{key} is {type(values[key]).__name__} "
+                                f"{values[key]!r}")
         missing = [k for k, f in fields.items() if k not in values
                    and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
@@ -112,6 +116,17 @@ class ArmResult:
         values["stdout_path"] = run_dir / values["stdout_path"]
         values["stderr_path"] = run_dir / values["stderr_path"]
         return cls(**values)
+
+
+# What each recorded field must be when meta.json is read back (bool is an int: listed apart).
+_RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "argv": (list,), "cwd": (str,), "env_overrides": (dict,),
+    "stdout_path": (str,), "stderr_path": (str,), "returncode": (int, type(None)),
+    "timed_out": (bool,), "interrupted": (bool,), "started_at": (str,), "ended_at": (str,),
+    "duration_s": (int, float), "git_ref": (str, type(None)), "git_sha": (str, type(None)),
+    "error": (str, type(None)), "timeout_s": (int, float, type(None)),
+    "build_log": (str, type(None)),
+}
 
 
 def _relative(path: Path, run_dir: Path) -> str:
@@ -168,7 +183,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+    from difftest.jsonout import dumps
+
+    write_text_atomic(path, dumps(data) + "\n")
 
 
 def new_run_dir(root: Path | None = None, label: str = "") -> Path:

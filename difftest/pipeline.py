@@ -7,6 +7,7 @@ results are added afterwards, so a crash in analysis loses nothing that was capt
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -61,7 +62,45 @@ def with_overrides(spec: ComparisonSpec, *, expect: str | None = None,
     """The spec with the command line's overrides applied (None leaves a value alone)."""
     changes = {k: v for k, v in (("expect", expect), ("near_tie", near_tie), ("atol", atol),
                                  ("min_differing", min_differing)) if v is not None}
-    return replace(spec, **changes)
+    out = replace(spec, **changes)
+    check_spec(out, "the command line")
+    return out
+
+
+def check_spec(spec: ComparisonSpec, where: str) -> None:
+    """A comparison read from elsewhere than a config file holds what the config would allow."""
+    def bad(key: str, why: str) -> UsageError:
+        return UsageError(f"{where}: comparison {key}: {why}, got {getattr(spec, key)!r}")
+
+    for key in ("name", "arm_a", "arm_b"):
+        if not isinstance(getattr(spec, key), str):
+            raise bad(key, "expected a string")
+    if spec.expect not in ("same", "differ"):
+        raise bad("expect", "expected 'same' or 'differ'")
+    for key in ("near_tie", "atol"):
+        value = getattr(spec, key)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value < 0):
+            raise bad(key, "expected a finite number >= 0")
+    if (isinstance(spec.min_differing, bool) or not isinstance(spec.min_differing, int)
+            or spec.min_differing < 1):
+        raise bad("min_differing", "expected an integer >= 1")
+    if not all(isinstance(m, str) for m in spec.probe):
+        raise bad("probe", "expected mutation names")
+
+
+def _thresholds_from(saved: object, where: str) -> AuditThresholds:
+    if not isinstance(saved, dict):
+        return AuditThresholds()
+    try:
+        th = AuditThresholds(**saved)
+    except TypeError as exc:
+        raise UsageError(f"{where}: audit thresholds: {exc}") from None
+    for key, value in asdict(th).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise UsageError(f"{where}: audit threshold {key}: expected a number >= 0, "
+                             f"got {value!r}")
+    return th
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
@@ -182,15 +221,17 @@ def rejudge_run(run_dir: Path, *, expect: str | None = None, near_tie: float | N
             raise UsageError(f"{run_dir}: meta.json names no comparison and holds "
                              f"{len(names)} arm(s), not 2")
         raw = {"name": Path(run_dir).name, "arm_a": names[0], "arm_b": names[1]}
+    where = str(Path(run_dir) / "meta.json")
     try:
         spec = ComparisonSpec(**{k: (tuple(v) if k == "probe" else v) for k, v in raw.items()})
     except TypeError as exc:
-        raise UsageError(f"{run_dir}: meta.json comparison is not readable: {exc}") from None
+        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
+    check_spec(spec, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing)
     if thresholds is None:
-        saved = extra.get("audit") if isinstance(extra, dict) else None
-        thresholds = AuditThresholds(**saved) if isinstance(saved, dict) else AuditThresholds()
+        thresholds = _thresholds_from(extra.get("audit") if isinstance(extra, dict) else None,
+                                      where)
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")

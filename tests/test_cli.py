@@ -128,3 +128,11 @@ def test_ctrl_c_stops_both_arms_and_says_where_the_captures_are(tmp_path: Path) 
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["arms"]["a"]["interrupted"] and meta["arms"]["b"]["interrupted"]
     assert (run_dir / "a.stderr").read_text() == "started\n"
+
+
+def test_parse_csv_escapes_id_lists_that_start_with_a_minus(tmp_path: Path) -> None:
+    trace = tmp_path / "neg.log"
+    trace.write_text("[SPECTRACE] req=r pos=1 k=2 ns=1 acc=0 draft=[ -3 5 ] emit=[ -3 ]\n")
+    row = list(csv.DictReader(io.StringIO(runner.invoke(app, ["parse", str(trace), "-f",
+                                                              "csv"]).output)))[0]
+    assert (row["ids"], row["emit"]) == ("'-3 5", "'-3")

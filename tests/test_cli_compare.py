@@ -357,3 +357,19 @@ def test_the_shipped_degenerate_config_is_uninformative(tmp_path: Path) -> None:
     assert r.exit_code == 3, r.output
     assert r.output.startswith("lanes: UNINFORMATIVE")
     assert "could not have failed: 1 distinct drafted id(s)" in r.output
+
+
+def test_json_reports_hold_no_nan_or_infinity_literals(tmp_path: Path) -> None:
+    """A nan in one arm is an infinite difference; strict JSON parsers must still read it."""
+    a = DATA / "agree_a.log"
+    b = tmp_path / "nan_b.log"
+    b.write_text(a.read_text().replace("11:9.25", "11:nan", 1))
+    r = runner.invoke(app, ["compare", "--trace-a", str(a), "--trace-b", str(b), "-f", "json"])
+    assert r.exit_code == 1, r.output
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"non-standard JSON literal {token}")
+
+    data = json.loads(r.output, parse_constant=refuse)
+    assert data["first_logit_difference"]["abs_logit_diff"] == "inf"
+    assert data["max_abs_logit_diff"] == "inf"

@@ -8,6 +8,7 @@ interpreter start-ups rather than two model runs.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from difftest import pipeline
 from difftest.config import ComparisonSpec, Config, parse_config
-from difftest.errors import ExitCode, TraceError
+from difftest.errors import ExitCode, TraceError, UsageError
 
 DATA = Path(__file__).parent / "data" / "compare"
 REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
@@ -228,3 +229,29 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
                                 ComparisonSpec(name="t", arm_a="a", arm_b="b"))
     assert rep.verdict.verdict == "agree"
     assert f"a: {note}" in rep.verdict.reasons and f"b: {note}" in rep.verdict.reasons
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m["extra"]["comparison"].update(near_tie="x"),
+     "comparison near_tie: expected a finite number >= 0, got 'x'"),
+    (lambda m: m["extra"]["comparison"].update(expect="maybe"),
+     "comparison expect: expected 'same' or 'differ', got 'maybe'"),
+    (lambda m: m["extra"]["audit"].update(bogus=1), "audit thresholds: "),
+    (lambda m: m["extra"]["audit"].update(min_entropy_bits="high"),
+     "audit threshold min_entropy_bits: expected a number >= 0, got 'high'"),
+    (lambda m: m["arms"]["cand"].update(returncode="0"), "returncode is str '0'"),
+])
+def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: str) -> None:
+    rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": replay("agree_b.log")})
+    meta_path = rep.run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    edit(meta)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(UsageError, match=re.escape(message)):
+        pipeline.rejudge_run(rep.run_dir)
+
+
+def test_non_finite_overrides_are_refused() -> None:
+    spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
+    with pytest.raises(UsageError, match="comparison atol: expected a finite number >= 0"):
+        pipeline.with_overrides(spec, atol=float("inf"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from difftest.jsonout import dumps
 
 from difftest.audit import TraceAudit
 from difftest.model import ArmTrace
@@ -20,7 +20,7 @@ def audit_dict(result: TraceAudit, trace: ArmTrace) -> dict[str, object]:
 
 
 def render_json(result: TraceAudit, trace: ArmTrace) -> str:
-    return json.dumps(audit_dict(result, trace), indent=2)
+    return dumps(audit_dict(result, trace))
 
 
 def render_table(result: TraceAudit, trace: ArmTrace) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from difftest.jsonout import dumps
 from difftest.report.cells import spreadsheet_safe
 
 if TYPE_CHECKING:
@@ -65,9 +65,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "blocks_near_tie": c.blocks_near_tie if c else 0,
         "blocks_logit_differing": c.blocks_logit_differing if c else 0,
         "logit_rows_compared": c.logit_rows_compared if c else 0,
-        "max_abs_logit_diff": (None if c is None or c.max_abs_logit_diff is None else
-                               (c.max_abs_logit_diff if math.isfinite(c.max_abs_logit_diff)
-                                else "inf")),
+        "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
         "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
         "context_diverged": c.context_diverged if c else 0,
         "first_difference": c.first_difference if c else None,
@@ -83,7 +81,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
 
 
 def render_json(rep: ComparisonReport) -> str:
-    return json.dumps(to_dict(rep), indent=2)
+    return dumps(to_dict(rep))
 
 
 def _num(x: object, digits: int = 4) -> str:

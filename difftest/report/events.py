@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Iterator
 
+from difftest.jsonout import dumps
 from difftest.model import ArmTrace
 from difftest.report.cells import spreadsheet_safe
 
 EVENT_COLUMNS = ("line", "kind", "req", "pos", "row", "k", "ns", "acc", "ids", "emit", "values")
-_TEXT_COLUMNS = frozenset({"kind", "req", "values"})
+_TEXT_COLUMNS = frozenset({"kind", "req", "ids", "emit", "values"})
 
 
 def _ids(a) -> str:  # noqa: ANN001 - numpy array
@@ -77,7 +77,7 @@ def summary(trace: ArmTrace) -> dict[str, object]:
 
 
 def render_json(trace: ArmTrace) -> str:
-    return json.dumps({"summary": summary(trace), "events": event_rows(trace)}, indent=2)
+    return dumps({"summary": summary(trace), "events": event_rows(trace)})
 
 
 def iter_csv(trace: ArmTrace) -> Iterator[str]:
@@ -88,7 +88,7 @@ def iter_csv(trace: ArmTrace) -> Iterator[str]:
         cells = []
         for column in EVENT_COLUMNS:
             value = row.get(column, "")
-            # Id lists are numbers; request ids and free text come from the runner: escape them.
+            # every text cell: id lists that start with a minus sign, request ids and free text
             if column in _TEXT_COLUMNS:
                 value = spreadsheet_safe(str(value))
             cells.append(value)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from difftest.jsonout import dumps
 from difftest.report.comparison import to_dict
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def check_dict(result: CheckResult) -> dict[str, object]:
 
 
 def render_check_json(result: CheckResult) -> str:
-    return json.dumps(check_dict(result), indent=2)
+    return dumps(check_dict(result))
 
 
 def check_lines(result: CheckResult) -> str:
