@@ -101,21 +101,34 @@ def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     return out
 
 
-def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> np.ndarray:
-    """Per unified request, the position after its last emitted token (-1: not traced)."""
+def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per unified request: the position after its last emitted token (-1: not traced), and
+    how many verify steps it ran."""
     ends = np.full(n, -1, dtype=np.int64)
     v = trace.verifies
     np.maximum.at(ends, codes, v.pos + np.diff(v.emit_off))
-    return ends
+    steps = np.bincount(codes, minlength=n) if codes.size else np.zeros(n, dtype=np.int64)
+    return ends, steps
 
 
 def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
                    names: list[str]) -> list[dict[str, object]]:
-    ends_a = _stream_ends(a, ca, len(names))
-    ends_b = _stream_ends(b, cb, len(names))
-    return [{"req": names[i], "end_a": None if ends_a[i] < 0 else int(ends_a[i]),
-             "end_b": None if ends_b[i] < 0 else int(ends_b[i])}
-            for i in np.flatnonzero(ends_a != ends_b).tolist()]
+    """Requests one arm never traced, or whose streams end apart after a different number of
+    steps. A runner with a token budget ends both streams at one position; one with a step
+    budget runs both for the same number of steps; an arm that stopped early does neither.
+    A request that outgrew the draft context stops speculating wherever it got to."""
+    ends_a, steps_a = _stream_ends(a, ca, len(names))
+    ends_b, steps_b = _stream_ends(b, cb, len(names))
+    outgrown = {n.req for t in (a, b) for n in t.notices}
+    gaps = []
+    for i in np.flatnonzero(ends_a != ends_b).tolist():
+        one_sided = ends_a[i] < 0 or ends_b[i] < 0
+        if not one_sided and (steps_a[i] == steps_b[i] or names[i] in outgrown):
+            continue
+        gaps.append({"req": names[i], "end_a": None if ends_a[i] < 0 else int(ends_a[i]),
+                     "end_b": None if ends_b[i] < 0 else int(ends_b[i]),
+                     "steps_a": int(steps_a[i]), "steps_b": int(steps_b[i])})
+    return gaps
 
 
 def align(a: ArmTrace, b: ArmTrace) -> Alignment:

@@ -168,6 +168,7 @@ def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndar
     same_ids = np.all(ids_a == ids_b, axis=1)
     with np.errstate(invalid="ignore"):
         d = np.abs(vals_a - vals_b)
+    d[vals_a == vals_b] = 0.0  # equal infinities are equal, although inf - inf is nan
     undefined = np.isnan(d)
     if undefined.any():
         # nan in both arms (or padding in both) is equal; nan in one arm only is as far apart
@@ -183,7 +184,7 @@ def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndar
         va = np.broadcast_to(vals_a[moved][:, :, None], eq.shape)
         vb = np.broadcast_to(vals_b[moved][:, None, :], eq.shape)
         with np.errstate(invalid="ignore"):
-            dd = np.where(np.isnan(va) & np.isnan(vb), 0.0, np.abs(va - vb))
+            dd = np.where((np.isnan(va) & np.isnan(vb)) | (va == vb), 0.0, np.abs(va - vb))
             dd = np.where(np.isnan(dd), np.inf, dd)
         shared = np.where(eq, dd, -1.0).reshape(moved.size, -1).max(axis=1)
         # lists with no id in common are as far apart as lists get, whatever atol allows

@@ -105,7 +105,8 @@ class ArmResult:
         fields = cls.__dataclass_fields__
         values = {k: data[k] for k in fields if k in data}
         for key, kinds in _RECORD_TYPES.items():
-            if key in values and not isinstance(values[key], kinds):
+            if key in values and (not isinstance(values[key], kinds) or (
+                    isinstance(values[key], bool) and bool not in kinds)):
                 raise TypeError(f"{key} is {type(values[key]).__name__} "
                                 f"{values[key]!r}")
         missing = [k for k, f in fields.items() if k not in values

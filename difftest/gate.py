@@ -124,8 +124,8 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
         rep = evaluate(mspec, a, b, thresholds, run_dir)
         measures = _measures(rep)
         killed = _killed(rep)
-        if killed and not measures:
-            measures = ["expectation"]
+        if killed and spec.expect != "same":
+            measures = ["expectation"]  # caught because the expected difference went away
         c = rep.comparison
         out.append(MutationResult(
             name=name, killed=killed, killed_by=measures[0] if killed else None,
@@ -141,7 +141,7 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     names = list(mutations or spec.probe or BUILTIN_MUTATIONS)
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
-    spec = self_pair(spec)
+    spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress, cache_dir=cache_dir,
@@ -179,7 +179,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
             raise UsageError(f"unknown comparison {n!r} in {config.path} (known: {known})")
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
-    specs = [self_pair(config.comparisons[n]) for n in names]
+    specs = [self_pair(config.comparisons[n], config.arms) for n in names]
     arms: dict[str, ArmSpec] = {}
     for s in specs:
         for arm in arm_pair(config, config.comparisons[s.name]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
@@ -97,8 +97,12 @@ def _thresholds_from(saved: object, where: str) -> AuditThresholds:
     except TypeError as exc:
         raise UsageError(f"{where}: audit thresholds: {exc}") from None
     for key, value in asdict(th).items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise UsageError(f"{where}: audit threshold {key}: expected a number >= 0, "
+        integral = key == "min_distinct_ids"
+        kinds = (int,) if integral else (int, float)
+        if (isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value)
+                or value < 0):
+            raise UsageError(f"{where}: audit threshold {key}: expected "
+                             f"{'an integer' if integral else 'a finite number'} >= 0, "
                              f"got {value!r}")
     return th
 
@@ -179,17 +183,22 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
             _outcome(names[1], b.stderr_path, b, thresholds))
 
 
-def self_pair(spec: ComparisonSpec) -> ComparisonSpec:
-    """A comparison of an arm with itself (a determinism check) runs the arm twice."""
+def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSpec:
+    """A comparison of an arm with itself (a determinism check) runs the arm twice, the second
+    time under a name no configured arm has."""
     if spec.arm_a != spec.arm_b:
         return spec
-    return replace(spec, arm_b=f"{spec.arm_b}-b")
+    name, n = f"{spec.arm_b}#2", 2
+    while name in taken:
+        n += 1
+        name = f"{spec.arm_b}#{n}"
+    return replace(spec, arm_b=name)
 
 
 def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
     """The two arms a comparison runs, distinct even when it names one arm twice."""
     arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
-    return arm_a, arm_b.with_changes(name=self_pair(spec).arm_b)
+    return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
@@ -198,7 +207,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     """Run both arms of a comparison and judge them; reports are written into the run dir."""
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
-    spec = self_pair(spec)
+    spec = self_pair(spec, config.arms)
     run_dir, results = run_arm_set([arm_a, arm_b], run_root=run_root, label=spec.name,
                                    progress=progress, extra_meta=spec_meta(spec, th),
                                    cache_dir=cache_dir)
@@ -222,6 +231,9 @@ def rejudge_run(run_dir: Path, *, expect: str | None = None, near_tie: float | N
                              f"{len(names)} arm(s), not 2")
         raw = {"name": Path(run_dir).name, "arm_a": names[0], "arm_b": names[1]}
     where = str(Path(run_dir) / "meta.json")
+    if not isinstance(raw.get("probe", []), list):
+        raise UsageError(f"{where}: comparison probe: expected a list of mutation names, got "
+                         f"{raw['probe']!r}")
     try:
         spec = ComparisonSpec(**{k: (tuple(v) if k == "probe" else v) for k, v in raw.items()})
     except TypeError as exc:

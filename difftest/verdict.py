@@ -41,7 +41,7 @@ def arm_failed(failures: Sequence[ArmFailedError], expect: str = "same") -> Verd
 
 
 def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
-                 th: AuditThresholds) -> tuple[list[str], list[str], list[str]]:
+                 th: AuditThresholds, expect: str) -> tuple[list[str], list[str], list[str]]:
     """What could have failed: measured on the blocks actually compared, not the whole traces.
 
     Returns (instruments, why the tokens were blind, other sentences)."""
@@ -57,7 +57,7 @@ def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
             logged = margins if np.isfinite(margins).any() else None
             measured = measure_tokens(blocks, logged, th, what="compared")
             blind += [r for r in measured.blind_reasons if r not in blind]
-    if not blind and cmp.near_tie > 0:
+    if not blind and cmp.near_tie > 0 and expect == "same":  # `differ` counts near-ties too
         r = cmp.rows
         rows = np.isin(r.status, (SAME, DIFFER, NEAR_TIE))
         with np.errstate(invalid="ignore"):
@@ -69,7 +69,14 @@ def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
     if not blind:
         instruments.append("tokens")
     # -- logits: traced and varying in both arms, paired, and not swallowed by atol
-    if cmp.logit_rows_compared and audit_a.logits_informative and audit_b.logits_informative:
+    r = cmp.rows
+    compared = np.isin(r.status, (SAME, DIFFER, NEAR_TIE)) & np.isfinite(r.logit_a)
+    seen = np.column_stack([r.logit_a[compared], r.margin_a[compared]])
+    compared_vary = seen.shape[0] >= 2 and bool(np.any(seen != seen[0]))
+    if cmp.logit_rows_compared and not compared_vary:
+        notes.append("the compared logit rows are all alike: the logit comparison cannot fail")
+    if (cmp.logit_rows_compared and compared_vary and audit_a.logits_informative
+            and audit_b.logits_informative):
         spreads = [au.logit_spread for au in (audit_a, audit_b) if au.logit_spread is not None]
         if cmp.atol > 0 and spreads and cmp.atol >= min(spreads):
             notes.append(f"atol={cmp.atol:g} is at least the whole spread of the traced logits "
@@ -97,7 +104,7 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     emitted_diff = bool(cmp.divergences)
     coverage_diff = bool(cmp.coverage_gaps)
     logits_traced = cmp.logit_rows_compared > 0
-    instruments, token_blind, notes = _instruments(cmp, audit_a, audit_b, th)
+    instruments, token_blind, notes = _instruments(cmp, audit_a, audit_b, th, expect)
     reasons += notes
 
     if cmp.blocks_compared == 0:
@@ -112,8 +119,10 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
         reasons.append(f"{cmp.unmatched_a} step(s) only in {na}, {cmp.unmatched_b} only in {nb} "
                        "(different acceptance visits different positions; not a difference)")
     for gap in cmp.coverage_gaps:
-        ends = [f"{name} {'never traced it' if end is None else f'emitted up to position {end}'}"
-                for name, end in ((na, gap["end_a"]), (nb, gap["end_b"]))]
+        ends = [f"{name} never traced it" if end is None else
+                f"{name} emitted up to position {end} in {steps} step(s)"
+                for name, end, steps in ((na, gap["end_a"], gap["steps_a"]),
+                                         (nb, gap["end_b"], gap["steps_b"]))]
         reasons.append(f"request {gap['req']}: {ends[0]}, {ends[1]}: the steps past the shorter "
                        "stream were never run by the other arm")
     for d in cmp.divergences:

@@ -224,3 +224,12 @@ def test_logit_rows_of_thousands_of_requests_are_keyed_apart() -> None:
         c = compare(base, trace(bump))
         assert c.blocks_logit_differing == 1, bump
         assert c.first_logit_difference["req"] == bump
+
+
+def test_equal_infinite_logits_are_equal() -> None:
+    text = ("[spec-logits] req=r pos=1 row=1 top=[ 5:inf 6:-inf 7:nan ]\n"
+            "[SPECTRACE] req=r pos=1 k=1 ns=1 acc=0 draft=[ 5 ] emit=[ 2 ]\n")
+    c = compare(parse_text(text), parse_text(text))
+    assert c.blocks_logit_differing == 0 and c.max_abs_logit_diff == 0.0
+    moved = compare(parse_text(text), parse_text(text.replace("6:-inf", "6:inf")))
+    assert moved.blocks_logit_differing == 1

@@ -295,5 +295,5 @@ def test_check_runs_an_arm_compared_with_itself_twice(tmp_path: Path) -> None:
     cfg = parse_config(NONDETERMINISTIC, tmp_path / "nondet.toml")
     result = run_check(cfg, run_root=tmp_path, progress=False)
     rep = result.reports[0]
-    assert (rep.arm_a.name, rep.arm_b.name) == ("nondet", "nondet-b")
+    assert (rep.arm_a.name, rep.arm_b.name) == ("nondet", "nondet#2")
     assert rep.verdict.verdict == "differ" and result.exit_code == ExitCode.DIFFER

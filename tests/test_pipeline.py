@@ -187,7 +187,7 @@ def test_the_same_arm_on_both_sides_runs_twice_under_two_names(tmp_path: Path) -
     cfg = config(tmp_path, {"only": {"command": replay("agree_a.log")}})
     spec = ComparisonSpec(name="self", arm_a="only", arm_b="only")
     rep = pipeline.run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
-    assert (rep.arm_a.name, rep.arm_b.name) == ("only", "only-b")
+    assert (rep.arm_a.name, rep.arm_b.name) == ("only", "only#2")
     assert rep.verdict.verdict == "agree"
 
 
@@ -210,6 +210,9 @@ def test_overrides_change_only_what_was_given() -> None:
 @pytest.mark.parametrize("extra, expected", [
     ("vt: propose_drafts_block: cudaErrorIllegalAddress\n", "the engine reported an error at "),
     ("[SPECTRACE] req=a pos=99 k=3 ns=", "its trace is cut off mid-line at "),
+    # cut exactly at a field boundary: the line parses, the trace is cut all the same
+    ("[spec-phase] pre=0.1ms backbone=0.2ms sample=0.3ms logits=9", "cut off mid-line at "),
+    ("[spec-pha", "cut off mid-line at "),
 ])
 def test_a_trace_that_says_its_arm_failed_is_arm_failed(tmp_path: Path, extra: str,
                                                         expected: str) -> None:
@@ -238,8 +241,15 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
      "comparison expect: expected 'same' or 'differ', got 'maybe'"),
     (lambda m: m["extra"]["audit"].update(bogus=1), "audit thresholds: "),
     (lambda m: m["extra"]["audit"].update(min_entropy_bits="high"),
-     "audit threshold min_entropy_bits: expected a number >= 0, got 'high'"),
+     "audit threshold min_entropy_bits: expected a finite number >= 0, got 'high'"),
     (lambda m: m["arms"]["cand"].update(returncode="0"), "returncode is str '0'"),
+    (lambda m: m["arms"]["cand"].update(returncode=True), "returncode is bool True"),
+    (lambda m: m["extra"]["audit"].update(max_blind_radius=float("nan")),
+     "audit threshold max_blind_radius: expected a finite number >= 0, got nan"),
+    (lambda m: m["extra"]["audit"].update(min_distinct_ids=1.5),
+     "audit threshold min_distinct_ids: expected an integer >= 0, got 1.5"),
+    (lambda m: m["extra"]["comparison"].update(probe="causal-mask"),
+     "comparison probe: expected a list of mutation names, got 'causal-mask'"),
 ])
 def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: str) -> None:
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": replay("agree_b.log")})
@@ -255,3 +265,19 @@ def test_non_finite_overrides_are_refused() -> None:
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
     with pytest.raises(UsageError, match="comparison atol: expected a finite number >= 0"):
         pipeline.with_overrides(spec, atol=float("inf"))
+
+
+def test_the_second_run_of_a_self_comparison_takes_a_name_no_arm_has() -> None:
+    spec = ComparisonSpec(name="det", arm_a="p", arm_b="p")
+    assert pipeline.self_pair(spec).arm_b == "p#2"
+    assert pipeline.self_pair(spec, {"p", "p#2", "p#3"}).arm_b == "p#4"
+    other = ComparisonSpec(name="real", arm_a="p", arm_b="q")
+    assert pipeline.self_pair(other, {"p", "q"}) is other
+
+
+def test_a_last_line_of_program_output_without_newline_is_no_failure(tmp_path: Path) -> None:
+    b = tmp_path / "b.log"
+    b.write_text((DATA / "agree_a.log").read_text() + "bye")
+    rep = pipeline.judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
+                                                                        arm_b="b"))
+    assert rep.verdict.verdict == "agree"

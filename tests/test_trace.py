@@ -232,3 +232,9 @@ def test_rows_of_different_widths_across_chunks(tmp_path: Path) -> None:
     tiny = parse_trace(DATA / "all_kinds.log", chunk_bytes=5)
     assert np.array_equal(tiny.logits.top_vals, whole.logits.top_vals, equal_nan=True)
     assert tiny.logits.top_ids.tolist() == whole.logits.top_ids.tolist()
+
+
+def test_phase_element_counts_keep_every_digit() -> None:
+    t = parse_lines(["[spec-phase] pre=0.1ms backbone=0.2ms sample=0.3ms "
+                     "logits=9223372036854775807"])
+    assert t.phases.logits.tolist() == [2**63 - 1] and t.phases.pre.tolist() == [0.1]

@@ -267,3 +267,29 @@ def test_bitwise_logits_stay_an_instrument_when_top_1_values_are_constant() -> N
     moved = verdict_of(trace(1.0), trace(1.5))
     assert moved.verdict == "differ"
     assert not said(moved, "cannot fail")
+
+
+def test_a_near_tie_that_moves_acceptance_under_a_step_budget_is_no_coverage_gap() -> None:
+    """Both arms ran the same number of verify steps; a near-tie flip at the last one ends
+    their streams one token apart. That is acceptance, not a step the other arm never ran."""
+    tie = (DATA / "agree_a.log").read_text().replace(
+        "[spec-logits] req=a pos=13 row=2 top=[ 61:7 153:6.5 154:6 155:5.5 ]",
+        "[spec-logits] req=a pos=13 row=2 top=[ 61:7 71:6.999 154:6 155:5.5 ]")
+    v = verdict_of(parse_text(tie), "tie_stepend_b.log", near_tie=0.01, atol=0.01)
+    assert (v.verdict, v.exit_code) == ("agree", ExitCode.OK), v.reasons
+    assert not said(v, "never run by the other arm")
+
+
+def test_a_request_that_outgrew_the_draft_context_may_stop_anywhere() -> None:
+    note = "vllm.cpp: request a has outgrown the draft speculative context (stops speculating)"
+    whole = (DATA / "agree_a.log").read_text().splitlines()
+    a = parse_lines(whole + [note])
+    b = parse_lines([line for line in whole if "req=a pos=13" not in line] + [note])
+    v = verdict_of(a, b)
+    assert not said(v, "never run by the other arm"), v.reasons
+
+
+def test_near_ties_count_towards_differ_whatever_near_tie_is() -> None:
+    v = verdict_of("agree_a.log", "agree_a.log", expect="differ", near_tie=100)
+    assert (v.verdict, v.exit_code) == ("agree", ExitCode.DIFFER)
+    assert said(v, "toggle may not reach the runner")

@@ -156,6 +156,19 @@ class TraceBuilder:
             self._req_bytes[raw] = code
         return code
 
+    def unterminated(self, lineno: int, line: bytes) -> None:
+        """Note a last line without its newline (after `feed` read or dropped it)."""
+        if self.truncated:  # dropped as unparseable: already reported
+            return
+        self.truncated = True
+        if line.lstrip().startswith(b"["):
+            # a trace line cut at a field boundary can still parse: it is cut all the same
+            self._finding(lineno, "truncated", "the trace ends inside a trace line (runner "
+                          "killed?); that line was read as it stands")
+        else:
+            self._finding(lineno, "no-final-newline", "the trace ends without a newline; its "
+                          "last line was read as it stands")
+
     def _finding(self, line: int, kind: str, message: str) -> None:
         self.findings.append(Finding(self.path, line, kind, message))
 
@@ -306,10 +319,11 @@ class TraceBuilder:
             k=np.asarray(self.p_k, dtype=np.int32), num_reqs=np.asarray(self.p_num_reqs, dtype=np.int32),
             first_ids=np.asarray(self.p_first, dtype=np.int32), first_off=_offsets(self.p_first_len),
             line=np.asarray(self.p_line, dtype=np.int64))
-        ph = np.asarray(self.ph, dtype=np.float64).reshape(-1, 5)
+        ph = np.asarray([row[:3] for row in self.ph], dtype=np.float64).reshape(-1, 3)
+        ph_counts = np.asarray([row[3:] for row in self.ph], dtype=np.int64).reshape(-1, 2)
         dev = np.asarray(self.ph_dev, dtype=np.float64).reshape(-1, 5)
         phases = Phases(pre=ph[:, 0], backbone=ph[:, 1], sample=ph[:, 2],
-                        logits=ph[:, 3].astype(np.int64), line=ph[:, 4].astype(np.int64),
+                        logits=ph_counts[:, 0], line=ph_counts[:, 1],
                         dev_pre=dev[:, 0], dev_fwd=dev[:, 1], dev_select=dev[:, 2],
                         dev_walk=dev[:, 3], dev_line=dev[:, 4].astype(np.int64))
         logits = self._logit_columns.result()
@@ -459,11 +473,7 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES)
             lineno += len(lines)
     if carry:
         builder.feed([carry], lineno, last_is_partial=True)
-        if not builder.truncated:
-            builder.truncated = True
-            builder._finding(lineno, "no-final-newline",
-                             "the trace ends without a newline (cut off?); "
-                             "its last line was read as it stands")
+        builder.unterminated(lineno, carry)
     return builder.finish()
 
 
@@ -480,11 +490,7 @@ def parse_text(text: str | bytes, path: str = "<text>") -> ArmTrace:
     else:
         builder.feed(lines[:-1], 1)
         builder.feed(lines[-1:], len(lines), last_is_partial=True)
-        if not builder.truncated:
-            builder.truncated = True
-            builder._finding(len(lines), "no-final-newline",
-                             "the trace ends without a newline (cut off?); "
-                             "its last line was read as it stands")
+        builder.unterminated(len(lines), lines[-1])
     return builder.finish()
 
 
