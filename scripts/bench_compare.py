@@ -152,7 +152,7 @@ def main() -> None:
     # the same question without the noise of two parses: analysis after parsing, per full run
     share = [sum(v for k, v in r["stages"].items() if k != "parse") / r["stages"]["parse"]
              for r in full_runs]
-    print(f"analysis after parsing / parsing, within each full run: "
+    print("analysis after parsing / parsing, within each full run: "
           + " ".join(f"{x:.3f}" for x in share))
     best = min(r["seconds"] for r in full_runs) / min(r["seconds"] for r in parse_runs)
     med = (statistics.median(r["seconds"] for r in full_runs)

@@ -11,7 +11,7 @@ lane keeps each request's context contiguous and concatenates the block onto it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
