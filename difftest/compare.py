@@ -89,25 +89,39 @@ class Comparison:
 
 @dataclass(frozen=True)
 class _RowKeys:
-    """A mixed-radix int64 key per (request, pos, row), sized to the data it keys."""
+    """A mixed-radix int64 key per (request, pos, row), sized to the data it keys.
+
+    Positions and rows are keyed by value when `requests x (max pos + 1) x (max row + 1)` fits
+    in 63 bits (always, for real traces), else by their rank among the values present."""
 
     pos_span: int
     row_span: int
+    pos_values: np.ndarray | None = None  # sorted values, when keyed by rank
+    row_values: np.ndarray | None = None
 
     @classmethod
     def covering(cls, requests: int, *traces: ArmTrace, pos: np.ndarray,
                  row: np.ndarray) -> "_RowKeys":
-        def top(*arrays: np.ndarray) -> int:
+        all_pos = [pos, *(t.logits.pos for t in traces)]
+        all_row = [row, *(t.logits.row for t in traces)]
+
+        def top(arrays: list[np.ndarray]) -> int:
             return max((int(a.max()) for a in arrays if a.size), default=0)
 
-        pos_span = top(pos, *(t.logits.pos for t in traces)) + 1
-        row_span = top(row, *(t.logits.row for t in traces)) + 1
-        if max(requests, 1) * pos_span * row_span >= 2**63:
-            raise UsageError(f"{requests} requests x {pos_span} positions x {row_span} rows "
-                             "cannot be keyed in 64 bits")
-        return cls(pos_span, row_span)
+        pos_span, row_span = top(all_pos) + 1, top(all_row) + 1
+        if max(requests, 1) * pos_span * row_span < 2**63:
+            return cls(pos_span, row_span)
+        pos_values = np.unique(np.concatenate(all_pos).astype(np.int64))
+        row_values = np.unique(np.concatenate(all_row).astype(np.int64))
+        if max(requests, 1) * pos_values.size * row_values.size >= 2**63:
+            raise UsageError(f"{requests} requests x {pos_values.size} positions x "
+                             f"{row_values.size} rows cannot be keyed in 64 bits")
+        return cls(pos_values.size, row_values.size, pos_values, row_values)
 
     def __call__(self, req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray:
+        if self.pos_values is not None and self.row_values is not None:
+            pos = np.searchsorted(self.pos_values, pos)
+            row = np.searchsorted(self.row_values, row)
         return ((req.astype(np.int64) * self.pos_span + pos.astype(np.int64)) * self.row_span
                 + row.astype(np.int64))
 

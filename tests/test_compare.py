@@ -233,3 +233,20 @@ def test_equal_infinite_logits_are_equal() -> None:
     assert c.blocks_logit_differing == 0 and c.max_abs_logit_diff == 0.0
     moved = compare(parse_text(text), parse_text(text.replace("6:-inf", "6:inf")))
     assert moved.blocks_logit_differing == 1
+
+
+def test_extreme_positions_and_rows_are_keyed_by_rank() -> None:
+    """pos near 2**40 and row near 2**31 in one trace overflow value keys: ranks still pair."""
+    def trace(top: float) -> ArmTrace:
+        return parse_text(
+            "[spec-logits] req=a pos=1 row=1 top=[ 4:2 5:1 ]\n"
+            "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
+            f"[spec-logits] req=a pos=1099511627775 row=2147483647 top=[ 4:{top} 5:1 ]\n")
+    assert compare(trace(2.0), trace(2.0)).blocks_logit_differing == 0
+    c = compare(trace(2.0), trace(3.0))
+    assert c.blocks_compared == 1 and c.blocks_logit_differing == 0  # that row is not in a block
+    moved = compare(trace(2.0), parse_text(
+        "[spec-logits] req=a pos=1 row=1 top=[ 4:2.5 5:1 ]\n"
+        "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
+        "[spec-logits] req=a pos=1099511627775 row=2147483647 top=[ 4:2 5:1 ]\n"))
+    assert moved.blocks_logit_differing == 1
