@@ -250,3 +250,15 @@ def test_extreme_positions_and_rows_are_keyed_by_rank() -> None:
         "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
         "[spec-logits] req=a pos=1099511627775 row=2147483647 top=[ 4:2 5:1 ]\n"))
     assert moved.blocks_logit_differing == 1
+
+
+def test_rank_keys_keep_requests_apart_when_value_keys_would_wrap() -> None:
+    def trace(top_b: float) -> ArmTrace:
+        return parse_text(
+            "[spec-logits] req=a pos=1 row=1 top=[ 4:2 5:1 ]\n"
+            "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
+            f"[spec-logits] req=b pos=1 row=1 top=[ 4:{top_b} 5:1 ]\n"
+            "[SPECTRACE] req=b pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
+            "[spec-logits] req=a pos=1099511627775 row=2147483647 top=[ 4:2 5:1 ]\n")
+    c = compare(trace(2.0), trace(2.5))
+    assert c.blocks_logit_differing == 1 and c.first_logit_difference["req"] == "b"
