@@ -50,8 +50,8 @@ M = [
   "ExitCode.DIFFER: 2, ExitCode.UNINFORMATIVE: 1", "ExitCode.DIFFER: 1, ExitCode.UNINFORMATIVE: 2",
   "tests/test_gate.py::test_worst_orders_by_severity"),
  ("G2 uninformative counts as killed", "difftest/gate.py",
-  'killed = rep.verdict.verdict in ("differ", "arm-failed")',
-  'killed = rep.verdict.verdict in ("differ", "arm-failed", "uninformative")',
+  '        return v.verdict == "differ"\n',
+  '        return v.verdict in ("differ", "uninformative")\n',
   "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
  ("G3 junit: uninformative passes", "difftest/report/gate_report.py",
   "        if not v.passed:\n            kind", "        if not v.passed and v.verdict != 'uninformative':\n            kind",
@@ -100,7 +100,8 @@ M = [
   "if cmp.blocks_compared and instruments:", "if cmp.blocks_compared:",
   "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
  ("V2 logit differences ignored", "difftest/verdict.py",
-  "if cmp.blocks_differing or logit_diff or emitted_diff:", "if cmp.blocks_differing or emitted_diff:",
+  "if cmp.blocks_differing or logit_diff or emitted_diff or coverage_diff:",
+  "if cmp.blocks_differing or emitted_diff or coverage_diff:",
   "tests/test_gate.py::test_probe_on_the_degenerate_fixture_at_level_3_kills_through_logits"),
 ]
 
