@@ -148,8 +148,12 @@ def _comparison_spec(config, arm_a: str, arm_b: str, name: Optional[str]):  # no
 def _emit_report(report, format: "CompareFormat", csv: Optional[Path]) -> None:  # noqa: ANN001
     from difftest.report import comparison as render
 
-    if csv is not None and report.comparison is not None:
-        render.write_csv(report, csv)
+    if csv is not None:
+        if report.comparison is not None:
+            render.write_csv(report, csv)
+        else:
+            typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was compared",
+                       err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:

@@ -28,6 +28,8 @@ class Verdict:
 
 
 def _where(d: dict[str, object]) -> str:
+    if d["req"] == "":  # ordinal alignment: no request ids, `pos` is the proposing step
+        return f"proposing step {d['pos']} row {d['row']}"
     return f"req {d['req']} pos {d['pos']} row {d['row']}"
 
 

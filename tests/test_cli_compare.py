@@ -373,3 +373,15 @@ def test_json_reports_hold_no_nan_or_infinity_literals(tmp_path: Path) -> None:
     data = json.loads(r.output, parse_constant=refuse)
     assert data["first_logit_difference"]["abs_logit_diff"] == "inf"
     assert data["max_abs_logit_diff"] == "inf"
+
+
+def test_csv_of_a_failed_arm_says_why_nothing_was_written(tmp_path: Path) -> None:
+    cfg = tmp_path / "difftest.toml"
+    cfg.write_text('[arms.a]\ncommand = ["{python}", "-c", "import sys; sys.exit(3)"]\n'
+                   '[arms.b]\ncommand = ["{python}", "-c", "import sys; sys.exit(3)"]\n')
+    out = tmp_path / "diff.csv"
+    r = subprocess.run([sys.executable, "-m", "difftest", "compare", "--arm-a", "a", "--arm-b",
+                        "b", "--config", str(cfg), "--csv", str(out), "--run-root",
+                        str(tmp_path / "runs"), "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 4 and not out.exists()
+    assert f"no CSV written to {out}: an arm failed" in r.stderr

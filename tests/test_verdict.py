@@ -293,3 +293,9 @@ def test_near_ties_count_towards_differ_whatever_near_tie_is() -> None:
     v = verdict_of("agree_a.log", "agree_a.log", expect="differ", near_tie=100)
     assert (v.verdict, v.exit_code) == ("agree", ExitCode.DIFFER)
     assert said(v, "toggle may not reach the runner")
+
+
+def test_ordinal_differences_are_named_by_proposing_step() -> None:
+    v = verdict_of("propose_a.log", "propose_b.log")
+    first = [r for r in v.reasons if r.startswith("first difference at ")]
+    assert first and first[0].startswith("first difference at proposing step "), v.reasons
