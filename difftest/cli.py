@@ -135,10 +135,7 @@ def _comparison_spec(config, arm_a: str, arm_b: str, name: Optional[str]):  # no
     from difftest.config import ComparisonSpec
 
     if name is not None:
-        if name not in config.comparisons:
-            known = ", ".join(config.comparisons) or "none"
-            raise UsageError(f"unknown comparison {name!r} in {config.path} (known: {known})")
-        return config.comparisons[name]
+        return config.comparison(name)
     for spec in config.comparisons.values():
         if (spec.arm_a, spec.arm_b) == (arm_a, arm_b):
             return spec

@@ -47,6 +47,11 @@ class RowTable:
     def __len__(self) -> int:
         return int(self.req.shape[0])
 
+    @property
+    def compared(self) -> np.ndarray:
+        """Mask of the rows that were compared (not unmatched, not context-diverged)."""
+        return np.isin(self.status, (SAME, DIFFER, NEAR_TIE))
+
 
 @dataclass
 class Comparison:
@@ -77,7 +82,7 @@ class Comparison:
         from difftest.audit import DraftedBlocks
 
         r = self.rows
-        keep = np.isin(r.status, (SAME, DIFFER, NEAR_TIE)) & (r.has_a if side == "a" else r.has_b)
+        keep = r.compared & (r.has_a if side == "a" else r.has_b)
         tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
         margins = (r.margin_a if side == "a" else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]

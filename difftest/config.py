@@ -88,9 +88,13 @@ class MutationSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
 
+    def arm_name(self, arm: str) -> str:
+        """`<arm>+<mutation>`: the mutated arm's capture files sit beside the base's."""
+        return f"{arm}+{self.name}"
+
     def apply(self, arm: ArmSpec) -> ArmSpec:
-        """The mutated arm, named `<arm>+<mutation>` so its capture files sit beside the base."""
-        return arm.with_changes(name=f"{arm.name}+{self.name}",
+        """The mutated arm, under `arm_name`."""
+        return arm.with_changes(name=self.arm_name(arm.name),
                                 env={**arm.env, **self.env},
                                 command=tuple(arm.command) + tuple(self.args))
 
@@ -123,6 +127,15 @@ class Config:
         except KeyError:
             known = ", ".join(self.arms) or "none"
             raise UsageError(f"unknown arm {name!r} in {self.path} (known arms: {known})") from None
+
+    def comparison(self, name: str) -> ComparisonSpec:
+        """The named comparison; a typo gets the list of real names."""
+        try:
+            return self.comparisons[name]
+        except KeyError:
+            known = ", ".join(self.comparisons) or "none"
+            raise UsageError(f"unknown comparison {name!r} in {self.path} "
+                             f"(known: {known})") from None
 
     def mutation(self, name: str) -> MutationSpec:
         """A configured mutation, else a built-in one of the reference runner."""

@@ -8,7 +8,7 @@ claim a coverage it does not have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -74,13 +74,8 @@ class ProbeReport:
         return ExitCode.OK
 
 
-def _mutated_name(arm: str, mutation: str) -> str:
-    return f"{arm}+{mutation}"
-
-
 def mutated_arm(config: Config, arm: ArmSpec, mutation: str) -> ArmSpec:
-    m = config.mutation(mutation)
-    return m.apply(arm).with_changes(name=_mutated_name(arm.name, mutation))
+    return config.mutation(mutation).apply(arm)
 
 
 def _measures(report: ComparisonReport) -> list[str]:
@@ -118,7 +113,7 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
                      "comparison stops seeing the difference it expects")
     out: list[MutationResult] = []
     for name in mutations:
-        arm_b = _mutated_name(spec.arm_b, name)
+        arm_b = config.mutation(name).arm_name(spec.arm_b)
         mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
         a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
         rep = evaluate(mspec, a, b, thresholds, run_dir)
@@ -173,16 +168,13 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     from difftest.errors import UsageError
 
     names = list(only) if only else list(config.comparisons)
-    for n in names:
-        if n not in config.comparisons:
-            known = ", ".join(config.comparisons) or "none"
-            raise UsageError(f"unknown comparison {n!r} in {config.path} (known: {known})")
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
-    specs = [self_pair(config.comparisons[n], config.arms) for n in names]
+    configured = [config.comparison(n) for n in names]
+    specs = [self_pair(s, config.arms) for s in configured]
     arms: dict[str, ArmSpec] = {}
-    for s in specs:
-        for arm in arm_pair(config, config.comparisons[s.name]):
+    for configured_spec, s in zip(configured, specs):
+        for arm in arm_pair(config, configured_spec):
             arms.setdefault(arm.name, arm)
         if probes:
             for m in s.probe:
@@ -192,7 +184,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
         cache_dir=cache_dir,
-        extra_meta={"check": names, "config": str(config.path), "audit": spec_meta(specs[0], th)["audit"]})
+        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
     for s in specs:

@@ -11,7 +11,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from difftest.audit import AuditThresholds, TraceAudit, measure_tokens
-from difftest.compare import DIFFER, NEAR_TIE, SAME, Comparison
+from difftest.compare import Comparison
 from difftest.errors import ArmFailedError, ExitCode
 
 Expect = Literal["same", "differ"]
@@ -61,7 +61,7 @@ def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
             blind += [r for r in measured.blind_reasons if r not in blind]
     if not blind and cmp.near_tie > 0 and expect == "same":  # `differ` counts near-ties too
         r = cmp.rows
-        rows = np.isin(r.status, (SAME, DIFFER, NEAR_TIE))
+        rows = r.compared
         with np.errstate(invalid="ignore"):
             hard_possible = np.fmax(r.margin_a[rows], r.margin_b[rows]) >= cmp.near_tie
         known = np.isfinite(r.margin_a[rows]) | np.isfinite(r.margin_b[rows])
@@ -72,7 +72,7 @@ def _instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
         instruments.append("tokens")
     # -- logits: traced and varying in both arms, paired, and not swallowed by atol
     r = cmp.rows
-    compared = np.isin(r.status, (SAME, DIFFER, NEAR_TIE)) & np.isfinite(r.logit_a)
+    compared = r.compared & np.isfinite(r.logit_a)
     seen = np.column_stack([r.logit_a[compared], r.margin_a[compared]])
     compared_vary = seen.shape[0] >= 2 and bool(np.any(seen != seen[0]))
     if cmp.logit_rows_compared and not compared_vary:
