@@ -200,11 +200,9 @@ class TraceBuilder:
                         continue
                     raise TraceError(self.path, first_lineno + i, str(exc)) from None
         except TraceError as late:
-            # Report the first bad line of the file, whichever path found it.
-            try:
-                self._flush_logits(before=late.line)
-            except TraceError as early:
-                raise early from None
+            # Report the first bad line of the file, whichever path found it: a bad logits
+            # line before `late` raises from the flush instead.
+            self._flush_logits(before=late.line)
             raise
         self.lines_total += len(lines)
         self._flush_logits()
