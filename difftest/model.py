@@ -8,8 +8,17 @@ Python objects. Request ids are interned: `requests[code]` is the name, arrays h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
+
+
+class DraftingKind(Enum):
+    """How a drafter makes a block's rows: all from one forward, or each from the previous row's
+    token (declared by a `[spec-drafting] kind=...` header line)."""
+
+    BLOCK = "block"
+    SEQUENTIAL = "sequential"
 
 
 def ragged(ids: np.ndarray, offsets: np.ndarray, i: int) -> np.ndarray:
@@ -32,7 +41,10 @@ class Finding:
 
 @dataclass
 class Verifies:
-    """One `[SPECTRACE]` line each: a verify of one request's drafted block."""
+    """One `[SPECTRACE]` line each: a verify of one request's drafted block.
+
+    A verify with `k == 0` (an empty draft list, `ns == 1`) drafted nothing: it carries one
+    emitted token of the stream but is not a drafted block."""
 
     req: np.ndarray  # int32 request code
     pos: np.ndarray  # int64
@@ -84,7 +96,11 @@ class LogitRows:
     """One `[spec-logits]` line each: top-K raw logits of one sampled block row.
 
     `top_ids`/`top_vals` are (n, K) with K the widest row seen; shorter rows are padded with
-    id -1 and value nan, and `width` says how many entries each row really has.
+    id -1 and value nan, and `width` says how many entries each row really has. `top_vals` holds
+    exactly what was printed, read as float64. `sig_digits` is the largest number of significant
+    mantissa digits among the row's printed finite values (`2.87758` and `1.23457e+01` -> 6,
+    `5.5` -> 2, `0` -> 1; 0 when none is finite): the longest over an arm's rows is a lower bound
+    on the digits its format printed, from which a value's print resolution follows.
     """
 
     req: np.ndarray  # int32 request code
@@ -94,6 +110,7 @@ class LogitRows:
     top_vals: np.ndarray  # float64 (n, K)
     width: np.ndarray  # int32 (n,)
     line: np.ndarray  # int64
+    sig_digits: np.ndarray  # int8 (n,)
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -167,6 +184,7 @@ class ArmTrace:
     lines_skipped: int = 0  # other program output, counted and skipped
     engine_errors: list[Finding] = field(default_factory=list)  # `vt: ...` failure lines
     truncated: bool = False
+    drafting: DraftingKind | None = None  # from a `[spec-drafting]` header; None when absent
 
     @property
     def level(self) -> int:

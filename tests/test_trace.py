@@ -238,3 +238,64 @@ def test_phase_element_counts_keep_every_digit() -> None:
     t = parse_lines(["[spec-phase] pre=0.1ms backbone=0.2ms sample=0.3ms "
                      "logits=9223372036854775807"])
     assert t.phases.logits.tolist() == [2**63 - 1] and t.phases.pre.tolist() == [0.1]
+
+
+# -- print resolution, steps that draft nothing, the drafting-kind header ----------------------
+
+def test_sig_digits_count_the_printed_mantissa_per_row() -> None:
+    t = parse_lines([
+        "[spec-logits] req=a pos=1 row=1 top=[ 1:2.87758 2:1.23457e+01 ]",  # %.6g: 6
+        "[spec-logits] req=a pos=1 row=2 top=[ 1:12.3457 2:5.5 ]",
+        "[spec-logits] req=a pos=1 row=3 top=[ 1:5.5 2:-0.0025 ]",  # short values: 2
+        "[spec-logits] req=a pos=1 row=4 top=[ 1:nan 2:inf ]",  # none finite: 0
+        "[spec-logits] req=a pos=1 row=5 top=[ 1:2.87758123 2:-0.0025 ]",  # %.9g: 9
+        "[spec-logits] req=a pos=1 row=6 top=[  1:2.87758123   2:1e-05 ]",  # careful reader's path
+        "[spec-logits] req=a pos=1 row=7 top=[ 1:0 2:-0 ]",
+        "[spec-logits] req=a pos=1 row=8 top=[ 1:120 2:.5 3:1E+300 4:-inf ]",
+        "[spec-logits] req=a pos=1 row=9 top=[ ]",
+    ])
+    assert t.logits.sig_digits.dtype == np.int8
+    assert t.logits.sig_digits.tolist() == [6, 6, 2, 0, 9, 9, 1, 3, 0]
+
+
+def test_nine_digit_values_keep_float64_and_round_trip_float32() -> None:
+    rng = np.random.default_rng(0)
+    vals = (rng.standard_normal(200) * 10).astype(np.float32)
+    texts = [f"{float(v):.9g}" for v in vals]
+    lines = [f"[spec-logits] req=a pos=1 row={i + 1} top=[ 1:{t} 2:-40 ]"
+             for i, t in enumerate(texts)]
+    got = parse_lines(lines).logits.top_vals[:, 0]
+    assert got.tolist() == [float(t) for t in texts]  # float64 of the text, not float32
+    assert np.array_equal(got.astype(np.float32), vals)
+
+
+def test_verifies_that_draft_nothing_are_read_in_both_list_forms() -> None:
+    t = parse_lines([
+        "[SPECTRACE] req=a pos=3 k=0 ns=1 acc=0 draft=[ ] emit=[ 7 ]",
+        "[SPECTRACE] req=a pos=4 k=0 ns=1 acc=0 draft=[] emit=[ 8 ]",
+        "[SPECTRACE] req=a pos=5 k=0 ns=2 acc=1 draft=[ ] emit=[ 8 9 ]",
+    ])
+    assert t.verifies.k.tolist() == [0, 0, 0]
+    assert t.verifies.draft_off.tolist() == [0, 0, 0, 0]
+    assert t.verifies.emit_ids.tolist() == [7, 8, 8, 9]
+    # the invariants still hold them: emit[:acc] must come from an (empty) draft
+    assert [(f.line, f.kind) for f in t.findings] == [(3, "invariant")]
+    assert "emit[:acc]" in t.findings[0].message
+
+
+def test_drafting_kind_header() -> None:
+    from difftest.model import DraftingKind
+
+    assert parse_lines(["[SPECTRACE] req=a pos=0 k=0 ns=1 acc=0 draft=[ ] emit=[ 1 ]"]).drafting is None
+    t = parse_lines(["[spec-drafting] kind=block", "[spec-drafting] kind=block"])
+    assert t.drafting is DraftingKind.BLOCK and t.lines_skipped == 0
+    assert parse_lines(["[spec-drafting] kind=sequential"]).drafting is DraftingKind.SEQUENTIAL
+    with pytest.raises(TraceError) as exc:
+        parse_lines(["x", "[spec-drafting] kind=tree"], path="t.log")
+    assert str(exc.value) == ("t.log:2: [spec-drafting] field kind: expected one of block, "
+                              "sequential, got 'tree'")
+    with pytest.raises(TraceError) as exc:
+        parse_lines(["[spec-drafting] kind=block", "", "[spec-drafting] kind=sequential"],
+                    path="t.log")
+    assert str(exc.value) == ("t.log:3: [spec-drafting] kind=sequential contradicts kind=block "
+                              "declared at line 1")

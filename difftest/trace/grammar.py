@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from difftest.model import DraftingKind
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
@@ -20,7 +22,9 @@ TAG_PROPOSE = b"[spec-propose]"
 TAG_VERIFY = b"[SPECTRACE]"
 TAG_LOGITS = b"[spec-logits]"
 TAG_ROUTE = b"[dflash-route]"
-KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE)
+TAG_DRAFTING = b"[spec-drafting]"
+KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE,
+              TAG_DRAFTING)
 
 NOTICE_PREFIX = b"vllm.cpp: request "
 NOTICE_MARK = b"has outgrown the draft speculative context"
@@ -111,6 +115,16 @@ def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:
     return pairs
 
 
+def sig_digits(text: bytes) -> int:
+    """Significant mantissa digits of one printed number: its mantissa's digits from the first
+    non-zero one (`12.3457` and `1.23457e+01` -> 6, `0.0025` -> 2, `120` -> 3); an all-zero
+    mantissa counts 1 and a non-finite spelling 0. The reference for the vectorised counters."""
+    mantissa = text.lower().split(b"e", 1)[0].lstrip(b"+-").replace(b".", b"")
+    if not mantissa.isdigit():
+        return 0  # nan, inf
+    return max(len(mantissa.lstrip(b"0")), 1)
+
+
 _CONTROL_RE = re.compile(rb"[\x00-\x1f\x7f]")
 
 
@@ -118,6 +132,14 @@ def read_str(name: str, raw: bytes) -> str:
     if _CONTROL_RE.search(raw):
         raise FieldError(f"field {name}: control character in {_text(raw)!r}")
     return _text(raw)
+
+
+def read_drafting_kind(name: str, raw: bytes) -> DraftingKind:
+    try:
+        return DraftingKind(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        kinds = ", ".join(k.value for k in DraftingKind)
+        raise FieldError(f"field {name}: expected one of {kinds}, got {_text(raw)!r}") from None
 
 
 Reader = Callable[[str, bytes], object]
@@ -147,6 +169,7 @@ SCHEMAS: dict[bytes, tuple[tuple[str, Reader], ...]] = {
     TAG_PHASE: (("pre", read_ms), ("backbone", read_ms), ("sample", read_ms), ("logits", _count64)),
     TAG_PHASE_DEV: (("pre", read_ms), ("fwd", read_ms), ("select", read_ms), ("walk", read_ms)),
     TAG_LOGITS: (("req", read_str), ("pos", _pos), ("row", _count), ("top", read_top_list)),
+    TAG_DRAFTING: (("kind", read_drafting_kind),),
 }
 
 _NO_PROPOSE_RE = re.compile(rb"NO proposing rows this step \(num_reqs=([^)\s]*)\)\Z")

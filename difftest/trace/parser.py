@@ -17,11 +17,57 @@ import numpy as np
 
 from difftest.errors import TraceError, UsageError
 from difftest.model import (
-    ArmTrace, Finding, LogitRows, Notice, Phases, Proposes, Route, Verifies,
+    ArmTrace, DraftingKind, Finding, LogitRows, Notice, Phases, Proposes, Route, Verifies,
 )
 from difftest.trace import grammar as g
 
 CHUNK_BYTES = 4 << 20
+
+
+def row_sig_digits(joined: bytes, widths: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row, the most significant mantissa digits among its finite values (int8), counted on
+    the printed text: `joined` holds the rows' `id:value` items in order, separated by spaces,
+    already read into `values`. Vectorised over the whole chunk; equal to `g.sig_digits` per
+    item (the reference) and to the compiled scanner's count."""
+    a = np.frombuffer(joined, dtype=np.uint8)
+    sep = np.flatnonzero((a == 32) | (a == 58))
+    after_colon = np.flatnonzero(a[sep] == 58)
+    start = sep[after_colon] + 1
+    end = np.append(sep, a.size)[after_colon + 1]
+    n = start.size
+    mant_end = end.copy()
+    if n:
+        exp_at = np.flatnonzero((a | 32) == 101)  # `e`/`E`: only values carry them
+        if exp_at.size:
+            owner = np.searchsorted(start, exp_at, side="right") - 1
+            mant_end[owner[::-1]] = exp_at[::-1]  # the first `e` of a token wins
+    lead = a[np.minimum(start, max(a.size - 1, 0))] if n else np.zeros(0, np.uint8)
+    sign = ((lead == 45) | (lead == 43)).astype(np.int64)
+    has_dot = (np.add.reduceat(a == 46, start).astype(np.int64) if n
+               else np.zeros(0, np.int64))
+    digits = mant_end - start - sign - has_dot
+    # leading zeros (and the dot among them): walk only the tokens that start with one
+    first = start + sign
+    zeros = np.zeros(n, dtype=np.int64)
+    active = np.flatnonzero(((a[np.minimum(first, max(a.size - 1, 0))] == 48)
+                             | (a[np.minimum(first, max(a.size - 1, 0))] == 46))
+                            & (first < mant_end)) if n else np.zeros(0, np.int64)
+    at = first[active]
+    while active.size:
+        c = a[at]
+        zero = c == 48
+        zeros[active[zero]] += 1
+        keep = (zero | (c == 46)) & (at + 1 < mant_end[active])
+        active = active[keep]
+        at = at[keep] + 1
+    sig = np.maximum(digits - zeros, 1)
+    sig[~np.isfinite(values)] = 0
+    out = np.zeros(widths.size, dtype=np.int8)
+    filled = widths > 0
+    if n and filled.any():
+        starts = (np.cumsum(widths) - widths)[filled]
+        out[filled] = np.minimum(np.maximum.reduceat(sig, starts), 127)
+    return out
 
 
 class _LogitChunk:
@@ -89,9 +135,10 @@ class _LogitChunk:
             cols = np.arange(rows.size) - np.repeat(starts, widths)
             top_ids[rows, cols] = ids.astype(np.int32)
             top_vals[rows, cols] = pairs[:, 1]
+        digits = row_sig_digits(b" ".join(self.payload), widths, pairs[:, 1])
         out = [np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
                np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
-               np.asarray(self.line, dtype=np.int64)]
+               np.asarray(self.line, dtype=np.int64), digits]
         if n > 1 and bool(np.any(np.diff(out[6]) < 0)):
             # lines the field reader took after the bulk: restore file order
             order = np.argsort(out[6], kind="stable")
@@ -114,6 +161,8 @@ class TraceBuilder:
         self.lines_total = 0
         self.lines_skipped = 0
         self.truncated = False
+        self.drafting: DraftingKind | None = None
+        self._drafting_line = 0
         # verifies; ids and counters in typed arrays: no Python object per token
         self.v_req = array("i")
         self.v_pos = array("q")
@@ -245,16 +294,29 @@ class TraceBuilder:
             self.ph_dev.append((f["pre"], f["fwd"], f["select"], f["walk"], lineno))  # type: ignore[index]
         elif tag == g.TAG_ROUTE:
             self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index]
+        elif tag == g.TAG_DRAFTING:
+            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index, arg-type]
         elif tag == g.TAG_LOGITS:
             # Only reached when the fast regex rejected the line but the field reader accepted it
             # (e.g. extra spaces); keep it through the same path.
-            top: list[tuple[int, float]] = fields["top"]  # type: ignore[index, assignment]
-            payload = b" ".join(f"{i}:{v!r}".encode() for i, v in top)
+            # the items as printed (the field reader has checked them): digits are counted on
+            # the text
+            raw_top = dict(g.split_fields(tag, line[len(tag):]))["top"]
+            payload = b" ".join(raw_top[1:-1].split())
             self._logits.req.append(self._intern(fields["req"]))  # type: ignore[index, arg-type]
             self._logits.pos.append(fields["pos"])  # type: ignore[index, arg-type]
             self._logits.row.append(fields["row"])  # type: ignore[index, arg-type]
             self._logits.line.append(lineno)
             self._logits.payload.append(payload)
+
+    def _declare_drafting(self, kind: DraftingKind, lineno: int) -> None:
+        """One drafting kind per trace: a second header may repeat it, never contradict it."""
+        if self.drafting is not None and kind is not self.drafting:
+            raise TraceError(self.path, lineno,
+                             f"[spec-drafting] kind={kind.value} contradicts "
+                             f"kind={self.drafting.value} declared at line {self._drafting_line}")
+        if self.drafting is None:
+            self.drafting, self._drafting_line = kind, lineno
 
     def _verify(self, f: dict[str, object], lineno: int) -> None:
         req: str = f["req"]  # type: ignore[assignment]
@@ -333,7 +395,7 @@ class TraceBuilder:
             logits=logits, phases=phases, routes=self.routes, notices=self.notices,
             findings=self.findings, lines_total=self.lines_total,
             lines_skipped=self.lines_skipped, engine_errors=self.engine_errors,
-            truncated=self.truncated)
+            truncated=self.truncated, drafting=self.drafting)
 
     def _check_positions(self, v: Verifies) -> None:
         """Per request, each verify starts where the previous one's emit left off."""
@@ -427,17 +489,19 @@ class _LogitColumns:
         self.top_vals = _Column(np.float64, fill=np.nan)
         self.width = _Column(np.int32)
         self.line = _Column(np.int64)
+        self.sig_digits = _Column(np.int8)
 
     def extend(self, arrays: list[np.ndarray]) -> None:
         for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
-                                  self.width, self.line), arrays):
+                                  self.width, self.line, self.sig_digits), arrays):
             column.extend(piece)
 
     def result(self) -> LogitRows:
         return LogitRows(req=self.req.result((0,)), pos=self.pos.result((0,)),
                          row=self.row.result((0,)), top_ids=self.top_ids.result((0, 0)),
                          top_vals=self.top_vals.result((0, 0)), width=self.width.result((0,)),
-                         line=self.line.result((0,)))
+                         line=self.line.result((0,)),
+                         sig_digits=self.sig_digits.result((0,)))
 
 
 def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES) -> ArmTrace:
