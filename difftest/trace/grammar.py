@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
