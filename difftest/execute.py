@@ -23,13 +23,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
 from difftest import __version__
 from difftest.config import ArmSpec
-from difftest.errors import ArmFailedError, DifftestError, UsageError
+from difftest.errors import ArmFailedError, BuildError, DifftestError, UsageError
 
 META_NAME = "meta.json"
 META_FORMAT = 1
@@ -101,7 +101,7 @@ class ArmResult:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], run_dir: Path) -> "ArmResult":
+    def from_json(cls, data: Mapping[str, Any], run_dir: Path) -> ArmResult:
         fields = cls.__dataclass_fields__
         values = {k: data[k] for k in fields if k in data}
         for key, kinds in _RECORD_TYPES.items():
@@ -156,7 +156,7 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def safe_name(name: str) -> str:
@@ -193,7 +193,7 @@ def new_run_dir(root: Path | None = None, label: str = "") -> Path:
     """A fresh run directory; the random suffix keeps two runs in the same second apart."""
     root = Path(root) if root is not None else Path("traces") / "runs"
     root.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-{safe_name(label)}" if label else ""
     for _ in range(100):
         path = root / f"{stamp}-{secrets.token_hex(3)}{suffix}"
@@ -300,10 +300,7 @@ def _prepare_git_arm(arm: _Arm, cache_dir: Path | None) -> None:
             # worktree names the ref as the "arm"; the arm's own name is added by failure().
             text = text.removeprefix(f"arm {exc.arm!r}: ")
         arm.error = f"git ref {spec.git_ref!r}: {text}"
-        log = getattr(exc, "build_log", None)
-        if log is None:
-            found = re.search(r"; log: (.+?)(?: \(exit code -?\d+\))?(?:\n|$)", text)
-            log = found.group(1).strip() if found else None
+        log = exc.log_path if isinstance(exc, BuildError) else None
         arm.build_log = str(log) if log else None
         return
     except OSError as exc:
@@ -529,7 +526,7 @@ def _restore_sigint(previous: Any) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict]:
+def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
     """The arms and meta of a past run, for re-judging or re-exporting without re-running."""
     run_dir = Path(run_dir)
     meta_path = run_dir / META_NAME

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -11,17 +11,13 @@ import pytest
 from difftest.config import (BUILTIN_MUTATIONS, ArmSpec, AuditThresholds, MutationSpec,
                              default_config_path, load_config, parse_config)
 from difftest.errors import ConfigError, ExitCode, UsageError
+from conftest import git
 
 DATA = Path(__file__).parent / "data" / "configs"
 REPO = Path(__file__).resolve().parent.parent
 
 ARM = '[arms.paged]\ncommand = ["python", "x.py"]\n'
 TWO_ARMS = ARM + '[arms.other]\ncommand = ["python", "y.py"]\n'
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 # --- the shipped configs --------------------------------------------------------------------
@@ -192,6 +188,8 @@ def test_good_fixture_every_key() -> None:
                  id="unknown-audit-key"),
     pytest.param(ARM + '[audit]\nmin_distinct_ids = "2"\n', "[audit]: key 'min_distinct_ids': "
                  "must be an integer, got a string ('2')", id="audit-type"),
+    pytest.param(ARM + "[audit]\nmin_distinct_ids = 0\n", "[audit]: key 'min_distinct_ids': "
+                 "must be >= 1, got 0", id="audit-zero-distinct-ids"),
     pytest.param(ARM + "[audit]\nmax_blind_radius = -1\n", "[audit]: key 'max_blind_radius': "
                  "must be >= 0", id="audit-negative"),
 ])
@@ -279,7 +277,7 @@ def test_cwd_is_relative_to_the_config_file(tmp_path: Path, monkeypatch: pytest.
 def test_git_ref_repo_defaults_to_the_config_dirs_repository(tmp_path: Path) -> None:
     repo = tmp_path / "engine"
     (repo / "ci").mkdir(parents=True)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "ci" / "difftest.toml").write_text(
         '[arms.main]\ngit_ref = "main"\ncommand = ["x"]\n'
         '[arms.other]\ngit_ref = "main"\ncommand = ["x"]\nrepo = "../../other"\n')
@@ -363,3 +361,20 @@ def test_mutation_apply_and_with_changes() -> None:
     assert arm.command == ("python", "-m", "r")  # the base is untouched
     moved = arm.with_changes(cwd="sub", timeout_s=5)
     assert moved.cwd == Path("sub") and moved.timeout_s == 5 and moved.name == "paged"
+
+
+def test_one_rule_for_thresholds_and_comparisons_wherever_they_come_from() -> None:
+    """The loader, command-line overrides and re-judged run records all build these records,
+    and the records check their own values: no reader can accept what another refuses."""
+    from difftest import api
+    from difftest.config import ComparisonSpec, InvalidValue
+
+    with pytest.raises(InvalidValue, match="min_distinct_ids: must be >= 1, got 0"):
+        AuditThresholds(min_distinct_ids=0)
+    with pytest.raises(UsageError, match="audit threshold min_distinct_ids: must be >= 1"):
+        api.audit(DATA.parent / "two_requests_level3.log", min_distinct_ids=0)
+    spec = ComparisonSpec(name="c", arm_a="a", arm_b="b")
+    with pytest.raises(InvalidValue, match="near_tie: must be a finite number, got nan"):
+        dataclasses.replace(spec, near_tie=float("nan"))
+    with pytest.raises(InvalidValue, match="expect: must be \"same\" or \"differ\""):
+        ComparisonSpec(name="c", arm_a="a", arm_b="b", expect="maybe")  # type: ignore[arg-type]
