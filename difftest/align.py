@@ -9,7 +9,7 @@ what the context did.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from difftest.model import ArmTrace
 POS_BITS = 40  # positions below 2**40; requests below 2**23 in a composite int64 key
 
 
-@dataclass
+@dataclass(frozen=True)
 class EmitDivergence:
     """The first position at which a request's emitted streams differ."""
 
@@ -28,7 +28,19 @@ class EmitDivergence:
     token_b: int
 
 
-@dataclass
+@dataclass(frozen=True)
+class CoverageGap:
+    """A request one arm never traced (end None), or whose streams end apart after a different
+    number of steps."""
+
+    req: str
+    end_a: int | None  # the position after the last emitted token; None: never traced
+    end_b: int | None
+    steps_a: int
+    steps_b: int
+
+
+@dataclass(frozen=True)
 class Alignment:
     """Which blocks of A and B are compared, and which are not and why.
 
@@ -37,7 +49,7 @@ class Alignment:
     """
 
     mode: str  # "position" (keyed by req, pos) or "ordinal" (proposing-step order)
-    requests: list[str]  # unified names; `req` arrays index this list
+    requests: tuple[str, ...]  # unified names; `req` arrays index this list
     req: np.ndarray
     pos: np.ndarray
     a_index: np.ndarray
@@ -46,11 +58,11 @@ class Alignment:
     unmatched_b: np.ndarray
     diverged_a: np.ndarray  # matched steps left out: their context had diverged (A indices)
     diverged_b: np.ndarray
-    divergences: list[EmitDivergence] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    divergences: tuple[EmitDivergence, ...] = ()
+    notes: tuple[str, ...] = ()
     # requests whose emitted streams end at different positions (or that one arm lacks): steps
     # past the shorter arm's end are not explained by acceptance, they were never run
-    coverage_gaps: list[dict[str, object]] = field(default_factory=list)
+    coverage_gaps: tuple[CoverageGap, ...] = ()
 
     def __len__(self) -> int:
         return int(self.a_index.shape[0])
@@ -112,7 +124,7 @@ def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> tuple[np.ndarray
 
 
 def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
-                   names: list[str]) -> list[dict[str, object]]:
+                   names: list[str]) -> tuple[CoverageGap, ...]:
     """Requests one arm never traced, or whose streams end apart after a different number of
     steps. A runner with a token budget ends both streams at one position; one with a step
     budget runs both for the same number of steps; an arm that stopped early does neither.
@@ -120,15 +132,15 @@ def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     ends_a, steps_a = _stream_ends(a, ca, len(names))
     ends_b, steps_b = _stream_ends(b, cb, len(names))
     outgrown = {n.req for t in (a, b) for n in t.notices}
-    gaps = []
+    gaps: list[CoverageGap] = []
     for i in np.flatnonzero(ends_a != ends_b).tolist():
         one_sided = ends_a[i] < 0 or ends_b[i] < 0
         if not one_sided and (steps_a[i] == steps_b[i] or names[i] in outgrown):
             continue
-        gaps.append({"req": names[i], "end_a": None if ends_a[i] < 0 else int(ends_a[i]),
-                     "end_b": None if ends_b[i] < 0 else int(ends_b[i]),
-                     "steps_a": int(steps_a[i]), "steps_b": int(steps_b[i])})
-    return gaps
+        gaps.append(CoverageGap(req=names[i], end_a=None if ends_a[i] < 0 else int(ends_a[i]),
+                                end_b=None if ends_b[i] < 0 else int(ends_b[i]),
+                                steps_a=int(steps_a[i]), steps_b=int(steps_b[i])))
+    return tuple(gaps)
 
 
 def align(a: ArmTrace, b: ArmTrace) -> Alignment:
@@ -171,12 +183,12 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
     d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs
     return Alignment(
-        mode="position", requests=names, coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
+        mode="position", requests=tuple(names), coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
         req=req_of[keep][order], pos=pos_of[keep][order],
         a_index=a_idx[keep][order], b_index=b_idx[keep][order],
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
         diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
-        divergences=divergences, notes=notes)
+        divergences=tuple(divergences), notes=tuple(notes))
 
 
 def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:
@@ -187,6 +199,6 @@ def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:
              "proposing steps, which is only sound for a single request, and only the first "
              "proposing row of each step is known"]
     return Alignment(
-        mode="ordinal", requests=[""], req=np.zeros(n, np.int64), pos=np.arange(n, dtype=np.int64),
+        mode="ordinal", requests=("",), req=np.zeros(n, np.int64), pos=np.arange(n, dtype=np.int64),
         a_index=pa[:n], b_index=pb[:n], unmatched_a=pa[n:], unmatched_b=pb[n:],
-        diverged_a=np.zeros(0, np.int64), diverged_b=np.zeros(0, np.int64), notes=notes)
+        diverged_a=np.zeros(0, np.int64), diverged_b=np.zeros(0, np.int64), notes=tuple(notes))

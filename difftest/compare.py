@@ -8,24 +8,20 @@ lists share; with `atol = 0` the comparison is bitwise and a changed top list co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
+from dataclasses import dataclass, replace
 import numpy as np
 
-from difftest.align import Alignment, align
+from difftest.audit import DraftedBlocks
+from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.errors import UsageError
 from difftest.model import ArmTrace, LogitRows
-
-if TYPE_CHECKING:
-    from difftest.audit import DraftedBlocks
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
 SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED = range(6)
 STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RowTable:
     """One entry per block row (compared, unmatched or diverged); nan/-1 where unknown."""
 
@@ -53,12 +49,44 @@ class RowTable:
         return np.isin(self.status, (SAME, DIFFER, NEAR_TIE))
 
 
-@dataclass
+@dataclass(frozen=True)
+class RowPlace:
+    """Where a block row is: request, position, row (1..k)."""
+
+    req: str  # "" under ordinal alignment, where `pos` is the proposing step
+    pos: int
+    row: int
+
+    @property
+    def where(self) -> str:
+        if self.req == "":
+            return f"proposing step {self.pos} row {self.row}"
+        return f"req {self.req} pos {self.pos} row {self.row}"
+
+
+@dataclass(frozen=True)
+class FirstDifference(RowPlace):
+    """The first compared row with a hard token flip."""
+
+    token_a: int  # -1 where that arm drafted no token at that row
+    token_b: int
+    margin_a: float | None
+    margin_b: float | None
+
+
+@dataclass(frozen=True)
+class FirstLogitDifference(RowPlace):
+    """The first compared row whose logits differ beyond atol (or were traced by one arm)."""
+
+    abs_logit_diff: float | None
+
+
+@dataclass(frozen=True)
 class Comparison:
     """What differed between two arms, before any expectation is applied."""
 
     mode: str
-    requests: list[str]
+    requests: tuple[str, ...]
     rows: RowTable
     blocks_compared: int
     blocks_differing: int  # blocks with at least one hard flip
@@ -69,18 +97,16 @@ class Comparison:
     unmatched_a: int
     unmatched_b: int
     context_diverged: int
-    first_difference: dict[str, object] | None
-    first_logit_difference: dict[str, object] | None
-    divergences: list[dict[str, object]]
-    notes: list[str] = field(default_factory=list)
+    first_difference: FirstDifference | None
+    first_logit_difference: FirstLogitDifference | None
+    divergences: tuple[EmitDivergence, ...]
+    notes: tuple[str, ...] = ()
     near_tie: float = 0.0
     atol: float = 0.0
-    coverage_gaps: list[dict[str, object]] = field(default_factory=list)
+    coverage_gaps: tuple[CoverageGap, ...] = ()
 
-    def compared_blocks(self, side: str = "a") -> tuple["DraftedBlocks", np.ndarray]:
+    def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
-        from difftest.audit import DraftedBlocks
-
         r = self.rows
         keep = r.compared & (r.has_a if side == "a" else r.has_b)
         tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
@@ -214,18 +240,55 @@ def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndar
     return diff, differs
 
 
-def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
-            alignment: Alignment | None = None) -> Comparison:
-    """Compare every aligned block row; nothing here knows what was expected."""
-    al = alignment or align(a, b)
-    if al.mode == "position":
-        blocks_a = (a.verifies.draft_ids, a.verifies.draft_off)
-        blocks_b = (b.verifies.draft_ids, b.verifies.draft_off)
-    else:
-        blocks_a = (a.proposes.first_ids, a.proposes.first_off)
-        blocks_b = (b.proposes.first_ids, b.proposes.first_off)
+def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
+    """The near-tie rule, the one place it is written: a flip at a row is a near-tie only when
+    both arms' margins there are known and below `near_tie`. A flip where either margin is
+    unknown is a hard difference. `compare` classifies flips with it and `verdict` asks it
+    whether any compared row could still flip hard."""
+    with np.errstate(invalid="ignore"):
+        return (margin_a < near_tie) & (margin_b < near_tie)
 
-    # -- compared rows -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Rows:
+    """The compared rows of aligned blocks, before any logit is looked at."""
+
+    step: np.ndarray  # index of the aligned block each row belongs to
+    row: np.ndarray  # 0-based
+    req: np.ndarray
+    pos: np.ndarray
+    has_a: np.ndarray
+    has_b: np.ndarray
+    tok_a: np.ndarray
+    tok_b: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Logits:
+    """Per compared row: margins, top-1 logits and the logit difference of the two arms."""
+
+    margin_a: np.ndarray
+    margin_b: np.ndarray
+    logit_a: np.ndarray
+    logit_b: np.ndarray
+    abs_diff: np.ndarray
+    differs: np.ndarray
+    rows_compared: int
+
+
+Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
+
+
+def _blocks(a: ArmTrace, b: ArmTrace, mode: str) -> tuple[Blocks, Blocks]:
+    if mode == "position":
+        return ((a.verifies.draft_ids, a.verifies.draft_off),
+                (b.verifies.draft_ids, b.verifies.draft_off))
+    return ((a.proposes.first_ids, a.proposes.first_off),
+            (b.proposes.first_ids, b.proposes.first_off))
+
+
+def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
+    """One row per drafted position of each aligned block pair (the longer block's length)."""
     len_a = np.diff(blocks_a[1])[al.a_index] if len(al) else np.zeros(0, np.int64)
     len_b = np.diff(blocks_b[1])[al.b_index] if len(al) else np.zeros(0, np.int64)
     k = np.maximum(len_a, len_b)
@@ -239,91 +302,98 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     off_b = blocks_b[1][al.b_index][step] + row if row.size else row
     tok_a[has_a] = blocks_a[0][off_a[has_a]]
     tok_b[has_b] = blocks_b[0][off_b[has_b]]
-    req = al.req[step]
-    pos = al.pos[step]
+    return _Rows(step, row, al.req[step], al.pos[step], has_a, has_b, tok_a, tok_b)
 
-    # -- logits of compared rows ---------------------------------------------------------------
+
+def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, atol: float) -> _Logits:
+    """Look up each compared row's logit lines in both arms (position mode only)."""
+    n = rows.row.size
+    margin_a, margin_b = np.full(n, np.nan), np.full(n, np.nan)
+    logit_a, logit_b = np.full(n, np.nan), np.full(n, np.nan)
+    abs_diff = np.full(n, np.nan)
+    differs = np.zeros(n, dtype=bool)
+    if al.mode != "position" or not (len(a.logits) or len(b.logits)):
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0)
     names = al.requests
-    margin_a = np.full(row.size, np.nan)
-    margin_b = np.full(row.size, np.nan)
-    logit_a = np.full(row.size, np.nan)
-    logit_b = np.full(row.size, np.nan)
-    abs_diff = np.full(row.size, np.nan)
-    logit_differs = np.zeros(row.size, dtype=bool)
-    logit_rows_compared = 0
-    if al.mode == "position" and (len(a.logits) or len(b.logits)):
-        index = {n: i for i, n in enumerate(names)}
-        map_a = np.array([index[n] for n in a.requests], dtype=np.int64)
-        map_b = np.array([index[n] for n in b.requests], dtype=np.int64)
-        keys_of = _RowKeys.covering(len(names), a, b, pos=pos, row=row + 1)
-        want = keys_of(req, pos, row + 1)
-        la = _lookup(*_logit_index(a, map_a, keys_of), want)
-        lb = _lookup(*_logit_index(b, map_b, keys_of), want)
-        ma, mb = a.logits.margins, b.logits.margins
-        sel_a, sel_b = la >= 0, lb >= 0
-        margin_a[sel_a] = ma[la[sel_a]]
-        margin_b[sel_b] = mb[lb[sel_b]]
-        logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
-        logit_b[sel_b] = b.logits.top_vals[lb[sel_b], 0]
-        both = sel_a & sel_b
-        logit_rows_compared = int(both.sum())
-        d, dif = _row_logit_diffs(a.logits, la[both], b.logits, lb[both], atol)
-        abs_diff[both] = d
-        logit_differs[both] = dif
-        # a row traced in one arm only is a difference in what was traced
-        logit_differs |= sel_a ^ sel_b
+    index = {name: i for i, name in enumerate(names)}
+    map_a = np.array([index[name] for name in a.requests], dtype=np.int64)
+    map_b = np.array([index[name] for name in b.requests], dtype=np.int64)
+    keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
+    want = keys_of(rows.req, rows.pos, rows.row + 1)
+    la = _lookup(*_logit_index(a, map_a, keys_of), want)
+    lb = _lookup(*_logit_index(b, map_b, keys_of), want)
+    sel_a, sel_b = la >= 0, lb >= 0
+    margin_a[sel_a] = a.logits.margins[la[sel_a]]
+    margin_b[sel_b] = b.logits.margins[lb[sel_b]]
+    logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
+    logit_b[sel_b] = b.logits.top_vals[lb[sel_b], 0]
+    both = sel_a & sel_b
+    d, dif = _row_logit_diffs(a.logits, la[both], b.logits, lb[both], atol)
+    abs_diff[both] = d
+    differs[both] = dif
+    # a row traced in one arm only is a difference in what was traced
+    differs |= sel_a ^ sel_b
+    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()))
 
-    status = np.full(row.size, SAME, dtype=np.int8)
-    flipped = (tok_a != tok_b) | (has_a != has_b)
-    with np.errstate(invalid="ignore"):
-        tie = (margin_a < near_tie) & (margin_b < near_tie)
-    status[flipped] = DIFFER
-    status[flipped & tie] = NEAR_TIE
 
-    blocks_compared = len(al)
-    hard = np.zeros(blocks_compared, dtype=bool)
-    soft = np.zeros(blocks_compared, dtype=bool)
-    ldiff = np.zeros(blocks_compared, dtype=bool)
-    if row.size:
-        hard[step[status == DIFFER]] = True
-        soft[step[status == NEAR_TIE]] = True
-        ldiff[step[logit_differs]] = True
-    soft &= ~hard
-
-    def where(i: int) -> dict[str, object]:
-        return {"req": names[int(req[i])], "pos": int(pos[i]), "row": int(row[i]) + 1}
-
+def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status: np.ndarray
+                       ) -> tuple[FirstDifference | None, FirstLogitDifference | None]:
+    first = first_logit = None
     hard_rows = np.flatnonzero(status == DIFFER)
-    first = None
     if hard_rows.size:
         i = int(hard_rows[0])
-        first = where(i) | {"token_a": int(tok_a[i]), "token_b": int(tok_b[i]),
-                            "margin_a": _opt(margin_a[i]), "margin_b": _opt(margin_b[i])}
-    logit_rows = np.flatnonzero(logit_differs)
-    first_logit = None
+        first = FirstDifference(
+            req=names[int(rows.req[i])], pos=int(rows.pos[i]), row=int(rows.row[i]) + 1,
+            token_a=int(rows.tok_a[i]), token_b=int(rows.tok_b[i]),
+            margin_a=_opt(lg.margin_a[i]), margin_b=_opt(lg.margin_b[i]))
+    logit_rows = np.flatnonzero(lg.differs)
     if logit_rows.size:
         i = int(logit_rows[0])
-        first_logit = where(i) | {"abs_logit_diff": _opt(abs_diff[i])}
+        first_logit = FirstLogitDifference(
+            req=names[int(rows.req[i])], pos=int(rows.pos[i]), row=int(rows.row[i]) + 1,
+            abs_logit_diff=_opt(lg.abs_diff[i]))
+    return first, first_logit
 
-    rows = _with_uncompared(
-        RowTable(req=req.astype(np.int64), pos=pos.astype(np.int64), row=row + 1, token_a=tok_a,
-                 token_b=tok_b, has_a=has_a, has_b=has_b, status=status, margin_a=margin_a,
-                 margin_b=margin_b, logit_a=logit_a, logit_b=logit_b, abs_logit_diff=abs_diff,
-                 logit_differs=logit_differs),
+
+def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
+            alignment: Alignment | None = None) -> Comparison:
+    """Compare every aligned block row; nothing here knows what was expected."""
+    al = alignment or align(a, b)
+    blocks_a, blocks_b = _blocks(a, b, al.mode)
+    rows = _compared_rows(al, blocks_a, blocks_b)
+    lg = _row_logits(a, b, al, rows, atol)
+
+    status = np.full(rows.row.size, SAME, dtype=np.int8)
+    flipped = (rows.tok_a != rows.tok_b) | (rows.has_a != rows.has_b)
+    status[flipped] = DIFFER
+    status[flipped & near_tie_rows(lg.margin_a, lg.margin_b, near_tie)] = NEAR_TIE
+
+    hard = np.zeros(len(al), dtype=bool)
+    soft = np.zeros(len(al), dtype=bool)
+    ldiff = np.zeros(len(al), dtype=bool)
+    hard[rows.step[status == DIFFER]] = True
+    soft[rows.step[status == NEAR_TIE]] = True
+    ldiff[rows.step[lg.differs]] = True
+    soft &= ~hard
+
+    first, first_logit = _first_differences(al.requests, rows, lg, status)
+    table = _with_uncompared(
+        RowTable(req=rows.req.astype(np.int64), pos=rows.pos.astype(np.int64), row=rows.row + 1,
+                 token_a=rows.tok_a, token_b=rows.tok_b, has_a=rows.has_a, has_b=rows.has_b,
+                 status=status, margin_a=lg.margin_a, margin_b=lg.margin_b,
+                 logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
+                 logit_differs=lg.differs),
         a, b, al, blocks_a, blocks_b)
-    measured = abs_diff[~np.isnan(abs_diff)]  # inf (nan in one arm only) is the largest
+    measured = lg.abs_diff[~np.isnan(lg.abs_diff)]  # inf (nan in one arm only) is the largest
     return Comparison(
-        mode=al.mode, requests=names, rows=rows, blocks_compared=blocks_compared,
+        mode=al.mode, requests=al.requests, rows=table, blocks_compared=len(al),
         blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
-        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=logit_rows_compared,
+        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=lg.rows_compared,
         max_abs_logit_diff=float(measured.max()) if measured.size else None,
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
-        first_logit_difference=first_logit,
-        divergences=[{"req": d.req, "position": d.position, "token_a": d.token_a,
-                      "token_b": d.token_b} for d in al.divergences],
-        notes=list(al.notes), near_tie=near_tie, atol=atol,
-        coverage_gaps=list(al.coverage_gaps))
+        first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
+        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps)
 
 
 def _opt(x: float) -> float | None:
@@ -377,8 +447,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         db = block_rows(b, blocks_b, al.diverged_b, "b", DIVERGED)
         if da is not None and db is not None and len(da) == len(db):
             # same (req, pos) pairs in the same order: show both tokens on one row
-            da.token_b, da.has_b = db.token_b, db.has_b
-            parts.append(da)
+            parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
         else:
             parts.extend(p for p in (da, db) if p is not None)
     if len(parts) > 1:

@@ -16,9 +16,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from difftest.errors import ConfigError, UsageError
+from difftest.kinds import Expect
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -28,8 +29,58 @@ _TOP_TABLES = ("arms", "comparisons", "mutations", "audit")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo")
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "probe")
 _MUTATION_KEYS = ("env", "args")
-_AUDIT_KEYS = ("min_distinct_ids", "min_entropy_bits", "max_blind_radius")
-_EXPECTATIONS = ("same", "differ")
+
+
+class InvalidValue(UsageError):
+    """A value one of the rules below refuses. Each reader adds where the value came from."""
+
+    def __init__(self, key: str, why: str) -> None:
+        self.key = key
+        self.why = why
+        super().__init__(f"{key}: {why}")
+
+
+# -- the rules for comparison and audit values: one place for the TOML loader, command-line
+#    overrides and re-judged run records alike
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__) + (f" ({value!r})" if isinstance(
+        value, (bool, int, float, str)) else "")
+
+
+def _finite_number(key: str, value: object, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidValue(key, f"must be a number, got {_kind(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidValue(key, f"must be a finite number, got {number}")
+    if number < minimum:
+        raise InvalidValue(key, f"must be >= {minimum:g}, got {number:g}")
+    return number
+
+
+def _integer(key: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValue(key, f"must be an integer, got {_kind(value)}")
+    if value < minimum:
+        raise InvalidValue(key, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _expectation(key: str, value: object) -> Expect:
+    try:
+        return Expect(value)
+    except ValueError:
+        raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}") from None
+
+
+def _name(key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidValue(key, f"must be a string, got {_kind(value)}")
+    return value
 
 
 def _as_env(env: Mapping[str, Any]) -> dict[str, str]:
@@ -68,16 +119,29 @@ class ArmSpec:
 
 @dataclass(frozen=True)
 class ComparisonSpec:
-    """A pair of arms and what their drafts must show."""
+    """A pair of arms and what their drafts must show. Every value is checked when the spec is
+    made (and again by `dataclasses.replace`): a bad one raises InvalidValue naming its key."""
 
     name: str
     arm_a: str
     arm_b: str
-    expect: Literal["same", "differ"] = "same"
+    expect: Expect = Expect.SAME
     min_differing: int = 1
     near_tie: float = 0.0
     atol: float = 0.0
     probe: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for key in ("name", "arm_a", "arm_b"):
+            _name(key, getattr(self, key))
+        set_ = object.__setattr__
+        set_(self, "expect", _expectation("expect", self.expect))
+        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
+        set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
+        set_(self, "atol", _finite_number("atol", self.atol))
+        if isinstance(self.probe, str) or not isinstance(self.probe, (list, tuple)):
+            raise InvalidValue("probe", f"must be a list of mutation names, got {self.probe!r}")
+        set_(self, "probe", tuple(_name("probe", m) for m in self.probe))
 
 
 @dataclass(frozen=True)
@@ -103,11 +167,27 @@ class MutationSpec:
 class AuditThresholds:
     """When a trace counts as informative; see ARCHITECTURE.md, 'informative'."""
 
+    # At least 1: a trace that drafted no id can never be informative, so 0 would mean nothing.
     min_distinct_ids: int = 2
     min_entropy_bits: float = 1.0
     # The token comparison counts as blind when even the smallest margin/2 exceeds this: no
     # perturbation below it could move any drafted token.
     max_blind_radius: float = 1.0
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "min_distinct_ids", _integer("min_distinct_ids", self.min_distinct_ids, 1))
+        set_(self, "min_entropy_bits", _finite_number("min_entropy_bits", self.min_entropy_bits))
+        set_(self, "max_blind_radius", _finite_number("max_blind_radius", self.max_blind_radius))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> AuditThresholds:
+        """Thresholds from a table (TOML [audit], a run record): defaults for what is absent."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in known:
+                raise InvalidValue(key, f"unknown key (known: {', '.join(known)})")
+        return cls(**values)  # type: ignore[arg-type]  # each value is checked by __post_init__
 
 
 @dataclass(frozen=True)
@@ -269,20 +349,6 @@ class _Checker:
             raise self.fail(table, f"key {key!r}: must be >= {minimum:g}, got {value:g}")
         return value
 
-    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(table, f"key {key!r}: must be an integer, got {_kind(value)}")
-        if value < minimum:
-            raise self.fail(table, f"key {key!r}: must be >= {minimum}, got {value}")
-        return value
-
-
-def _kind(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-             list: "an array", dict: "a table"}
-    return names.get(type(value), type(value).__name__) + (f" ({value!r})" if isinstance(
-        value, (bool, int, float, str)) else "")
-
 
 def _argv_hint(text: str) -> str:
     return "[" + ", ".join(f'"{w}"' for w in text.split()) + "]" if text.split() else '["program"]'
@@ -334,18 +400,10 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
         comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
                                         arms, mutations)
 
-    raw_audit = data.get("audit", {})
-    check.keys("audit", raw_audit, _AUDIT_KEYS)
-    defaults = AuditThresholds()
-    audit = AuditThresholds(
-        min_distinct_ids=check.integer("audit", "min_distinct_ids",
-                                       raw_audit["min_distinct_ids"], minimum=1)
-        if "min_distinct_ids" in raw_audit else defaults.min_distinct_ids,
-        min_entropy_bits=check.number("audit", "min_entropy_bits", raw_audit["min_entropy_bits"])
-        if "min_entropy_bits" in raw_audit else defaults.min_entropy_bits,
-        max_blind_radius=check.number("audit", "max_blind_radius", raw_audit["max_blind_radius"])
-        if "max_blind_radius" in raw_audit else defaults.max_blind_radius,
-    )
+    try:
+        audit = AuditThresholds.from_mapping(data.get("audit", {}))
+    except InvalidValue as exc:
+        raise check.fail("audit", f"key {exc.key!r}: {exc.why}") from None
     return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit)
 
 
@@ -402,20 +460,14 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
-    expect = raw.get("expect", "same")
-    check.string(table, "expect", expect)
-    if expect not in _EXPECTATIONS:
-        raise check.fail(table, f"key 'expect': must be \"same\" or \"differ\", got {expect!r}")
     probe = check.strings(table, "probe", raw["probe"]) if "probe" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
-    return ComparisonSpec(
-        name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"], expect=expect,
-        min_differing=check.integer(table, "min_differing", raw["min_differing"], minimum=1)
-        if "min_differing" in raw else 1,
-        near_tie=check.number(table, "near_tie", raw["near_tie"]) if "near_tie" in raw else 0.0,
-        atol=check.number(table, "atol", raw["atol"]) if "atol" in raw else 0.0,
-        probe=probe,
-    )
+    values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol") if k in raw}
+    try:
+        return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
+                              probe=probe, **values)
+    except InvalidValue as exc:
+        raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+from pathlib import Path
 
 
 class ExitCode(IntEnum):
@@ -45,6 +47,24 @@ class TraceError(DifftestError):
         super().__init__(f"{self.path}:{line}: {message}")
 
 
+@dataclass(frozen=True)
+class ArmFailure:
+    """Why an arm produced nothing to compare: a record, so a report can hold it as data."""
+
+    arm: str
+    message: str
+    returncode: int | None = None
+    stderr_tail: str = ""
+
+    def __str__(self) -> str:
+        text = f"arm {self.arm!r}: {self.message}"
+        if self.returncode is not None:
+            text += f" (exit code {self.returncode})"
+        if self.stderr_tail:
+            text += "\n--- last lines of its stderr ---\n" + self.stderr_tail
+        return text
+
+
 class ArmFailedError(DifftestError):
     """An arm that crashed, timed out, could not start, or drafted nothing."""
 
@@ -52,19 +72,20 @@ class ArmFailedError(DifftestError):
 
     def __init__(self, arm: str, message: str, returncode: int | None = None,
                  stderr_tail: str = "") -> None:
+        self.failure = ArmFailure(arm, message, returncode, stderr_tail)
         self.arm = arm
         self.returncode = returncode
         self.stderr_tail = stderr_tail
-        text = f"arm {arm!r}: {message}"
-        if returncode is not None:
-            text += f" (exit code {returncode})"
-        if stderr_tail:
-            text += "\n--- last lines of its stderr ---\n" + stderr_tail
-        super().__init__(text)
+        super().__init__(str(self.failure))
 
 
 class BuildError(ArmFailedError):
-    """The build of a git-ref arm failed; the message points at the build log."""
+    """The build of a git-ref arm failed; `log_path` is the build log."""
+
+    def __init__(self, arm: str, message: str, returncode: int | None = None,
+                 stderr_tail: str = "", *, log_path: Path | None = None) -> None:
+        super().__init__(arm, message, returncode, stderr_tail)
+        self.log_path = log_path
 
 
 class GitError(DifftestError):

@@ -29,7 +29,7 @@ from typing import Any
 
 from difftest import __version__
 from difftest.config import ArmSpec
-from difftest.errors import ArmFailedError, DifftestError, UsageError
+from difftest.errors import ArmFailedError, BuildError, DifftestError, UsageError
 
 META_NAME = "meta.json"
 META_FORMAT = 1
@@ -300,10 +300,7 @@ def _prepare_git_arm(arm: _Arm, cache_dir: Path | None) -> None:
             # worktree names the ref as the "arm"; the arm's own name is added by failure().
             text = text.removeprefix(f"arm {exc.arm!r}: ")
         arm.error = f"git ref {spec.git_ref!r}: {text}"
-        log = getattr(exc, "build_log", None)
-        if log is None:
-            found = re.search(r"; log: (.+?)(?: \(exit code -?\d+\))?(?:\n|$)", text)
-            log = found.group(1).strip() if found else None
+        log = exc.log_path if isinstance(exc, BuildError) else None
         arm.build_log = str(log) if log else None
         return
     except OSError as exc:

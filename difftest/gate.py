@@ -8,17 +8,18 @@ claim a coverage it does not have.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from difftest.audit import AuditThresholds
 from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
-from difftest.errors import ExitCode
+from difftest.errors import ExitCode, UsageError
 from difftest.execute import ArmResult
+from difftest.kinds import Expect, VerdictKind
 from difftest.pipeline import (
     ComparisonReport, arm_pair, evaluate, outcomes_from_run, run_arm_set, self_pair, spec_meta,
-    thresholds_of, write_reports,
+    thresholds_of,
 )
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
@@ -29,25 +30,29 @@ def worst(codes: Sequence[ExitCode]) -> ExitCode:
     return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
 
 
-@dataclass
+@dataclass(frozen=True)
 class MutationResult:
     name: str
     killed: bool
     killed_by: str | None  # tokens | logits | emitted | arm-failed; None when it survived
-    measures: list[str]
+    measures: tuple[str, ...]
     blocks_differing: int
     blocks_logit_differing: int
     report: ComparisonReport
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeReport:
     comparison: str
     arm_a: str
     arm_b: str
     baseline: ComparisonReport
-    mutations: list[MutationResult]
-    notes: list[str] = field(default_factory=list)
+    mutations: tuple[MutationResult, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.baseline.run_dir
 
     @property
     def mutation_score(self) -> float:
@@ -60,7 +65,8 @@ class ProbeReport:
 
     @property
     def failed_arms(self) -> list[str]:
-        return [m.name for m in self.mutations if m.report.verdict.verdict == "arm-failed"]
+        return [m.name for m in self.mutations
+                if m.report.verdict.verdict is VerdictKind.ARM_FAILED]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -80,8 +86,8 @@ def mutated_arm(config: Config, arm: ArmSpec, mutation: str) -> ArmSpec:
 
 def _measures(report: ComparisonReport) -> list[str]:
     c = report.comparison
-    if report.verdict.verdict == "arm-failed":
-        return ["arm-failed"]
+    if report.verdict.verdict is VerdictKind.ARM_FAILED:
+        return [str(VerdictKind.ARM_FAILED)]
     if c is None:
         return []
     out = []
@@ -97,18 +103,18 @@ def _measures(report: ComparisonReport) -> list[str]:
 def _killed(rep: ComparisonReport) -> bool:
     """Did the comparison go red because of what the mutated arm drafted?"""
     v = rep.verdict
-    if v.verdict == "arm-failed":
+    if v.verdict is VerdictKind.ARM_FAILED:
         return False
-    if rep.spec.expect == "same":
-        return v.verdict == "differ"
+    if rep.spec.expect is Expect.SAME:
+        return v.verdict is VerdictKind.DIFFER
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
 
 def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequence[str],
-                        results: dict[str, ArmResult], thresholds: AuditThresholds,
+                        results: Mapping[str, ArmResult], thresholds: AuditThresholds,
                         run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
     notes = []
-    if spec.expect != "same":
+    if spec.expect is not Expect.SAME:
         notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
                      "comparison stops seeing the difference it expects")
     out: list[MutationResult] = []
@@ -119,14 +125,14 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
         rep = evaluate(mspec, a, b, thresholds, run_dir)
         measures = _measures(rep)
         killed = _killed(rep)
-        if killed and spec.expect != "same":
+        if killed and spec.expect is not Expect.SAME:
             measures = ["expectation"]  # caught because the expected difference went away
         c = rep.comparison
         out.append(MutationResult(
             name=name, killed=killed, killed_by=measures[0] if killed else None,
-            measures=measures, blocks_differing=c.blocks_differing if c else 0,
+            measures=tuple(measures), blocks_differing=c.blocks_differing if c else 0,
             blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
-    return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, out, notes)
+    return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, tuple(out), tuple(notes))
 
 
 def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,
@@ -143,16 +149,15 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
                                    extra_meta=spec_meta(spec, th) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir)
-    write_reports(baseline)
     return _probe_from_results(config, spec, names, results, th, run_dir, baseline)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
     config: Path
     run_dir: Path | None
-    reports: list[ComparisonReport]
-    probes: dict[str, ProbeReport]
+    reports: tuple[ComparisonReport, ...]
+    probes: Mapping[str, ProbeReport]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -165,15 +170,13 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
               run_root: Path | None = None, progress: bool | None = None,
               cache_dir: Path | None = None, probes: bool = True) -> CheckResult:
     """Every configured comparison (or `only` those), arms shared between them run once."""
-    from difftest.errors import UsageError
-
     names = list(only) if only else list(config.comparisons)
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
     configured = [config.comparison(n) for n in names]
     specs = [self_pair(s, config.arms) for s in configured]
     arms: dict[str, ArmSpec] = {}
-    for configured_spec, s in zip(configured, specs):
+    for configured_spec, s in zip(configured, specs, strict=True):
         for arm in arm_pair(config, configured_spec):
             arms.setdefault(arm.name, arm)
         if probes:
@@ -194,4 +197,4 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
         if probes and s.probe:
             probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,
                                                         run_dir, rep)
-    return CheckResult(config.path, run_dir, reports, probe_reports)
+    return CheckResult(config.path, run_dir, tuple(reports), probe_reports)

@@ -7,7 +7,7 @@ Python objects. Request ids are interned: `requests[code]` is the name, arrays h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -26,7 +26,7 @@ def ragged(ids: np.ndarray, offsets: np.ndarray, i: int) -> np.ndarray:
     return ids[offsets[i]:offsets[i + 1]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
     """An invariant violation or a notable event, with the line that showed it."""
 
@@ -39,7 +39,7 @@ class Finding:
         return f"{self.path}:{self.line}: {self.message}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verifies:
     """One `[SPECTRACE]` line each: a verify of one request's drafted block.
 
@@ -67,7 +67,7 @@ class Verifies:
         return ragged(self.emit_ids, self.emit_off, i)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Proposes:
     """One `[spec-propose]` line each. `rows == 0` marks the `NO proposing rows` form."""
 
@@ -91,7 +91,7 @@ class Proposes:
         return self.rows > 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogitRows:
     """One `[spec-logits]` line each: top-K raw logits of one sampled block row.
 
@@ -134,7 +134,7 @@ class LogitRows:
         return np.all(np.isfinite(self.top_vals) | ~cols, axis=1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phases:
     """`[spec-phase]` (level 1) and `[spec-phase-dev]` (level 2) wall-clock segments, in ms."""
 
@@ -150,7 +150,7 @@ class Phases:
     dev_line: np.ndarray
 
 
-@dataclass
+@dataclass(frozen=True)
 class Route:
     """A `[dflash-route]` line: which attention lane ran (`combined` counts the materialized one)."""
 
@@ -158,7 +158,7 @@ class Route:
     counters: dict[str, int]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Notice:
     """A request that outgrew the draft speculative context and stopped speculating."""
 
@@ -167,22 +167,22 @@ class Notice:
     text: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmTrace:
     """Everything one arm's trace said, in the order of the data flow's first stage."""
 
     path: str
-    requests: list[str]
+    requests: tuple[str, ...]
     verifies: Verifies
     proposes: Proposes
     logits: LogitRows
     phases: Phases
-    routes: list[Route] = field(default_factory=list)
-    notices: list[Notice] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    routes: tuple[Route, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    findings: tuple[Finding, ...] = ()
     lines_total: int = 0
     lines_skipped: int = 0  # other program output, counted and skipped
-    engine_errors: list[Finding] = field(default_factory=list)  # `vt: ...` failure lines
+    engine_errors: tuple[Finding, ...] = ()  # `vt: ...` failure lines
     truncated: bool = False
     drafting: DraftingKind | None = None  # from a `[spec-drafting]` header; None when absent
 

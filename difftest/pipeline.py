@@ -1,5 +1,5 @@
-"""The library API behind `compare`, `check`, `probe` and `export`: arms -> trace -> align ->
-compare/audit -> verdict, with every artefact written into the run directory.
+"""The analysis behind `compare`, `check`, `probe` and `export`: arms -> trace -> align ->
+compare/audit -> verdict. Nothing here writes a report: `difftest.api` does, after.
 
 Raw captures and meta.json are written by `execute` before anything here reads them; analysis
 results are added afterwards, so a crash in analysis loses nothing that was captured.
@@ -7,40 +7,34 @@ results are added afterwards, so a crash in analysis loses nothing that was capt
 
 from __future__ import annotations
 
-import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Collection, Mapping, Sequence
 
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
-from difftest.config import ArmSpec, ComparisonSpec, Config
-from difftest.errors import ArmFailedError, InterruptedRun, UsageError
-from difftest.execute import (
-    ArmResult, load_run, new_run_dir, run_arms, write_json_atomic, write_text_atomic,
-)
+from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
+from difftest.execute import ArmResult, load_run, new_run_dir, run_arms
+from difftest.kinds import Expect
 from difftest.model import ArmTrace
 from difftest.trace import parse_trace
 from difftest.verdict import Verdict, arm_failed, judge
 
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
-DIFF_CSV = "diff.csv"
-
-
-@dataclass
+@dataclass(frozen=True)
 class ArmOutcome:
-    """One arm as the comparison saw it: its run (if difftest ran it), trace and audit."""
+    """One arm as the comparison saw it: its run (if difftest ran it), trace and audit, or why
+    it produced nothing to compare."""
 
     name: str
     trace_path: Path
     result: ArmResult | None = None
     trace: ArmTrace | None = None
     audit: TraceAudit | None = None
-    failure: ArmFailedError | None = None
+    failure: ArmFailure | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ComparisonReport:
     name: str
     spec: ComparisonSpec
@@ -51,84 +45,68 @@ class ComparisonReport:
     thresholds: AuditThresholds
     run_dir: Path | None = None
 
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.verdict.exit_code
+
 
 def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-def with_overrides(spec: ComparisonSpec, *, expect: str | None = None,
+def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
                    near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None) -> ComparisonSpec:
-    """The spec with the command line's overrides applied (None leaves a value alone)."""
+                   min_differing: int | None = None,
+                   where: str = "the command line") -> ComparisonSpec:
+    """The spec with overrides applied (None leaves a value alone), checked by the same rules
+    as a config file's."""
     changes = {k: v for k, v in (("expect", expect), ("near_tie", near_tie), ("atol", atol),
                                  ("min_differing", min_differing)) if v is not None}
-    out = replace(spec, **changes)
-    check_spec(out, "the command line")
-    return out
+    try:
+        return replace(spec, **changes)
+    except InvalidValue as exc:
+        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 
 
-def check_spec(spec: ComparisonSpec, where: str) -> None:
-    """A comparison read from elsewhere than a config file holds what the config would allow."""
-    def bad(key: str, why: str) -> UsageError:
-        return UsageError(f"{where}: comparison {key}: {why}, got {getattr(spec, key)!r}")
-
-    for key in ("name", "arm_a", "arm_b"):
-        if not isinstance(getattr(spec, key), str):
-            raise bad(key, "expected a string")
-    if spec.expect not in ("same", "differ"):
-        raise bad("expect", "expected 'same' or 'differ'")
-    for key in ("near_tie", "atol"):
-        value = getattr(spec, key)
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value < 0):
-            raise bad(key, "expected a finite number >= 0")
-    if (isinstance(spec.min_differing, bool) or not isinstance(spec.min_differing, int)
-            or spec.min_differing < 1):
-        raise bad("min_differing", "expected an integer >= 1")
-    if not all(isinstance(m, str) for m in spec.probe):
-        raise bad("probe", "expected mutation names")
+def _spec_from(raw: dict[str, object], where: str) -> ComparisonSpec:
+    try:
+        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
+    except InvalidValue as exc:
+        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+    except TypeError as exc:
+        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
 
 
 def _thresholds_from(saved: object, where: str) -> AuditThresholds:
     if not isinstance(saved, dict):
         return AuditThresholds()
     try:
-        th = AuditThresholds(**saved)
-    except TypeError as exc:
-        raise UsageError(f"{where}: audit thresholds: {exc}") from None
-    for key, value in asdict(th).items():
-        integral = key == "min_distinct_ids"
-        kinds = (int,) if integral else (int, float)
-        if (isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value)
-                or value < 0):
-            raise UsageError(f"{where}: audit threshold {key}: expected "
-                             f"{'an integer' if integral else 'a finite number'} >= 0, "
-                             f"got {value!r}")
-    return th
+        return AuditThresholds.from_mapping(saved)
+    except InvalidValue as exc:
+        raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
              thresholds: AuditThresholds) -> ArmOutcome:
-    out = ArmOutcome(name, trace_path, result)
-    if result is not None and not result.ok:
-        out.failure = result.failure()
-        return out
-    out.trace = parse_trace(trace_path)
-    out.audit = audit_trace(out.trace, thresholds)
-    out.failure = _health_failure(name, out.trace)
-    return out
+    if result is not None:
+        error = result.failure()
+        if error is not None:
+            return ArmOutcome(name, trace_path, result, failure=error.failure)
+    trace = parse_trace(trace_path)
+    return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
+                      _health_failure(name, trace))
 
 
-def _health_failure(name: str, trace: ArmTrace) -> ArmFailedError | None:
+def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     """An arm whose own trace says it failed: an engine error line, or a cut-off stream."""
     if trace.engine_errors:
         first = trace.engine_errors[0]
         more = f" (and {len(trace.engine_errors) - 1} more)" if len(trace.engine_errors) > 1 else ""
-        return ArmFailedError(name, f"the engine reported an error at {first.path}:{first.line}: "
+        return ArmFailure(name, f"the engine reported an error at {first.path}:{first.line}: "
                                     f"{first.message}{more}")
     cut = next((f for f in trace.findings if f.kind == "truncated"), None)
     if cut is not None:
-        return ArmFailedError(name, f"its trace is cut off mid-line at {cut.path}:{cut.line} "
+        return ArmFailure(name, f"its trace is cut off mid-line at {cut.path}:{cut.line} "
                                     "(was the runner killed?)")
     return None
 
@@ -144,7 +122,8 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
-    verdict.reasons += [f"{o.name}: {n.text}" for o in (a, b) for n in o.trace.notices]
+    verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
+                                    for n in t.notices])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
 
 
@@ -204,7 +183,7 @@ def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
                    progress: bool | None = None,
                    cache_dir: Path | None = None) -> ComparisonReport:
-    """Run both arms of a comparison and judge them; reports are written into the run dir."""
+    """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
     spec = self_pair(spec, config.arms)
@@ -212,12 +191,10 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
                                    progress=progress, extra_meta=spec_meta(spec, th),
                                    cache_dir=cache_dir)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    report = evaluate(spec, a, b, th, run_dir)
-    write_reports(report)
-    return report
+    return evaluate(spec, a, b, th, run_dir)
 
 
-def rejudge_run(run_dir: Path, *, expect: str | None = None, near_tie: float | None = None,
+def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
                 thresholds: AuditThresholds | None = None) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run."""
@@ -231,14 +208,7 @@ def rejudge_run(run_dir: Path, *, expect: str | None = None, near_tie: float | N
                              f"{len(names)} arm(s), not 2")
         raw = {"name": Path(run_dir).name, "arm_a": names[0], "arm_b": names[1]}
     where = str(Path(run_dir) / "meta.json")
-    if not isinstance(raw.get("probe", []), list):
-        raise UsageError(f"{where}: comparison probe: expected a list of mutation names, got "
-                         f"{raw['probe']!r}")
-    try:
-        spec = ComparisonSpec(**{k: (tuple(v) if k == "probe" else v) for k, v in raw.items()})
-    except TypeError as exc:
-        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
-    check_spec(spec, where)
+    spec = _spec_from(raw, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing)
     if thresholds is None:
@@ -249,15 +219,3 @@ def rejudge_run(run_dir: Path, *, expect: str | None = None, near_tie: float | N
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir))
-
-
-def write_reports(report: ComparisonReport) -> None:
-    """report.json, report.md and diff.csv into the run directory, each written atomically."""
-    if report.run_dir is None:
-        return
-    from difftest.report import comparison as render
-
-    write_json_atomic(report.run_dir / REPORT_JSON, render.to_dict(report))
-    write_text_atomic(report.run_dir / REPORT_MD, render.render_markdown(report))
-    if report.comparison is not None:
-        render.write_csv(report, report.run_dir / DIFF_CSV)

@@ -291,7 +291,8 @@ def _run_build(argv: list[str], cwd: Path, log: Path, ref: str, sha: str,
                env: Mapping[str, str] | None, timeout_s: float | None) -> None:
     """Run the build with its output in `log`; raise BuildError unless it exits 0."""
     def fail(message: str, rc: int | None) -> BuildError:
-        return BuildError(arm=ref, message=message, returncode=rc, stderr_tail=_log_tail(log))
+        return BuildError(arm=ref, message=message, returncode=rc, stderr_tail=_log_tail(log),
+                          log_path=log)
 
     with open(log, "wb") as out:
         out.write(f"# difftest build of {sha} in {cwd}: {argv}\n".encode())

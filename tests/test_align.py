@@ -32,14 +32,14 @@ def verify_steps(trace: ArmTrace, index: np.ndarray) -> list[tuple[str, int]]:
 def test_identical_arms_pair_every_step_in_trace_order() -> None:
     a, b, al = pair("agree_a.log", "agree_b.log")
     assert al.mode == "position"
-    assert al.requests == ["a", "b"]
+    assert al.requests == ("a", "b")
     # the order in which arm A ran them, not sorted by request
     assert steps(al) == [("a", 5), ("b", 7), ("a", 8), ("b", 9), ("a", 9), ("b", 10), ("a", 13)]
     assert verify_steps(a, al.a_index) == steps(al)
     assert verify_steps(b, al.b_index) == steps(al)
     assert al.unmatched_a.size == al.unmatched_b.size == 0
     assert al.diverged_a.size == al.diverged_b.size == 0
-    assert al.divergences == [] and al.notes == []
+    assert al.divergences == () and al.notes == ()
 
 
 def test_acceptance_shift_leaves_the_b_only_position_unmatched() -> None:
@@ -50,12 +50,12 @@ def test_acceptance_shift_leaves_the_b_only_position_unmatched() -> None:
     assert verify_steps(b, al.unmatched_b) == [("a", 12)]
     assert ("a", 13) in steps(al)
     # the emitted streams agree (lossless verify): nothing is cut
-    assert al.divergences == [] and al.diverged_a.size == 0
+    assert al.divergences == () and al.diverged_a.size == 0
 
 
 def test_emitted_divergence_cuts_later_steps_of_that_request_only() -> None:
     a, b, al = pair("agree_a.log", "diverge_b.log")
-    assert al.divergences == [EmitDivergence(req="a", position=8, token_a=50, token_b=51)]
+    assert al.divergences == (EmitDivergence(req="a", position=8, token_a=50, token_b=51),)
     # a@8 drafted from context [0, 8), which both arms shared: it is still compared
     assert steps(al) == [("a", 5), ("b", 7), ("a", 8), ("b", 9), ("b", 10)]
     assert verify_steps(a, al.diverged_a) == [("a", 9), ("a", 13)]
@@ -74,7 +74,7 @@ def test_divergence_inside_an_accepted_run_is_found_at_its_token() -> None:
         "[SPECTRACE] req=r pos=3 k=2 ns=1 acc=0 draft=[ 6 6 ] emit=[ 9 ]",
     ])
     al = align(a, b)
-    assert al.divergences == [EmitDivergence("r", 1, 2, 7)]
+    assert al.divergences == (EmitDivergence("r", 1, 2, 7),)
     assert steps(al) == [("r", 0)]
     assert verify_steps(a, al.diverged_a) == [("r", 3)]
     assert verify_steps(b, al.unmatched_b) == [("r", 2)]
@@ -85,7 +85,7 @@ def test_a_request_only_one_arm_ran_is_unmatched_under_one_numbering() -> None:
     a = parse_lines(base)
     b = parse_lines(["[SPECTRACE] req=y pos=4 k=2 ns=1 acc=0 draft=[ 1 2 ] emit=[ 3 ]"] + base)
     al = align(a, b)
-    assert al.requests == ["x", "y"]
+    assert al.requests == ("x", "y")
     assert steps(al) == [("x", 4)]
     assert verify_steps(b, al.unmatched_b) == [("y", 4)]
 
@@ -98,7 +98,7 @@ def test_a_position_verified_twice_uses_the_last_and_says_so() -> None:
     b = parse_lines(["[SPECTRACE] req=r pos=4 k=2 ns=1 acc=0 draft=[ 5 6 ] emit=[ 3 ]"])
     al = align(a, b)
     assert al.a_index.tolist() == [1]
-    assert al.notes == ["arm A verified 1 (request, pos) pair(s) twice; the last is used"]
+    assert al.notes == ("arm A verified 1 (request, pos) pair(s) twice; the last is used",)
 
 
 def test_propose_only_traces_fall_back_to_ordinals_with_the_single_request_note() -> None:

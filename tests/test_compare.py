@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from difftest.compare import STATUS_NAMES, Comparison, compare
+from difftest.align import EmitDivergence
+from difftest.compare import STATUS_NAMES, Comparison, FirstDifference, compare
 from difftest.model import ArmTrace
 from difftest.trace import parse_text, parse_trace
 
@@ -66,8 +67,8 @@ def test_hard_flips_are_counted_per_block_and_the_first_one_is_named() -> None:
     assert c.blocks_differing == 2 and c.blocks_near_tie == 0
     assert statuses(c) == {"same": 19, "differ": 2}
     # first in the order the arms ran (b@7 ran before a@8), not in sorted order
-    assert c.first_difference == {"req": "b", "pos": 7, "row": 3, "token_a": 5, "token_b": 77,
-                                  "margin_a": 2.25, "margin_b": 3.0}
+    assert c.first_difference == FirstDifference(req="b", pos=7, row=3, token_a=5, token_b=77,
+                                                 margin_a=2.25, margin_b=3.0)
     rows = table(c)
     assert rows[("a", 8, 2)]["status"] == "differ"
     assert (rows[("a", 8, 2)]["a"], rows[("a", 8, 2)]["b"]) == (42, 99)
@@ -94,7 +95,7 @@ def test_acceptance_shift_without_tolerance_counts_only_the_flip_that_caused_it(
     c = compare(*traces("agree_a.log", "shift_b.log"))
     assert c.blocks_differing == 1 and c.unmatched_b == 1
     assert c.first_difference is not None
-    assert (c.first_difference["req"], c.first_difference["pos"], c.first_difference["row"]) == \
+    assert (c.first_difference.req, c.first_difference.pos, c.first_difference.row) == \
         ("a", 9, 3)
 
 
@@ -103,7 +104,7 @@ def test_context_diverged_steps_are_listed_but_not_compared() -> None:
     assert c.blocks_compared == 5 and c.context_diverged == 2
     # their drafts differ in every row, and none of that counts
     assert c.blocks_differing == 0 and c.first_difference is None
-    assert c.divergences == [{"req": "a", "position": 8, "token_a": 50, "token_b": 51}]
+    assert c.divergences == (EmitDivergence(req="a", position=8, token_a=50, token_b=51),)
     rows = table(c)
     assert [(rows[("a", 9, r)]["a"], rows[("a", 9, r)]["b"]) for r in (1, 2, 3)] == \
         [(51, 81), (52, 82), (53, 83)]
@@ -131,8 +132,8 @@ def test_margins_of_a_flip_are_reported_from_each_arms_logits() -> None:
     c = compare(*traces("agree_a.log", "ties_b.log"), near_tie=0.05, atol=0.6)
     cell = table(c)[("b", 9, 2)]
     assert cell["margin_a"] == pytest.approx(0.03) and cell["margin_b"] == pytest.approx(0.53)
-    assert c.first_difference is not None and c.first_difference["row"] == 2
-    assert c.first_difference["margin_b"] == pytest.approx(0.53)
+    assert c.first_difference is not None and c.first_difference.row == 2
+    assert c.first_difference.margin_b == pytest.approx(0.53)
 
 
 def test_a_near_tie_still_moves_the_logits_and_atol_zero_sees_it() -> None:
@@ -147,9 +148,9 @@ def test_logit_only_difference_fails_bitwise_and_passes_within_atol() -> None:
     assert exact.blocks_differing == 0 and statuses(exact) == {"same": 21}
     assert exact.blocks_logit_differing == 1
     assert exact.first_logit_difference is not None
-    assert {k: exact.first_logit_difference[k] for k in ("req", "pos", "row")} == \
+    assert {k: getattr(exact.first_logit_difference, k) for k in ("req", "pos", "row")} == \
         {"req": "a", "pos": 5, "row": 2}
-    assert exact.first_logit_difference["abs_logit_diff"] == pytest.approx(1e-3)
+    assert exact.first_logit_difference.abs_logit_diff == pytest.approx(1e-3)
     assert exact.max_abs_logit_diff == pytest.approx(1e-3)
     loose = compare(a, b, atol=0.01)
     assert loose.blocks_logit_differing == 0 and loose.first_logit_difference is None
@@ -199,8 +200,8 @@ def test_level1_traces_compare_tokens_with_every_logit_cell_unknown() -> None:
 def test_ordinal_rows_carry_the_ordinal_of_the_proposing_step() -> None:
     c = compare(*traces("propose_a.log", "propose_b.log"))
     assert c.mode == "ordinal" and c.blocks_compared == 4
-    assert c.first_difference == {"req": "", "pos": 2, "row": 2, "token_a": 30, "token_b": 31,
-                                  "margin_a": None, "margin_b": None}
+    assert c.first_difference == FirstDifference(req="", pos=2, row=2, token_a=30, token_b=31,
+                                                 margin_a=None, margin_b=None)
     rows = table(c)
     # B's fifth proposing step has ordinal 4 (the NO-proposing line in between is no step)
     assert [rows[("", 4, r)]["b"] for r in (1, 2, 3)] == [12, 6, 33]
@@ -223,7 +224,7 @@ def test_logit_rows_of_thousands_of_requests_are_keyed_apart() -> None:
     for bump in ("r0", "r4095", "r4096"):
         c = compare(base, trace(bump))
         assert c.blocks_logit_differing == 1, bump
-        assert c.first_logit_difference["req"] == bump
+        assert c.first_logit_difference.req == bump
 
 
 def test_equal_infinite_logits_are_equal() -> None:
@@ -261,4 +262,4 @@ def test_rank_keys_keep_requests_apart_when_value_keys_would_wrap() -> None:
             "[SPECTRACE] req=b pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 6 ]\n"
             "[spec-logits] req=a pos=1099511627775 row=2147483647 top=[ 4:2 5:1 ]\n")
     c = compare(trace(2.0), trace(2.5))
-    assert c.blocks_logit_differing == 1 and c.first_logit_difference["req"] == "b"
+    assert c.blocks_logit_differing == 1 and c.first_logit_difference.req == "b"

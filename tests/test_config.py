@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,8 @@ def test_good_fixture_every_key() -> None:
                  id="unknown-audit-key"),
     pytest.param(ARM + '[audit]\nmin_distinct_ids = "2"\n', "[audit]: key 'min_distinct_ids': "
                  "must be an integer, got a string ('2')", id="audit-type"),
+    pytest.param(ARM + "[audit]\nmin_distinct_ids = 0\n", "[audit]: key 'min_distinct_ids': "
+                 "must be >= 1, got 0", id="audit-zero-distinct-ids"),
     pytest.param(ARM + "[audit]\nmax_blind_radius = -1\n", "[audit]: key 'max_blind_radius': "
                  "must be >= 0", id="audit-negative"),
 ])
@@ -363,3 +366,20 @@ def test_mutation_apply_and_with_changes() -> None:
     assert arm.command == ("python", "-m", "r")  # the base is untouched
     moved = arm.with_changes(cwd="sub", timeout_s=5)
     assert moved.cwd == Path("sub") and moved.timeout_s == 5 and moved.name == "paged"
+
+
+def test_one_rule_for_thresholds_and_comparisons_wherever_they_come_from() -> None:
+    """The loader, command-line overrides and re-judged run records all build these records,
+    and the records check their own values: no reader can accept what another refuses."""
+    from difftest import api
+    from difftest.config import ComparisonSpec, InvalidValue
+
+    with pytest.raises(InvalidValue, match="min_distinct_ids: must be >= 1, got 0"):
+        AuditThresholds(min_distinct_ids=0)
+    with pytest.raises(UsageError, match="audit threshold min_distinct_ids: must be >= 1"):
+        api.audit(DATA.parent / "two_requests_level3.log", min_distinct_ids=0)
+    spec = ComparisonSpec(name="c", arm_a="a", arm_b="b")
+    with pytest.raises(InvalidValue, match="near_tie: must be a finite number, got nan"):
+        dataclasses.replace(spec, near_tie=float("nan"))
+    with pytest.raises(InvalidValue, match="expect: must be \"same\" or \"differ\""):
+        ComparisonSpec(name="c", arm_a="a", arm_b="b", expect="maybe")  # type: ignore[arg-type]

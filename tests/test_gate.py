@@ -215,8 +215,8 @@ arm_b = "token"
     assert by_name["comment"].verdict.verdict == "agree", by_name["comment"].verdict.reasons
     token = by_name["token"]
     assert token.verdict.verdict == "differ"
-    assert token.comparison.first_difference["req"] == "r"
-    assert (token.comparison.first_difference["pos"], token.comparison.first_difference["row"]) \
+    assert token.comparison.first_difference.req == "r"
+    assert (token.comparison.first_difference.pos, token.comparison.first_difference.row) \
         == (6, 3)
     assert token.comparison.blocks_differing == 1
     assert len(builds.read_text().splitlines()) == 3  # one build per sha

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from difftest import pipeline
+from difftest import api, pipeline
+from difftest.report import rundir
 from difftest.config import ComparisonSpec, Config, parse_config
 from difftest.errors import ExitCode, TraceError, UsageError
 
@@ -52,7 +53,7 @@ def run(tmp_path: Path, a: dict[str, object], b: dict[str, object], **spec: obje
         ) -> pipeline.ComparisonReport:
     cfg = config(tmp_path, {"base": a, "cand": b},
                  {"pair": {"arm_a": "base", "arm_b": "cand", **spec}})
-    return pipeline.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+    return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                                    progress=False)
 
 
@@ -127,8 +128,8 @@ def test_a_crashed_arm_fails_the_run_with_its_name_exit_code_and_stderr(tmp_path
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": crash})
     v = rep.verdict
     assert (v.verdict, v.exit_code, v.passed) == ("arm-failed", ExitCode.ARM_FAILED, False)
-    assert v.reasons == ["arm 'cand': exited with an error (exit code 3)\n--- last lines of its "
-                         "stderr ---\nloading weights\nboom: bad tensor"]
+    assert v.reasons == ("arm 'cand': exited with an error (exit code 3)\n--- last lines of its "
+                         "stderr ---\nloading weights\nboom: bad tensor",)
     assert rep.comparison is None
     d = rep.run_dir
     assert d is not None and not (d / "diff.csv").exists()
@@ -186,7 +187,7 @@ def test_a_malformed_trace_is_an_error_after_the_capture_is_safe(tmp_path: Path)
 def test_the_same_arm_on_both_sides_runs_twice_under_two_names(tmp_path: Path) -> None:
     cfg = config(tmp_path, {"only": {"command": replay("agree_a.log")}})
     spec = ComparisonSpec(name="self", arm_a="only", arm_b="only")
-    rep = pipeline.run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
+    rep = api.run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
     assert (rep.arm_a.name, rep.arm_b.name) == ("only", "only#2")
     assert rep.verdict.verdict == "agree"
 
@@ -196,7 +197,7 @@ def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -
     rep = pipeline.judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
     assert rep.run_dir is None and rep.arm_a.result is None
     assert (rep.verdict.verdict, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
-    pipeline.write_reports(rep)  # no run dir: nothing to write, no error
+    rundir.write_comparison(rep)  # no run dir: nothing to write, no error
     assert list(tmp_path.iterdir()) == []
 
 
@@ -236,20 +237,22 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("edit, message", [
     (lambda m: m["extra"]["comparison"].update(near_tie="x"),
-     "comparison near_tie: expected a finite number >= 0, got 'x'"),
+     "comparison near_tie: must be a number, got a string ('x')"),
     (lambda m: m["extra"]["comparison"].update(expect="maybe"),
-     "comparison expect: expected 'same' or 'differ', got 'maybe'"),
-    (lambda m: m["extra"]["audit"].update(bogus=1), "audit thresholds: "),
+     "comparison expect: must be \"same\" or \"differ\", got 'maybe'"),
+    (lambda m: m["extra"]["audit"].update(bogus=1), "audit threshold bogus: unknown key"),
     (lambda m: m["extra"]["audit"].update(min_entropy_bits="high"),
-     "audit threshold min_entropy_bits: expected a finite number >= 0, got 'high'"),
+     "audit threshold min_entropy_bits: must be a number, got a string ('high')"),
     (lambda m: m["arms"]["cand"].update(returncode="0"), "returncode is str '0'"),
     (lambda m: m["arms"]["cand"].update(returncode=True), "returncode is bool True"),
     (lambda m: m["extra"]["audit"].update(max_blind_radius=float("nan")),
-     "audit threshold max_blind_radius: expected a finite number >= 0, got nan"),
+     "audit threshold max_blind_radius: must be a finite number, got nan"),
     (lambda m: m["extra"]["audit"].update(min_distinct_ids=1.5),
-     "audit threshold min_distinct_ids: expected an integer >= 0, got 1.5"),
+     "audit threshold min_distinct_ids: must be an integer, got a float (1.5)"),
+    (lambda m: m["extra"]["audit"].update(min_distinct_ids=0),
+     "audit threshold min_distinct_ids: must be >= 1, got 0"),
     (lambda m: m["extra"]["comparison"].update(probe="causal-mask"),
-     "comparison probe: expected a list of mutation names, got 'causal-mask'"),
+     "comparison probe: must be a list of mutation names, got 'causal-mask'"),
 ])
 def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: str) -> None:
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": replay("agree_b.log")})
@@ -263,7 +266,7 @@ def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: st
 
 def test_non_finite_overrides_are_refused() -> None:
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
-    with pytest.raises(UsageError, match="comparison atol: expected a finite number >= 0"):
+    with pytest.raises(UsageError, match="the command line: comparison atol: must be a finite number, got inf"):
         pipeline.with_overrides(spec, atol=float("inf"))
 
 

@@ -15,7 +15,7 @@ DATA = Path(__file__).parent / "data"
 
 def test_every_line_kind_is_read() -> None:
     t = parse_trace(DATA / "all_kinds.log")
-    assert t.requests == ["alpha", "beta"]
+    assert t.requests == ("alpha", "beta")
     assert len(t.verifies) == 3
     assert len(t.proposes) == 3
     assert t.proposes.rows.tolist() == [2, 0, 1]
@@ -63,11 +63,11 @@ def test_non_finite_logits_are_parsed_and_flagged() -> None:
 
 def test_constant19_fixture() -> None:
     t = parse_trace(DATA / "constant19_level1.log")
-    assert t.requests == ["req"]
+    assert t.requests == ("req",)
     assert len(t.verifies) == 7 and len(t.proposes) == 8
     assert set(t.verifies.draft_ids.tolist()) == {19}
     assert t.verifies.pos.tolist() == [3, 4, 5, 6, 7, 8, 9]
-    assert t.findings == []
+    assert t.findings == ()
 
 
 def test_two_requests_logits() -> None:
@@ -77,7 +77,7 @@ def test_two_requests_logits() -> None:
     assert (t.requests[first.req[0]], first.pos[0], first.row[0]) == ("a", 5, 1)
     assert first.top_ids[0, :2].tolist() == [3747, 279]
     assert first.margins[0] == pytest.approx(9.1778 - 8.8792)
-    assert t.findings == []
+    assert t.findings == ()
 
 
 def test_malformed_line_names_file_line_and_field() -> None:
@@ -178,7 +178,7 @@ def test_invariant_violations_are_findings_with_lines() -> None:
 
 def test_crlf_and_empty_input() -> None:
     t = parse_text("[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 5 ]\r\n")
-    assert t.verifies.draft_ids.tolist() == [4] and t.findings == []
+    assert t.verifies.draft_ids.tolist() == [4] and t.findings == ()
     empty = parse_text("")
     assert len(empty.verifies) == 0 and empty.level == 0 and not empty.has_drafts
 

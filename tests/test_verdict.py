@@ -9,7 +9,8 @@ import pytest
 
 from difftest.audit import AuditThresholds, audit_trace
 from difftest.compare import compare
-from difftest.errors import ArmFailedError, ExitCode
+from difftest.errors import ArmFailure, ExitCode
+from difftest.kinds import Expect
 from difftest.model import ArmTrace
 from difftest.trace import parse_lines, parse_text, parse_trace
 from difftest.verdict import Verdict, arm_failed, judge
@@ -36,7 +37,7 @@ def said(v: Verdict, text: str) -> bool:
 def test_identical_informative_arms_agree_through_both_instruments() -> None:
     v = verdict_of("agree_a.log", "agree_b.log")
     assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
-    assert v.instruments == ["tokens", "logits"]
+    assert v.instruments == ("tokens", "logits")
     assert v.reasons[0] == ("7 block(s) compared, 0 differ; 21 logit row(s) compared, "
                             "0 block(s) with logit differences")
     assert said(v, "could have failed through: tokens, logits")
@@ -86,14 +87,14 @@ def test_logit_only_difference_fails_bitwise_and_agrees_within_atol() -> None:
 
 def test_an_atol_as_wide_as_the_logits_retires_the_logit_instrument() -> None:
     v = verdict_of("agree_a.log", "logitonly_b.log", atol=100.0)
-    assert v.verdict == "agree" and v.instruments == ["tokens"]
+    assert v.verdict == "agree" and v.instruments == ("tokens",)
     assert said(v, "atol=100 is at least the whole spread of the traced logits")
 
 
 def test_the_degenerate_pair_is_uninformative_and_names_the_measures() -> None:
     v = verdict_of("degenerate_a.log", "degenerate_b.log")
     assert (v.verdict, v.exit_code, v.passed) == ("uninformative", ExitCode.UNINFORMATIVE, False)
-    assert v.instruments == []
+    assert v.instruments == ()
     blind = [r for r in v.reasons if r.startswith("the arms agree, but the comparison could not "
                                                   "have failed: ")]
     assert len(blind) == 1
@@ -148,7 +149,7 @@ def test_informative_traces_whose_compared_blocks_are_constant_are_uninformative
 def test_constant_tokens_with_live_logits_are_informative_through_the_logits() -> None:
     v = verdict_of("constlogits_a.log", "constlogits_b.log")
     assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
-    assert v.instruments == ["logits"]
+    assert v.instruments == ("logits",)
     blind = [r for r in v.reasons if r.startswith("the token comparison alone would have been "
                                                   "blind")]
     assert len(blind) == 1 and "every block is [19, 19, 19]" in blind[0]
@@ -219,11 +220,11 @@ def test_an_arm_that_drafted_nothing_is_an_arm_failure_by_name() -> None:
 
 
 def test_arm_failed_keeps_each_failure_with_its_exit_code_and_stderr_tail() -> None:
-    v = arm_failed([ArmFailedError("branch", "exited with an error", 3, "boom")], "differ")
+    v = arm_failed([ArmFailure("branch", "exited with an error", 3, "boom")], Expect.DIFFER)
     assert (v.verdict, v.exit_code, v.expect, v.passed) == ("arm-failed", ExitCode.ARM_FAILED,
                                                             "differ", False)
-    assert v.reasons == ["arm 'branch': exited with an error (exit code 3)\n"
-                         "--- last lines of its stderr ---\nboom"]
+    assert v.reasons == ("arm 'branch': exited with an error (exit code 3)\n"
+                         "--- last lines of its stderr ---\nboom",)
 
 
 # -- comparisons that could not have failed, or that ran less than they claim -------------------
@@ -263,7 +264,7 @@ def test_bitwise_logits_stay_an_instrument_when_top_1_values_are_constant() -> N
             f"[SPECTRACE] req=r pos={p} k=1 ns=1 acc=0 draft=[ 19 ] emit=[ 1 ]"
             for p in range(1, 6)])
     same = verdict_of(trace(1.0), trace(1.0))
-    assert (same.verdict, same.instruments) == ("agree", ["logits"])
+    assert (same.verdict, same.instruments) == ("agree", ("logits",))
     moved = verdict_of(trace(1.0), trace(1.5))
     assert moved.verdict == "differ"
     assert not said(moved, "cannot fail")
@@ -299,3 +300,26 @@ def test_ordinal_differences_are_named_by_proposing_step() -> None:
     v = verdict_of("propose_a.log", "propose_b.log")
     first = [r for r in v.reasons if r.startswith("first difference at ")]
     assert first and first[0].startswith("first difference at proposing step "), v.reasons
+
+
+def test_a_flip_with_an_unknown_margin_is_hard_and_its_instruments_could_fail() -> None:
+    """Arm B flips a row whose logits line has one entry (margin unknown) and traces no logits
+    for another row, compared with a near-tie threshold above every margin and an atol above
+    every logit. The flip is a hard difference (compare and verdict apply one near-tie rule),
+    so `tokens` could fail; the one-sided logit row is a counted logit difference, so `logits`
+    could fail; and no reason says either instrument cannot fail."""
+    text = (DATA / "agree_a.log").read_text()
+    flipped = (text.replace("[spec-logits] req=b pos=7 row=3 top=[ 5:5.5 77:3.25 106:3 107:2.5 ]",
+                            "[spec-logits] req=b pos=7 row=3 top=[ 77:6 ]")
+                   .replace("draft=[ -3 70000 5 ]", "draft=[ -3 70000 77 ]")
+                   .replace("[spec-logits] req=a pos=5 row=1 top=[ 11:9.25 30:7.5 31:6 32:5.5 ]\n",
+                            ""))
+    assert flipped.count("\n") == text.count("\n") - 1
+    a, b = parse_trace(DATA / "agree_a.log"), parse_text(flipped, "b.log")
+    c = compare(a, b, near_tie=100, atol=1e9)
+    assert (c.blocks_differing, c.blocks_near_tie, c.blocks_logit_differing) == (1, 0, 1)
+    v = verdict_of(a, b, near_tie=100, atol=1e9)
+    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert v.instruments == ("tokens", "logits")
+    assert not said(v, "cannot fail"), v.reasons
+    assert said(v, "1 block(s) with logit differences")

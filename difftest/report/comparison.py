@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
+from difftest.errors import UsageError
 from difftest.jsonout import dumps
+from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
 
 if TYPE_CHECKING:
-    from difftest.pipeline import ArmOutcome, ComparisonReport
+    import pandas as pd
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff")
@@ -68,9 +72,10 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
         "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
         "context_diverged": c.context_diverged if c else 0,
-        "first_difference": c.first_difference if c else None,
-        "first_logit_difference": c.first_logit_difference if c else None,
-        "divergences": c.divergences if c else [],
+        "first_difference": asdict(c.first_difference) if c and c.first_difference else None,
+        "first_logit_difference": asdict(c.first_logit_difference)
+        if c and c.first_logit_difference else None,
+        "divergences": [asdict(d) for d in c.divergences] if c else [],
         "alignment": c.mode if c else None,
         "near_tie": rep.spec.near_tie,
         "atol": rep.spec.atol,
@@ -118,8 +123,6 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
     out += ["", tabulate(_arm_rows(rep), headers=ARM_HEADERS, tablefmt="simple")]
     if c is not None:
         rows = c.rows
-        from difftest.compare import DIFFER, NEAR_TIE
-
         idx = [i for i in range(len(rows)) if rows.status[i] in (DIFFER, NEAR_TIE)
                or rows.logit_differs[i]][:max_rows]
         if idx:
@@ -137,12 +140,10 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
 
 
 def _status(code: int) -> str:
-    from difftest.compare import STATUS_NAMES
-
     return STATUS_NAMES[code]
 
 
-def _tok(rows, side: str, i: int) -> object:  # noqa: ANN001
+def _tok(rows: RowTable, side: str, i: int) -> object:
     has = rows.has_a[i] if side == "a" else rows.has_b[i]
     return int(rows.token_a[i] if side == "a" else rows.token_b[i]) if has else "-"
 
@@ -153,8 +154,7 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(rep: ComparisonReport) -> str:
     v = rep.verdict
-    icon = {"agree": "PASS" if v.passed else "FAIL", "differ": "PASS" if v.passed else "FAIL",
-            "uninformative": "UNINFORMATIVE", "arm-failed": "ARM FAILED"}[v.verdict]
+    icon = v.label.replace("-", " ")
     lines = [f"### difftest `{_md_escape(rep.name)}`: **{v.verdict}** ({icon}, exit "
              f"{int(v.exit_code)})", "",
              f"`{_md_escape(rep.arm_a.name)}` vs `{_md_escape(rep.arm_b.name)}`, "
@@ -167,12 +167,10 @@ def render_markdown(rep: ComparisonReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def csv_frame(rep: ComparisonReport):  # noqa: ANN201 - pandas at the edge
+def csv_frame(rep: ComparisonReport) -> pd.DataFrame:
     """The CSV diff contract as a DataFrame: one row per block row, empty where unknown."""
     import numpy as np
     import pandas as pd
-
-    from difftest.compare import STATUS_NAMES
 
     c = rep.comparison
     assert c is not None
@@ -203,7 +201,5 @@ def write_csv(rep: ComparisonReport, path: Path) -> None:
         csv_frame(rep).to_csv(tmp, index=False, na_rep="", float_format="%.9g")
         os.replace(tmp, path)
     except OSError as exc:
-        from difftest.errors import UsageError
-
         tmp.unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror}") from None

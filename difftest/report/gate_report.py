@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
 
+from difftest.gate import CheckResult, ProbeReport
 from difftest.jsonout import dumps
+from difftest.kinds import VerdictKind
+from difftest.pipeline import ComparisonReport
 from difftest.report.comparison import to_dict
-
-if TYPE_CHECKING:
-    from difftest.gate import CheckResult, ProbeReport
-    from difftest.pipeline import ComparisonReport
-
-_LABEL = {"agree": "PASS", "differ": "PASS", "uninformative": "UNINFORMATIVE",
-          "arm-failed": "ARM-FAILED"}
 
 
 def _label(rep: ComparisonReport) -> str:
-    v = rep.verdict
-    if v.verdict in ("agree", "differ"):
-        return "PASS" if v.passed else "FAIL"
-    return _LABEL[v.verdict]
+    return rep.verdict.label
 
 
 def _counts(rep: ComparisonReport) -> str:
@@ -166,10 +158,10 @@ def junit_xml(result: CheckResult) -> str:
         seconds = max((o.result.duration_s for o in (r.arm_a, r.arm_b) if o.result), default=0.0)
         fail = None
         if not v.passed:
-            kind = {"uninformative": "uninformative", "arm-failed": "arm-failed"}.get(
-                v.verdict, "differ" if v.verdict == "differ" else "expectation")
+            kind = (str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation")
             prefix = ("UNINFORMATIVE (not a pass): the comparison could not have failed"
-                      if v.verdict == "uninformative" else f"{v.verdict}, expected {r.spec.expect}")
+                      if v.verdict is VerdictKind.UNINFORMATIVE
+                      else f"{v.verdict}, expected {r.spec.expect}")
             fail = (kind, prefix, reasons)
         case(r.name, seconds, fail, reasons)
         p = result.probes.get(r.name)

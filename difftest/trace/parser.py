@@ -391,10 +391,11 @@ class TraceBuilder:
         self._check_logits(logits)
         self.findings.sort(key=lambda f: f.line)
         return ArmTrace(
-            path=self.path, requests=self.requests, verifies=verifies, proposes=proposes,
-            logits=logits, phases=phases, routes=self.routes, notices=self.notices,
-            findings=self.findings, lines_total=self.lines_total,
-            lines_skipped=self.lines_skipped, engine_errors=self.engine_errors,
+            path=self.path, requests=tuple(self.requests), verifies=verifies,
+            proposes=proposes, logits=logits, phases=phases, routes=tuple(self.routes),
+            notices=tuple(self.notices), findings=tuple(self.findings),
+            lines_total=self.lines_total, lines_skipped=self.lines_skipped,
+            engine_errors=tuple(self.engine_errors),
             truncated=self.truncated, drafting=self.drafting)
 
     def _check_positions(self, v: Verifies) -> None:

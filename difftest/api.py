@@ -1,0 +1,169 @@
+"""The Python API: one function per command, each returning a frozen result with `.exit_code`
+(and `.run_dir` where it runs arms), each writing the same run directory as the CLI.
+
+Config precedence is the same everywhere: an explicit config, else ./difftest.toml when present,
+else the packaged default; comparison values from the config, then the caller's overrides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from difftest.audit import TraceAudit, audit_trace
+from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
+from difftest.errors import ExitCode, UsageError
+from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
+from difftest.kinds import Expect
+from difftest.model import ArmTrace
+from difftest.pipeline import ComparisonReport, judge_traces, rejudge_run, with_overrides
+from difftest.pipeline import run_comparison as _run_comparison
+from difftest.report import rundir
+from difftest.report.comparison import write_csv
+from difftest.trace import parse_trace
+
+ConfigLike = Config | Path | str | None
+
+
+def _config(config: ConfigLike) -> Config:
+    return config if isinstance(config, Config) else load_config(
+        Path(config) if config is not None else None)
+
+
+def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
+                 comparison: str | None) -> ComparisonSpec:
+    """The configured comparison named (its arms replaced where given), else the configured
+    comparison of these two arms, else a plain `same` comparison of them."""
+    if comparison is not None:
+        spec = config.comparison(comparison)
+        return replace(spec, arm_a=arm_a or spec.arm_a, arm_b=arm_b or spec.arm_b)
+    if arm_a is None or arm_b is None:
+        raise UsageError("name both arms (--arm-a NAME --arm-b NAME), a --comparison, or two "
+                         "traces (--trace-a FILE --trace-b FILE); arms in "
+                         f"{config.path}: {', '.join(config.arms)}")
+    for spec in config.comparisons.values():
+        if (spec.arm_a, spec.arm_b) == (arm_a, arm_b):
+            return spec
+    return ComparisonSpec(name=f"{arm_a}-vs-{arm_b}", arm_a=arm_a, arm_b=arm_b)
+
+
+def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
+                   progress: bool | None = None,
+                   cache_dir: Path | None = None) -> ComparisonReport:
+    """Run both arms of a comparison, judge them, and write report.json, report.md and
+    diff.csv into the run directory."""
+    report = _run_comparison(config, spec, run_root=run_root, progress=progress,
+                             cache_dir=cache_dir)
+    rundir.write_comparison(report)
+    return report
+
+
+def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
+                 comparison: str | None = None, config: ConfigLike = None,
+                 expect: Expect | str | None = None, near_tie: float | None = None,
+                 atol: float | None = None, min_differing: int | None = None,
+                 run_root: Path | None = None, progress: bool | None = None,
+                 cache_dir: Path | None = None) -> ComparisonReport:
+    """Run two configured arms (or a configured comparison) and judge what they drafted."""
+    cfg = _config(config)
+    spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
+                          expect=Expect(expect) if expect is not None else None,
+                          near_tie=near_tie, atol=atol, min_differing=min_differing)
+    return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
+
+
+def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str | None = None,
+                   config: ConfigLike = None, expect: Expect | str | None = None,
+                   near_tie: float | None = None, atol: float | None = None,
+                   min_differing: int | None = None) -> ComparisonReport:
+    """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
+    from the config as in arm mode; a named comparison supplies its expectations."""
+    ta, tb = Path(trace_a), Path(trace_b)
+    cfg = _config(config)
+    if comparison is not None:
+        spec = cfg.comparison(comparison)
+    else:
+        names = (ta.name, tb.name)
+        if names[0] == names[1]:
+            names = (f"A:{names[0]}", f"B:{names[1]}")
+        spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
+    spec = with_overrides(spec, expect=Expect(expect) if expect is not None else None,
+                          near_tie=near_tie, atol=atol, min_differing=min_differing)
+    return judge_traces(ta, tb, spec, cfg.audit)
+
+
+def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
+            near_tie: float | None = None, atol: float | None = None,
+            min_differing: int | None = None) -> ComparisonReport:
+    """Judge a past run again with the thresholds it recorded (or these overrides)."""
+    return rejudge_run(Path(run_dir), expect=Expect(expect) if expect is not None else None,
+                       near_tie=near_tie, atol=atol, min_differing=min_differing)
+
+
+def export_csv(report: ComparisonReport, path: Path) -> bool:
+    """Write the per-row diff; False when an arm failed and nothing was compared."""
+    if report.comparison is None:
+        return False
+    write_csv(report, path)
+    return True
+
+
+def check(config: ConfigLike = None, *, only: list[str] | None = None,
+          run_root: Path | None = None, probes: bool = True, progress: bool | None = None,
+          junit: Path | None = None, markdown: Path | None = None,
+          cache_dir: Path | None = None) -> CheckResult:
+    """Every configured comparison (and the probes they require): the pre-merge gate. Writes
+    junit.xml, check.md, check.json and the diffs into the run directory."""
+    result = run_check(_config(config), only, run_root=run_root, progress=progress,
+                       cache_dir=cache_dir, probes=probes)
+    rundir.write_check(result, junit=junit, markdown=markdown)
+    return result
+
+
+def probe(arm_a: str | None = None, arm_b: str | None = None, *,
+          comparison: str | None = None, mutations: list[str] | None = None,
+          config: ConfigLike = None, run_root: Path | None = None,
+          progress: bool | None = None, cache_dir: Path | None = None) -> ProbeReport:
+    """Break arm B on purpose and check that the comparison notices. Writes the baseline's
+    reports and probe.json into the run directory."""
+    cfg = _config(config)
+    if comparison is None and (arm_a is None or arm_b is None):
+        raise UsageError("name both arms (--arm-a NAME --arm-b NAME) or a --comparison")
+    spec = (cfg.comparison(comparison) if comparison is not None
+            else resolve_spec(cfg, arm_a, arm_b, None))
+    result = run_probe(cfg, spec, mutations or None, run_root=run_root, progress=progress,
+                       cache_dir=cache_dir)
+    rundir.write_probe(result)
+    return result
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """One trace and its audit: could a comparison through it ever have failed?"""
+
+    trace: ArmTrace
+    audit: TraceAudit
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.audit.informative else ExitCode.UNINFORMATIVE
+
+
+def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int | None = None,
+          min_entropy_bits: float | None = None,
+          max_blind_radius: float | None = None) -> AuditReport:
+    """Audit one captured trace with the config's [audit] thresholds and these overrides."""
+    overrides = {k: v for k, v in (("min_distinct_ids", min_distinct_ids),
+                                   ("min_entropy_bits", min_entropy_bits),
+                                   ("max_blind_radius", max_blind_radius)) if v is not None}
+    try:
+        th = replace(_config(config).audit, **overrides)
+    except InvalidValue as exc:
+        raise UsageError(f"the command line: audit threshold {exc.key}: {exc.why}") from None
+    parsed = parse_trace(Path(trace))
+    return AuditReport(parsed, audit_trace(parsed, th))
+
+
+def parse(trace: Path | str) -> ArmTrace:
+    """The parsed events of one captured trace."""
+    return parse_trace(Path(trace))
