@@ -153,11 +153,13 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
           min_entropy_bits: float | None = None,
           max_blind_radius: float | None = None) -> AuditReport:
     """Audit one captured trace with the config's [audit] thresholds and these overrides."""
-    overrides = {k: v for k, v in (("min_distinct_ids", min_distinct_ids),
-                                   ("min_entropy_bits", min_entropy_bits),
-                                   ("max_blind_radius", max_blind_radius)) if v is not None}
+    base = _config(config).audit
     try:
-        th = replace(_config(config).audit, **overrides)
+        th = replace(
+            base,
+            min_distinct_ids=base.min_distinct_ids if min_distinct_ids is None else min_distinct_ids,
+            min_entropy_bits=base.min_entropy_bits if min_entropy_bits is None else min_entropy_bits,
+            max_blind_radius=base.max_blind_radius if max_blind_radius is None else max_blind_radius)
     except InvalidValue as exc:
         raise UsageError(f"the command line: audit threshold {exc.key}: {exc.why}") from None
     parsed = parse_trace(Path(trace))

@@ -132,7 +132,7 @@ class _RowKeys:
 
     @classmethod
     def covering(cls, requests: int, *traces: ArmTrace, pos: np.ndarray,
-                 row: np.ndarray) -> "_RowKeys":
+                 row: np.ndarray) -> _RowKeys:
         all_pos = [pos, *(t.logits.pos for t in traces)]
         all_row = [row, *(t.logits.row for t in traces)]
 

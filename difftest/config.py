@@ -71,10 +71,10 @@ def _integer(key: str, value: object, minimum: int) -> int:
 
 
 def _expectation(key: str, value: object) -> Expect:
-    try:
-        return Expect(value)
-    except ValueError:
-        raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}") from None
+    for expect in Expect:
+        if value == expect.value:
+            return expect
+    raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}")
 
 
 def _name(key: str, value: object) -> str:
@@ -112,7 +112,7 @@ class ArmSpec:
         if self.build is not None:
             object.__setattr__(self, "build", tuple(str(a) for a in self.build))
 
-    def with_changes(self, **kw: Any) -> "ArmSpec":
+    def with_changes(self, **kw: Any) -> ArmSpec:
         """A copy with some fields replaced; how probes derive a mutated arm."""
         return dataclasses.replace(self, **kw)
 
@@ -139,9 +139,10 @@ class ComparisonSpec:
         set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
         set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
         set_(self, "atol", _finite_number("atol", self.atol))
-        if isinstance(self.probe, str) or not isinstance(self.probe, (list, tuple)):
-            raise InvalidValue("probe", f"must be a list of mutation names, got {self.probe!r}")
-        set_(self, "probe", tuple(_name("probe", m) for m in self.probe))
+        probe: object = self.probe  # callers outside the loader may pass anything
+        if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
+            raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
+        set_(self, "probe", tuple(_name("probe", m) for m in probe))
 
 
 @dataclass(frozen=True)
@@ -340,14 +341,14 @@ class _Checker:
                strict: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(table, f"key {key!r}: must be a number, got {_kind(value)}")
-        value = float(value)
-        if not math.isfinite(value):
-            raise self.fail(table, f"key {key!r}: must be a finite number, got {value}")
-        if strict and value <= minimum:
-            raise self.fail(table, f"key {key!r}: must be > {minimum:g}, got {value:g}")
-        if not strict and value < minimum:
-            raise self.fail(table, f"key {key!r}: must be >= {minimum:g}, got {value:g}")
-        return value
+        number = float(value)
+        if not math.isfinite(number):
+            raise self.fail(table, f"key {key!r}: must be a finite number, got {number}")
+        if strict and number <= minimum:
+            raise self.fail(table, f"key {key!r}: must be > {minimum:g}, got {number:g}")
+        if not strict and number < minimum:
+            raise self.fail(table, f"key {key!r}: must be >= {minimum:g}, got {number:g}")
+        return number
 
 
 def _argv_hint(text: str) -> str:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ class ArmResult:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], run_dir: Path) -> "ArmResult":
+    def from_json(cls, data: Mapping[str, Any], run_dir: Path) -> ArmResult:
         fields = cls.__dataclass_fields__
         values = {k: data[k] for k in fields if k in data}
         for key, kinds in _RECORD_TYPES.items():
@@ -156,7 +156,7 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def safe_name(name: str) -> str:
@@ -193,7 +193,7 @@ def new_run_dir(root: Path | None = None, label: str = "") -> Path:
     """A fresh run directory; the random suffix keeps two runs in the same second apart."""
     root = Path(root) if root is not None else Path("traces") / "runs"
     root.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-{safe_name(label)}" if label else ""
     for _ in range(100):
         path = root / f"{stamp}-{secrets.token_hex(3)}{suffix}"
@@ -526,7 +526,7 @@ def _restore_sigint(previous: Any) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict]:
+def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
     """The arms and meta of a past run, for re-judging or re-exporting without re-running."""
     run_dir = Path(run_dir)
     meta_path = run_dir / META_NAME

@@ -123,7 +123,7 @@ class LogitRows:
         with np.errstate(invalid="ignore"):
             m = self.top_vals[:, 0] - self.top_vals[:, 1]
         m[self.width < 2] = np.nan
-        return m
+        return np.asarray(m, dtype=np.float64)
 
     @property
     def finite(self) -> np.ndarray:
@@ -131,7 +131,7 @@ class LogitRows:
         if len(self) == 0:
             return np.ones(0, dtype=bool)
         cols = np.arange(self.top_vals.shape[1])[None, :] < self.width[:, None]
-        return np.all(np.isfinite(self.top_vals) | ~cols, axis=1)
+        return np.asarray(np.all(np.isfinite(self.top_vals) | ~cols, axis=1), dtype=bool)
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,12 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
                    where: str = "the command line") -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
     as a config file's."""
-    changes = {k: v for k, v in (("expect", expect), ("near_tie", near_tie), ("atol", atol),
-                                 ("min_differing", min_differing)) if v is not None}
     try:
-        return replace(spec, **changes)
+        return replace(
+            spec, expect=spec.expect if expect is None else expect,
+            near_tie=spec.near_tie if near_tie is None else near_tie,
+            atol=spec.atol if atol is None else atol,
+            min_differing=spec.min_differing if min_differing is None else min_differing)
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 

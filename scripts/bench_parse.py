@@ -55,7 +55,7 @@ def generate(path: Path, target_mb: float, seed: int = 0, k: int = 16, reqs: int
                 for row in range(1, k + 1):
                     vals = sorted((rnd.gauss(4, 3) for _ in range(8)), reverse=True)
                     ids = [draft[row - 1]] + [rnd.randrange(4096) for _ in range(7)]
-                    top = " ".join(f"{i}:{v:.6g}" for i, v in zip(ids, vals))
+                    top = " ".join(f"{i}:{v:.6g}" for i, v in zip(ids, vals, strict=False))
                     out.append(f"[spec-logits] req={name} pos={pos[name]} row={row} top=[ {top} ]")
                 acc = rnd.randrange(k + 1)
                 ns = acc + 1

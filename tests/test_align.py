@@ -21,7 +21,7 @@ def pair(a: str, b: str) -> tuple[ArmTrace, ArmTrace, Alignment]:
 
 
 def steps(al: Alignment) -> list[tuple[str, int]]:
-    return [(al.requests[int(r)], int(p)) for r, p in zip(al.req, al.pos)]
+    return [(al.requests[int(r)], int(p)) for r, p in zip(al.req, al.pos, strict=False)]
 
 
 def verify_steps(trace: ArmTrace, index: np.ndarray) -> list[tuple[str, int]]:

@@ -90,7 +90,7 @@ def test_huge_margins_make_the_token_comparison_blind() -> None:
 def test_identical_logit_rows_carry_no_signal() -> None:
     lines = []
     for pos in range(1, 4):
-        lines.append("[spec-logits] req=r pos=%d row=1 top=[ 19:9 3:1 ]" % pos)
+        lines.append(f"[spec-logits] req=r pos={pos} row=1 top=[ 19:9 3:1 ]")
         lines.append(_verify(pos, [19]))
     a = audit_trace(parse_lines(lines))
     assert not a.logits_informative and a.verdict == "uninformative"

@@ -17,15 +17,15 @@ import pytest
 from typer.testing import CliRunner
 
 from difftest.cli import app
+from conftest import replay_arm as shared_replay_arm
 
 DATA = Path(__file__).parent / "data" / "compare"
 REPO = Path(__file__).resolve().parent.parent
 CSV_HEADER = "req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff"
-REPLAY = "import sys; sys.stderr.write(open(sys.argv[1]).read())"
 runner = CliRunner()
 
 
-def cli(*args: object) -> "object":
+def cli(*args: object) -> object:
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -46,8 +46,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 
 def replay_arm(name: str, trace: str) -> str:
-    return (f"[arms.{name}]\ncommand = [\"{{python}}\", \"-c\", '{REPLAY}', "
-            f"{json.dumps(str(DATA / trace))}]\n")
+    return shared_replay_arm(name, DATA / trace)
 
 
 # -- verdicts and exit codes ---------------------------------------------------------------------

@@ -48,7 +48,7 @@ def table(c: Comparison) -> dict[tuple[str, int, int], dict[str, object]]:
 
 def statuses(c: Comparison) -> dict[str, int]:
     names, counts = np.unique(np.array(STATUS_NAMES)[c.rows.status], return_counts=True)
-    return dict(zip(names.tolist(), counts.tolist()))
+    return dict(zip(names.tolist(), counts.tolist(), strict=False))
 
 
 def test_identical_arms_compare_every_row_the_same_bit_for_bit() -> None:

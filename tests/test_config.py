@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,17 +11,13 @@ import pytest
 from difftest.config import (BUILTIN_MUTATIONS, ArmSpec, AuditThresholds, MutationSpec,
                              default_config_path, load_config, parse_config)
 from difftest.errors import ConfigError, ExitCode, UsageError
+from conftest import git
 
 DATA = Path(__file__).parent / "data" / "configs"
 REPO = Path(__file__).resolve().parent.parent
 
 ARM = '[arms.paged]\ncommand = ["python", "x.py"]\n'
 TWO_ARMS = ARM + '[arms.other]\ncommand = ["python", "y.py"]\n'
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 # --- the shipped configs --------------------------------------------------------------------
@@ -282,7 +277,7 @@ def test_cwd_is_relative_to_the_config_file(tmp_path: Path, monkeypatch: pytest.
 def test_git_ref_repo_defaults_to_the_config_dirs_repository(tmp_path: Path) -> None:
     repo = tmp_path / "engine"
     (repo / "ci").mkdir(parents=True)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / "ci" / "difftest.toml").write_text(
         '[arms.main]\ngit_ref = "main"\ncommand = ["x"]\n'
         '[arms.other]\ngit_ref = "main"\ncommand = ["x"]\nrepo = "../../other"\n')

@@ -19,6 +19,8 @@ from difftest.config import ArmSpec
 from difftest.errors import ArmFailedError, ExitCode, UsageError
 from difftest.execute import (ArmResult, load_run, new_run_dir, run_arms, safe_name,
                               write_json_atomic)
+from conftest import git
+
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
@@ -48,11 +50,6 @@ def _wait_dead(pid: int, within: float = 3.0) -> bool:
             return True
         time.sleep(0.02)
     return _dead(pid)
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 SLEEP_AND_TALK = """
@@ -125,10 +122,10 @@ def test_arm_names_become_safe_unique_file_names(tmp_path: Path) -> None:
 def test_git_sha_of_the_cwd_repository(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
+    git(repo, "init", "-q")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
          "--allow-empty", "-m", "init")
-    sha = _git(repo, "rev-parse", "HEAD")
+    sha = git(repo, "rev-parse", "HEAD")
     plain = tmp_path / "plain"
     plain.mkdir()
     results = run_arms([py_arm("in", "pass", cwd=repo), py_arm("out", "pass", cwd=plain)],
@@ -359,7 +356,8 @@ def test_ctrl_c_stops_both_arms_and_keeps_the_captures(tmp_path: Path) -> None:
 
 
 def test_progress_line_is_drawn_and_cleared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = "import sys, time\nfor i in range(5):\n    print('x' * 100, file=sys.stderr, flush=True)\n    time.sleep(0.15)"
+    code = ("import sys, time\nfor i in range(5):\n    print('x' * 100, file=sys.stderr, flush=True)\n"
+            "    time.sleep(0.15)")
     run_arms([py_arm("paged", code), py_arm("materialized", "import time; time.sleep(0.5)")],
              tmp_path, progress=True)
     err = capsys.readouterr().err
@@ -379,10 +377,10 @@ def _repo_with_script(tmp_path: Path) -> tuple[Path, str]:
     (repo / "tools" / "run.py").write_text(
         "import os, pathlib\nprint(pathlib.Path('built.txt').read_text().strip() if "
         "pathlib.Path('built.txt').exists() else 'unbuilt', os.getcwd())\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "x")
-    return repo, _git(repo, "rev-parse", "HEAD")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "x")
+    return repo, git(repo, "rev-parse", "HEAD")
 
 
 def test_git_ref_arm_runs_in_its_checkout(tmp_path: Path) -> None:

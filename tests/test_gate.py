@@ -15,6 +15,7 @@ from difftest.cli import app
 from difftest.config import load_config, parse_config
 from difftest.errors import ExitCode
 from difftest.gate import run_check, run_probe, worst
+from conftest import git
 
 CONFIGS = Path(__file__).resolve().parent.parent / "difftest" / "configs"
 runner = CliRunner()
@@ -162,30 +163,25 @@ for pos, d in sorted(DRAFTS.items()):
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                           *args], check=True, capture_output=True, text=True).stdout
-
-
 def _make_repo(path: Path) -> Path:
     path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
+    git(path, "init", "-q", "-b", "main")
     (path / "runner.py").write_text(RUNNER)
-    _git(path, "add", "runner.py")
-    _git(path, "commit", "-q", "-m", "runner")
-    _git(path, "checkout", "-q", "-b", "comment-only")
+    git(path, "add", "runner.py")
+    git(path, "commit", "-q", "-m", "runner")
+    git(path, "checkout", "-q", "-b", "comment-only")
     (path / "runner.py").write_text(RUNNER.replace("# A tiny runner", "# A very small runner"))
-    _git(path, "commit", "-q", "-am", "reword a comment")
-    _git(path, "checkout", "-q", "-b", "one-token", "main")
+    git(path, "commit", "-q", "-am", "reword a comment")
+    git(path, "checkout", "-q", "-b", "one-token", "main")
     (path / "runner.py").write_text(RUNNER.replace("6: [8, 9, 10]", "6: [8, 9, 42]"))
-    _git(path, "commit", "-q", "-am", "change one drafted token")
-    _git(path, "checkout", "-q", "main")
+    git(path, "commit", "-q", "-am", "change one drafted token")
+    git(path, "checkout", "-q", "main")
     return path
 
 
 def _state(repo: Path) -> tuple[str, ...]:
-    return (_git(repo, "status", "--porcelain"), _git(repo, "rev-parse", "HEAD"),
-            _git(repo, "branch", "--list"), (repo / ".git" / "index").read_bytes().hex())
+    return (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"),
+            git(repo, "branch", "--list"), (repo / ".git" / "index").read_bytes().hex())
 
 
 def test_main_vs_branch_from_git_worktrees(tmp_path: Path) -> None:
@@ -222,8 +218,8 @@ arm_b = "token"
     assert len(builds.read_text().splitlines()) == 3  # one build per sha
     assert all(str(cache) in line for line in builds.read_text().splitlines())
     meta = json.loads((result.run_dir / "meta.json").read_text())
-    assert meta["arms"]["token"]["git_sha"] == _git(repo, "rev-parse", "one-token").strip()
-    assert meta["arms"]["main"]["git_sha"] == _git(repo, "rev-parse", "main").strip()
+    assert meta["arms"]["token"]["git_sha"] == git(repo, "rev-parse", "one-token").strip()
+    assert meta["arms"]["main"]["git_sha"] == git(repo, "rev-parse", "main").strip()
 
     again = run_check(cfg, run_root=tmp_path / "runs", progress=False, cache_dir=cache)
     assert [r.verdict.verdict for r in again.reports] == ["agree", "differ"]

@@ -18,14 +18,11 @@ from difftest import api, pipeline
 from difftest.report import rundir
 from difftest.config import ComparisonSpec, Config, parse_config
 from difftest.errors import ExitCode, TraceError, UsageError
+from conftest import REPLAY, replay_command
 
 DATA = Path(__file__).parent / "data" / "compare"
-REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
-          "sys.stderr.write(open(sys.argv[1]).read())")
-
-
 def replay(name: str) -> list[str]:
-    return ["{python}", "-c", REPLAY, str(DATA / name)]
+    return replay_command(DATA / name)
 
 
 def toml_value(v: object) -> str:
@@ -266,7 +263,8 @@ def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: st
 
 def test_non_finite_overrides_are_refused() -> None:
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
-    with pytest.raises(UsageError, match="the command line: comparison atol: must be a finite number, got inf"):
+    with pytest.raises(UsageError,
+                       match="the command line: comparison atol: must be a finite number, got inf"):
         pipeline.with_overrides(spec, atol=float("inf"))
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from difftest.errors import BuildError, ExitCode, GitError, UsageError
 from difftest.worktree import Checkout, checkout_for, default_cache_dir, prune, resolve_ref
+from conftest import git
 
 REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
              "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX")
@@ -32,14 +33,6 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)  # a build run in the wrong directory lands here, not in the repo
-
-
-def git(repo: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                           *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"git {args} failed: {proc.stderr}")
-    return proc.stdout.rstrip("\n")
 
 
 def commit_files(repo: Path, files: dict[str, str], message: str) -> str:
@@ -480,7 +473,8 @@ def test_threads_preparing_different_shas_do_not_break_each_other(repo: Repo,
         barrier = threading.Barrier(len(shas))
         errors: list[BaseException] = []
 
-        def prepare(sha: str) -> None:
+        def prepare(sha: str, barrier: threading.Barrier = barrier,
+                    errors: list[BaseException] = errors) -> None:
             barrier.wait()
             try:
                 checkout_for(repo.path, sha, None)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from difftest.errors import DifftestError, ExitCode
 from difftest.reference.options import (DRAFTERS, FIXTURES, LANES, MUTATIONS, RunnerOptions,
                                         lane_from_env, mutation_from_env, trace_level_from_env)
 
 
-def _count(low: int):
+def _count(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

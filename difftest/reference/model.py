@@ -224,7 +224,8 @@ def tap_layers(target_layers: int) -> tuple[int, ...]:
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
-    return x / x.norm()
+    unit: torch.Tensor = x / x.norm()
+    return unit
 
 
 def _without(x: torch.Tensor, c: torch.Tensor, dim: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from collections.abc import Mapping
 
 from difftest.errors import UsageError
 
@@ -74,7 +74,7 @@ class RunnerOptions:
         texts = self.layer_masks or ("full",) * self.layers
         return tuple(parse_mask(t) for t in texts)
 
-    def with_(self, **changes: object) -> "RunnerOptions":
+    def with_(self, **changes: object) -> RunnerOptions:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
 

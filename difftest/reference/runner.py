@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -84,7 +84,7 @@ def select(drafter: Drafter, options: RunnerOptions, rows: torch.Tensor) -> Sele
 
 def top_pairs(row: torch.Tensor) -> list[tuple[int, float]]:
     ids, vals = top_entries(row, TOP_LOGITS)
-    return list(zip(ids.tolist(), vals.tolist()))
+    return list(zip(ids.tolist(), vals.tolist(), strict=False))
 
 
 @dataclass
@@ -149,7 +149,7 @@ def run(options: RunnerOptions, level: int,
             if level >= 1:
                 emit_line(trace.spec_phase(pre, fwd, sample, len(reqs) * (k + 1) * options.vocab))
                 emit_line(trace.spec_propose(len(reqs), k + 1, k, blocks[0][1]))
-            for r, (rows, draft) in zip(reqs, blocks):
+            for r, (rows, draft) in zip(reqs, blocks, strict=False):
                 pos = len(r.tokens)
                 emitted = verify(target, r, draft)
                 records.append(VerifyRecord(r.name, pos, draft, emitted, rows))

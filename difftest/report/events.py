@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from difftest.jsonout import dumps
 from difftest.model import ArmTrace
 from difftest.report.cells import spreadsheet_safe
 
+if TYPE_CHECKING:
+    import numpy as np
+
 EVENT_COLUMNS = ("line", "kind", "req", "pos", "row", "k", "ns", "acc", "ids", "emit", "values")
 _TEXT_COLUMNS = frozenset({"kind", "req", "ids", "emit", "values"})
 
 
-def _ids(a) -> str:  # noqa: ANN001 - numpy array
+def _ids(a: np.ndarray) -> str:
     return " ".join(str(int(x)) for x in a)
 
 

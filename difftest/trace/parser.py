@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from array import array
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -136,7 +136,8 @@ class _LogitChunk:
             top_ids[rows, cols] = ids.astype(np.int32)
             top_vals[rows, cols] = pairs[:, 1]
         digits = row_sig_digits(b" ".join(self.payload), widths, pairs[:, 1])
-        out = [np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
+        out: list[np.ndarray] = [
+               np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
                np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
                np.asarray(self.line, dtype=np.int64), digits]
         if n > 1 and bool(np.any(np.diff(out[6]) < 0)):
@@ -229,7 +230,7 @@ class TraceBuilder:
         hits = [m.groups() for m in matches if m is not None]
         if hits:
             chunk = self._logits
-            reqs, poss, rows, payloads = zip(*hits)
+            reqs, poss, rows, payloads = zip(*hits, strict=False)
             chunk.req.extend(map(self._intern_bytes, reqs))
             chunk.pos.extend(map(int, poss))
             chunk.row.extend(map(int, rows))
@@ -288,14 +289,14 @@ class TraceBuilder:
             self._propose(fields, lineno)
         elif tag == g.TAG_PHASE:
             f = fields
-            self.ph.append((f["pre"], f["backbone"], f["sample"], f["logits"], lineno))  # type: ignore[index]
+            self.ph.append((f["pre"], f["backbone"], f["sample"], f["logits"], lineno))  # type: ignore[index,arg-type]  # fields is the grammar's untyped dict
         elif tag == g.TAG_PHASE_DEV:
             f = fields
-            self.ph_dev.append((f["pre"], f["fwd"], f["select"], f["walk"], lineno))  # type: ignore[index]
+            self.ph_dev.append((f["pre"], f["fwd"], f["select"], f["walk"], lineno))  # type: ignore[index,arg-type]  # fields is the grammar's untyped dict
         elif tag == g.TAG_ROUTE:
-            self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index]
+            self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index,arg-type]  # untyped dict
         elif tag == g.TAG_DRAFTING:
-            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index, arg-type]
+            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index, arg-type]  # untyped dict
         elif tag == g.TAG_LOGITS:
             # Only reached when the fast regex rejected the line but the field reader accepted it
             # (e.g. extra spaces); keep it through the same path.
@@ -401,7 +402,8 @@ class TraceBuilder:
     def _check_positions(self, v: Verifies) -> None:
         """Per request, each verify starts where the previous one's emit left off."""
         expected: dict[int, tuple[int, int]] = {}
-        for req, pos, ns, line in zip(v.req.tolist(), v.pos.tolist(), v.ns.tolist(), v.line.tolist()):
+        for req, pos, ns, line in zip(v.req.tolist(), v.pos.tolist(), v.ns.tolist(),
+                                      v.line.tolist(), strict=True):
             prev = expected.get(req)
             if prev is not None and prev[0] != pos:
                 self._finding(line, "invariant",
@@ -436,7 +438,7 @@ class TraceBuilder:
                           f"[spec-logits] row={lg.row[i]}: rows are 1..k (row 0 is the anchor)")
 
 
-def _offsets(lengths: array) -> np.ndarray:
+def _offsets(lengths: array[int]) -> np.ndarray:
     off = np.zeros(len(lengths) + 1, dtype=np.int64)
     if len(lengths):
         np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=off[1:])
@@ -458,7 +460,7 @@ class _Column:
         if self.data is None:
             self.data = np.empty((max(rows, 1024),) + piece.shape[1:], dtype=self.dtype)
         if piece.ndim == 2 and piece.shape[1] > self.data.shape[1]:
-            wider = np.full((self.data.shape[0], piece.shape[1]), self.fill, dtype=self.dtype)
+            wider: np.ndarray = np.full((self.data.shape[0], piece.shape[1]), self.fill, dtype=self.dtype)
             wider[:, : self.data.shape[1]] = self.data
             self.data = wider
         need = self.n + rows
@@ -494,7 +496,7 @@ class _LogitColumns:
 
     def extend(self, arrays: list[np.ndarray]) -> None:
         for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
-                                  self.width, self.line, self.sig_digits), arrays):
+                                  self.width, self.line, self.sig_digits), arrays, strict=False):
             column.extend(piece)
 
     def result(self) -> LogitRows:

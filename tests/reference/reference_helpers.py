@@ -73,7 +73,7 @@ def parse(lines: list[str]) -> Parsed:
             out.phases.append(int(m[1]))
         elif name == "route":
             out.route = dict(zip(("paged_seam", "block_kernel", "combined", "last_combined_q",
-                                  "last_combined_k"), map(int, m.groups())))
+                                  "last_combined_k"), map(int, m.groups()), strict=False))
     return out
 
 
@@ -91,7 +91,7 @@ def without_timings(lines: list[str]) -> list[str]:
 _RUNS: dict = {}
 
 
-def cached_run(options: "RunnerOptions", level: int = 3) -> "RunResult":
+def cached_run(options: RunnerOptions, level: int = 3) -> RunResult:
     """A direct run, computed once per test session for each (options, level)."""
     from difftest.reference.runner import run
 

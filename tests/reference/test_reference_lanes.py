@@ -43,7 +43,7 @@ def test_runs_bit_identical_across_lanes() -> None:
     paged = cached_run(DEFAULT.with_(lane="paged"), 3)
     mat = cached_run(DEFAULT.with_(lane="materialized"), 3)
     assert len(paged.records) == len(mat.records) == DEFAULT.requests * DEFAULT.steps
-    for a, b in zip(paged.records, mat.records):
+    for a, b in zip(paged.records, mat.records, strict=False):
         assert (a.req, a.pos, a.draft, a.emit) == (b.req, b.pos, b.draft, b.emit)
         assert torch.equal(a.logits, b.logits)
     body = [line for line in without_timings(paged.lines) if not line.startswith("[dflash-route]")]
@@ -76,7 +76,7 @@ def test_paged_pool_is_really_paged() -> None:
     for req, n in LENGTHS.items():
         table = tables[req]
         assert len(table) == -(-(n + opts.k + 1) // PAGE_SIZE) >= 3
-        assert any(b - a != 1 for a, b in zip(table, table[1:])), table  # not one run of pages
+        assert any(b - a != 1 for a, b in zip(table, table[1:], strict=False)), table  # not one run of pages
         for page in table:
             assert page not in owner, f"page {page} of {req} also belongs to {owner.get(page)}"
             owner[page] = req
@@ -116,7 +116,7 @@ def test_run_spreads_each_request_over_several_pages() -> None:
     result = cached_run(opts, 1)
     tables = result.store.block_tables
     assert all(len(t) >= 3 for t in tables.values()), tables
-    assert all(any(b - a != 1 for a, b in zip(t, t[1:])) for t in tables.values()), tables
+    assert all(any(b - a != 1 for a, b in zip(t, t[1:], strict=False)) for t in tables.values()), tables
     assert len({p for t in tables.values() for p in t}) == sum(len(t) for t in tables.values())
     mat = cached_run(opts.with_(lane="materialized"), 1)
     assert [r.draft for r in mat.records] == [r.draft for r in result.records]

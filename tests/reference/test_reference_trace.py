@@ -69,7 +69,7 @@ def test_propose_and_phase_fields() -> None:
     parsed = parse(cached_run(opts, 3).lines)
     r0_blocks = [v["draft"] for v in parsed.verifies if v["req"] == "r0"]
     assert len(parsed.proposes) == opts.steps
-    for p, block in zip(parsed.proposes, r0_blocks):
+    for p, block in zip(parsed.proposes, r0_blocks, strict=False):
         assert (p["rows"], p["nqpr"], p["k"]) == (opts.requests, opts.k + 1, opts.k)
         assert p["first"] == block
     assert parsed.phases == [opts.requests * (opts.k + 1) * opts.vocab] * opts.steps
