@@ -18,7 +18,7 @@ GOLDEN = TESTS / "golden"
 
 # An arm that replays a captured trace on stderr, as a runner would print it.
 REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
-          "sys.stderr.write(open(sys.argv[1]).read())")
+          "sys.stderr.write(open(sys.argv[-1]).read())")
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
