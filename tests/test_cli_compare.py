@@ -332,15 +332,10 @@ def test_end_to_end_paged_against_materialized_agrees(tmp_path: Path) -> None:
 
 
 def test_a_mutated_lane_is_caught_as_a_difference(tmp_path: Path) -> None:
-    path = write_config(tmp_path, """
-[arms.paged]
-command = ["{python}", "-m", "difftest.reference", "--lane", "paged"]
-env = { VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "none" }
-[arms.broken]
-command = ["{python}", "-m", "difftest.reference", "--lane", "materialized",
-           "--mutation", "causal-mask"]
-env = { VT_SPEC_TRACE = "3" }
-""")
+    # captures of the reference runner's paged lane and its causal-mask-broken materialized lane
+    gate = DATA.parent / "gate"
+    path = write_config(tmp_path, shared_replay_arm("paged", gate / "default-paged.log")
+                        + shared_replay_arm("broken", gate / "default-materialized+causal-mask.log"))
     r = cli("compare", "--config", path, "--arm-a", "paged", "--arm-b", "broken",
             "--run-root", tmp_path / "runs", "--no-progress", "--format", "json")
     assert r.exit_code == 1, r.output

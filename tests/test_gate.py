@@ -1,4 +1,5 @@
-"""The pre-merge gate end to end: real reference-runner arms, real git repositories."""
+"""The pre-merge gate end to end: real git repositories, replay arms of captured reference-runner
+traces (tests/data/gate/), and a few real reference-runner runs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from difftest.cli import app
 from difftest.config import load_config, parse_config
 from difftest.errors import ExitCode
 from difftest.gate import run_check, run_probe, worst
-from conftest import git
+from conftest import git, replay_arm
 
 CONFIGS = Path(__file__).resolve().parent.parent / "difftest" / "configs"
 runner = CliRunner()
@@ -53,21 +54,21 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert (run_dir / "junit.xml").exists() and (run_dir / "diff-lanes.csv").exists()
 
 
-FAILING = """
-[arms.paged]
-command = ["{python}", "-m", "difftest.reference", "--lane", "paged", "--requests", "2"]
-env = { VT_SPEC_TRACE = "1" }
-[arms.broken]
-command = ["{python}", "-m", "difftest.reference", "--lane", "materialized", "--requests", "2",
-           "--mutation", "skip-kv-write"]
-env = { VT_SPEC_TRACE = "1" }
-[arms.deg-paged]
-command = ["{python}", "-m", "difftest.reference", "--fixture", "degenerate", "--requests", "2"]
-env = { VT_SPEC_TRACE = "1" }
-[arms.deg-materialized]
-command = ["{python}", "-m", "difftest.reference", "--fixture", "degenerate", "--requests", "2",
-           "--lane", "materialized"]
-env = { VT_SPEC_TRACE = "1" }
+GATE = Path(__file__).resolve().parent / "data" / "gate"
+
+
+def replays(prefix: str, *arms: str) -> str:
+    """[arms.*] tables that replay reference-runner captures (scripts/capture_gate_traces.py)."""
+    return "".join(replay_arm(arm, GATE / f"{prefix}-{arm}.log") for arm in arms)
+
+
+def replayed_mutations(prefix: str, arm: str, *mutations: str) -> str:
+    """Mutations whose replay arm prints the capture of the mutated arm (argv[-1] wins)."""
+    return "".join(f"[mutations.{m}]\nargs = [{json.dumps(str(GATE / f'{prefix}-{arm}+{m}.log'))}]\n"
+                   for m in mutations)
+
+
+FAILING = replays("level1", "paged", "broken", "deg-paged", "deg-materialized") + """
 [arms.crasher]
 command = ["{python}", "-c", "import sys; sys.stderr.write('vt: out of memory\\\\n'); sys.exit(7)"]
 [comparisons.bad]
@@ -112,19 +113,21 @@ def test_check_fails_with_the_right_exit_codes(tmp_path: Path) -> None:
     assert r.output.startswith("UNINFORMATIVE")
 
 
-def test_probe_kills_every_builtin_mutation_on_the_default_config(tmp_path: Path) -> None:
-    cfg = load_config(CONFIGS / "default.toml")
-    p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
-    assert p.baseline.verdict.verdict == "agree"
-    assert [m.name for m in p.mutations] == ["causal-mask", "skip-kv-write", "stale-seq-lens"]
-    assert all(m.killed and m.killed_by == "tokens" and m.blocks_differing > 0
-               for m in p.mutations)
-    assert p.mutation_score == 1.0 and p.exit_code == ExitCode.OK
+MUTATIONS = ("causal-mask", "skip-kv-write", "stale-seq-lens")
+LANES = """
+[comparisons.lanes]
+arm_a = "paged"
+arm_b = "materialized"
+probe = ["causal-mask", "skip-kv-write", "stale-seq-lens"]
+"""
 
 
 def test_probe_on_the_degenerate_fixture_is_blind(tmp_path: Path) -> None:
     """The motivating case: constant drafts at level 1 hide all three wrong attentions."""
-    r = runner.invoke(app, ["probe", "--config", str(CONFIGS / "degenerate.toml"), "-c", "lanes",
+    config = tmp_path / "degenerate.toml"
+    config.write_text(replays("degenerate", "paged", "materialized") + LANES
+                      + replayed_mutations("degenerate", "materialized", *MUTATIONS))
+    r = runner.invoke(app, ["probe", "--config", str(config), "-c", "lanes",
                             "--format", "json", "--run-root", str(tmp_path), "--no-progress"])
     assert r.exit_code == 3, r.output
     data = json.loads(r.output)
@@ -134,11 +137,22 @@ def test_probe_on_the_degenerate_fixture_is_blind(tmp_path: Path) -> None:
                for m in data["mutations"])
 
 
+def test_probe_kills_every_mutation_of_the_captured_default_lanes(tmp_path: Path) -> None:
+    cfg = parse_config(replays("default", "paged", "materialized") + LANES
+                       + replayed_mutations("default", "materialized", *MUTATIONS),
+                       tmp_path / "replay.toml")
+    p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
+    assert p.baseline.verdict.verdict == "agree"
+    assert [m.name for m in p.mutations] == list(MUTATIONS)
+    assert all(m.killed and m.killed_by == "tokens" and m.blocks_differing > 0
+               for m in p.mutations)
+    assert p.mutation_score == 1.0 and p.exit_code == ExitCode.OK
+
+
 def test_probe_on_the_degenerate_fixture_at_level_3_kills_through_logits(tmp_path: Path) -> None:
-    text = (CONFIGS / "degenerate.toml").read_text().replace('VT_SPEC_TRACE = "1"',
-                                                             'VT_SPEC_TRACE = "3"')
-    assert 'VT_SPEC_TRACE = "3"' in text
-    cfg = parse_config(text, tmp_path / "degenerate3.toml")
+    cfg = parse_config(replays("degenerate3", "paged", "materialized") + LANES
+                       + replayed_mutations("degenerate3", "materialized", *MUTATIONS),
+                       tmp_path / "degenerate3.toml")
     p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
     assert p.baseline.verdict.verdict == "agree"
     assert "the token comparison alone would have been blind" in " ".join(
@@ -228,13 +242,18 @@ arm_b = "token"
 
 
 def test_probe_cli_subprocess_reports_json(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "difftest", "probe", "--arm-a", "paged", "--arm-b",
-                        "materialized", "-m", "causal-mask", "--format", "json", "--run-root",
-                        str(tmp_path), "--no-progress"], capture_output=True, text=True)
+    config = tmp_path / "replay.toml"
+    config.write_text(replays("default", "paged", "materialized") + LANES
+                      + replayed_mutations("default", "materialized", *MUTATIONS))
+    r = subprocess.run([sys.executable, "-m", "difftest", "probe", "--config", str(config),
+                        "--arm-a", "paged", "--arm-b", "materialized", "-m", "causal-mask",
+                        "--format", "json", "--run-root", str(tmp_path), "--no-progress"],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["mutations"][0]["name"] == "causal-mask" and data["mutations"][0]["killed"]
     assert data["mutation_score"] == 1.0
+    assert (Path(data["run_dir"]) / "probe.json").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -249,11 +268,15 @@ def test_gate_usage_errors(args: list[str], message: str, tmp_path: Path) -> Non
     assert r.exit_code == 2 and message in r.output, r.output
 
 
-PROBES = (CONFIGS / "default.toml").read_text() + """
+PROBES = replays("default", "paged", "materialized", "scalars-on", "scalars-off") + LANES + f"""
+[comparisons.scalars]
+arm_a = "scalars-on"
+arm_b = "scalars-off"
+expect = "differ"
 [mutations.noop]
-env = { SOME_UNUSED_VARIABLE = "1" }
+env = {{ SOME_UNUSED_VARIABLE = "1" }}
 [mutations.undo]
-args = ["--scalars", "on"]
+args = [{json.dumps(str(GATE / "default-scalars-on.log"))}]
 [mutations.typo]
 args = ["--mutatoin", "causal-mask"]
 """

@@ -136,8 +136,8 @@ class _LogitChunk:
             top_ids[rows, cols] = ids.astype(np.int32)
             top_vals[rows, cols] = pairs[:, 1]
         digits = row_sig_digits(b" ".join(self.payload), widths, pairs[:, 1])
-        out: list[np.ndarray] = [np.asarray(self.req, dtype=np.int32),
-               np.asarray(self.pos, dtype=np.int64),
+        out: list[np.ndarray] = [
+               np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
                np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
                np.asarray(self.line, dtype=np.int64), digits]
         if n > 1 and bool(np.any(np.diff(out[6]) < 0)):
@@ -296,7 +296,7 @@ class TraceBuilder:
         elif tag == g.TAG_ROUTE:
             self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index,arg-type]  # untyped dict
         elif tag == g.TAG_DRAFTING:
-            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index,arg-type]  # untyped dict
+            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index, arg-type]  # untyped dict
         elif tag == g.TAG_LOGITS:
             # Only reached when the fast regex rejected the line but the field reader accepted it
             # (e.g. extra spaces); keep it through the same path.
@@ -496,8 +496,7 @@ class _LogitColumns:
 
     def extend(self, arrays: list[np.ndarray]) -> None:
         for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
-                                  self.width, self.line, self.sig_digits), arrays,
-                                 strict=True):
+                                  self.width, self.line, self.sig_digits), arrays, strict=False):
             column.extend(piece)
 
     def result(self) -> LogitRows:
