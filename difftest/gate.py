@@ -145,7 +145,8 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
-                                   progress=progress, cache_dir=cache_dir,
+                                   progress=progress,
+                                   cache_dir=cache_dir or config.defaults.cache,
                                    extra_meta=spec_meta(spec, th) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir)
@@ -186,7 +187,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     th = thresholds_of(config)
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
-        cache_dir=cache_dir,
+        cache_dir=cache_dir or config.defaults.cache,
         extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
