@@ -290,23 +290,24 @@ cache_app = typer.Typer(help="The cache of git-ref checkouts (list them, prune t
 app.add_typer(cache_app, name="cache")
 
 
-def _cache_dir(cache: Optional[Path], config: Optional[Path]) -> Path:
+CacheOpt = Annotated[Path | None, typer.Option(
+    "--cache", help="Cache folder (default: the config's [defaults] cache, else "
+    "$DIFFTEST_CACHE, else ~/.cache/difftest).")]
+
+
+def _cache_dir(cache: Path | None, config: Path | None) -> Path:
     from difftest.config import load_config
     from difftest.worktree import default_cache_dir
 
     if cache is not None:
         return cache
-    return load_config(config).defaults.cache or default_cache_dir()
+    configured: Path | None = load_config(config).defaults.cache
+    return configured or default_cache_dir()
 
 
 @cache_app.command("list")
 @_guarded
-def cache_list(
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Cache folder (default: the "
-                                         "config's [defaults] cache, else $DIFFTEST_CACHE, else "
-                                         "~/.cache/difftest)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Config file."),
-) -> None:
+def cache_list(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
     """Every checkout difftest keeps: repository, commit, build recipe, size, last use."""
     import time
 
@@ -330,11 +331,12 @@ def cache_list(
 @cache_app.command("prune")
 @_guarded
 def cache_prune(
-    older_than: float = typer.Option(14.0, "--older-than", min=0.0,
-                                     help="Remove checkouts unused for this many days."),
-    all_: bool = typer.Option(False, "--all", help="Remove every checkout not in use now."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Cache folder."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Config file."),
+    older_than: Annotated[float, typer.Option(
+        "--older-than", min=0.0, help="Remove checkouts unused for this many days.")] = 14.0,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Remove every checkout not in use right now.")] = False,
+    cache: CacheOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest.worktree import prune_cache

@@ -357,6 +357,12 @@ class _Checker:
             out[name] = str(item)
         return out
 
+    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
+        try:
+            return _integer(key, value, minimum)
+        except InvalidValue as exc:
+            raise self.fail(table, f"key {key!r}: {exc.why}") from None
+
     def number(self, table: str, key: str, value: Any, *, minimum: float = 0.0,
                strict: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):

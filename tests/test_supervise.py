@@ -181,11 +181,13 @@ timeout_s = 15
 # --- results never lost ----------------------------------------------------------------------
 
 
+ONE_BLOCK = ("import sys; print('[SPECTRACE] req=r pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] "
+             "emit=[ 5 6 7 ]', file=sys.stderr)")
 TWO_ARMS = f"""
 [arms.a]
-command = [{json.dumps(PY)}, "-c", "import sys; print('[SPECTRACE] req=r pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 7 ]', file=sys.stderr)"]
+command = [{json.dumps(PY)}, "-c", {json.dumps(ONE_BLOCK)}]
 [arms.b]
-command = [{json.dumps(PY)}, "-c", "import sys; print('[SPECTRACE] req=r pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 7 ]', file=sys.stderr)"]
+command = [{json.dumps(PY)}, "-c", {json.dumps(ONE_BLOCK)}]
 [comparisons.ab]
 arm_a = "a"
 arm_b = "b"
@@ -280,8 +282,7 @@ command = [{json.dumps(PY)}, "-c", "pass"]
 
 def _a_run(tmp_path: Path) -> Path:
     run_dir = new_run_dir(tmp_path / "runs")
-    code = "import sys; print('[SPECTRACE] req=r pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 7 ]', file=sys.stderr)"
-    run_arms([ArmSpec("a", (PY, "-c", code)), ArmSpec("b", (PY, "-c", code))], run_dir,
+    run_arms([ArmSpec("a", (PY, "-c", ONE_BLOCK)), ArmSpec("b", (PY, "-c", ONE_BLOCK))], run_dir,
              progress=False)
     return run_dir
 

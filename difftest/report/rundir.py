@@ -56,6 +56,10 @@ def write_comparison(report: ComparisonReport) -> None:
     _each(writers)
 
 
+def _csv_writer(rep: ComparisonReport) -> Callable[[Path], None]:
+    return lambda p: render.write_csv(rep, p)
+
+
 def write_check(result: CheckResult, *, junit: Path | None = None,
                 markdown: Path | None = None) -> None:
     """check.json, junit.xml, check.md and one diff-<comparison>.csv each into the run dir, and
@@ -65,13 +69,13 @@ def write_check(result: CheckResult, *, junit: Path | None = None,
     writers: list[tuple[Path, Callable[[Path], None]]] = []
     if result.run_dir is not None:
         d = result.run_dir
-        writers += [(d / CHECK_JSON, lambda p: write_json_atomic(p, gate_report.check_dict(result))),
+        summary = gate_report.check_dict(result)
+        writers += [(d / CHECK_JSON, lambda p: write_json_atomic(p, summary)),
                     (d / JUNIT_XML, lambda p: write_text_atomic(p, xml)),
                     (d / CHECK_MD, lambda p: write_text_atomic(p, md))]
         for rep in result.reports:
             if rep.comparison is not None:
-                writers.append((d / f"diff-{rep.name}.csv",
-                                lambda p, rep=rep: render.write_csv(rep, p)))
+                writers.append((d / f"diff-{rep.name}.csv", _csv_writer(rep)))
     if junit is not None:
         writers.append((junit, lambda p: write_text_atomic(p, xml)))
     if markdown is not None:
