@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.errors import BuildError, GitError, UsageError
-from difftest.execute.procgroup import signal_group
+from difftest.procgroup import signal_group
 
 STALE_AFTER_DAYS = 14.0  # a cached worktree nobody used for this long is removed by prune()
 TAIL_LINES = 20  # build-log lines quoted in a BuildError
@@ -318,7 +318,7 @@ def _read_marker(marker: Path) -> dict[str, object] | None:
 
 def _write_marker(marker: Path, argv: list[str], state: str) -> None:
     """Atomically, so a crash never leaves a half-written marker that matches."""
-    from difftest.execute.atomic import write_text_atomic
+    from difftest.atomic import write_text_atomic
 
     write_text_atomic(marker, json.dumps({"argv": argv, "state": state,
                                           "built_at": time.time()}) + "\n")
@@ -494,7 +494,7 @@ def _note_repo(root: Path, r: _Repo) -> None:
     """Remember which repository a cache folder belongs to (for `difftest cache`)."""
     note = root / "repo.json"
     if not note.exists():
-        from difftest.execute.atomic import write_text_atomic
+        from difftest.atomic import write_text_atomic
 
         write_text_atomic(note, json.dumps({"repo": str(r.toplevel or r.path),
                                             "common_dir": str(r.common_dir)}) + "\n")

@@ -6,15 +6,17 @@
 - `gitprep`: where an arm runs (its cwd, or a checkout of its git_ref)
 - `records`: the frozen `ArmResult` and the meta.json it is stored in
 - `rundir`: run directories and capture file names
-- `atomic`: the one atomic file writer
-- `procgroup`: the one process-group killer
 - `progress`: the progress display
+
+The one atomic file writer (`difftest.atomic`), process-group killer (`difftest.procgroup`) and
+git top-level lookup (`difftest.gitinfo`) sit below every stage, so `worktree` and `config` use
+them too; their names are re-exported here.
 """
 
-from difftest.execute.atomic import (
+from difftest.atomic import (
     atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
 )
-from difftest.execute.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
+from difftest.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
 from difftest.execute.records import (
     META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
 )

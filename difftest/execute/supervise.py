@@ -27,10 +27,10 @@ from difftest import __version__
 from difftest.config import ArmSpec
 from difftest.errors import UsageError
 from difftest.execute import launcher as launchers
-from difftest.execute.atomic import write_json_atomic
+from difftest.atomic import write_json_atomic
 from difftest.execute.capture import Budget, Capture
 from difftest.execute.gitprep import Placement, git_placement, local_placement
-from difftest.execute.procgroup import (
+from difftest.procgroup import (
     KILL_GRACE_S, POLL_S, group_alive, processes_with_env, signal_group,
 )
 from difftest.execute.progress import ArmState, ArmStatus, Progress

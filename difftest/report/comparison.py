@@ -193,7 +193,7 @@ def csv_frame(rep: ComparisonReport) -> pd.DataFrame:
 
 def write_csv(rep: ComparisonReport, path: Path) -> None:
     """Write the CSV diff atomically (exclusive temp file beside it, then rename)."""
-    from difftest.execute.atomic import write_with
+    from difftest.atomic import write_with
 
     frame = csv_frame(rep)
     try:
