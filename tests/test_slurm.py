@@ -193,3 +193,18 @@ def test_sigterm_to_difftest_ends_the_jobs(slurm: None, tmp_path: Path) -> None:
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "terminated" and meta["signal"] == "SIGTERM"
     assert all(arm["interrupted"] for arm in meta["arms"].values())
+
+
+def test_check_j2_on_the_shipped_config_through_srun_passes(slurm: None, tmp_path: Path) -> None:
+    shipped = (REPO / "difftest" / "configs" / "default.toml").read_text()
+    config = tmp_path / "difftest.toml"
+    config.write_text('[defaults]\nlauncher = ["srun", "-Q", "--"]\n' + shipped)
+    proc = subprocess.run([PY, "-m", "difftest", "check", "-j", "2", "--config", str(config),
+                           "--run-root", str(tmp_path / "runs"), "--no-progress"],
+                          capture_output=True, text=True, env={**os.environ,
+                                                               "PYTHONPATH": str(REPO)},
+                          cwd=tmp_path, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results, _ = load_run(next((tmp_path / "runs").iterdir()))
+    assert len(results) == 7
+    assert all(r.launcher == ["srun", "-Q", "--"] and r.job_id for r in results.values())
