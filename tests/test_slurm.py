@@ -60,7 +60,9 @@ def _jobs_named(prefix: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith(prefix)]
 
 
-def _wait_no_jobs(prefix: str, within: float = 20.0) -> list[str]:
+def _wait_no_jobs(prefix: str, within: float = 5.0) -> list[str]:
+    """Jobs left after `within` s: well under InactiveLimit (15 s), after which Slurm itself
+    would cancel a job whose srun vanished and hide a leak."""
     end = time.monotonic() + within
     left = _jobs_named(prefix)
     while left and time.monotonic() < end:
