@@ -505,3 +505,24 @@ def test_failure_messages(tmp_path: Path) -> None:
     long = tmp_path / "long.stderr"
     long.write_bytes(b"y" * 100_000 + b"\nlast\n")
     assert _result(tmp_path, stderr_path=long).stderr_tail(5) == "last"  # no cut-off fragment
+
+
+def test_progress_fits_many_arms_into_a_short_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import os as _os
+
+    from difftest.execute.progress import ArmState, ArmStatus, Progress
+
+    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=None: _os.terminal_size((40, 5)))
+    out = io.StringIO()
+    bar = Progress(True, stream=out, tty=True)
+    arms = ([ArmStatus(f"arm{i}", ArmState.RUNNING, 1.0, 10 * i, i) for i in range(6)]
+            + [ArmStatus("q", ArmState.QUEUED, 0.0, 0, 0),
+               ArmStatus("d", ArmState.DONE, 2.0, 5, 2, "exit 0")])
+    bar.draw(arms, force=True)
+    lines = out.getvalue().split("\n")
+    assert lines[0] == "arms: 1 queued, 6 running, 1 done"
+    assert len(lines) == 4 and lines[-1] == "... and 4 more running"  # 5 rows - 2 kept free
+    assert all(len(line) <= 39 for line in lines)
+    bar.draw(arms, force=True)  # redrawn in place: up 3 lines, clear, draw
+    assert "\x1b[3F\r\x1b[J" in out.getvalue()
