@@ -111,11 +111,12 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
 def check(config: ConfigLike = None, *, only: list[str] | None = None,
           run_root: Path | None = None, probes: bool = True, progress: bool | None = None,
           junit: Path | None = None, markdown: Path | None = None,
-          cache_dir: Path | None = None) -> CheckResult:
+          cache_dir: Path | None = None, jobs: int | None = None) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
-    junit.xml, check.md, check.json and the diffs into the run directory."""
+    junit.xml, check.md, check.json and the diffs into the run directory. `jobs` caps how many
+    arms run at once (default: see gate.job_limits)."""
     result = run_check(_config(config), only, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir, probes=probes)
+                       cache_dir=cache_dir, probes=probes, jobs=jobs)
     rundir.write_check(result, junit=junit, markdown=markdown)
     return result
 

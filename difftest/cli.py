@@ -48,8 +48,24 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             typer.echo("difftest: interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except OSError as exc:
+            typer.echo(f"difftest: error: {_os_error(exc)}", err=True)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
+        except RecursionError:
+            typer.echo("difftest: error: input nested too deep", err=True)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
 
     return wrapper
+
+
+def _os_error(exc: OSError) -> str:
+    """A filesystem failure in words: which file, and why (a full disk is named as such)."""
+    import errno
+
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    if exc.errno == errno.ENOSPC:
+        return f"{where}the disk is full (no space left on device)"
+    return f"{where}{exc.strerror or exc}"
 
 
 class ParseFormat(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
@@ -132,9 +148,13 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
     from difftest import api
     from difftest.report import comparison as render
 
-    if csv is not None and not api.export_csv(report, csv):
-        typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was compared",
-                   err=True)
+    if csv is not None:
+        try:
+            if not api.export_csv(report, csv):
+                typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
+                           "compared", err=True)
+        except DifftestError as exc:  # the verdict still counts: say it, exit with it
+            typer.echo(f"difftest: error: {exc}", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:
@@ -214,6 +234,9 @@ def check(
         "--no-probes", help="Skip the probes comparisons require.")] = False,
     run_root: Annotated[Path | None, typer.Option("--run-root")] = None,
     progress: Progress = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
+        "[defaults] launched_jobs for arms run through a launcher).")] = None,
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
 
@@ -224,7 +247,8 @@ def check(
     from difftest.report import gate_report
 
     result = api.check(config, only=only, run_root=run_root, probes=not no_probes,
-                       progress=progress, junit=junit, markdown=markdown)
+                       progress=progress, junit=junit, markdown=markdown,
+                       jobs=jobs)
     if format is ReportFormat.json:
         typer.echo(gate_report.render_check_json(result))
     else:
@@ -259,6 +283,68 @@ def probe(
     else:
         typer.echo(gate_report.probe_table(result))
     raise typer.Exit(int(result.exit_code))
+
+
+cache_app = typer.Typer(help="The cache of git-ref checkouts (list them, prune them).",
+                        no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+CacheOpt = Annotated[Path | None, typer.Option(
+    "--cache", help="Cache folder (default: the config's [defaults] cache, else "
+    "$DIFFTEST_CACHE, else ~/.cache/difftest).")]
+
+
+def _cache_dir(cache: Path | None, config: Path | None) -> Path:
+    from difftest.config import load_config
+    from difftest.worktree import default_cache_dir
+
+    if cache is not None:
+        return cache
+    configured: Path | None = load_config(config).defaults.cache
+    return configured or default_cache_dir()
+
+
+@cache_app.command("list")
+@_guarded
+def cache_list(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
+    """Every checkout difftest keeps: repository, commit, build recipe, size, last use."""
+    import time
+
+    from tabulate import tabulate
+
+    from difftest.worktree import list_cache
+
+    where = _cache_dir(cache, config)
+    entries = list_cache(where)
+    if not entries:
+        typer.echo(f"no cached checkouts in {where}")
+        return
+    rows = [(e.repo, e.sha[:12], e.recipe, "yes" if e.built else "no",
+             f"{e.size_bytes / 1e6:.1f} MB",
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)), str(e.path))
+            for e in entries]
+    typer.echo(tabulate(rows, headers=["repository", "commit", "recipe", "built", "size",
+                                       "last used", "path"]))
+
+
+@cache_app.command("prune")
+@_guarded
+def cache_prune(
+    older_than: Annotated[float, typer.Option(
+        "--older-than", min=0.0, help="Remove checkouts unused for this many days.")] = 14.0,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Remove every checkout not in use right now.")] = False,
+    cache: CacheOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Remove broken checkouts and those unused for a while (only ones difftest made)."""
+    from difftest.worktree import prune_cache
+
+    removed = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    for path in removed:
+        typer.echo(f"removed {path}")
+    typer.echo(f"{len(removed)} checkout(s) removed")
 
 
 def main() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -20,13 +19,18 @@ from typing import Any
 
 from difftest.errors import ConfigError, UsageError
 from difftest.kinds import Expect
+from difftest.gitinfo import git_toplevel
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
 CONFIG_FILE_NAME = "difftest.toml"
 
-_TOP_TABLES = ("arms", "comparisons", "mutations", "audit")
-_ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo")
+_TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
+_DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
+_ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
+             "max_capture_bytes")
+MAX_ARM_NAME = 100  # arm names become file names and table rows
+DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "probe")
 _MUTATION_KEYS = ("env", "args")
 
@@ -99,6 +103,8 @@ class ArmSpec:
     git_ref: str | None = None
     build: tuple[str, ...] | None = None
     repo: Path | None = None
+    launcher: tuple[str, ...] | None = None  # argv prefix, e.g. ("srun", "-Q", "--")
+    max_capture_bytes: int | None = None  # stdout + stderr together; past it the arm fails
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -111,6 +117,8 @@ class ArmSpec:
             object.__setattr__(self, "repo", Path(self.repo))
         if self.build is not None:
             object.__setattr__(self, "build", tuple(str(a) for a in self.build))
+        if self.launcher is not None:
+            object.__setattr__(self, "launcher", tuple(str(a) for a in self.launcher) or None)
 
     def with_changes(self, **kw: Any) -> ArmSpec:
         """A copy with some fields replaced; how probes derive a mutated arm."""
@@ -192,6 +200,15 @@ class AuditThresholds:
 
 
 @dataclass(frozen=True)
+class Defaults:
+    """[defaults]: what applies to every arm, and where checkouts of git refs are kept."""
+
+    launcher: tuple[str, ...] | None = None
+    launched_jobs: int = DEFAULT_LAUNCHED_JOBS  # arms run through a launcher at once in check
+    cache: Path | None = None  # worktree cache; on a shared filesystem when arms are launched
+
+
+@dataclass(frozen=True)
 class Config:
     """A validated config file."""
 
@@ -200,6 +217,7 @@ class Config:
     comparisons: Mapping[str, ComparisonSpec]
     mutations: Mapping[str, MutationSpec]
     audit: AuditThresholds = AuditThresholds()
+    defaults: Defaults = Defaults()
 
     def arm(self, name: str) -> ArmSpec:
         """The named arm; a typo on the command line gets the list of real names."""
@@ -310,6 +328,8 @@ class _Checker:
         for i, item in enumerate(value):
             if not isinstance(item, str):
                 raise self.fail(table, f"key {key!r}: item {i} must be a string, got {_kind(item)}")
+            if "\0" in item:
+                raise self.fail(table, f"key {key!r}: item {i} contains a NUL character")
         if not value[0].strip():
             raise self.fail(table, f"key {key!r}: the program (item 0) must not be empty")
         return tuple(value)
@@ -337,6 +357,12 @@ class _Checker:
             out[name] = str(item)
         return out
 
+    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
+        try:
+            return _integer(key, value, minimum)
+        except InvalidValue as exc:
+            raise self.fail(table, f"key {key!r}: {exc.why}") from None
+
     def number(self, table: str, key: str, value: Any, *, minimum: float = 0.0,
                strict: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -359,22 +385,14 @@ def _substitute(argv: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a.replace(PYTHON_TOKEN, sys.executable) for a in argv)
 
 
-def _git_toplevel(start: Path) -> Path | None:
-    try:
-        out = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    top = out.stdout.strip()
-    return Path(top) if out.returncode == 0 and top else None
-
-
 def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
     check = _Checker(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, f"TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise ConfigError(path, "TOML nested too deep to be a difftest config") from None
     for key in data:
         if key not in _TOP_TABLES:
             raise check.fail(key, f"unknown table (known: {', '.join(_TOP_TABLES)})")
@@ -383,9 +401,13 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
 
     packaged = base == _packaged_dir()
     repo_base = cwd if packaged else base
+    run_defaults = _defaults(check, data.get("defaults", {}), base)
     arms: dict[str, ArmSpec] = {}
     for name, raw in data.get("arms", {}).items():
-        arms[name] = _arm(check, name, check.table("arms", name, raw), base, repo_base)
+        arm = _arm(check, name, check.table("arms", name, raw), base, repo_base)
+        if arm.launcher is None and run_defaults.launcher is not None:
+            arm = arm.with_changes(launcher=run_defaults.launcher)
+        arms[name] = arm
 
     mutations: dict[str, MutationSpec] = {}
     for name, raw in data.get("mutations", {}).items():
@@ -405,13 +427,32 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
         audit = AuditThresholds.from_mapping(data.get("audit", {}))
     except InvalidValue as exc:
         raise check.fail("audit", f"key {exc.key!r}: {exc.why}") from None
-    return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit)
+    return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit,
+                  defaults=run_defaults)
+
+
+def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:
+    check.keys("defaults", raw, _DEFAULTS_KEYS)
+    launcher = (_substitute(check.argv("defaults", "launcher", raw["launcher"]))
+                if "launcher" in raw else None)
+    jobs = (check.integer("defaults", "launched_jobs", raw["launched_jobs"], minimum=1)
+            if "launched_jobs" in raw else DEFAULT_LAUNCHED_JOBS)
+    cache = None
+    if "cache" in raw:
+        cache = Path(check.string("defaults", "cache", raw["cache"])).expanduser()
+        cache = cache if cache.is_absolute() else (base / cache).resolve()
+    return Defaults(launcher=launcher, launched_jobs=jobs, cache=cache)
 
 
 def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base: Path) -> ArmSpec:
     table = f"arms.{name}"
     if not name.strip():
         raise check.fail(table, "an arm name must not be empty")
+    if len(name) > MAX_ARM_NAME:
+        raise check.fail(f"arms.{name[:40]}...", f"an arm name must be at most {MAX_ARM_NAME} "
+                                                 f"characters, this one has {len(name)}")
+    if any(ord(c) < 32 or c == "\x7f" for c in name):
+        raise check.fail(table, "an arm name must not contain control characters")
     check.keys(table, raw, _ARM_KEYS)
     if "command" not in raw:
         raise check.fail(table, "key 'command': missing (an argv list, e.g. "
@@ -443,9 +484,14 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
         repo = Path(check.string(table, "repo", raw["repo"]))
         repo = repo if repo.is_absolute() else (base / repo).resolve()
     elif git_ref is not None:
-        repo = _git_toplevel(repo_base.resolve()) or repo_base.resolve()
+        repo = git_toplevel(repo_base.resolve()) or repo_base.resolve()
+    launcher = (_substitute(check.argv(table, "launcher", raw["launcher"]))
+                if "launcher" in raw else None)
+    cap = (check.integer(table, "max_capture_bytes", raw["max_capture_bytes"], minimum=1)
+           if "max_capture_bytes" in raw else None)
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
-                   git_ref=git_ref, build=build, repo=repo)
+                   git_ref=git_ref, build=build, repo=repo, launcher=launcher,
+                   max_capture_bytes=cap)
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],

@@ -15,7 +15,9 @@ class ExitCode(IntEnum):
     USAGE = 2  # usage error or bad input
     UNINFORMATIVE = 3  # agreed, but could not have failed
     ARM_FAILED = 4  # an arm crashed, timed out or drafted nothing
+    HANGUP = 129  # SIGHUP (128 + 1): handled like Ctrl-C
     INTERRUPTED = 130  # Ctrl-C: both arms stopped, what they printed kept
+    TERMINATED = 143  # SIGTERM (128 + 15): handled like Ctrl-C
 
 
 class DifftestError(Exception):
@@ -93,11 +95,15 @@ class GitError(DifftestError):
 
 
 class InterruptedRun(DifftestError):
-    """Ctrl-C during a run: the arms were stopped and their captures kept."""
+    """Ctrl-C, SIGTERM or SIGHUP during a run: the arms were stopped and their captures kept."""
 
     exit_code = ExitCode.INTERRUPTED
 
-    def __init__(self, run_dir: object) -> None:
+    def __init__(self, run_dir: object, signum: int = 2) -> None:
         self.run_dir = str(run_dir)
-        super().__init__(f"interrupted: the arms were stopped; what they printed is kept in "
+        self.signum = signum
+        self.exit_code = ExitCode(128 + signum) if 128 + signum in set(ExitCode) else (
+            ExitCode.INTERRUPTED)
+        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
+        super().__init__(f"{what}: the arms were stopped; what they printed is kept in "
                          f"{self.run_dir}")

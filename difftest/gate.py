@@ -8,6 +8,8 @@ claim a coverage it does not have.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 from difftest.audit import AuditThresholds
 from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ExitCode, UsageError
-from difftest.execute import ArmResult
+from difftest.execute import ArmResult, JobLimits
 from difftest.kinds import Expect, VerdictKind
 from difftest.pipeline import (
     ComparisonReport, arm_pair, evaluate, outcomes_from_run, run_arm_set, self_pair, spec_meta,
@@ -145,7 +147,8 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
-                                   progress=progress, cache_dir=cache_dir,
+                                   progress=progress,
+                                   cache_dir=cache_dir or config.defaults.cache,
                                    extra_meta=spec_meta(spec, th) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir)
@@ -166,10 +169,20 @@ class CheckResult:
         return worst(codes)
 
 
+def job_limits(config: Config, jobs: int | None) -> JobLimits:
+    """-j N caps all arms at N; by default local arms are capped at the CPU count and arms run
+    through a launcher at [defaults] launched_jobs (the cluster, not this machine, runs them)."""
+    if jobs is not None:
+        return JobLimits(total=jobs)
+    return JobLimits(local=os.cpu_count() or 1, launched=config.defaults.launched_jobs)
+
+
 def run_check(config: Config, only: Sequence[str] | None = None, *,
               run_root: Path | None = None, progress: bool | None = None,
-              cache_dir: Path | None = None, probes: bool = True) -> CheckResult:
-    """Every configured comparison (or `only` those), arms shared between them run once."""
+              cache_dir: Path | None = None, probes: bool = True,
+              jobs: int | None = None) -> CheckResult:
+    """Every configured comparison (or `only` those), arms shared between them run once, at
+    most `jobs` at a time (see job_limits)."""
     names = list(only) if only else list(config.comparisons)
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
@@ -186,7 +199,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     th = thresholds_of(config)
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
-        cache_dir=cache_dir,
+        cache_dir=cache_dir or config.defaults.cache, limits=job_limits(config, jobs),
         extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}

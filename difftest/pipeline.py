@@ -15,7 +15,7 @@ from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
-from difftest.execute import ArmResult, load_run, new_run_dir, run_arms
+from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
 from difftest.kinds import Expect
 from difftest.model import ArmTrace
 from difftest.trace import parse_trace
@@ -146,14 +146,15 @@ def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, ob
 
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
                 progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
-                cache_dir: Path | None = None) -> tuple[Path, dict[str, ArmResult]]:
-    """Run arms concurrently into a fresh run directory."""
+                cache_dir: Path | None = None,
+                limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run arms concurrently (up to `limits`) into a fresh run directory."""
     run_dir = new_run_dir(run_root, label=label)
     try:
         results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                           cache_dir=cache_dir)
-    except KeyboardInterrupt:
-        raise InterruptedRun(run_dir) from None
+                           cache_dir=cache_dir, limits=limits)
+    except KeyboardInterrupt as exc:
+        raise InterruptedRun(run_dir, signal_of(exc)) from None
     return run_dir, results
 
 
@@ -191,7 +192,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     spec = self_pair(spec, config.arms)
     run_dir, results = run_arm_set([arm_a, arm_b], run_root=run_root, label=spec.name,
                                    progress=progress, extra_meta=spec_meta(spec, th),
-                                   cache_dir=cache_dir)
+                                   cache_dir=cache_dir or config.defaults.cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     return evaluate(spec, a, b, th, run_dir)
 

@@ -7,13 +7,26 @@ Each sha gets one worktree and at most one build per build command, shared by ev
 asks for it (an exclusive `flock` per sha serialises creation and build).
 
 Layout under the cache directory, per repository (`<repo-key>` = readable name + short hash of
-the repository's common git dir):
+the repository's common git dir). An entry is one commit built one way: `<entry>` =
+`<sha>-<recipe>`, where the recipe is a hash of the build argv and the build's environment
+overrides, so two arms that build one commit differently never share (or overwrite) a tree:
 
-    <repo-key>/<sha>/            the worktree, detached HEAD at <sha>
-    <repo-key>/<sha>.lock        held while the worktree is created or built
-    <repo-key>/<sha>.build.log   stdout + stderr of the last build
-    <repo-key>/<sha>.built       marker: the build argv that last succeeded here
-    <repo-key>/worktrees.lock    held around git's worktree metadata commands (prune/add/remove)
+    <repo-key>/repo.json            which repository this is (for `difftest cache`)
+    <repo-key>/<entry>/             the worktree, detached HEAD at <sha>
+    <repo-key>/<entry>.lock         held while the worktree is created, verified or built
+    <repo-key>/<entry>.build.log    stdout + stderr of the last build
+    <repo-key>/<entry>.built        marker: the recipe that last succeeded, and the state of the
+                                    tracked files right after the build
+    <repo-key>/worktrees.lock       held around git's worktree metadata commands (add/remove)
+
+A cached entry is used only when it is still what was built: HEAD at <sha> and the tracked files
+exactly as the build left them (a runner that edited a tracked file makes it stale, and it is
+checked out and built afresh). Only worktrees under the cache are ever unregistered: never a
+user's own worktree, even one whose folder is briefly gone.
+
+Two special refs: `HEAD` with uncommitted changes to tracked files is flagged `dirty` (they are
+not tested); `WORKTREE` tests the working tree as it is, through a commit of its tracked files
+made without touching the user's index, HEAD or branches.
 """
 
 from __future__ import annotations
@@ -27,7 +40,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -35,11 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.errors import BuildError, GitError, UsageError
+from difftest.procgroup import signal_group
 
 STALE_AFTER_DAYS = 14.0  # a cached worktree nobody used for this long is removed by prune()
 TAIL_LINES = 20  # build-log lines quoted in a BuildError
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_ENTRY_RE = re.compile(r"^([0-9a-f]{40})-([0-9a-f]{12})$")
+WORKTREE_REF = "WORKTREE"  # the working tree's tracked files as they are now
 
 # Variables that point git at a particular repository, index or object store. Git sets several
 # of them for hooks (a pre-commit hook sees GIT_INDEX_FILE), and a leaked GIT_INDEX_FILE would
@@ -62,6 +77,7 @@ class Checkout:
     path: Path  # the worktree directory (detached HEAD at sha)
     build_log: Path | None  # where the build output went (None when no build)
     built_now: bool  # False when the cached build was reused
+    dirty: bool | None = None  # for HEAD: the user's tree has uncommitted tracked changes
 
 
 def default_cache_dir() -> Path:
@@ -209,6 +225,41 @@ def _registered_worktrees(r: _Repo, what: str) -> set[str]:
     return out
 
 
+def _forget(r: _Repo, path: Path) -> None:
+    """Unregister one worktree of ours whose folder is gone or broken (never `git worktree
+    prune`, which would also forget a user's worktree whose folder is briefly absent)."""
+    admin_root = r.common_dir / "worktrees"
+    target = os.path.realpath(path)
+    try:
+        admins = list(admin_root.iterdir())
+    except OSError:
+        return
+    for admin in admins:
+        try:
+            gitdir = (admin / "gitdir").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if os.path.realpath(os.path.dirname(gitdir)) == target:
+            shutil.rmtree(admin, ignore_errors=True)
+
+
+def _forget_gone(r: _Repo, root: Path, what: str) -> None:
+    """Forget our own worktrees whose folders were deleted."""
+    top = os.path.realpath(root)
+    for path in _registered_worktrees(r, what):
+        if os.path.dirname(path) == top and not os.path.isdir(path):
+            _forget(r, Path(path))
+
+
+def _tree_state(path: Path, what: str) -> str:
+    """A digest of the tracked files' state against HEAD (empty string: clean)."""
+    status = _git(path, "status", "--porcelain=v1", "-z", "--untracked-files=no", what=what)
+    if not status.stdout:
+        return ""
+    diff = _git(path, "diff", "--binary", "HEAD", what=what)
+    return hashlib.sha256((status.stdout + "\0" + diff.stdout).encode()).hexdigest()
+
+
 def _is_valid_worktree(r: _Repo, path: Path, sha: str, what: str) -> bool:
     """True when path is a worktree this repository lists (not a copy of one), at `sha`."""
     if not path.is_dir() or path.is_symlink() or not (path / ".git").is_file():
@@ -228,10 +279,10 @@ def _remove_path(path: Path) -> None:
 
 
 def _metadata_lock(root: Path) -> AbstractContextManager[bool]:
-    """Serialise git worktree prune/add/remove for one repository.
+    """Serialise git worktree add/remove (and our own unregistering) for one repository.
 
-    `git worktree prune` deletes an admin dir that has no gitdir file yet, which is what a
-    concurrent `git worktree add` of another sha looks like for a moment; the add then fails.
+    An admin dir that has no gitdir file yet is what a concurrent `git worktree add` looks like
+    for a moment; nothing may forget it meanwhile.
     """
     return _locked(root / "worktrees.lock")
 
@@ -242,31 +293,42 @@ def _ensure_worktree(r: _Repo, root: Path, path: Path, sha: str, ref: str) -> bo
     if _is_valid_worktree(r, path, sha, what):
         return False
     # Broken: directory gone, metadata stale, moved HEAD or a stray directory. Start afresh.
+    _recreate(r, root, path, sha, what)
+    return True
+
+
+def _recreate(r: _Repo, root: Path, path: Path, sha: str, what: str) -> None:
     with _metadata_lock(root):
         _remove_path(path)
-        _git(r.path, "worktree", "prune", what=what)
+        _forget(r, path)
         _git(r.path, "worktree", "add", "--detach", str(path), sha, what=what)
-    return True
 
 
 # --------------------------------------------------------------------------------------------
 # builds
 
 
-def _read_marker(marker: Path) -> list[str] | None:
+def _read_marker(marker: Path) -> dict[str, object] | None:
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    argv = data.get("argv") if isinstance(data, dict) else None
-    return argv if isinstance(argv, list) else None
+    return data if isinstance(data, dict) and isinstance(data.get("argv"), list) else None
 
 
-def _write_marker(marker: Path, argv: list[str]) -> None:
-    """Write the marker atomically, so a crash never leaves a half-written one that matches."""
-    tmp = marker.with_name(f"{marker.name}.tmp.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(json.dumps({"argv": argv, "built_at": time.time()}) + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
+def _write_marker(marker: Path, argv: list[str], state: str) -> None:
+    """Atomically, so a crash never leaves a half-written marker that matches."""
+    from difftest.atomic import write_text_atomic
+
+    write_text_atomic(marker, json.dumps({"argv": argv, "state": state,
+                                          "built_at": time.time()}) + "\n")
+
+
+def recipe_key(argv: Sequence[str] | None, build_env: Mapping[str, str] | None) -> str:
+    """12 hex digits naming how an entry is built: the argv and the build's env overrides."""
+    recipe = {"argv": list(argv) if argv else None,
+              "env": sorted((build_env or {}).items()) if argv else []}
+    return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:12]
 
 
 def _log_tail(log: Path, n: int = TAIL_LINES) -> str:
@@ -280,10 +342,7 @@ def _log_tail(log: Path, n: int = TAIL_LINES) -> str:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the build and everything it started (it leads its own process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
@@ -335,41 +394,110 @@ def _cache_root(r: _Repo, cache_dir: Path | None) -> Path:
 
 def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
                  cache_dir: Path | None = None, env: Mapping[str, str] | None = None,
+                 build_env: Mapping[str, str] | None = None,
                  timeout_s: float | None = None) -> Checkout:
-    """Check `ref` out in the cache (reusing a valid worktree) and build it once per build argv.
+    """Check `ref` out in the cache and build it, once per commit and build recipe.
 
     `build` is an argv list run without a shell in the worktree with os.environ | env; None or
-    an empty list means no build. A failed or timed-out build raises BuildError and leaves no
-    marker, so the next call builds again.
+    an empty list means no build. `build_env` (the overrides in env that are the arm's own) is
+    part of the recipe. A failed or timed-out build raises BuildError and leaves no marker, so
+    the next call builds again.
     """
     if isinstance(build, (str, bytes)):
         raise UsageError(f"build must be an argv list, not the string {build!r}")
     argv = [str(a) for a in build] if build else None
     r = _open_repo(repo, ref)
-    sha = _resolve(r, ref)
+    what = f"repository {str(r.path)!r} (ref {ref!r})"
+    dirty: bool | None = None
+    if ref == WORKTREE_REF:
+        sha = _snapshot(r, what)
+    else:
+        sha = _resolve(r, ref)
+        if ref.strip() == "HEAD" and r.toplevel is not None:
+            dirty = _tree_state(r.toplevel, what) != ""
     root = _cache_root(r, cache_dir)
     root.mkdir(parents=True, exist_ok=True)
-    # Cheap and safe: forget worktrees whose directories are gone (ours or anyone's).
+    _note_repo(root, r)
     with _metadata_lock(root):
-        _git(r.path, "worktree", "prune", what=f"repository {str(r.path)!r} (ref {ref!r})")
+        _forget_gone(r, root, what)
 
-    path = root / sha
-    marker = root / f"{sha}.built"
-    log = root / f"{sha}.build.log"
-    with _locked(root / f"{sha}.lock"):
+    entry = f"{sha}-{recipe_key(argv, build_env)}"
+    path = root / entry
+    marker = root / f"{entry}.built"
+    log = root / f"{entry}.build.log"
+    with _locked(root / f"{entry}.lock"):
         if _ensure_worktree(r, root, path, sha, ref):
             marker.unlink(missing_ok=True)  # a fresh checkout has none of the old build outputs
+        state = _tree_state(path, what)
+        built = _read_marker(marker) if argv is not None else None
+        expected = built.get("state") if built is not None and built.get("argv") == argv else ""
+        if state != expected:
+            # A build or runner edited tracked files since: this tree is not what was built.
+            _recreate(r, root, path, sha, what)
+            marker.unlink(missing_ok=True)
+            built = None
         os.utime(path)  # "last used", for prune()'s age rule
         if argv is None:
-            return Checkout(sha=sha, path=path, build_log=None, built_now=False)
-        if _read_marker(marker) == argv:
+            return Checkout(sha=sha, path=path, build_log=None, built_now=False, dirty=dirty)
+        if built is not None and built.get("argv") == argv:
             return Checkout(sha=sha, path=path, build_log=log if log.exists() else None,
-                            built_now=False)
+                            built_now=False, dirty=dirty)
         # Drop the old marker first: an interrupted build must not look like a finished one.
         marker.unlink(missing_ok=True)
         _run_build(argv, path, log, ref, sha, env, timeout_s)
-        _write_marker(marker, argv)
-        return Checkout(sha=sha, path=path, build_log=log, built_now=True)
+        _write_marker(marker, argv, _tree_state(path, what))
+        return Checkout(sha=sha, path=path, build_log=log, built_now=True, dirty=dirty)
+
+
+def _snapshot(r: _Repo, what: str) -> str:
+    """A commit of the working tree's tracked files (those in HEAD or the index) as they are
+    now, parented on HEAD.
+
+    Made with a private index, so the user's index, HEAD and branches are untouched; dated like
+    HEAD, so the same edits give the same sha (and reuse the same cached build).
+    """
+    if r.toplevel is None:
+        raise GitError(f"{what}: a bare repository has no working tree to snapshot")
+    import tempfile
+
+    head = _resolve(r, "HEAD")
+    with tempfile.TemporaryDirectory(prefix="difftest-index-") as tmp:
+        env = _clean_env({"GIT_INDEX_FILE": os.path.join(tmp, "index")})
+        date = _git(r.toplevel, "log", "-1", "--format=%cI", head, what=what).stdout.strip()
+        env.update({"GIT_AUTHOR_NAME": "difftest", "GIT_AUTHOR_EMAIL": "difftest@localhost",
+                    "GIT_COMMITTER_NAME": "difftest", "GIT_COMMITTER_EMAIL": "difftest@localhost",
+                    "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+
+        def git(*args: str) -> str:
+            proc = subprocess.run(["git", "-C", str(r.toplevel), *args], capture_output=True,
+                                  text=True, env=env, stdin=subprocess.DEVNULL, check=False)
+            if proc.returncode != 0:
+                raise GitError(f"{what}: git {' '.join(args)} failed: {proc.stderr.strip()}")
+            return proc.stdout.strip()
+
+        # Start from the user's index (a file staged for the first time is tracked too), then
+        # take every tracked file as the working tree has it.
+        index = _git(r.toplevel, "rev-parse", "--git-path", "index", what=what).stdout.strip()
+        index_path = Path(index) if os.path.isabs(index) else r.toplevel / index
+        if index_path.is_file():
+            shutil.copyfile(index_path, os.path.join(tmp, "index"))
+        else:
+            git("read-tree", head)
+        git("add", "--update", "--", ".")
+        tree = git("write-tree")
+        if tree == git("rev-parse", f"{head}^{{tree}}"):
+            return head  # nothing changed: test HEAD itself
+        return git("commit-tree", tree, "-p", head, "-m", "difftest: working tree snapshot")
+
+
+def _note_repo(root: Path, r: _Repo) -> None:
+    """Remember which repository a cache folder belongs to (for `difftest cache`)."""
+    note = root / "repo.json"
+    if not note.exists():
+        from difftest.atomic import write_text_atomic
+
+        write_text_atomic(note, json.dumps({"repo": str(r.toplevel or r.path),
+                                            "common_dir": str(r.common_dir)}) + "\n")
 
 
 def prune(repo: Path, cache_dir: Path | None = None, *,
@@ -388,12 +516,12 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
     removed: list[Path] = []
     # Holding the metadata lock, no worktree of ours can be added meanwhile: the listing holds.
     with _metadata_lock(root):
-        _git(r.path, "worktree", "prune", what=what)
+        _forget_gone(r, root, what)
         registered = _registered_worktrees(r, what)
-        shas = {p.name.split(".", 1)[0] for p in root.iterdir()}
-        for sha in sorted(s for s in shas if _SHA_RE.match(s)):
-            path = root / sha
-            lock = root / f"{sha}.lock"
+        entries = {p.name.split(".", 1)[0] for p in root.iterdir()}
+        for entry in sorted(e for e in entries if _ENTRY_RE.match(e)):
+            path = root / entry
+            lock = root / f"{entry}.lock"
             with _locked(lock, blocking=False) as held:
                 if not held:
                     continue  # in use right now
@@ -408,9 +536,81 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
                         continue
                     _git(r.path, "worktree", "remove", "--force", str(path), what=what)
                 _remove_path(path)
-                for leftover in root.glob(f"{sha}.*"):
+                for leftover in root.glob(f"{entry}.*"):
                     if leftover != lock:
                         _remove_path(leftover)
                 lock.unlink(missing_ok=True)  # still held: waiters see the inode change, retry
                 removed.append(path)
+    return removed
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One cached checkout, as `difftest cache list` shows it."""
+
+    repo: str  # the repository it was checked out from ("?" when unknown)
+    sha: str
+    recipe: str
+    path: Path
+    built: bool
+    last_used: float  # seconds since the epoch
+    size_bytes: int
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def cache_repos(cache_dir: Path | None = None) -> dict[Path, str]:
+    """Every repository folder in the cache, with the repository it belongs to."""
+    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    out: dict[Path, str] = {}
+    if not base.is_dir():
+        return out
+    for folder in sorted(base.iterdir()):
+        note = folder / "repo.json"
+        if not folder.is_dir() or not note.is_file():
+            continue  # not ours
+        try:
+            repo = json.loads(note.read_text(encoding="utf-8")).get("repo", "?")
+        except (OSError, ValueError, AttributeError):
+            repo = "?"
+        out[folder] = str(repo)
+    return out
+
+
+def list_cache(cache_dir: Path | None = None) -> list[CacheEntry]:
+    """Every entry difftest made in the cache, over all repositories."""
+    entries: list[CacheEntry] = []
+    for folder, repo in cache_repos(cache_dir).items():
+        for path in sorted(folder.iterdir()):
+            match = _ENTRY_RE.match(path.name)
+            if match is None or not path.is_dir():
+                continue
+            entries.append(CacheEntry(
+                repo=repo, sha=match.group(1), recipe=match.group(2), path=path,
+                built=(folder / f"{path.name}.built").exists(),
+                last_used=path.stat().st_mtime, size_bytes=_size(path)))
+    return entries
+
+
+def prune_cache(cache_dir: Path | None = None, *,
+                max_age_days: float = STALE_AFTER_DAYS) -> list[Path]:
+    """prune() for every repository in the cache; a repository that is gone loses its folder."""
+    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    removed: list[Path] = []
+    for folder, repo in cache_repos(base).items():
+        if repo != "?" and Path(repo).is_dir():
+            removed += prune(Path(repo), base, max_age_days=max_age_days)
+        else:
+            gone = [p for p in folder.iterdir() if _ENTRY_RE.match(p.name) and p.is_dir()]
+            shutil.rmtree(folder, ignore_errors=True)  # its git metadata went with the repo
+            removed += gone
     return removed

@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 
 # Importable from anywhere (in this order among themselves).
-FOUNDATION = ("errors", "kinds", "jsonout", "model")
+FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "audit", "compare", "verdict", "worktree", "execute",
           "pipeline", "gate", "report", "api", "cli", "__main__")

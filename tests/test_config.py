@@ -104,12 +104,13 @@ def test_good_fixture_every_key() -> None:
 
 @pytest.mark.parametrize("text, expected", [
     pytest.param('[arms.paged]\ncommand = ["python"\n', "TOML syntax error", id="syntax"),
-    pytest.param(ARM + '[arm.x]\n', "[arm]: unknown table (known: arms, comparisons, mutations, "
-                 "audit)", id="unknown-table"),
+    pytest.param(ARM + '[arm.x]\n', "[arm]: unknown table (known: defaults, arms, comparisons, "
+                 "mutations, audit)", id="unknown-table"),
     pytest.param("arms = 3\n", "[arms]: must be a table", id="arms-not-table"),
     pytest.param("[arms]\npaged = 3\n", "[arms]: key 'paged': must be a table", id="arm-not-table"),
     pytest.param(ARM + "timout_s = 10\n", "[arms.paged]: key 'timout_s': unknown key (known: "
-                 "command, env, cwd, timeout_s, git_ref, build, repo)", id="unknown-arm-key"),
+                 "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
+                 "max_capture_bytes)", id="unknown-arm-key"),
     pytest.param(ARM + 'timeout_s = "ten"\n', "[arms.paged]: key 'timeout_s': must be a number, "
                  "got a string ('ten')", id="timeout-string"),
     pytest.param(ARM + "timeout_s = true\n", "[arms.paged]: key 'timeout_s': must be a number",
@@ -208,7 +209,8 @@ def test_unknown_key_message_in_full() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(ARM + "timout_s = 10\n", Path("difftest.toml"))
     assert str(info.value) == ("difftest.toml: [arms.paged]: key 'timout_s': unknown key (known: "
-                               "command, env, cwd, timeout_s, git_ref, build, repo)")
+                               "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
+                               "max_capture_bytes)")
 
 
 @pytest.mark.parametrize("name, expected", [

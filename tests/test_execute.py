@@ -157,7 +157,9 @@ def test_meta_json_is_valid_while_the_arms_run(tmp_path: Path) -> None:
         worker.join(10)
     running = [m for m in seen if m["status"] == "running"]
     assert running, f"never saw a running meta.json: {[m['status'] for m in seen]}"
-    mid = running[-1]
+    # meta.json is rewritten whenever an arm starts or ends: take one from mid-run.
+    mid = next(m for m in running if m["arms"]["a"]["started_at"]
+               and not m["arms"]["a"]["ended_at"])
     assert mid["extra"] == {"comparison": "lanes"}
     assert mid["arms"]["a"]["argv"] == list(specs[0].command)
     assert mid["arms"]["a"]["timeout_s"] == 30 and mid["arms"]["a"]["returncode"] is None
@@ -355,15 +357,72 @@ def test_ctrl_c_stops_both_arms_and_keeps_the_captures(tmp_path: Path) -> None:
 # --- progress --------------------------------------------------------------------------------
 
 
-def test_progress_line_is_drawn_and_cleared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = ("import sys, time\nfor i in range(5):\n    print('x' * 100, file=sys.stderr, flush=True)\n"
-            "    time.sleep(0.15)")
-    run_arms([py_arm("paged", code), py_arm("materialized", "import time; time.sleep(0.5)")],
-             tmp_path, progress=True)
+TRACE_TALKER = """
+import sys, time
+for i in range(6):
+    print("[spec-propose] rows=1 nqpr=3 drafts/row=2 first=[1 2 ]", file=sys.stderr, flush=True)
+    print(f"[SPECTRACE] req=r0 pos={10 + 3 * i} k=2 ns=3 acc=2 draft=[ 1 2 ] emit=[ 1 2 3 ]",
+          file=sys.stderr, flush=True)
+    time.sleep(0.25)
+"""
+
+PTY_SCRIPT = """
+import sys
+from pathlib import Path
+from difftest.config import ArmSpec
+from difftest.execute import run_arms
+specs = [ArmSpec("paged", (sys.executable, "-c", sys.argv[2])),
+         ArmSpec("materialized", (sys.executable, "-c", "import time; time.sleep(0.8)"))]
+run_arms(specs, Path(sys.argv[1]), progress=None)
+"""
+
+
+def test_progress_on_a_terminal_counts_trace_lines_and_blocks(tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "LINES": "30"}
+    proc = subprocess.Popen([PY, "-c", PTY_SCRIPT, str(tmp_path / "run"),
+                             textwrap.dedent(TRACE_TALKER)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=follower, env=env)
+    os.close(follower)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=30)
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    assert proc.returncode == 0, text
+    counts = [(int(m[0]), int(m[1])) for m in
+              __import__("re").findall(r"paged: running [0-9.]+s, (\d+) trace lines, (\d+) blocks",
+                                       text)]
+    assert counts, text
+    assert counts[-1][0] > counts[0][0] or len(set(counts)) > 1, "the counts never moved"
+    assert all(lines == 2 * blocks or lines == 2 * blocks + 1 for lines, blocks in counts)
+    assert "materialized: running" in text
+    assert "\x1b[J" in text  # redrawn in place
+    assert text.rstrip().endswith("analysing")
+
+
+def test_progress_without_a_terminal_is_a_plain_heartbeat(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from difftest.execute import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.5)
+    run_arms([py_arm("paged", TRACE_TALKER)], tmp_path, progress=True)
     err = capsys.readouterr().err
-    assert "paged: running" in err and "materialized: " in err
-    assert " kB" in err or " B" in err
-    assert err.endswith("\r\x1b[K")
+    assert "\x1b" not in err and "\r" not in err
+    lines = err.splitlines()
+    beats = [line for line in lines if "running" in line]
+    assert 1 <= len(beats) <= 4, err  # ~1.5 s of arm at one line per 0.5 s
+    assert "arms: 0 queued, 1 running, 0 done: paged: running" in beats[0]
+    assert lines[-1].startswith("difftest: arms done in") and lines[-1].endswith("analysing")
     run_arms([py_arm("quiet", "pass")], tmp_path / "q", progress=False)
     assert capsys.readouterr().err == ""
 
@@ -446,3 +505,24 @@ def test_failure_messages(tmp_path: Path) -> None:
     long = tmp_path / "long.stderr"
     long.write_bytes(b"y" * 100_000 + b"\nlast\n")
     assert _result(tmp_path, stderr_path=long).stderr_tail(5) == "last"  # no cut-off fragment
+
+
+def test_progress_fits_many_arms_into_a_short_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import os as _os
+
+    from difftest.execute.progress import ArmState, ArmStatus, Progress
+
+    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=None: _os.terminal_size((40, 5)))
+    out = io.StringIO()
+    bar = Progress(True, stream=out, tty=True)
+    arms = ([ArmStatus(f"arm{i}", ArmState.RUNNING, 1.0, 10 * i, i) for i in range(6)]
+            + [ArmStatus("q", ArmState.QUEUED, 0.0, 0, 0),
+               ArmStatus("d", ArmState.DONE, 2.0, 5, 2, "exit 0")])
+    bar.draw(arms, force=True)
+    lines = out.getvalue().split("\n")
+    assert lines[0] == "arms: 1 queued, 6 running, 1 done"
+    assert len(lines) == 4 and lines[-1] == "... and 4 more running"  # 5 rows - 2 kept free
+    assert all(len(line) <= 39 for line in lines)
+    bar.draw(arms, force=True)  # redrawn in place: up 3 lines, clear, draw
+    assert "\x1b[3F\r\x1b[J" in out.getvalue()

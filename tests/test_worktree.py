@@ -177,7 +177,7 @@ def test_checkouts_hold_each_commits_files(repo: Repo, cache: Path) -> None:
     assert main.path != feat.path
     for co in (main, feat):
         assert co.path.is_relative_to(cache) and not co.path.is_relative_to(repo.path)
-        assert co.path.name == co.sha and co.build_log is None and co.built_now is False
+        assert co.path.name.startswith(co.sha + "-") and co.build_log is None and co.built_now is False
         assert git(co.path, "rev-parse", "HEAD") == co.sha
         assert git(co.path, "symbolic-ref", "-q", "HEAD", check=False) == ""  # detached
         tracked = git(co.path, "ls-files").splitlines()
@@ -257,7 +257,7 @@ def test_a_pre_commit_hook_can_check_out_without_touching_the_commit(repo: Repo,
     assert git(repo.path, "ls-tree", "-r", "--name-only", "HEAD").splitlines() == [
         "a.txt", "c.txt", "docs/readme.txt", "keep.txt"]
     assert git(repo.path, "status", "--porcelain") == ""
-    wt = Path(os.environ["DIFFTEST_CACHE"]).glob(f"*/{repo.c1}")
+    wt = Path(os.environ["DIFFTEST_CACHE"]).glob(f"*/{repo.c1}-" + "?" * 12)
     assert [git(p, "rev-parse", "HEAD") for p in wt] == [repo.c1]
 
 
@@ -271,10 +271,10 @@ def test_build_runs_once_per_sha_and_argv(repo: Repo, tmp_path: Path) -> None:
     assert first.built_now is True and runs(counter) == 1
     assert counter.read_text().splitlines() == [str(first.path)]  # cwd was the worktree
     assert (first.path / "built.txt").read_text() == "feature\nfast"  # env reached the build
-    assert first.build_log == first.path.parent / f"{first.sha}.build.log"
+    assert first.build_log == first.path.parent / f"{first.path.name}.build.log"
     log = first.build_log.read_text()
     assert "compiled ok" in log and "a warning" in log  # stdout and stderr both logged
-    marker = first.path.parent / f"{first.sha}.built"
+    marker = first.path.parent / f"{first.path.name}.built"
     assert json.loads(marker.read_text())["argv"] == counting_build(counter)
 
     second = checkout_for(repo.path, "feature", counting_build(counter))
@@ -307,13 +307,13 @@ def test_failed_build_raises_with_log_and_tail_and_retries(repo: Repo, tmp_path:
         checkout_for(repo.path, "feature", argv)
     exc = err.value
     root = Path(os.environ["DIFFTEST_CACHE"]).resolve()
-    log = next(root.glob(f"*/{repo.feature}.build.log"))
+    log = next(root.glob(f"*/{repo.feature}-*.build.log"))
     assert exc.returncode == 3 and exc.arm == "feature"
     assert exc.exit_code == ExitCode.ARM_FAILED
     assert str(log) in str(exc) and "failed" in str(exc)
     tail = exc.stderr_tail.splitlines()
     assert len(tail) == 20 and tail[-1] == "line 29" and tail[0] == "line 10"
-    assert not (log.parent / f"{repo.feature}.built").exists()
+    assert not list(log.parent.glob(f"{repo.feature}-*.built"))
 
     with pytest.raises(BuildError):  # no marker was written, so the same argv runs again
         checkout_for(repo.path, "feature", argv)
@@ -359,7 +359,7 @@ def test_build_timeout_kills_the_whole_process_group(repo: Repo, tmp_path: Path)
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)
-    assert not list(Path(os.environ["DIFFTEST_CACHE"]).glob(f"*/{repo.c2}.built"))
+    assert not list(Path(os.environ["DIFFTEST_CACHE"]).glob(f"*/{repo.c2}-*.built"))
 
 
 # ---------------------------------------------------------------------------------- recovery
@@ -488,9 +488,9 @@ def test_threads_preparing_different_shas_do_not_break_each_other(repo: Repo,
             t.join(60)
         assert errors == [], f"attempt {attempt}"
         for sha in shas:
-            assert git(next(cache.glob(f"*/{sha}")), "rev-parse", "HEAD") == sha
+            assert git(next(cache.glob(f"*/{sha}-" + "?" * 12)), "rev-parse", "HEAD") == sha
         for sha in shas:
-            git(repo.path, "worktree", "remove", "--force", str(next(cache.glob(f"*/{sha}"))))
+            git(repo.path, "worktree", "remove", "--force", str(next(cache.glob(f"*/{sha}-" + "?" * 12))))
 
 
 # ---------------------------------------------------------------------------------- prune
@@ -506,14 +506,15 @@ def test_prune_removes_gone_and_old_entries_and_keeps_fresh_and_busy(repo: Repo,
     month_ago = time.time() - 30 * 86400
     os.utime(old.path, (month_ago, month_ago))
     os.utime(fresh.path, (month_ago, month_ago))
-    assert checkout_for(repo.path, "main", None).path == fresh.path  # using it again renews it
+    again = checkout_for(repo.path, "main", counting_build(counter))
+    assert again.path == fresh.path and not again.built_now  # using it again renews it
     root = gone.path.parent
 
     # An entry whose lock another process holds is in use, old or not.
     third = Repo(cache.parent / "third")
     held = checkout_for(third.path, "main", None)
     os.utime(held.path, (month_ago, month_ago))
-    fd = os.open(held.path.parent / f"{held.sha}.lock", os.O_RDWR)
+    fd = os.open(held.path.parent / f"{held.path.name}.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         assert prune(third.path) == []
@@ -525,10 +526,10 @@ def test_prune_removes_gone_and_old_entries_and_keeps_fresh_and_busy(repo: Repo,
     assert sorted(removed) == sorted([gone.path, old.path])
     for entry in (gone, old):
         assert not entry.path.exists()
-        assert not list(root.glob(f"{entry.sha}.*"))  # marker, log and lock gone too
+        assert not list(root.glob(f"{entry.path.name}.*"))  # marker, log and lock gone too
         assert os.path.realpath(entry.path) not in registered(repo.path)
     assert fresh.path.is_dir() and os.path.realpath(fresh.path) in registered(repo.path)
-    assert (root / f"{fresh.sha}.built").exists()
+    assert (root / f"{fresh.path.name}.built").exists()
     assert prune(repo.path) == []
     # a pruned entry comes back on demand
     assert checkout_for(repo.path, "v1", counting_build(counter)).built_now is True

@@ -192,14 +192,12 @@ def csv_frame(rep: ComparisonReport) -> pd.DataFrame:
 
 
 def write_csv(rep: ComparisonReport, path: Path) -> None:
-    """Write the CSV diff atomically (tmp file, then rename)."""
-    import os
+    """Write the CSV diff atomically (exclusive temp file beside it, then rename)."""
+    from difftest.atomic import write_with
 
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    frame = csv_frame(rep)
     try:
-        csv_frame(rep).to_csv(tmp, index=False, na_rep="", float_format="%.9g")
-        os.replace(tmp, path)
+        write_with(Path(path), lambda fh: frame.to_csv(fh, index=False, na_rep="",
+                                                       float_format="%.9g"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"{path}: cannot write CSV: {exc.strerror}") from None
+        raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None

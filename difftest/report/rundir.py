@@ -3,9 +3,11 @@ Python caller: every file atomically, after the raw captures and meta.json."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from difftest.errors import UsageError
+from difftest.errors import DifftestError, UsageError
 from difftest.execute import write_json_atomic, write_text_atomic
 from difftest.gate import CheckResult, ProbeReport
 from difftest.pipeline import ComparisonReport
@@ -29,33 +31,56 @@ def write_text(path: Path, text: str) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
+def _each(writers: list[tuple[Path, Callable[[Path], None]]]) -> None:
+    """Write every report; one that cannot be written costs only itself. The failures are said
+    on stderr, after the others were written, so the verdict and its exit code still stand."""
+    for path, write in writers:
+        try:
+            write(path)
+        except (OSError, DifftestError) as exc:
+            why = (f"cannot write: {exc.strerror or exc}" if isinstance(exc, OSError)
+                   else str(exc).removeprefix(f"{path}: "))
+            print(f"difftest: error: {path}: {why}", file=sys.stderr)
+
+
 def write_comparison(report: ComparisonReport) -> None:
     """report.json, report.md and diff.csv (when something was compared) into the run dir."""
     if report.run_dir is None:
         return
-    write_json_atomic(report.run_dir / REPORT_JSON, render.to_dict(report))
-    write_text_atomic(report.run_dir / REPORT_MD, render.render_markdown(report))
+    d = report.run_dir
+    writers: list[tuple[Path, Callable[[Path], None]]] = [
+        (d / REPORT_JSON, lambda p: write_json_atomic(p, render.to_dict(report))),
+        (d / REPORT_MD, lambda p: write_text_atomic(p, render.render_markdown(report)))]
     if report.comparison is not None:
-        render.write_csv(report, report.run_dir / DIFF_CSV)
+        writers.append((d / DIFF_CSV, lambda p: render.write_csv(report, p)))
+    _each(writers)
+
+
+def _csv_writer(rep: ComparisonReport) -> Callable[[Path], None]:
+    return lambda p: render.write_csv(rep, p)
 
 
 def write_check(result: CheckResult, *, junit: Path | None = None,
                 markdown: Path | None = None) -> None:
     """check.json, junit.xml, check.md and one diff-<comparison>.csv each into the run dir, and
-    the JUnit and markdown also wherever the caller asked."""
+    the JUnit and markdown also wherever the caller asked (missing folders are created)."""
     xml = gate_report.junit_xml(result)
     md = gate_report.check_markdown(result)
+    writers: list[tuple[Path, Callable[[Path], None]]] = []
     if result.run_dir is not None:
-        write_json_atomic(result.run_dir / CHECK_JSON, gate_report.check_dict(result))
-        write_text(result.run_dir / JUNIT_XML, xml)
-        write_text(result.run_dir / CHECK_MD, md)
+        d = result.run_dir
+        summary = gate_report.check_dict(result)
+        writers += [(d / CHECK_JSON, lambda p: write_json_atomic(p, summary)),
+                    (d / JUNIT_XML, lambda p: write_text_atomic(p, xml)),
+                    (d / CHECK_MD, lambda p: write_text_atomic(p, md))]
         for rep in result.reports:
             if rep.comparison is not None:
-                render.write_csv(rep, result.run_dir / f"diff-{rep.name}.csv")
+                writers.append((d / f"diff-{rep.name}.csv", _csv_writer(rep)))
     if junit is not None:
-        write_text(junit, xml)
+        writers.append((junit, lambda p: write_text_atomic(p, xml)))
     if markdown is not None:
-        write_text(markdown, md)
+        writers.append((markdown, lambda p: write_text_atomic(p, md)))
+    _each(writers)
 
 
 def write_probe(result: ProbeReport) -> None:

@@ -1,0 +1,31 @@
+"""Running arms and keeping what they printed: one job per module.
+
+- `supervise`: start arms (up to a cap), watch them, end their process groups, handle signals
+- `capture`: copy an arm's output into its capture files, count trace lines, cap their size
+- `launcher`: run an arm through `srun` (or another argv prefix)
+- `gitprep`: where an arm runs (its cwd, or a checkout of its git_ref)
+- `records`: the frozen `ArmResult` and the meta.json it is stored in
+- `rundir`: run directories and capture file names
+- `progress`: the progress display
+
+The one atomic file writer (`difftest.atomic`), process-group killer (`difftest.procgroup`) and
+git top-level lookup (`difftest.gitinfo`) sit below every stage, so `worktree` and `config` use
+them too; their names are re-exported here.
+"""
+
+from difftest.atomic import (
+    atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
+)
+from difftest.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
+from difftest.execute.records import (
+    META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
+)
+from difftest.execute.rundir import new_run_dir, safe_name
+from difftest.execute.supervise import JobLimits, RunSignal, run_arms, signal_of
+
+__all__ = [
+    "ArmResult", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
+    "RunStatus", "atomic_output", "end_group", "load_run", "new_run_dir", "run_arms",
+    "safe_name", "signal_group", "signal_of", "utc_now", "write_bytes_atomic",
+    "write_json_atomic", "write_text_atomic", "write_with",
+]
