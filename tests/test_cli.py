@@ -136,3 +136,18 @@ def test_parse_csv_escapes_id_lists_that_start_with_a_minus(tmp_path: Path) -> N
     row = list(csv.DictReader(io.StringIO(runner.invoke(app, ["parse", str(trace), "-f",
                                                               "csv"]).output)))[0]
     assert (row["ids"], row["emit"]) == ("'-3 5", "'-3")
+
+
+def test_a_file_that_is_no_trace_exits_2_for_every_command(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    for args in (["parse", str(empty)], ["audit", str(binary)],
+                 ["compare", "--trace-a", str(empty), "--trace-b", str(DATA / "compare" / "agree_b.log")],
+                 ["compare", "--trace-a", str(DATA / "compare" / "agree_a.log"), "--trace-b",
+                  str(binary)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "no VT_SPEC_TRACE lines in " in r.output and "Traceback" not in r.output
+        assert "(is VT_SPEC_TRACE set, is this the runner's stderr?)" in r.output
