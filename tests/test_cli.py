@@ -151,3 +151,22 @@ def test_a_file_that_is_no_trace_exits_2_for_every_command(tmp_path: Path) -> No
         assert r.exit_code == 2, (args, r.output)
         assert "no VT_SPEC_TRACE lines in " in r.output and "Traceback" not in r.output
         assert "(is VT_SPEC_TRACE set, is this the runner's stderr?)" in r.output
+
+
+def test_parse_shows_a_summary_and_the_first_rows_of_a_large_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "big.log"
+    lines = [f"[spec-logits] req=r pos={p} row=1 top=[ 5:{p}.123456789 4:-2.5 ]"
+             for p in range(1, 101)]
+    trace.write_text("\n".join(lines[:50] + ["noise"] + lines[50:]) + "\n")
+    r = runner.invoke(app, ["parse", str(trace)])
+    assert r.exit_code == 0
+    body = [ln for ln in r.output.splitlines() if ln.split()[:1] and ln.split()[0].isdigit()
+            and "logits" in ln]
+    assert len(body) == 40 and "... 60 more events (--rows all" in r.output
+    every = runner.invoke(app, ["parse", str(trace), "--rows", "all"])
+    assert every.output.count(" logits ") == 100 and "more events" not in every.output
+    assert runner.invoke(app, ["parse", str(trace), "--rows", "many"]).exit_code == 2
+    data = json.loads(runner.invoke(app, ["parse", str(trace), "-f", "json"]).output)
+    lines_seen = [e["line"] for e in data["events"]]
+    assert lines_seen == list(range(1, 51)) + list(range(52, 102))  # file order
+    assert data["events"][0]["values"] == "1.123456789 -2.5"  # every printed digit kept
