@@ -318,8 +318,8 @@ def test_drafting_kind_header() -> None:
     ("[dflash-route] paged_seam={big}",
      "[dflash-route] field paged_seam: an integer of 5000 characters is out of range"),
     ("[spec-propose] rows=1 nqpr=2 drafts/row=1 first=[x{big}]",
-     "[spec-propose] field first: item 1: expected an integer id, got 'x9999999999999999999'... "
-     "(5001 characters)"),
+     ("[spec-propose] field first: item 1: expected an integer id, got "
+      "'x9999999999999999999'... (5001 characters)")),
 ])
 def test_huge_integers_are_named_not_crashed(line: str, message: str, pure: bool) -> None:
     """int() refuses digit runs over 4300 characters; no field may ever hand it one."""

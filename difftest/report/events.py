@@ -11,8 +11,9 @@ import csv
 import heapq
 import io
 import json
+from collections.abc import Iterator
 from itertools import islice
-from typing import Iterator, TextIO
+from typing import TextIO
 
 from difftest.jsonout import dumps, json_safe
 from difftest.model import ArmTrace

@@ -2,8 +2,21 @@
 
 from difftest.errors import NoTraceLines, TraceError
 from difftest.trace.parser import (
-    MAX_LINE_BYTES, fast_path_available, parse_lines, parse_text, parse_trace, require_trace_lines,
+    MAX_LINE_BYTES,
+    fast_path_available,
+    parse_lines,
+    parse_text,
+    parse_trace,
+    require_trace_lines,
 )
 
-__all__ = ["parse_trace", "parse_text", "parse_lines", "fast_path_available",
-           "require_trace_lines", "NoTraceLines", "TraceError", "MAX_LINE_BYTES"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "NoTraceLines",
+    "TraceError",
+    "fast_path_available",
+    "parse_lines",
+    "parse_text",
+    "parse_trace",
+    "require_trace_lines",
+]

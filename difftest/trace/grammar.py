@@ -8,8 +8,8 @@ path rejects a line, this reader is run on it to produce the message.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from difftest.model import DraftingKind
 

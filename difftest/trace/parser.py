@@ -17,24 +17,35 @@ equal). `DIFFTEST_PURE_PARSER=1`, or `parse_trace(..., pure=True)`, forces the P
 from __future__ import annotations
 
 import gc
+import importlib
 import os
+import re
 import struct
 from array import array
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-import re
-from typing import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from difftest.errors import NoTraceLines, TraceError, UsageError
 from difftest.model import (
-    ArmTrace, DraftingKind, Finding, LogitRows, Notice, Phases, Proposes, Route, Verifies,
+    ArmTrace,
+    DraftingKind,
+    Finding,
+    LogitRows,
+    Notice,
+    Phases,
+    Proposes,
+    Route,
+    Verifies,
 )
 from difftest.trace import grammar as g
 from difftest.trace import numbers
 
+_scan: Any
 try:
-    from difftest.trace import _scan  # type: ignore[attr-defined]
+    _scan = importlib.import_module("difftest.trace._scan")
 except ImportError:  # built without a compiler: the Python reader does everything
     _scan = None
 
@@ -112,7 +123,7 @@ class TraceBuilder:
         return code
 
     def _put(self, name: str, value: float) -> None:
-        self.cols[_COL[name]].extend(_PACK[COLUMNS[_COL[name]][1]](value))  # type: ignore[arg-type]
+        self.cols[_COL[name]].extend(_PACK[COLUMNS[_COL[name]][1]](value))
 
     def _put_ids(self, name: str, ids: list[int]) -> None:
         self.cols[_COL[name]].extend(array("i", ids).tobytes())
@@ -162,7 +173,7 @@ class TraceBuilder:
 
     def _feed_fast(self, buf: bytes, lineno: int) -> None:
         at, stop = 0, len(buf)
-        scan = _scan.scan  # type: ignore[union-attr]
+        scan = _scan.scan
         while at < stop:
             at, lineno, skipped, handed = scan(buf, at, stop, lineno, self._req_bytes,
                                                self._intern_bytes, self.cols)
@@ -526,7 +537,8 @@ class _Column:
         if self.data is None:
             self.data = np.empty((max(rows, 1024),) + piece.shape[1:], dtype=self.dtype)
         if piece.ndim == 2 and piece.shape[1] > self.data.shape[1]:
-            wider = np.full((self.data.shape[0], piece.shape[1]), self.fill, dtype=self.dtype)
+            wider: np.ndarray = np.full((self.data.shape[0], piece.shape[1]), self.fill,
+                                        dtype=self.dtype)
             wider[:, : self.data.shape[1]] = self.data
             self.data = wider
         need = self.n + rows
@@ -620,7 +632,7 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
     and with `require_lines` a file without a single trace line is NoTraceLines."""
     p = Path(path)
     try:
-        fh = open(p, "rb")
+        fh = open(p, "rb")  # noqa: SIM115 - closed by the `with` below, after the checks
     except FileNotFoundError:
         raise UsageError(f"{p}: no such trace file") from None
     except IsADirectoryError:
