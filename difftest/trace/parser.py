@@ -104,7 +104,6 @@ class TraceBuilder:
         # one bytearray per column, native-endian: appended to by both readers, no Python object
         # per token, and viewed by numpy at the end without a copy
         self.cols: tuple[bytearray, ...] = tuple(bytearray() for _ in COLUMNS)
-        self._logit_columns = _LogitColumns()
 
     # -- interning -----------------------------------------------------------------------------
     def _intern(self, name: str) -> int:
@@ -145,14 +144,16 @@ class TraceBuilder:
         self.findings.append(Finding(self.path, line, kind, message))
 
     # -- blocks of complete lines --------------------------------------------------------------
-    def feed_block(self, buf: bytes, first_lineno: int, count: int) -> None:
-        """Read `buf`: `count` complete lines, each ending with a newline."""
+    def feed_block(self, buf: bytes, first_lineno: int) -> int:
+        """Read `buf`, complete lines each ending with a newline; returns how many."""
         if self.fast:
-            self._feed_fast(buf, first_lineno)
+            count = self._feed_fast(buf, first_lineno) - first_lineno
         else:
-            self._feed_pure(buf[:-1].split(b"\n"), first_lineno)
+            lines = buf[:-1].split(b"\n")
+            count = len(lines)
+            self._feed_pure(lines, first_lineno)
         self.lines_total += count
-        self._flush_logits()
+        return count
 
     def feed_last(self, line: bytes, lineno: int) -> None:
         """The file's last line, without its newline: read it if it parses, else note the cut."""
@@ -168,10 +169,10 @@ class TraceBuilder:
             self._finding(lineno, "truncated", "the trace ends mid-line (runner killed?); read "
                           f"up to the cut, this last line dropped: {exc.reason}")
         self.lines_total += 1
-        self._flush_logits()
         self.unterminated(lineno, line)
 
-    def _feed_fast(self, buf: bytes, lineno: int) -> None:
+    def _feed_fast(self, buf: bytes, lineno: int) -> int:
+        """Scan `buf`, handing refused lines to the field reader; returns the next line number."""
         at, stop = 0, len(buf)
         scan = _scan.scan
         while at < stop:
@@ -182,6 +183,7 @@ class TraceBuilder:
                 end = buf.find(b"\n", at)
                 self._careful(buf[at:end], lineno)
                 at, lineno = end + 1, lineno + 1
+        return lineno
 
     def _feed_pure(self, lines: list[bytes], first_lineno: int) -> None:
         # The logits regex fails on the first byte of any other line, so matching every line
@@ -205,16 +207,6 @@ class TraceBuilder:
             bulk.emit(self.cols)
             raise
         bulk.emit(self.cols)
-
-    def _flush_logits(self) -> None:
-        """Move this block's flat logit rows into the padded columns, in file order."""
-        c = self.cols
-        if not c[_COL["l_line"]]:
-            return
-        flat = [np.frombuffer(c[i], dtype=COLUMNS[i][1]).copy() for i in _LOGIT_COLS]
-        for i in _LOGIT_COLS:
-            del c[i][:]
-        self._logit_columns.extend(_pad_logits(*flat))
 
     # -- one line, by the field reader ---------------------------------------------------------
     def _careful(self, raw: bytes, lineno: int) -> None:
@@ -342,7 +334,9 @@ class TraceBuilder:
                         logits=a("ph_logits"), line=a("ph_line"), dev_pre=a("d_pre"),
                         dev_fwd=a("d_fwd"), dev_select=a("d_select"), dev_walk=a("d_walk"),
                         dev_line=a("d_line"))
-        logits = self._logit_columns.result()
+        logits = LogitRows(*_pad_logits(
+            a("l_req"), a("l_pos"), a("l_row"), a("l_width"), a("l_line"), a("l_digits"),
+            a("l_ids"), a("l_vals")))
         self._order_requests(verifies, logits)
         self._check_positions(verifies)
         self._check_logits(logits)
@@ -494,7 +488,8 @@ class _PureLogits:
 def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.ndarray,
                 line: np.ndarray, digits: np.ndarray, ids: np.ndarray,
                 vals: np.ndarray) -> list[np.ndarray]:
-    """Flat id/value lists to (n, K) matrices padded with -1 / nan, rows in file order."""
+    """Flat id/value lists to (n, K) matrices padded with -1 / nan, rows in file order. When
+    every row has the same width the matrices are views of the flat arrays: no copy."""
     n = widths.size
     width = int(widths.max()) if n else 0
     if n and int(widths.min()) == width:
@@ -508,9 +503,9 @@ def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.nd
         cols = np.arange(rows.size) - np.repeat(starts, widths)
         top_ids[rows, cols] = ids
         top_vals[rows, cols] = vals
-    out = [req, pos, row, top_ids, top_vals, widths, line, digits]
-    if n > 1 and bool(np.any(np.diff(line) < 0)):
-        # lines the field reader took after the bulk: restore file order
+    out = [req, pos, row, top_ids, top_vals, widths, line, digits]  # LogitRows' order
+    if n > 1 and bool(np.any(line[1:] < line[:-1])):
+        # lines the field reader took after a block's bulk: restore file order
         order = np.argsort(line, kind="stable")
         out = [x[order] for x in out]
     return out
@@ -522,77 +517,17 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     return off
 
 
-class _Column:
-    """A column that grows in place (realloc, which the OS can satisfy by remapping), so the
-    parsed arrays are never held twice; pages past the filled rows are never touched."""
-
-    def __init__(self, dtype: type, fill: float | None = None) -> None:
-        self.dtype = dtype
-        self.fill = fill
-        self.data: np.ndarray | None = None
-        self.n = 0
-
-    def extend(self, piece: np.ndarray) -> None:
-        rows = piece.shape[0]
-        if self.data is None:
-            self.data = np.empty((max(rows, 1024),) + piece.shape[1:], dtype=self.dtype)
-        if piece.ndim == 2 and piece.shape[1] > self.data.shape[1]:
-            wider: np.ndarray = np.full((self.data.shape[0], piece.shape[1]), self.fill,
-                                        dtype=self.dtype)
-            wider[:, : self.data.shape[1]] = self.data
-            self.data = wider
-        need = self.n + rows
-        if need > self.data.shape[0]:
-            self.data.resize((max(need, 2 * self.data.shape[0]),) + self.data.shape[1:],
-                             refcheck=False)
-        if piece.ndim == 2:
-            width = piece.shape[1]
-            self.data[self.n:need, :width] = piece
-            if width < self.data.shape[1]:
-                self.data[self.n:need, width:] = self.fill
-        else:
-            self.data[self.n:need] = piece
-        self.n = need
-
-    def result(self, empty_shape: tuple[int, ...]) -> np.ndarray:
-        if self.data is None:
-            return np.zeros(empty_shape, dtype=self.dtype)
-        self.data.resize((self.n,) + self.data.shape[1:], refcheck=False)
-        return self.data
-
-
-class _LogitColumns:
-    def __init__(self) -> None:
-        self.req = _Column(np.int32)
-        self.pos = _Column(np.int64)
-        self.row = _Column(np.int32)
-        self.top_ids = _Column(np.int32, fill=-1)
-        self.top_vals = _Column(np.float64, fill=np.nan)
-        self.width = _Column(np.int32)
-        self.line = _Column(np.int64)
-        self.sig_digits = _Column(np.int8)
-
-    def extend(self, arrays: list[np.ndarray]) -> None:
-        for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
-                                  self.width, self.line, self.sig_digits), arrays):
-            column.extend(piece)
-
-    def result(self) -> LogitRows:
-        return LogitRows(req=self.req.result((0,)), pos=self.pos.result((0,)),
-                         row=self.row.result((0,)), top_ids=self.top_ids.result((0, 0)),
-                         top_vals=self.top_vals.result((0, 0)), width=self.width.result((0,)),
-                         line=self.line.result((0,)),
-                         sig_digits=self.sig_digits.result((0,)))
-
-
 # -- entry points ------------------------------------------------------------------------------
 
-def _blocks(fh: object, path: str, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
-    """(complete lines, their count) blocks, then (the last line without newline, 0) if any.
+class _LineTooLong(Exception):
+    """The line after the blocks read so far passes MAX_LINE_BYTES."""
+
+
+def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """(complete lines, False) blocks, then (the last line without newline, True) if any.
     A line is gathered piecewise (linear in its length) and capped at MAX_LINE_BYTES."""
     pending: list[bytes] = []
     pending_len = 0
-    lineno = 1
     read = fh.read  # type: ignore[attr-defined]
     while True:
         chunk: bytes = read(chunk_bytes)
@@ -603,22 +538,20 @@ def _blocks(fh: object, path: str, chunk_bytes: int) -> Iterator[tuple[bytes, in
             pending.append(chunk)
             pending_len += len(chunk)
             if pending_len > MAX_LINE_BYTES:
-                raise _too_long(path, lineno)
+                raise _LineTooLong
             continue
         if pending:
             if pending_len + chunk.find(b"\n") > MAX_LINE_BYTES:
-                raise _too_long(path, lineno)
+                raise _LineTooLong
             pending.append(chunk[:cut + 1])
             block = b"".join(pending)
         else:
             block = chunk[:cut + 1] if cut + 1 < len(chunk) else chunk
         rest = chunk[cut + 1:]
         pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
-        count = block.count(b"\n")
-        lineno += count
-        yield block, count
+        yield block, False
     if pending:
-        yield b"".join(pending), 0
+        yield b"".join(pending), True
 
 
 def _too_long(path: str, lineno: int) -> TraceError:
@@ -645,12 +578,13 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
     gc.disable()  # no cycles are made while parsing; the collector would only walk the arrays
     try:
         with fh:
-            for block, count in _blocks(fh, str(p), chunk_bytes):
-                if count:
-                    builder.feed_block(block, lineno, count)
-                    lineno += count
-                else:
+            for block, last in _blocks(fh, chunk_bytes):
+                if last:
                     builder.feed_last(block, lineno)
+                else:
+                    lineno += builder.feed_block(block, lineno)
+    except _LineTooLong:
+        raise _too_long(str(p), lineno) from None
     finally:
         if collecting:
             gc.enable()
@@ -682,7 +616,7 @@ def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = N
         return builder.finish()
     cut = data.rfind(b"\n")
     if cut >= 0:
-        builder.feed_block(data[:cut + 1], 1, data.count(b"\n"))
+        builder.feed_block(data[:cut + 1], 1)
     if cut + 1 < len(data):
         builder.feed_last(data[cut + 1:], data.count(b"\n", 0, cut + 1) + 1)
     return builder.finish()
