@@ -371,3 +371,30 @@ def test_a_file_without_trace_lines_is_named(tmp_path: Path, content: bytes) -> 
             else "is VT_SPEC_TRACE set, is this the runner's stderr?")
     assert str(err.value) == f"no VT_SPEC_TRACE lines in {path} ({hint})"
     assert err.value.exit_code == 2
+
+
+def test_without_the_scanner_a_large_parse_says_so_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from difftest.trace import parser
+
+    monkeypatch.setattr(parser, "_scan", None)
+    monkeypatch.setattr(parser, "_noticed", False)
+    monkeypatch.setattr(parser, "SLOW_NOTICE_BYTES", 100)
+    monkeypatch.delenv(parser.PURE_ENV, raising=False)
+    assert not parser.fast_path_available()
+    path = tmp_path / "t.log"
+    path.write_text("[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]\n" * 10)
+    for _ in range(2):
+        assert len(parse_trace(path).verifies) == 10
+    assert capsys.readouterr().err.count("the compiled trace scanner is not built") == 1
+
+
+@pytest.mark.parametrize("pure", [True, False])
+def test_requests_are_numbered_by_first_appearance_and_nan_keeps_its_sign(pure: bool) -> None:
+    t = parse_lines(["[SPECTRACE] req=first pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]",
+                     "[spec-logits] req=second pos=1 row=1 top=[ 1:-nan 2:nan 3:-0 ]",
+                     "[spec-logits] req=first pos=2 row=1 top=[ 1:2 2:1 ]"], pure=pure)
+    assert t.requests == ["first", "second"]
+    assert t.verifies.req.tolist() == [0] and t.logits.req.tolist() == [1, 0]
+    signs = np.signbit(t.logits.top_vals[0]).tolist()
+    assert signs == [True, False, True]  # as float() reads -nan, nan and -0

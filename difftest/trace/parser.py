@@ -21,6 +21,7 @@ import importlib
 import os
 import re
 import struct
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -81,6 +82,22 @@ def _use_fast(pure: bool | None) -> bool:
     if pure is None:
         pure = os.environ.get(PURE_ENV, "") not in ("", "0")
     return not pure and fast_path_available()
+
+
+SLOW_NOTICE_BYTES = 8 << 20
+_noticed = False
+
+
+def _notice_slow_path(size: int) -> None:
+    """Say once per process, on stderr, that a large trace is read without the scanner
+    because it was not built (`difftest --version` says it too)."""
+    global _noticed
+    if _noticed or size < SLOW_NOTICE_BYTES or fast_path_available():
+        return
+    _noticed = True
+    sys.stderr.write("difftest: the compiled trace scanner is not built (no C compiler at "
+                     "install time?); reading with the pure-Python parser, several times "
+                     "slower. Reinstall with a C compiler to build it.\n")
 
 
 class TraceBuilder:
@@ -572,7 +589,10 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
         raise UsageError(f"{p}: is a directory, not a trace file") from None
     except OSError as exc:
         raise UsageError(f"{p}: cannot read: {exc.strerror}") from None
-    builder = TraceBuilder(str(p), fast=_use_fast(pure))
+    fast = _use_fast(pure)
+    if not fast and pure is None and os.environ.get(PURE_ENV, "") in ("", "0"):
+        _notice_slow_path(os.fstat(fh.fileno()).st_size)
+    builder = TraceBuilder(str(p), fast=fast)
     lineno = 1
     collecting = gc.isenabled()
     gc.disable()  # no cycles are made while parsing; the collector would only walk the arrays
