@@ -26,11 +26,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
-from tests import test_trace_properties as props
-from tests.trace_strategies import mutated_trace, valid_trace
+from tests import test_trace_properties as props  # noqa: E402
+from tests.trace_strategies import mutated_trace, valid_trace  # noqa: E402
 
 
 def campaign(name: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], None],

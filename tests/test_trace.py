@@ -394,7 +394,7 @@ def test_requests_are_numbered_by_first_appearance_and_nan_keeps_its_sign(pure: 
     t = parse_lines(["[SPECTRACE] req=first pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]",
                      "[spec-logits] req=second pos=1 row=1 top=[ 1:-nan 2:nan 3:-0 ]",
                      "[spec-logits] req=first pos=2 row=1 top=[ 1:2 2:1 ]"], pure=pure)
-    assert t.requests == ["first", "second"]
+    assert t.requests == ("first", "second")
     assert t.verifies.req.tolist() == [0] and t.logits.req.tolist() == [1, 0]
     signs = np.signbit(t.logits.top_vals[0]).tolist()
     assert signs == [True, False, True]  # as float() reads -nan, nan and -0

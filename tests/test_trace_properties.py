@@ -100,7 +100,7 @@ def test_generated_traces_round_trip_exactly(generated: tuple[list[str], object]
             for i in range(len(p))] == exp.proposes  # type: ignore[attr-defined]
     ph = t.phases
     assert list(zip(ph.pre.tolist(), ph.backbone.tolist(), ph.sample.tolist(),
-                    ph.logits.tolist())) == exp.phases  # type: ignore[attr-defined]
+                    ph.logits.tolist(), strict=True)) == exp.phases  # type: ignore[attr-defined]
     assert not [f for f in t.findings if f.message.startswith("[SPECTRACE]")]
 
 

@@ -72,7 +72,7 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
             n = draw(st.integers(0, 5))
             ids = [draw(IDS) for _ in range(n)]
             texts = [draw(logit_text()) for _ in range(n)]
-            body = " ".join(f"{i}:{t}" for i, t in zip(ids, texts))
+            body = " ".join(f"{i}:{t}" for i, t in zip(ids, texts, strict=True))
             top = f"[ {body} ]" if style == "producer" else f"[{body}]"
             lines.append(f"[spec-logits] req={req} pos={p} row={row} top={top}")
             exp.logits.append((req, p, row, ids, [float(t) for t in texts]))

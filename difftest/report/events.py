@@ -37,7 +37,7 @@ def _verifies(trace: ArmTrace) -> Iterator[tuple[int, int, Row]]:
     doff, eoff = v.draft_off.tolist(), v.emit_off.tolist()
     for i, (line, r, pos, k, ns, acc) in enumerate(zip(
             v.line.tolist(), v.req.tolist(), v.pos.tolist(), v.k.tolist(), v.ns.tolist(),
-            v.acc.tolist())):
+            v.acc.tolist(), strict=True)):
         yield line, 0, {"line": line, "kind": "verify", "req": req[r], "pos": pos, "k": k,
                         "ns": ns, "acc": acc, "ids": _ids(draft[doff[i]:doff[i + 1]]),
                         "emit": _ids(emit[eoff[i]:eoff[i + 1]])}
@@ -48,7 +48,7 @@ def _proposes(trace: ArmTrace) -> Iterator[tuple[int, int, Row]]:
     first, off = p.first_ids.tolist(), p.first_off.tolist()
     for i, (line, rows, nqpr, k, num) in enumerate(zip(
             p.line.tolist(), p.rows.tolist(), p.nqpr.tolist(), p.k.tolist(),
-            p.num_reqs.tolist())):
+            p.num_reqs.tolist(), strict=True)):
         if rows == 0:
             yield line, 1, {"line": line, "kind": "no-propose", "values": f"num_reqs={num}"}
         else:
@@ -65,7 +65,7 @@ def _logits(trace: ArmTrace, block: int = 4096) -> Iterator[tuple[int, int, Row]
         for j, (line, r, pos, row, ids, vals) in enumerate(zip(
                 lg.line[start:stop].tolist(), lg.req[start:stop].tolist(),
                 lg.pos[start:stop].tolist(), lg.row[start:stop].tolist(),
-                lg.top_ids[start:stop].tolist(), lg.top_vals[start:stop].tolist())):
+                lg.top_ids[start:stop].tolist(), lg.top_vals[start:stop].tolist(), strict=True)):
             w = widths[j]
             # repr: the shortest text that reads back to the same float64, so no printed
             # digit is lost
@@ -78,7 +78,7 @@ def _phases(trace: ArmTrace) -> Iterator[tuple[int, int, Row]]:
     ph = trace.phases
     for line, pre, bb, sample, n in zip(ph.line.tolist(), ph.pre.tolist(),
                                         ph.backbone.tolist(), ph.sample.tolist(),
-                                        ph.logits.tolist()):
+                                        ph.logits.tolist(), strict=True):
         yield line, 3, {"line": line, "kind": "phase",
                         "values": f"pre={pre:.2f} backbone={bb:.2f} sample={sample:.2f} "
                                   f"logits={n}"}
@@ -88,7 +88,7 @@ def _dev_phases(trace: ArmTrace) -> Iterator[tuple[int, int, Row]]:
     ph = trace.phases
     for line, pre, fwd, sel, walk in zip(ph.dev_line.tolist(), ph.dev_pre.tolist(),
                                          ph.dev_fwd.tolist(), ph.dev_select.tolist(),
-                                         ph.dev_walk.tolist()):
+                                         ph.dev_walk.tolist(), strict=True):
         yield line, 4, {"line": line, "kind": "phase-dev",
                         "values": f"pre={pre:.2f} fwd={fwd:.2f} select={sel:.2f} walk={walk:.2f}"}
 
@@ -144,16 +144,18 @@ def write_json(trace: ArmTrace, out: TextIO) -> None:
     """`{"summary": ..., "events": [...]}`, the events written as they are produced."""
     head = dumps({"summary": summary(trace), "events": []})
     out.write(head[: head.rindex("[") + 1])
-    for n, row in enumerate(iter_events(trace)):
-        out.write(",\n    " if n else "\n    ")
+    n_events = 0
+    for row in iter_events(trace):
+        out.write(",\n    " if n_events else "\n    ")
         out.write(json.dumps(json_safe(row), allow_nan=False))
-    out.write("\n  ]\n}\n")
+        n_events += 1
+    out.write("\n  ]\n}\n" if n_events else "]\n}\n")
 
 
 def render_json(trace: ArmTrace) -> str:
     buf = io.StringIO()
     write_json(trace, buf)
-    return buf.getvalue()
+    return buf.getvalue().rstrip("\n")
 
 
 def write_csv(trace: ArmTrace, out: TextIO) -> None:

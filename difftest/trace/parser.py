@@ -273,7 +273,7 @@ class TraceBuilder:
         # digits are counted on the items as printed (the field reader has checked them)
         raw_top = dict(g.split_fields(tag, line[len(tag):]))["top"]
         digits = max((g.sig_digits(item.partition(b":")[2]) for item, (_, v) in
-                      zip(raw_top[1:-1].split(), top) if v - v == 0), default=0)
+                      zip(raw_top[1:-1].split(), top, strict=True) if v - v == 0), default=0)
         self._put("l_req", self._intern(f["req"]))  # type: ignore[arg-type]
         self._put("l_pos", f["pos"])  # type: ignore[arg-type]
         self._put("l_row", f["row"])  # type: ignore[arg-type]
@@ -452,8 +452,8 @@ class _PureLogits:
         range, for the field reader to name."""
         if not hits:
             return []
-        index, found = zip(*hits)
-        reqs, poss, rows, payloads = zip(*[m.groups() for m in found])
+        index, found = zip(*hits, strict=True)
+        reqs, poss, rows, payloads = zip(*[m.groups() for m in found], strict=True)
         pos = np.array(list(map(int, poss)), dtype=np.int64)
         row = np.array(list(map(int, rows)), dtype=np.int64)
         bad = (pos > g.POS_LIMIT - 1) | (row > g.INT32_MAX)
@@ -494,7 +494,7 @@ class _PureLogits:
 
     def _diagnose(self) -> None:
         """Re-read the block's payloads with the field reader, which names the first bad item."""
-        for payload, lineno in zip(self.payload, self.line):
+        for payload, lineno in zip(self.payload, self.line, strict=True):
             try:
                 g.read_top_list("top", b"[" + payload + b"]")
             except g.FieldError as exc:
