@@ -20,7 +20,7 @@ from tests.trace_strategies import logit_text, mutated_trace, valid_trace
 
 needs_fast = pytest.mark.skipif(not fast_path_available(),
                                 reason="the compiled scanner is not built")
-SETTINGS = settings(max_examples=150, deadline=None,
+SETTINGS = settings(max_examples=80, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
