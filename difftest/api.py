@@ -163,10 +163,10 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
             max_blind_radius=base.max_blind_radius if max_blind_radius is None else max_blind_radius)
     except InvalidValue as exc:
         raise UsageError(f"the command line: audit threshold {exc.key}: {exc.why}") from None
-    parsed = parse_trace(Path(trace))
+    parsed = parse_trace(Path(trace), require_lines=True)
     return AuditReport(parsed, audit_trace(parsed, th))
 
 
 def parse(trace: Path | str) -> ArmTrace:
     """The parsed events of one captured trace."""
-    return parse_trace(Path(trace))
+    return parse_trace(Path(trace), require_lines=True)

@@ -105,19 +105,26 @@ ComparisonOpt = Annotated[str | None, typer.Option(
 def parse(
     file: TraceFile,
     format: Annotated[ParseFormat, typer.Option("--format", "-f")] = ParseFormat.table,
+    rows: Annotated[str, typer.Option(
+        "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
+                       "every event.")] = "40",
 ) -> None:
     """Print the parsed events of one trace, and the findings on its lines."""
     from difftest import api
     from difftest.report import events
 
+    limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
+    if limit is not None and limit < 0:
+        raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
     trace = api.parse(file)
+    out = sys.stdout
     if format is ParseFormat.json:
-        typer.echo(events.render_json(trace))
+        events.write_json(trace, out)
     elif format is ParseFormat.csv:
-        for chunk in events.iter_csv(trace):
-            sys.stdout.write(chunk)
+        events.write_csv(trace, out)
     else:
-        typer.echo(events.render_table(trace))
+        events.write_table(trace, out, limit)
+    out.flush()
 
 
 @app.command()

@@ -46,6 +46,7 @@ class TraceError(DifftestError):
     def __init__(self, path: object, line: int, message: str) -> None:
         self.path = str(path)
         self.line = line
+        self.reason = message
         super().__init__(f"{self.path}:{line}: {message}")
 
 
@@ -65,6 +66,20 @@ class ArmFailure:
         if self.stderr_tail:
             text += "\n--- last lines of its stderr ---\n" + self.stderr_tail
         return text
+
+
+class NoTraceLines(TraceError):
+    """A file without a single VT_SPEC_TRACE line: empty, binary, compressed, or the wrong
+    stream."""
+
+    HINT = "is VT_SPEC_TRACE set, is this the runner's stderr?"
+
+    def __init__(self, path: object, compressed: bool = False) -> None:
+        hint = "it is gzip-compressed: decompress it first" if compressed else self.HINT
+        DifftestError.__init__(self, f"no VT_SPEC_TRACE lines in {path} ({hint})")
+        self.path = str(path)
+        self.line = 0
+        self.reason = str(self)
 
 
 class ArmFailedError(DifftestError):

@@ -18,7 +18,7 @@ from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
 from difftest.kinds import Expect
 from difftest.model import ArmTrace
-from difftest.trace import parse_trace
+from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 
 @dataclass(frozen=True)
@@ -94,7 +94,9 @@ def _outcome(name: str, trace_path: Path, result: ArmResult | None,
         error = result.failure()
         if error is not None:
             return ArmOutcome(name, trace_path, result, failure=error.failure)
-    trace = parse_trace(trace_path)
+    # a captured trace given by the user must hold trace lines (bad input otherwise); an arm
+    # that printed none failed, with the same hint
+    trace = parse_trace(trace_path, require_lines=result is None)
     return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
                       _health_failure(name, trace))
 
@@ -110,6 +112,10 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     if cut is not None:
         return ArmFailure(name, f"its trace is cut off mid-line at {cut.path}:{cut.line} "
                                     "(was the runner killed?)")
+    try:
+        require_trace_lines(trace)
+    except NoTraceLines as exc:
+        return ArmFailure(name, f"it printed {exc}")
     return None
 
 

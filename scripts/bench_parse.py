@@ -1,16 +1,24 @@
-"""Parse throughput and peak memory: difftest's parser against pyarrow and pandas baselines.
+"""Parse throughput, side by side in one run: difftest's two readers against the strongest
+baselines the Python ecosystem offers on the same file.
 
-Generates a large mixed level-3 trace (phase, propose, SPECTRACE, spec-logits top-8 rows, and 30%
-other lines), then runs each contender in its own subprocess (so peak RSS is its own) on the same
-file, side by side in one run:
+Generates a large mixed level-3 trace (phase, propose, SPECTRACE, spec-logits top-8 rows, and
+30% other lines), then runs each contender in a fresh process (so CPU time, wall time and peak
+RSS are its own), interleaved over --repeat rounds:
 
-- difftest: `parse_trace` (full grammar, validation, invariants, arrays out);
-- pyarrow-regex: the best vectorized pipeline pyarrow offers over the same text: read lines as
-  one string column, filter by tag, regex-extract fields, split and cast the id:logit lists;
-- pandas-csv: pandas' C reader on the same numeric payload pre-extracted as CSV (no trace grammar
-  at all: an upper bound on what reading those numbers can cost).
+- difftest compiled: `parse_trace` with the C scanner (full grammar, validation, invariants,
+  every line kind, arrays out);
+- difftest pure: the same on the pure-Python reader (DIFFTEST_PURE_PARSER=1);
+- pandas C engine: per 4 MB chunk, bytes filters pick the `[spec-logits]` and `[SPECTRACE]`
+  lines (with line numbers), `bytes.translate` turns separators into spaces, and one
+  `pandas.read_csv(engine="c")` per kind per chunk reads the numbers; SPECTRACE id lists in one
+  numpy read per chunk. No validation beyond what read_csv does, no other line kind;
+- pyarrow column: the file read by pyarrow.csv as one binary column, filtered by tag with
+  compute kernels, separators replaced, and the filtered lines re-read by pyarrow.csv as
+  space-separated columns (fixed K=8 top lists; SPECTRACE fixed fields only).
 
-Usage: python scripts/bench_parse.py [--mb 200] [--repeat 3] [--keep PATH]
+Every contender returns the logit rows' pos, row, ids and values; their checksums are compared
+so a fast wrong answer shows. Usage:
+    python scripts/bench_parse.py [--mb 200] [--repeat 3] [--keep PATH]
 """
 
 from __future__ import annotations
@@ -72,67 +80,121 @@ def generate(path: Path, target_mb: float, seed: int = 0, k: int = 16, reqs: int
             written += len(text)
 
 
-def to_csv(trace: Path, csv_path: Path) -> None:
-    """The numeric payload of the logits lines, one CSV row each (for the pandas baseline)."""
-    import re
 
-    pat = re.compile(r"\[spec-logits\] req=(\S+) pos=(\d+) row=(\d+) top=\[ (.*) \]")
-    with open(trace) as src, open(csv_path, "w") as dst:
-        dst.write("req,pos,row," + ",".join(f"id{i},v{i}" for i in range(8)) + "\n")
-        for line in src:
-            m = pat.match(line)
-            if m:
-                pairs = m.group(4).replace(":", ",").replace(" ", ",")
-                dst.write(f"{m.group(1)},{m.group(2)},{m.group(3)},{pairs}\n")
-
-
-CONTENDERS = {
-    "difftest": """
-from difftest.trace import parse_trace
-t = parse_trace(PATH)
-rows = len(t.logits); verifies = len(t.verifies)
-""",
-    "pyarrow-regex": """
-import pyarrow as pa, pyarrow.compute as pc, pyarrow.csv as pcsv
-tbl = pcsv.read_csv(PATH, read_options=pcsv.ReadOptions(column_names=["line"], block_size=1 << 24),
-                    parse_options=pcsv.ParseOptions(delimiter="\\x01", quote_char=False,
-                                                    escape_char=False))
-col = tbl.column("line")
-lg = pc.filter(col, pc.starts_with(col, "[spec-logits]"))
-f = pc.extract_regex(lg, r"^\\[spec-logits\\] req=(?P<req>\\S+) pos=(?P<pos>-?\\d+) row=(?P<row>-?\\d+) top=\\[ *(?P<top>.*?) *\\]$")
-req = pc.struct_field(f, "req"); pos = pc.cast(pc.struct_field(f, "pos"), pa.int64())
-row = pc.cast(pc.struct_field(f, "row"), pa.int32())
-items = pc.list_flatten(pc.split_pattern(pc.struct_field(f, "top"), " "))
-kv = pc.split_pattern(items, ":")
-ids = pc.cast(pc.list_element(kv, 0), pa.int32()); vals = pc.cast(pc.list_element(kv, 1), pa.float64())
-ver = pc.filter(col, pc.starts_with(col, "[SPECTRACE]"))
-vf = pc.extract_regex(ver, r"^\\[SPECTRACE\\] req=(?P<req>\\S+) pos=(?P<pos>-?\\d+) k=(?P<k>\\d+) ns=(?P<ns>\\d+) acc=(?P<acc>\\d+) draft=\\[ *(?P<draft>.*?) *\\] emit=\\[ *(?P<emit>.*?) *\\]$")
-d = pc.cast(pc.list_flatten(pc.split_pattern(pc.struct_field(vf, "draft"), " ")), pa.int32())
-rows = len(lg); verifies = len(ver)
-""",
-    "pandas-csv": """
-import pandas as pd
-df = pd.read_csv(CSV, engine="c")
-rows = len(df); verifies = -1
-""",
-}
-
-RUNNER = """
-import json, resource, sys, time
-PATH, CSV = sys.argv[1], sys.argv[2]
-t0 = time.perf_counter()
-{body}
-dt = time.perf_counter() - t0
-print(json.dumps({{"seconds": dt, "rows": rows, "verifies": verifies,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+COMMON = """
+import hashlib, json, resource, sys, time
+import numpy as np
+PATH = sys.argv[1]
+def checksum(pos, row, ids, vals):
+    h = hashlib.sha256()
+    for a in (pos.astype(np.int64), row.astype(np.int64), ids.astype(np.int64),
+              vals.astype(np.float64)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:12]
 """
 
+START = """
+t0, c0 = time.perf_counter(), time.process_time()  # imports done: only the reading is timed
+"""
 
-def run_one(name: str, trace: Path, csv_path: Path) -> dict:
-    code = RUNNER.format(body=CONTENDERS[name])
-    out = subprocess.run([sys.executable, "-c", code, str(trace), str(csv_path)],
-                         capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+TAIL = """
+print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+                  "rows": int(len(pos)), "verifies": int(nver), "sum": checksum(pos, row, ids, vals),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+DIFFTEST = """
+from difftest.trace import parse_trace, fast_path_available
+assert fast_path_available(), "the compiled scanner is not built (pip install -e .)"
+""" + START + """
+t = parse_trace(PATH, pure=PURE)
+lg = t.logits
+pos, row, ids, vals, nver = lg.pos, lg.row, lg.top_ids, lg.top_vals, len(t.verifies)
+"""
+
+PANDAS = r"""
+import io
+import pandas as pd
+""" + START + r"""
+SEP = bytes.maketrans(b":=[]", b"    ")
+parts = {"pos": [], "row": [], "ids": [], "vals": [], "line": [], "vfix": [], "vids": []}
+lineno, carry = 1, b""
+with open(PATH, "rb") as fh:
+    while True:
+        chunk = fh.read(4 << 20)
+        if not chunk:
+            break
+        buf = carry + chunk
+        cut = buf.rfind(b"\n")
+        carry = buf[cut + 1:]
+        lines = buf[:cut].split(b"\n")
+        lg = [i for i, l in enumerate(lines) if l.startswith(b"[spec-logits] ")]
+        ver = [i for i, l in enumerate(lines) if l.startswith(b"[SPECTRACE] ")]
+        if lg:
+            text = b"\n".join([lines[i] for i in lg]).translate(SEP)
+            df = pd.read_csv(io.BytesIO(text), sep=r"\s+", header=None, engine="c",
+                             usecols=[4, 6] + list(range(8, 24)))
+            a = df.to_numpy()
+            parts["pos"].append(a[:, 0]); parts["row"].append(a[:, 1])
+            parts["ids"].append(a[:, 2::2].astype(np.int32)); parts["vals"].append(a[:, 3::2].astype(np.float64))
+            parts["line"].append(np.asarray(lg) + lineno)
+        if ver:
+            vl = [lines[i] for i in ver]
+            text = b"\n".join(l.split(b" draft=")[0] for l in vl).translate(SEP)
+            parts["vfix"].append(pd.read_csv(io.BytesIO(text), sep=r"\s+", header=None, engine="c",
+                                             usecols=[4, 6, 8, 10]).to_numpy())
+            lists = b" ".join(l.split(b" draft=")[1] for l in vl).translate(SEP, b"emit")
+            parts["vids"].append(np.fromstring(lists, dtype=np.int32, sep=" "))
+        lineno += len(lines)
+pos = np.concatenate(parts["pos"]); row = np.concatenate(parts["row"])
+ids = np.concatenate(parts["ids"]); vals = np.concatenate(parts["vals"])
+nver = sum(len(x) for x in parts["vfix"])
+"""
+
+PYARROW = r"""
+import pyarrow as pa, pyarrow.compute as pc, pyarrow.csv as pcsv
+""" + START + r"""
+tbl = pcsv.read_csv(PATH, read_options=pcsv.ReadOptions(column_names=["l"], block_size=1 << 24),
+                    parse_options=pcsv.ParseOptions(delimiter="\x1f", quote_char=False,
+                                                    escape_char=False, ignore_empty_lines=False),
+                    convert_options=pcsv.ConvertOptions(column_types={"l": pa.binary()}))
+col = tbl.column("l")
+def reread(mask):
+    sel = pc.filter(col, mask)
+    for old in (":", "=", "[", "]"):
+        sel = pc.replace_substring(sel, old, " ")
+    nl = pc.binary_join_element_wise(sel, pa.scalar(b"\n"), pa.scalar(b""))
+    arr = pa.concat_arrays(nl.chunks)
+    end = int(np.frombuffer(arr.buffers()[1], dtype=np.int32)[len(arr)])
+    buf = arr.buffers()[2].slice(0, end)
+    return pcsv.read_csv(pa.BufferReader(buf), read_options=pcsv.ReadOptions(autogenerate_column_names=True),
+                         parse_options=pcsv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False))
+lmask = pc.starts_with(col, "[spec-logits] ")
+lt = reread(lmask)  # columns: '' spec-logits '' req NAME pos P row W top '' '' id val ... '' ''
+def c(i):
+    return lt.column(i).to_numpy()
+pos, row = c(6), c(8)
+ids = np.stack([c(12 + 2 * j) for j in range(8)], axis=1).astype(np.int32)
+vals = np.stack([c(13 + 2 * j) for j in range(8)], axis=1).astype(np.float64)
+line = np.flatnonzero(lmask.to_numpy(zero_copy_only=False)) + 1
+vmask = pc.starts_with(col, "[SPECTRACE] ")
+nver = pc.sum(vmask).as_py()
+"""
+
+CONTENDERS = {
+    "difftest compiled": "PURE = False\n" + DIFFTEST,
+    "difftest pure": "PURE = True\n" + DIFFTEST,
+    "pandas C engine": PANDAS,
+    "pyarrow column": PYARROW,
+}
+
+
+def run_one(name: str, trace: Path) -> dict:
+    code = COMMON + CONTENDERS[name] + TAIL
+    out = subprocess.run([sys.executable, "-c", code, str(trace)], capture_output=True,
+                         text=True, check=False, cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode:
+        raise SystemExit(f"{name} failed:\n{out.stderr}")
     return json.loads(out.stdout)
 
 
@@ -148,6 +210,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=200.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="reuse/keep the generated trace at this path")
+    ap.add_argument("--only", nargs="*", choices=list(CONTENDERS), help="run only these")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="difftest-bench-"))
@@ -156,35 +219,38 @@ def main() -> None:
         t0 = time.perf_counter()
         generate(trace, args.mb)
         print(f"generated {trace} in {time.perf_counter() - t0:.1f}s")
-    csv_path = tmp / "payload.csv"
-    to_csv(trace, csv_path)
     size_mb = os.path.getsize(trace) / 1e6
-    print(f"trace: {size_mb:.1f} MB; numeric payload CSV: {os.path.getsize(csv_path) / 1e6:.1f} MB")
+    names = args.only or list(CONTENDERS)
+    print(f"trace: {size_mb:.1f} MB; {args.repeat} interleaved rounds, fresh process each")
 
-    results: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
+    results: dict[str, list[dict]] = {name: [] for name in names}
     for _ in range(args.repeat):  # interleaved, so drift hits every contender alike
-        for name in CONTENDERS:
-            results[name].append(run_one(name, trace, csv_path))
-    import statistics
+        for name in names:
+            results[name].append(run_one(name, trace))
 
-    base = min(r["seconds"] for r in results["pyarrow-regex"])
-    print(f"\n{'contender':<15}{'best s':>9}{'median s':>10}{'MB/s':>8}{'peak RSS MB':>13}"
-          f"{'vs pyarrow':>12}{'rows':>10}")
+    ref = "pandas C engine" if "pandas C engine" in results else names[0]
+    ref_cpu = min(r["cpu"] for r in results[ref])
+    print(f"\n{'contender':<19}{'CPU s':>7}{'wall s':>8}{'MB/s CPU':>10}{'MB/s wall':>11}"
+          f"{'peak RSS MB':>13}{'vs pandas':>11}{'rows':>10}{'verifies':>10}  checksum")
     for name, runs in results.items():
-        secs = [r["seconds"] for r in runs]
-        best = min(secs)
-        print(f"{name:<15}{best:>9.2f}{statistics.median(secs):>10.2f}{size_mb / best:>8.1f}"
-              f"{max(r['peak_rss_mb'] for r in runs):>13.0f}{base / best:>11.2f}x"
-              f"{runs[0]['rows']:>10}")
-    ours = results["difftest"][0]
-    # per logit row: 8 int32 ids, 8 float64 values, req, pos, row, width, line
-    arrays_mb = ours["rows"] * (8 * 4 + 8 * 8 + 4 + 8 + 4 + 4 + 8) / 1e6
-    print(f"\ndifftest peak RSS {max(r['peak_rss_mb'] for r in results['difftest']):.0f} MB "
-          f"(interpreter+numpy alone: {baseline_rss():.0f} MB) vs text {size_mb:.0f} MB + "
-          f"logit arrays ~{arrays_mb:.0f} MB = {size_mb + arrays_mb:.0f} MB")
+        cpu = min(r["cpu"] for r in runs)
+        wall = min(r["wall"] for r in runs)
+        print(f"{name:<19}{cpu:>7.2f}{wall:>8.2f}{size_mb / cpu:>10.1f}{size_mb / wall:>11.1f}"
+              f"{max(r['peak_rss_mb'] for r in runs):>13.0f}{ref_cpu / cpu:>10.2f}x"
+              f"{runs[0]['rows']:>10}{runs[0]['verifies']:>10}  {runs[0]['sum']}")
+    print("(best of the rounds; CPU = process CPU seconds; 'vs pandas' = throughput ratio on CPU)")
+    sums = {runs[0]["sum"] for runs in results.values()}
+    print("every contender read the same logit arrays" if len(sums) == 1 else
+          f"CHECKSUMS DIFFER: {sums}")
+    if "difftest compiled" in results:
+        ours = results["difftest compiled"][0]
+        arrays_mb = ours["rows"] * (8 * 4 + 8 * 8 + 4 + 8 + 4 + 4 + 8 + 1) / 1e6
+        peak = max(r["peak_rss_mb"] for r in results["difftest compiled"])
+        print(f"difftest compiled peak RSS {peak:.0f} MB (interpreter+numpy alone: "
+              f"{baseline_rss():.0f} MB) vs text {size_mb:.0f} MB + logit arrays "
+              f"~{arrays_mb:.0f} MB = {size_mb + arrays_mb:.0f} MB")
     if args.keep is None:
         trace.unlink()
-    csv_path.unlink()
 
 
 if __name__ == "__main__":

@@ -136,3 +136,37 @@ def test_parse_csv_escapes_id_lists_that_start_with_a_minus(tmp_path: Path) -> N
     row = list(csv.DictReader(io.StringIO(runner.invoke(app, ["parse", str(trace), "-f",
                                                               "csv"]).output)))[0]
     assert (row["ids"], row["emit"]) == ("'-3 5", "'-3")
+
+
+def test_a_file_that_is_no_trace_exits_2_for_every_command(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    for args in (["parse", str(empty)], ["audit", str(binary)],
+                 ["compare", "--trace-a", str(empty), "--trace-b", str(DATA / "compare" / "agree_b.log")],
+                 ["compare", "--trace-a", str(DATA / "compare" / "agree_a.log"), "--trace-b",
+                  str(binary)]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "no VT_SPEC_TRACE lines in " in r.output and "Traceback" not in r.output
+        assert "(is VT_SPEC_TRACE set, is this the runner's stderr?)" in r.output
+
+
+def test_parse_shows_a_summary_and_the_first_rows_of_a_large_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "big.log"
+    lines = [f"[spec-logits] req=r pos={p} row=1 top=[ 5:{p}.123456789 4:-2.5 ]"
+             for p in range(1, 101)]
+    trace.write_text("\n".join(lines[:50] + ["noise"] + lines[50:]) + "\n")
+    r = runner.invoke(app, ["parse", str(trace)])
+    assert r.exit_code == 0
+    body = [ln for ln in r.output.splitlines() if ln.split()[:1] and ln.split()[0].isdigit()
+            and "logits" in ln]
+    assert len(body) == 40 and "... 60 more events (--rows all" in r.output
+    every = runner.invoke(app, ["parse", str(trace), "--rows", "all"])
+    assert every.output.count(" logits ") == 100 and "more events" not in every.output
+    assert runner.invoke(app, ["parse", str(trace), "--rows", "many"]).exit_code == 2
+    data = json.loads(runner.invoke(app, ["parse", str(trace), "-f", "json"]).output)
+    lines_seen = [e["line"] for e in data["events"]]
+    assert lines_seen == list(range(1, 51)) + list(range(52, 102))  # file order
+    assert data["events"][0]["values"] == "1.123456789 -2.5"  # every printed digit kept

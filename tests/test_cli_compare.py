@@ -256,7 +256,7 @@ command = ["{python}", "-c", "print('no trace here')"]
     ("crash", "arm 'crash': exited with an error (exit code 3)\n--- last lines of its stderr ---\n"
               "loading\nboom"),
     ("hang", "arm 'hang': timed out after 1 s"),
-    ("silent", "arm 'silent': printed no drafted blocks"),
+    ("silent", "arm 'silent': it printed no VT_SPEC_TRACE lines in "),
 ], ids=["crash", "hang", "silent"])
 def test_a_failing_arm_exits_4_with_its_name_and_why(tmp_path: Path, arm: str,
                                                      message: str) -> None:

@@ -152,7 +152,9 @@ def test_an_arm_that_prints_no_drafts_fails_the_run(tmp_path: Path) -> None:
     silent = ["{python}", "-c", "print('ran fine, traced nothing')"]
     rep = run(tmp_path, {"command": silent}, {"command": replay("agree_b.log")})
     assert (rep.verdict.verdict, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
-    assert rep.verdict.reasons[0].startswith("arm 'base': printed no drafted blocks")
+    assert rep.verdict.reasons[0].startswith("arm 'base': it printed no VT_SPEC_TRACE lines in ")
+    assert rep.verdict.reasons[0].endswith(
+        "base.stderr (is VT_SPEC_TRACE set, is this the runner's stderr?)")
 
 
 def test_an_arm_that_cannot_start_fails_the_run(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_malformed_line_names_file_line_and_field() -> None:
     ("[spec-logits] req=a pos=99999999999999 row=1 top=[ 1:2 2:1 ]",
      "[spec-logits] field pos: expected at most 1099511627775, got 99999999999999"),
     ("[spec-logits] req=a pos=3 row=3000000000 top=[ 1:2 2:1 ]",
-     "[spec-logits] field row: expected at most 2147483647, got 3000000000"),
+     "[spec-logits] field row: 3000000000 is outside int32"),
     ("[spec-logits] req=a pos=3 row=-1 top=[ 1:2 2:1 ]",
      "[spec-logits] field row: expected at least 0, got -1"),
     ("[spec-propose] NO proposing rows this step (num_reqs=99999999999)",
@@ -299,3 +299,102 @@ def test_drafting_kind_header() -> None:
                     path="t.log")
     assert str(exc.value) == ("t.log:3: [spec-drafting] kind=sequential contradicts kind=block "
                               "declared at line 1")
+
+
+# -- hostile input: huge integers, endless lines, files that are no trace ----------------------
+
+@pytest.mark.parametrize("pure", [True, False])
+@pytest.mark.parametrize(("line", "message"), [
+    ("[SPECTRACE] req=a pos={big} k=0 ns=1 acc=0 draft=[ ] emit=[ 1 ]",
+     "[SPECTRACE] field pos: an integer of 5000 characters is out of range"),
+    ("[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ -{big} ] emit=[ 1 ]",
+     "[SPECTRACE] field draft: item 1: an id of 5001 characters is outside int32"),
+    ("[spec-logits] req=a pos=1 row=1 top=[ {big}:1.5 2:1 ]",
+     "[spec-logits] field top: item 1: id of 5000 characters is outside int32"),
+    ("[spec-logits] req=a pos={big} row=1 top=[ 1:1.5 2:1 ]",
+     "[spec-logits] field pos: an integer of 5000 characters is out of range"),
+    ("[spec-phase] pre=1ms backbone=1ms sample=1ms logits={big}",
+     "[spec-phase] field logits: an integer of 5000 characters is out of range"),
+    ("[dflash-route] paged_seam={big}",
+     "[dflash-route] field paged_seam: an integer of 5000 characters is out of range"),
+    ("[spec-propose] rows=1 nqpr=2 drafts/row=1 first=[x{big}]",
+     ("[spec-propose] field first: item 1: expected an integer id, got "
+      "'x9999999999999999999'... (5001 characters)")),
+])
+def test_huge_integers_are_named_not_crashed(line: str, message: str, pure: bool) -> None:
+    """int() refuses digit runs over 4300 characters; no field may ever hand it one."""
+    with pytest.raises(TraceError) as err:
+        parse_lines(["noise", line.format(big="9" * 5000)], path="t.log", pure=pure)
+    assert str(err.value) == f"t.log:2: {message}"
+
+
+def test_a_line_past_the_cap_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from difftest.trace import parser
+
+    monkeypatch.setattr(parser, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "spew.log"
+    ok = "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]\n"
+    path.write_text(ok + "x" * 999 + "\n" + ok + "y" * 5000)  # the last line has no newline
+    with pytest.raises(TraceError) as err:
+        parse_trace(path, chunk_bytes=64)
+    assert str(err.value) == (f"{path}:4: line longer than 0 MiB (the cap on one trace line): "
+                              "is this a trace?")
+    path.write_text(ok + "z" * 1001 + "\n" + ok)  # a long line that does end
+    with pytest.raises(TraceError, match=r":2: line longer than"):
+        parse_trace(path, chunk_bytes=64)
+    path.write_text(ok + "x" * 999 + "\n" + ok)  # at the cap: read, and skipped as noise
+    assert parse_trace(path, chunk_bytes=64).lines_skipped == 1
+
+
+def test_a_long_line_is_gathered_piecewise(tmp_path: Path) -> None:
+    """An 8 MB line without newline read 4 KB at a time: pieces are joined once, not re-copied
+    per chunk (linear time), and the cut-off line is noted."""
+    path = tmp_path / "long.log"
+    path.write_bytes(b"[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]\n"
+                     + b"w" * (8 << 20))
+    t = parse_trace(path, chunk_bytes=4096)
+    assert len(t.verifies) == 1 and t.lines_total == 2 and t.truncated
+
+
+@pytest.mark.parametrize("content", [b"", b"\x1f\x8b\x08\x00compressed\x00\xff\n",
+                                     b"\x00\x01\x02\xff" * 100, b"hello\nworld\n",
+                                     b"[dflash-route] paged_seam=1\n"])
+def test_a_file_without_trace_lines_is_named(tmp_path: Path, content: bytes) -> None:
+    from difftest.errors import NoTraceLines
+
+    path = tmp_path / "stream.log"
+    path.write_bytes(content)
+    assert parse_trace(path).level == 0  # readable as such ...
+    with pytest.raises(NoTraceLines) as err:  # ... but not as a trace when one is required
+        parse_trace(path, require_lines=True)
+    hint = ("it is gzip-compressed: decompress it first" if content.startswith(b"\x1f\x8b")
+            else "is VT_SPEC_TRACE set, is this the runner's stderr?")
+    assert str(err.value) == f"no VT_SPEC_TRACE lines in {path} ({hint})"
+    assert err.value.exit_code == 2
+
+
+def test_without_the_scanner_a_large_parse_says_so_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from difftest.trace import parser
+
+    monkeypatch.setattr(parser, "_scan", None)
+    monkeypatch.setattr(parser, "_noticed", False)
+    monkeypatch.setattr(parser, "SLOW_NOTICE_BYTES", 100)
+    monkeypatch.delenv(parser.PURE_ENV, raising=False)
+    assert not parser.fast_path_available()
+    path = tmp_path / "t.log"
+    path.write_text("[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]\n" * 10)
+    for _ in range(2):
+        assert len(parse_trace(path).verifies) == 10
+    assert capsys.readouterr().err.count("the compiled trace scanner is not built") == 1
+
+
+@pytest.mark.parametrize("pure", [True, False])
+def test_requests_are_numbered_by_first_appearance_and_nan_keeps_its_sign(pure: bool) -> None:
+    t = parse_lines(["[SPECTRACE] req=first pos=1 k=1 ns=1 acc=0 draft=[ 4 ] emit=[ 4 ]",
+                     "[spec-logits] req=second pos=1 row=1 top=[ 1:-nan 2:nan 3:-0 ]",
+                     "[spec-logits] req=first pos=2 row=1 top=[ 1:2 2:1 ]"], pure=pure)
+    assert t.requests == ("first", "second")
+    assert t.verifies.req.tolist() == [0] and t.logits.req.tolist() == [1, 0]
+    signs = np.signbit(t.logits.top_vals[0]).tolist()
+    assert signs == [True, False, True]  # as float() reads -nan, nan and -0

@@ -1,5 +1,22 @@
 """Parsing of VT_SPEC_TRACE streams (vllm.cpp's lines and difftest's `[spec-logits]`)."""
 
-from difftest.trace.parser import parse_lines, parse_text, parse_trace
+from difftest.errors import NoTraceLines, TraceError
+from difftest.trace.parser import (
+    MAX_LINE_BYTES,
+    fast_path_available,
+    parse_lines,
+    parse_text,
+    parse_trace,
+    require_trace_lines,
+)
 
-__all__ = ["parse_trace", "parse_text", "parse_lines"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "NoTraceLines",
+    "TraceError",
+    "fast_path_available",
+    "parse_lines",
+    "parse_text",
+    "parse_trace",
+    "require_trace_lines",
+]

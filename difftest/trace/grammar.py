@@ -8,8 +8,8 @@ path rejects a line, this reader is run on it to produce the message.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from difftest.model import DraftingKind
 
@@ -59,11 +59,27 @@ POS_LIMIT = 2**40  # positions are token counts; alignment keys reserve 40 bits 
 INT64_MAX = 2**63 - 1
 
 
+MAX_INT_DIGITS = 100  # far past int64; longer digit runs are refused without being read
+
+
+def _bounded_int(raw: bytes) -> int | None:
+    """int(raw) for an integer spelling of at most MAX_INT_DIGITS digits, else None (so that
+    no digit run, however long, reaches int())."""
+    digits = len(raw) - (raw[:1] in (b"-", b"+"))
+    return int(raw) if digits <= MAX_INT_DIGITS else None
+
+
+def _shown(raw: bytes) -> str:
+    return repr(_text(raw)) if len(raw) <= 40 else f"{_text(raw[:20])!r}... ({len(raw)} characters)"
+
+
 def read_int(name: str, raw: bytes, *, int32: bool = False, minimum: int | None = None,
              maximum: int | None = None) -> int:
     if not _INT_RE.match(raw):
-        raise FieldError(f"field {name}: expected an integer, got {_text(raw)!r}")
-    value = int(raw)
+        raise FieldError(f"field {name}: expected an integer, got {_shown(raw)}")
+    value = _bounded_int(raw)
+    if value is None:
+        raise FieldError(f"field {name}: an integer of {len(raw)} characters is out of range")
     if int32 and not INT32_MIN <= value <= INT32_MAX:
         raise FieldError(f"field {name}: {value} is outside int32")
     if minimum is not None and value < minimum:
@@ -80,7 +96,7 @@ def read_ms(name: str, raw: bytes) -> float:
     return float(body)
 
 
-_ID_LIST_RE = re.compile(rb"\[\s*(?:[-+]?\d+(?:\s+|(?=\])))*\]\Z")
+_ID_LIST_RE = re.compile(rb"\[\s*(?:[-+]?\d{1,20}(?:\s+|(?=\])))*\]\Z")
 
 
 def read_id_list(name: str, raw: bytes) -> list[int]:
@@ -89,11 +105,14 @@ def read_id_list(name: str, raw: bytes) -> list[int]:
         if not ids or (INT32_MIN <= min(ids) and max(ids) <= INT32_MAX):
             return ids
     if not (raw.startswith(b"[") and raw.endswith(b"]")):
-        raise FieldError(f"field {name}: expected a bracketed id list, got {_text(raw)!r}")
+        raise FieldError(f"field {name}: expected a bracketed id list, got {_shown(raw)}")
     for n, item in enumerate(raw[1:-1].split(), start=1):
         if not _INT_RE.match(item):
-            raise FieldError(f"field {name}: item {n}: expected an integer id, got {_text(item)!r}")
-        value = int(item)
+            raise FieldError(f"field {name}: item {n}: expected an integer id, got {_shown(item)}")
+        value = _bounded_int(item)
+        if value is None:
+            raise FieldError(f"field {name}: item {n}: an id of {len(item)} characters is "
+                             "outside int32")
         if not INT32_MIN <= value <= INT32_MAX:
             raise FieldError(f"field {name}: item {n}: {value} is outside int32")
     raise FieldError(f"field {name}: expected a list of int32 ids, got {_text(raw)!r}")
@@ -107,10 +126,11 @@ def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:
         tid, sep, val = item.partition(b":")
         if not sep or not _INT_RE.match(tid) or not _FLOAT_RE.match(val):
             raise FieldError(
-                f"field {name}: item {n}: expected 'id:logit', got {_text(item)!r}")
-        value = int(tid)
-        if not INT32_MIN <= value <= INT32_MAX:
-            raise FieldError(f"field {name}: item {n}: id {value} is outside int32")
+                f"field {name}: item {n}: expected 'id:logit', got {_shown(item)}")
+        value = _bounded_int(tid)
+        if value is None or not INT32_MIN <= value <= INT32_MAX:
+            shown = value if value is not None else f"of {len(tid)} characters"
+            raise FieldError(f"field {name}: item {n}: id {shown} is outside int32")
         pairs.append((value, float(val)))
     return pairs
 

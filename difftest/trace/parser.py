@@ -1,157 +1,111 @@
 """Read a runner's captured stream into an ArmTrace.
 
 The file is read in chunks split at newlines, so memory holds one chunk of text plus the parsed
-arrays, never the whole text or one Python object per token. `[spec-logits]` lines, the bulk of
-a level-3 trace, are matched by one regex each and their id:logit payloads converted to numbers
-in one numpy call per chunk; every other tagged line goes through the grammar's field reader.
+arrays, never the whole text or one Python object per token. Two readers fill the same columns:
+
+- the compiled scanner (`difftest.trace._scan`, built with the package when a C compiler is
+  there) reads the canonical form of every common line in one pass and hands any line it does
+  not accept cleanly to the Python field reader, which names file, line and field;
+- the pure-Python reader, the reference and the fallback: tagged lines are found with bytes
+  filters, `[spec-logits]` payloads are converted in one vectorised numeric read per chunk, and
+  every other tagged line goes through the field reader.
+
+Both give identical arrays, findings and errors (a differential property test holds them
+equal). `DIFFTEST_PURE_PARSER=1`, or `parse_trace(..., pure=True)`, forces the Python reader.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
+import re
+import struct
+import sys
 from array import array
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
-from difftest.errors import TraceError, UsageError
+from difftest.errors import NoTraceLines, TraceError, UsageError
 from difftest.model import (
-    ArmTrace, DraftingKind, Finding, LogitRows, Notice, Phases, Proposes, Route, Verifies,
+    ArmTrace,
+    DraftingKind,
+    Finding,
+    LogitRows,
+    Notice,
+    Phases,
+    Proposes,
+    Route,
+    Verifies,
 )
 from difftest.trace import grammar as g
+from difftest.trace import numbers
+
+_scan: Any
+try:
+    _scan = importlib.import_module("difftest.trace._scan")
+except ImportError:  # built without a compiler: the Python reader does everything
+    _scan = None
 
 CHUNK_BYTES = 4 << 20
+MAX_LINE_BYTES = 16 << 20  # one trace line; a longer line (no newline for 16 MiB) is bad input
+PURE_ENV = "DIFFTEST_PURE_PARSER"
+
+# The builder's columns, in the compiled scanner's order (see _scan.c), with their dtypes.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("v_req", "i4"), ("v_pos", "i8"), ("v_k", "i4"), ("v_ns", "i4"), ("v_acc", "i4"),
+    ("v_line", "i8"), ("v_draft_len", "i8"), ("v_draft", "i4"), ("v_emit_len", "i8"),
+    ("v_emit", "i4"),
+    ("p_rows", "i4"), ("p_nqpr", "i4"), ("p_k", "i4"), ("p_num_reqs", "i4"),
+    ("p_first_len", "i8"), ("p_first", "i4"), ("p_line", "i8"),
+    ("ph_pre", "f8"), ("ph_backbone", "f8"), ("ph_sample", "f8"), ("ph_logits", "i8"),
+    ("ph_line", "i8"),
+    ("d_pre", "f8"), ("d_fwd", "f8"), ("d_select", "f8"), ("d_walk", "f8"), ("d_line", "i8"),
+    ("l_req", "i4"), ("l_pos", "i8"), ("l_row", "i4"), ("l_width", "i4"), ("l_line", "i8"),
+    ("l_digits", "i1"), ("l_ids", "i4"), ("l_vals", "f8"),
+)
+_COL = {name: i for i, (name, _) in enumerate(COLUMNS)}
+_LOGIT_COLS = tuple(i for name, i in _COL.items() if name.startswith("l_"))
+_PACK = {"i4": struct.Struct("=i").pack, "i8": struct.Struct("=q").pack,
+         "f8": struct.Struct("=d").pack, "i1": struct.Struct("=b").pack}
 
 
-def row_sig_digits(joined: bytes, widths: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Per row, the most significant mantissa digits among its finite values (int8), counted on
-    the printed text: `joined` holds the rows' `id:value` items in order, separated by spaces,
-    already read into `values`. Vectorised over the whole chunk; equal to `g.sig_digits` per
-    item (the reference) and to the compiled scanner's count."""
-    a = np.frombuffer(joined, dtype=np.uint8)
-    sep = np.flatnonzero((a == 32) | (a == 58))
-    after_colon = np.flatnonzero(a[sep] == 58)
-    start = sep[after_colon] + 1
-    end = np.append(sep, a.size)[after_colon + 1]
-    n = start.size
-    mant_end = end.copy()
-    if n:
-        exp_at = np.flatnonzero((a | 32) == 101)  # `e`/`E`: only values carry them
-        if exp_at.size:
-            owner = np.searchsorted(start, exp_at, side="right") - 1
-            mant_end[owner[::-1]] = exp_at[::-1]  # the first `e` of a token wins
-    lead = a[np.minimum(start, max(a.size - 1, 0))] if n else np.zeros(0, np.uint8)
-    sign = ((lead == 45) | (lead == 43)).astype(np.int64)
-    has_dot = (np.add.reduceat(a == 46, start).astype(np.int64) if n
-               else np.zeros(0, np.int64))
-    digits = mant_end - start - sign - has_dot
-    # leading zeros (and the dot among them): walk only the tokens that start with one
-    first = start + sign
-    zeros = np.zeros(n, dtype=np.int64)
-    active = np.flatnonzero(((a[np.minimum(first, max(a.size - 1, 0))] == 48)
-                             | (a[np.minimum(first, max(a.size - 1, 0))] == 46))
-                            & (first < mant_end)) if n else np.zeros(0, np.int64)
-    at = first[active]
-    while active.size:
-        c = a[at]
-        zero = c == 48
-        zeros[active[zero]] += 1
-        keep = (zero | (c == 46)) & (at + 1 < mant_end[active])
-        active = active[keep]
-        at = at[keep] + 1
-    sig = np.maximum(digits - zeros, 1)
-    sig[~np.isfinite(values)] = 0
-    out = np.zeros(widths.size, dtype=np.int8)
-    filled = widths > 0
-    if n and filled.any():
-        starts = (np.cumsum(widths) - widths)[filled]
-        out[filled] = np.minimum(np.maximum.reduceat(sig, starts), 127)
-    return out
+def fast_path_available() -> bool:
+    """True when the compiled scanner was built and imports (the package works without it)."""
+    return _scan is not None and getattr(_scan, "N_COLS", None) == len(COLUMNS)
 
 
-class _LogitChunk:
-    """The `[spec-logits]` lines of one chunk, converted to arrays in one go."""
+def _use_fast(pure: bool | None) -> bool:
+    if pure is None:
+        pure = os.environ.get(PURE_ENV, "") not in ("", "0")
+    return not pure and fast_path_available()
 
-    def __init__(self) -> None:
-        self.req: list[int] = []
-        self.pos: list[int] = []
-        self.row: list[int] = []
-        self.line: list[int] = []
-        self.payload: list[bytes] = []
 
-    def _diagnose(self, path: str, candidates: Iterable[int]) -> None:
-        """Re-read suspect lines with the field reader, which names the bad item."""
-        for i in candidates:
-            try:
-                g.read_top_list("top", b"[" + self.payload[i] + b"]")
-            except g.FieldError as exc:
-                raise TraceError(path, self.line[i], f"[spec-logits] {exc}") from None
-        raise TraceError(path, self.line[0], "[spec-logits] payload could not be read")
+SLOW_NOTICE_BYTES = 8 << 20
+_noticed = False
 
-    def _flat_pairs(self, path: str, widths: np.ndarray) -> np.ndarray:
-        """All (id, value) pairs of the chunk, in order, as a (total, 2) float64 array."""
-        total = int(widths.sum())
-        joined = b" ".join(self.payload).replace(b":", b" ")
-        try:
-            flat = (np.fromstring(joined, dtype=np.float64, sep=" ") if joined.strip()
-                    else np.zeros(0))
-        except ValueError:  # numpy stops at the first spelling it cannot read
-            flat = np.zeros(0)
-        if flat.size != 2 * total:
-            # The line regex admits only number-like spellings; reaching here means one that
-            # numpy does not read. Find the line the slow way and name it.
-            self._diagnose(path, range(len(self.payload)))
-        return flat.reshape(total, 2)
 
-    def _check_ranges(self, path: str) -> None:
-        """pos and row as the field reader bounds them (the fast regex bounds only digits)."""
-        bounds = (("pos", self.pos, g.POS_LIMIT - 1), ("row", self.row, g.INT32_MAX))
-        for name, values, limit in bounds:
-            if values and max(values) > limit:
-                i = next(j for j, v in enumerate(values) if v > limit)
-                raise TraceError(path, self.line[i], f"[spec-logits] field {name}: expected at "
-                                 f"most {limit}, got {values[i]}")
-
-    def to_arrays(self, path: str) -> list[np.ndarray]:
-        self._check_ranges(path)
-        n = len(self.payload)
-        widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32, count=n)
-        pairs = self._flat_pairs(path, widths)
-        ids = pairs[:, 0]
-        bad = (ids < g.INT32_MIN) | (ids > g.INT32_MAX)
-        if bad.any():
-            at = int(np.searchsorted(np.cumsum(widths), int(np.flatnonzero(bad)[0]), side="right"))
-            self._diagnose(path, [at])
-        width = int(widths.max()) if n else 0
-        if n and int(widths.min()) == width:
-            top_ids = ids.astype(np.int32).reshape(n, width)
-            top_vals = np.ascontiguousarray(pairs[:, 1]).reshape(n, width)
-        else:
-            top_ids = np.full((n, width), -1, dtype=np.int32)
-            top_vals = np.full((n, width), np.nan)
-            rows = np.repeat(np.arange(n), widths)
-            starts = np.cumsum(widths) - widths
-            cols = np.arange(rows.size) - np.repeat(starts, widths)
-            top_ids[rows, cols] = ids.astype(np.int32)
-            top_vals[rows, cols] = pairs[:, 1]
-        digits = row_sig_digits(b" ".join(self.payload), widths, pairs[:, 1])
-        out: list[np.ndarray] = [
-               np.asarray(self.req, dtype=np.int32), np.asarray(self.pos, dtype=np.int64),
-               np.asarray(self.row, dtype=np.int32), top_ids, top_vals, widths,
-               np.asarray(self.line, dtype=np.int64), digits]
-        if n > 1 and bool(np.any(np.diff(out[6]) < 0)):
-            # lines the field reader took after the bulk: restore file order
-            order = np.argsort(out[6], kind="stable")
-            out = [a[order] for a in out]
-        return out
+def _notice_slow_path(size: int) -> None:
+    """Say once per process, on stderr, that a large trace is read without the scanner
+    because it was not built (`difftest --version` says it too)."""
+    global _noticed
+    if _noticed or size < SLOW_NOTICE_BYTES or fast_path_available():
+        return
+    _noticed = True
+    sys.stderr.write("difftest: the compiled trace scanner is not built (no C compiler at "
+                     "install time?); reading with the pure-Python parser, several times "
+                     "slower. Reinstall with a C compiler to build it.\n")
 
 
 class TraceBuilder:
-    """Accumulates events line by line; `finish` checks the cross-line invariants."""
+    """Accumulates events; `finish` checks the cross-line invariants and returns the arrays."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fast: bool = False) -> None:
         self.path = path
+        self.fast = fast
         self.requests: list[str] = []
         self._req_code: dict[str, int] = {}
         self._req_bytes: dict[bytes, int] = {}
@@ -164,31 +118,9 @@ class TraceBuilder:
         self.truncated = False
         self.drafting: DraftingKind | None = None
         self._drafting_line = 0
-        # verifies; ids and counters in typed arrays: no Python object per token
-        self.v_req = array("i")
-        self.v_pos = array("q")
-        self.v_k = array("i")
-        self.v_ns = array("i")
-        self.v_acc = array("i")
-        self.v_line = array("q")
-        self.v_draft = array("i")
-        self.v_draft_len = array("q")
-        self.v_emit = array("i")
-        self.v_emit_len = array("q")
-        # proposes
-        self.p_rows = array("i")
-        self.p_nqpr = array("i")
-        self.p_k = array("i")
-        self.p_num_reqs = array("i")
-        self.p_first = array("i")
-        self.p_first_len = array("q")
-        self.p_line = array("q")
-        # phases
-        self.ph: list[tuple[float, float, float, int, int]] = []
-        self.ph_dev: list[tuple[float, float, float, float, int]] = []
-        # logits, one converted block of arrays per chunk
-        self._logit_columns = _LogitColumns()
-        self._logits = _LogitChunk()
+        # one bytearray per column, native-endian: appended to by both readers, no Python object
+        # per token, and viewed by numpy at the end without a copy
+        self.cols: tuple[bytearray, ...] = tuple(bytearray() for _ in COLUMNS)
 
     # -- interning -----------------------------------------------------------------------------
     def _intern(self, name: str) -> int:
@@ -206,6 +138,12 @@ class TraceBuilder:
             self._req_bytes[raw] = code
         return code
 
+    def _put(self, name: str, value: float) -> None:
+        self.cols[_COL[name]].extend(_PACK[COLUMNS[_COL[name]][1]](value))
+
+    def _put_ids(self, name: str, ids: list[int]) -> None:
+        self.cols[_COL[name]].extend(array("i", ids).tobytes())
+
     def unterminated(self, lineno: int, line: bytes) -> None:
         """Note a last line without its newline (after `feed` read or dropped it)."""
         if self.truncated:  # dropped as unparseable: already reported
@@ -222,51 +160,77 @@ class TraceBuilder:
     def _finding(self, line: int, kind: str, message: str) -> None:
         self.findings.append(Finding(self.path, line, kind, message))
 
-    # -- lines ---------------------------------------------------------------------------------
-    def feed(self, lines: list[bytes], first_lineno: int, last_is_partial: bool = False) -> None:
-        # The logits regex fails on the first byte of any other line, so matching every line
-        # is the cheapest way to find the bulk; the rest go through the field reader in order.
-        matches = list(map(g.LOGITS_RE.match, lines))
-        hits = [m.groups() for m in matches if m is not None]
-        if hits:
-            chunk = self._logits
-            reqs, poss, rows, payloads = zip(*hits, strict=False)
-            chunk.req.extend(map(self._intern_bytes, reqs))
-            chunk.pos.extend(map(int, poss))
-            chunk.row.extend(map(int, rows))
-            chunk.payload.extend(payloads)
-            chunk.line.extend(first_lineno + i for i, m in enumerate(matches) if m is not None)
-        last = len(lines) - 1
-        try:
-            for i in [i for i, m in enumerate(matches) if m is None]:
-                try:
-                    self._line(lines[i].rstrip(), first_lineno + i)
-                except g.FieldError as exc:
-                    if last_is_partial and i == last:
-                        self.truncated = True
-                        self._finding(first_lineno + i, "truncated",
-                                      "the trace ends mid-line (runner killed?); read up to the "
-                                      f"cut, this last line dropped: {exc}")
-                        continue
-                    raise TraceError(self.path, first_lineno + i, str(exc)) from None
-        except TraceError as late:
-            # Report the first bad line of the file, whichever path found it: a bad logits
-            # line before `late` raises from the flush instead.
-            self._flush_logits(before=late.line)
-            raise
-        self.lines_total += len(lines)
-        self._flush_logits()
+    # -- blocks of complete lines --------------------------------------------------------------
+    def feed_block(self, buf: bytes, first_lineno: int) -> int:
+        """Read `buf`, complete lines each ending with a newline; returns how many."""
+        if self.fast:
+            count = self._feed_fast(buf, first_lineno) - first_lineno
+        else:
+            lines = buf[:-1].split(b"\n")
+            count = len(lines)
+            self._feed_pure(lines, first_lineno)
+        self.lines_total += count
+        return count
 
-    def _flush_logits(self, before: int | None = None) -> None:
-        chunk = self._logits
-        if before is not None:
-            keep = [i for i, line in enumerate(chunk.line) if line < before]
-            for name in ("req", "pos", "row", "line", "payload"):
-                values = getattr(chunk, name)
-                setattr(chunk, name, [values[i] for i in keep])
-        if chunk.payload:
-            self._logit_columns.extend(chunk.to_arrays(self.path))
-        self._logits = _LogitChunk()
+    def feed_last(self, line: bytes, lineno: int) -> None:
+        """The file's last line, without its newline: read it if it parses, else note the cut."""
+        try:
+            if self.fast:
+                self._feed_fast(line + b"\n", lineno)
+            else:
+                self._feed_pure([line], lineno)
+        except TraceError as exc:
+            if exc.line != lineno or isinstance(exc, NoTraceLines):
+                raise
+            self.truncated = True
+            self._finding(lineno, "truncated", "the trace ends mid-line (runner killed?); read "
+                          f"up to the cut, this last line dropped: {exc.reason}")
+        self.lines_total += 1
+        self.unterminated(lineno, line)
+
+    def _feed_fast(self, buf: bytes, lineno: int) -> int:
+        """Scan `buf`, handing refused lines to the field reader; returns the next line number."""
+        at, stop = 0, len(buf)
+        scan = _scan.scan
+        while at < stop:
+            at, lineno, skipped, handed = scan(buf, at, stop, lineno, self._req_bytes,
+                                               self._intern_bytes, self.cols)
+            self.lines_skipped += skipped
+            if handed:
+                end = buf.find(b"\n", at)
+                self._careful(buf[at:end], lineno)
+                at, lineno = end + 1, lineno + 1
+        return lineno
+
+    def _feed_pure(self, lines: list[bytes], first_lineno: int) -> None:
+        # The logits regex fails on the first byte of any other line, so matching every line
+        # is the cheapest way to find the bulk; of the rest, only lines that start with `[` or
+        # a notice / engine-error prefix need the field reader: the others are program output.
+        matches = list(map(g.LOGITS_RE.match, lines))
+        bulk = _PureLogits(self.path)
+        hits = [(i, m) for i, m in enumerate(matches) if m is not None]
+        late_lines = bulk.take(hits, first_lineno, self._intern_bytes)
+        other = [i for i, m in enumerate(matches) if m is None and lines[i][:1] in _WANTED]
+        if late_lines:
+            other = sorted(other + late_lines)
+        self.lines_skipped += len(lines) - len(hits) - len(other) + len(late_lines)
+        try:
+            for i in other:
+                self._careful(lines[i], first_lineno + i)
+        except TraceError as late:
+            # the first bad line of the file, whichever reader found it: a bad logits line
+            # before `late` raises from the bulk read instead
+            bulk.drop_after(late.line)
+            bulk.emit(self.cols)
+            raise
+        bulk.emit(self.cols)
+
+    # -- one line, by the field reader ---------------------------------------------------------
+    def _careful(self, raw: bytes, lineno: int) -> None:
+        try:
+            self._line(raw.rstrip(), lineno)
+        except g.FieldError as exc:
+            raise TraceError(self.path, lineno, str(exc)) from None
 
     def _line(self, line: bytes, lineno: int) -> None:
         tag = g.tag_of(line)
@@ -283,32 +247,41 @@ class TraceBuilder:
                 self.lines_skipped += 1
             return
         fields = g.read_fields(tag, line[len(tag):])
-        if tag == g.TAG_VERIFY:
-            self._verify(fields, lineno)  # type: ignore[arg-type]
+        if isinstance(fields, g.NoPropose):
+            self._no_propose(fields, lineno)
+        elif tag == g.TAG_VERIFY:
+            self._verify(fields, lineno)
         elif tag == g.TAG_PROPOSE:
             self._propose(fields, lineno)
         elif tag == g.TAG_PHASE:
-            f = fields
-            self.ph.append((f["pre"], f["backbone"], f["sample"], f["logits"], lineno))  # type: ignore[index,arg-type]  # fields is the grammar's untyped dict
+            for name in ("pre", "backbone", "sample", "logits"):
+                self._put(f"ph_{name}", fields[name])  # type: ignore[arg-type]
+            self._put("ph_line", lineno)
         elif tag == g.TAG_PHASE_DEV:
-            f = fields
-            self.ph_dev.append((f["pre"], f["fwd"], f["select"], f["walk"], lineno))  # type: ignore[index,arg-type]  # fields is the grammar's untyped dict
+            for name in ("pre", "fwd", "select", "walk"):
+                self._put(f"d_{name}", fields[name])  # type: ignore[arg-type]
+            self._put("d_line", lineno)
         elif tag == g.TAG_ROUTE:
-            self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[index,arg-type]  # untyped dict
+            self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[arg-type]
         elif tag == g.TAG_DRAFTING:
-            self._declare_drafting(fields["kind"], lineno)  # type: ignore[index, arg-type]  # untyped dict
+            self._declare_drafting(fields["kind"], lineno)  # type: ignore[arg-type]
         elif tag == g.TAG_LOGITS:
-            # Only reached when the fast regex rejected the line but the field reader accepted it
-            # (e.g. extra spaces); keep it through the same path.
-            # the items as printed (the field reader has checked them): digits are counted on
-            # the text
-            raw_top = dict(g.split_fields(tag, line[len(tag):]))["top"]
-            payload = b" ".join(raw_top[1:-1].split())
-            self._logits.req.append(self._intern(fields["req"]))  # type: ignore[index, arg-type]
-            self._logits.pos.append(fields["pos"])  # type: ignore[index, arg-type]
-            self._logits.row.append(fields["row"])  # type: ignore[index, arg-type]
-            self._logits.line.append(lineno)
-            self._logits.payload.append(payload)
+            self._logits_line(tag, line, fields, lineno)
+
+    def _logits_line(self, tag: bytes, line: bytes, f: dict[str, object], lineno: int) -> None:
+        top: list[tuple[int, float]] = f["top"]  # type: ignore[assignment]
+        # digits are counted on the items as printed (the field reader has checked them)
+        raw_top = dict(g.split_fields(tag, line[len(tag):]))["top"]
+        digits = max((g.sig_digits(item.partition(b":")[2]) for item, (_, v) in
+                      zip(raw_top[1:-1].split(), top, strict=True) if v - v == 0), default=0)
+        self._put("l_req", self._intern(f["req"]))  # type: ignore[arg-type]
+        self._put("l_pos", f["pos"])  # type: ignore[arg-type]
+        self._put("l_row", f["row"])  # type: ignore[arg-type]
+        self._put("l_width", len(top))
+        self._put("l_line", lineno)
+        self._put("l_digits", min(digits, 127))
+        self._put_ids("l_ids", [i for i, _ in top])
+        self.cols[_COL["l_vals"]].extend(array("d", [v for _, v in top]).tobytes())
 
     def _declare_drafting(self, kind: DraftingKind, lineno: int) -> None:
         """One drafting kind per trace: a second header may repeat it, never contradict it."""
@@ -334,60 +307,54 @@ class TraceBuilder:
         if emit[:acc] != draft[:acc]:
             self._finding(lineno, "invariant",
                           f"{where}: emit[:acc] {emit[:acc]} differs from draft[:acc] {draft[:acc]}")
-        self.v_req.append(self._intern(req))
-        self.v_pos.append(pos)
-        self.v_k.append(k)
-        self.v_ns.append(ns)
-        self.v_acc.append(acc)
-        self.v_line.append(lineno)
-        self.v_draft.extend(draft)
-        self.v_draft_len.append(len(draft))
-        self.v_emit.extend(emit)
-        self.v_emit_len.append(len(emit))
+        self._put("v_req", self._intern(req))
+        for name, value in (("v_pos", pos), ("v_k", k), ("v_ns", ns), ("v_acc", acc),
+                            ("v_line", lineno), ("v_draft_len", len(draft)),
+                            ("v_emit_len", len(emit))):
+            self._put(name, value)
+        self._put_ids("v_draft", draft)
+        self._put_ids("v_emit", emit)
 
-    def _propose(self, f: dict[str, object] | g.NoPropose, lineno: int) -> None:
-        if isinstance(f, g.NoPropose):
-            self.p_rows.append(0)
-            self.p_nqpr.append(-1)
-            self.p_k.append(-1)
-            self.p_num_reqs.append(f.num_reqs)
-            self.p_first_len.append(0)
-        else:
-            first: list[int] = f["first"]  # type: ignore[assignment]
-            k = int(f["drafts/row"])  # type: ignore[call-overload]
-            if len(first) != k:
-                self._finding(lineno, "invariant",
-                              f"[spec-propose] drafts/row={k} but first has {len(first)} ids")
-            self.p_rows.append(int(f["rows"]))  # type: ignore[call-overload]
-            self.p_nqpr.append(int(f["nqpr"]))  # type: ignore[call-overload]
-            self.p_k.append(k)
-            self.p_num_reqs.append(-1)
-            self.p_first.extend(first)
-            self.p_first_len.append(len(first))
-        self.p_line.append(lineno)
+    def _no_propose(self, f: g.NoPropose, lineno: int) -> None:
+        for name, value in (("p_rows", 0), ("p_nqpr", -1), ("p_k", -1),
+                            ("p_num_reqs", f.num_reqs), ("p_first_len", 0), ("p_line", lineno)):
+            self._put(name, value)
+
+    def _propose(self, f: dict[str, object], lineno: int) -> None:
+        first: list[int] = f["first"]  # type: ignore[assignment]
+        k = int(f["drafts/row"])  # type: ignore[call-overload]
+        if len(first) != k:
+            self._finding(lineno, "invariant",
+                          f"[spec-propose] drafts/row={k} but first has {len(first)} ids")
+        for name, value in (("p_rows", int(f["rows"])), ("p_nqpr", int(f["nqpr"])),  # type: ignore[call-overload]
+                            ("p_k", k), ("p_num_reqs", -1), ("p_first_len", len(first)),
+                            ("p_line", lineno)):
+            self._put(name, value)
+        self._put_ids("p_first", first)
 
     # -- the result ----------------------------------------------------------------------------
+    def _array(self, name: str) -> np.ndarray:
+        i = _COL[name]
+        return np.frombuffer(self.cols[i], dtype=COLUMNS[i][1]) if self.cols[i] else \
+            np.zeros(0, dtype=COLUMNS[i][1])
+
     def finish(self) -> ArmTrace:
+        a = self._array
         verifies = Verifies(
-            req=np.asarray(self.v_req, dtype=np.int32), pos=np.asarray(self.v_pos, dtype=np.int64),
-            k=np.asarray(self.v_k, dtype=np.int32), ns=np.asarray(self.v_ns, dtype=np.int32),
-            acc=np.asarray(self.v_acc, dtype=np.int32),
-            draft_ids=np.asarray(self.v_draft, dtype=np.int32), draft_off=_offsets(self.v_draft_len),
-            emit_ids=np.asarray(self.v_emit, dtype=np.int32), emit_off=_offsets(self.v_emit_len),
-            line=np.asarray(self.v_line, dtype=np.int64))
+            req=a("v_req"), pos=a("v_pos"), k=a("v_k"), ns=a("v_ns"), acc=a("v_acc"),
+            draft_ids=a("v_draft"), draft_off=_offsets(a("v_draft_len")),
+            emit_ids=a("v_emit"), emit_off=_offsets(a("v_emit_len")), line=a("v_line"))
         proposes = Proposes(
-            rows=np.asarray(self.p_rows, dtype=np.int32), nqpr=np.asarray(self.p_nqpr, dtype=np.int32),
-            k=np.asarray(self.p_k, dtype=np.int32), num_reqs=np.asarray(self.p_num_reqs, dtype=np.int32),
-            first_ids=np.asarray(self.p_first, dtype=np.int32), first_off=_offsets(self.p_first_len),
-            line=np.asarray(self.p_line, dtype=np.int64))
-        ph = np.asarray([row[:3] for row in self.ph], dtype=np.float64).reshape(-1, 3)
-        ph_counts = np.asarray([row[3:] for row in self.ph], dtype=np.int64).reshape(-1, 2)
-        dev = np.asarray(self.ph_dev, dtype=np.float64).reshape(-1, 5)
-        phases = Phases(pre=ph[:, 0], backbone=ph[:, 1], sample=ph[:, 2],
-                        logits=ph_counts[:, 0], line=ph_counts[:, 1],
-                        dev_pre=dev[:, 0], dev_fwd=dev[:, 1], dev_select=dev[:, 2],
-                        dev_walk=dev[:, 3], dev_line=dev[:, 4].astype(np.int64))
-        logits = self._logit_columns.result()
+            rows=a("p_rows"), nqpr=a("p_nqpr"), k=a("p_k"), num_reqs=a("p_num_reqs"),
+            first_ids=a("p_first"), first_off=_offsets(a("p_first_len")), line=a("p_line"))
+        phases = Phases(pre=a("ph_pre"), backbone=a("ph_backbone"), sample=a("ph_sample"),
+                        logits=a("ph_logits"), line=a("ph_line"), dev_pre=a("d_pre"),
+                        dev_fwd=a("d_fwd"), dev_select=a("d_select"), dev_walk=a("d_walk"),
+                        dev_line=a("d_line"))
+        logits = LogitRows(*_pad_logits(
+            a("l_req"), a("l_pos"), a("l_row"), a("l_width"), a("l_line"), a("l_digits"),
+            a("l_ids"), a("l_vals")))
+        self._order_requests(verifies, logits)
         self._check_positions(verifies)
         self._check_logits(logits)
         self.findings.sort(key=lambda f: f.line)
@@ -399,17 +366,40 @@ class TraceBuilder:
             engine_errors=tuple(self.engine_errors),
             truncated=self.truncated, drafting=self.drafting)
 
+    def _order_requests(self, v: Verifies, lg: LogitRows) -> None:
+        """Number requests by the line they first appear on (the readers intern them in
+        different orders), dropping names no kept line uses (a dropped cut-off last line)."""
+        n = len(self.requests)
+        if not n:
+            return
+        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, v.req, v.line)
+        np.minimum.at(first, lg.req, lg.line)
+        used = np.flatnonzero(first < np.iinfo(np.int64).max)
+        order = used[np.argsort(first[used], kind="stable")]
+        if order.size == n and bool(np.all(order == np.arange(n))):
+            return
+        remap = np.full(n, -1, dtype=np.int32)
+        remap[order] = np.arange(order.size, dtype=np.int32)
+        v.req[:] = remap[v.req]
+        lg.req[:] = remap[lg.req]
+        self.requests[:] = [self.requests[i] for i in order.tolist()]
+
     def _check_positions(self, v: Verifies) -> None:
         """Per request, each verify starts where the previous one's emit left off."""
-        expected: dict[int, tuple[int, int]] = {}
-        for req, pos, ns, line in zip(v.req.tolist(), v.pos.tolist(), v.ns.tolist(),
-                                      v.line.tolist(), strict=True):
-            prev = expected.get(req)
-            if prev is not None and prev[0] != pos:
-                self._finding(line, "invariant",
-                              f"[SPECTRACE] req={self.requests[req]}: pos={pos}, but the previous "
-                              f"verify (line {prev[1]}) leads to pos={prev[0]}")
-            expected[req] = (pos + ns, line)
+        n = len(v)
+        if n < 2:
+            return
+        order = np.lexsort((np.arange(n), v.req))  # by request, then file order
+        req, pos = v.req[order], v.pos[order]
+        nxt = pos + v.ns[order]
+        bad = np.flatnonzero((req[1:] == req[:-1]) & (pos[1:] != nxt[:-1])) + 1
+        for j in sorted(bad.tolist(), key=lambda j: int(v.line[order[j]])):
+            cur, prev = int(order[j]), int(order[j - 1])
+            self._finding(int(v.line[cur]), "invariant",
+                          f"[SPECTRACE] req={self.requests[int(v.req[cur])]}: "
+                          f"pos={int(v.pos[cur])}, but the previous verify (line "
+                          f"{int(v.line[prev])}) leads to pos={int(nxt[j - 1])}")
 
     def _check_logits(self, lg: LogitRows) -> None:
         if not len(lg):
@@ -438,127 +428,221 @@ class TraceBuilder:
                           f"[spec-logits] row={lg.row[i]}: rows are 1..k (row 0 is the anchor)")
 
 
-def _offsets(lengths: array[int]) -> np.ndarray:
-    off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    if len(lengths):
-        np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=off[1:])
+# -- the pure-Python bulk reader ---------------------------------------------------------------
+
+_WANTED = (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1])
+
+
+class _PureLogits:
+    """The canonical `[spec-logits]` lines of one block, read in bulk: one regex per line for
+    the fields, one vectorised numeric read for all payloads. A line the canonical form does
+    not cover goes back to the field reader."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.req: list[int] = []
+        self.pos: list[int] = []
+        self.row: list[int] = []
+        self.line: list[int] = []
+        self.payload: list[bytes] = []
+
+    def take(self, hits: list[tuple[int, re.Match[bytes]]], first_lineno: int,
+             intern: Callable[[bytes], int]) -> list[int]:
+        """Keep the matched lines; return the indices of those whose pos or row is out of
+        range, for the field reader to name."""
+        if not hits:
+            return []
+        index, found = zip(*hits, strict=True)
+        reqs, poss, rows, payloads = zip(*[m.groups() for m in found], strict=True)
+        pos = np.array(list(map(int, poss)), dtype=np.int64)
+        row = np.array(list(map(int, rows)), dtype=np.int64)
+        bad = (pos > g.POS_LIMIT - 1) | (row > g.INT32_MAX)
+        keep = range(len(index))
+        if bad.any():
+            keep = np.flatnonzero(~bad).tolist()  # type: ignore[assignment]
+            reqs, payloads, index = (tuple(x[j] for j in keep) for x in (reqs, payloads, index))
+            pos, row = pos[~bad], row[~bad]
+        self.req.extend(map(intern, reqs))
+        self.pos.extend(pos.tolist())
+        self.row.extend(row.tolist())
+        self.line.extend(first_lineno + i for i in index)
+        self.payload.extend(payloads)
+        return [hits[j][0] for j in np.flatnonzero(bad).tolist()]
+
+    def drop_after(self, lineno: int) -> None:
+        keep = [i for i, line in enumerate(self.line) if line < lineno]
+        for name in ("req", "pos", "row", "line", "payload"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in keep])
+
+    def emit(self, cols: tuple[bytearray, ...]) -> None:
+        if not self.payload:
+            return
+        widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32,
+                             count=len(self.payload))
+        joined = b" ".join(self.payload)
+        try:
+            ids, vals, digits = numbers.read_pairs(joined, widths)
+        except numbers.NotNumbers:
+            self._diagnose()
+        for name, values in (("l_req", np.asarray(self.req, np.int32)),
+                             ("l_pos", np.asarray(self.pos, np.int64)),
+                             ("l_row", np.asarray(self.row, np.int32)), ("l_width", widths),
+                             ("l_line", np.asarray(self.line, np.int64)), ("l_digits", digits),
+                             ("l_ids", ids), ("l_vals", vals)):
+            cols[_COL[name]].extend(values.tobytes())
+
+    def _diagnose(self) -> None:
+        """Re-read the block's payloads with the field reader, which names the first bad item."""
+        for payload, lineno in zip(self.payload, self.line, strict=True):
+            try:
+                g.read_top_list("top", b"[" + payload + b"]")
+            except g.FieldError as exc:
+                raise TraceError(self.path, lineno, f"[spec-logits] {exc}") from None
+        raise TraceError(self.path, self.line[0], "[spec-logits] payload could not be read")
+
+
+def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.ndarray,
+                line: np.ndarray, digits: np.ndarray, ids: np.ndarray,
+                vals: np.ndarray) -> list[np.ndarray]:
+    """Flat id/value lists to (n, K) matrices padded with -1 / nan, rows in file order. When
+    every row has the same width the matrices are views of the flat arrays: no copy."""
+    n = widths.size
+    width = int(widths.max()) if n else 0
+    if n and int(widths.min()) == width:
+        top_ids = ids.reshape(n, width)
+        top_vals = vals.reshape(n, width)
+    else:
+        top_ids = np.full((n, width), -1, dtype=np.int32)
+        top_vals = np.full((n, width), np.nan)
+        rows = np.repeat(np.arange(n), widths)
+        starts = np.cumsum(widths) - widths
+        cols = np.arange(rows.size) - np.repeat(starts, widths)
+        top_ids[rows, cols] = ids
+        top_vals[rows, cols] = vals
+    out = [req, pos, row, top_ids, top_vals, widths, line, digits]  # LogitRows' order
+    if n > 1 and bool(np.any(line[1:] < line[:-1])):
+        # lines the field reader took after a block's bulk: restore file order
+        order = np.argsort(line, kind="stable")
+        out = [x[order] for x in out]
+    return out
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    off = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
     return off
 
 
-class _Column:
-    """A column that grows in place (realloc, which the OS can satisfy by remapping), so the
-    parsed arrays are never held twice; pages past the filled rows are never touched."""
+# -- entry points ------------------------------------------------------------------------------
 
-    def __init__(self, dtype: type, fill: float | None = None) -> None:
-        self.dtype = dtype
-        self.fill = fill
-        self.data: np.ndarray | None = None
-        self.n = 0
+class _LineTooLong(Exception):
+    """The line after the blocks read so far passes MAX_LINE_BYTES."""
 
-    def extend(self, piece: np.ndarray) -> None:
-        rows = piece.shape[0]
-        if self.data is None:
-            self.data = np.empty((max(rows, 1024),) + piece.shape[1:], dtype=self.dtype)
-        if piece.ndim == 2 and piece.shape[1] > self.data.shape[1]:
-            wider: np.ndarray = np.full((self.data.shape[0], piece.shape[1]), self.fill, dtype=self.dtype)
-            wider[:, : self.data.shape[1]] = self.data
-            self.data = wider
-        need = self.n + rows
-        if need > self.data.shape[0]:
-            self.data.resize((max(need, 2 * self.data.shape[0]),) + self.data.shape[1:],
-                             refcheck=False)
-        if piece.ndim == 2:
-            width = piece.shape[1]
-            self.data[self.n:need, :width] = piece
-            if width < self.data.shape[1]:
-                self.data[self.n:need, width:] = self.fill
+
+def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """(complete lines, False) blocks, then (the last line without newline, True) if any.
+    A line is gathered piecewise (linear in its length) and capped at MAX_LINE_BYTES."""
+    pending: list[bytes] = []
+    pending_len = 0
+    read = fh.read  # type: ignore[attr-defined]
+    while True:
+        chunk: bytes = read(chunk_bytes)
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            pending.append(chunk)
+            pending_len += len(chunk)
+            if pending_len > MAX_LINE_BYTES:
+                raise _LineTooLong
+            continue
+        if pending:
+            if pending_len + chunk.find(b"\n") > MAX_LINE_BYTES:
+                raise _LineTooLong
+            pending.append(chunk[:cut + 1])
+            block = b"".join(pending)
         else:
-            self.data[self.n:need] = piece
-        self.n = need
-
-    def result(self, empty_shape: tuple[int, ...]) -> np.ndarray:
-        if self.data is None:
-            return np.zeros(empty_shape, dtype=self.dtype)
-        self.data.resize((self.n,) + self.data.shape[1:], refcheck=False)
-        return self.data
+            block = chunk[:cut + 1] if cut + 1 < len(chunk) else chunk
+        rest = chunk[cut + 1:]
+        pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
+        yield block, False
+    if pending:
+        yield b"".join(pending), True
 
 
-class _LogitColumns:
-    def __init__(self) -> None:
-        self.req = _Column(np.int32)
-        self.pos = _Column(np.int64)
-        self.row = _Column(np.int32)
-        self.top_ids = _Column(np.int32, fill=-1)
-        self.top_vals = _Column(np.float64, fill=np.nan)
-        self.width = _Column(np.int32)
-        self.line = _Column(np.int64)
-        self.sig_digits = _Column(np.int8)
-
-    def extend(self, arrays: list[np.ndarray]) -> None:
-        for column, piece in zip((self.req, self.pos, self.row, self.top_ids, self.top_vals,
-                                  self.width, self.line, self.sig_digits), arrays, strict=False):
-            column.extend(piece)
-
-    def result(self) -> LogitRows:
-        return LogitRows(req=self.req.result((0,)), pos=self.pos.result((0,)),
-                         row=self.row.result((0,)), top_ids=self.top_ids.result((0, 0)),
-                         top_vals=self.top_vals.result((0, 0)), width=self.width.result((0,)),
-                         line=self.line.result((0,)),
-                         sig_digits=self.sig_digits.result((0,)))
+def _too_long(path: str, lineno: int) -> TraceError:
+    return TraceError(path, lineno, f"line longer than {MAX_LINE_BYTES >> 20} MiB (the cap on "
+                      "one trace line): is this a trace?")
 
 
-def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES) -> ArmTrace:
-    """Parse a captured trace file; a missing file is a UsageError, a bad line a TraceError."""
+def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
+                pure: bool | None = None, require_lines: bool = False) -> ArmTrace:
+    """Parse a captured trace file; a missing file is a UsageError, a bad line a TraceError,
+    and with `require_lines` a file without a single trace line is NoTraceLines."""
     p = Path(path)
     try:
-        fh = open(p, "rb")
+        fh = open(p, "rb")  # noqa: SIM115 - closed by the `with` below, after the checks
     except FileNotFoundError:
         raise UsageError(f"{p}: no such trace file") from None
     except IsADirectoryError:
         raise UsageError(f"{p}: is a directory, not a trace file") from None
     except OSError as exc:
         raise UsageError(f"{p}: cannot read: {exc.strerror}") from None
-    builder = TraceBuilder(str(p))
+    fast = _use_fast(pure)
+    if not fast and pure is None and os.environ.get(PURE_ENV, "") in ("", "0"):
+        _notice_slow_path(os.fstat(fh.fileno()).st_size)
+    builder = TraceBuilder(str(p), fast=fast)
     lineno = 1
-    carry = b""
-    with fh:
-        while True:
-            chunk = fh.read(chunk_bytes)
-            if not chunk:
-                break
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                carry = buf
-                continue
-            lines = buf[:cut].split(b"\n")
-            carry = buf[cut + 1:]
-            del buf
-            builder.feed(lines, lineno)
-            lineno += len(lines)
-    if carry:
-        builder.feed([carry], lineno, last_is_partial=True)
-        builder.unterminated(lineno, carry)
-    return builder.finish()
+    collecting = gc.isenabled()
+    gc.disable()  # no cycles are made while parsing; the collector would only walk the arrays
+    try:
+        with fh:
+            for block, last in _blocks(fh, chunk_bytes):
+                if last:
+                    builder.feed_last(block, lineno)
+                else:
+                    lineno += builder.feed_block(block, lineno)
+    except _LineTooLong:
+        raise _too_long(str(p), lineno) from None
+    finally:
+        if collecting:
+            gc.enable()
+    trace = builder.finish()
+    if require_lines:
+        require_trace_lines(trace)
+    return trace
 
 
-def parse_text(text: str | bytes, path: str = "<text>") -> ArmTrace:
+def require_trace_lines(trace: ArmTrace) -> None:
+    """Raise NoTraceLines when the trace holds no VT_SPEC_TRACE line at all."""
+    if trace.level == 0:
+        raise NoTraceLines(trace.path, compressed=_gzip(trace.path))
+
+
+def _gzip(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = None) -> ArmTrace:
     """Parse trace text held in memory (tests, and runners driven in-process)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    builder = TraceBuilder(path)
+    builder = TraceBuilder(path, fast=_use_fast(pure))
     if not data:
         return builder.finish()
-    complete = data.endswith(b"\n")
-    lines = (data[:-1] if complete else data).split(b"\n")
-    if complete:
-        builder.feed(lines, 1)
-    else:
-        builder.feed(lines[:-1], 1)
-        builder.feed(lines[-1:], len(lines), last_is_partial=True)
-        builder.unterminated(len(lines), lines[-1])
+    cut = data.rfind(b"\n")
+    if cut >= 0:
+        builder.feed_block(data[:cut + 1], 1)
+    if cut + 1 < len(data):
+        builder.feed_last(data[cut + 1:], data.count(b"\n", 0, cut + 1) + 1)
     return builder.finish()
 
 
-def parse_lines(lines: Iterable[str], path: str = "<lines>") -> ArmTrace:
+def parse_lines(lines: Iterable[str], path: str = "<lines>", *,
+                pure: bool | None = None) -> ArmTrace:
     """Parse an iterable of lines without newlines."""
-    return parse_text("".join(line + "\n" for line in lines), path)
+    return parse_text("".join(line + "\n" for line in lines), path, pure=pure)

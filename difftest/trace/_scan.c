@@ -1,0 +1,548 @@
+/* The trace parser's compiled fast path: one pass over complete lines of a chunk.
+ *
+ * It reads the canonical forms of the lines that make up the bulk of a trace ([spec-logits],
+ * [SPECTRACE], [spec-propose], [spec-phase], [spec-phase-dev]) straight into the builder's
+ * columns (bytearrays of native int32 / int64 / float64 / int8), counts and skips other program
+ * output, and stops at the first line it does not accept cleanly (an unusual spacing, a value out
+ * of range, a broken invariant, a notice, an engine error, a route or header line): the Python
+ * reader takes that line, with the messages and findings it has always given, and the scan
+ * resumes after it. So the compiled path only ever accepts a subset of what the Python reader
+ * accepts, and reads it to the same values (floats exactly as Python's float() reads them).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Column order; difftest/trace/parser.py builds the tuple in this order. */
+enum {
+    V_REQ, V_POS, V_K, V_NS, V_ACC, V_LINE, V_DRAFT_LEN, V_DRAFT, V_EMIT_LEN, V_EMIT,
+    P_ROWS, P_NQPR, P_K, P_NUM_REQS, P_FIRST_LEN, P_FIRST, P_LINE,
+    PH_PRE, PH_BACKBONE, PH_SAMPLE, PH_LOGITS, PH_LINE,
+    D_PRE, D_FWD, D_SELECT, D_WALK, D_LINE,
+    L_REQ, L_POS, L_ROW, L_WIDTH, L_LINE, L_DIGITS, L_IDS, L_VALS,
+    N_COLS
+};
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
+
+typedef struct {
+    Buf col[N_COLS];
+    size_t mark[N_COLS];
+    PyObject *reqs;      /* dict: name bytes -> code */
+    PyObject *intern;    /* callable(bytes) -> int, for names not in reqs */
+    const char *last_req;
+    Py_ssize_t last_req_len;
+    int32_t last_code;
+    int failed;          /* a Python error is set */
+} Scan;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra) cap *= 2;
+    char *p = (char *)realloc(b->p, cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+#define PUT(S, C, T, V) do { \
+        Buf *b_ = &(S)->col[C]; \
+        if (buf_reserve(b_, sizeof(T))) { PyErr_NoMemory(); (S)->failed = 1; return 0; } \
+        T v_ = (T)(V); memcpy(b_->p + b_->n, &v_, sizeof(T)); b_->n += sizeof(T); \
+    } while (0)
+
+static void mark(Scan *s) {
+    for (int i = 0; i < N_COLS; i++) s->mark[i] = s->col[i].n;
+}
+
+static void rollback(Scan *s) {
+    for (int i = 0; i < N_COLS; i++) s->col[i].n = s->mark[i];
+}
+
+/* ---- numbers ------------------------------------------------------------------------------- */
+
+static const double POW10[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static inline int lower(char c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+
+static inline int is_stop(const char *stops, char c) { return c && strchr(stops, c); }
+
+/* A float as the grammar's FLOAT spells it ([-+]?(digits[.digits]|.digits)([eE][-+]?digits)?,
+ * nan, inf; case-insensitive), ending at `end` or at the first byte of `stops`. Returns the
+ * position after it, or NULL when the text is not such a float. The value is exactly what
+ * float() returns: short decimals through the exact fast path (a mantissa below 2**53 times or
+ * over an exact power of ten, one rounding), everything else through CPython's own reader. */
+static const char *read_float(Scan *s, const char *p, const char *end, const char *stops,
+                              double *out, int *digits) {
+    const char *start = p;
+    int neg = 0;
+    if (p < end && (*p == '-' || *p == '+')) { neg = *p == '-'; p++; }
+    if (p + 3 <= end && ((lower(p[0]) == 'n' && lower(p[1]) == 'a' && lower(p[2]) == 'n')
+                         || (lower(p[0]) == 'i' && lower(p[1]) == 'n' && lower(p[2]) == 'f'))) {
+        p += 3;
+        if (p < end && !is_stop(stops, *p)) return NULL;
+        char tmp[8];
+        memcpy(tmp, start, (size_t)(p - start));
+        tmp[p - start] = 0;
+        char *e = NULL;
+        *out = PyOS_string_to_double(tmp, &e, NULL);
+        if (*out == -1.0 && PyErr_Occurred()) { s->failed = 1; return NULL; }
+        *digits = 0;
+        return p;
+    }
+    uint64_t m = 0;
+    int nd = 0;          /* significant digits accumulated in m (leading zeros skipped) */
+    int sig = 0;         /* significant digits printed (from the first non-zero one) */
+    int dropped = 0;     /* significant digits beyond what m holds exactly */
+    int scale = 0;       /* decimal exponent adjustment from digits after the point */
+    int any = 0;
+    while (p < end && is_digit(*p)) {
+        any = 1;
+        if (m || *p != '0') {
+            sig++;
+            if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; } else dropped++;
+        }
+        p++;
+    }
+    if (dropped) scale += dropped;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && is_digit(*p)) {
+            any = 1;
+            if (m || *p != '0') {
+                sig++;
+                if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; scale--; } else dropped++;
+            } else {
+                scale--;
+            }
+            p++;
+        }
+    }
+    if (!any) return NULL;
+    int exp = 0, big_exp = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '-' || *p == '+')) { eneg = *p == '-'; p++; }
+        if (!(p < end && is_digit(*p))) return NULL;
+        while (p < end && is_digit(*p)) {
+            if (exp < 100000) exp = exp * 10 + (*p - '0'); else big_exp = 1;
+            p++;
+        }
+        if (eneg) exp = -exp;
+    }
+    if (p < end && !is_stop(stops, *p)) return NULL;
+    *digits = sig ? (sig > 127 ? 127 : sig) : 1;
+    int e10 = exp + scale;
+    if (!dropped && !big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
+        double v = (double)m;
+        v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
+        *out = neg ? -v : v;
+        return p;
+    }
+    /* exact fallback: CPython's correctly rounded reader, on a NUL-terminated copy */
+    size_t len = (size_t)(p - start);
+    char small[128];
+    char *tmp = len < sizeof small ? small : (char *)malloc(len + 1);
+    if (!tmp) { PyErr_NoMemory(); s->failed = 1; return NULL; }
+    memcpy(tmp, start, len);
+    tmp[len] = 0;
+    char *e = NULL;
+    double v = PyOS_string_to_double(tmp, &e, NULL);
+    int bad = (v == -1.0 && PyErr_Occurred()) || e != tmp + len;
+    if (tmp != small) free(tmp);
+    if (bad) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return NULL;
+    }
+    *out = v;
+    return p;
+}
+
+/* An optionally signed integer of at most `maxd` digits in [lo, hi]. */
+static const char *read_int(const char *p, const char *end, int allow_sign, int maxd,
+                            int64_t lo, int64_t hi, int64_t *out) {
+    int neg = 0;
+    if (allow_sign && p < end && (*p == '-' || *p == '+')) { neg = *p == '-'; p++; }
+    const char *d = p;
+    int64_t v = 0;
+    while (p < end && is_digit(*p)) {
+        if (p - d >= maxd) return NULL;
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (p == d) return NULL;
+    if (neg) v = -v;
+    if (v < lo || v > hi) return NULL;
+    *out = v;
+    return p;
+}
+
+static inline const char *lit(const char *p, const char *end, const char *text, size_t n) {
+    if ((size_t)(end - p) < n || memcmp(p, text, n) != 0) return NULL;
+    return p + n;
+}
+
+#define LIT(P, E, T) lit((P), (E), (T), sizeof(T) - 1)
+
+static inline int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static int only_ws(const char *p, const char *end) {
+    while (p < end) if (!is_ws(*p++)) return 0;
+    return 1;
+}
+
+#define INT32_LO (-2147483647LL - 1)
+#define INT32_HI 2147483647LL
+#define POS_HI ((1LL << 40) - 1)
+
+/* A request name: no whitespace, no control character, not starting with '['. */
+static const char *read_req(Scan *s, const char *p, const char *end, int32_t *code) {
+    const char *q = p;
+    while (q < end && (unsigned char)*q > 0x20 && *q != 0x7f) q++;
+    if (q == p || *p == '[') return NULL;
+    Py_ssize_t n = q - p;
+    if (s->last_req && n == s->last_req_len && memcmp(p, s->last_req, (size_t)n) == 0) {
+        *code = s->last_code;
+        return q;
+    }
+    PyObject *name = PyBytes_FromStringAndSize(p, n);
+    if (!name) { s->failed = 1; return NULL; }
+    PyObject *got = PyDict_GetItemWithError(s->reqs, name);
+    long c;
+    if (got) {
+        c = PyLong_AsLong(got);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(name); s->failed = 1; return NULL;
+    } else {
+        PyObject *r = PyObject_CallOneArg(s->intern, name);
+        if (!r) { Py_DECREF(name); s->failed = 1; return NULL; }
+        c = PyLong_AsLong(r);
+        Py_DECREF(r);
+    }
+    Py_DECREF(name);
+    if (c == -1 && PyErr_Occurred()) { s->failed = 1; return NULL; }
+    s->last_req = p;
+    s->last_req_len = n;
+    s->last_code = (int32_t)c;
+    *code = (int32_t)c;
+    return q;
+}
+
+/* `[ id id ... ]` (spaces only) into column `ids`; returns the count through *n. */
+static const char *read_ids(Scan *s, const char *p, const char *end, int ids, int64_t *n) {
+    if (!(p < end && *p == '[')) return NULL;
+    p++;
+    int64_t count = 0;
+    for (;;) {
+        while (p < end && *p == ' ') p++;
+        if (p < end && *p == ']') break;
+        int64_t v;
+        const char *q = read_int(p, end, 1, 10, INT32_LO, INT32_HI, &v);
+        if (!q || !(q < end && (*q == ' ' || *q == ']'))) return NULL;
+        PUT(s, ids, int32_t, v);
+        count++;
+        p = q;
+    }
+    *n = count;
+    return p + 1;
+}
+
+static const char *field_int(const char *p, const char *end, const char *name, size_t n,
+                             int maxd, int64_t hi, int64_t *out) {
+    p = lit(p, end, name, n);
+    if (!p) return NULL;
+    return read_int(p, end, 0, maxd, 0, hi, out);
+}
+
+#define FIELD_INT(P, E, NAME, MAXD, HI, OUT) field_int((P), (E), (NAME), sizeof(NAME) - 1, (MAXD), (HI), (OUT))
+
+/* ---- lines --------------------------------------------------------------------------------- */
+
+static int line_logits(Scan *s, const char *p, const char *end, int64_t lineno) {
+    int32_t req;
+    int64_t pos, row;
+    if (!(p = LIT(p, end, " req="))) return 0;
+    if (!(p = read_req(s, p, end, &req))) return 0;
+    if (!(p = FIELD_INT(p, end, " pos=", 13, POS_HI, &pos))) return 0;
+    if (!(p = FIELD_INT(p, end, " row=", 10, INT32_HI, &row))) return 0;
+    if (!(p = LIT(p, end, " top=["))) return 0;
+    int32_t width = 0, best = 0;
+    for (;;) {
+        while (p < end && *p == ' ') p++;
+        if (p < end && *p == ']') break;
+        int64_t id;
+        const char *q = read_int(p, end, 1, 10, INT32_LO, INT32_HI, &id);
+        if (!q || !(q < end && *q == ':')) return 0;
+        double v;
+        int digits;
+        q = read_float(s, q + 1, end, " ]", &v, &digits);
+        if (!q || q == end) return 0;
+        if (v - v != 0) digits = 0;  /* nan, inf and overflowed spellings count no digits */
+        if (digits > best) best = digits;
+        PUT(s, L_IDS, int32_t, id);
+        PUT(s, L_VALS, double, v);
+        width++;
+        p = q;
+    }
+    if (!only_ws(p + 1, end)) return 0;
+    PUT(s, L_REQ, int32_t, req);
+    PUT(s, L_POS, int64_t, pos);
+    PUT(s, L_ROW, int32_t, row);
+    PUT(s, L_WIDTH, int32_t, width);
+    PUT(s, L_LINE, int64_t, lineno);
+    PUT(s, L_DIGITS, int8_t, best);
+    return 1;
+}
+
+static int line_verify(Scan *s, const char *p, const char *end, int64_t lineno) {
+    int32_t req;
+    int64_t pos, k, ns, acc, nd, ne;
+    if (!(p = LIT(p, end, " req="))) return 0;
+    if (!(p = read_req(s, p, end, &req))) return 0;
+    if (!(p = FIELD_INT(p, end, " pos=", 13, POS_HI, &pos))) return 0;
+    if (!(p = FIELD_INT(p, end, " k=", 10, INT32_HI, &k))) return 0;
+    if (!(p = FIELD_INT(p, end, " ns=", 10, INT32_HI, &ns))) return 0;
+    if (!(p = FIELD_INT(p, end, " acc=", 10, INT32_HI, &acc))) return 0;
+    if (!(p = LIT(p, end, " draft="))) return 0;
+    size_t d0 = s->col[V_DRAFT].n / sizeof(int32_t);
+    if (!(p = read_ids(s, p, end, V_DRAFT, &nd))) return 0;
+    if (!(p = LIT(p, end, " emit="))) return 0;
+    size_t e0 = s->col[V_EMIT].n / sizeof(int32_t);
+    if (!(p = read_ids(s, p, end, V_EMIT, &ne))) return 0;
+    if (!only_ws(p, end)) return 0;
+    /* the invariants: a line that breaks one goes to the Python reader, which reports it */
+    int64_t want_acc = ns > 0 ? ns - 1 : 0;
+    if (nd != k || ne != ns || acc != want_acc || acc > k) return 0;
+    if (acc && memcmp(s->col[V_DRAFT].p + d0 * 4, s->col[V_EMIT].p + e0 * 4, (size_t)acc * 4))
+        return 0;
+    PUT(s, V_REQ, int32_t, req);
+    PUT(s, V_POS, int64_t, pos);
+    PUT(s, V_K, int32_t, k);
+    PUT(s, V_NS, int32_t, ns);
+    PUT(s, V_ACC, int32_t, acc);
+    PUT(s, V_LINE, int64_t, lineno);
+    PUT(s, V_DRAFT_LEN, int64_t, nd);
+    PUT(s, V_EMIT_LEN, int64_t, ne);
+    return 1;
+}
+
+static int line_propose(Scan *s, const char *p, const char *end, int64_t lineno) {
+    int64_t rows, nqpr, k, n;
+    const char *q = LIT(p, end, " NO proposing rows this step (num_reqs=");
+    if (q) {
+        if (!(q = read_int(q, end, 0, 10, 0, INT32_HI, &n))) return 0;
+        if (!(q < end && *q == ')') || !only_ws(q + 1, end)) return 0;
+        PUT(s, P_ROWS, int32_t, 0);
+        PUT(s, P_NQPR, int32_t, -1);
+        PUT(s, P_K, int32_t, -1);
+        PUT(s, P_NUM_REQS, int32_t, n);
+        PUT(s, P_FIRST_LEN, int64_t, 0);
+        PUT(s, P_LINE, int64_t, lineno);
+        return 1;
+    }
+    if (!(p = FIELD_INT(p, end, " rows=", 10, INT32_HI, &rows))) return 0;
+    if (!(p = FIELD_INT(p, end, " nqpr=", 10, INT32_HI, &nqpr))) return 0;
+    if (!(p = FIELD_INT(p, end, " drafts/row=", 10, INT32_HI, &k))) return 0;
+    if (!(p = LIT(p, end, " first="))) return 0;
+    if (!(p = read_ids(s, p, end, P_FIRST, &n))) return 0;
+    if (!only_ws(p, end) || n != k) return 0;
+    /* rows=0 is the NO-proposing marker in the arrays; the Python reader keeps the line as is */
+    if (rows == 0) return 0;
+    PUT(s, P_ROWS, int32_t, rows);
+    PUT(s, P_NQPR, int32_t, nqpr);
+    PUT(s, P_K, int32_t, k);
+    PUT(s, P_NUM_REQS, int32_t, -1);
+    PUT(s, P_FIRST_LEN, int64_t, n);
+    PUT(s, P_LINE, int64_t, lineno);
+    return 1;
+}
+
+static const char *field_ms(Scan *s, const char *p, const char *end, const char *name, size_t n,
+                            double *out) {
+    p = lit(p, end, name, n);
+    if (!p) return NULL;
+    int digits;
+    p = read_float(s, p, end, "m", out, &digits);
+    if (!p) return NULL;
+    return LIT(p, end, "ms");
+}
+
+#define FIELD_MS(P, E, NAME, OUT) field_ms(s, (P), (E), (NAME), sizeof(NAME) - 1, (OUT))
+
+static int line_phase(Scan *s, const char *p, const char *end, int64_t lineno) {
+    double pre, backbone, sample;
+    int64_t logits;
+    if (!(p = FIELD_MS(p, end, " pre=", &pre))) return 0;
+    if (!(p = FIELD_MS(p, end, " backbone=", &backbone))) return 0;
+    if (!(p = FIELD_MS(p, end, " sample=", &sample))) return 0;
+    if (!(p = FIELD_INT(p, end, " logits=", 18, INT64_MAX, &logits))) return 0;
+    if (!only_ws(p, end)) return 0;
+    PUT(s, PH_PRE, double, pre);
+    PUT(s, PH_BACKBONE, double, backbone);
+    PUT(s, PH_SAMPLE, double, sample);
+    PUT(s, PH_LOGITS, int64_t, logits);
+    PUT(s, PH_LINE, int64_t, lineno);
+    return 1;
+}
+
+static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t lineno) {
+    double pre, fwd, sel, walk;
+    if (!(p = FIELD_MS(p, end, " pre=", &pre))) return 0;
+    if (!(p = FIELD_MS(p, end, " fwd=", &fwd))) return 0;
+    if (!(p = FIELD_MS(p, end, " select=", &sel))) return 0;
+    if (!(p = FIELD_MS(p, end, " walk=", &walk))) return 0;
+    if (!only_ws(p, end)) return 0;
+    PUT(s, D_PRE, double, pre);
+    PUT(s, D_FWD, double, fwd);
+    PUT(s, D_SELECT, double, sel);
+    PUT(s, D_WALK, double, walk);
+    PUT(s, D_LINE, int64_t, lineno);
+    return 1;
+}
+
+static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
+                              "[spec-logits]", "[dflash-route]", "[spec-drafting]", NULL};
+
+/* 1: read; 0: hand to the Python reader; 2: other output, skipped. */
+static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
+    if (p == end || *p != '[') {
+        if (LIT(p, end, "vt: ") || LIT(p, end, "vllm.cpp: request ")) return 0;
+        return 2;
+    }
+    const char *close = memchr(p, ']', (size_t)(end - p));
+    if (!close) return 2;
+    size_t tlen = (size_t)(close + 1 - p);
+    const char *body = close + 1;
+    switch (tlen) {
+    case 13:
+        if (!memcmp(p, "[spec-logits]", 13)) return line_logits(s, body, end, lineno);
+        break;
+    case 11:
+        if (!memcmp(p, "[SPECTRACE]", 11)) return line_verify(s, body, end, lineno);
+        break;
+    case 14:
+        if (!memcmp(p, "[spec-propose]", 14)) return line_propose(s, body, end, lineno);
+        break;
+    case 12:
+        if (!memcmp(p, "[spec-phase]", 12)) return line_phase(s, body, end, lineno);
+        break;
+    case 16:
+        if (!memcmp(p, "[spec-phase-dev]", 16)) return line_phase_dev(s, body, end, lineno);
+        break;
+    }
+    for (const char **k = KNOWN; *k; k++)
+        if (strlen(*k) == tlen && !memcmp(p, *k, tlen)) return 0;
+    return 2;
+}
+
+static int flush(Scan *s, PyObject *cols) {
+    for (int i = 0; i < N_COLS; i++) {
+        Buf *b = &s->col[i];
+        if (!b->n) continue;
+        PyObject *ba = PyTuple_GET_ITEM(cols, i);
+        Py_ssize_t old = PyByteArray_GET_SIZE(ba);
+        if (PyByteArray_Resize(ba, old + (Py_ssize_t)b->n) < 0) return -1;
+        memcpy(PyByteArray_AS_STRING(ba) + old, b->p, b->n);
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t at, stop;
+    long long lineno;
+    PyObject *reqs, *intern, *cols;
+    if (!PyArg_ParseTuple(args, "y*nnLO!OO!", &view, &at, &stop, &lineno, &PyDict_Type, &reqs,
+                          &intern, &PyTuple_Type, &cols))
+        return NULL;
+    if (PyTuple_GET_SIZE(cols) != N_COLS) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "expected %d columns", N_COLS);
+    }
+    for (int i = 0; i < N_COLS; i++) {
+        if (!PyByteArray_Check(PyTuple_GET_ITEM(cols, i))) {
+            PyBuffer_Release(&view);
+            return PyErr_Format(PyExc_TypeError, "column %d is not a bytearray", i);
+        }
+    }
+    if (at < 0 || stop > view.len || at > stop) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "bad range");
+    }
+    Scan s;
+    memset(&s, 0, sizeof s);
+    s.reqs = reqs;
+    s.intern = intern;
+    const char *base = (const char *)view.buf;
+    const char *p = base + at, *end = base + stop;
+    long long skipped = 0;
+    int handed = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) break;  /* only complete lines are scanned */
+        mark(&s);
+        int r = line(&s, p, nl, lineno);
+        if (s.failed) break;
+        if (r == 0) {
+            rollback(&s);
+            handed = 1;
+            break;
+        }
+        if (r == 2) skipped++;
+        p = nl + 1;
+        lineno++;
+    }
+    PyObject *result = NULL;
+    if (!s.failed && flush(&s, cols) == 0)
+        result = Py_BuildValue("nLLi", (Py_ssize_t)(p - base), lineno, skipped, handed);
+    for (int i = 0; i < N_COLS; i++) free(s.col[i].p);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *read_float_py(PyObject *self, PyObject *arg) {
+    /* The scanner's float reader on one text: (value, digits), or None when it hands over. */
+    char *text;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &text, &n) < 0) return NULL;
+    Scan s;
+    memset(&s, 0, sizeof s);
+    double v;
+    int digits;
+    const char *q = read_float(&s, text, text + n, "", &v, &digits);
+    if (s.failed) return NULL;
+    if (!q || q != text + n) Py_RETURN_NONE;
+    if (v - v != 0) digits = 0;
+    return Py_BuildValue("di", v, digits);
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, at, stop, lineno, reqs, intern, columns) -> (offset, lineno, skipped, handed)"},
+    {"read_float", read_float_py, METH_O, "read_float(text) -> (value, digits) or None"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
+                                    "Compiled fast path of the trace parser.", -1, methods};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "N_COLS", N_COLS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,152 @@
+"""Hypothesis strategies for trace text, written from the format strings in TRACE-FORMAT.md and
+independent of the parser: valid lines of every kind (with what they should parse to), other
+program output, and mutations of valid lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+SMALL_ID = st.integers(-5, 70000)
+IDS = st.one_of(SMALL_ID, INT32)
+REQ = st.text(alphabet="abcxyz019-_.:/é", min_size=1, max_size=6).filter(lambda s: s[0] != "[")
+
+
+@st.composite
+def logit_text(draw: st.DrawFn) -> str:
+    """A logit as a printf %g / %.9g / %f / odd-but-valid spelling would print it."""
+    kind = draw(st.sampled_from(["g6", "g9", "f", "e", "special", "odd", "long"]))
+    x = draw(st.floats(-1e6, 1e6, allow_nan=False, width=32))
+    if kind == "g6":
+        return f"{x:.6g}"
+    if kind == "g9":
+        return f"{x:.9g}"
+    if kind == "f":
+        return f"{x:.{draw(st.integers(0, 4))}f}"
+    if kind == "e":
+        return f"{x:.{draw(st.integers(0, 12))}e}".replace("e", draw(st.sampled_from("eE")))
+    if kind == "special":
+        return draw(st.sampled_from(["nan", "inf", "-inf", "NaN", "-nan", "+NAN", "+inf", "INF", "-0", "0",
+                                     "-0.0", "+0", "1e999", "-1e-999", "4.9e-324", "1e308"]))
+    if kind == "long":  # long mantissas and exponents: the exact slow path
+        digits = draw(st.text(alphabet="0123456789", min_size=16, max_size=40))
+        exp = draw(st.integers(-330, 330))
+        return f"{draw(st.sampled_from(['', '-', '+']))}{digits[:3]}.{digits[3:]}e{exp}"
+    return draw(st.sampled_from(["5.", ".5", "+.5e-3", "007.50", "1E+05", "-.0", "12e0",
+                                 "0.000001234", "123456789012345", "9007199254740993",
+                                 "0.1", "2.2250738585072011e-308"]))
+
+
+@dataclass
+class Expected:
+    """What a generated trace must parse to (only for valid traces)."""
+
+    logits: list[tuple[str, int, int, list[int], list[float]]] = field(default_factory=list)
+    verifies: list[tuple[str, int, int, int, int, list[int], list[int]]] = field(
+        default_factory=list)
+    proposes: list[tuple[int, int, int, list[int]]] = field(default_factory=list)
+    phases: list[tuple[float, float, float, int]] = field(default_factory=list)
+
+
+def id_list(ids: list[int], style: str) -> str:
+    if style == "producer":  # every id followed by one space
+        return "[ " + "".join(f"{i} " for i in ids) + "]"
+    return "[" + " ".join(map(str, ids)) + "]"
+
+
+@st.composite
+def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
+    exp = Expected()
+    lines: list[str] = []
+    pos: dict[str, int] = {}
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["logits", "logits", "verify", "propose", "phase", "noise",
+                                     "nopropose", "dev", "route", "empty"]))
+        style = draw(st.sampled_from(["producer", "trimmed"]))
+        if kind == "logits":
+            req = draw(REQ)
+            p = draw(st.integers(0, 2**40 - 1))
+            row = draw(st.integers(0, 2**31 - 1))
+            n = draw(st.integers(0, 5))
+            ids = [draw(IDS) for _ in range(n)]
+            texts = [draw(logit_text()) for _ in range(n)]
+            body = " ".join(f"{i}:{t}" for i, t in zip(ids, texts, strict=True))
+            top = f"[ {body} ]" if style == "producer" else f"[{body}]"
+            lines.append(f"[spec-logits] req={req} pos={p} row={row} top={top}")
+            exp.logits.append((req, p, row, ids, [float(t) for t in texts]))
+        elif kind == "verify":
+            req = draw(REQ)
+            p = pos.get(req, draw(st.integers(0, 1000)))
+            k = draw(st.integers(0, 5))
+            draft = [draw(IDS) for _ in range(k)]
+            ns = draw(st.integers(1, k + 1))
+            acc = ns - 1
+            emit = draft[:acc] + [draw(IDS)]
+            pos[req] = p + ns
+            lines.append(f"[SPECTRACE] req={req} pos={p} k={k} ns={ns} acc={acc} "
+                         f"draft={id_list(draft, style)} emit={id_list(emit, style)}")
+            exp.verifies.append((req, p, k, ns, acc, draft, emit))
+        elif kind == "propose":
+            k = draw(st.integers(0, 5))
+            first = [draw(IDS) for _ in range(k)]
+            rows, nqpr = draw(st.integers(1, 64)), k + 1
+            lines.append(f"[spec-propose] rows={rows} nqpr={nqpr} drafts/row={k} "
+                         f"first={id_list(first, style)}")
+            exp.proposes.append((rows, nqpr, k, first))
+        elif kind == "nopropose":
+            n = draw(st.integers(0, 9))
+            lines.append(f"[spec-propose] NO proposing rows this step (num_reqs={n})")
+            exp.proposes.append((0, -1, -1, []))
+        elif kind == "phase":
+            ms = [draw(st.floats(0, 1e4, allow_nan=False)) for _ in range(3)]
+            count = draw(st.integers(0, 2**63 - 1))
+            lines.append(f"[spec-phase] pre={ms[0]:.2f}ms backbone={ms[1]:.2f}ms "
+                         f"sample={ms[2]:.2f}ms logits={count}")
+            exp.phases.append((float(f"{ms[0]:.2f}"), float(f"{ms[1]:.2f}"),
+                               float(f"{ms[2]:.2f}"), count))
+        elif kind == "dev":
+            lines.append("[spec-phase-dev] pre=0.05ms fwd=1.20ms select=0.30ms walk=0.10ms")
+        elif kind == "route":
+            lines.append("[dflash-route] paged_seam=3 block_kernel=0 combined=1")
+        elif kind == "empty":
+            lines.append("")
+        else:
+            lines.append(draw(st.sampled_from([
+                "[graph-dispatch] captured batch=4", "vt-dump-logits: wrote 96 floats",
+                "INFO something", "[not-a-tag] x=1", "[spec-logits", "  [SPECTRACE] indented",
+                "vllm.cpp: draft speculative context is limited", "\x00\x01binary\xff"])))
+    return lines, exp
+
+
+MUTATION_ALPHABET = "0123456789 -+.:=[]eEnaifNAIF\t\r\x00\x7fé_x/"
+
+
+@st.composite
+def mutated_trace(draw: st.DrawFn) -> str:
+    """A valid trace with a few lines edited: characters inserted, deleted or replaced."""
+    lines, _ = draw(valid_trace())
+    if not lines:
+        lines = ["[SPECTRACE] req=a pos=0 k=1 ns=1 acc=0 draft=[ 3 ] emit=[ 4 ]"]
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(lines) - 1))
+        line = lines[i]
+        at = draw(st.integers(0, len(line)))
+        op = draw(st.sampled_from(["insert", "delete", "replace", "cut", "digits", "dup"]))
+        ch = draw(st.sampled_from(MUTATION_ALPHABET))
+        if op == "insert":
+            line = line[:at] + ch + line[at:]
+        elif op == "delete":
+            line = line[:at] + line[at + 1:]
+        elif op == "replace":
+            line = line[:at] + ch + line[at + 1:]
+        elif op == "cut":
+            line = line[:at]
+        elif op == "digits":  # a huge integer somewhere
+            line = line[:at] + "9" * draw(st.sampled_from([11, 20, 5000])) + line[at:]
+        else:
+            lines.insert(i, line)
+        lines[i] = line
+    text = "\n".join(lines)
+    return text + ("\n" if draw(st.booleans()) else "")
