@@ -48,6 +48,21 @@ class PairedRows:
     def __len__(self) -> int:
         return int(self.ids_a.shape[0])
 
+    def widened(self) -> "PairedRows":
+        """Both arms padded to one width, so their columns line up."""
+        width = max(self.ids_a.shape[1], self.ids_b.shape[1])
+
+        def pad(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            extra = width - ids.shape[1]
+            if extra == 0:
+                return ids, vals
+            return (np.pad(ids, ((0, 0), (0, extra)), constant_values=-1),
+                    np.pad(vals, ((0, 0), (0, extra)), constant_values=np.nan))
+
+        ids_a, vals_a = pad(self.ids_a, self.vals_a)
+        ids_b, vals_b = pad(self.ids_b, self.vals_b)
+        return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
     @classmethod
     def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
              ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> "PairedRows":
