@@ -149,6 +149,72 @@ class FlipTest:
                 "counts": self.counts, "rule": self.rule.value}
 
 
+def top_k_p_value(k: int, m: int, n: int) -> float:
+    """Probability that the k largest of n + m exchangeable values all fall among a given m:
+    C(m, k) / C(n + m, k). The exact permutation p-value of "B's k differences above the A/A
+    floor are larger than anything A showed against itself" when B is just another rerun."""
+    if k <= 0:
+        return 1.0
+    if k > m:
+        return 0.0
+    return math.exp(_log_comb(m, k) - _log_comb(n + m, k))
+
+
+@dataclass(frozen=True)
+class ExcessTest:
+    """Whether B's logit differences above the floor count, and by which rule."""
+
+    exceed: int  # B-vs-A values above max(atol + rtol*|b|, floor)
+    values_b: int  # B-vs-A values compared
+    values_a: int  # A/A values the floor was measured on
+    alpha: float
+    p_value: float | None
+    counts: bool
+    rule: FlipRule
+    needed: int = 1  # the fewest values above the floor that would count
+
+    def reason(self) -> str:
+        if self.rule is FlipRule.STRICT:
+            return (f"logit differences judged strictly: the A/A floor is zero, so each of B's "
+                    f"{self.exceed} value(s) above the tolerance counts")
+        verdict = "count" if self.counts else "do not count"
+        return (f"logit differences: {self.exceed} of B's {self.values_b} value(s) exceed the A/A "
+                f"floor, which none of A's {self.values_a} did; if B were one more rerun of A, "
+                f"its {self.exceed} largest would all be B's with probability "
+                f"p = {self.p_value:.3g} (exact permutation test, alpha {self.alpha:g}): they "
+                f"{verdict}")
+
+    def to_json(self) -> dict[str, object]:
+        return {"exceed": self.exceed, "values_b": self.values_b, "values_a": self.values_a,
+                "alpha": self.alpha, "p_value": self.p_value, "counts": self.counts,
+                "rule": self.rule.value, "needed": self.needed}
+
+
+def fewest_significant(m: int, n: int, alpha: float = ALPHA) -> int:
+    """The fewest of m values above the floor whose top-k p-value reaches alpha."""
+    k = 1
+    while k <= m and top_k_p_value(k, m, n) > alpha:
+        k += 1
+    return k
+
+
+def excess_test(exceed: int, values_b: int, floor: NoiseFloor,
+                alpha: float = ALPHA) -> ExcessTest:
+    """Do B's logit values above the floor count? Strictly when the floor is zero; else only
+    when so many exceed it that B is unlikely to be just another rerun of A.
+
+    The floor is the largest of the A/A values, so a rerun of A exceeds it with probability
+    about m / (n + m) per value however many runs were made: counting every exceedance would
+    fail about one comparison in four with three runs. The permutation p-value keeps that
+    false-alarm rate at alpha."""
+    values_a = floor.logit_stats.values if floor.logit_stats is not None else 0
+    if floor.zero:
+        return ExcessTest(exceed, values_b, values_a, alpha, None, exceed > 0, FlipRule.STRICT)
+    p = top_k_p_value(exceed, values_b, values_a)
+    return ExcessTest(exceed, values_b, values_a, alpha, p, p <= alpha, FlipRule.EXACT_TEST,
+                      fewest_significant(values_b, values_a, alpha))
+
+
 def flip_test(flips_b: int, rows_b: int, floor: NoiseFloor, alpha: float = ALPHA) -> FlipTest:
     """Do B's flips count? Strictly when the floor is zero, else by the exact test at alpha."""
     if floor.zero:

@@ -13,6 +13,8 @@ float64, a rounding artefact of the check itself, not of the engine). Under a to
 counts as different only when the whole interval lies above the bound; when the interval
 straddles the bound the row is `unresolved`: reported, never counted as a difference, never
 silently passed. Bitwise, any printed difference is a real one (equal values print equally).
+At 9 or more significant digits the print names each float32 exactly: values are taken as those
+float32s and there is no rounding interval at all.
 
 Top lists that share no id have no value to compare: such a row is `disjoint`, a kind of its
 own, counted as a logit difference but never given a size (no infinite difference).
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from difftest.resolution import quanta
+from difftest.resolution import LOSSLESS_DIGITS, quanta
 from difftest.stats import PairedRows
 
 
@@ -79,6 +81,8 @@ class RowDiffs:
     disjoint: np.ndarray  # bool: the top lists share no id
     unresolved: np.ndarray  # bool: a difference the printed resolution cannot decide
     one_quantum: np.ndarray  # bool: counted, but by no more than one quantum (bitwise only)
+    exceed: np.ndarray  # int: shared values certainly above the bound, per row
+    values: np.ndarray  # int: shared values compared, per row
 
 
 def _snap(d: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -90,6 +94,21 @@ def _snap(d: np.ndarray, q: np.ndarray) -> np.ndarray:
     return out
 
 
+def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The values as the engine held them, as far as the print allows, and their quanta.
+
+    At 9 or more digits the text names one float32 exactly: its value is known, and so is any
+    difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
+    digits each value is only known to half a quantum; unknown digits take the values as exact.
+    """
+    if digits is None:
+        return values, np.zeros_like(values)
+    if digits >= LOSSLESS_DIGITS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return values.astype(np.float32).astype(np.float64), np.zeros_like(values)
+    return values, quanta(values, digits)
+
+
 def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
                digits_b: int | None) -> RowDiffs:
     """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
@@ -99,18 +118,19 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     n = len(pairs)
     if n == 0 or ids_a.shape[1] == 0:
         z = np.zeros(n, dtype=bool)
-        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy())
+        zi = np.zeros(n, dtype=np.int64)
+        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy())
     eq = (ids_a[:, :, None] == ids_b[:, None, :]) & (ids_a[:, :, None] >= 0)
     shared = eq.any(axis=2)
     vb = np.take_along_axis(vb_list, eq.argmax(axis=2), axis=1)
+    va, qa = _exact(va, digits_a)
+    vb, qb = _exact(vb, digits_b)
     with np.errstate(invalid="ignore"):
         d = np.abs(va - vb)
         d[va == vb] = 0.0  # equal infinities are equal although inf - inf is nan
         both_nan = np.isnan(va) & np.isnan(vb)
         d[both_nan] = 0.0
         d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
-    qa = quanta(va, digits_a) if digits_a else np.zeros_like(va)
-    qb = quanta(vb, digits_b) if digits_b else np.zeros_like(vb)
     qa, qb = np.nan_to_num(qa, nan=0.0), np.nan_to_num(qb, nan=0.0)
     fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
     d = _snap(d, fine)
@@ -125,14 +145,16 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         differs = over.any(axis=1) | ~same_list | disjoint
         coarse = np.maximum(qa, qb)
         one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
-        return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list)
+        return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
+                        over.sum(axis=1), shared.sum(axis=1))
     bound = tol.bound(vb)
     with np.errstate(invalid="ignore"):
         certain = shared & (d - half > bound)
         possible = shared & (d + half > bound)
     differs = certain.any(axis=1) | disjoint
     unresolved = possible.any(axis=1) & ~differs
-    return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool))
+    return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
+                    certain.sum(axis=1), shared.sum(axis=1))
 
 
 def finite_max(diff: np.ndarray) -> float | None:

@@ -31,7 +31,8 @@ def test_default_config_is_the_packaged_file() -> None:
 
 def test_default_config_arms_and_comparisons() -> None:
     cfg = load_config(default_config_path())
-    assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off"]
+    assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off",
+                              "paged-split", "paged-nondet"]
     for arm in cfg.arms.values():
         assert arm.command[:3] == (sys.executable, "-m", "difftest.reference")
         assert arm.env["VT_SPEC_TRACE"] == "3"
@@ -47,6 +48,14 @@ def test_default_config_arms_and_comparisons() -> None:
     assert (scalars.arm_a, scalars.arm_b, scalars.expect) == ("scalars-on", "scalars-off",
                                                               "differ")
     assert scalars.min_differing == 1
+    split, nondet = cfg.comparisons["split"], cfg.comparisons["nondet"]
+    assert (split.arm_a, split.arm_b, split.atol, split.rtol) == ("paged-split", "materialized",
+                                                                  1e-5, 1e-5)
+    assert (nondet.arm_a, nondet.noise_runs, nondet.atol, nondet.rtol) == ("paged-nondet", 3,
+                                                                           0.0, 0.0)
+    assert split.probe == nondet.probe == BUILTIN_MUTATIONS
+    for name in ("paged-split", "paged-nondet"):
+        assert cfg.arms[name].env["OMP_NUM_THREADS"] == "1"
     assert cfg.audit == AuditThresholds()
 
 

@@ -112,3 +112,14 @@ def test_empty(tol: Tolerance) -> None:
     z = np.zeros((0, 8))
     r = judge_rows(PairedRows(z.astype(np.int32), z, z.astype(np.int32), z), tol, 9, 9)
     assert r.diff.size == 0 and finite_max(r.diff) is None
+
+
+def test_nine_digits_are_exact_float32_values() -> None:
+    a32 = np.float32(13.8412075)
+    b32 = np.nextafter(a32, np.float32(20))  # one float32 ulp above
+    p = rows([[(1, float(f"{float(a32):.9g}"))]], [[(1, float(f"{float(b32):.9g}"))]])
+    ulp = float(b32) - float(a32)
+    r = judge_rows(p, Tolerance(atol=ulp), 9, 9)
+    assert r.diff[0] == ulp  # the exact float32 difference, not the decimal one
+    assert not r.differs[0] and not r.unresolved[0]
+    assert judge_rows(p, Tolerance(atol=ulp / 2), 9, 9).differs.tolist() == [True]
