@@ -22,7 +22,7 @@ from difftest.model import ArmTrace
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
 from difftest.resolution import Resolution, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
-from difftest.tolerance import Tolerance, finite_max, judge_rows
+from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
 SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
@@ -394,8 +394,9 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     differs[both] = row_differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
-    pairs = PairedRows.take(a.logits.top_ids, a.logits.top_vals, ia, b.logits.top_ids,
-                            b.logits.top_vals, ib)
+    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does
+    pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
+                       b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
     stats = logit_stats(pairs)
     findings = LogitFindings(pairs=pairs,
         stats=stats, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),

@@ -135,3 +135,48 @@ def _floor_reason(cmp: Comparison, lg: LogitFindings) -> str:
     return (f"{floor.summary()}{b_vs_a}: a logit difference counts only above "
             f"max(atol + rtol*|b|, {floor.floor:.3g}), and only when B shows significantly more "
             "of them than its reruns would")
+
+
+def numbers(cmp: Comparison | None) -> dict[str, object]:
+    """The logit instrument's figures for the JSON report: numbers or null, never strings."""
+    lg = cmp.logits if cmp is not None else None
+    empty: dict[str, object] = {
+        "rtol": cmp.rtol if cmp is not None else 0.0, "logit_stats": None,
+        "logit_rows_disjoint": 0, "logit_rows_unresolved": 0, "logit_rows_one_quantum": 0,
+        "logit_rows_within_noise": 0, "logits_not_compared": None, "noise_floor": None,
+        "flip_test": None, "logit_excess_test": None,
+        "blind_radius": blind_radius(cmp).to_json() if cmp is not None else None}
+    if lg is None:
+        return empty
+    return empty | {
+        "logit_stats": lg.stats.to_json() if lg.stats is not None else None,
+        "logit_rows_disjoint": lg.rows_disjoint, "logit_rows_unresolved": lg.rows_unresolved,
+        "logit_rows_one_quantum": lg.rows_one_quantum,
+        "logit_rows_within_noise": lg.rows_within_noise,
+        "logits_not_compared": lg.not_compared,
+        "noise_floor": lg.floor.to_json() if lg.floor is not None else None,
+        "flip_test": lg.flips.to_json() if lg.flips is not None else None,
+        "logit_excess_test": lg.excess.to_json() if lg.excess is not None else None,
+    }
+
+
+def arm_resolutions(cmp: Comparison | None) -> tuple[dict[str, object], dict[str, object]]:
+    """`logit_resolution` (the coarsest quantum compared) and `logit_digits` of each arm."""
+    lg = cmp.logits if cmp is not None else None
+    if lg is None:
+        none: dict[str, object] = {"logit_resolution": None, "logit_digits": None}
+        return none, dict(none)
+    return tuple({"logit_resolution": r.quantum, "logit_digits": r.digits}  # type: ignore[return-value]
+                 for r in (lg.resolution_a, lg.resolution_b))
+
+
+def stats_line(cmp: Comparison | None) -> str | None:
+    """The one line of logit statistics the table and markdown show (None: no logits)."""
+    lg = cmp.logits if cmp is not None else None
+    if lg is None or lg.stats is None:
+        return None
+    line = lg.stats.summary()
+    if lg.floor is not None:
+        line += f"; A/A floor {lg.floor.floor:.3g} ({lg.floor.runs} runs"
+        line += ", bit-identical)" if lg.floor.zero and lg.floor.bit_identical else ")"
+    return line

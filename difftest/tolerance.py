@@ -165,3 +165,8 @@ def finite_max(diff: np.ndarray) -> float | None:
 
 def is_number(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:
+    """The values as `judge_rows` sees them (float32-exact at 9 or more digits)."""
+    return _exact(values, digits)[0]
