@@ -91,6 +91,22 @@ class FirstLogitDifference(RowPlace):
 
 
 @dataclass(frozen=True)
+class OneSided:
+    """Only one arm traced block logits: tokens are compared, logits cannot be."""
+
+    traced_by: str  # "a" or "b"
+    level_a: int
+    level_b: int
+
+    def sentence(self, names: tuple[str, str]) -> str:
+        has, lacks = (0, 1) if self.traced_by == "a" else (1, 0)
+        levels = (self.level_a, self.level_b)
+        return (f"logits could not be compared: {names[has]} traced block logits (level "
+                f"{levels[has]}) and {names[lacks]} did not (level {levels[lacks]}); only tokens "
+                "were compared (set the same VT_SPEC_TRACE in both arms)")
+
+
+@dataclass(frozen=True)
 class LogitFindings:
     """What the logit comparison found beyond per-row differences: the statistics of the paired
     rows, each arm's printed resolution, the rows no tolerance could judge, and the A/A floor
@@ -102,7 +118,7 @@ class LogitFindings:
     rows_disjoint: int  # paired rows whose top lists share no id
     rows_unresolved: int  # differences the printed resolution cannot decide
     rows_one_quantum: int  # bitwise differences of no more than one printed quantum
-    not_compared: str | None = None  # why no logit could be compared, when one arm traced none
+    not_compared: OneSided | None = None  # only one arm traced logits: none compared
     max_abs_value: float | None = None  # largest finite |b| compared (the reach of rtol)
     pairs: PairedRows | None = field(default=None, repr=False, compare=False)
     floor: NoiseFloor | None = None
@@ -338,15 +354,11 @@ def _digits(trace: ArmTrace) -> int | None:
     return int(sig.max()) if sig.size and int(sig.max()) > 0 else None
 
 
-def _one_sided(a: ArmTrace, b: ArmTrace) -> str | None:
-    """Why logits cannot be compared when only one arm traced them (e.g. levels 3 and 1)."""
+def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
+    """Which arm alone traced logits (e.g. levels 3 and 1): they cannot be compared."""
     if bool(len(a.logits)) == bool(len(b.logits)):
         return None
-    has, lacks = ("A", "B") if len(a.logits) else ("B", "A")
-    levels = {"A": a.level, "B": b.level}
-    return (f"logits could not be compared: arm {has} traced block logits (level "
-            f"{levels[has]}) and arm {lacks} did not (level {levels[lacks]}); only tokens "
-            "were compared (set the same VT_SPEC_TRACE in both arms)")
+    return OneSided("a" if len(a.logits) else "b", a.level, b.level)
 
 
 def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Tolerance,

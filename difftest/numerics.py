@@ -75,7 +75,7 @@ def logit_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     if lg is None:
         return []
     if lg.not_compared is not None:
-        out = [lg.not_compared]
+        out = [lg.not_compared.sentence(names)]
     else:
         out = _resolution_reasons(cmp, lg, names)
     if lg.floor is not None:
@@ -114,10 +114,9 @@ def _resolution_reasons(cmp: Comparison, lg: LogitFindings, names: tuple[str, st
                    f"{_q(quantum)} cannot place above or below the tolerance: not counted as "
                    "differences, not shown to agree either (print %.9g to decide)")
     if lg.rows_one_quantum:
-        q2 = "2 quanta" if quantum is None else f"{2 * quantum:.0e}"
-        out.append(f"{lg.rows_one_quantum} logit row(s) differ by one printed quantum only "
-                   f"({_q(quantum)}): real differences, of a true size anywhere between 0 and "
-                   f"{q2}")
+        out.append(f"{lg.rows_one_quantum} logit row(s) differ by one printed quantum only (the "
+                   f"last printed digit, at most {_q(quantum)}): real differences, of a true "
+                   "size anywhere between 0 and two quanta")
     if lg.rows_disjoint:
         out.append(f"{lg.rows_disjoint} logit row(s) whose top-k lists share no id: counted as "
                    "logit differences, with no size (their values cannot be paired)")
@@ -153,7 +152,9 @@ def numbers(cmp: Comparison | None) -> dict[str, object]:
         "logit_rows_disjoint": lg.rows_disjoint, "logit_rows_unresolved": lg.rows_unresolved,
         "logit_rows_one_quantum": lg.rows_one_quantum,
         "logit_rows_within_noise": lg.rows_within_noise,
-        "logits_not_compared": lg.not_compared,
+        "logits_not_compared": None if lg.not_compared is None else
+        {"traced_by": lg.not_compared.traced_by, "level_a": lg.not_compared.level_a,
+         "level_b": lg.not_compared.level_b},
         "noise_floor": lg.floor.to_json() if lg.floor is not None else None,
         "flip_test": lg.flips.to_json() if lg.flips is not None else None,
         "logit_excess_test": lg.excess.to_json() if lg.excess is not None else None,

@@ -150,7 +150,9 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     bound = tol.bound(vb)
     with np.errstate(invalid="ignore"):
         certain = shared & (d - half > bound)
-        possible = shared & (d + half > bound)
+        # equal prints are equal: the blindness below the resolution is reported once, as a
+        # tolerance finer than the resolution, not as every unchanged value
+        possible = shared & (d > 0) & (d + half > bound)
     differs = certain.any(axis=1) | disjoint
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
