@@ -375,7 +375,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     if one_sided is not None:
         none = Resolution(None, None)
         return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0,
-                       LogitFindings(None, none, none, 0, 0, 0, one_sided, floor))
+                       LogitFindings(None, none, none, 0, 0, 0, not_compared=one_sided,
+                                     floor=floor))
     names = al.requests
     index = {name: i for i, name in enumerate(names)}
     map_a = np.array([index[name] for name in a.requests], dtype=np.int64)
@@ -468,7 +469,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
             status[status == DIFFER] = NOISE_FLIP
         if findings is None:
             none = Resolution(None, None)
-            findings = LogitFindings(None, none, none, 0, 0, 0, None, floor)
+            findings = LogitFindings(None, none, none, 0, 0, 0, floor=floor)
         findings = replace(findings, flips=test)
 
     hard = np.zeros(len(al), dtype=bool)

@@ -47,7 +47,8 @@ def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         mag = np.abs(values)
         exponent = np.floor(np.log10(np.where((mag > 0) & np.isfinite(mag), mag, np.nan)))
-    return np.power(10.0, exponent - digits + 1)
+    out: np.ndarray = np.power(10.0, exponent - digits + 1)
+    return out
 
 
 def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,

@@ -48,7 +48,7 @@ class PairedRows:
     def __len__(self) -> int:
         return int(self.ids_a.shape[0])
 
-    def widened(self) -> "PairedRows":
+    def widened(self) -> PairedRows:
         """Both arms padded to one width, so their columns line up."""
         width = max(self.ids_a.shape[1], self.ids_b.shape[1])
 
@@ -65,7 +65,7 @@ class PairedRows:
 
     @classmethod
     def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
-             ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> "PairedRows":
+             ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> PairedRows:
         """Rows `ia` of arm A beside rows `ib` of arm B."""
         return cls(ids_a[ia], vals_a[ia], ids_b[ib], vals_b[ib])
 
@@ -237,4 +237,5 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp over (n, K) with -inf for absent entries (each row has one finite)."""
     top = x.max(axis=1, keepdims=True)
-    return top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
+    out: np.ndarray = top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
+    return out

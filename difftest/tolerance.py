@@ -46,7 +46,8 @@ class Tolerance:
     def bound(self, b: np.ndarray) -> np.ndarray:
         """The largest |a - b| still counted as equal, per reference value b."""
         with np.errstate(invalid="ignore"):
-            return np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
+            bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
+        return bound
 
     def largest_bound(self, values: np.ndarray) -> float:
         """The bound at the largest finite |b| among `values` (the tolerance's reach)."""

@@ -78,8 +78,8 @@ def test_known_perturbations_against_independent_values() -> None:
     same_top = 0
     overlap = 0.0
     for r in range(n):
-        a = dict(zip(ids[r].tolist(), vals[r].tolist()))
-        b = dict(zip(ids_b[r].tolist(), vals_b[r].tolist()))
+        a = dict(zip(ids[r].tolist(), vals[r].tolist(), strict=False))
+        b = dict(zip(ids_b[r].tolist(), vals_b[r].tolist(), strict=False))
         shared = [i for i in a if i in b]
         diffs += [abs(a[i] - b[i]) for i in shared]
         rels += [abs(a[i] - b[i]) / abs(b[i]) for i in shared if b[i] != 0]
@@ -115,7 +115,7 @@ def test_kl_of_a_known_shift_and_a_known_tilt() -> None:
     pa = [math.exp(x) for x in (2.0, 1.0, 0.0)]
     pb = [x / sum(pb) for x in pb]
     pa = [x / sum(pa) for x in pa]
-    want = sum(p * math.log(p / q) for p, q in zip(pb, pa))
+    want = sum(p * math.log(p / q) for p, q in zip(pb, pa, strict=False))
     s = logit_stats(PairedRows(ids, va, ids, vb))
     assert s.kl_mean == pytest.approx(want, rel=1e-12)
     assert s.kl_mean_se is None  # one row has no spread to estimate

@@ -75,7 +75,7 @@ def attend_split(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     top = torch.stack(maxes).amax(dim=0)
     total = torch.zeros_like(sums[0])
     acc = torch.zeros_like(outs[0])
-    for m, s, o in zip(maxes, sums, outs):
+    for m, s, o in zip(maxes, sums, outs, strict=True):
         w = torch.where(torch.isfinite(m), torch.exp(m - top), torch.zeros_like(m))
         total = total + w * s
         acc = acc + w * o
