@@ -62,8 +62,10 @@ def test_default_config_arms_and_comparisons() -> None:
 def test_degenerate_config_is_level_one_on_the_degenerate_fixture() -> None:
     cfg = load_config(REPO / "configs" / "degenerate.toml")
     default = load_config(default_config_path())
-    assert list(cfg.arms) == list(default.arms)
-    assert list(cfg.comparisons) == list(default.comparisons)
+    # the default's arms and comparisons of the motivating case (the numerics lanes are
+    # level-3 instruments and have no degenerate twin)
+    assert list(cfg.arms) == [a for a in default.arms if a not in ("paged-split", "paged-nondet")]
+    assert list(cfg.comparisons) == [c for c in default.comparisons if c not in ("split", "nondet")]
     for name, arm in cfg.arms.items():
         assert arm.env["VT_SPEC_TRACE"] == "1"
         i = arm.command.index("--fixture")
@@ -181,7 +183,7 @@ def test_good_fixture_every_key() -> None:
                  " missing", id="missing-arm-a"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
-                 "min_differing, near_tie, atol, probe)", id="unknown-comparison-key"),
+                 "min_differing, near_tie, atol, rtol, noise_runs, probe)", id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
                  "unknown mutation 'flip-everything'", id="unknown-probe"),
