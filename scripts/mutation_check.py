@@ -128,7 +128,7 @@ M = [
   "tests/test_noise.py"),
  ("N6 every value above the floor counts", "difftest/noise.py",
   "p, p <= alpha, FlipRule.EXACT_TEST,\n", "p, True, FlipRule.EXACT_TEST,\n",
-  "tests/test_numerics_cli.py::test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug"),
+  "tests/test_numerics_cli.py::test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them"),
  ("N7 one-sided logits compared", "difftest/compare.py",
   "    if one_sided is not None:", "    if False:",
   "tests/test_numerics_cli.py::test_a_level_three_trace_against_a_level_one_trace_compares_tokens"),

@@ -5,10 +5,12 @@ from __future__ import annotations
 from fractions import Fraction
 from math import comb
 
+import numpy as np
 import pytest
 
-from difftest.noise import (ALPHA, FlipRule, RerunPair, fisher_greater, flip_test,
-                            noise_floor)
+from difftest.noise import (ALPHA, FlipRule, RerunPair, excess_test, fewest_significant,
+                            fisher_greater, flip_test, noise_floor, top_k_p_value)
+from difftest.stats import PairedRows, logit_stats
 
 
 def exact_fisher(xb: int, nb: int, xa: int, na: int) -> Fraction:
@@ -70,3 +72,30 @@ def test_flipping_reruns_raise_the_bar() -> None:
     assert floor.flip_rate.value == pytest.approx(9 / 360)
     assert not flip_test(4, 120, floor).counts  # 4/120 is A's own rate
     assert flip_test(20, 120, floor).counts
+
+
+def exact_top_k(k: int, m: int, n: int) -> Fraction:
+    return Fraction(comb(m, k), comb(n + m, k))
+
+
+@pytest.mark.parametrize("k, m, n", [(1, 960, 2880), (2, 960, 2880), (4, 960, 2880),
+                                     (3, 10, 30), (5, 5, 5), (0, 10, 10)])
+def test_top_k_p_value_is_the_exact_permutation_probability(k: int, m: int, n: int) -> None:
+    assert top_k_p_value(k, m, n) == pytest.approx(float(exact_top_k(k, m, n)), rel=1e-9)
+
+
+def test_values_above_the_floor_count_only_in_numbers_a_rerun_would_not_show() -> None:
+    stats = logit_stats(PairedRows(np.zeros((360, 8), np.int32), np.zeros((360, 8)),
+                                   np.zeros((360, 8), np.int32), np.zeros((360, 8))))
+    floor = noise_floor("nd", 3, [pair(0, 1, max_abs=7e-6, identical=False)], stats)
+    assert floor.logit_stats is not None and floor.logit_stats.values == 2880
+    two = excess_test(2, 960, floor)
+    assert not two.counts and two.p_value == pytest.approx(float(exact_top_k(2, 960, 2880)))
+    assert two.needed == 4 and "they do not count" in two.reason()
+    assert not excess_test(3, 960, floor).counts
+    four = excess_test(4, 960, floor)
+    assert four.counts and four.rule is FlipRule.EXACT_TEST
+    assert fewest_significant(960, 2880) == 4
+    zero = noise_floor("det", 3, [pair(0, 1)], stats)
+    strict = excess_test(1, 960, zero)
+    assert strict.counts and strict.rule is FlipRule.STRICT and strict.p_value is None

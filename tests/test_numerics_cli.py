@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -198,3 +199,33 @@ def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Pa
     assert r.exit_code == 1, r.output
     data = as_json(r)
     assert data["logit_excess_test"]["counts"] and data["blocks_logit_differing"] > 0
+
+
+def test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them(tmp_path: Path) -> None:
+    from difftest.compare import compare
+    from difftest.noise import RerunPair, noise_floor
+    from difftest.stats import PairedRows, logit_stats
+    from difftest.trace.parser import parse_trace
+
+    a = parse_trace(LEVEL3)
+    n = len(a.logits)
+    zeros = np.zeros((3 * n, 8))
+    stats = logit_stats(PairedRows(zeros.astype(np.int32), zeros, zeros.astype(np.int32), zeros))
+    floor = noise_floor("a", 3, [RerunPair(0, 1, 36, 0, n, 1e-3, False)], stats)
+    edits = [("3747:9.1778 ", "3747:9.1878 "), ("3342:8.4464 ", "3342:8.4564 "),
+             ("1154:6.1825 ", "1154:6.1925 "), ("2531:4.9608 ", "2531:4.9708 ")]
+    one = edited(tmp_path, "one.log", *edits[0])
+    c = compare(a, parse_trace(one), floor=floor)
+    assert c.logits is not None and c.logits.excess is not None
+    assert (c.logits.excess.exceed, c.logits.excess.counts) == (1, False)
+    assert c.blocks_logit_differing == 0 and c.logits.rows_within_noise == 1
+    text = LEVEL3.read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new, 1)
+    four = tmp_path / "four.log"
+    four.write_text(text)
+    c = compare(a, parse_trace(four), floor=floor)
+    assert c.logits is not None and c.logits.excess is not None
+    assert (c.logits.excess.exceed, c.logits.excess.counts) == (4, True)
+    assert c.blocks_logit_differing >= 1 and c.logits.rows_within_noise == 0
