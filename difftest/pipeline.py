@@ -154,7 +154,12 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     th = thresholds or AuditThresholds()
     a = _outcome(spec.arm_a, Path(trace_a), None, th)
     b = _outcome(spec.arm_b, Path(trace_b), None, th)
-    return evaluate(spec, a, b, th)
+    report = evaluate(spec, a, b, th)
+    if spec.noise_runs:
+        note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
+                f"{spec.arm_a}, and two traces were given (judged without a floor)")
+        report = replace(report, verdict=report.verdict.with_reasons([note]))
+    return report
 
 
 def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:

@@ -229,3 +229,21 @@ def test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them(tmp_pa
     assert c.logits is not None and c.logits.excess is not None
     assert (c.logits.excess.exceed, c.logits.excess.counts) == (4, True)
     assert c.blocks_logit_differing >= 1 and c.logits.rows_within_noise == 0
+
+
+def test_no_json_number_is_ever_a_string() -> None:
+    from difftest.jsonout import dumps
+
+    text = dumps({"max": float("inf"), "rows": [float("-inf"), float("nan"), 1.5, 2]})
+    assert json.loads(text) == {"max": None, "rows": [None, None, 1.5, 2]}
+
+
+def test_a_floor_comparison_on_two_traces_says_the_floor_is_not_applied() -> None:
+    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "-c", "nondet", "-f", "json")
+    assert r.exit_code == 2  # traces and a comparison's arms do not mix on the command line
+    from difftest import api
+
+    rep = api.compare_traces(LEVEL3, LEVEL3, comparison="nondet")
+    assert rep.verdict.reasons[-1] == (
+        "noise_runs = 3 not applied: a noise floor needs runs of paged-nondet, and two traces "
+        "were given (judged without a floor)")
