@@ -16,7 +16,8 @@ from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
 from difftest.model import ArmTrace
-from difftest.pipeline import ComparisonReport, judge_traces, rejudge_run, with_overrides
+from difftest.pipeline import (ComparisonReport, NoiseReport, judge_traces, rejudge_run,
+                               run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import rundir
 from difftest.report.comparison import write_csv
@@ -63,21 +64,25 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  expect: Expect | str | None = None, near_tie: float | None = None,
                  atol: float | None = None, min_differing: int | None = None,
                  run_root: Path | None = None, progress: bool | None = None,
-                 cache_dir: Path | None = None) -> ComparisonReport:
+                 cache_dir: Path | None = None, rtol: float | None = None,
+                 noise_runs: int | None = None) -> ComparisonReport:
     """Run two configured arms (or a configured comparison) and judge what they drafted."""
     cfg = _config(config)
     spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
                           expect=Expect(expect) if expect is not None else None,
-                          near_tie=near_tie, atol=atol, min_differing=min_differing)
+                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
+                          noise_runs=noise_runs)
     return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
 
 
 def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str | None = None,
                    config: ConfigLike = None, expect: Expect | str | None = None,
                    near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None) -> ComparisonReport:
+                   min_differing: int | None = None,
+                   rtol: float | None = None) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
-    from the config as in arm mode; a named comparison supplies its expectations."""
+    from the config as in arm mode; a named comparison supplies its expectations (a noise floor
+    needs runs, so `noise_runs` does not apply)."""
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
     if comparison is not None:
@@ -88,16 +93,26 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=Expect(expect) if expect is not None else None,
-                          near_tie=near_tie, atol=atol, min_differing=min_differing)
+                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol)
     return judge_traces(ta, tb, spec, cfg.audit)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
             near_tie: float | None = None, atol: float | None = None,
-            min_differing: int | None = None) -> ComparisonReport:
+            min_differing: int | None = None, rtol: float | None = None) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides)."""
     return rejudge_run(Path(run_dir), expect=Expect(expect) if expect is not None else None,
-                       near_tie=near_tie, atol=atol, min_differing=min_differing)
+                       near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol)
+
+
+def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,
+          progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
+    """Run one arm `runs` times and measure its A/A noise floor; writes noise.json into the
+    run directory."""
+    report = run_noise(_config(config), arm, runs, run_root=run_root, progress=progress,
+                       cache_dir=cache_dir)
+    rundir.write_noise(report)
+    return report
 
 
 def export_csv(report: ComparisonReport, path: Path) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 
 from difftest.config import AuditThresholds
 from difftest.model import ArmTrace
+from difftest.resolution import resolution
 
 __all__ = ["AuditThresholds", "TraceAudit", "audit_trace", "drafted_blocks", "entropy_bits"]
 
@@ -97,6 +98,11 @@ class TraceAudit:
     logit_blind_reasons: list[str] = field(default_factory=list)  # why logits cannot fail
     findings: int = 0
     skipped_lines: int = 0
+    logit_digits: int | None = None  # significant digits the logits are printed with
+    logit_resolution: float | None = None  # coarsest quantum of the traced logits
+    # the smallest logit change a comparison of this trace could see, without a tolerance:
+    # its resolution (a comparison's tolerance or noise floor can only raise it)
+    logit_blind_radius: float | None = None
 
     @property
     def informative(self) -> bool:
@@ -233,6 +239,14 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         reasons.append("no block logits traced (level < 3): only tokens can be compared")
         logit_blind.append("no block logits traced")
 
+    res = resolution(lg.top_vals, lg.width, lg.sig_digits, finite) if len(lg) else None
+    if res is not None and res.quantum is not None:
+        token_radius = ("unknown" if tokens.blind_radius_min is None
+                        else _fmt(tokens.blind_radius_min))
+        reasons.append(f"logit blind radius {res.quantum:.0e} (the printed resolution, "
+                       f"{res.digits} significant digits): no logit change below it can show; "
+                       f"token blind radius {token_radius}")
+
     informative = tokens.informative or logits_vary
     if informative and not tokens.informative:
         reasons.append("informative through the logits only: a token comparison alone would "
@@ -250,4 +264,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         logits_informative=logits_vary, verdict="informative" if informative else "uninformative",
         reasons=reasons, token_blind_reasons=tokens.blind_reasons,
         logit_blind_reasons=logit_blind, findings=len(trace.findings),
-        skipped_lines=trace.lines_skipped)
+        skipped_lines=trace.lines_skipped,
+        logit_digits=res.digits if res is not None else None,
+        logit_resolution=res.quantum if res is not None else None,
+        logit_blind_radius=res.quantum if res is not None else None)

@@ -94,6 +94,10 @@ Progress = Annotated[bool | None, typer.Option("--progress/--no-progress")]
 ExpectOpt = Annotated[Expect | None, typer.Option("--expect")]
 NearTie = Annotated[float | None, typer.Option("--near-tie", min=0.0)]
 Atol = Annotated[float | None, typer.Option("--atol", min=0.0)]
+Rtol = Annotated[float | None, typer.Option(
+    "--rtol", min=0.0, help="Relative logit tolerance: |a - b| <= atol + rtol * |b|.")]
+NoiseRuns = Annotated[int | None, typer.Option(
+    "--noise-runs", min=0, help="Run arm A this many times and judge B against its A/A floor.")]
 MinDiffering = Annotated[int | None, typer.Option("--min-differing", min=1)]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
@@ -189,6 +193,8 @@ def compare(
     min_differing: MinDiffering = None,
     run_root: RunRoot = None,
     progress: Progress = None,
+    rtol: Rtol = None,
+    noise_runs: NoiseRuns = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
@@ -198,13 +204,16 @@ def compare(
             raise UsageError("--trace-a and --trace-b go together")
         if arm_a or arm_b or comparison:
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
+        if noise_runs:
+            raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
         report = api.compare_traces(trace_a, trace_b, config=config, expect=expect,
-                                    near_tie=near_tie, atol=atol, min_differing=min_differing)
+                                    near_tie=near_tie, atol=atol, min_differing=min_differing,
+                                    rtol=rtol)
     else:
         report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
-                                  progress=progress)
+                                  progress=progress, rtol=rtol, noise_runs=noise_runs)
     _emit_report(report, format, csv)
 
 
@@ -218,13 +227,36 @@ def export(
     near_tie: NearTie = None,
     atol: Atol = None,
     min_differing: MinDiffering = None,
+    rtol: Rtol = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
-                         min_differing=min_differing)
+                         min_differing=min_differing, rtol=rtol)
     _emit_report(report, format, csv)
+
+
+@app.command()
+@_guarded
+def noise(
+    arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
+    runs: Annotated[int, typer.Option("--runs", min=2, help="How many times to run it.")] = 3,
+    config: ConfigOpt = None,
+    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
+    run_root: RunRoot = None,
+    progress: Progress = None,
+) -> None:
+    """Run one arm N times and measure its A/A noise floor (noise.json in the run directory)."""
+    from difftest import api
+    from difftest.report import noise_report
+
+    report = api.noise(arm, runs=runs, config=config, run_root=run_root, progress=progress)
+    if format is ReportFormat.json:
+        typer.echo(noise_report.render_json(report))
+    else:
+        typer.echo(noise_report.render_table(report))
+    raise typer.Exit(int(report.exit_code))
 
 
 @app.command()

@@ -3,22 +3,31 @@
 A flip where both arms' top-1/top-2 margins are below `near_tie` is a near-tie: a perturbation
 that small could move the argmax of a healthy runner too, so it is reported but does not fail a
 `same` comparison. Every other flip is a hard `differ`. Logits are compared on the ids both top
-lists share; with `atol = 0` the comparison is bitwise and a changed top list counts as well.
+lists share, under `difftest.tolerance`'s rule (numpy's isclose, raised to an A/A noise floor,
+within the printed resolution); with every tolerance zero the comparison is bitwise and a changed
+top list counts as well. With a noise floor, token flips count only when B flips significantly
+more often than A flips against itself; those that do not are `noise-flip` rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
 import numpy as np
 
-from difftest.audit import DraftedBlocks
 from difftest.align import Alignment, CoverageGap, EmitDivergence, align
+from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
-from difftest.model import ArmTrace, LogitRows
+from difftest.model import ArmTrace
+from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
+from difftest.resolution import Resolution, resolution
+from difftest.stats import LogitStats, PairedRows, logit_stats
+from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
-SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED = range(6)
-STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged")
+SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
+STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged",
+                "noise-flip")
 
 
 @dataclass(frozen=True)
@@ -37,8 +46,8 @@ class RowTable:
     margin_b: np.ndarray
     logit_a: np.ndarray  # arm A's top-1 logit at that row
     logit_b: np.ndarray
-    abs_logit_diff: np.ndarray  # max |A - B| over the shared top-k ids
-    logit_differs: np.ndarray  # bool: above atol (or, bitwise, a changed top list)
+    abs_logit_diff: np.ndarray  # max |A - B| over the shared top-k ids (nan: none shared)
+    logit_differs: np.ndarray  # bool: above the tolerance (or, bitwise, a changed top list)
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -46,7 +55,7 @@ class RowTable:
     @property
     def compared(self) -> np.ndarray:
         """Mask of the rows that were compared (not unmatched, not context-diverged)."""
-        return np.isin(self.status, (SAME, DIFFER, NEAR_TIE))
+        return np.isin(self.status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,56 @@ class FirstLogitDifference(RowPlace):
 
 
 @dataclass(frozen=True)
+class OneSided:
+    """Only one arm traced block logits: tokens are compared, logits cannot be."""
+
+    traced_by: str  # "a" or "b"
+    level_a: int
+    level_b: int
+
+    def sentence(self, names: tuple[str, str]) -> str:
+        has, lacks = (0, 1) if self.traced_by == "a" else (1, 0)
+        levels = (self.level_a, self.level_b)
+        return (f"logits could not be compared: {names[has]} traced block logits (level "
+                f"{levels[has]}) and {names[lacks]} did not (level {levels[lacks]}); only tokens "
+                "were compared (set the same VT_SPEC_TRACE in both arms)")
+
+
+@dataclass(frozen=True)
+class LogitFindings:
+    """What the logit comparison found beyond per-row differences: the statistics of the paired
+    rows, each arm's printed resolution, the rows no tolerance could judge, and the A/A floor
+    with the flip test when reruns of arm A were measured."""
+
+    stats: LogitStats | None
+    resolution_a: Resolution
+    resolution_b: Resolution
+    rows_disjoint: int  # paired rows whose top lists share no id
+    rows_unresolved: int  # differences the printed resolution cannot decide
+    rows_one_quantum: int  # bitwise differences of no more than one printed quantum
+    not_compared: OneSided | None = None  # only one arm traced logits: none compared
+    max_abs_value: float | None = None  # largest finite |b| compared (the reach of rtol)
+    pairs: PairedRows | None = field(default=None, repr=False, compare=False)
+    floor: NoiseFloor | None = None
+    flips: FlipTest | None = None
+    excess: ExcessTest | None = None  # how the values above the floor were judged
+    rows_within_noise: int = 0  # rows above the floor, not significantly more than A's reruns
+
+    @property
+    def resolution(self) -> float | None:
+        """The coarser of the two arms' quanta."""
+        seen = [r.quantum for r in (self.resolution_a, self.resolution_b)
+                if r.quantum is not None]
+        return max(seen, default=None)
+
+    @property
+    def digits(self) -> int | None:
+        """The fewer of the two arms' printed digits."""
+        seen = [r.digits for r in (self.resolution_a, self.resolution_b) if r.digits is not None]
+        return min(seen, default=None)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """What differed between two arms, before any expectation is applied."""
 
@@ -104,6 +163,13 @@ class Comparison:
     near_tie: float = 0.0
     atol: float = 0.0
     coverage_gaps: tuple[CoverageGap, ...] = ()
+    rtol: float = 0.0
+    logits: LogitFindings | None = None  # None: no logits traced by either arm
+
+    @property
+    def tolerance(self) -> Tolerance:
+        floor = self.logits.floor.floor if self.logits and self.logits.floor else 0.0
+        return Tolerance(self.atol, self.rtol, floor)
 
     def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
@@ -183,61 +249,38 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> np.ndarray
 _LOGIT_BLOCK_ROWS = 1 << 16
 
 
-def _row_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarray,
-                     atol: float) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Judged:
+    diff: np.ndarray
+    differs: np.ndarray
+    disjoint: np.ndarray
+    unresolved: int
+    one_quantum: int
+    exceed: np.ndarray
+    values: np.ndarray
+
+
+def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
+                     tol: Tolerance, digits: tuple[int | None, int | None]) -> _Judged:
     """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing."""
     n = ia.size
     diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
+    disjoint = np.zeros(n, dtype=bool)
+    exceed = np.zeros(n, dtype=np.int64)
+    values = np.zeros(n, dtype=np.int64)
+    unresolved = one_q = 0
+    la, lb = a.logits, b.logits
     for start in range(0, n, _LOGIT_BLOCK_ROWS):
         block = slice(start, start + _LOGIT_BLOCK_ROWS)
-        diff[block], differs[block] = _block_logit_diffs(la, ia[block], lb, ib[block], atol)
-    return diff, differs
-
-
-def _block_logit_diffs(la: LogitRows, ia: np.ndarray, lb: LogitRows, ib: np.ndarray,
-                       atol: float) -> tuple[np.ndarray, np.ndarray]:
-    n = ia.size
-    diff = np.full(n, np.nan)
-    width = max(la.top_ids.shape[1], lb.top_ids.shape[1])
-
-    def widen(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if ids.shape[1] == width:
-            return ids, vals
-        pad = width - ids.shape[1]
-        return (np.pad(ids, ((0, 0), (0, pad)), constant_values=-1),
-                np.pad(vals, ((0, 0), (0, pad)), constant_values=np.nan))
-
-    ids_a, vals_a = widen(la.top_ids[ia], la.top_vals[ia])
-    ids_b, vals_b = widen(lb.top_ids[ib], lb.top_vals[ib])
-    same_ids = np.all(ids_a == ids_b, axis=1)
-    with np.errstate(invalid="ignore"):
-        d = np.abs(vals_a - vals_b)
-    d[vals_a == vals_b] = 0.0  # equal infinities are equal, although inf - inf is nan
-    undefined = np.isnan(d)
-    if undefined.any():
-        # nan in both arms (or padding in both) is equal; nan in one arm only is as far apart
-        # as values get
-        both = np.isnan(vals_a) & np.isnan(vals_b)
-        d[undefined] = np.where(both[undefined], 0.0, np.inf)
-    diff[same_ids] = d[same_ids].max(axis=1)
-    moved = np.flatnonzero(~same_ids)
-    if moved.size:
-        # Top lists differ: compare the values of the ids both lists hold.
-        sa, sb = ids_a[moved], ids_b[moved]
-        eq = (sa[:, :, None] == sb[:, None, :]) & (sa[:, :, None] >= 0)
-        va = np.broadcast_to(vals_a[moved][:, :, None], eq.shape)
-        vb = np.broadcast_to(vals_b[moved][:, None, :], eq.shape)
-        with np.errstate(invalid="ignore"):
-            dd = np.where((np.isnan(va) & np.isnan(vb)) | (va == vb), 0.0, np.abs(va - vb))
-            dd = np.where(np.isnan(dd), np.inf, dd)
-        shared = np.where(eq, dd, -1.0).reshape(moved.size, -1).max(axis=1)
-        # lists with no id in common are as far apart as lists get, whatever atol allows
-        diff[moved] = np.where(shared >= 0, shared, np.inf)
-    differs = np.nan_to_num(diff, nan=0.0) > atol
-    if atol == 0.0:
-        differs |= ~same_ids
-    return diff, differs
+        pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
+                                ib[block])
+        r = judge_rows(pairs, tol, *digits)
+        diff[block], differs[block], disjoint[block] = r.diff, r.differs, r.disjoint
+        exceed[block], values[block] = r.exceed, r.values
+        unresolved += int(r.unresolved.sum())
+        one_q += int(r.one_quantum.sum())
+    return _Judged(diff, differs, disjoint, unresolved, one_q, exceed, values)
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
@@ -274,6 +317,7 @@ class _Logits:
     abs_diff: np.ndarray
     differs: np.ndarray
     rows_compared: int
+    findings: LogitFindings | None = None
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -305,7 +349,20 @@ def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
     return _Rows(step, row, al.req[step], al.pos[step], has_a, has_b, tok_a, tok_b)
 
 
-def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, atol: float) -> _Logits:
+def _digits(trace: ArmTrace) -> int | None:
+    sig = trace.logits.sig_digits
+    return int(sig.max()) if sig.size and int(sig.max()) > 0 else None
+
+
+def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
+    """Which arm alone traced logits (e.g. levels 3 and 1): they cannot be compared."""
+    if bool(len(a.logits)) == bool(len(b.logits)):
+        return None
+    return OneSided("a" if len(a.logits) else "b", a.level, b.level)
+
+
+def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Tolerance,
+                floor: NoiseFloor | None) -> _Logits:
     """Look up each compared row's logit lines in both arms (position mode only)."""
     n = rows.row.size
     margin_a, margin_b = np.full(n, np.nan), np.full(n, np.nan)
@@ -314,6 +371,12 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, atol: floa
     differs = np.zeros(n, dtype=bool)
     if al.mode != "position" or not (len(a.logits) or len(b.logits)):
         return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0)
+    one_sided = _one_sided(a, b)
+    if one_sided is not None:
+        none = Resolution(None, None)
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0,
+                       LogitFindings(None, none, none, 0, 0, 0, not_compared=one_sided,
+                                     floor=floor))
     names = al.requests
     index = {name: i for i, name in enumerate(names)}
     map_a = np.array([index[name] for name in a.requests], dtype=np.int64)
@@ -328,12 +391,41 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, atol: floa
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
     logit_b[sel_b] = b.logits.top_vals[lb[sel_b], 0]
     both = sel_a & sel_b
-    d, dif = _row_logit_diffs(a.logits, la[both], b.logits, lb[both], atol)
-    abs_diff[both] = d
-    differs[both] = dif
+    ia, ib = la[both], lb[both]
+    digits = (_digits(a), _digits(b))
+    judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
+    row_differs = judged.differs.copy()
+    excess, within = None, 0
+    if floor is not None:
+        excess = excess_test(int(judged.exceed[~judged.disjoint].sum()),
+                             int(judged.values.sum()), floor)
+        if not excess.counts:
+            noise_only = row_differs & ~judged.disjoint & (judged.exceed > 0)
+            within = int(noise_only.sum())
+            row_differs &= ~noise_only
+    abs_diff[both] = judged.diff
+    differs[both] = row_differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
-    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()))
+    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does
+    pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
+                       b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
+    stats = logit_stats(pairs)
+    findings = LogitFindings(pairs=pairs,
+        stats=stats, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),
+        rows_disjoint=int(judged.disjoint.sum()), rows_unresolved=judged.unresolved,
+        rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
+        rows_within_noise=within,
+        max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
+    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()),
+                   findings)
+
+
+def _resolution(trace: ArmTrace, rows: np.ndarray) -> Resolution:
+    lg = trace.logits
+    compared = np.zeros(len(lg), dtype=bool)
+    compared[rows] = True
+    return resolution(lg.top_vals, lg.width, lg.sig_digits, compared)
 
 
 def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status: np.ndarray
@@ -351,22 +443,34 @@ def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status:
         i = int(logit_rows[0])
         first_logit = FirstLogitDifference(
             req=names[int(rows.req[i])], pos=int(rows.pos[i]), row=int(rows.row[i]) + 1,
-            abs_logit_diff=_opt(lg.abs_diff[i]))
+            abs_logit_diff=_finite(lg.abs_diff[i]))
     return first, first_logit
 
 
 def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
+            rtol: float = 0.0, floor: NoiseFloor | None = None,
             alignment: Alignment | None = None) -> Comparison:
-    """Compare every aligned block row; nothing here knows what was expected."""
+    """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
+    A's A/A noise floor, when its reruns were measured."""
     al = alignment or align(a, b)
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
-    lg = _row_logits(a, b, al, rows, atol)
+    tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
+    lg = _row_logits(a, b, al, rows, tol, floor)
 
     status = np.full(rows.row.size, SAME, dtype=np.int8)
     flipped = (rows.tok_a != rows.tok_b) | (rows.has_a != rows.has_b)
     status[flipped] = DIFFER
     status[flipped & near_tie_rows(lg.margin_a, lg.margin_b, near_tie)] = NEAR_TIE
+    findings = lg.findings
+    if floor is not None:
+        test = flip_test(int(flipped.sum()), int(rows.row.size), floor)
+        if not test.counts:
+            status[status == DIFFER] = NOISE_FLIP
+        if findings is None:
+            none = Resolution(None, None)
+            findings = LogitFindings(None, none, none, 0, 0, 0, floor=floor)
+        findings = replace(findings, flips=test)
 
     hard = np.zeros(len(al), dtype=bool)
     soft = np.zeros(len(al), dtype=bool)
@@ -384,20 +488,26 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
                  logit_differs=lg.differs),
         a, b, al, blocks_a, blocks_b)
-    measured = lg.abs_diff[~np.isnan(lg.abs_diff)]  # inf (nan in one arm only) is the largest
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table, blocks_compared=len(al),
         blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
         blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=lg.rows_compared,
-        max_abs_logit_diff=float(measured.max()) if measured.size else None,
+        max_abs_logit_diff=finite_max(lg.abs_diff),
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps)
+        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
+        logits=findings)
 
 
 def _opt(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
+
+
+def _finite(x: float) -> float | None:
+    """A size only where there is one: a nan against a number, or top lists sharing no id,
+    differ without a finite size."""
+    return float(x) if np.isfinite(x) else None
 
 
 def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,

@@ -31,7 +31,8 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
              "max_capture_bytes")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
-_COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "probe")
+_COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
+                    "noise_runs", "probe")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -138,6 +139,10 @@ class ComparisonSpec:
     near_tie: float = 0.0
     atol: float = 0.0
     probe: tuple[str, ...] = ()
+    # numpy's isclose: |a - b| <= atol + rtol * |b|, with arm B as the reference b
+    rtol: float = 0.0
+    # run arm A this many times and judge B against its A/A noise floor (0: no floor)
+    noise_runs: int = 0
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -147,6 +152,11 @@ class ComparisonSpec:
         set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
         set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
         set_(self, "atol", _finite_number("atol", self.atol))
+        set_(self, "rtol", _finite_number("rtol", self.rtol))
+        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0))
+        if self.noise_runs == 1:
+            raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
+                                             "nothing to differ from")
         probe: object = self.probe  # callers outside the loader may pass anything
         if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
             raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
@@ -512,7 +522,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
-    values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol") if k in raw}
+    values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
+                                  "noise_runs") if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, **values)

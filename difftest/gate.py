@@ -19,9 +19,10 @@ from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ExitCode, UsageError
 from difftest.execute import ArmResult, JobLimits
 from difftest.kinds import Expect, VerdictKind
+from difftest.floor import reruns
 from difftest.pipeline import (
-    ComparisonReport, arm_pair, evaluate, outcomes_from_run, run_arm_set, self_pair, spec_meta,
-    thresholds_of,
+    ComparisonReport, arm_pair, evaluate, outcomes_from_run, rerun_outcomes, run_arm_set,
+    self_pair, spec_meta, thresholds_of,
 )
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
@@ -124,7 +125,7 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
         arm_b = config.mutation(name).arm_name(spec.arm_b)
         mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
         a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
-        rep = evaluate(mspec, a, b, thresholds, run_dir)
+        rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds))
         measures = _measures(rep)
         killed = _killed(rep)
         if killed and spec.expect is not Expect.SAME:
@@ -146,12 +147,13 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     arm_a, arm_b = arm_pair(config, spec)
     spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
+    arms += reruns(arm_a, spec.noise_runs, {a.name for a in arms} | set(config.arms))
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress,
                                    cache_dir=cache_dir or config.defaults.cache,
                                    extra_meta=spec_meta(spec, th) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    baseline = evaluate(spec, a, b, th, run_dir)
+    baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
     return _probe_from_results(config, spec, names, results, th, run_dir, baseline)
 
 
@@ -196,6 +198,8 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
             for m in s.probe:
                 mutated = mutated_arm(config, arms[s.arm_b], m)
                 arms.setdefault(mutated.name, mutated)
+        for rerun in reruns(arms[s.arm_a], s.noise_runs, config.arms):
+            arms.setdefault(rerun.name, rerun)
     th = thresholds_of(config)
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
@@ -205,7 +209,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     probe_reports: dict[str, ProbeReport] = {}
     for s in specs:
         a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
-        rep = evaluate(s, a, b, th, run_dir)
+        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th))
         reports.append(rep)
         if probes and s.probe:
             probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,

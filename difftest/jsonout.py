@@ -1,4 +1,4 @@
-"""JSON that strict parsers accept: no NaN or Infinity literals, one spelling for non-finite."""
+"""JSON that strict parsers accept: no NaN or Infinity literals, and no number ever a string."""
 
 from __future__ import annotations
 
@@ -8,13 +8,10 @@ from typing import Any
 
 
 def json_safe(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
-    """Non-finite floats become null (nan) or the strings "inf"/"-inf", everywhere in `value`."""
+    """Non-finite floats become null everywhere in `value`: a field that holds a number holds a
+    number or nothing, never a string (reports say in words what a missing size means)."""
     if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
+        return value if math.isfinite(value) else None
     if isinstance(value, (dict, list, tuple)):
         if id(value) in _seen:
             raise ValueError("circular reference")

@@ -17,9 +17,12 @@ from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
 from difftest.kinds import Expect
+from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.model import ArmTrace
+from difftest.noise import NoiseFloor
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
+
 
 @dataclass(frozen=True)
 class ArmOutcome:
@@ -56,7 +59,8 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
 
 def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
                    near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None,
+                   min_differing: int | None = None, rtol: float | None = None,
+                   noise_runs: int | None = None,
                    where: str = "the command line") -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
     as a config file's."""
@@ -65,7 +69,9 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
             spec, expect=spec.expect if expect is None else expect,
             near_tie=spec.near_tie if near_tie is None else near_tie,
             atol=spec.atol if atol is None else atol,
-            min_differing=spec.min_differing if min_differing is None else min_differing)
+            min_differing=spec.min_differing if min_differing is None else min_differing,
+            rtol=spec.rtol if rtol is None else rtol,
+            noise_runs=spec.noise_runs if noise_runs is None else noise_runs)
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 
@@ -120,14 +126,21 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
 
 
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
-             thresholds: AuditThresholds, run_dir: Path | None = None) -> ComparisonReport:
-    """Judge two arms whose traces are parsed (or whose failures are known)."""
-    failures = [o.failure for o in (a, b) if o.failure is not None]
+             thresholds: AuditThresholds, run_dir: Path | None = None,
+             reruns_of_a: Sequence[ArmOutcome] = ()) -> ComparisonReport:
+    """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
+    arm A, B is judged against A's A/A noise floor."""
+    failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
-    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol)
+    floor = None
+    if reruns_of_a:
+        traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
+        floor = measure_floor(a.name, traces)
+    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
+                  floor=floor)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
@@ -141,7 +154,12 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     th = thresholds or AuditThresholds()
     a = _outcome(spec.arm_a, Path(trace_a), None, th)
     b = _outcome(spec.arm_b, Path(trace_b), None, th)
-    return evaluate(spec, a, b, th)
+    report = evaluate(spec, a, b, th)
+    if spec.noise_runs:
+        note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
+                f"{spec.arm_a}, and two traces were given (judged without a floor)")
+        report = replace(report, verdict=report.verdict.with_reasons([note]))
+    return report
 
 
 def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
@@ -196,16 +214,70 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
     spec = self_pair(spec, config.arms)
-    run_dir, results = run_arm_set([arm_a, arm_b], run_root=run_root, label=spec.name,
+    more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
+    run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root, label=spec.name,
                                    progress=progress, extra_meta=spec_meta(spec, th),
                                    cache_dir=cache_dir or config.defaults.cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    return evaluate(spec, a, b, th, run_dir)
+    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
+
+
+def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
+                   thresholds: AuditThresholds) -> list[ArmOutcome]:
+    """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
+    names = [rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1)]
+    return _rerun_outcomes(results, [n for n in names if n in results], thresholds)
+
+
+def _rerun_outcomes(results: Mapping[str, ArmResult], names: Sequence[str],
+                    thresholds: AuditThresholds) -> list[ArmOutcome]:
+    return [_outcome(n, results[n].stderr_path, results[n], thresholds) for n in names]
+
+
+@dataclass(frozen=True)
+class NoiseReport:
+    """`difftest noise`: one arm run N times, and its A/A floor (None when a run failed)."""
+
+    arm: str
+    runs: int
+    run_dir: Path
+    floor: NoiseFloor | None
+    failures: tuple[ArmFailure, ...] = ()
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.ARM_FAILED if self.failures else ExitCode.OK
+
+    def to_json(self) -> dict[str, object]:
+        return {"arm": self.arm, "runs": self.runs, "exit_code": int(self.exit_code),
+                "run_dir": str(self.run_dir), "failures": [str(f) for f in self.failures],
+                "noise": None if self.floor is None else self.floor.to_json()}
+
+
+def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
+              progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
+    """Run one arm `runs` times side by side and measure its A/A noise floor."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
+        raise UsageError(f"--runs must be an integer >= 2 (reruns compared pairwise), got {runs!r}")
+    spec = config.arm(arm)
+    arms = [spec, *reruns(spec, runs, config.arms)]
+    th = thresholds_of(config)
+    run_dir, results = run_arm_set(arms, run_root=run_root, label=f"noise-{arm}",
+                                   progress=progress, extra_meta={"noise": {"arm": arm,
+                                                                            "runs": runs}},
+                                   cache_dir=cache_dir)
+    outs = _rerun_outcomes(results, [a.name for a in arms], th)
+    failures = tuple(o.failure for o in outs if o.failure is not None)
+    if failures:
+        return NoiseReport(arm, runs, run_dir, None, failures)
+    floor = measure_floor(arm, [o.trace for o in outs if o.trace is not None])
+    return NoiseReport(arm, runs, run_dir, floor)
 
 
 def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
-                thresholds: AuditThresholds | None = None) -> ComparisonReport:
+                thresholds: AuditThresholds | None = None,
+                rtol: float | None = None) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run."""
     results, meta = load_run(run_dir)
     extra = meta.get("extra", meta)
@@ -219,7 +291,7 @@ def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float 
     where = str(Path(run_dir) / "meta.json")
     spec = _spec_from(raw, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing)
+                          min_differing=min_differing, rtol=rtol)
     if thresholds is None:
         thresholds = _thresholds_from(extra.get("audit") if isinstance(extra, dict) else None,
                                       where)
@@ -227,4 +299,5 @@ def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float 
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
-    return evaluate(spec, a, b, thresholds, Path(run_dir))
+    return evaluate(spec, a, b, thresholds, Path(run_dir),
+                    rerun_outcomes(results, spec, thresholds))

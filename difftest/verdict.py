@@ -17,6 +17,7 @@ from difftest.audit import AuditThresholds, TraceAudit, measure_tokens
 from difftest.compare import Comparison, near_tie_rows
 from difftest.errors import ArmFailure, ExitCode
 from difftest.kinds import Expect, Outcome, VerdictKind, outcome
+from difftest.numerics import blind_radius, logit_reasons
 
 TOKENS = "tokens"
 LOGITS = "logits"
@@ -104,15 +105,17 @@ def _logit_notes(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit
     seen = np.column_stack([r.logit_a[compared], r.margin_a[compared]])
     compared_vary = seen.shape[0] >= 2 and bool(np.any(seen != seen[0]))
     if not cmp.logit_rows_compared:
-        return False, []
+        return False, []  # one arm traced no logits: `numerics` says so
     if not compared_vary:
         return False, ["the compared logit rows are all alike: the logit comparison cannot fail"]
     if not (audit_a.logits_informative and audit_b.logits_informative):
         return False, []
     spreads = [au.logit_spread for au in (audit_a, audit_b) if au.logit_spread is not None]
-    if cmp.atol > 0 and spreads and cmp.atol >= min(spreads):
-        return False, [f"atol={cmp.atol:g} is at least the whole spread of the traced logits "
-                       f"({min(spreads):.4g}): the logit comparison cannot fail"]
+    reach = blind_radius(cmp).logits
+    if not cmp.tolerance.bitwise and reach is not None and spreads and reach >= min(spreads):
+        return False, [f"the tolerance ({cmp.tolerance.describe()}) reaches {reach:.4g}, at "
+                       f"least the whole spread of the traced logits ({min(spreads):.4g}): the "
+                       "logit comparison cannot fail"]
     return True, []
 
 
@@ -191,9 +194,10 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                    f"{_margin(f.margin_b)})")
     if cmp.first_logit_difference and cmp.blocks_logit_differing:
         fl = cmp.first_logit_difference
-        out.append(f"first logit difference at {fl.where}: |diff| "
-                   f"{_margin(fl.abs_logit_diff)} (atol {cmp.atol:g}); max |diff| "
-                   f"{_margin(cmp.max_abs_logit_diff)}")
+        size = (f"|diff| {_margin(fl.abs_logit_diff)}" if fl.abs_logit_diff is not None else
+                "no finite |diff| (nan or inf in one arm, or no id shared, or traced by one arm)")
+        out.append(f"first logit difference at {fl.where}: {size} ({cmp.tolerance.describe()}); "
+                   f"max |diff| {_margin(cmp.max_abs_logit_diff)}")
     return out
 
 
@@ -227,7 +231,7 @@ def explain(d: Decision, cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAud
             names: tuple[str, str], expect: Expect, min_differing: int) -> tuple[str, ...]:
     """The reasons a report shows for a decision, in the order a reader needs them."""
     return (*cmp.notes, *d.instruments.notes, *_findings(cmp, names),
-            *_conclusion(d, expect, min_differing, audit_a, audit_b))
+            *logit_reasons(cmp, names), *_conclusion(d, expect, min_differing, audit_a, audit_b))
 
 
 def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: tuple[str, str],

@@ -12,8 +12,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 # Importable from anywhere (in this order among themselves).
 FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
-STAGES = ("config", "trace", "align", "audit", "compare", "verdict", "worktree", "execute",
-          "pipeline", "gate", "report", "api", "cli", "__main__")
+STAGES = ("config", "trace", "align", "resolution", "stats", "noise", "tolerance", "audit",
+          "compare", "numerics", "verdict", "floor", "worktree", "execute", "pipeline", "gate",
+          "report", "api", "cli", "__main__")
 # Programs of their own that difftest runs as arms: no stage imports them, and they import
 # nothing but the foundation.
 OUTSIDE = ("reference",)

@@ -31,7 +31,8 @@ def test_default_config_is_the_packaged_file() -> None:
 
 def test_default_config_arms_and_comparisons() -> None:
     cfg = load_config(default_config_path())
-    assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off"]
+    assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off",
+                              "paged-split", "paged-nondet"]
     for arm in cfg.arms.values():
         assert arm.command[:3] == (sys.executable, "-m", "difftest.reference")
         assert arm.env["VT_SPEC_TRACE"] == "3"
@@ -47,14 +48,24 @@ def test_default_config_arms_and_comparisons() -> None:
     assert (scalars.arm_a, scalars.arm_b, scalars.expect) == ("scalars-on", "scalars-off",
                                                               "differ")
     assert scalars.min_differing == 1
+    split, nondet = cfg.comparisons["split"], cfg.comparisons["nondet"]
+    assert (split.arm_a, split.arm_b, split.atol, split.rtol) == ("paged-split", "materialized",
+                                                                  1e-5, 1e-5)
+    assert (nondet.arm_a, nondet.noise_runs, nondet.atol, nondet.rtol) == ("paged-nondet", 3,
+                                                                           0.0, 0.0)
+    assert split.probe == nondet.probe == BUILTIN_MUTATIONS
+    for name in ("paged-split", "paged-nondet"):
+        assert cfg.arms[name].env["OMP_NUM_THREADS"] == "1"
     assert cfg.audit == AuditThresholds()
 
 
 def test_degenerate_config_is_level_one_on_the_degenerate_fixture() -> None:
     cfg = load_config(REPO / "configs" / "degenerate.toml")
     default = load_config(default_config_path())
-    assert list(cfg.arms) == list(default.arms)
-    assert list(cfg.comparisons) == list(default.comparisons)
+    # the default's arms and comparisons of the motivating case (the numerics lanes are
+    # level-3 instruments and have no degenerate twin)
+    assert list(cfg.arms) == [a for a in default.arms if a not in ("paged-split", "paged-nondet")]
+    assert list(cfg.comparisons) == [c for c in default.comparisons if c not in ("split", "nondet")]
     for name, arm in cfg.arms.items():
         assert arm.env["VT_SPEC_TRACE"] == "1"
         i = arm.command.index("--fixture")
@@ -172,7 +183,7 @@ def test_good_fixture_every_key() -> None:
                  " missing", id="missing-arm-a"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
-                 "min_differing, near_tie, atol, probe)", id="unknown-comparison-key"),
+                 "min_differing, near_tie, atol, rtol, noise_runs, probe)", id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
                  "unknown mutation 'flip-everything'", id="unknown-probe"),

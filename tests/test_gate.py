@@ -37,17 +37,23 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     root = ET.parse(junit).getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert set(cases) == {"lanes", "scalars", "lanes/probe/causal-mask",
-                          "lanes/probe/skip-kv-write", "lanes/probe/stale-seq-lens"}
+    probed = ("lanes", "split", "nondet")
+    assert set(cases) == {"lanes", "scalars", "split", "nondet"} | {
+        f"{c}/probe/{m}" for c in probed
+        for m in ("causal-mask", "skip-kv-write", "stale-seq-lens")}
     assert root.get("failures") == "0" and all(c.find("failure") is None for c in cases.values())
     text = md.read_text()
     assert "## difftest check: passed (exit 0)" in text
     assert "| PASS | `lanes` | `paged` vs `materialized` | same | **agree** | 0/" in text
-    assert "| `lanes` | score | **1.00** | |" in text
+    for probed in ("lanes", "split", "nondet"):  # the numerics lanes agree and are probed too
+        assert f"| `{probed}` | score | **1.00** | |" in text
+    assert "| PASS | `nondet` | `paged-nondet` vs `materialized` | same | **agree** | 0/" in text
     run_dir = next((tmp_path / "runs").iterdir())
-    # four shared arms plus three mutated ones, each run once
+    # six shared arms, three mutated ones and two reruns for the noise floor, each run once
     meta = json.loads((run_dir / "meta.json").read_text())
     assert sorted(meta["arms"]) == sorted(["paged", "materialized", "scalars-on", "scalars-off",
+                                           "paged-split", "paged-nondet", "paged-nondet#run2",
+                                           "paged-nondet#run3",
                                            "materialized+causal-mask",
                                            "materialized+skip-kv-write",
                                            "materialized+stale-seq-lens"])

@@ -88,7 +88,7 @@ def test_logit_only_difference_fails_bitwise_and_agrees_within_atol() -> None:
 def test_an_atol_as_wide_as_the_logits_retires_the_logit_instrument() -> None:
     v = verdict_of("agree_a.log", "logitonly_b.log", atol=100.0)
     assert v.verdict == "agree" and v.instruments == ("tokens",)
-    assert said(v, "atol=100 is at least the whole spread of the traced logits")
+    assert said(v, "the tolerance (atol 100) reaches 100, at least the whole spread of the traced logits")
 
 
 def test_the_degenerate_pair_is_uninformative_and_names_the_measures() -> None:

@@ -4,8 +4,9 @@ and three known-wrong attentions. The only package of difftest that imports torc
 package itself does not (the runner modules do), so option errors are reported before torch loads.
 """
 
-from difftest.reference.options import (DRAFTERS, FIXTURES, LANES, MUTATIONS, RunnerOptions,
-                                        lane_from_env, mutation_from_env, trace_level_from_env)
+from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTATIONS,
+                                        RunnerOptions, lane_from_env, mutation_from_env,
+                                        trace_level_from_env)
 
-__all__ = ["DRAFTERS", "FIXTURES", "LANES", "MUTATIONS", "RunnerOptions", "lane_from_env",
-           "mutation_from_env", "trace_level_from_env"]
+__all__ = ["DRAFTERS", "FIXTURES", "KERNELS", "LANES", "MUTATIONS", "RunnerOptions",
+           "lane_from_env", "mutation_from_env", "trace_level_from_env"]

@@ -8,8 +8,9 @@ import sys
 from collections.abc import Callable
 
 from difftest.errors import DifftestError, ExitCode
-from difftest.reference.options import (DRAFTERS, FIXTURES, LANES, MUTATIONS, RunnerOptions,
-                                        lane_from_env, mutation_from_env, trace_level_from_env)
+from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTATIONS,
+                                        RunnerOptions, lane_from_env, mutation_from_env,
+                                        trace_level_from_env)
 
 
 def _count(low: int) -> Callable[[str], int]:
@@ -55,6 +56,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-len", type=_count(1), default=d.prompt_len,
                    help="prompt length of r0; request i gets prompt-len + i ids")
     p.add_argument("--topk", type=_count(1), default=d.topk, help="DFlash2 candidates per row")
+    p.add_argument("--attention-kernel", choices=KERNELS, default=d.attention_kernel,
+                   help="draft attention: one softmax over all keys, or chunks of 16 keys combined "
+                        "with an online softmax (equal in exact arithmetic, not in rounding)")
+    p.add_argument("--nondeterministic", action="store_true",
+                   help="reduce the attention keys in an order drawn afresh each run, so reruns "
+                        "differ by float32 rounding as GPU reductions do")
+    p.add_argument("--nondet-seed", type=int, default=None,
+                   help="with --nondeterministic: fix the drawn order (to reproduce one run)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
     return p
@@ -69,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
             requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
             layers=args.layers, target_layers=args.target_layers, seed=args.seed,
-            prompt_len=args.prompt_len, topk=args.topk,
+            prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
+            nondeterministic=args.nondeterministic or args.nondet_seed is not None,
+            nondet_seed=args.nondet_seed,
             layer_masks=tuple(m for m in args.layer_masks.split(",") if m))
     except DifftestError as exc:
         print(f"python -m difftest.reference: error: {exc}", file=sys.stderr)

@@ -49,6 +49,63 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return out.transpose(0, 1).reshape(q.shape[0], -1)
 
 
+def attend_split(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 visible: torch.Tensor | None, chunk: int = PAGE_SIZE,
+                 order: list[int] | None = None) -> torch.Tensor:
+    """`attend` in the flash-decoding shape: the keys split into chunks of `chunk`, each chunk's
+    partial softmax (its max, sum and weighted values), then one reduction of the partials with
+    an online-softmax rescale. Equal to `attend` in exact arithmetic, rounding-different in
+    float32. `order` permutes the order the partials are reduced in."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    qh, kh, vh = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    starts = list(range(0, k.shape[0], chunk))
+    if order is not None:
+        starts = [starts[i] for i in order]
+    maxes, sums, outs = [], [], []
+    for s0 in starts:
+        scores = torch.matmul(qh, kh[:, s0:s0 + chunk].transpose(1, 2)) * scale
+        if visible is not None:
+            scores = scores.masked_fill(~visible[None, :, s0:s0 + chunk], float("-inf"))
+        m = scores.amax(dim=-1, keepdim=True)
+        # a chunk with no visible key contributes nothing (its max is -inf)
+        p = torch.exp(scores - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+        maxes.append(m)
+        sums.append(p.sum(dim=-1, keepdim=True))
+        outs.append(torch.matmul(p, vh[:, s0:s0 + chunk]))
+    top = torch.stack(maxes).amax(dim=0)
+    total = torch.zeros_like(sums[0])
+    acc = torch.zeros_like(outs[0])
+    for m, s, o in zip(maxes, sums, outs, strict=True):
+        w = torch.where(torch.isfinite(m), torch.exp(m - top), torch.zeros_like(m))
+        total = total + w * s
+        acc = acc + w * o
+    out = acc / total
+    return out.transpose(0, 1).reshape(q.shape[0], -1)
+
+
+class Kernel:
+    """The draft block's attention as a lane computes it: `attend` or `attend_split`, and with a
+    generator, keys (and chunk partials) reduced in an order drawn afresh at every call, the way
+    GPU reductions with atomics differ from run to run."""
+
+    def __init__(self, split: bool = False, generator: torch.Generator | None = None) -> None:
+        self.split = split
+        self.generator = generator
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 visible: torch.Tensor | None) -> torch.Tensor:
+        order = None
+        if self.generator is not None:
+            perm = torch.randperm(k.shape[0], generator=self.generator)
+            k, v = k[perm], v[perm]
+            visible = None if visible is None else visible[:, perm]
+            chunks = -(-k.shape[0] // PAGE_SIZE)
+            order = torch.randperm(chunks, generator=self.generator).tolist()
+        if self.split:
+            return attend_split(q, k, v, visible, order=order)
+        return attend(q, k, v, visible)
+
+
 @dataclass
 class RouteCounters:
     """How many block reads went through each lane, printed as the `[dflash-route]` line."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from difftest.reference.attention import KVStore, allowed_keys, attend, forced_causal
+from difftest.reference.attention import KVStore, Kernel, allowed_keys, attend, forced_causal
 from difftest.reference.options import DEGENERATE_ID, RunnerOptions
 
 DTYPE = torch.float32
@@ -158,7 +158,7 @@ class Drafter:
                 for i in range(len(self.layers))]
 
     def block_logits(self, store: KVStore, req: str, anchor: int, k: int,
-                     mutation: str = "none") -> torch.Tensor:
+                     mutation: str = "none", kernel: Kernel | None = None) -> torch.Tensor:
         """Logits `[1+k, V]` of the block `[anchor, mask x k]` that follows the stored context."""
         ctx = store.context_len(req)
         if ctx < 1:
@@ -175,7 +175,8 @@ class Drafter:
             if mutation == "causal-mask":
                 kind = forced_causal(kind)
             n_keys = k_all.shape[0]
-            x = layer.finish(x, attend(q, k_all, v_all, allowed_keys(q_pos, n_keys, kind, window)))
+            attn = kernel or attend
+            x = layer.finish(x, attn(q, k_all, v_all, allowed_keys(q_pos, n_keys, kind, window)))
         store.count(tq, n_keys)
         out = rms_norm(x, self.final_norm)
         return out @ self.target.head.T + self.head_bias

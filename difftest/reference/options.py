@@ -13,6 +13,10 @@ DRAFTERS: tuple[str, ...] = ("dflash1", "dflash2")
 FIXTURES: tuple[str, ...] = ("informative", "degenerate")
 MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens")
 MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
+# How the draft block's attention is computed: one softmax over every key, or the keys in chunks
+# combined with an online softmax (the flash-decoding shape): equal in exact arithmetic, not in
+# float32 rounding.
+KERNELS: tuple[str, ...] = ("single", "split")
 
 # The id the degenerate fixture drafts at every position: the constant block of the motivating trace.
 DEGENERATE_ID = 19
@@ -37,6 +41,11 @@ class RunnerOptions:
     prompt_len: int = 12
     target_layers: int = 2
     topk: int = 4
+    attention_kernel: str = "single"
+    # Reduce the attention keys in an order drawn afresh each run (as GPU atomics do), so reruns
+    # differ by float32 rounding; `nondet_seed` fixes the draw (None: a fresh one per run).
+    nondeterministic: bool = False
+    nondet_seed: int | None = None
     # One mask per draft layer ("full", "causal" or "sliding:W"); empty means every layer "full".
     layer_masks: tuple[str, ...] = field(default=())
     # DFlash2 selector scalars, applied to candidate values only when `scalars` is on.
@@ -49,7 +58,8 @@ class RunnerOptions:
     def validate(self) -> None:
         """Raise UsageError naming the first bad field, so a caller never gets a torch traceback."""
         for name, allowed in (("lane", LANES), ("drafter", DRAFTERS), ("fixture", FIXTURES),
-                              ("mutation", MUTATIONS)):
+                              ("mutation", MUTATIONS),
+                              ("attention_kernel", KERNELS)):
             value = getattr(self, name)
             if value not in allowed:
                 raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")

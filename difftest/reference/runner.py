@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from difftest.reference import trace
-from difftest.reference.attention import (KVStore, MaterializedKVStore, PagedKVStore,
+from difftest.reference.attention import (Kernel, KVStore, MaterializedKVStore, PagedKVStore,
                                           RouteCounters, pages_needed)
 from difftest.reference.drafter import Selection, dflash1, dflash2, top_entries
 from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Target,
@@ -73,6 +74,18 @@ def make_prompts(options: RunnerOptions) -> dict[str, list[int]]:
             for i in range(options.requests)}
 
 
+def make_kernel(options: RunnerOptions) -> Kernel:
+    """The draft attention of these options; a nondeterministic one draws its seed from the OS
+    unless `nondet_seed` fixes it."""
+    generator = None
+    if options.nondeterministic:
+        seed = options.nondet_seed
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+        generator = torch.Generator().manual_seed(seed)
+    return Kernel(split=options.attention_kernel == "split", generator=generator)
+
+
 def select(drafter: Drafter, options: RunnerOptions, rows: torch.Tensor) -> Selection:
     if options.drafter == "dflash1":
         return dflash1(rows)
@@ -110,6 +123,7 @@ def run(options: RunnerOptions, level: int,
     drafter = build(options, max_positions(options))
     target = drafter.target
     store = make_store(options)
+    kernel = make_kernel(options)
     prompts = make_prompts(options)
     k = options.k
     reqs: list[_Request] = []
@@ -134,7 +148,8 @@ def run(options: RunnerOptions, level: int,
                 store.append_context(r.name, drafter.context_kv(torch.stack(r.pending), start))
                 r.pending = []
                 t1 = time.perf_counter()
-                block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation)
+                block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
+                                             kernel)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()
@@ -211,6 +226,7 @@ def draft_blocks(options: RunnerOptions, features: dict[str, torch.Tensor], anch
     options = options.with_(prompt_len=max(options.prompt_len, longest))
     drafter = build(options, max_positions(options))
     store = make_store(options, lane)
+    kernel = make_kernel(options)
     with torch.no_grad():
         for start in range(0, longest, chunk):
             for req, feats in features.items():
@@ -218,7 +234,8 @@ def draft_blocks(options: RunnerOptions, features: dict[str, torch.Tensor], anch
                 if part.shape[0]:
                     store.append_context(req, drafter.context_kv(part.to(DTYPE), start))
         logits = {req: drafter.block_logits(store, req, anchors[req], options.k,
-                                            options.mutation if mutation is None else mutation)
+                                            options.mutation if mutation is None else mutation,
+                                            kernel)
                   for req in features}
     return BlockRun(logits=logits, store=store, drafter=drafter)
 

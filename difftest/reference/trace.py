@@ -29,8 +29,10 @@ def spectrace(req: str, pos: int, k: int, ns: int, acc: int, draft: Sequence[int
 
 
 def spec_logits(req: str, pos: int, row: int, top: Sequence[tuple[int, float]]) -> str:
-    """`%.6g` values; Python's `g` spelling of nan/inf matches C's for the values a logit takes."""
-    pairs = "".join(f"{int(i)}:{float(v):.6g} " for i, v in top)
+    """`%.9g` values: 9 significant digits round-trip every float32 exactly, so two arms' values
+    are equal in the trace exactly when they are equal in memory. Python's `g` spelling of
+    nan/inf matches C's for the values a logit takes."""
+    pairs = "".join(f"{int(i)}:{float(v):.9g} " for i, v in top)
     return f"[spec-logits] req={req} pos={pos} row={row} top=[ {pairs}]"
 
 

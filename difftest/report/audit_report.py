@@ -42,6 +42,8 @@ def render_table(result: TraceAudit, trace: ArmTrace) -> str:
         ("margin min / median", f"{_num(r.min_margin)} / {_num(r.median_margin)}"),
         ("blind radius min / median",
          f"{_num(r.blind_radius_min)} / {_num(r.blind_radius_median)}"),
+        ("logit blind radius", "-" if r.logit_blind_radius is None else
+         f"{r.logit_blind_radius:.0e} (resolution, {r.logit_digits} significant digits)"),
         ("token comparison", "can fail" if r.tokens_informative else "blind"),
         ("logit comparison", "can fail" if r.logits_informative else
          ("not traced" if not r.logit_rows else "blind")),

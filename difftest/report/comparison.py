@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
 from difftest.errors import UsageError
 from difftest.jsonout import dumps
+from difftest.numerics import arm_resolutions, numbers, stats_line
 from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
 
@@ -56,6 +57,9 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
     """The JSON report; keys documented in ARCHITECTURE.md are a contract."""
     c = rep.comparison
     v = rep.verdict
+    arms = [arm_dict(rep.arm_a), arm_dict(rep.arm_b)]
+    for arm, res in zip(arms, arm_resolutions(c), strict=True):
+        arm.update(res)
     return {
         "comparison": rep.name,
         "verdict": v.verdict,
@@ -63,7 +67,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "expect": rep.spec.expect,
         "passed": v.passed,
         "instruments": v.instruments,
-        "arms": [arm_dict(rep.arm_a), arm_dict(rep.arm_b)],
+        "arms": arms,
         "blocks_compared": c.blocks_compared if c else 0,
         "blocks_differing": c.blocks_differing if c else 0,
         "blocks_near_tie": c.blocks_near_tie if c else 0,
@@ -82,6 +86,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "min_differing": rep.spec.min_differing,
         "reasons": v.reasons,
         "run_dir": str(rep.run_dir) if rep.run_dir else None,
+        **numbers(c),
     }
 
 
@@ -120,6 +125,8 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
     head = (f"{rep.name}: {v.verdict.upper()} (expect {rep.spec.expect}; "
             f"{'passed' if v.passed else 'FAILED'}, exit {int(v.exit_code)})")
     out = [head] + [f"  - {r}" for r in v.reasons]
+    line = stats_line(c)
+    out += [f"  {line}"] if line else []
     out += ["", tabulate(_arm_rows(rep), headers=ARM_HEADERS, tablefmt="simple")]
     if c is not None:
         rows = c.rows
@@ -160,6 +167,8 @@ def render_markdown(rep: ComparisonReport) -> str:
              f"`{_md_escape(rep.arm_a.name)}` vs `{_md_escape(rep.arm_b.name)}`, "
              f"expect **{rep.spec.expect}**", ""]
     lines += [f"- {_md_escape(r)}" for r in v.reasons]
+    line = stats_line(rep.comparison)
+    lines += ["", _md_escape(line)] if line else []
     lines += ["", "| " + " | ".join(ARM_HEADERS) + " |",
               "|" + "---|" * len(ARM_HEADERS)]
     for row in _arm_rows(rep):

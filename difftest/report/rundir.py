@@ -10,7 +10,7 @@ from pathlib import Path
 from difftest.errors import DifftestError, UsageError
 from difftest.execute import write_json_atomic, write_text_atomic
 from difftest.gate import CheckResult, ProbeReport
-from difftest.pipeline import ComparisonReport
+from difftest.pipeline import ComparisonReport, NoiseReport
 from difftest.report import comparison as render
 from difftest.report import gate_report
 
@@ -21,6 +21,7 @@ CHECK_JSON = "check.json"
 CHECK_MD = "check.md"
 JUNIT_XML = "junit.xml"
 PROBE_JSON = "probe.json"
+NOISE_JSON = "noise.json"
 
 
 def write_text(path: Path, text: str) -> None:
@@ -88,3 +89,8 @@ def write_probe(result: ProbeReport) -> None:
     write_comparison(result.baseline)
     if result.run_dir is not None:
         write_json_atomic(result.run_dir / PROBE_JSON, gate_report.probe_dict(result))
+
+
+def write_noise(report: NoiseReport) -> None:
+    """noise.json into the run dir: the A/A floor of one arm's reruns."""
+    write_json_atomic(report.run_dir / NOISE_JSON, report.to_json())

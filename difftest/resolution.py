@@ -1,0 +1,70 @@
+"""The logit instrument's own resolution: how finely a trace's printed values can tell two logits
+apart.
+
+`%g` drops trailing zeros, so one value's printed digits undercount the format's precision
+(`5.5` may come from `%.6g` or `%.9g`). The format's digit count is inferred per arm as the
+largest number of significant digits any of its values shows; each value's quantum (one unit in
+the last printed digit) follows from that count and the value's exponent,
+`10**(floor(log10|v|) - digits + 1)`. An arm's resolution is the coarsest quantum over the
+values of the rows compared. Zero prints exactly and non-finite values have no quantum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Significant digits that round-trip every float32 exactly (FLT_DECIMAL_DIG).
+LOSSLESS_DIGITS = 9
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """One arm's logit resolution."""
+
+    digits: int | None  # the format's significant digits (None: no finite non-zero value)
+    quantum: float | None  # coarsest quantum over the compared values (None: none compared)
+
+    @property
+    def lossless(self) -> bool:
+        """Printed with enough digits that equal text means equal float32."""
+        return self.digits is not None and self.digits >= LOSSLESS_DIGITS
+
+    def describe(self) -> str:
+        if self.digits is None or self.quantum is None:
+            return "no finite non-zero logit to measure the resolution on"
+        kind = "lossless for float32" if self.lossless else "not lossless"
+        return f"{self.quantum:.0e} ({self.digits} significant digits, {kind})"
+
+    def to_json(self) -> dict[str, object]:
+        return {"digits": self.digits, "quantum": self.quantum, "lossless": self.lossless}
+
+
+def quanta(values: np.ndarray, digits: int) -> np.ndarray:
+    """One unit in the last of `digits` significant digits of each value; nan for 0 and
+    non-finite values (they carry no rounding)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.abs(values)
+        exponent = np.floor(np.log10(np.where((mag > 0) & np.isfinite(mag), mag, np.nan)))
+    out: np.ndarray = np.power(10.0, exponent - digits + 1)
+    return out
+
+
+def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
+               compared: np.ndarray) -> Resolution:
+    """An arm's resolution from its top values (n, K), the entries per row, the significant
+    digits each row printed (n,), and a mask of the rows compared (n,)."""
+    if sig_digits.size == 0 or int(sig_digits.max()) <= 0:
+        return Resolution(None, None)
+    digits = int(sig_digits.max())
+    listed = np.arange(values.shape[1])[None, :] < width[:, None]
+    q = quanta(values[compared], digits)
+    q = q[listed[compared] & ~np.isnan(q)]
+    return Resolution(digits, float(q.max()) if q.size else None)
+
+
+def coarsest(*resolutions: Resolution) -> float | None:
+    """The coarsest quantum of several arms (None when none has one)."""
+    seen = [r.quantum for r in resolutions if r.quantum is not None]
+    return max(seen, default=None)

@@ -1,0 +1,241 @@
+"""Statistics of the logit differences between paired block rows, with error bars.
+
+Modelled on llama.cpp's KL-divergence mode (mean KLD with its standard error, same-top-token
+rate, percentiles, and no claim of significance under 100 tokens), adapted to what a trace holds:
+the top-K entries of each row, not the full vocabulary.
+
+Definitions (a row pair is one (request, pos, row) traced by both arms; B is the reference, as
+`b` is in numpy's `isclose(a, b)`):
+
+- values: the ids both top lists hold; `max_abs`, `p99_abs` (numpy's default linear
+  interpolation) and `mean_abs` are over every such (row, id) pair's `|a - b|`, `max_rel` over
+  `|a - b| / |b|` where `b != 0`. Pairs with a non-finite value in either arm are left out of the
+  numbers and counted in `rows_nonfinite` (rows).
+- `top1_agreement`: the fraction of row pairs whose first ids are equal, with a 95% Wilson score
+  interval (it stays inside [0, 1] and keeps a width at 0 or n disagreements, where the normal
+  approximation llama.cpp prints collapses to a zero-width interval).
+- `topk_overlap`: the mean over row pairs of |shared ids| / min(width A, width B).
+- `kl_mean`, `kl_mean_se`: KL(P_B || P_A) in nats, where P is the softmax of a row's values over
+  the ids both lists hold. The rest of the vocabulary is not traced, so both distributions are
+  renormalised over the shared ids: this is the divergence of the traced head only, zero exactly
+  when the shared values agree up to a common shift (float rounding below zero is clamped to 0).
+  The standard error is the sample standard deviation over sqrt(rows), llama.cpp's formula.
+  Row pairs with no shared id are `rows_disjoint`: counted, never given a divergence.
+- Under `MIN_ROWS` row pairs every figure is still given, and `significant` is false.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
+Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
+_BLOCK_ROWS = 1 << 15
+
+
+@dataclass(frozen=True)
+class PairedRows:
+    """Top-k lists of paired rows: ids (n, K) padded with -1, values (n, K) padded with nan."""
+
+    ids_a: np.ndarray
+    vals_a: np.ndarray
+    ids_b: np.ndarray
+    vals_b: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids_a.shape[0])
+
+    def widened(self) -> PairedRows:
+        """Both arms padded to one width, so their columns line up."""
+        width = max(self.ids_a.shape[1], self.ids_b.shape[1])
+
+        def pad(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            extra = width - ids.shape[1]
+            if extra == 0:
+                return ids, vals
+            return (np.pad(ids, ((0, 0), (0, extra)), constant_values=-1),
+                    np.pad(vals, ((0, 0), (0, extra)), constant_values=np.nan))
+
+        ids_a, vals_a = pad(self.ids_a, self.vals_a)
+        ids_b, vals_b = pad(self.ids_b, self.vals_b)
+        return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
+    @classmethod
+    def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
+             ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> PairedRows:
+        """Rows `ia` of arm A beside rows `ib` of arm B."""
+        return cls(ids_a[ia], vals_a[ia], ids_b[ib], vals_b[ib])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A proportion and its two-sided 95% interval."""
+
+    value: float
+    low: float
+    high: float
+    method: str = "wilson"
+
+
+@dataclass(frozen=True)
+class LogitStats:
+    """What the logits of paired rows show, with the uncertainty of each figure."""
+
+    rows: int
+    values: int
+    rows_disjoint: int
+    rows_nonfinite: int
+    max_abs: float | None
+    p99_abs: float | None
+    mean_abs: float | None
+    max_rel: float | None
+    top1_same: int
+    top1_agreement: Interval | None
+    topk_overlap: float | None
+    kl_rows: int
+    kl_mean: float | None
+    kl_mean_se: float | None
+    kl_max: float | None
+    significant: bool
+    min_rows: int = MIN_ROWS
+
+    def to_json(self) -> dict[str, object]:
+        t1 = self.top1_agreement
+        return {
+            "rows": self.rows, "values": self.values, "rows_disjoint": self.rows_disjoint,
+            "rows_nonfinite": self.rows_nonfinite, "max_abs": self.max_abs,
+            "p99_abs": self.p99_abs, "mean_abs": self.mean_abs, "max_rel": self.max_rel,
+            "top1_agreement": None if t1 is None else t1.value,
+            "top1_agreement_ci95": None if t1 is None else [t1.low, t1.high],
+            "top1_agreement_method": None if t1 is None else t1.method,
+            "topk_overlap": self.topk_overlap, "kl_rows": self.kl_rows, "kl_mean": self.kl_mean,
+            "kl_mean_se": self.kl_mean_se, "kl_max": self.kl_max,
+            "significant": self.significant, "min_rows": self.min_rows,
+        }
+
+    def summary(self) -> str:
+        """One line for the table and markdown reports."""
+        if self.rows == 0:
+            return "logit stats: no paired rows"
+        parts = [f"{self.rows} row(s)", f"max |d| {_g(self.max_abs)}",
+                 f"p99 {_g(self.p99_abs)}", f"mean {_g(self.mean_abs)}",
+                 f"max rel {_g(self.max_rel)}"]
+        t1 = self.top1_agreement
+        if t1 is not None:
+            parts.append(f"top-1 same {t1.value:.4f} [{t1.low:.4f}, {t1.high:.4f}]")
+        if self.topk_overlap is not None:
+            parts.append(f"top-k overlap {self.topk_overlap:.4f}")
+        if self.kl_mean is not None:
+            se = "" if self.kl_mean_se is None else f" ± {_g(self.kl_mean_se)}"
+            parts.append(f"KL {_g(self.kl_mean)}{se}")
+        if self.rows_disjoint:
+            parts.append(f"{self.rows_disjoint} disjoint")
+        line = "logit stats: " + ", ".join(parts)
+        if not self.significant:
+            line += f" (not significant: under {self.min_rows} rows)"
+        return line
+
+
+def _g(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Interval:
+    """Wilson score interval of a binomial proportion (n >= 1)."""
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # at 0 or n successes the bound on that side is exactly 0 or 1; rounding must not move it
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(p, low, high)
+
+
+@dataclass
+class _Acc:
+    diffs: list[np.ndarray]
+    rels: list[np.ndarray]
+    kls: list[np.ndarray]
+    overlap_sum: float = 0.0
+    overlap_rows: int = 0
+    top1: int = 0
+    disjoint: int = 0
+    nonfinite: int = 0
+
+
+def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS) -> LogitStats:
+    """The statistics of the module docstring over every row pair."""
+    acc = _Acc([], [], [])
+    for start in range(0, len(pairs), _BLOCK_ROWS):
+        block = slice(start, start + _BLOCK_ROWS)
+        _accumulate(acc, pairs.ids_a[block], pairs.vals_a[block], pairs.ids_b[block],
+                    pairs.vals_b[block])
+    n = len(pairs)
+    d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
+    rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
+    kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
+    return LogitStats(
+        rows=n, values=int(d.size), rows_disjoint=acc.disjoint, rows_nonfinite=acc.nonfinite,
+        max_abs=float(d.max()) if d.size else None,
+        p99_abs=float(np.percentile(d, 99)) if d.size else None,
+        mean_abs=float(d.mean()) if d.size else None,
+        max_rel=float(rel.max()) if rel.size else None,
+        top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
+        topk_overlap=acc.overlap_sum / acc.overlap_rows if acc.overlap_rows else None,
+        kl_rows=int(kl.size), kl_mean=float(kl.mean()) if kl.size else None,
+        kl_mean_se=float(kl.std(ddof=1) / math.sqrt(kl.size)) if kl.size > 1 else None,
+        kl_max=float(kl.max()) if kl.size else None,
+        significant=n >= min_rows, min_rows=min_rows)
+
+
+def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
+                vals_b: np.ndarray) -> None:
+    n = ids_a.shape[0]
+    if n == 0:
+        return
+    valid_a, valid_b = ids_a >= 0, ids_b >= 0
+    eq = (ids_a[:, :, None] == ids_b[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]
+    shared = eq.any(axis=2)  # (n, Ka): A's entry is in B's list
+    # B's value for each of A's shared ids
+    vb = np.take_along_axis(vals_b, eq.argmax(axis=2), axis=1)
+    va = vals_a
+    count = shared.sum(axis=1)
+    width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
+    acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
+    has_width = width > 0
+    acc.overlap_sum += float(np.sum(count[has_width] / width[has_width]))
+    acc.overlap_rows += int(has_width.sum())
+    disjoint = count == 0
+    acc.disjoint += int(disjoint.sum())
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(va) & np.isfinite(vb)
+    bad = np.any(shared & ~finite, axis=1)
+    acc.nonfinite += int(bad.sum())
+    use = shared & finite
+    with np.errstate(invalid="ignore"):
+        d = np.abs(va - vb)
+    acc.diffs.append(d[use])
+    nz = use & (vb != 0)
+    acc.rels.append(d[nz] / np.abs(vb[nz]))
+    # KL over the shared ids of rows with no non-finite shared value
+    rows = ~disjoint & ~bad
+    if rows.any():
+        m = shared[rows]
+        a = np.where(m, va[rows], -np.inf)
+        b = np.where(m, vb[rows], -np.inf)
+        la = a - _logsumexp(a)
+        lb = b - _logsumexp(b)
+        with np.errstate(invalid="ignore"):
+            terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
+        acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp over (n, K) with -inf for absent entries (each row has one finite)."""
+    top = x.max(axis=1, keepdims=True)
+    out: np.ndarray = top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
+    return out

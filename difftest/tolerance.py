@@ -1,0 +1,175 @@
+"""When two traced logits count as different: numpy's `isclose` rule, the A/A noise floor, and the
+resolution of the printed values, in one place.
+
+A value `a` of arm A is close to `b` of arm B when `|a - b| <= max(atol + rtol * |b|, floor)`
+(numpy's `isclose(a, b, rtol, atol)`, raised to the noise floor when one was measured). With
+every tolerance zero the comparison is bitwise: any printed difference counts, and so does a
+changed top list.
+
+Printed values are rounded: each is within half a quantum of what the engine held, so a printed
+difference `d` says the true one lies in `d ± (qa + qb) / 2`. Differences are first snapped to
+the finer quantum's grid (the decimal subtraction `2.87758 - 2.87757` is 1.0000000000065e-05 in
+float64, a rounding artefact of the check itself, not of the engine). Under a tolerance, a value
+counts as different only when the whole interval lies above the bound; when the interval
+straddles the bound the row is `unresolved`: reported, never counted as a difference, never
+silently passed. Bitwise, any printed difference is a real one (equal values print equally).
+At 9 or more significant digits the print names each float32 exactly: values are taken as those
+float32s and there is no rounding interval at all.
+
+Top lists that share no id have no value to compare: such a row is `disjoint`, a kind of its
+own, counted as a logit difference but never given a size (no infinite difference).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from difftest.resolution import LOSSLESS_DIGITS, quanta
+from difftest.stats import PairedRows
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far two traced logits may be apart and still count as equal."""
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    floor: float = 0.0  # the A/A noise floor, when reruns of arm A were measured
+
+    @property
+    def bitwise(self) -> bool:
+        return self.atol == 0.0 and self.rtol == 0.0 and self.floor == 0.0
+
+    def bound(self, b: np.ndarray) -> np.ndarray:
+        """The largest |a - b| still counted as equal, per reference value b."""
+        with np.errstate(invalid="ignore"):
+            bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
+        return bound
+
+    def largest_bound(self, values: np.ndarray) -> float:
+        """The bound at the largest finite |b| among `values` (the tolerance's reach)."""
+        finite = np.abs(values[np.isfinite(values)])
+        top = float(finite.max()) if finite.size else 0.0
+        return max(self.atol + self.rtol * top, self.floor)
+
+    def finer_than(self, quantum: float, digits: int) -> bool:
+        """True when some value's bound is below its printed quantum: `atol` under the coarsest
+        quantum and `rtol` under the relative quantum 10**(1 - digits)."""
+        if self.bitwise:
+            return False
+        relative = 10.0 ** (1 - digits)
+        return max(self.atol, self.floor) < quantum and self.rtol < relative
+
+    def describe(self) -> str:
+        parts = [f"atol {self.atol:g}"]
+        if self.rtol:
+            parts.append(f"rtol {self.rtol:g}")
+        if self.floor:
+            parts.append(f"floor {self.floor:.3g}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class RowDiffs:
+    """Per paired row: the largest |a - b| over the shared ids (nan when there is none) and how
+    the row was judged."""
+
+    diff: np.ndarray  # float64; nan for disjoint rows
+    differs: np.ndarray  # bool: a logit difference that counts (disjoint rows included)
+    disjoint: np.ndarray  # bool: the top lists share no id
+    unresolved: np.ndarray  # bool: a difference the printed resolution cannot decide
+    one_quantum: np.ndarray  # bool: counted, but by no more than one quantum (bitwise only)
+    exceed: np.ndarray  # int: shared values certainly above the bound, per row
+    values: np.ndarray  # int: shared values compared, per row
+
+
+def _snap(d: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """|a - b| on the grid of the finer quantum, where both values have one."""
+    with np.errstate(invalid="ignore"):
+        grid = np.isfinite(q) & (q > 0) & np.isfinite(d)
+        out = d.copy()
+        out[grid] = np.round(d[grid] / q[grid]) * q[grid]
+    return out
+
+
+def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The values as the engine held them, as far as the print allows, and their quanta.
+
+    At 9 or more digits the text names one float32 exactly: its value is known, and so is any
+    difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
+    digits each value is only known to half a quantum; unknown digits take the values as exact.
+    """
+    if digits is None:
+        return values, np.zeros_like(values)
+    if digits >= LOSSLESS_DIGITS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return values.astype(np.float32).astype(np.float64), np.zeros_like(values)
+    return values, quanta(values, digits)
+
+
+def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
+               digits_b: int | None) -> RowDiffs:
+    """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
+    (None: unknown, the values are taken as exact)."""
+    pairs = pairs.widened()
+    ids_a, va, ids_b, vb_list = pairs.ids_a, pairs.vals_a, pairs.ids_b, pairs.vals_b
+    n = len(pairs)
+    if n == 0 or ids_a.shape[1] == 0:
+        z = np.zeros(n, dtype=bool)
+        zi = np.zeros(n, dtype=np.int64)
+        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy())
+    eq = (ids_a[:, :, None] == ids_b[:, None, :]) & (ids_a[:, :, None] >= 0)
+    shared = eq.any(axis=2)
+    vb = np.take_along_axis(vb_list, eq.argmax(axis=2), axis=1)
+    va, qa = _exact(va, digits_a)
+    vb, qb = _exact(vb, digits_b)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(va - vb)
+        d[va == vb] = 0.0  # equal infinities are equal although inf - inf is nan
+        both_nan = np.isnan(va) & np.isnan(vb)
+        d[both_nan] = 0.0
+        d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
+    qa, qb = np.nan_to_num(qa, nan=0.0), np.nan_to_num(qb, nan=0.0)
+    fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
+    d = _snap(d, fine)
+    half = (qa + qb) / 2
+    d_shared = np.where(shared, d, -1.0)
+    row_diff = d_shared.max(axis=1)
+    disjoint = ~shared.any(axis=1)
+    row_diff = np.where(disjoint, np.nan, row_diff)
+    if tol.bitwise:
+        over = shared & (d > 0)
+        same_list = np.all(ids_a == ids_b, axis=1)
+        differs = over.any(axis=1) | ~same_list | disjoint
+        coarse = np.maximum(qa, qb)
+        one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
+        return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
+                        over.sum(axis=1), shared.sum(axis=1))
+    bound = tol.bound(vb)
+    with np.errstate(invalid="ignore"):
+        certain = shared & (d - half > bound)
+        # equal prints are equal: the blindness below the resolution is reported once, as a
+        # tolerance finer than the resolution, not as every unchanged value
+        possible = shared & (d > 0) & (d + half > bound)
+    differs = certain.any(axis=1) | disjoint
+    unresolved = possible.any(axis=1) & ~differs
+    return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
+                    certain.sum(axis=1), shared.sum(axis=1))
+
+
+def finite_max(diff: np.ndarray) -> float | None:
+    """The largest finite row difference, or None: JSON never gets a string for a number."""
+    finite = diff[np.isfinite(diff)]
+    return float(finite.max()) if finite.size else None
+
+
+def is_number(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:
+    """The values as `judge_rows` sees them (float32-exact at 9 or more digits)."""
+    return _exact(values, digits)[0]

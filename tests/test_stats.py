@@ -1,0 +1,192 @@
+"""Logit statistics against values computed here independently, in plain Python, on pairs with
+known perturbations."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from difftest.stats import MIN_ROWS, PairedRows, logit_stats, wilson
+
+
+def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
+              ) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = np.stack([rng.choice(vocab, size=k, replace=False) for _ in range(n)]).astype(np.int32)
+    vals = -np.sort(-rng.normal(5.0, 2.0, size=(n, k)), axis=1)
+    return ids, vals
+
+
+def pct_linear(xs: list[float], q: float) -> float:
+    """numpy's default ('linear') percentile, written out."""
+    s = sorted(xs)
+    h = (len(s) - 1) * q / 100.0
+    lo = math.floor(h)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (h - lo) * (s[hi] - s[lo])
+
+
+def kl_shared(a: dict[int, float], b: dict[int, float]) -> float:
+    """KL(P_b || P_a) over the shared ids, each arm's softmax renormalised over them."""
+    ids = [i for i in a if i in b]
+    za = sum(math.exp(a[i]) for i in ids)
+    zb = sum(math.exp(b[i]) for i in ids)
+    return sum((math.exp(b[i]) / zb) * math.log((math.exp(b[i]) / zb) / (math.exp(a[i]) / za))
+               for i in ids)
+
+
+def test_identical_rows_are_all_zero() -> None:
+    ids, vals = make_rows(150)
+    s = logit_stats(PairedRows(ids, vals, ids.copy(), vals.copy()))
+    assert s.rows == 150 and s.values == 150 * 8
+    assert s.max_abs == s.p99_abs == s.mean_abs == s.max_rel == 0.0
+    assert s.top1_same == 150 and s.top1_agreement is not None
+    assert s.top1_agreement.value == 1.0 and s.top1_agreement.high == 1.0
+    assert s.top1_agreement.low < 1.0  # an interval, not a point, at n/n
+    assert s.topk_overlap == 1.0
+    assert s.kl_mean == 0.0 and s.kl_mean_se == 0.0
+    assert s.significant and s.rows_disjoint == 0
+
+
+def test_known_perturbations_against_independent_values() -> None:
+    n, k = 200, 8
+    ids, vals = make_rows(n, k)
+    rnd = random.Random(3)
+    vals_b = vals.copy()
+    ids_b = ids.copy()
+    noise = [[rnd.uniform(-1e-3, 1e-3) for _ in range(k)] for _ in range(n)]
+    vals_b += np.array(noise)
+    vals_b[17, 2] += 0.5  # one large perturbation: the max
+    # top-1 flips in 9 rows: swap the first two entries of B
+    flipped = [3, 20, 40, 41, 77, 101, 150, 160, 199]
+    for r in flipped:
+        ids_b[r, [0, 1]] = ids_b[r, [1, 0]]
+        vals_b[r, [0, 1]] = vals_b[r, [1, 0]]
+    # 4 rows whose B list shares only 5 of 8 ids
+    replaced = [5, 6, 7, 8]
+    for r in replaced:
+        ids_b[r, 5:] = 1000 + np.arange(3)
+    s = logit_stats(PairedRows(ids, vals, ids_b, vals_b))
+
+    # independent: per row dicts
+    diffs: list[float] = []
+    rels: list[float] = []
+    kls: list[float] = []
+    same_top = 0
+    overlap = 0.0
+    for r in range(n):
+        a = dict(zip(ids[r].tolist(), vals[r].tolist(), strict=False))
+        b = dict(zip(ids_b[r].tolist(), vals_b[r].tolist(), strict=False))
+        shared = [i for i in a if i in b]
+        diffs += [abs(a[i] - b[i]) for i in shared]
+        rels += [abs(a[i] - b[i]) / abs(b[i]) for i in shared if b[i] != 0]
+        kls.append(kl_shared(a, b))
+        same_top += int(ids[r, 0] == ids_b[r, 0])
+        overlap += len(shared) / k
+    assert same_top == n - len(flipped)
+    assert s.rows == n and s.values == len(diffs) == n * k - 3 * len(replaced)
+    assert s.max_abs == pytest.approx(max(diffs), rel=1e-12)
+    assert s.max_abs == pytest.approx(abs(noise[17][2] + 0.5), rel=1e-9)
+    assert s.p99_abs == pytest.approx(pct_linear(diffs, 99), rel=1e-12)
+    assert s.mean_abs == pytest.approx(sum(diffs) / len(diffs), rel=1e-12)
+    assert s.max_rel == pytest.approx(max(rels), rel=1e-12)
+    assert s.top1_same == same_top
+    assert s.top1_agreement is not None
+    assert s.top1_agreement.value == pytest.approx(same_top / n)
+    assert s.topk_overlap == pytest.approx(overlap / n)
+    mean = sum(kls) / n
+    se = math.sqrt(sum((x - mean) ** 2 for x in kls) / (n - 1)) / math.sqrt(n)
+    assert s.kl_rows == n
+    assert s.kl_mean == pytest.approx(mean, rel=1e-9, abs=1e-15)
+    assert s.kl_mean_se == pytest.approx(se, rel=1e-9, abs=1e-15)
+    assert s.kl_max == pytest.approx(max(kls), rel=1e-9)
+
+
+def test_kl_of_a_known_shift_and_a_known_tilt() -> None:
+    ids = np.array([[1, 2, 3]], dtype=np.int32)
+    va = np.array([[2.0, 1.0, 0.0]])
+    # a common shift leaves the softmax alone
+    assert logit_stats(PairedRows(ids, va, ids, va + 3.0)).kl_mean == pytest.approx(0.0, abs=1e-15)
+    vb = np.array([[2.5, 1.0, 0.0]])
+    pb = [math.exp(x) for x in (2.5, 1.0, 0.0)]
+    pa = [math.exp(x) for x in (2.0, 1.0, 0.0)]
+    pb = [x / sum(pb) for x in pb]
+    pa = [x / sum(pa) for x in pa]
+    want = sum(p * math.log(p / q) for p, q in zip(pb, pa, strict=False))
+    s = logit_stats(PairedRows(ids, va, ids, vb))
+    assert s.kl_mean == pytest.approx(want, rel=1e-12)
+    assert s.kl_mean_se is None  # one row has no spread to estimate
+
+
+def test_disjoint_rows_are_counted_not_infinite() -> None:
+    ids, vals = make_rows(3, k=4)
+    ids_b = ids.copy()
+    ids_b[1] = [900, 901, 902, 903]
+    s = logit_stats(PairedRows(ids, vals, ids_b, vals.copy()))
+    assert s.rows_disjoint == 1
+    assert s.kl_rows == 2 and s.values == 8
+    assert s.max_abs == 0.0
+    assert s.topk_overlap == pytest.approx(2 / 3)
+    assert s.top1_same == 2
+
+
+def test_non_finite_values_are_counted_and_left_out() -> None:
+    ids, vals = make_rows(4, k=4)
+    vb = vals.copy()
+    vb[2, 1] = np.inf
+    s = logit_stats(PairedRows(ids, vals, ids, vb))
+    assert s.rows_nonfinite == 1 and s.values == 15 and s.kl_rows == 3
+    assert s.max_abs == 0.0
+
+
+def test_not_significant_under_min_rows_but_still_given() -> None:
+    ids, vals = make_rows(MIN_ROWS - 1)
+    s = logit_stats(PairedRows(ids, vals, ids, vals + 1e-6))
+    assert not s.significant
+    assert s.max_abs == pytest.approx(1e-6)
+    assert "not significant: under 100 rows" in s.summary()
+    assert logit_stats(PairedRows(*make_rows(MIN_ROWS), *make_rows(MIN_ROWS))).significant
+
+
+def test_padded_rows_of_different_widths() -> None:
+    ids = np.array([[5, 6, 7, -1]], dtype=np.int32)
+    va = np.array([[3.0, 2.0, 1.0, np.nan]])
+    ids_b = np.array([[5, 6, 7, 8]], dtype=np.int32)
+    vb = np.array([[3.0, 2.5, 1.0, 0.0]])
+    s = logit_stats(PairedRows(ids, va, ids_b, vb))
+    assert s.values == 3 and s.topk_overlap == 1.0
+    assert s.max_abs == 0.5 and s.rows_nonfinite == 0
+
+
+def test_empty_pairs() -> None:
+    z = np.zeros((0, 8))
+    s = logit_stats(PairedRows(z.astype(np.int32), z, z.astype(np.int32), z))
+    assert s.rows == 0 and s.max_abs is None and s.top1_agreement is None
+    assert s.summary() == "logit stats: no paired rows"
+    assert s.to_json()["max_abs"] is None
+
+
+@pytest.mark.parametrize("x, n", [(0, 10), (10, 10), (7, 20), (95, 100), (1, 1)])
+def test_wilson_interval(x: int, n: int) -> None:
+    z = 1.959963984540054
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    iv = wilson(x, n)
+    assert iv.value == p
+    assert iv.low == pytest.approx(max(0.0, centre - half), abs=1e-15)
+    assert iv.high == pytest.approx(min(1.0, centre + half), abs=1e-15)
+    assert 0.0 <= iv.low <= p <= iv.high <= 1.0
+    # the textbook check: 0 of 10 has upper bound 0.2775
+    if (x, n) == (0, 10):
+        assert iv.high == pytest.approx(0.2775, abs=1e-4)
+
+
+def test_relative_difference_leaves_out_zero_references() -> None:
+    ids = np.array([[1, 2]], dtype=np.int32)
+    s = logit_stats(PairedRows(ids, np.array([[4.0, 0.5]]), ids, np.array([[2.0, 0.0]])))
+    assert s.max_rel == 1.0  # |4 - 2| / 2; the pair with b == 0 has no relative difference
+    assert s.max_abs == 2.0
