@@ -1,0 +1,210 @@
+"""Print the VT_SPEC_TRACE lines from any Python runner, in three lines of code.
+
+```python
+from difftest.emit import Tracer
+tracer = Tracer(drafting="sequential")          # level from VT_SPEC_TRACE, lines to stderr
+tracer.step("r0", pos, drafted, emitted, logits=draft_logits)   # once per verify
+```
+
+`step` prints, at level 1 and up, a `[spec-propose]` line (the `NO proposing rows` form for a
+step that drafted nothing) and a `[SPECTRACE]` line whose `k`, `ns` and `acc` follow from the
+lists it was given; at level 3 one `[spec-logits]` line per drafted row, the `top_k` highest
+logits of that row, highest first, printed with `%.9g` (which round-trips every float32, so a
+bitwise comparison of two traces is a bitwise comparison of the logits). An optional
+`[spec-drafting] kind=block|sequential` header, printed once before the first step, tells
+difftest how the rows of a block depend on each other; parsers that do not know the line skip
+it as other output.
+
+Nothing here imports numpy or torch until logits are given: a runner that traces tokens only
+pays for neither. Logits may be a numpy array, a torch tensor (any dtype, any device) or nested
+lists; they are converted to float32 on the host before the top-k is taken.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Iterable, TextIO
+
+from difftest.reference import trace as fmt
+from difftest.reference.options import trace_level_from_env as level_from_env
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+__all__ = ["DraftingKind", "Tracer", "level_from_env", "top_pairs"]
+
+MAX_LEVEL = 3  # the highest level any line belongs to
+
+
+class DraftingKind(str, Enum):
+    """How the rows of one drafted block depend on each other."""
+
+    BLOCK = "block"  # every row from one forward pass (DFlash): rows are independent
+    SEQUENTIAL = "sequential"  # row j+1 drafted from row j's token (EAGLE, MTP, assisted)
+
+
+DRAFTING_TAG = "[spec-drafting]"
+
+
+def drafting_header(kind: DraftingKind) -> str:
+    """The header line that declares a trace's drafting kind."""
+    return f"{DRAFTING_TAG} kind={kind.value}"
+
+
+# No whitespace or control characters, and no leading `[` (a field value starting with `[` is read
+# as a bracketed list).
+_REQ_RE = re.compile(r"[^\s\x00-\x1f\x7f\[][^\s\x00-\x1f\x7f]*\Z")
+
+
+def _ids(name: str, values: Any) -> list[int]:
+    """A flat list of Python ints from a list, tuple, numpy array or torch tensor."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    ids = list(values)
+    out: list[int] = []
+    for n, v in enumerate(ids):
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise ValueError(f"{name}[{n}]: expected an integer token id, got {v!r}")
+        if not -(2**31) <= v < 2**31:
+            raise ValueError(f"{name}[{n}]: token id {v} is outside int32")
+        out.append(v)
+    return out
+
+
+def _float32_rows(logits: Any) -> "np.ndarray":
+    """(rows, vocab) float32 on the host, from numpy, torch (any dtype/device) or lists."""
+    import numpy as np
+
+    if hasattr(logits, "detach"):  # a torch tensor: bf16 has no numpy dtype, so upcast first
+        logits = logits.detach().float().cpu().numpy()
+    arr = np.asarray(logits, dtype=np.float32)
+    if arr.ndim == 3 and arr.shape[0] == 1:  # (batch=1, rows, vocab), as generate() hands them
+        arr = arr[0]
+    if arr.ndim != 2:
+        raise ValueError(f"logits: expected shape (k, vocab), got {tuple(arr.shape)}")
+    return arr
+
+
+def top_pairs(row: "np.ndarray", k: int) -> list[tuple[int, float]]:
+    """The k highest (id, value) pairs of one row, highest first, ties by the lower id.
+
+    NaN never ranks above a number (it sorts last), so a row with NaNs lists its finite values
+    first; the parser flags any non-finite value that makes the list.
+    """
+    import numpy as np
+
+    k = min(k, row.shape[0])
+    key = np.where(np.isnan(row), -np.inf, row)
+    if k < row.shape[0]:
+        cand = np.argpartition(-key, k - 1)[:k]
+        # argpartition keeps an arbitrary subset of ties at the cut; take every tied id and let
+        # the sort below pick the lowest, so equal rows always print equal lists
+        cut = key[cand].min()
+        cand = np.union1d(cand, np.flatnonzero(key == cut)) if np.isfinite(cut) else cand
+    else:
+        cand = np.arange(row.shape[0])
+    order = np.lexsort((cand, -key[cand], np.isnan(row[cand])))[:k]
+    chosen = cand[order]
+    return [(int(i), float(row[i])) for i in chosen]
+
+
+class Tracer:
+    """Writes one runner's trace lines.
+
+    `level`: 0 prints nothing, 1-2 tokens (`[spec-propose]`, `[SPECTRACE]`), 3 adds
+    `[spec-logits]`; None reads `VT_SPEC_TRACE` once, as the engine does. `file`: where the lines
+    go (default: the process's stderr at the time of each write). `top_k`: entries per logits
+    row (at least 2, so the margin is defined). `drafting`: the drafting kind to declare in a
+    header line, or None for no header.
+    """
+
+    def __init__(self, level: int | None = None, file: TextIO | None = None, top_k: int = 8,
+                 drafting: DraftingKind | str | None = None) -> None:
+        if level is None:
+            level = level_from_env()
+        if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+            raise ValueError(f"level must be an integer >= 0, got {level!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 2:
+            raise ValueError(f"top_k must be an integer >= 2 (the margin needs two), got {top_k!r}")
+        self.level = min(level, MAX_LEVEL)
+        self.top_k = top_k
+        self.drafting = None if drafting is None else DraftingKind(drafting)
+        self._file = file
+        self._header_done = False
+
+    @property
+    def enabled(self) -> bool:
+        """True when `step` prints anything at all."""
+        return self.level >= 1
+
+    @property
+    def wants_logits(self) -> bool:
+        """True at level 3: only then are the logits given to `step` printed (and worth making)."""
+        return self.level >= 3
+
+    def _write(self, lines: Iterable[str]) -> None:
+        out = self._file if self._file is not None else sys.stderr
+        text = "".join(line + "\n" for line in lines)
+        if text:
+            out.write(text)  # one write per step: a killed runner leaves whole steps behind
+            out.flush()
+
+    def header(self) -> None:
+        """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""
+        if self._header_done or not self.enabled:
+            return
+        self._header_done = True
+        if self.drafting is not None:
+            self._write([drafting_header(self.drafting)])
+
+    def step(self, req: str | int, pos: int, drafted: Any, emitted: Any,
+             logits: Any = None) -> None:
+        """Trace one verify of request `req`.
+
+        `pos`: the request's token count before this step's tokens are appended (the same
+        number in both arms for the same place in the stream). `drafted`: the ids the target
+        verified (empty for a step that drafted nothing). `emitted`: what the step appended
+        (the accepted drafts and the target's own next token). `logits`: optional, shape
+        (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
+        """
+        if not self.enabled:
+            return
+        name = str(req)
+        if not _REQ_RE.match(name):
+            raise ValueError(f"req: {name!r} must be non-empty, without spaces or control "
+                             "characters, and not start with '['")
+        if isinstance(pos, bool) or not isinstance(pos, int):
+            if hasattr(pos, "item"):
+                pos = int(pos.item())
+            else:
+                raise ValueError(f"pos: expected an integer, got {pos!r}")
+        if pos < 0:
+            raise ValueError(f"pos: expected a token count >= 0, got {pos}")
+        draft = _ids("drafted", drafted)
+        emit = _ids("emitted", emitted)
+        k, ns = len(draft), len(emit)
+        lines: list[str] = []
+        if not self._header_done:
+            self._header_done = True
+            if self.drafting is not None:
+                lines.append(drafting_header(self.drafting))
+        if k:
+            lines.append(fmt.spec_propose(1, k + 1, k, draft))
+        else:
+            lines.append("[spec-propose] NO proposing rows this step (num_reqs=1)")
+        if self.wants_logits and logits is not None and k:
+            rows = _float32_rows(logits)
+            if rows.shape[0] != k:
+                raise ValueError(f"logits: {rows.shape[0]} rows for {k} drafted ids")
+            if rows.shape[1] < 2:
+                raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
+            for j in range(k):
+                lines.append(fmt.spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
+        lines.append(fmt.spectrace(name, pos, k, ns, max(ns - 1, 0), draft, emit))
+        self._write(lines)
+

@@ -1,0 +1,180 @@
+"""difftest.emit: what the Tracer writes, the parser reads back exactly."""
+
+from __future__ import annotations
+
+import io
+import re
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from difftest.emit import Tracer, top_pairs
+from difftest.trace.parser import parse_text
+
+# Request names as a runner may spell them: any printable text without whitespace.
+# Any printable text without whitespace, and names made of the trace's own punctuation.
+REQ = st.one_of(
+    st.sampled_from(["r0", "x]", "a=b", "=", "top=[", "req=r1", ":", "é"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc", "Cs")),
+            min_size=1, max_size=12).filter(lambda s: not any(c.isspace() for c in s)
+                                            and not s.startswith("[")))
+IDS = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+F32 = st.floats(width=32, allow_nan=False)
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> list[tuple[str, int, list[int], list[int], np.ndarray | None]]:
+    """A few verify steps of a few requests, emitted lossless (emit[:acc] == draft[:acc])."""
+    names = draw(st.lists(REQ, min_size=1, max_size=3, unique=True))
+    vocab = draw(st.integers(2, 24))
+    out = []
+    pos = {n: draw(st.integers(0, 2**40 - 100)) for n in names}
+    for _ in range(draw(st.integers(1, 6))):
+        req = draw(st.sampled_from(names))
+        k = draw(st.integers(0, 5))
+        drafted = draw(st.lists(IDS, min_size=k, max_size=k))
+        acc = draw(st.integers(0, k))
+        emitted = drafted[:acc] + [draw(IDS)]
+        logits = None
+        if k and draw(st.booleans()):
+            logits = np.array(draw(st.lists(st.lists(F32, min_size=vocab, max_size=vocab),
+                                            min_size=k, max_size=k)), dtype=np.float32)
+        out.append((req, pos[req], drafted, emitted, logits))
+        pos[req] += len(emitted)
+    return out
+
+
+def expected_top(row: np.ndarray, k: int) -> list[tuple[int, np.float32]]:
+    """Highest first, ties by the lower id: the order written down independently of top_pairs."""
+    order = sorted(range(row.shape[0]), key=lambda i: (-float(row[i]), i))
+    return [(i, row[i]) for i in order[:k]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps(), st.integers(2, 9))
+def test_round_trip_ids_logits_requests_positions_rows(
+        script: list[tuple[str, int, list[int], list[int], np.ndarray | None]], top_k: int) -> None:
+    buf = io.StringIO()
+    tracer = Tracer(level=3, file=buf, top_k=top_k)
+    for req, pos, drafted, emitted, logits in script:
+        tracer.step(req, pos, drafted, emitted, logits=logits)
+    trace = parse_text(buf.getvalue())
+    # infinities are written and read back, and flagged as the parser flags them
+    assert {f.kind for f in trace.findings} <= {"non-finite"}
+    assert trace.lines_skipped == 0
+    v = trace.verifies
+    assert len(v) == len(script)
+    expected_logit_rows = []
+    for i, (req, pos, drafted, emitted, logits) in enumerate(script):
+        assert trace.requests[v.req[i]] == req
+        assert int(v.pos[i]) == pos
+        assert (int(v.k[i]), int(v.ns[i]), int(v.acc[i])) == (len(drafted), len(emitted),
+                                                              len(emitted) - 1)
+        assert v.draft(i).tolist() == drafted
+        assert v.emit(i).tolist() == emitted
+        if logits is not None:
+            for j in range(len(drafted)):
+                expected_logit_rows.append((req, pos, j + 1, expected_top(logits[j], top_k)))
+    lg = trace.logits
+    assert len(lg) == len(expected_logit_rows)
+    for n, (req, pos, row, top) in enumerate(expected_logit_rows):
+        assert (trace.requests[lg.req[n]], int(lg.pos[n]), int(lg.row[n])) == (req, pos, row)
+        width = int(lg.width[n])
+        assert lg.top_ids[n, :width].tolist() == [i for i, _ in top]
+        # 9 significant digits: the float32 read back is the float32 written, bit for bit
+        back = lg.top_vals[n, :width].astype(np.float32)
+        assert back.tobytes() == np.array([v for _, v in top], dtype=np.float32).tobytes()
+
+
+def test_levels_gate_what_is_printed() -> None:
+    logits = np.arange(12, dtype=np.float32).reshape(2, 6)
+    printed = {}
+    for level in (0, 1, 2, 3):
+        buf = io.StringIO()
+        Tracer(level=level, file=buf, drafting="block").step("r0", 5, [1, 2], [1, 4], logits)
+        printed[level] = [line.split(" ", 1)[0] for line in buf.getvalue().splitlines()]
+    assert printed[0] == []
+    assert printed[1] == printed[2] == ["[spec-drafting]", "[spec-propose]", "[SPECTRACE]"]
+    assert printed[3] == ["[spec-drafting]", "[spec-propose]", "[spec-logits]", "[spec-logits]",
+                          "[SPECTRACE]"]
+
+
+def test_level_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, level in (("", 0), ("0", 0), ("1", 1), ("3", 3), ("7", 3), ("yes", 1)):
+        monkeypatch.setenv("VT_SPEC_TRACE", value)
+        assert Tracer().level == level
+    monkeypatch.delenv("VT_SPEC_TRACE")
+    assert Tracer().level == 0
+
+
+def test_a_step_that_drafts_nothing_carries_the_emitted_token() -> None:
+    buf = io.StringIO()
+    Tracer(level=3, file=buf).step("r0", 7, [], [42], logits=None)
+    assert buf.getvalue().splitlines() == [
+        "[spec-propose] NO proposing rows this step (num_reqs=1)",
+        "[SPECTRACE] req=r0 pos=7 k=0 ns=1 acc=0 draft=[ ] emit=[ 42 ]"]
+    trace = parse_text(buf.getvalue())
+    assert trace.findings == []
+    assert trace.verifies.emit(0).tolist() == [42]
+
+
+def test_header_once_before_the_first_step() -> None:
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf, drafting="sequential")
+    tracer.step("a", 0, [1], [1, 2])
+    tracer.step("a", 2, [3], [4])
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "[spec-drafting] kind=sequential"
+    assert sum(line.startswith("[spec-drafting]") for line in lines) == 1
+
+
+def test_top_pairs_ties_and_nan() -> None:
+    row = np.array([1.0, 3.0, 3.0, np.nan, 2.0, 3.0], dtype=np.float32)
+    assert top_pairs(row, 2) == [(1, 3.0), (2, 3.0)]
+    assert top_pairs(row, 4) == [(1, 3.0), (2, 3.0), (5, 3.0), (4, 2.0)]
+    assert [i for i, _ in top_pairs(row, 6)] == [1, 2, 5, 4, 0, 3]
+
+
+def test_torch_tensors_of_any_dtype() -> None:
+    torch = pytest.importorskip("torch")
+    logits = torch.tensor([[0.5, 2.25, -1.0], [3.0, 1.0, 2.0]], dtype=torch.bfloat16)
+    buf = io.StringIO()
+    Tracer(level=3, file=buf, top_k=2).step("r0", torch.tensor(3), torch.tensor([1, 0]),
+                                            torch.tensor([1, 0, 2]), logits=logits[None])
+    trace = parse_text(buf.getvalue())
+    assert trace.logits.top_ids.tolist() == [[1, 0], [0, 2]]
+    assert trace.logits.top_vals.tolist() == [[2.25, 0.5], [3.0, 2.0]]
+    assert trace.verifies.pos.tolist() == [3]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: t.step("r 0", 0, [1], [1]), "without spaces"),
+    (lambda t: t.step("[x", 0, [1], [1]), "not start with '['"),
+    (lambda t: t.step("r0", -1, [1], [1]), "pos"),
+    (lambda t: t.step("r0", 0, [1.5], [1]), "drafted[0]"),
+    (lambda t: t.step("r0", 0, [2**31], [1]), "outside int32"),
+    (lambda t: t.step("r0", 0, [1, 2], [1], logits=np.zeros((3, 4))), "3 rows for 2"),
+    (lambda t: t.step("r0", 0, [1], [1], logits=np.zeros(4)), "shape (k, vocab)"),
+])
+def test_bad_calls_are_clear_errors(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call(Tracer(level=3, file=io.StringIO()))
+
+
+def test_top_k_below_two_is_refused() -> None:
+    with pytest.raises(ValueError, match="top_k"):
+        Tracer(level=3, top_k=1)
+
+
+def test_importing_the_emitter_imports_neither_numpy_nor_torch() -> None:
+    code = ("import sys, difftest.emit; "
+            "print(sorted(m for m in ('numpy', 'torch') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.strip() == "[]"
