@@ -154,6 +154,16 @@ class Tracer:
             out.write(text)  # one write per step: a killed runner leaves whole steps behind
             out.flush()
 
+    def declare(self, kind: DraftingKind | str) -> None:
+        """Set the drafting kind unless one was given; an adapter calls this when it learns the
+        engine's kind. Declaring a different kind after the header was printed is an error."""
+        kind = DraftingKind(kind)
+        if self.drafting is None and not self._header_done:
+            self.drafting = kind
+        elif self._header_done and self.drafting not in (None, kind):
+            raise ValueError(f"the trace already declared {self.drafting.value} drafting, "
+                             f"not {kind.value}")
+
     def header(self) -> None:
         """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""
         if self._header_done or not self.enabled:

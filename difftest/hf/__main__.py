@@ -1,0 +1,74 @@
+"""`python -m difftest.hf`: options are checked before torch and transformers are imported."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from difftest.errors import DifftestError, ExitCode
+from difftest.hf.options import ATTNS, DRAFTERS, DTYPES, MUTATIONS, HFOptions
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (exit 2), without the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    d = HFOptions()
+    p = _Parser(prog="python -m difftest.hf",
+                description="Greedy speculative decoding with Hugging Face transformers. Trace "
+                            "lines go to stderr at the level of VT_SPEC_TRACE (unset/0: none; 1; "
+                            "3 with draft logits), generated ids to stdout.")
+    p.add_argument("--model", type=Path, help="target model directory (default: built-in tiny model)")
+    p.add_argument("--assistant", type=Path, help="draft model directory (with --model)")
+    p.add_argument("--drafter", choices=DRAFTERS, default=d.drafter,
+                   help="assisted (sequential) or dflash (block)")
+    p.add_argument("--attn", choices=ATTNS, default=d.attn, help="attention of both models")
+    p.add_argument("--dtype", choices=DTYPES, default=d.dtype, help="target dtype")
+    p.add_argument("--assistant-dtype", choices=DTYPES, default=None,
+                   help="draft dtype (default: the target's)")
+    p.add_argument("--requests", type=int, default=d.requests)
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--k", type=int, default=d.k,
+                   help="assisted: drafts per step; dflash: block size - 1 (built-in drafter)")
+    p.add_argument("--confidence", type=float, default=d.confidence,
+                   help="assisted: stop drafting below this draft probability (0: never)")
+    p.add_argument("--prompt-len", type=int, default=d.prompt_len)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch threads (default 1: two arms side by side otherwise slow each "
+                        "other down)")
+    p.add_argument("--mutation", choices=MUTATIONS, default="none",
+                   help="a known-wrong draft attention, for probes")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        options = HFOptions(
+            model=args.model, assistant=args.assistant, attn=args.attn, dtype=args.dtype,
+            assistant_dtype=args.assistant_dtype, drafter=args.drafter, requests=args.requests,
+            max_new_tokens=args.max_new_tokens, k=args.k, confidence=args.confidence,
+            prompt_len=args.prompt_len, seed=args.seed, threads=args.threads,
+            mutation=args.mutation, top_k=args.top_k)
+    except DifftestError as exc:
+        print(f"python -m difftest.hf: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from difftest.emit import Tracer
+    from difftest.hf.runner import run  # torch and transformers load only for a valid run
+
+    run(options, Tracer(top_k=options.top_k), out=sys.stdout)
+    return int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The hf runner's options, kept free of torch so that bad options fail before it loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from difftest.errors import UsageError
+
+ATTNS: tuple[str, ...] = ("sdpa", "eager")
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+DRAFTERS: tuple[str, ...] = ("assisted", "dflash")
+# broken-mask: the draft's attention mask of the wrong causality (bidirectional for a causal
+# draft, causal for DFlash's bidirectional block); sliding-window-4: each draft query sees only
+# the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
+MUTATIONS: tuple[str, ...] = ("none", "broken-mask", "sliding-window-4")
+
+
+@dataclass(frozen=True)
+class HFOptions:
+    """Everything that decides what one run prints; equal options print equal traces."""
+
+    model: Path | None = None
+    assistant: Path | None = None
+    attn: str = "sdpa"
+    dtype: str = "float32"
+    assistant_dtype: str | None = None  # None: the target's dtype
+    drafter: str = "assisted"
+    requests: int = 3
+    max_new_tokens: int = 16
+    k: int = 4  # assisted: draft tokens per step; dflash: block rows after the anchor
+    confidence: float = 0.0  # assisted: stop drafting below this probability (0: never)
+    prompt_len: int = 8
+    seed: int = 0
+    threads: int = 1
+    mutation: str = "none"
+    top_k: int = 8
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
+                              ("mutation", MUTATIONS)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"unknown {name} {getattr(self, name)!r}; choose one of "
+                                 f"{', '.join(allowed)}")
+        if self.assistant_dtype is not None and self.assistant_dtype not in DTYPES:
+            raise UsageError(f"unknown assistant dtype {self.assistant_dtype!r}; choose one of "
+                             f"{', '.join(DTYPES)}")
+        for name, low in (("requests", 1), ("max_new_tokens", 1), ("k", 1), ("prompt_len", 1),
+                          ("threads", 1), ("top_k", 2)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise UsageError(f"{name.replace('_', '-')} must be an integer >= {low}, "
+                                 f"got {value!r}")
+        if not 0.0 <= self.confidence < 1.0:
+            raise UsageError(f"confidence must be in [0, 1), got {self.confidence!r}")
+        if (self.model is None) != (self.assistant is None):
+            raise UsageError("give both --model and --assistant, or neither (the built-in pair)")
+        for name in ("model", "assistant"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_dir():
+                raise UsageError(f"--{name} {path}: not a model directory")
+        if self.drafter == "dflash" and self.draft_dtype != self.dtype:
+            # transformers hands the target's hidden states to the DFlash drafter as they are
+            raise UsageError("the dflash drafter runs in the target's dtype; drop "
+                             "--assistant-dtype or use --drafter assisted")
+
+    @property
+    def draft_dtype(self) -> str:
+        return self.assistant_dtype or self.dtype
