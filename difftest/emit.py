@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import sys
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from difftest.reference import trace as fmt
@@ -33,24 +32,26 @@ from difftest.reference.options import trace_level_from_env as level_from_env
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["DraftingKind", "Tracer", "level_from_env", "top_pairs"]
+    from difftest.model import DraftingKind  # model imports numpy; the emitter must not
+
+__all__ = ["Tracer", "drafting_header", "level_from_env", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
-
-
-class DraftingKind(str, Enum):
-    """How the rows of one drafted block depend on each other."""
-
-    BLOCK = "block"  # every row from one forward pass (DFlash): rows are independent
-    SEQUENTIAL = "sequential"  # row j+1 drafted from row j's token (EAGLE, MTP, assisted)
-
-
 DRAFTING_TAG = "[spec-drafting]"
+# The values of difftest.model.DraftingKind (a test keeps the two equal).
+DRAFTING_KINDS = ("block", "sequential")
 
 
-def drafting_header(kind: DraftingKind) -> str:
+def _kind(kind: "DraftingKind | str") -> str:
+    value = str(getattr(kind, "value", kind))
+    if value not in DRAFTING_KINDS:
+        raise ValueError(f"drafting: {value!r} is not one of {', '.join(DRAFTING_KINDS)}")
+    return value
+
+
+def drafting_header(kind: "DraftingKind | str") -> str:
     """The header line that declares a trace's drafting kind."""
-    return f"{DRAFTING_TAG} kind={kind.value}"
+    return f"{DRAFTING_TAG} kind={_kind(kind)}"
 
 
 # No whitespace or control characters, and no leading `[` (a field value starting with `[` is read
@@ -124,7 +125,7 @@ class Tracer:
     """
 
     def __init__(self, level: int | None = None, file: TextIO | None = None, top_k: int = 8,
-                 drafting: DraftingKind | str | None = None) -> None:
+                 drafting: "DraftingKind | str | None" = None) -> None:
         if level is None:
             level = level_from_env()
         if isinstance(level, bool) or not isinstance(level, int) or level < 0:
@@ -133,7 +134,7 @@ class Tracer:
             raise ValueError(f"top_k must be an integer >= 2 (the margin needs two), got {top_k!r}")
         self.level = min(level, MAX_LEVEL)
         self.top_k = top_k
-        self.drafting = None if drafting is None else DraftingKind(drafting)
+        self.drafting: str | None = None if drafting is None else _kind(drafting)
         self._file = file
         self._header_done = False
 
@@ -154,15 +155,14 @@ class Tracer:
             out.write(text)  # one write per step: a killed runner leaves whole steps behind
             out.flush()
 
-    def declare(self, kind: DraftingKind | str) -> None:
+    def declare(self, kind: "DraftingKind | str") -> None:
         """Set the drafting kind unless one was given; an adapter calls this when it learns the
         engine's kind. Declaring a different kind after the header was printed is an error."""
-        kind = DraftingKind(kind)
+        value = _kind(kind)
         if self.drafting is None and not self._header_done:
-            self.drafting = kind
-        elif self._header_done and self.drafting not in (None, kind):
-            raise ValueError(f"the trace already declared {self.drafting.value} drafting, "
-                             f"not {kind.value}")
+            self.drafting = value
+        elif self._header_done and self.drafting not in (None, value):
+            raise ValueError(f"the trace already declared {self.drafting} drafting, not {value}")
 
     def header(self) -> None:
         """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""

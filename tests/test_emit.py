@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.emit import Tracer, top_pairs
+from difftest.emit import DRAFTING_KINDS, Tracer, top_pairs
+from difftest.model import DraftingKind
 from difftest.trace.parser import parse_text
 
 # Request names as a runner may spell them: any printable text without whitespace.
@@ -178,3 +179,29 @@ def test_importing_the_emitter_imports_neither_numpy_nor_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("kind", list(DraftingKind))
+def test_the_drafting_header_reads_back_as_the_trace_kind(kind: DraftingKind) -> None:
+    buf = io.StringIO()
+    Tracer(level=1, file=buf, drafting=kind).step("r0", 0, [3, 4], [3, 5])
+    trace = parse_text(buf.getvalue())
+    assert trace.drafting is kind
+    assert trace.lines_skipped == 0
+
+
+def test_the_emitter_knows_every_drafting_kind() -> None:
+    assert set(DRAFTING_KINDS) == {kind.value for kind in DraftingKind}
+    with pytest.raises(ValueError, match="drafting"):
+        Tracer(level=1, drafting="tree")
+
+
+def test_declare_fills_in_an_undeclared_kind_and_refuses_a_contradiction() -> None:
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf)
+    tracer.declare(DraftingKind.SEQUENTIAL)
+    tracer.step("r0", 0, [1], [2])
+    tracer.declare("sequential")
+    with pytest.raises(ValueError, match="already declared sequential"):
+        tracer.declare(DraftingKind.BLOCK)
+    assert parse_text(buf.getvalue()).drafting is DraftingKind.SEQUENTIAL

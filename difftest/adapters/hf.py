@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from difftest.emit import DraftingKind, Tracer
+from difftest.emit import Tracer
+from difftest.model import DraftingKind
 
 __all__ = ["HFStep", "HFTrace", "drafting_kind_of", "traced_generation"]
 
