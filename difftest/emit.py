@@ -22,19 +22,19 @@ lists; they are converted to float32 on the host before the top-k is taken.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, TextIO
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
-from difftest.reference import trace as fmt
-from difftest.reference.options import trace_level_from_env as level_from_env
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from difftest.model import DraftingKind  # model imports numpy; the emitter must not
 
-__all__ = ["Tracer", "drafting_header", "level_from_env", "top_pairs"]
+__all__ = ["Tracer", "drafting_header", "level_from_env", "top_pairs"]  # and the line formats
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
@@ -42,14 +42,66 @@ DRAFTING_TAG = "[spec-drafting]"
 DRAFTING_KINDS = ("block", "sequential")
 
 
-def _kind(kind: "DraftingKind | str") -> str:
+def level_from_env(env: Mapping[str, str] | None = None) -> int:
+    """VT_SPEC_TRACE as the engine reads it: unset/empty/0 = off, numbers clamp to 0..3, words = 1."""
+    env = os.environ if env is None else env
+    value = env.get("VT_SPEC_TRACE", "").strip()
+    if not value:
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        return 1
+    return max(0, min(MAX_LEVEL, number))
+
+
+# -- the producer formats of TRACE-FORMAT.md, written once for every program that prints a trace
+
+def id_list(ids: Iterable[int]) -> str:
+    """Each id followed by exactly one space, as the engine's `%s` lists are built."""
+    return "".join(f"{int(i)} " for i in ids)
+
+
+def spec_phase_dev(pre: float, fwd: float, select: float, walk: float) -> str:
+    return f"[spec-phase-dev] pre={pre:.2f}ms fwd={fwd:.2f}ms select={select:.2f}ms walk={walk:.2f}ms"
+
+
+def spec_phase(pre: float, backbone: float, sample: float, logits: int) -> str:
+    return f"[spec-phase] pre={pre:.2f}ms backbone={backbone:.2f}ms sample={sample:.2f}ms logits={logits}"
+
+
+def spec_propose(rows: int, nqpr: int, k: int, first: Sequence[int]) -> str:
+    return f"[spec-propose] rows={rows} nqpr={nqpr} drafts/row={k} first=[{id_list(first)}]"
+
+
+def spectrace(req: str, pos: int, k: int, ns: int, acc: int, draft: Sequence[int],
+              emit: Sequence[int]) -> str:
+    return (f"[SPECTRACE] req={req} pos={pos} k={k} ns={ns} acc={acc} "
+            f"draft=[ {id_list(draft)}] emit=[ {id_list(emit)}]")
+
+
+def spec_logits(req: str, pos: int, row: int, top: Sequence[tuple[int, float]]) -> str:
+    """`%.9g` values: 9 significant digits round-trip every float32 exactly, so two arms' values
+    are equal in the trace exactly when they are equal in memory. Python's `g` spelling of
+    nan/inf matches C's for the values a logit takes."""
+    pairs = "".join(f"{int(i)}:{float(v):.9g} " for i, v in top)
+    return f"[spec-logits] req={req} pos={pos} row={row} top=[ {pairs}]"
+
+
+def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> str:
+    """`block_kernel` is the engine's fused-kernel lane, which this runner does not have."""
+    return (f"[dflash-route] paged_seam={paged_seam} block_kernel=0 combined={combined} "
+            f"last_combined_q={last_q} last_combined_k={last_k}")
+
+
+def _kind(kind: DraftingKind | str) -> str:
     value = str(getattr(kind, "value", kind))
     if value not in DRAFTING_KINDS:
         raise ValueError(f"drafting: {value!r} is not one of {', '.join(DRAFTING_KINDS)}")
     return value
 
 
-def drafting_header(kind: "DraftingKind | str") -> str:
+def drafting_header(kind: DraftingKind | str) -> str:
     """The header line that declares a trace's drafting kind."""
     return f"{DRAFTING_TAG} kind={_kind(kind)}"
 
@@ -77,7 +129,7 @@ def _ids(name: str, values: Any) -> list[int]:
     return out
 
 
-def _float32_rows(logits: Any) -> "np.ndarray":
+def _float32_rows(logits: Any) -> np.ndarray:
     """(rows, vocab) float32 on the host, from numpy, torch (any dtype/device) or lists."""
     import numpy as np
 
@@ -91,7 +143,7 @@ def _float32_rows(logits: Any) -> "np.ndarray":
     return arr
 
 
-def top_pairs(row: "np.ndarray", k: int) -> list[tuple[int, float]]:
+def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The k highest (id, value) pairs of one row, highest first, ties by the lower id.
 
     NaN never ranks above a number (it sorts last), so a row with NaNs lists its finite values
@@ -125,7 +177,7 @@ class Tracer:
     """
 
     def __init__(self, level: int | None = None, file: TextIO | None = None, top_k: int = 8,
-                 drafting: "DraftingKind | str | None" = None) -> None:
+                 drafting: DraftingKind | str | None = None) -> None:
         if level is None:
             level = level_from_env()
         if isinstance(level, bool) or not isinstance(level, int) or level < 0:
@@ -155,7 +207,7 @@ class Tracer:
             out.write(text)  # one write per step: a killed runner leaves whole steps behind
             out.flush()
 
-    def declare(self, kind: "DraftingKind | str") -> None:
+    def declare(self, kind: DraftingKind | str) -> None:
         """Set the drafting kind unless one was given; an adapter calls this when it learns the
         engine's kind. Declaring a different kind after the header was printed is an error."""
         value = _kind(kind)
@@ -204,7 +256,7 @@ class Tracer:
             if self.drafting is not None:
                 lines.append(drafting_header(self.drafting))
         if k:
-            lines.append(fmt.spec_propose(1, k + 1, k, draft))
+            lines.append(spec_propose(1, k + 1, k, draft))
         else:
             lines.append("[spec-propose] NO proposing rows this step (num_reqs=1)")
         if self.wants_logits and logits is not None and k:
@@ -214,7 +266,7 @@ class Tracer:
             if rows.shape[1] < 2:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
-                lines.append(fmt.spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
-        lines.append(fmt.spectrace(name, pos, k, ns, max(ns - 1, 0), draft, emit))
+                lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
+        lines.append(spectrace(name, pos, k, ns, max(ns - 1, 0), draft, emit))
         self._write(lines)
 

@@ -120,7 +120,7 @@ def test_a_step_that_drafts_nothing_carries_the_emitted_token() -> None:
         "[spec-propose] NO proposing rows this step (num_reqs=1)",
         "[SPECTRACE] req=r0 pos=7 k=0 ns=1 acc=0 draft=[ ] emit=[ 42 ]"]
     trace = parse_text(buf.getvalue())
-    assert trace.findings == []
+    assert not trace.findings
     assert trace.verifies.emit(0).tolist() == [42]
 
 

@@ -52,7 +52,7 @@ def test_the_adapter_traces_every_verify_of_a_lossless_run(drafter: str, kind: D
     options = dict(drafter=drafter, requests=2, max_new_tokens=10)
     text, generated = traced(**options)
     trace = parse_text(text)
-    assert trace.findings == []
+    assert not trace.findings
     assert trace.drafting is kind
     assert generated == plain_greedy(HFOptions(**options))  # type: ignore[arg-type]
     v = trace.verifies

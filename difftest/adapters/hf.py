@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from difftest.emit import Tracer
 from difftest.model import DraftingKind
@@ -114,8 +115,8 @@ def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[HFTrace]:
         _Hook(generator, tracer, record)
         return generator
 
-    GenerationMixin._get_candidate_generator = hooked  # type: ignore[method-assign]
+    GenerationMixin._get_candidate_generator = hooked
     try:
         yield record
     finally:
-        GenerationMixin._get_candidate_generator = original  # type: ignore[method-assign]
+        GenerationMixin._get_candidate_generator = original

@@ -53,12 +53,13 @@ def builtin_dflash_draft(options: HFOptions) -> Any:
     from transformers.models.muse_glimmer_assistant import (MuseGlimmerAssistantConfig,
                                                             MuseGlimmerAssistantModel)
 
-    config = MuseGlimmerAssistantConfig(
+    fields: dict[str, Any] = dict(
         hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=DRAFT_LAYERS,
         num_attention_heads=4, num_key_value_heads=2, head_dim=HIDDEN // 4,
         block_size=options.k + 1, mask_token_id=VOCAB - 1, target_layer_ids=[1, 3],
         sliding_window=512, max_position_embeddings=512, initializer_range=INIT_RANGE,
         bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config = MuseGlimmerAssistantConfig(**fields)
     torch.manual_seed(options.seed + 1)
     return MuseGlimmerAssistantModel(config)
 

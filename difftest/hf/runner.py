@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, TextIO
+from typing import TextIO
+from collections.abc import Callable
 
 import torch
 

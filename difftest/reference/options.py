@@ -6,7 +6,11 @@ import os
 from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 
+from difftest.emit import level_from_env
 from difftest.errors import UsageError
+
+# VT_SPEC_TRACE is read by the one rule every producer shares.
+trace_level_from_env = level_from_env
 
 LANES: tuple[str, ...] = ("paged", "materialized")
 DRAFTERS: tuple[str, ...] = ("dflash1", "dflash2")
@@ -115,16 +119,3 @@ def mutation_from_env(env: Mapping[str, str] | None = None) -> str:
         raise UsageError(f"DIFFTEST_MUTATION={value!r} is not a mutation; choose one of "
                          f"{', '.join(MUTATIONS)}")
     return value
-
-
-def trace_level_from_env(env: Mapping[str, str] | None = None) -> int:
-    """VT_SPEC_TRACE as the engine reads it: unset/empty/0 = off, numbers clamp to 0..3, words = 1."""
-    env = os.environ if env is None else env
-    value = env.get("VT_SPEC_TRACE", "").strip()
-    if not value:
-        return 0
-    try:
-        number = int(value)
-    except ValueError:
-        return 1
-    return max(0, min(3, number))
