@@ -171,6 +171,15 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     b_idx = ib_all[xb]
     unmatched_a = np.sort(ia_all[~np.isin(ua, common)])
     unmatched_b = np.sort(ib_all[~np.isin(ub, common)])
+    # A verify that drafted nothing (k=0) carries the emitted stream (divergences and coverage
+    # read every verify) but is no block: not paired, not unmatched. One arm's k=0 against the
+    # other's draft stays paired: its rows are a draft-length difference.
+    drafted_a = np.diff(a.verifies.draft_off) > 0
+    drafted_b = np.diff(b.verifies.draft_off) > 0
+    pair = drafted_a[a_idx] | drafted_b[b_idx]
+    common, a_idx, b_idx = common[pair], a_idx[pair], b_idx[pair]
+    unmatched_a = unmatched_a[drafted_a[unmatched_a]]
+    unmatched_b = unmatched_b[drafted_b[unmatched_b]]
 
     divergences = _divergences(a, ca, b, cb, names)
     diverged = np.zeros(common.size, dtype=bool)

@@ -15,6 +15,7 @@ from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
+from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.pipeline import (ComparisonReport, NoiseReport, judge_traces, rejudge_run,
                                run_noise, with_overrides)
@@ -63,6 +64,7 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  comparison: str | None = None, config: ConfigLike = None,
                  expect: Expect | str | None = None, near_tie: float | None = None,
                  atol: float | None = None, min_differing: int | None = None,
+                 drafting: DraftingKind | str | None = None,
                  run_root: Path | None = None, progress: bool | None = None,
                  cache_dir: Path | None = None, rtol: float | None = None,
                  noise_runs: int | None = None) -> ComparisonReport:
@@ -71,7 +73,7 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
     spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
                           expect=Expect(expect) if expect is not None else None,
                           near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                          noise_runs=noise_runs)
+                          noise_runs=noise_runs, drafting=drafting)
     return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
 
 
@@ -79,7 +81,8 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
                    config: ConfigLike = None, expect: Expect | str | None = None,
                    near_tie: float | None = None, atol: float | None = None,
                    min_differing: int | None = None,
-                   rtol: float | None = None) -> ComparisonReport:
+                   rtol: float | None = None,
+                   drafting: DraftingKind | str | None = None) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
     needs runs, so `noise_runs` does not apply)."""
@@ -93,16 +96,19 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=Expect(expect) if expect is not None else None,
-                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol)
+                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
+                          drafting=drafting)
     return judge_traces(ta, tb, spec, cfg.audit)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
             near_tie: float | None = None, atol: float | None = None,
-            min_differing: int | None = None, rtol: float | None = None) -> ComparisonReport:
+            min_differing: int | None = None, rtol: float | None = None,
+            drafting: DraftingKind | str | None = None) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides)."""
     return rejudge_run(Path(run_dir), expect=Expect(expect) if expect is not None else None,
-                       near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol)
+                       near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
+                       drafting=drafting)
 
 
 def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,

@@ -43,9 +43,15 @@ class DraftedBlocks:
 
 
 def drafted_blocks(trace: ArmTrace) -> DraftedBlocks:
-    """Blocks from the verify lines when present (every row), else from propose `first` lists."""
+    """Blocks from the verify lines when present (every row, k=0 verifies left out), else from
+    propose `first` lists."""
     if len(trace.verifies):
-        return DraftedBlocks("verify", trace.verifies.draft_ids, trace.verifies.draft_off)
+        # a verify with k=0 drafted nothing: it is no block
+        lengths = np.diff(trace.verifies.draft_off)
+        drafted = lengths[lengths > 0]
+        offsets = np.zeros(drafted.size + 1, dtype=np.int64)
+        np.cumsum(drafted, out=offsets[1:])
+        return DraftedBlocks("verify", trace.verifies.draft_ids, offsets)
     p = trace.proposes
     keep = np.flatnonzero(p.proposing)
     lengths = np.diff(p.first_off)[keep]

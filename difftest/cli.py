@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from difftest.errors import DifftestError, ExitCode, UsageError
-from difftest.kinds import Expect
+from difftest.kinds import DraftingKind, Expect
 
 if TYPE_CHECKING:
     from difftest.pipeline import ComparisonReport
@@ -99,6 +99,10 @@ Rtol = Annotated[float | None, typer.Option(
 NoiseRuns = Annotated[int | None, typer.Option(
     "--noise-runs", min=0, help="Run arm A this many times and judge B against its A/A floor.")]
 MinDiffering = Annotated[int | None, typer.Option("--min-differing", min=1)]
+DraftingOpt = Annotated[DraftingKind | None, typer.Option(
+    "--drafting", help="How the engine drafts a block: block (rows independent) or sequential "
+                       "(row j+1 from row j's token). Default: the comparison's, else the "
+                       "traces' [spec-drafting] header, else block.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
@@ -191,6 +195,7 @@ def compare(
     near_tie: NearTie = None,
     atol: Atol = None,
     min_differing: MinDiffering = None,
+    drafting: DraftingOpt = None,
     run_root: RunRoot = None,
     progress: Progress = None,
     rtol: Rtol = None,
@@ -208,12 +213,13 @@ def compare(
             raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
         report = api.compare_traces(trace_a, trace_b, config=config, expect=expect,
                                     near_tie=near_tie, atol=atol, min_differing=min_differing,
-                                    rtol=rtol)
+                                    rtol=rtol, drafting=drafting)
     else:
         report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
-                                  progress=progress, rtol=rtol, noise_runs=noise_runs)
+                                  progress=progress, rtol=rtol, noise_runs=noise_runs,
+                                  drafting=drafting)
     _emit_report(report, format, csv)
 
 
@@ -228,12 +234,14 @@ def export(
     atol: Atol = None,
     min_differing: MinDiffering = None,
     rtol: Rtol = None,
+    drafting: DraftingOpt = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
-                         min_differing=min_differing, rtol=rtol)
+                         min_differing=min_differing, rtol=rtol,
+                         drafting=drafting)
     _emit_report(report, format, csv)
 
 

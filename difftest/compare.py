@@ -18,6 +18,7 @@ import numpy as np
 from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
+from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
 from difftest.resolution import Resolution, resolution
@@ -77,7 +78,7 @@ class RowPlace:
 class FirstDifference(RowPlace):
     """The first compared row with a hard token flip."""
 
-    token_a: int  # -1 where that arm drafted no token at that row
+    token_a: int  # both arms drafted the row (a row one arm drafted is a draft-length difference)
     token_b: int
     margin_a: float | None
     margin_b: float | None
@@ -170,6 +171,15 @@ class Comparison:
     def tolerance(self) -> Tolerance:
         floor = self.logits.floor.floor if self.logits and self.logits.floor else 0.0
         return Tolerance(self.atol, self.rtol, floor)
+    drafting: DraftingKind = DraftingKind.BLOCK
+    drafting_source: str = "default"  # config, flag, trace or default
+    # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
+    # drafted there (a draft-length difference, not a token flip).
+    draft_length_blocks: int = 0
+    draft_length_rows_a: int = 0
+    draft_length_rows_b: int = 0
+    # Rows of compared blocks left out because an earlier row of a sequential block flipped.
+    rows_context_diverged: int = 0
 
     def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
@@ -447,9 +457,42 @@ def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status:
     return first, first_logit
 
 
+def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
+    """Rows that come after a flipped row of the same block (rows are grouped by block, in
+    row order): in a sequential block they were drafted from another token."""
+    if step.size == 0:
+        return np.zeros(0, dtype=bool)
+    flips = flipped.astype(np.int64)
+    before = np.cumsum(flips) - flips  # flips strictly before each row, over all blocks
+    start = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    at_start = np.repeat(before[start], np.diff(np.r_[start, step.size]))
+    after: np.ndarray = (before - at_start) > 0
+    return after
+
+
+def row_status(rows: _Rows, lg: _Logits, near_tie: float, drafting: DraftingKind) -> np.ndarray:
+    """The status of each row of the paired blocks.
+
+    A row both arms drafted is same, a near-tie flip or a hard flip; a row one arm drafted is
+    unmatched on that side (a draft-length difference). In a sequential block, every row after
+    the first flip (near-tie or hard) ran on another token: context-diverged, not compared."""
+    both = rows.has_a & rows.has_b
+    flipped = both & (rows.tok_a != rows.tok_b)
+    status = np.full(rows.row.size, SAME, dtype=np.int8)
+    status[flipped] = DIFFER
+    status[flipped & near_tie_rows(lg.margin_a, lg.margin_b, near_tie)] = NEAR_TIE
+    status[rows.has_a & ~rows.has_b] = UNMATCHED_A
+    status[rows.has_b & ~rows.has_a] = UNMATCHED_B
+    if drafting is DraftingKind.SEQUENTIAL:
+        status[after_first_flip(rows.step, flipped)] = DIVERGED
+    return status
+
+
 def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
             rtol: float = 0.0, floor: NoiseFloor | None = None,
-            alignment: Alignment | None = None) -> Comparison:
+            alignment: Alignment | None = None,
+            drafting: DraftingKind = DraftingKind.BLOCK, drafting_source: str = "default"
+            ) -> Comparison:
     """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
     A's A/A noise floor, when its reruns were measured."""
     al = alignment or align(a, b)
@@ -458,26 +501,34 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
     lg = _row_logits(a, b, al, rows, tol, floor)
 
-    status = np.full(rows.row.size, SAME, dtype=np.int8)
-    flipped = (rows.tok_a != rows.tok_b) | (rows.has_a != rows.has_b)
-    status[flipped] = DIFFER
-    status[flipped & near_tie_rows(lg.margin_a, lg.margin_b, near_tie)] = NEAR_TIE
+    status = row_status(rows, lg, near_tie, drafting)
+    flipped = np.isin(status, (DIFFER, NEAR_TIE))
     findings = lg.findings
     if floor is not None:
-        test = flip_test(int(flipped.sum()), int(rows.row.size), floor)
+        counted = np.isin(status, (SAME, DIFFER, NEAR_TIE))
+        test = flip_test(int(flipped.sum()), int(counted.sum()), floor)
         if not test.counts:
             status[status == DIFFER] = NOISE_FLIP
         if findings is None:
             none = Resolution(None, None)
             findings = LogitFindings(None, none, none, 0, 0, 0, floor=floor)
         findings = replace(findings, flips=test)
+    compared = np.isin(status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
+    # only compared rows count: a diverged row's logits ran on another token, and an unmatched
+    # row's logits exist in one arm only because its token does
+    lg = replace(lg, differs=lg.differs & compared)
 
-    hard = np.zeros(len(al), dtype=bool)
-    soft = np.zeros(len(al), dtype=bool)
-    ldiff = np.zeros(len(al), dtype=bool)
+    n = len(al)
+    hard = np.zeros(n, dtype=bool)
+    soft = np.zeros(n, dtype=bool)
+    ldiff = np.zeros(n, dtype=bool)
+    length = np.zeros(n, dtype=bool)
+    drafted_both = np.zeros(n, dtype=bool)
     hard[rows.step[status == DIFFER]] = True
     soft[rows.step[status == NEAR_TIE]] = True
     ldiff[rows.step[lg.differs]] = True
+    length[rows.step[(status == UNMATCHED_A) | (status == UNMATCHED_B)]] = True
+    drafted_both[rows.step[rows.has_a & rows.has_b]] = True
     soft &= ~hard
 
     first, first_logit = _first_differences(al.requests, rows, lg, status)
@@ -489,15 +540,20 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                  logit_differs=lg.differs),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
-        mode=al.mode, requests=al.requests, rows=table, blocks_compared=len(al),
+        mode=al.mode, requests=al.requests, rows=table, blocks_compared=int(drafted_both.sum()),
         blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
-        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=lg.rows_compared,
-        max_abs_logit_diff=finite_max(lg.abs_diff),
+        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=int(
+            (compared & ~np.isnan(lg.abs_diff)).sum()),
+        max_abs_logit_diff=finite_max(lg.abs_diff[compared]),
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
         near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
-        logits=findings)
+        logits=findings, drafting=drafting, drafting_source=drafting_source,
+        draft_length_blocks=int(length.sum()),
+        draft_length_rows_a=int((status == UNMATCHED_A).sum()),
+        draft_length_rows_b=int((status == UNMATCHED_B).sum()),
+        rows_context_diverged=int((status == DIVERGED).sum()))
 
 
 def _opt(x: float) -> float | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.errors import ConfigError, UsageError
-from difftest.kinds import Expect
+from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
@@ -32,7 +32,7 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe")
+                    "noise_runs", "probe", "drafting")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -80,6 +80,15 @@ def _expectation(key: str, value: object) -> Expect:
         if value == expect.value:
             return expect
     raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}")
+
+
+def _drafting(key: str, value: object) -> DraftingKind | None:
+    if value is None or isinstance(value, DraftingKind):
+        return value
+    for kind in DraftingKind:
+        if value == kind.value:
+            return kind
+    raise InvalidValue(key, f"must be \"block\" or \"sequential\", got {value!r}")
 
 
 def _name(key: str, value: object) -> str:
@@ -143,6 +152,8 @@ class ComparisonSpec:
     rtol: float = 0.0
     # run arm A this many times and judge B against its A/A noise floor (0: no floor)
     noise_runs: int = 0
+    # How the engine drafts a block's rows; None: as the traces declare, else block.
+    drafting: DraftingKind | None = None
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -161,6 +172,7 @@ class ComparisonSpec:
         if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
             raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
         set_(self, "probe", tuple(_name("probe", m) for m in probe))
+        set_(self, "drafting", _drafting("drafting", self.drafting))
 
 
 @dataclass(frozen=True)
@@ -523,7 +535,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
     values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs") if k in raw}
+                                  "noise_runs", "drafting") if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, **values)

@@ -29,17 +29,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 
+from difftest.kinds import DraftingKind
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from difftest.model import DraftingKind  # model imports numpy; the emitter must not
-
-__all__ = ["Tracer", "drafting_header", "level_from_env", "top_pairs"]  # and the line formats
+__all__ = ["DraftingKind", "Tracer", "drafting_header", "level_from_env", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
-# The values of difftest.model.DraftingKind (a test keeps the two equal).
-DRAFTING_KINDS = ("block", "sequential")
 
 
 def level_from_env(env: Mapping[str, str] | None = None) -> int:
@@ -94,16 +92,17 @@ def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> st
             f"last_combined_q={last_q} last_combined_k={last_k}")
 
 
-def _kind(kind: DraftingKind | str) -> str:
-    value = str(getattr(kind, "value", kind))
-    if value not in DRAFTING_KINDS:
-        raise ValueError(f"drafting: {value!r} is not one of {', '.join(DRAFTING_KINDS)}")
-    return value
+def _kind(kind: DraftingKind | str) -> DraftingKind:
+    try:
+        return DraftingKind(kind)
+    except ValueError:
+        choices = ", ".join(k.value for k in DraftingKind)
+        raise ValueError(f"drafting: {kind!r} is not one of {choices}") from None
 
 
 def drafting_header(kind: DraftingKind | str) -> str:
     """The header line that declares a trace's drafting kind."""
-    return f"{DRAFTING_TAG} kind={_kind(kind)}"
+    return f"{DRAFTING_TAG} kind={_kind(kind).value}"
 
 
 # No whitespace or control characters, and no leading `[` (a field value starting with `[` is read
@@ -186,7 +185,7 @@ class Tracer:
             raise ValueError(f"top_k must be an integer >= 2 (the margin needs two), got {top_k!r}")
         self.level = min(level, MAX_LEVEL)
         self.top_k = top_k
-        self.drafting: str | None = None if drafting is None else _kind(drafting)
+        self.drafting: DraftingKind | None = None if drafting is None else _kind(drafting)
         self._file = file
         self._header_done = False
 
@@ -214,7 +213,8 @@ class Tracer:
         if self.drafting is None and not self._header_done:
             self.drafting = value
         elif self._header_done and self.drafting not in (None, value):
-            raise ValueError(f"the trace already declared {self.drafting} drafting, not {value}")
+            raise ValueError(f"the trace already declared {self.drafting.value} drafting, "
+                             f"not {value.value}")
 
     def header(self) -> None:
         """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""

@@ -16,6 +16,14 @@ class Expect(StrEnum):
     DIFFER = "differ"
 
 
+class DraftingKind(StrEnum):
+    """How a drafter makes a block's rows: all from one forward, or each from the previous row's
+    token (declared by a `[spec-drafting] kind=...` header line, or by a comparison)."""
+
+    BLOCK = "block"
+    SEQUENTIAL = "sequential"
+
+
 class VerdictKind(StrEnum):
     """What a comparison showed. Exit code, pass/fail and labels derive from it in `outcome`."""
 

@@ -8,17 +8,10 @@ Python objects. Request ids are interned: `requests[code]` is the name, arrays h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 
-
-class DraftingKind(Enum):
-    """How a drafter makes a block's rows: all from one forward, or each from the previous row's
-    token (declared by a `[spec-drafting] kind=...` header line)."""
-
-    BLOCK = "block"
-    SEQUENTIAL = "sequential"
+from difftest.kinds import DraftingKind as DraftingKind  # declared by a trace; re-exported
 
 
 def ragged(ids: np.ndarray, offsets: np.ndarray, i: int) -> np.ndarray:

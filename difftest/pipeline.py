@@ -18,6 +18,7 @@ from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
 from difftest.kinds import Expect
 from difftest.floor import measure_floor, rerun_name, reruns
+from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
@@ -61,6 +62,7 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
                    near_tie: float | None = None, atol: float | None = None,
                    min_differing: int | None = None, rtol: float | None = None,
                    noise_runs: int | None = None,
+                   drafting: DraftingKind | str | None = None,
                    where: str = "the command line") -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
     as a config file's."""
@@ -71,7 +73,8 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
             atol=spec.atol if atol is None else atol,
             min_differing=spec.min_differing if min_differing is None else min_differing,
             rtol=spec.rtol if rtol is None else rtol,
-            noise_runs=spec.noise_runs if noise_runs is None else noise_runs)
+            noise_runs=spec.noise_runs if noise_runs is None else noise_runs,
+            drafting=spec.drafting if drafting is None else drafting)  # type: ignore[arg-type]  # checked by __post_init__
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 
@@ -139,13 +142,31 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     if reruns_of_a:
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
         floor = measure_floor(a.name, traces)
+    drafting, source = drafting_of(spec, a, b)
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
-                  floor=floor)
+                  floor=floor, drafting=drafting, drafting_source=source)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
+
+
+def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:
+    """How the arms draft, and who said so: the comparison (config or --drafting) over the
+    traces' `[spec-drafting]` headers, over the default (block)."""
+    if spec.drafting is not None:
+        return spec.drafting, "comparison"
+    declared = {o.name: o.trace.drafting for o in (a, b)
+                if o.trace is not None and o.trace.drafting is not None}
+    kinds = set(declared.values())
+    if len(kinds) > 1:
+        said = ", ".join(f"{name} declares {kind.value}" for name, kind in declared.items())
+        raise UsageError(f"comparison {spec.name}: the traces disagree on how the engine drafts "
+                         f"({said}); set drafting in the comparison or pass --drafting")
+    if kinds:
+        return kinds.pop(), "traces"
+    return DraftingKind.BLOCK, "default"
 
 
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
@@ -165,6 +186,7 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
 def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
     data = asdict(spec)
     data["probe"] = list(spec.probe)
+    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
     return {"comparison": data, "audit": asdict(thresholds)}
 
 
@@ -276,6 +298,7 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
 
 def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
+                drafting: DraftingKind | str | None = None,
                 thresholds: AuditThresholds | None = None,
                 rtol: float | None = None) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run."""
@@ -291,7 +314,8 @@ def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float 
     where = str(Path(run_dir) / "meta.json")
     spec = _spec_from(raw, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol)
+                          min_differing=min_differing, rtol=rtol,
+                          drafting=drafting)
     if thresholds is None:
         thresholds = _thresholds_from(extra.get("audit") if isinstance(extra, dict) else None,
                                       where)

@@ -73,7 +73,8 @@ class Instruments:
 def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
                  th: AuditThresholds, expect: Expect) -> list[str]:
     """Why the token comparison could not have failed; empty when it could."""
-    counted = cmp.blocks_differing + (cmp.blocks_near_tie if expect is Expect.DIFFER else 0)
+    counted = cmp.blocks_differing + cmp.draft_length_blocks + (
+        cmp.blocks_near_tie if expect is Expect.DIFFER else 0)
     if counted:
         return []  # it counted differences: it evidently could fail
     blind: list[str] = []
@@ -133,13 +134,14 @@ def instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
 class Decision:
     kind: VerdictKind
     instruments: Instruments
-    token_flips: int  # hard flips, plus near-ties (counted under `differ`)
+    token_flips: int  # blocks with hard flips, near-ties or a different draft length
 
 
 def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
            min_differing: int) -> Decision:
     """The verdict kind of a comparison whose arms both drafted: no sentence is built here."""
-    token_flips = cmp.blocks_differing + cmp.blocks_near_tie
+    # a different draft length is a different draft: it counts like a flip
+    token_flips = cmp.blocks_differing + cmp.blocks_near_tie + cmp.draft_length_blocks
     if expect is Expect.DIFFER:
         if token_flips >= min_differing:
             kind = VerdictKind.DIFFER
@@ -150,7 +152,7 @@ def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
         else:
             kind = VerdictKind.AGREE
     elif (cmp.blocks_differing or cmp.blocks_logit_differing or cmp.divergences
-          or cmp.coverage_gaps):
+          or cmp.coverage_gaps or cmp.draft_length_blocks):
         kind = VerdictKind.DIFFER
     elif cmp.blocks_compared and inst.names:
         kind = VerdictKind.AGREE
@@ -171,6 +173,15 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                + (f"; {cmp.logit_rows_compared} logit row(s) compared, "
                   f"{cmp.blocks_logit_differing} block(s) with logit differences"
                   if cmp.logit_rows_compared else ""))
+    if cmp.drafting_source != "default":
+        out.append(f"{cmp.drafting.value} drafting (from the {cmp.drafting_source})"
+                   + (f": {cmp.rows_context_diverged} row(s) after a block's first flip ran on "
+                      "another token and are not compared" if cmp.rows_context_diverged else ""))
+    if cmp.draft_length_blocks:
+        out.append(f"{cmp.draft_length_blocks} block(s) drafted a different number of rows at "
+                   f"the same (request, pos): {cmp.draft_length_rows_a} row(s) only {na} "
+                   f"drafted, {cmp.draft_length_rows_b} only {nb}; a different draft length is "
+                   "a different draft")
     if cmp.unmatched_a or cmp.unmatched_b:
         out.append(f"{cmp.unmatched_a} step(s) only in {na}, {cmp.unmatched_b} only in {nb} "
                    "(different acceptance visits different positions; not a difference)")

@@ -13,7 +13,7 @@ import pytest
 
 from difftest.emit import Tracer
 from difftest.hf.options import HFOptions
-from difftest.model import DraftingKind
+from difftest.kinds import DraftingKind
 from difftest.trace.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from typing import Any
 from collections.abc import Callable, Iterator
 
 from difftest.emit import Tracer
-from difftest.model import DraftingKind
+from difftest.kinds import DraftingKind
 
 __all__ = ["HFStep", "HFTrace", "drafting_kind_of", "traced_generation"]
 
@@ -115,8 +115,8 @@ def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[HFTrace]:
         _Hook(generator, tracer, record)
         return generator
 
-    GenerationMixin._get_candidate_generator = hooked
+    setattr(GenerationMixin, "_get_candidate_generator", hooked)  # noqa: B010 - a typed hook
     try:
         yield record
     finally:
-        GenerationMixin._get_candidate_generator = original
+        setattr(GenerationMixin, "_get_candidate_generator", original)  # noqa: B010

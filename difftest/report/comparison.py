@@ -76,6 +76,14 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
         "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
         "context_diverged": c.context_diverged if c else 0,
+        "drafting": c.drafting.value if c else None,
+        "drafting_from": c.drafting_source if c else None,
+        "rows_context_diverged": c.rows_context_diverged if c else 0,
+        "draft_length_differences": {
+            "blocks": c.draft_length_blocks if c else 0,
+            "rows_a": c.draft_length_rows_a if c else 0,
+            "rows_b": c.draft_length_rows_b if c else 0},
+        "coverage_gaps": [asdict(g) for g in c.coverage_gaps] if c else [],
         "first_difference": asdict(c.first_difference) if c and c.first_difference else None,
         "first_logit_difference": asdict(c.first_logit_difference)
         if c and c.first_logit_difference else None,
