@@ -242,3 +242,35 @@ def test_identical_arms_agree_under_either_kind(tmp_path: Path, drafting: str) -
     code, report, _, text = judge(a, b, tmp_path, "--drafting", drafting)
     assert code == 0, text
     assert report["drafting"] == drafting
+
+
+def test_k0_steps_are_never_unmatched_blocks_and_never_paired(tmp_path: Path) -> None:
+    """A drafts nothing where B drafts (a draft-length difference), and reaches a position B
+    never visits with a k=0 step (not an unmatched block)."""
+    from difftest.align import align
+    from difftest.trace.parser import parse_trace
+
+    rng = np.random.default_rng(5)
+    lb = np.stack([row_logits(t, 0.5, rng) for t in (21, 22, 23)])
+    a, b = pair(tmp_path, [([], [21, 22, 23], [30], None, lb)])
+    more_a, more_b = io.StringIO(), io.StringIO()
+    Tracer(level=3, file=more_a).step("r0", LAST + 1, [], [21])
+    Tracer(level=3, file=more_a).step("r0", LAST + 2, [], [22])
+    Tracer(level=3, file=more_b).step("r0", LAST + 1, [21, 22, 24], [21, 22], lb)
+    a.write_text(a.read_text() + more_a.getvalue())
+    b.write_text(b.read_text() + more_b.getvalue())
+    code, report, rows, text = judge(a, b, tmp_path)
+    assert report["unmatched"] == {"a": 0, "b": 0}, text
+    assert report["draft_length_differences"] == {"blocks": 2, "rows_a": 0, "rows_b": 6}
+    assert report["coverage_gaps"] == []
+    assert code == 1  # a different draft length is a different draft
+    al = align(parse_trace(a), parse_trace(b))
+    assert len(al) == 8 + 2  # the shared blocks and the two one-sided ones, no k=0 pair
+
+
+def test_two_k0_steps_at_one_position_are_no_pair(tmp_path: Path) -> None:
+    from difftest.align import align
+    from difftest.trace.parser import parse_trace
+
+    a, b = pair(tmp_path, [([], [], [9], None, None)])
+    assert len(align(parse_trace(a), parse_trace(b))) == 8
