@@ -172,10 +172,10 @@ M = [
  ("E3 logits printed with 6 digits", "difftest/emit.py",
   '    pairs = "".join(f"{int(i)}:{float(v):.9g} " for i, v in top)',
   '    pairs = "".join(f"{int(i)}:{float(v):.6g} " for i, v in top)', "tests/test_emit.py"),
- ("H1 hf adapter drops the first emitted token", "difftest/adapters/hf.py",
+ ("T1 hf adapter drops the first emitted token", "difftest/adapters/hf.py",
   "            emitted = input_ids[0, cur_len:].tolist()",
   "            emitted = input_ids[0, cur_len + 1:].tolist()", "tests/test_hf.py"),
- ("H2 hf mutation not applied", "difftest/hf/models.py",
+ ("T2 hf mutation not applied", "difftest/hf/models.py",
   "    draft.set_attn_implementation(MUTATED_ATTN)", "    pass", "tests/test_hf.py"),
 ]
 
