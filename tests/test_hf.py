@@ -106,3 +106,16 @@ def test_bad_options_exit_2_before_torch_loads(argv: list[str], message: str) ->
     assert out.returncode == 2
     assert message in out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_local_model_directories_run_like_the_built_in_pair(tmp_path: Path) -> None:
+    from difftest.hf.models import builtin_assisted_draft, builtin_target
+
+    target = builtin_target(HFOptions())
+    target.save_pretrained(tmp_path / "target")
+    builtin_assisted_draft(target).save_pretrained(tmp_path / "draft")
+    text, generated = traced(model=tmp_path / "target", assistant=tmp_path / "draft",
+                             requests=1, max_new_tokens=8)
+    built_in_text, built_in = traced(requests=1, max_new_tokens=8)
+    assert generated == built_in
+    assert text == built_in_text

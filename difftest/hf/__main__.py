@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep the trace stream quiet
+    os.environ.setdefault("TQDM_DISABLE", "1")
     from difftest.emit import Tracer
     from difftest.hf.runner import run  # torch and transformers load only for a valid run
 
