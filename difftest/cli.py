@@ -18,7 +18,6 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -40,19 +39,22 @@ class _Group(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode,
                                 windows_expand_args, **extra)
         cx = _click_exceptions()
+        exits: tuple[type[BaseException], ...] = (typer.Exit, *_optional(cx, "Exit"))
+        aborts: tuple[type[BaseException], ...] = (typer.Abort, KeyboardInterrupt,
+                                                   *_optional(cx, "Abort"))
         try:
             try:
                 code = super().main(args, prog_name or "difftest", complete_var, False,
                                     windows_expand_args, **extra)
                 sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
-            except (typer.Exit, click.exceptions.Exit) as exc:
+            except exits as exc:
                 sys.stdout.flush()
-                code = exc.exit_code
-        except (typer.Abort, click.exceptions.Abort, KeyboardInterrupt):
+                code = getattr(exc, "exit_code", 0)
+        except aborts:
             _die("interrupted", ExitCode.INTERRUPTED, prefix="difftest: ")
         except Exception as exc:
             if isinstance(exc, cx.NoArgsIsHelpError):
-                click.echo(exc.format_message())  # the help text itself
+                typer.echo(exc.format_message())  # the help text itself
                 sys.exit(int(ExitCode.USAGE))
             if isinstance(exc, cx.UsageError):
                 ctx = getattr(exc, "ctx", None)
@@ -70,13 +72,19 @@ class _Group(TyperGroup):
 
 
 def _click_exceptions() -> Any:
-    """The click exceptions typer raises: its own copy of click where it vendors one."""
+    """The click exceptions typer raises: its own copy of click where it vendors one (typer
+    0.2x no longer depends on click), else click's."""
     import importlib
 
     try:
         return importlib.import_module("typer._click.exceptions")
     except ImportError:
-        return click.exceptions
+        return importlib.import_module("click.exceptions")
+
+
+def _optional(module: Any, name: str) -> tuple[type[BaseException], ...]:
+    found = getattr(module, name, None)
+    return (found,) if isinstance(found, type) and issubclass(found, BaseException) else ()
 
 
 def _quiet_stdout() -> None:
@@ -90,7 +98,7 @@ def _quiet_stdout() -> None:
 
 def _die(message: str, code: ExitCode, prefix: str = "difftest: error: ") -> NoReturn:
     try:
-        click.echo(prefix + message, err=True)
+        typer.echo(prefix + message, err=True)
     except OSError:
         pass
     sys.exit(int(code))

@@ -152,3 +152,19 @@ def test_html_option_writes_the_page(tmp_path: Path) -> None:
                                  "--trace-b", str(COMPARE / "differ_b.log"), "--html", str(out)])
     assert r.exit_code == 1, r.output
     assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_errors_are_styled_without_the_click_package() -> None:
+    """typer vendors click and no longer depends on it: the CLI must not need it either."""
+    code = ("import builtins, sys\nreal = builtins.__import__\n"
+            "def imp(name, *a, **k):\n"
+            "    if name == 'click' or name.startswith('click.'):\n"
+            "        raise ImportError('no click here')\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = imp\n"
+            "sys.argv = ['difftest', 'compare', '--bogus']\n"
+            "from difftest.cli import main\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("difftest: error: No such option: --bogus")
