@@ -316,9 +316,10 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
 
 
 def _noise_floor(c: Comparison) -> float | None:
-    """The A/A noise floor when the comparison measured one (older comparisons have none)."""
-    floor: Any = getattr(c, "noise_floor", None)
-    return float(floor) if isinstance(floor, (int, float)) else None
+    """The A/A noise floor, when reruns of arm A measured one."""
+    if c.logits is None or c.logits.floor is None:
+        return None
+    return c.logits.floor.floor
 
 
 def _map_requests(c: Comparison) -> list[int]:
