@@ -102,8 +102,11 @@ def _bad_inputs(tmp: Path) -> list[list[object]]:
     huge.write_text("[SPECTRACE] req=a pos=" + "9" * 5000 + " k=1 ns=1 acc=0 draft=[ 1 ] "
                     "emit=[ 2 ]\n")
     agree_a, agree_b = COMPARE / "agree_a.log", COMPARE / "agree_b.log"
+    level1 = tmp / "agree_b_level1.log"  # the same drafts, without the logit lines
+    level1.write_text("".join(line for line in agree_b.read_text().splitlines(keepends=True)
+                              if not line.startswith("[spec-logits]")))
     return [
-        ["compare", "--trace-a", agree_a, "--trace-b", DATA / "constant19_level1.log"],
+        ["compare", "--trace-a", agree_a, "--trace-b", level1],
         ["audit", gz], ["audit", empty], ["audit", huge], ["parse", huge],
         ["compare", "--trace-a", agree_a, "--trace-b", agree_b, "--csv", tmp / "no/dir/x.csv"],
         ["compare", "--trace-a", agree_a, "--trace-b", agree_b, "--html", tmp / "no/x.html"],
