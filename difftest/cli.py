@@ -404,7 +404,7 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     runs: Annotated[int, typer.Option("--runs", min=2, help="How many times to run it.")] = 3,
     config: ConfigOpt = None,
-    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
+    format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
     progress: Progress = None,
 ) -> None:
