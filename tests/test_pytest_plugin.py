@@ -45,7 +45,7 @@ def test_the_shipped_config_passes_item_by_item(tmp_path: Path) -> None:
     assert done.returncode == 0, out
     for item in ("::lanes PASSED", "::lanes/probe PASSED", "::scalars PASSED"):
         assert item in out, out
-    assert "3 passed" in out
+    assert " passed" in out and "failed" not in out  # every shipped comparison, whatever count
 
 
 def test_a_differing_comparison_fails_with_its_verdict_and_reasons(tmp_path: Path) -> None:
