@@ -76,7 +76,7 @@ M = [
   '        return v.verdict in (VerdictKind.DIFFER, VerdictKind.UNINFORMATIVE)\n',
   "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
  ("G3 junit: uninformative passes", "difftest/report/gate_report.py",
-  "        if not v.passed:\n            kind", "        if not v.passed and v.verdict != 'uninformative':\n            kind",
+  "        elif not v.passed:\n            kind", "        elif not v.passed and v.verdict != 'uninformative':\n            kind",
   "tests/test_gate.py::test_check_fails_with_the_right_exit_codes"),
  ("G4 crashed mutation counts as killed", "difftest/gate.py",
   'if v.verdict is VerdictKind.ARM_FAILED:\n        return False', 'if v.verdict is VerdictKind.ARM_FAILED:\n        return True',
