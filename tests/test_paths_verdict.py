@@ -1,1 +1,115 @@
-"""placeholder"""
+"""Verdict paths the other tests never run: `passed` on the uninformative `differ` path, an atol
+between 0 and the logit spread, a near_tie small in value that still blinds the tokens, and the
+exact sentences of each. What users read is asserted whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from difftest.audit import audit_trace
+from difftest.compare import compare
+from difftest.errors import ExitCode
+from difftest.kinds import Expect, VerdictKind
+from difftest.model import ArmTrace
+from difftest.trace import parse_lines, parse_trace
+from difftest.verdict import Verdict, judge
+
+DATA = Path(__file__).parent / "data" / "compare"
+
+
+def _judge(a: ArmTrace, b: ArmTrace, **kw: float) -> Verdict:
+    expect = Expect.DIFFER if kw.pop("differ", 0) else Expect.SAME
+    cmp = compare(a, b, near_tie=kw.get("near_tie", 0.0), atol=kw.get("atol", 0.0))
+    return judge(cmp, audit_trace(a), audit_trace(b), names=("x", "y"), expect=expect)
+
+
+AGREE_A = parse_trace(DATA / "agree_a.log")
+AGREE_B = parse_trace(DATA / "agree_b.log")
+COMPARED = ("7 block(s) compared, 0 differ; 21 logit row(s) compared, 0 block(s) with logit "
+            "differences")
+
+
+def test_uninformative_under_differ_does_not_pass_and_exits_3() -> None:
+    v = _judge(parse_trace(DATA / "degenerate_a.log"), parse_trace(DATA / "degenerate_b.log"),
+               differ=1)
+    assert (v.verdict, v.expect, v.passed, v.exit_code, v.label) == (
+        VerdictKind.UNINFORMATIVE, Expect.DIFFER, False, ExitCode.UNINFORMATIVE, "UNINFORMATIVE")
+    assert v.instruments == ()
+    assert v.reasons == (
+        "6 block(s) compared, 0 differ",
+        "expected at least 1 differing block(s), found 0: the toggle may not reach the runner",
+        "but the compared drafts could not have differed: 1 distinct drafted id(s), every block "
+        "is [19, 19, 19], drafted-id entropy 0.000 bits, no block logits traced",
+    )
+
+
+def test_an_atol_inside_the_logit_spread_keeps_the_logit_instrument() -> None:
+    assert audit_trace(AGREE_A).logit_spread == 10.0
+    v = _judge(AGREE_A, AGREE_B, atol=0.5)
+    assert (v.verdict, v.passed, v.instruments) == (VerdictKind.AGREE, True, ("tokens", "logits"))
+    assert v.reasons == (COMPARED, "the comparison could have failed through: tokens, logits")
+
+
+def test_an_atol_equal_to_the_logit_spread_retires_the_logit_instrument() -> None:
+    v = _judge(AGREE_A, AGREE_B, atol=10.0)
+    assert v.instruments == ("tokens",)
+    assert v.reasons == (
+        "atol=10 is at least the whole spread of the traced logits (10): the logit comparison "
+        "cannot fail",
+        COMPARED, "the comparison could have failed through: tokens")
+
+
+def test_a_near_tie_below_some_margins_keeps_the_token_instrument() -> None:
+    v = _judge(AGREE_A, AGREE_B, near_tie=0.3)
+    assert v.instruments == ("tokens", "logits")
+
+
+def _small_lines(first: int) -> list[str]:
+    """Varied drafts whose every row has a top-1/top-2 margin of 0.25."""
+    lines = []
+    for step, pos in enumerate(range(1, 9, 2)):
+        ids = [first + 3 * step, first + 3 * step + 1]
+        for row, i in enumerate(ids, start=1):
+            lines.append(f"[spec-logits] req=r pos={pos} row={row} top=[ {i}:{2.0 + step} "
+                         f"{i + 100}:{1.75 + step} ]")
+        lines.append(f"[SPECTRACE] req=r pos={pos} k=2 ns=2 acc=1 draft=[ {ids[0]} {ids[1]} ] "
+                     f"emit=[ {ids[0]} 0 ]")
+    return lines
+
+
+def _small_margins(first: int) -> ArmTrace:
+    return parse_lines(_small_lines(first))
+
+
+def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
+    a = _small_margins(10)
+    assert audit_trace(a).min_margin == 0.25
+    v = _judge(a, _small_margins(10), near_tie=0.5)
+    assert (v.verdict, v.instruments) == (VerdictKind.AGREE, ("logits",))
+    assert v.reasons == (
+        "4 block(s) compared, 0 differ; 8 logit row(s) compared, 0 block(s) with logit "
+        "differences",
+        "the token comparison alone would have been blind (near_tie=0.5 is above every compared "
+        "row's margin, so every flip would count as a near-tie); the exact logit comparison "
+        "could have failed and did not")
+    kept = _judge(a, _small_margins(10), near_tie=0.2)
+    assert kept.instruments == ("tokens", "logits")
+
+
+def test_a_near_tie_under_differ_never_blinds_the_tokens() -> None:
+    a = _small_margins(10)
+    v = _judge(a, _small_margins(10), near_tie=0.5, differ=1)
+    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.AGREE, ("tokens", "logits"),
+                                                       ExitCode.DIFFER)
+    assert v.reasons[1:] == ("expected at least 1 differing block(s), found 0: the toggle may "
+                             "not reach the runner",)
+
+
+def test_a_found_difference_under_differ_passes_with_its_count() -> None:
+    flipped = parse_lines([line.replace("draft=[ 13 14 ]", "draft=[ 13 15 ]")
+                           for line in _small_lines(10)])
+    v = _judge(_small_margins(10), flipped, differ=1)
+    assert (v.verdict, v.passed, v.exit_code, v.label) == (VerdictKind.DIFFER, True, ExitCode.OK,
+                                                           "PASS")
+    assert v.reasons[-1] == "expected at least 1 differing block(s): found 1"
+
