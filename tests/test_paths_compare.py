@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 
-from difftest.align import CoverageGap, EmitDivergence
+import numpy as np
+import pytest
+
+from difftest.align import CoverageGap, EmitDivergence, align, step_keys
 from difftest.audit import audit_trace
 from difftest.compare import STATUS_NAMES, Comparison, FirstDifference, FirstLogitDifference, compare
 from difftest.kinds import VerdictKind
@@ -230,3 +233,56 @@ def test_logits_that_end_early_are_a_difference_in_what_was_traced() -> None:
     assert v.verdict is VerdictKind.DIFFER
     assert v.reasons[-1] == ("first logit difference at req p pos 1 row 2: |diff| - (atol 0); "
                              "max |diff| 0")
+
+
+ORDINAL_NOTE = ("no [SPECTRACE] lines in both arms: blocks are paired by the order of the proposing "
+                "steps, which is only sound for a single request, and only the first proposing "
+                "row of each step is known")
+PROPOSE_A = ["[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[5 9 ]",
+             "[spec-propose] NO proposing rows this step (num_reqs=1)",
+             "[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[7 8 ]",
+             "[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[1 2 ]"]
+PROPOSE_B = ["[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[5 9 ]",
+             "[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[7 3 ]"]
+
+
+def test_ordinal_alignment_pairs_proposing_steps_and_leaves_the_extra_ones_unmatched() -> None:
+    al = align(parse_lines(PROPOSE_A), parse_lines(PROPOSE_B))
+    assert (al.mode, al.requests, al.notes) == ("ordinal", ("",), (ORDINAL_NOTE,))
+    assert al.a_index.tolist() == [0, 2] and al.b_index.tolist() == [0, 1]
+    assert al.pos.tolist() == [0, 1] and al.req.tolist() == [0, 0]
+    assert al.unmatched_a.tolist() == [3] and al.unmatched_b.tolist() == []
+    assert al.diverged_a.tolist() == [] and al.diverged_b.tolist() == []
+    cmp, v = _run(PROPOSE_A, PROPOSE_B)
+    assert _same(_rows(cmp), [
+        ("", 0, 1, 5, 5, "same", NAN, False), ("", 0, 2, 9, 9, "same", NAN, False),
+        ("", 1, 1, 7, 7, "same", NAN, False), ("", 1, 2, 8, 3, "differ", NAN, False),
+        ("", 2, 1, 1, -1, "unmatched-a", NAN, False), ("", 2, 2, 2, -1, "unmatched-a", NAN, False)])
+    assert v.reasons == (
+        ORDINAL_NOTE, "2 block(s) compared, 1 differ",
+        "1 step(s) only in x, 0 only in y (different acceptance visits different positions; not "
+        "a difference)",
+        "first difference at proposing step 1 row 2: x drafted 8, y drafted 3 (margins - / -)")
+    cmp, v = _run(PROPOSE_B, PROPOSE_A)
+    assert [r[:6] for r in _rows(cmp)][4:] == [("", 2, 1, -1, 1, "unmatched-b"),
+                                               ("", 2, 2, -1, 2, "unmatched-b")]
+    assert (cmp.unmatched_a, cmp.unmatched_b) == (0, 1)
+
+
+def test_step_keys_order_requests_then_positions_and_refuse_what_they_cannot_key() -> None:
+    assert step_keys(np.array([1, 2]), np.array([3, 2**40 - 1])).tolist() == [
+        (1 << 40) + 3, (2 << 40) + 2**40 - 1]
+    for bad in (2**40, -1):
+        with pytest.raises(ValueError, match=r"^positions outside 0\.\.2\*\*40 cannot be keyed$"):
+            step_keys(np.array([0]), np.array([bad]))
+    assert step_keys(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_a_pair_verified_twice_uses_the_last_and_says_so() -> None:
+    a = [_verify("p", 1, [5, 6], [5, 6, 7]), _verify("p", 1, [5, 8], [5, 6, 7])]
+    b = [_verify("p", 1, [5, 8], [5, 6, 7])]
+    cmp, v = _run(a, b)
+    assert cmp.notes == ("arm A verified 1 (request, pos) pair(s) twice; the last is used",)
+    assert (cmp.blocks_compared, cmp.blocks_differing) == (1, 0)
+    _, v = _run(b, a)
+    assert v.reasons[0] == "arm B verified 1 (request, pos) pair(s) twice; the last is used"
