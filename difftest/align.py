@@ -152,8 +152,8 @@ def align(a: ArmTrace, b: ArmTrace) -> Alignment:
 
 def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     names, map_a, map_b = _unified_codes(a, b)
-    ca = map_a[a.verifies.req] if len(a.verifies) else np.zeros(0, np.int64)
-    cb = map_b[b.verifies.req] if len(b.verifies) else np.zeros(0, np.int64)
+    ca = map_a[a.verifies.req]
+    cb = map_b[b.verifies.req]
     ka = step_keys(ca, a.verifies.pos)
     kb = step_keys(cb, b.verifies.pos)
     notes: list[str] = []
@@ -180,8 +180,8 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
         # A step at pos P read context [0, P): it diverged when P is past the differing token.
         diverged |= (req_of == names.index(d.req)) & (pos_of > d.position)
     keep = ~diverged
-    order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
-    d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs
+    order = np.argsort(a.verifies.line[a_idx[keep]])  # line numbers are unique
+    d_order = np.argsort(a_idx[diverged])  # pairs stay pairs
     return Alignment(
         mode="position", requests=tuple(names), coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
         req=req_of[keep][order], pos=pos_of[keep][order],

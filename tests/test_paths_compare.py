@@ -253,6 +253,8 @@ def test_ordinal_alignment_pairs_proposing_steps_and_leaves_the_extra_ones_unmat
     assert al.pos.tolist() == [0, 1] and al.req.tolist() == [0, 0]
     assert al.unmatched_a.tolist() == [3] and al.unmatched_b.tolist() == []
     assert al.diverged_a.tolist() == [] and al.diverged_b.tolist() == []
+    # index arrays, as in position mode
+    assert {x.dtype for x in (al.req, al.pos, al.diverged_a, al.diverged_b)} == {np.dtype(np.int64)}
     cmp, v = _run(PROPOSE_A, PROPOSE_B)
     assert _same(_rows(cmp), [
         ("", 0, 1, 5, 5, "same", NAN, False), ("", 0, 2, 9, 9, "same", NAN, False),
