@@ -116,11 +116,10 @@ def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
 def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per unified request: the position after its last emitted token (-1: not traced), and
     how many verify steps it ran."""
-    ends = np.full(n, -1, dtype=np.int64)
+    ends = np.full(n, -1)
     v = trace.verifies
     np.maximum.at(ends, codes, v.pos + np.diff(v.emit_off))
-    steps = np.bincount(codes, minlength=n) if codes.size else np.zeros(n, dtype=np.int64)
-    return ends, steps
+    return ends, np.bincount(codes, minlength=n)
 
 
 def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
