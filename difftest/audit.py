@@ -199,7 +199,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
     blocks = drafted_blocks(trace)
     lg = trace.logits
     finite = lg.finite
-    tokens = measure_tokens(blocks, lg.margins[finite] if len(lg) else None, th)
+    tokens = measure_tokens(blocks, lg.margins[finite], th)  # empty without logits
     reasons: list[str] = []
     if len(blocks):
         src = "verify lines" if blocks.source == "verify" else "propose lines (first row only)"
@@ -223,8 +223,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         ids = lg.top_ids[finite]
         values = rows[np.isfinite(rows)]
         spread = float(values.max() - values.min()) if values.size else None
-        with np.errstate(invalid="ignore"):
-            logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
+        logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
     if len(lg):
         nonfinite = int((~finite).sum())
         if nonfinite:

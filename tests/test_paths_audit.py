@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from difftest.audit import AuditThresholds, DraftedBlocks, audit_trace, measure_tokens
+from difftest.audit import (
+    AuditThresholds, DraftedBlocks, audit_trace, drafted_blocks, measure_tokens,
+)
 from difftest.trace import parse_lines
 
 
@@ -126,6 +128,51 @@ def test_logits_that_are_all_one_row_carry_no_signal() -> None:
     same = [(3, "9.0"), (4, "5.0")]
     lines = [_logits(1, 1, same), _verify(1, [3], 0), _logits(2, 1, same), _verify(2, [3], 0)]
     a = audit_trace(parse_lines(lines))
-    assert not a.logits_vary and a.logit_spread == 4.0
+    assert a.logits_vary is False and a.logit_spread == 4.0
     assert "the traced block logits are all the same row: they carry no signal" in a.reasons
     assert a.logit_blind_reasons == ["the traced logits do not vary"]
+
+
+PROPOSES = ["[spec-propose] rows=1 nqpr=3 drafts/row=2 first=[1 2 ]",
+            "[spec-propose] NO proposing rows this step (num_reqs=1)",
+            "[spec-propose] rows=1 nqpr=3 drafts/row=2 first=[3 4 ]",
+            "a line that is no trace line"]
+
+
+def test_a_propose_only_audit_says_where_its_blocks_come_from() -> None:
+    t = parse_lines(PROPOSES, path="arm.log")
+    blocks = drafted_blocks(t)
+    assert blocks.ids.dtype == np.int32 and blocks.offsets.dtype == np.int64
+    assert blocks.ids.tolist() == [1, 2, 3, 4] and blocks.offsets.tolist() == [0, 2, 4]
+    a = audit_trace(t)
+    assert (a.path, a.block_source, a.skipped_lines, a.requests) == ("arm.log", "propose", 1, 0)
+    assert (a.acceptance_min, a.acceptance_max, a.acceptance_mean) == (None, None, None)
+    assert a.logits_vary is False and a.logit_spread is None and a.min_margin is None
+    assert a.reasons == [
+        "2 drafted blocks read from propose lines (first row only)",
+        "drafts vary: 4 distinct ids, entropy 2.00 bits",
+        "no block logits traced (level < 3): only tokens can be compared",
+    ]
+
+
+def test_no_proposing_step_gives_no_blocks() -> None:
+    blocks = drafted_blocks(parse_lines(PROPOSES[1:2]))
+    assert (len(blocks), blocks.ids.dtype, blocks.ids.size) == (0, np.dtype(np.int32), 0)
+    assert blocks.offsets.tolist() == [0] and blocks.offsets.dtype == np.int64
+
+
+def test_one_logit_row_has_a_spread_but_does_not_vary() -> None:
+    a = audit_trace(parse_lines([_logits(1, 1, [(3, "9.0"), (4, "5.5")]), _verify(1, [3], 0)]))
+    assert a.logits_vary is False and a.logit_spread == 3.5
+    assert a.logit_blind_reasons == ["the traced logits do not vary"]
+
+
+def test_logits_that_differ_only_in_their_ids_vary() -> None:
+    a = audit_trace(parse_lines([_logits(1, 1, [(3, "9.0"), (4, "5.0")]), _verify(1, [3], 0),
+                                 _logits(2, 1, [(7, "9.0"), (4, "5.0")]), _verify(2, [7], 0)]))
+    assert a.logits_vary is True and a.logits_informative and a.logit_spread == 4.0
+
+
+def test_empty_top_lists_have_no_spread() -> None:
+    a = audit_trace(parse_lines(["[spec-logits] req=r pos=1 row=1 top=[ ]", _verify(1, [3], 0)]))
+    assert (a.logit_rows, a.nonfinite_rows, a.logit_spread, a.logits_vary) == (1, 0, None, False)
