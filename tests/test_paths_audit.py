@@ -176,3 +176,45 @@ def test_logits_that_differ_only_in_their_ids_vary() -> None:
 def test_empty_top_lists_have_no_spread() -> None:
     a = audit_trace(parse_lines(["[spec-logits] req=r pos=1 row=1 top=[ ]", _verify(1, [3], 0)]))
     assert (a.logit_rows, a.nonfinite_rows, a.logit_spread, a.logits_vary) == (1, 0, None, False)
+
+
+def _blocks(*blocks: list[int]) -> DraftedBlocks:
+    ids = np.array([i for b in blocks for i in b], dtype=np.int32)
+    return DraftedBlocks("verify", ids, np.cumsum([0, *map(len, blocks)]).astype(np.int64))
+
+
+def test_thresholds_are_met_at_equality() -> None:
+    # 2 distinct ids (the minimum) and exactly 1 bit (the minimum) are enough
+    m = measure_tokens(_blocks([1, 2], [2, 1]), None, AuditThresholds())
+    assert (m.distinct_ids, m.entropy_bits, m.informative) == (2, 1.0, True)
+    assert m.blind_reasons == []
+
+
+def test_two_identical_blocks_are_the_same_block() -> None:
+    m = measure_tokens(_blocks([1, 2], [1, 2]), None, AuditThresholds())
+    assert m.constant_blocks and m.blind_reasons == ["every block is [1, 2]"]
+
+
+def test_uniform_blocks_of_varying_k_are_counted_one_by_one() -> None:
+    m = measure_tokens(_blocks([4, 4], [5, 6, 7], [8, 9]), None, AuditThresholds())
+    assert (m.constant_blocks, m.uniform_blocks, m.blocks) == (False, 1, 3)
+
+
+def test_without_margins_no_margin_figure_is_made_up() -> None:
+    m = measure_tokens(_blocks([1, 2], [3, 4]), np.array([np.nan, np.inf]), AuditThresholds())
+    assert (m.min_margin, m.median_margin, m.blind_radius_min, m.blind_radius_median) == (
+        None, None, None, None)
+    assert m.reasons == ["drafts vary: 4 distinct ids, entropy 2.00 bits"]
+
+
+def test_no_ids_have_no_entropy() -> None:
+    from difftest.audit import entropy_bits
+
+    assert entropy_bits(np.zeros(0, dtype=np.int32)) == 0.0
+    assert entropy_bits(np.array([9])) == 0.0
+
+
+def test_the_audit_counts_the_traces_findings() -> None:
+    a = audit_trace(parse_lines([_logits(1, 1, [(3, "nan"), (4, "5.0")]), _verify(1, [3], 0)]))
+    assert (a.findings, a.nonfinite_rows, a.logit_rows) == (1, 1, 1)
+    assert a.median_margin is None and a.blind_radius_median is None
