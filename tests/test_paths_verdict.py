@@ -113,3 +113,50 @@ def test_a_found_difference_under_differ_passes_with_its_count() -> None:
                                                            "PASS")
     assert v.reasons[-1] == "expected at least 1 differing block(s): found 1"
 
+
+
+def test_with_reasons_returns_a_copy_with_the_reasons_appended() -> None:
+    v = Verdict(VerdictKind.AGREE, Expect.SAME, ("one",), ("tokens",))
+    more = v.with_reasons(["two", "three"])
+    assert more.reasons == ("one", "two", "three") and v.reasons == ("one",)
+    assert (more.verdict, more.expect, more.instruments) == (v.verdict, v.expect, v.instruments)
+
+
+def _constant(last: list[int]) -> ArmTrace:
+    """Level-1 blocks that are all `19 19 19` but the last."""
+    blocks = [[19, 19, 19]] * 4 + [last]
+    return parse_lines([f"[SPECTRACE] req=r pos={1 + 2 * i} k=3 ns=2 acc=1 "
+                        f"draft=[ {' '.join(map(str, b))} ] emit=[ {b[0]} 0 ]"
+                        for i, b in enumerate(blocks)])
+
+
+def test_a_counted_difference_makes_tokens_an_instrument_whatever_the_audit_says() -> None:
+    a, b = _constant([19, 19, 19]), _constant([19, 19, 20])
+    assert not audit_trace(a).tokens_informative
+    v = _judge(a, b)
+    assert (v.verdict, v.instruments) == (VerdictKind.DIFFER, ("tokens",))
+    assert v.reasons == ("5 block(s) compared, 1 differ",
+                         "first difference at req r pos 9 row 3: x drafted 19, y drafted 20 "
+                         "(margins - / -)")
+
+
+def _constant_tied(last: int) -> ArmTrace:
+    """Level-3 blocks `19 19` with a margin of 0.125 at every row; the last block's second row
+    drafts `last`."""
+    lines = []
+    for i in range(4):
+        pos = 1 + 2 * i
+        second = last if i == 3 else 19
+        lines += [f"[spec-logits] req=r pos={pos} row=1 top=[ 19:2.0 {20 + i}:1.875 ]",
+                  f"[spec-logits] req=r pos={pos} row=2 top=[ {second}:3.0 {30 + i}:2.875 ]",
+                  f"[SPECTRACE] req=r pos={pos} k=2 ns=2 acc=1 draft=[ 19 {second} ] "
+                  "emit=[ 19 0 ]"]
+    return parse_lines(lines)
+
+
+def test_near_ties_counted_under_differ_make_tokens_an_instrument() -> None:
+    a, b = _constant_tied(19), _constant_tied(20)
+    v = _judge(a, b, near_tie=0.5, atol=0.5, differ=1)
+    assert (v.verdict, v.passed) == (VerdictKind.DIFFER, True)
+    assert v.instruments[0] == "tokens"
+    assert v.reasons[0].startswith("4 block(s) compared, 0 differ, 1 differ only by near-ties")
