@@ -160,3 +160,54 @@ def test_near_ties_counted_under_differ_make_tokens_an_instrument() -> None:
     assert (v.verdict, v.passed) == (VerdictKind.DIFFER, True)
     assert v.instruments[0] == "tokens"
     assert v.reasons[0].startswith("4 block(s) compared, 0 differ, 1 differ only by near-ties")
+
+
+def _verify(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
+    return (f"[SPECTRACE] req={req} pos={pos} k={len(draft)} ns={len(emit)} acc={len(emit) - 1} "
+            f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
+
+
+def test_no_block_compared_is_uninformative_and_says_so_first() -> None:
+    a = parse_lines([_verify("p", 1, [5, 6], [5, 6, 7])])
+    b = parse_lines([_verify("p", 2, [6, 7], [6, 7])])
+    v = _judge(a, b)
+    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.UNINFORMATIVE, (),
+                                                       ExitCode.UNINFORMATIVE)
+    assert v.reasons == (
+        "no block could be compared: every step was unmatched or context-diverged",
+        "0 block(s) compared, 0 differ",
+        "1 step(s) only in x, 1 only in y (different acceptance visits different positions; not "
+        "a difference)",
+        "the arms agree, but the comparison could not have failed: no compared blocks, no block "
+        "logits traced")
+
+
+def test_an_arm_without_blocks_failed_and_keeps_the_expectation() -> None:
+    a = parse_lines([_verify("p", 1, [5, 6], [5, 6, 7])])
+    v = _judge(a, parse_lines(["no trace here"]), differ=1)
+    assert (v.verdict, v.expect, v.exit_code) == (VerdictKind.ARM_FAILED, Expect.DIFFER,
+                                                  ExitCode.ARM_FAILED)
+    assert v.reasons == ("arm 'y': printed no drafted blocks (is VT_SPEC_TRACE set in its "
+                         "environment, and does it speculate?)",)
+
+
+def _narrow_logits() -> ArmTrace:
+    """Varied drafts whose traced logits all lie within 1.0..1.5 (a spread of 0.5)."""
+    lines = []
+    for i in range(3):
+        pos = 1 + 2 * i
+        lines += [f"[spec-logits] req=r pos={pos} row=1 top=[ {10 + i}:1.5 {40 + i}:1.25 ]",
+                  f"[spec-logits] req=r pos={pos} row=2 top=[ {20 + i}:1.25 {50 + i}:1.0 ]",
+                  f"[SPECTRACE] req=r pos={pos} k=2 ns=2 acc=1 draft=[ {10 + i} {20 + i} ] "
+                  f"emit=[ {10 + i} 0 ]"]
+    return parse_lines(lines)
+
+
+def test_an_atol_below_1_that_covers_the_spread_retires_the_logits() -> None:
+    assert audit_trace(_narrow_logits()).logit_spread == 0.5
+    v = _judge(_narrow_logits(), _narrow_logits(), atol=0.5)
+    assert v.instruments == ("tokens",)
+    assert v.reasons[0] == ("atol=0.5 is at least the whole spread of the traced logits (0.5): "
+                            "the logit comparison cannot fail")
+    assert _judge(_narrow_logits(), _narrow_logits(), atol=0.25).instruments == ("tokens",
+                                                                                 "logits")
