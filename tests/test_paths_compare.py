@@ -288,3 +288,29 @@ def test_a_pair_verified_twice_uses_the_last_and_says_so() -> None:
     assert (cmp.blocks_compared, cmp.blocks_differing) == (1, 0)
     _, v = _run(b, a)
     assert v.reasons[0] == "arm B verified 1 (request, pos) pair(s) twice; the last is used"
+
+
+OUTGROWN = "vllm.cpp: request q has outgrown the draft speculative context (stops speculating)"
+
+
+def test_an_outgrown_request_the_other_arm_never_traced_is_still_a_gap() -> None:
+    a = [_verify("p", 1, [5, 6], [5, 6, 7]), _verify("q", 1, [8, 9], [8, 1]), OUTGROWN]
+    b = [_verify("p", 1, [5, 6], [5, 6, 7])]
+    cmp, _ = _run(a, b)
+    assert cmp.coverage_gaps == (CoverageGap("q", 3, None, 1, 0),)
+
+
+def test_a_request_at_position_0_that_emitted_nothing_was_still_traced() -> None:
+    a = [_verify("p", 1, [5, 6], [5, 6, 7]), "[SPECTRACE] req=q pos=0 k=1 ns=0 acc=0 draft=[ 4 ] emit=[ ]"]
+    b = [_verify("p", 1, [5, 6], [5, 6, 7])]
+    cmp, _ = _run(a, b)
+    assert cmp.coverage_gaps == (CoverageGap("q", 0, None, 1, 0),)
+
+
+def test_gaps_are_looked_for_past_a_request_without_one() -> None:
+    # p: streams end apart after the same number of steps (a step budget): no gap. q: a gap.
+    a = [_verify("p", 1, [5, 6], [5, 6, 7]), _verify("q", 1, [8, 9], [8, 1])]
+    b = [_verify("p", 1, [5, 6], [5, 6]), _verify("q", 1, [8, 9], [8, 1]),
+         _verify("q", 3, [2, 2], [2, 3])]
+    cmp, _ = _run(a, b)
+    assert cmp.coverage_gaps == (CoverageGap("q", 3, 5, 1, 2),)
