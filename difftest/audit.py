@@ -52,7 +52,7 @@ def drafted_blocks(trace: ArmTrace) -> DraftedBlocks:
     offsets = np.zeros(len(keep) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     ids = (np.concatenate([p.first(int(i)) for i in keep]) if len(keep)
-           else np.zeros(0, dtype=np.int32))
+           else np.zeros(0))  # cast below
     return DraftedBlocks("propose", ids.astype(np.int32), offsets)
 
 
@@ -190,7 +190,7 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
             reasons.append(f"smallest margin {_fmt(min_margin)}: a perturbation of "
                            f"{_fmt(blind_min)} could flip a token (median blind radius "
                            f"{_fmt(blind_median)})")
-    return TokenMeasures(n, distinct, pooled, row_entropy, bool(constant), uniform, min_margin,
+    return TokenMeasures(n, distinct, pooled, row_entropy, constant, uniform, min_margin,
                          median_margin, blind_min, blind_median, not blind, reasons, blind)
 
 
