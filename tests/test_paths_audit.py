@@ -106,6 +106,8 @@ def test_wide_margins_nan_rows_and_rejected_drafts_are_each_said() -> None:
         "1 logit row(s) hold nan/inf and are left out",
         "4 block-logit rows are traced and vary: an exact logit comparison can see what tokens "
         "cannot",
+        "logit blind radius 1e-01 (the printed resolution, 2 significant digits): no logit "
+        "change below it can show; token blind radius 1.5",
         "informative through the logits only: a token comparison alone would have been blind",
     ]
     assert a.token_blind_reasons == ["smallest blind radius 1.5 above 1"]

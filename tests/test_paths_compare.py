@@ -173,15 +173,24 @@ def test_top_lists_of_different_widths_compare_the_shared_ids() -> None:
     assert v.reasons == ("1 block(s) compared, 0 differ; 2 logit row(s) compared, 1 block(s) "
                          "with logit differences",
                          "first logit difference at req p pos 1 row 1: |diff| 0 (atol 0); max "
-                         "|diff| 0.25")
+                         "|diff| 0.25",
+                         "bitwise at 2 significant digits: agreement means equal to within the "
+                         "printed resolution 1e-01, not bit-identical (print logits with %.9g for "
+                         "bit-identity)",
+                         "blind radius: tokens 0.5 (smallest compared margin / 2), logits 0.1 (its "
+                         "resolution): a wrong change smaller than these goes unseen by that "
+                         "instrument")
     loose, v = _run(a, b, atol=0.5)
     assert [r[6:] for r in _rows(loose)] == [(0.0, False), (0.25, False)]
     assert loose.blocks_logit_differing == 0 and loose.first_logit_difference is None
     assert v.verdict is VerdictKind.AGREE and v.instruments == ("tokens", "logits")
     assert v.reasons == ("1 block(s) compared, 0 differ; 2 logit row(s) compared, 0 block(s) "
                          "with logit differences",
+                         "blind radius: tokens 0.5 (smallest compared margin / 2), logits 0.5 (its "
+                         "tolerance): a wrong change smaller than these goes unseen by that "
+                         "instrument",
                          "the comparison could have failed through: tokens, logits")
-    tight, _ = _run(a, b, atol=0.2)
+    tight, _ = _run(a, b, atol=0.1)  # above atol by more than the printed quantum (0.1)
     assert [r[6:] for r in _rows(tight)] == [(0.0, False), (0.25, True)]
     assert tight.first_logit_difference == FirstLogitDifference("p", 1, 2, 0.25)
 
@@ -193,15 +202,21 @@ def test_moved_nan_and_inf_in_top_lists() -> None:
         [[(5, "inf"), (4, "0.5"), (3, "nan")], [(6, "3.0"), (2, "-inf"), (1, "2.0")],
          [(9, "1.0"), (10, "0.5")]])
     cmp, v = _run(a, b, atol=0.1)
-    # row 1: nan and inf moved in both arms alike: equal. Row 2: nan in one arm only. Row 3: no
-    # id in common. Both are as far apart as values get, whatever atol allows.
-    assert [r[6:] for r in _rows(cmp)] == [(0.0, False), (INF, True), (INF, True)]
-    assert cmp.max_abs_logit_diff == INF
-    assert cmp.first_logit_difference == FirstLogitDifference("p", 1, 2, INF)
-    assert v.reasons == ("1 block(s) compared, 0 differ; 3 logit row(s) compared, 1 block(s) "
-                         "with logit differences",
-                         "first logit difference at req p pos 1 row 2: |diff| inf (atol 0.1); "
-                         "max |diff| inf")
+    # row 1: nan and inf moved in both arms alike: equal. Row 2: nan in one arm only, as far
+    # apart as values get. Row 3: no id in common, a difference with no size. Both differ
+    # whatever atol allows.
+    rows = _rows(cmp)
+    assert [r[6:] for r in rows[:2]] == [(0.0, False), (INF, True)]
+    assert math.isnan(rows[2][6]) and rows[2][7]
+    assert cmp.max_abs_logit_diff == 0.0  # the largest finite difference
+    assert cmp.first_logit_difference == FirstLogitDifference("p", 1, 2, None)
+    assert v.reasons[:3] == (
+        "1 block(s) compared, 0 differ; 3 logit row(s) compared, 1 block(s) with logit "
+        "differences",
+        "first logit difference at req p pos 1 row 2: no finite |diff| (nan or inf in one arm, or "
+        "no id shared, or traced by one arm) (atol 0.1); max |diff| 0",
+        "1 logit row(s) whose top-k lists share no id: counted as logit differences, with no "
+        "size (their values cannot be paired)")
 
 
 def test_equal_infinities_in_the_same_top_list_are_equal() -> None:
@@ -231,8 +246,9 @@ def test_logits_that_end_early_are_a_difference_in_what_was_traced() -> None:
     assert cmp.max_abs_logit_diff == 0.0
     assert cmp.first_logit_difference == FirstLogitDifference("p", 1, 2, None)
     assert v.verdict is VerdictKind.DIFFER
-    assert v.reasons[-1] == ("first logit difference at req p pos 1 row 2: |diff| - (atol 0); "
-                             "max |diff| 0")
+    assert v.reasons[1] == ("first logit difference at req p pos 1 row 2: no finite |diff| (nan "
+                            "or inf in one arm, or no id shared, or traced by one arm) (atol 0); "
+                            "max |diff| 0")
 
 
 ORDINAL_NOTE = ("no [SPECTRACE] lines in both arms: blocks are paired by the order of the proposing "

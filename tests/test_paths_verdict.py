@@ -47,16 +47,23 @@ def test_an_atol_inside_the_logit_spread_keeps_the_logit_instrument() -> None:
     assert audit_trace(AGREE_A).logit_spread == 10.0
     v = _judge(AGREE_A, AGREE_B, atol=0.5)
     assert (v.verdict, v.passed, v.instruments) == (VerdictKind.AGREE, True, ("tokens", "logits"))
-    assert v.reasons == (COMPARED, "the comparison could have failed through: tokens, logits")
+    assert v.reasons == (COMPARED,
+                         "blind radius: tokens 0.01 (smallest compared margin / 2), logits 0.5 "
+                         "(its tolerance): a wrong change smaller than these goes unseen by that "
+                         "instrument",
+                         "the comparison could have failed through: tokens, logits")
 
 
 def test_an_atol_equal_to_the_logit_spread_retires_the_logit_instrument() -> None:
     v = _judge(AGREE_A, AGREE_B, atol=10.0)
     assert v.instruments == ("tokens",)
     assert v.reasons == (
-        "atol=10 is at least the whole spread of the traced logits (10): the logit comparison "
-        "cannot fail",
-        COMPARED, "the comparison could have failed through: tokens")
+        "the tolerance (atol 10) reaches 10, at least the whole spread of the traced logits (10): "
+        "the logit comparison cannot fail",
+        COMPARED,
+        "blind radius: tokens 0.01 (smallest compared margin / 2), logits 10 (its tolerance): a "
+        "wrong change smaller than these goes unseen by that instrument",
+        "the comparison could have failed through: tokens")
 
 
 def test_a_near_tie_below_some_margins_keeps_the_token_instrument() -> None:
@@ -89,6 +96,10 @@ def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
     assert v.reasons == (
         "4 block(s) compared, 0 differ; 8 logit row(s) compared, 0 block(s) with logit "
         "differences",
+        "bitwise at 3 significant digits: agreement means equal to within the printed resolution "
+        "1e-02, not bit-identical (print logits with %.9g for bit-identity)",
+        "blind radius: tokens 0.125 (smallest compared margin / 2), logits 0.01 (its resolution): "
+        "a wrong change smaller than these goes unseen by that instrument",
         "the token comparison alone would have been blind (near_tie=0.5 is above every compared "
         "row's margin, so every flip would count as a near-tie); the exact logit comparison "
         "could have failed and did not")
@@ -101,8 +112,8 @@ def test_a_near_tie_under_differ_never_blinds_the_tokens() -> None:
     v = _judge(a, _small_margins(10), near_tie=0.5, differ=1)
     assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.AGREE, ("tokens", "logits"),
                                                        ExitCode.DIFFER)
-    assert v.reasons[1:] == ("expected at least 1 differing block(s), found 0: the toggle may "
-                             "not reach the runner",)
+    assert v.reasons[-1] == ("expected at least 1 differing block(s), found 0: the toggle may "
+                             "not reach the runner")
 
 
 def test_a_found_difference_under_differ_passes_with_its_count() -> None:
@@ -207,7 +218,7 @@ def test_an_atol_below_1_that_covers_the_spread_retires_the_logits() -> None:
     assert audit_trace(_narrow_logits()).logit_spread == 0.5
     v = _judge(_narrow_logits(), _narrow_logits(), atol=0.5)
     assert v.instruments == ("tokens",)
-    assert v.reasons[0] == ("atol=0.5 is at least the whole spread of the traced logits (0.5): "
-                            "the logit comparison cannot fail")
+    assert v.reasons[0] == ("the tolerance (atol 0.5) reaches 0.5, at least the whole spread of "
+                            "the traced logits (0.5): the logit comparison cannot fail")
     assert _judge(_narrow_logits(), _narrow_logits(), atol=0.25).instruments == ("tokens",
                                                                                  "logits")
