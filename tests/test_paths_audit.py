@@ -97,6 +97,7 @@ def test_wide_margins_nan_rows_and_rejected_drafts_are_each_said() -> None:
         "blind_radius_median": 2.0, "logit_spread": 7.0, "tokens_informative": False,
         "logits_informative": True, "verdict": "informative"}
     assert a.row_entropy_bits == [1.0, 1.0]
+    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (2, 0.1, 0.1)
     assert a.reasons == [
         "2 drafted blocks read from verify lines",
         "drafts vary: 4 distinct ids, entropy 2.00 bits",
@@ -220,3 +221,16 @@ def test_the_audit_counts_the_traces_findings() -> None:
     a = audit_trace(parse_lines([_logits(1, 1, [(3, "nan"), (4, "5.0")]), _verify(1, [3], 0)]))
     assert (a.findings, a.nonfinite_rows, a.logit_rows) == (1, 1, 1)
     assert a.median_margin is None and a.blind_radius_median is None
+
+
+def test_rows_without_a_margin_leave_the_token_blind_radius_unknown() -> None:
+    a = audit_trace(parse_lines([_logits(1, 1, [(3, "9.25")]), _verify(1, [3], 0),
+                                 _logits(2, 1, [(4, "8.5")]), _verify(2, [4], 0)]))
+    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (3, 0.01, 0.01)
+    assert ("logit blind radius 1e-02 (the printed resolution, 3 significant digits): no logit "
+            "change below it can show; token blind radius unknown") in a.reasons
+
+
+def test_a_level_1_trace_has_no_logit_resolution() -> None:
+    a = audit_trace(parse_lines([_verify(1, [3, 4], 0)]))
+    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (None, None, None)
