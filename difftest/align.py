@@ -114,12 +114,12 @@ def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
 
 
 def _stream_ends(trace: ArmTrace, codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per unified request: the position after its last emitted token (-1: not traced), and
-    how many verify steps it ran."""
-    ends = np.full(n, -1, dtype=np.int64)
+    """Per unified request: the position after its last emitted token, and how many verify
+    steps it ran (0: never traced)."""
+    steps = np.bincount(codes, minlength=n)
+    ends = np.zeros_like(steps)
     v = trace.verifies
     np.maximum.at(ends, codes, v.pos + np.diff(v.emit_off))
-    steps = np.bincount(codes, minlength=n) if codes.size else np.zeros(n, dtype=np.int64)
     return ends, steps
 
 
@@ -133,12 +133,13 @@ def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     ends_b, steps_b = _stream_ends(b, cb, len(names))
     outgrown = {n.req for t in (a, b) for n in t.notices}
     gaps: list[CoverageGap] = []
-    for i in np.flatnonzero(ends_a != ends_b).tolist():
-        one_sided = ends_a[i] < 0 or ends_b[i] < 0
-        if not one_sided and (steps_a[i] == steps_b[i] or names[i] in outgrown):
+    traced_a, traced_b = steps_a > 0, steps_b > 0
+    for i in np.flatnonzero((ends_a != ends_b) | (traced_a != traced_b)).tolist():
+        both = traced_a[i] and traced_b[i]
+        if both and (steps_a[i] == steps_b[i] or names[i] in outgrown):
             continue
-        gaps.append(CoverageGap(req=names[i], end_a=None if ends_a[i] < 0 else int(ends_a[i]),
-                                end_b=None if ends_b[i] < 0 else int(ends_b[i]),
+        gaps.append(CoverageGap(req=names[i], end_a=int(ends_a[i]) if traced_a[i] else None,
+                                end_b=int(ends_b[i]) if traced_b[i] else None,
                                 steps_a=int(steps_a[i]), steps_b=int(steps_b[i])))
     return tuple(gaps)
 
@@ -152,8 +153,8 @@ def align(a: ArmTrace, b: ArmTrace) -> Alignment:
 
 def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     names, map_a, map_b = _unified_codes(a, b)
-    ca = map_a[a.verifies.req] if len(a.verifies) else np.zeros(0, np.int64)
-    cb = map_b[b.verifies.req] if len(b.verifies) else np.zeros(0, np.int64)
+    ca = map_a[a.verifies.req]
+    cb = map_b[b.verifies.req]
     ka = step_keys(ca, a.verifies.pos)
     kb = step_keys(cb, b.verifies.pos)
     notes: list[str] = []
@@ -166,7 +167,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     ub, ib_rev = np.unique(kb[::-1], return_index=True)
     ia_all = ka.size - 1 - ia_rev
     ib_all = kb.size - 1 - ib_rev
-    common, xa, xb = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    common, xa, xb = np.intersect1d(ua, ub, return_indices=True)
     a_idx = ia_all[xa]
     b_idx = ib_all[xb]
     unmatched_a = np.sort(ia_all[~np.isin(ua, common)])
@@ -183,14 +184,14 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
 
     divergences = _divergences(a, ca, b, cb, names)
     diverged = np.zeros(common.size, dtype=bool)
-    req_of = (common >> POS_BITS).astype(np.int64)
+    req_of = common >> POS_BITS
     pos_of = common & ((1 << POS_BITS) - 1)
     for d in divergences:
         # A step at pos P read context [0, P): it diverged when P is past the differing token.
         diverged |= (req_of == names.index(d.req)) & (pos_of > d.position)
     keep = ~diverged
-    order = np.argsort(a.verifies.line[a_idx[keep]], kind="stable")
-    d_order = np.argsort(a_idx[diverged], kind="stable")  # pairs stay pairs
+    order = np.argsort(a.verifies.line[a_idx[keep]])  # line numbers are unique
+    d_order = np.argsort(a_idx[diverged])  # pairs stay pairs
     return Alignment(
         mode="position", requests=tuple(names), coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
         req=req_of[keep][order], pos=pos_of[keep][order],

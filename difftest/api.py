@@ -129,16 +129,22 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
     return True
 
 
+def export_html(report: ComparisonReport, path: Path) -> None:
+    """Write report.html of a comparison to `path`."""
+    rundir.write_comparison_html(report, path)
+
+
 def check(config: ConfigLike = None, *, only: list[str] | None = None,
           run_root: Path | None = None, probes: bool = True, progress: bool | None = None,
           junit: Path | None = None, markdown: Path | None = None,
-          cache_dir: Path | None = None, jobs: int | None = None) -> CheckResult:
+          html: Path | None = None, cache_dir: Path | None = None,
+          jobs: int | None = None) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
-    junit.xml, check.md, check.json and the diffs into the run directory. `jobs` caps how many
-    arms run at once (default: see gate.job_limits)."""
+    junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
+    caps how many arms run at once (default: see gate.job_limits)."""
     result = run_check(_config(config), only, run_root=run_root, progress=progress,
                        cache_dir=cache_dir, probes=probes, jobs=jobs)
-    rundir.write_check(result, junit=junit, markdown=markdown)
+    rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
 
 

@@ -58,14 +58,12 @@ def drafted_blocks(trace: ArmTrace) -> DraftedBlocks:
     offsets = np.zeros(len(keep) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     ids = (np.concatenate([p.first(int(i)) for i in keep]) if len(keep)
-           else np.zeros(0, dtype=np.int32))
+           else np.zeros(0))  # cast below
     return DraftedBlocks("propose", ids.astype(np.int32), offsets)
 
 
 def entropy_bits(ids: np.ndarray) -> float:
     """Shannon entropy of the empirical distribution of ids, in bits (0 for no or one id)."""
-    if ids.size == 0:
-        return 0.0
     _, counts = np.unique(ids, return_counts=True)
     p = counts / counts.sum()
     return float(max(0.0, -(p * np.log2(p)).sum()))
@@ -154,8 +152,9 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
         constant = bool(np.all(mat == mat[0]))
         uniform = int(np.sum(np.all(mat == mat[:, :1], axis=1)))
     else:
+        # blocks of different lengths (or none) are never all the same block
         pieces = [blocks.ids[blocks.offsets[i]:blocks.offsets[i + 1]] for i in range(n)]
-        constant = n > 0 and all(np.array_equal(p, pieces[0]) for p in pieces)
+        constant = False
         uniform = sum(1 for p in pieces if np.unique(p).size <= 1)
     reasons: list[str] = []
     blind: list[str] = []
@@ -179,10 +178,12 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
         if not blind:
             reasons.append(f"drafts vary: {distinct} distinct ids, entropy {pooled:.2f} bits")
     finite = margins[np.isfinite(margins)] if margins is not None else np.zeros(0)
-    min_margin = float(finite.min()) if finite.size else None
-    median_margin = float(np.median(finite)) if finite.size else None
-    blind_min = blind_median = None
-    if min_margin is not None and median_margin is not None:
+    min_margin: float | None = None
+    median_margin: float | None = None
+    blind_min: float | None = None
+    blind_median: float | None = None
+    if finite.size:
+        min_margin, median_margin = float(finite.min()), float(np.median(finite))
         blind_min, blind_median = min_margin / 2, median_margin / 2
         if blind_min > th.max_blind_radius:
             if not blind:
@@ -195,7 +196,7 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
             reasons.append(f"smallest margin {_fmt(min_margin)}: a perturbation of "
                            f"{_fmt(blind_min)} could flip a token (median blind radius "
                            f"{_fmt(blind_median)})")
-    return TokenMeasures(n, distinct, pooled, row_entropy, bool(constant), uniform, min_margin,
+    return TokenMeasures(n, distinct, pooled, row_entropy, constant, uniform, min_margin,
                          median_margin, blind_min, blind_median, not blind, reasons, blind)
 
 
@@ -205,7 +206,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
     blocks = drafted_blocks(trace)
     lg = trace.logits
     finite = lg.finite
-    tokens = measure_tokens(blocks, lg.margins[finite] if len(lg) else None, th)
+    tokens = measure_tokens(blocks, lg.margins[finite], th)  # empty without logits
     reasons: list[str] = []
     if len(blocks):
         src = "verify lines" if blocks.source == "verify" else "propose lines (first row only)"
@@ -229,8 +230,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         ids = lg.top_ids[finite]
         values = rows[np.isfinite(rows)]
         spread = float(values.max() - values.min()) if values.size else None
-        with np.errstate(invalid="ignore"):
-            logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
+        logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
     if len(lg):
         nonfinite = int((~finite).sum())
         if nonfinite:
@@ -263,7 +263,7 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         entropy_bits=tokens.entropy_bits, row_entropy_bits=tokens.row_entropy_bits,
         constant_blocks=tokens.constant_blocks, uniform_blocks=tokens.uniform_blocks,
         acceptance_min=acc_min, acceptance_max=acc_max, acceptance_mean=acc_mean,
-        logit_rows=len(lg), nonfinite_rows=int((~finite).sum()) if len(lg) else 0,
+        logit_rows=len(lg), nonfinite_rows=int((~finite).sum()),
         min_margin=tokens.min_margin, median_margin=tokens.median_margin,
         blind_radius_min=tokens.blind_radius_min, blind_radius_median=tokens.blind_radius_median,
         logits_vary=logits_vary, logit_spread=spread, tokens_informative=tokens.informative,

@@ -7,14 +7,19 @@ torch. Every command runs through `_guarded`, the one place where errors become 
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
+import os
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from difftest.errors import DifftestError, ExitCode, UsageError
 from difftest.kinds import DraftingKind, Expect
@@ -22,14 +27,125 @@ from difftest.kinds import DraftingKind, Expect
 if TYPE_CHECKING:
     from difftest.pipeline import ComparisonReport
 
+class _Group(TyperGroup):
+    """The command group with difftest's one error style: every usage error, bad parameter and
+    unwritable standard output is `difftest: error: ...` on stderr and exit 2 (exit 1 is for
+    "differ" only), without click's usage banner or a traceback."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode,
+                                windows_expand_args, **extra)
+        cx = _click_exceptions()
+        exits: tuple[type[BaseException], ...] = (typer.Exit, *_optional(cx, "Exit"))
+        aborts: tuple[type[BaseException], ...] = (typer.Abort, KeyboardInterrupt,
+                                                   *_optional(cx, "Abort"))
+        try:
+            try:
+                code = super().main(args, prog_name or "difftest", complete_var, False,
+                                    windows_expand_args, **extra)
+                sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
+            except exits as exc:
+                sys.stdout.flush()
+                code = getattr(exc, "exit_code", 0)
+        except aborts:
+            _die("interrupted", ExitCode.INTERRUPTED, prefix="difftest: ")
+        except Exception as exc:
+            if isinstance(exc, cx.NoArgsIsHelpError):
+                typer.echo(exc.format_message())  # the help text itself
+                sys.exit(int(ExitCode.USAGE))
+            if isinstance(exc, cx.UsageError):
+                ctx = getattr(exc, "ctx", None)
+                where = ctx.command_path if ctx is not None else "difftest"
+                _die(f"{exc.format_message()} (see '{where} --help')", ExitCode.USAGE)
+            if isinstance(exc, cx.ClickException):
+                _die(exc.format_message(), ExitCode.USAGE)
+            if not isinstance(exc, OSError):
+                raise
+            # standard output: a full disk, a closed pipe
+            _quiet_stdout()
+            where = exc.filename or "standard output"
+            _die(f"cannot write to {where}: {exc.strerror or exc}", ExitCode.USAGE)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> Any:
+    """The click exceptions typer raises: its own copy of click where it vendors one (typer
+    0.2x no longer depends on click), else click's."""
+    import importlib
+
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return importlib.import_module("click.exceptions")
+
+
+def _optional(module: Any, name: str) -> tuple[type[BaseException], ...]:
+    found = getattr(module, name, None)
+    return (found,) if isinstance(found, type) and issubclass(found, BaseException) else ()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def _die(message: str, code: ExitCode, prefix: str = "difftest: error: ") -> NoReturn:
+    try:
+        typer.echo(prefix + message, err=True)
+    except OSError:
+        pass
+    sys.exit(int(code))
+
+
+def _version(value: bool) -> None:
+    """--version: the package version, and whether the compiled trace scanner is there."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from difftest import trace
+
+    try:
+        number = version("difftest")
+    except PackageNotFoundError:
+        number = "(not installed)"
+    probe: Callable[[], bool] | None = getattr(trace, "fast_path_available", None)
+    scanner = ("not built in this version" if probe is None else
+               "compiled fast path" if probe() else
+               "pure-Python reader (the compiled fast path is absent)")
+    typer.echo(f"difftest {number}\ntrace scanner: {scanner}\npython {sys.version.split()[0]}")
+    raise typer.Exit(0)
+
+
 app = typer.Typer(
     name="difftest",
+    cls=_Group,
     help="Compare what two arms of a speculative-decoding runner drafted, and prove the "
          "comparison could have failed.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # option help is plain text: `[audit]` stays `[audit]`
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version (and whether the compiled trace scanner is present), then "
+             "exit.")] = False,
+) -> None:
+    """Compare what two arms of a speculative-decoding runner drafted, and prove the
+    comparison could have failed."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,16 +159,32 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except DifftestError as exc:
-            typer.echo(f"difftest: error: {exc}", err=True)
+            from difftest.report.text import strip_ansi
+
+            typer.echo(f"difftest: error: {strip_ansi(str(exc))}", err=True)
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
             typer.echo("difftest: interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except (typer.Exit, typer.Abort):
+            raise
         except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT) and exc.filename is None:
+                raise  # standard output itself: the command group says so
             typer.echo(f"difftest: error: {_os_error(exc)}", err=True)
             raise typer.Exit(int(ExitCode.USAGE)) from None
         except RecursionError:
             typer.echo("difftest: error: input nested too deep", err=True)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
+        except Exception as exc:
+            # Exit 1 means "differ" and nothing else, so not even a bug in difftest may exit 1.
+            if os.environ.get("DIFFTEST_TRACEBACK"):
+                raise
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            typer.echo(f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
+                       f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please "
+                       "report it with the input that caused it (DIFFTEST_TRACEBACK=1 shows "
+                       "the traceback)", err=True)
             raise typer.Exit(int(ExitCode.USAGE)) from None
 
     return wrapper
@@ -90,20 +222,32 @@ ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="Config file (default: ./difftest.toml, else the packaged default).")]
 RunRoot = Annotated[Path | None, typer.Option(
     "--run-root", help="Where run directories go (traces/runs).")]
-Progress = Annotated[bool | None, typer.Option("--progress/--no-progress")]
-ExpectOpt = Annotated[Expect | None, typer.Option("--expect")]
-NearTie = Annotated[float | None, typer.Option("--near-tie", min=0.0)]
-Atol = Annotated[float | None, typer.Option("--atol", min=0.0)]
+Progress = Annotated[bool | None, typer.Option(
+    "--progress/--no-progress", help="Show each arm's progress (default: when stderr is a "
+                                     "terminal).")]
+ExpectOpt = Annotated[Expect | None, typer.Option(
+    "--expect", help="What the arms must do: draft the same, or differ (overrides the config).")]
+NearTie = Annotated[float | None, typer.Option(
+    "--near-tie", min=0.0, help="Logit margin under which a flip is a near-tie (overrides the "
+                                "config).")]
+Atol = Annotated[float | None, typer.Option(
+    "--atol", min=0.0, help="Logit tolerance; 0 compares bitwise (overrides the config).")]
 Rtol = Annotated[float | None, typer.Option(
     "--rtol", min=0.0, help="Relative logit tolerance: |a - b| <= atol + rtol * |b|.")]
 NoiseRuns = Annotated[int | None, typer.Option(
     "--noise-runs", min=0, help="Run arm A this many times and judge B against its A/A floor.")]
-MinDiffering = Annotated[int | None, typer.Option("--min-differing", min=1)]
+MinDiffering = Annotated[int | None, typer.Option(
+    "--min-differing", min=1, help="Differing blocks an `expect = differ` comparison needs "
+                                   "(overrides the config).")]
 DraftingOpt = Annotated[DraftingKind | None, typer.Option(
     "--drafting", help="How the engine drafts a block: block (rows independent) or sequential "
                        "(row j+1 from row j's token). Default: the comparison's, else the "
                        "traces' [spec-drafting] header, else block.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
+HtmlOpt = Annotated[Path | None, typer.Option(
+    "--html", help="Write the HTML report here too (every run directory gets report.html).")]
+ReportFormatOpt = Annotated[ReportFormat, typer.Option(
+    "--format", "-f", help="Output on stdout: a table, or JSON.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
 
@@ -112,7 +256,8 @@ ComparisonOpt = Annotated[str | None, typer.Option(
 @_guarded
 def parse(
     file: TraceFile,
-    format: Annotated[ParseFormat, typer.Option("--format", "-f")] = ParseFormat.table,
+    format: Annotated[ParseFormat, typer.Option(
+        "--format", "-f", help="Output: a table of events, JSON, or CSV.")] = ParseFormat.table,
     rows: Annotated[str, typer.Option(
         "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
                        "every event.")] = "40",
@@ -139,12 +284,16 @@ def parse(
 @_guarded
 def audit(
     file: TraceFile,
-    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
+    format: ReportFormatOpt = ReportFormat.table,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="Take thresholds from [audit].")] = None,
-    min_distinct_ids: Annotated[int | None, typer.Option(min=1)] = None,
-    min_entropy_bits: Annotated[float | None, typer.Option(min=0.0)] = None,
-    max_blind_radius: Annotated[float | None, typer.Option(min=0.0)] = None,
+        "--config", help="Take thresholds from this config's [audit] table.")] = None,
+    min_distinct_ids: Annotated[int | None, typer.Option(
+        min=1, help="Distinct drafted ids a trace needs to be informative.")] = None,
+    min_entropy_bits: Annotated[float | None, typer.Option(
+        min=0.0, help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
+    max_blind_radius: Annotated[float | None, typer.Option(
+        min=0.0, help="Largest smallest-blind-radius (margin/2) a token comparison may "
+                      "have.")] = None,
 ) -> None:
     """Say whether a trace could ever fail a comparison: exit 0 informative, 3 uninformative."""
     from difftest import api
@@ -159,17 +308,22 @@ def audit(
     raise typer.Exit(int(result.exit_code))
 
 
-def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None) -> None:
+def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
+                 html: Path | None = None) -> None:
     from difftest import api
     from difftest.report import comparison as render
 
-    if csv is not None:
-        try:
-            if not api.export_csv(report, csv):
-                typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
-                           "compared", err=True)
-        except DifftestError as exc:  # the verdict still counts: say it, exit with it
-            typer.echo(f"difftest: error: {exc}", err=True)
+    try:
+        if html is not None:
+            api.export_html(report, html)
+    except DifftestError as exc:  # the verdict still counts: say it, exit with it
+        typer.echo(f"difftest: error: {exc}", err=True)
+    try:
+        if csv is not None and not api.export_csv(report, csv):
+            typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
+                       "compared", err=True)
+    except DifftestError as exc:
+        typer.echo(f"difftest: error: {exc}", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:
@@ -186,11 +340,15 @@ def compare(
     arm_b: Annotated[str | None, typer.Option("--arm-b", help="Arm name from the config.")] = None,
     trace_a: Annotated[Path | None, typer.Option(
         "--trace-a", help="A captured trace: run nothing.")] = None,
-    trace_b: Annotated[Path | None, typer.Option("--trace-b")] = None,
+    trace_b: Annotated[Path | None, typer.Option(
+        "--trace-b", help="The other captured trace (with --trace-a).")] = None,
     comparison: ComparisonOpt = None,
     config: ConfigOpt = None,
-    format: Annotated[CompareFormat, typer.Option("--format", "-f")] = CompareFormat.table,
+    format: Annotated[CompareFormat, typer.Option(
+        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
+    ] = CompareFormat.table,
     csv: CsvOpt = None,
+    html: HtmlOpt = None,
     expect: ExpectOpt = None,
     near_tie: NearTie = None,
     atol: Atol = None,
@@ -220,7 +378,7 @@ def compare(
                                   min_differing=min_differing, run_root=run_root,
                                   progress=progress, rtol=rtol, noise_runs=noise_runs,
                                   drafting=drafting)
-    _emit_report(report, format, csv)
+    _emit_report(report, format, csv, html)
 
 
 @app.command()
@@ -228,7 +386,10 @@ def compare(
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (traces/runs/<run-id>).")],
     csv: CsvOpt = None,
-    format: Annotated[CompareFormat, typer.Option("--format", "-f")] = CompareFormat.table,
+    html: HtmlOpt = None,
+    format: Annotated[CompareFormat, typer.Option(
+        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
+    ] = CompareFormat.table,
     expect: ExpectOpt = None,
     near_tie: NearTie = None,
     atol: Atol = None,
@@ -242,7 +403,7 @@ def export(
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
                          min_differing=min_differing, rtol=rtol,
                          drafting=drafting)
-    _emit_report(report, format, csv)
+    _emit_report(report, format, csv, html)
 
 
 @app.command()
@@ -251,7 +412,7 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     runs: Annotated[int, typer.Option("--runs", min=2, help="How many times to run it.")] = 3,
     config: ConfigOpt = None,
-    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
+    format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
     progress: Progress = None,
 ) -> None:
@@ -276,10 +437,13 @@ def check(
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Path | None, typer.Option(
         "--markdown", help="Write a markdown summary here (for a pull-request comment).")] = None,
-    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Write the HTML report here too (the run directory gets check.html).")
+    ] = None,
+    format: ReportFormatOpt = ReportFormat.table,
     no_probes: Annotated[bool, typer.Option(
         "--no-probes", help="Skip the probes comparisons require.")] = False,
-    run_root: Annotated[Path | None, typer.Option("--run-root")] = None,
+    run_root: RunRoot = None,
     progress: Progress = None,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
@@ -294,7 +458,7 @@ def check(
     from difftest.report import gate_report
 
     result = api.check(config, only=only, run_root=run_root, probes=not no_probes,
-                       progress=progress, junit=junit, markdown=markdown,
+                       progress=progress, junit=junit, markdown=markdown, html=html,
                        jobs=jobs)
     if format is ReportFormat.json:
         typer.echo(gate_report.render_check_json(result))
@@ -306,15 +470,16 @@ def check(
 @app.command()
 @_guarded
 def probe(
-    arm_a: Annotated[str | None, typer.Option("--arm-a")] = None,
-    arm_b: Annotated[str | None, typer.Option("--arm-b")] = None,
-    comparison: Annotated[str | None, typer.Option("--comparison", "-c")] = None,
+    arm_a: Annotated[str | None, typer.Option("--arm-a", help="Arm name from the config.")] = None,
+    arm_b: Annotated[str | None, typer.Option(
+        "--arm-b", help="Arm name from the config: the one broken on purpose.")] = None,
+    comparison: ComparisonOpt = None,
     mutation: Annotated[list[str] | None, typer.Option(
         "--mutation", "-m", help="Repeatable; default: the comparison's probe list, else the "
                                  "built-ins.")] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
-    format: Annotated[ReportFormat, typer.Option("--format", "-f")] = ReportFormat.table,
-    run_root: Annotated[Path | None, typer.Option("--run-root")] = None,
+    config: ConfigOpt = None,
+    format: ReportFormatOpt = ReportFormat.table,
+    run_root: RunRoot = None,
     progress: Progress = None,
 ) -> None:
     """Break arm B on purpose and check that the comparison notices: exit 0 when every

@@ -9,9 +9,11 @@ claim a coverage it does not have.
 from __future__ import annotations
 
 import os
+import time
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime, UTC
 from pathlib import Path
 
 from difftest.audit import AuditThresholds
@@ -163,6 +165,8 @@ class CheckResult:
     run_dir: Path | None
     reports: tuple[ComparisonReport, ...]
     probes: Mapping[str, ProbeReport]
+    started_at: str | None = None  # ISO 8601 UTC, when the gate started
+    duration_s: float | None = None  # wall time of the whole gate, arms and analysis
 
     @property
     def exit_code(self) -> ExitCode:
@@ -185,6 +189,8 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
               jobs: int | None = None) -> CheckResult:
     """Every configured comparison (or `only` those), arms shared between them run once, at
     most `jobs` at a time (see job_limits)."""
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
     names = list(only) if only else list(config.comparisons)
     if not names:
         raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
@@ -214,4 +220,5 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
         if probes and s.probe:
             probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,
                                                         run_dir, rep)
-    return CheckResult(config.path, run_dir, tuple(reports), probe_reports)
+    return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
+                       time.monotonic() - clock)

@@ -2,6 +2,11 @@
 tests that guard it, and report whether they went red. A mutation that stays green is a gate
 that cannot fail.
 
+These are the mutations no tool generates: whole statements or operands dropped, a condition
+replaced by `False`, an import added, values swapped, and code outside the modules
+scripts/mutation_score.py mutates (cli, cells, grammar, pipeline, report). Pairs mutmut generates
+itself (`return False` -> `return True` in gate._killed) are left to it.
+
 Works on a scratch copy of HEAD (git archive), never on the working tree.
 Usage: python scripts/mutation_check.py [ID ...]     (IDs like P1 A3 G2; default: all)
        python scripts/mutation_check.py --anchors    (only: does every anchor still match?)
@@ -76,11 +81,8 @@ M = [
   '        return v.verdict in (VerdictKind.DIFFER, VerdictKind.UNINFORMATIVE)\n',
   "tests/test_gate.py::test_probe_on_the_degenerate_fixture_is_blind"),
  ("G3 junit: uninformative passes", "difftest/report/gate_report.py",
-  "        if not v.passed:\n            kind", "        if not v.passed and v.verdict != 'uninformative':\n            kind",
+  "        elif not v.passed:\n            kind", "        elif not v.passed and v.verdict != 'uninformative':\n            kind",
   "tests/test_gate.py::test_check_fails_with_the_right_exit_codes"),
- ("G4 crashed mutation counts as killed", "difftest/gate.py",
-  'if v.verdict is VerdictKind.ARM_FAILED:\n        return False', 'if v.verdict is VerdictKind.ARM_FAILED:\n        return True',
-  "tests/test_gate.py::test_a_mutation_that_crashes_its_arm_is_an_arm_failure_not_a_kill"),
  ("G5 differ probes judged as same", "difftest/gate.py",
   "    return not v.passed  # a", "    return v.verdict == 'differ'  # a",
   "tests/test_gate.py::test_probes_of_a_differ_comparison_are_judged_by_its_expectation"),

@@ -50,7 +50,8 @@ def test_compare_arms_and_probe_write_their_reports(tmp_path: Path) -> None:
     rep = difftest.compare_arms(comparison="broken", config=config, run_root=tmp_path / "r1",
                                 progress=False)
     assert rep.exit_code == ExitCode.DIFFER and rep.run_dir is not None
-    assert {"report.json", "report.md", "diff.csv"} <= {p.name for p in rep.run_dir.iterdir()}
+    assert {"report.json", "report.md", "report.html", "diff.csv"} <= {
+        p.name for p in rep.run_dir.iterdir()}
     p = difftest.probe(comparison="pair", config=config, run_root=tmp_path / "r2",
                        progress=False)
     assert p.exit_code == ExitCode.OK and p.mutations[0].killed and p.run_dir is not None

@@ -330,7 +330,7 @@ def test_end_to_end_paged_against_materialized_agrees(tmp_path: Path) -> None:
     assert run_dir.parent == tmp_path / "traces" / "runs"
     assert {p.name for p in run_dir.iterdir()} == {
         "meta.json", "paged.stdout", "paged.stderr", "materialized.stdout",
-        "materialized.stderr", "report.json", "report.md", "diff.csv"}
+        "materialized.stderr", "report.json", "report.md", "report.html", "diff.csv"}
     assert json.loads((run_dir / "report.json").read_text())["verdict"] == "agree"
 
 

@@ -3,7 +3,6 @@ leaves `<name>.obtained` beside the golden file."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -39,14 +38,13 @@ def test_comparison_reports(pair: str, golden: Golden) -> None:
     golden.check(f"{pair}.json", render.render_json(rep) + "\n")
     golden.check(f"{pair}.md", render.render_markdown(rep))
     golden.check(f"{pair}.table.txt", render.render_table(rep) + "\n")
-    out = io.StringIO()
-    render.csv_frame(rep).to_csv(out, index=False, na_rep="", float_format="%.9g")
-    golden.check(f"{pair}.csv", out.getvalue())
+    golden.check(f"{pair}.csv", render.csv_text(rep))
 
 
 def test_check_reports(golden: Golden) -> None:
-    result = CheckResult(Path("difftest.toml"), None, tuple(_report(p) for p in PAIRS), {})
-    golden.check("check.junit.xml", gate_report.junit_xml(result))
+    result = CheckResult(Path("difftest.toml"), None, tuple(_report(p) for p in PAIRS), {},
+                         started_at="2026-12-03T00:00:00+00:00", duration_s=1.5)
+    golden.check("check.junit.xml", gate_report.junit_xml(result, hostname="ci-host"))
     golden.check("check.md", gate_report.check_markdown(result))
     golden.check("check.json", gate_report.render_check_json(result) + "\n")
     golden.check("check.txt", gate_report.check_lines(result) + "\n")

@@ -67,7 +67,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert d is not None and d.parent == tmp_path / "runs"
     assert sorted(p.name for p in d.iterdir()) == [
         "base.stderr", "base.stdout", "cand.stderr", "cand.stdout", "diff.csv", "meta.json",
-        "report.json", "report.md"]
+        "report.html", "report.json", "report.md"]
     assert (d / "base.stderr").read_bytes() == (DATA / "agree_a.log").read_bytes()
     assert (d / "cand.stderr").read_bytes() == (DATA / "agree_b.log").read_bytes()
     assert (d / "cand.stdout").read_text() == "generated 7 blocks\n"

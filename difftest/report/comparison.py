@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
 from difftest.errors import UsageError
+from difftest.atomic import write_text_atomic
 from difftest.jsonout import dumps
 from difftest.numerics import arm_resolutions, numbers, stats_line
 from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
-
-if TYPE_CHECKING:
-    import pandas as pd
+from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff")
@@ -111,12 +113,13 @@ def _num(x: object, digits: int = 4) -> str:
 
 
 def _arm_rows(rep: ComparisonReport) -> list[list[object]]:
-    rows = []
+    rows: list[list[object]] = []
     for o in (rep.arm_a, rep.arm_b):
         d = arm_dict(o)
         state = ("failed" if o.failure else
                  ("informative" if d["informative"] else "uninformative"))
-        rows.append([o.name, d["blocks"], d["distinct_ids"], _num(d["entropy_bits"], 3),
+        rows.append([o.name, _num(d["blocks"]), _num(d["distinct_ids"]),
+                     _num(d["entropy_bits"], 3),
                      {True: "yes", False: "no", None: "-"}[d["constant_blocks"]],  # type: ignore[index]
                      _num(d["min_margin"]), state])
     return rows
@@ -151,7 +154,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
                              tablefmt="simple")]
     if rep.run_dir:
         out += ["", f"run directory: {rep.run_dir}"]
-    return "\n".join(out)
+    return strip_ansi("\n".join(out))  # arm stderr and request ids reach the terminal
 
 
 def _status(code: int) -> str:
@@ -163,58 +166,112 @@ def _tok(rows: RowTable, side: str, i: int) -> object:
     return int(rows.token_a[i] if side == "a" else rows.token_b[i]) if has else "-"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+MAX_MD_ROWS = 10  # differing rows in report.md
+STDERR_LINES = 20  # lines of a failed arm's stderr in report.md
+
+
+def _differing_indices(rep: ComparisonReport) -> np.ndarray:
+    c = rep.comparison
+    if c is None:
+        return np.zeros(0, np.int64)
+    r = c.rows
+    return np.flatnonzero(np.isin(r.status, (DIFFER, NEAR_TIE)) | r.logit_differs)
+
+
+def arm_failure_details(rep: ComparisonReport, nested: bool = False) -> list[str]:
+    """Each failed arm's stderr tail, fenced inside <details> (markdown lines)."""
+    out: list[str] = []
+    for o in (rep.arm_a, rep.arm_b):
+        f = o.failure
+        tail = f.stderr_tail if f is not None else ""
+        if not tail:
+            continue
+        tail = "\n".join(tail.splitlines()[-STDERR_LINES:])
+        out += ["", f"<details><summary>stderr of {md_inline(o.name)} (last lines)</summary>",
+                "", md_fence(tail), "", "</details>"]
+    return out
 
 
 def render_markdown(rep: ComparisonReport) -> str:
+    """report.md: what a pull-request comment needs, with nothing the runner printed able to
+    become markup."""
     v = rep.verdict
     icon = v.label.replace("-", " ")
-    lines = [f"### difftest `{_md_escape(rep.name)}`: **{v.verdict}** ({icon}, exit "
+    lines = [f"### difftest {md_code(rep.name)}: **{v.verdict}** ({icon}, exit "
              f"{int(v.exit_code)})", "",
-             f"`{_md_escape(rep.arm_a.name)}` vs `{_md_escape(rep.arm_b.name)}`, "
-             f"expect **{rep.spec.expect}**", ""]
-    lines += [f"- {_md_escape(r)}" for r in v.reasons]
+             f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}, expect "
+             f"**{rep.spec.expect}**", ""]
+    lines += [f"- {md_inline(r.splitlines()[0] if r else r)}" for r in v.reasons]
     line = stats_line(rep.comparison)
-    lines += ["", _md_escape(line)] if line else []
-    lines += ["", "| " + " | ".join(ARM_HEADERS) + " |",
-              "|" + "---|" * len(ARM_HEADERS)]
-    for row in _arm_rows(rep):
-        lines.append("| " + " | ".join(_md_escape(str(x)) for x in row) + " |")
+    lines += ["", md_inline(line)] if line else []
+    shas = [o.result.git_sha if o.result is not None and o.result.git_ref else None
+            for o in (rep.arm_a, rep.arm_b)]
+    headers = ARM_HEADERS + (["git sha"] if any(shas) else [])
+    lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row, sha in zip(_arm_rows(rep), shas, strict=True):
+        cells = [md_inline(str(x)) for x in row]
+        if any(shas):
+            cells.append(md_code(sha[:12]) if sha else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    idx = _differing_indices(rep)
+    c = rep.comparison
+    if c is not None and idx.size:
+        r = c.rows
+        shown = idx[:MAX_MD_ROWS]
+        lines += ["", f"Differing rows: {idx.size}" + (f" (first {shown.size} shown; all of them "
+                                                      "in diff.csv)" if idx.size > shown.size
+                                                      else ""), "",
+                  "| req | pos | row | token a | token b | status | margin a | margin b | "
+                  "\\|logit diff\\| |", "|---|---|---|---|---|---|---|---|---|"]
+        for i in shown:
+            cells = [md_code(c.requests[int(r.req[i])]), str(int(r.pos[i])), str(int(r.row[i])),
+                     str(_tok(r, "a", int(i))), str(_tok(r, "b", int(i))),
+                     _status(int(r.status[i])), _num(_finite(float(r.margin_a[i]))),
+                     _num(_finite(float(r.margin_b[i]))),
+                     _num(_finite(float(r.abs_logit_diff[i])))]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += arm_failure_details(rep)
+    if rep.run_dir:
+        lines += ["", f"Run directory: {md_code(str(rep.run_dir))}"]
     return "\n".join(lines) + "\n"
 
 
-def csv_frame(rep: ComparisonReport) -> pd.DataFrame:
-    """The CSV diff contract as a DataFrame: one row per block row, empty where unknown."""
-    import numpy as np
-    import pandas as pd
+def _float_cells(values: np.ndarray) -> list[str]:
+    return ["" if x != x else f"{x:.9g}" for x in values.tolist()]
 
+
+def _token_cells(values: np.ndarray, has: np.ndarray) -> list[str]:
+    return [str(t) if h else "" for t, h in zip(values.tolist(), has.tolist(), strict=True)]
+
+
+def csv_text(rep: ComparisonReport) -> str:
+    """The CSV diff contract: one row per block row, empty cells where a value is unknown, text
+    cells that a spreadsheet would evaluate prefixed with a quote. The csv module, not pandas:
+    a small diff should not pay for importing a data-frame library."""
     c = rep.comparison
     assert c is not None
     r = c.rows
-    reqs = np.array([spreadsheet_safe(n) for n in c.requests], dtype=object)
-    frame = pd.DataFrame({
-        "req": reqs[r.req] if len(r) else np.zeros(0, dtype=object),
-        "pos": r.pos, "row": r.row,
-        "token_a": pd.array(np.where(r.has_a, r.token_a, 0), dtype="Int64"),
-        "token_b": pd.array(np.where(r.has_b, r.token_b, 0), dtype="Int64"),
-        "status": np.array(STATUS_NAMES, dtype=object)[r.status] if len(r)
-        else np.zeros(0, dtype=object),
-        "margin_a": r.margin_a, "margin_b": r.margin_b, "logit_a": r.logit_a,
-        "logit_b": r.logit_b, "abs_logit_diff": r.abs_logit_diff,
-    }, columns=list(CSV_COLUMNS))
-    frame.loc[~r.has_a, "token_a"] = pd.NA
-    frame.loc[~r.has_b, "token_b"] = pd.NA
-    return frame
+    names = [spreadsheet_safe(n) for n in c.requests]
+    status = [STATUS_NAMES[s] for s in range(len(STATUS_NAMES))]
+    columns = [
+        [names[i] for i in r.req.tolist()], [str(x) for x in r.pos.tolist()],
+        [str(x) for x in r.row.tolist()], _token_cells(r.token_a, r.has_a),
+        _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
+        _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
+        _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
+    ]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(zip(*columns, strict=True))
+    return out.getvalue()
 
 
 def write_csv(rep: ComparisonReport, path: Path) -> None:
-    """Write the CSV diff atomically (exclusive temp file beside it, then rename)."""
-    from difftest.atomic import write_with
-
-    frame = csv_frame(rep)
+    """Write the CSV diff atomically, through a temp file created exclusively beside it (a
+    link planted at any name there is never followed)."""
+    path = Path(path)
     try:
-        write_with(Path(path), lambda fh: frame.to_csv(fh, index=False, na_rep="",
-                                                       float_format="%.9g"))
+        write_text_atomic(path, csv_text(rep))
     except OSError as exc:
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None

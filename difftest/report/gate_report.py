@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Sequence
 import xml.etree.ElementTree as ET
+from datetime import datetime, UTC
 
+from difftest.execute import ArmResult
 from difftest.gate import CheckResult, ProbeReport
 from difftest.jsonout import dumps
 from difftest.kinds import VerdictKind
-from difftest.pipeline import ComparisonReport
-from difftest.report.comparison import to_dict
+from difftest.pipeline import ArmOutcome, ComparisonReport
+from difftest.report.comparison import arm_failure_details, to_dict
+from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe
 
 
-def _label(rep: ComparisonReport) -> str:
+def label(rep: ComparisonReport) -> str:
+    """PASS, FAIL, UNINFORMATIVE or ARM-FAILED: the verdict read against its expectation."""
     return rep.verdict.label
 
 
@@ -64,7 +70,7 @@ def probe_table(p: ProbeReport) -> str:
                 lines += [f"  {m.name}: " + "; ".join(m.report.verdict.reasons[-1:])]
     if p.baseline.run_dir:
         lines += ["", f"run directory: {p.baseline.run_dir}"]
-    return "\n".join(lines)
+    return strip_ansi("\n".join(lines))
 
 
 # -- check -------------------------------------------------------------------------------------
@@ -85,7 +91,7 @@ def render_check_json(result: CheckResult) -> str:
 def check_lines(result: CheckResult) -> str:
     lines = []
     for r in result.reports:
-        lines.append(f"{_label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}, expect "
+        lines.append(f"{label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}, expect "
                      f"{r.spec.expect}: {r.verdict.verdict} ({_counts(r)} blocks differ)")
         if not r.verdict.passed:
             lines += [f"{'':15}{reason}" for reason in r.verdict.reasons[-2:]]
@@ -100,81 +106,177 @@ def check_lines(result: CheckResult) -> str:
     lines.append(f"{passed}/{len(result.reports)} comparison(s) passed; exit "
                  f"{int(result.exit_code)}" + (f"; run directory: {result.run_dir}"
                                               if result.run_dir else ""))
-    return "\n".join(lines)
+    return strip_ansi("\n".join(lines))
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _why(rep: ComparisonReport) -> str:
+    """The decisive sentence of a verdict for a one-line cell, whole or not at all: an arm
+    failure's first line, a failed expectation's stated reason, else the summary sentence."""
+    reasons = [r.split("\n", 1)[0] for r in rep.verdict.reasons if r]
+    if not reasons:
+        return ""
+    if rep.verdict.verdict is VerdictKind.ARM_FAILED:
+        return reasons[0]
+    keys = ("could not have failed", "toggle may not reach", "first difference at",
+            "emitted streams", "first logit difference", "never run by the other arm",
+            "expected at least", "could have failed through", "would have been blind")
+    for key in keys:
+        for r in reasons:
+            if key in r:
+                return r
+    return reasons[-1]
 
 
 def check_markdown(result: CheckResult) -> str:
+    """check.md: a table a pull request can take, then each failing comparison's reasons."""
     ok = result.exit_code == 0
     lines = [f"## difftest check: {'passed' if ok else 'FAILED'} (exit {int(result.exit_code)})",
              "", "| | comparison | arms | expect | verdict | blocks differing | why |",
              "|---|---|---|---|---|---|---|"]
     for r in result.reports:
-        why = r.verdict.reasons[-1] if r.verdict.reasons else ""
-        lines.append(f"| {_label(r)} | `{_md(r.name)}` | `{_md(r.arm_a.name)}` vs "
-                     f"`{_md(r.arm_b.name)}` | {r.spec.expect} | **{r.verdict.verdict}** | "
-                     f"{_counts(r)} | {_md(why)} |")
+        lines.append(f"| {label(r)} | {md_code(r.name)} | {md_code(r.arm_a.name)} vs "
+                     f"{md_code(r.arm_b.name)} | {r.spec.expect} | **{r.verdict.verdict}** | "
+                     f"{_counts(r)} | {md_inline(_why(r))} |")
     if result.probes:
         lines += ["", "### Mutation probes", "", "| comparison | mutation | result | killed by |",
                   "|---|---|---|---|"]
         for name, p in result.probes.items():
             for m in p.mutations:
-                lines.append(f"| `{_md(name)}` | `{_md(m.name)}` | "
-                             f"{'killed' if m.killed else '**SURVIVED**'} | {m.killed_by or '-'} |")
-            lines.append(f"| `{_md(name)}` | score | **{p.mutation_score:.2f}** | |")
-    failing = [r for r in result.reports if not r.verdict.passed]
-    for r in failing:
-        lines += ["", f"<details><summary>{_md(r.name)}: {r.verdict.verdict}</summary>", ""]
-        lines += [f"- {_md(x)}" for x in r.verdict.reasons]
+                lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
+                             f"{'killed' if m.killed else '**SURVIVED**'} | "
+                             f"{md_inline(m.killed_by or '-')} |")
+            lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
+    for r in result.reports:
+        if r.verdict.passed:
+            continue
+        lines += ["", f"<details><summary>{md_inline(r.name)}: {r.verdict.verdict}</summary>",
+                  ""]
+        lines += [f"- {md_inline(x.splitlines()[0] if x else x)}" for x in r.verdict.reasons]
+        lines += arm_failure_details(r, nested=True)
         lines += ["", "</details>"]
+    shas = _shas(result.reports)
+    if shas:
+        lines += ["", "Commits: " + ", ".join(f"{md_code(n)} {md_code(s[:12])}"
+                                             for n, s in shas.items())]
+    if result.run_dir:
+        lines += ["", f"Run directory: {md_code(str(result.run_dir))}"]
     return "\n".join(lines) + "\n"
 
 
-def junit_xml(result: CheckResult) -> str:
-    """One testcase per comparison (and per probed mutation); uninformative is a failure."""
-    suite = ET.Element("testsuite", name="difftest", tests="0", failures="0", errors="0")
-    failures = 0
-    tests = 0
+def _shas(reports: Sequence[ComparisonReport]) -> dict[str, str]:
+    """Each git-ref arm's sha, once per arm."""
+    out: dict[str, str] = {}
+    for r in reports:
+        for o in (r.arm_a, r.arm_b):
+            if o.result is not None and o.result.git_ref and o.result.git_sha:
+                out.setdefault(o.name, o.result.git_sha)
+    return out
 
-    def case(name: str, seconds: float, failure: tuple[str, str, str] | None, out: str) -> None:
-        nonlocal failures, tests
-        tests += 1
-        tc = ET.SubElement(suite, "testcase", classname=f"difftest.{result.config.stem}",
-                           name=name, time=f"{seconds:.3f}")
-        if failure is not None:
-            failures += 1
-            kind, message, body = failure
-            el = ET.SubElement(tc, "failure", type=kind, message=message)
-            el.text = body
-        so = ET.SubElement(tc, "system-out")
-        so.text = out
+
+def _arm_results(result: CheckResult) -> list[ArmResult]:
+    seen: dict[str, ArmResult] = {}
+    reps = list(result.reports) + [m.report for p in result.probes.values() for m in p.mutations]
+    for r in reps:
+        for o in (r.arm_a, r.arm_b):
+            if o.result is not None:
+                seen.setdefault(o.name, o.result)
+    return list(seen.values())
+
+
+def _seconds(*outcomes: ArmOutcome) -> float:
+    """The wall time of arms that ran side by side: the longest of them."""
+    return max((o.result.duration_s for o in outcomes if o.result is not None), default=0.0)
+
+
+def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
+    """One testcase per comparison and per probed mutation. A difference or an unmet
+    expectation is a <failure>, an uninformative comparison a <failure type="uninformative">
+    (never a pass), an arm that crashed, timed out or drafted nothing an <error>."""
+    results = _arm_results(result)
+    started = result.started_at or min((a.started_at for a in results), default="")
+    suite = ET.Element("testsuite", name="difftest", tests="0", failures="0", errors="0",
+                       skipped="0", time="0", timestamp=_timestamp(started),
+                       hostname=xml_safe(hostname if hostname is not None else platform.node()))
+    props = ET.SubElement(suite, "properties")
+
+    def prop(name: str, value: object) -> None:
+        ET.SubElement(props, "property", name=xml_safe(name), value=xml_safe(str(value)))
+
+    prop("config", result.config)
+    if result.run_dir is not None:
+        prop("run_dir", result.run_dir)
+    for arm in results:
+        if arm.git_sha:
+            prop(f"arm.{arm.name}.git_sha", arm.git_sha)
+        if arm.git_ref:
+            prop(f"arm.{arm.name}.git_ref", arm.git_ref)
+    counts = {"tests": 0, "failures": 0, "errors": 0}
+    classname = xml_safe(f"difftest.{result.config.stem}")
+
+    def case(name: str, seconds: float, outcome: tuple[str, str, str, str] | None,
+             out: str) -> None:
+        counts["tests"] += 1
+        tc = ET.SubElement(suite, "testcase", classname=classname, name=xml_safe(name),
+                           time=f"{seconds:.3f}")
+        if outcome is not None:
+            tag, kind, message, body = outcome
+            counts["failures" if tag == "failure" else "errors"] += 1
+            el = ET.SubElement(tc, tag, type=kind, message=xml_safe(message))
+            el.text = xml_safe(body)
+        ET.SubElement(tc, "system-out").text = xml_safe(out)
 
     for r in result.reports:
         v = r.verdict
         reasons = "\n".join(v.reasons)
-        seconds = max((o.result.duration_s for o in (r.arm_a, r.arm_b) if o.result), default=0.0)
-        fail = None
-        if not v.passed:
-            kind = (str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation")
-            prefix = ("UNINFORMATIVE (not a pass): the comparison could not have failed"
-                      if v.verdict is VerdictKind.UNINFORMATIVE
-                      else f"{v.verdict}, expected {r.spec.expect}")
-            fail = (kind, prefix, reasons)
-        case(r.name, seconds, fail, reasons)
+        outcome = None
+        if v.verdict is VerdictKind.ARM_FAILED:
+            outcome = ("error", str(VerdictKind.ARM_FAILED), v.reasons[0].split("\n", 1)[0] if v.reasons
+                       else "an arm failed", reasons)
+        elif not v.passed:
+            kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
+            message = ("UNINFORMATIVE (not a pass): the comparison could not have failed"
+                       if v.verdict is VerdictKind.UNINFORMATIVE
+                       else f"{v.verdict}, expected {r.spec.expect}: {_why(r)}")
+            outcome = ("failure", kind, message, reasons)
+        case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
         p = result.probes.get(r.name)
         if p is not None:
             for m in p.mutations:
-                mf = None if m.killed else (
-                    "survived", f"mutation {m.name} survived: the comparison is blind to it",
-                    "\n".join(m.report.verdict.reasons))
-                case(f"{r.name}/probe/{m.name}", 0.0, mf,
-                     f"killed by {m.killed_by}" if m.killed else "survived")
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    root = ET.Element("testsuites", tests=str(tests), failures=str(failures))
+                mv = m.report.verdict
+                if mv.verdict is VerdictKind.ARM_FAILED:
+                    mo: tuple[str, str, str, str] | None = (
+                        "error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
+                        f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",
+                        "\n".join(mv.reasons))
+                elif not m.killed:
+                    mo = ("failure", "survived",
+                          f"mutation {m.name} survived: the comparison is blind to it",
+                          "\n".join(mv.reasons))
+                else:
+                    mo = None
+                case(f"{r.name}/probe/{m.name}", _seconds(m.report.arm_b), mo,
+                     f"killed by {m.killed_by}" if m.killed else "\n".join(mv.reasons))
+    total = (result.duration_s if result.duration_s is not None
+             else sum(float(tc.get("time", "0")) for tc in suite.iter("testcase")))
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{total:.3f}")
+    root = ET.Element("testsuites", name="difftest", tests=str(counts["tests"]),
+                      failures=str(counts["failures"]), errors=str(counts["errors"]),
+                      time=f"{total:.3f}")
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _timestamp(iso: str) -> str:
+    """ISO 8601 to the second, as JUnit readers expect (`2026-12-03T07:41:02`, UTC)."""
+    if not iso:
+        return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,0 +1,59 @@
+"""Text from untrusted places (arm stderr, request ids, `vt:` lines) made inert for each output.
+
+An arm's stderr can hold terminal escapes (colours, cursor moves, window titles), control
+characters XML 1.0 forbids, and HTML; a request id is whatever the runner printed. Every report
+passes such text through one of these before it is written.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), and the two-byte
+# escapes; then what is left of C0/C1 controls.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+                      r"|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|])")  # links, images, code, emphasis, cells
+
+
+def strip_ansi(text: str) -> str:
+    """Text without terminal escapes or control characters (newlines and tabs kept)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+def xml_safe(text: str) -> str:
+    """Text that XML 1.0 can hold: escapes removed, then every character it forbids."""
+    return _NOT_XML.sub("", strip_ansi(text))
+
+
+def md_inline(text: str) -> str:
+    """One line of markdown that renders as the text itself: no HTML, no links, no table cells
+    split, no emphasis."""
+    flat = " ".join(strip_ansi(text).split())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+
+
+def md_code(text: str) -> str:
+    """An identifier as a markdown code span: nothing inside a code span is markup (no HTML,
+    no links); the fence outgrows any backticks inside, and a pipe cannot split a table cell."""
+    flat = " ".join(strip_ansi(text).split())
+    if any(ch in flat for ch in "<>&"):
+        # safe in a GitHub code span, but not in every renderer a CI summary meets
+        return f"<code>{html.escape(flat)}</code>".replace("|", "&#124;").replace("`", "&#96;")
+    flat = flat.replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def md_fence(text: str) -> str:
+    """A fenced block that its content cannot close early, whatever backticks it holds."""
+    body = strip_ansi(text).rstrip("\n")
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
