@@ -561,3 +561,7 @@ def cache_prune(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":  # `python -m difftest.cli` runs the command line, like `python -m difftest`
+    main()

@@ -21,7 +21,7 @@ from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
-from difftest.resolution import Resolution, resolution
+from difftest.resolution import Resolution, format_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
@@ -360,8 +360,7 @@ def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
 
 
 def _digits(trace: ArmTrace) -> int | None:
-    sig = trace.logits.sig_digits
-    return int(sig.max()) if sig.size and int(sig.max()) > 0 else None
+    return format_digits(trace.logits.sig_digits)
 
 
 def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:

@@ -22,13 +22,17 @@ from difftest.errors import ExitCode, UsageError
 from difftest.execute import ArmResult, JobLimits
 from difftest.kinds import Expect, VerdictKind
 from difftest.floor import reruns
+from difftest.model import same_drafts
 from difftest.pipeline import (
-    ComparisonReport, arm_pair, evaluate, outcomes_from_run, rerun_outcomes, run_arm_set,
+    ArmOutcome, ComparisonReport, arm_pair, evaluate, outcomes_from_run, rerun_outcomes, run_arm_set,
     self_pair, spec_meta, thresholds_of,
 )
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
-SEVERITY = {ExitCode.ARM_FAILED: 3, ExitCode.DIFFER: 2, ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
+# A probe whose mutation never reached the runner (exit 2) is a set-up error: it outranks a
+# difference, since the gate's coverage claim is unfounded, but not a failed arm.
+SEVERITY = {ExitCode.ARM_FAILED: 4, ExitCode.USAGE: 3, ExitCode.DIFFER: 2,
+            ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
 
 
 def worst(codes: Sequence[ExitCode]) -> ExitCode:
@@ -44,6 +48,14 @@ class MutationResult:
     blocks_differing: int
     blocks_logit_differing: int
     report: ComparisonReport
+    applied: bool = True  # False: the mutated arm printed exactly what the baseline printed
+
+    @property
+    def result(self) -> str:
+        """The label every report shows for this mutation."""
+        if not self.applied:
+            return "NOT-APPLIED"
+        return "killed" if self.killed else "SURVIVED"
 
 
 @dataclass(frozen=True)
@@ -60,13 +72,22 @@ class ProbeReport:
         return self.baseline.run_dir
 
     @property
+    def applied(self) -> list[MutationResult]:
+        """The mutations that reached the runner: only these are scored."""
+        return [m for m in self.mutations if m.applied]
+
+    @property
+    def not_applied(self) -> list[str]:
+        return [m.name for m in self.mutations if not m.applied]
+
+    @property
     def mutation_score(self) -> float:
-        return (sum(m.killed for m in self.mutations) / len(self.mutations)
-                if self.mutations else 0.0)
+        scored = self.applied
+        return sum(m.killed for m in scored) / len(scored) if scored else 0.0
 
     @property
     def survivors(self) -> list[str]:
-        return [m.name for m in self.mutations if not m.killed]
+        return [m.name for m in self.applied if not m.killed]
 
     @property
     def failed_arms(self) -> list[str]:
@@ -80,6 +101,8 @@ class ProbeReport:
         if not self.baseline.verdict.passed:
             # the comparison already fails without any mutation: its sensitivity is unmeasured
             return self.baseline.verdict.exit_code
+        if self.not_applied:
+            return ExitCode.USAGE
         if not self.mutations or self.survivors:
             return ExitCode.UNINFORMATIVE
         return ExitCode.OK
@@ -128,6 +151,12 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
         mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
         a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
         rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds))
+        if _not_applied(baseline, b):
+            notes.append(_not_applied_note(name, spec.arm_b, baseline))
+            out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),
+                                      blocks_differing=0, blocks_logit_differing=0, report=rep,
+                                      applied=False))
+            continue
         measures = _measures(rep)
         killed = _killed(rep)
         if killed and spec.expect is not Expect.SAME:
@@ -138,6 +167,24 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
             measures=tuple(measures), blocks_differing=c.blocks_differing if c else 0,
             blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
     return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, tuple(out), tuple(notes))
+
+
+def _not_applied(baseline: ComparisonReport, mutated: ArmOutcome) -> bool:
+    """A mutated arm that printed exactly what the unmutated arm printed, on a comparison that
+    could have failed: the mutation never reached the runner (a runner that ignores
+    DIFFTEST_MUTATION, a config without that mutation). On a blind comparison an identical trace
+    is what any mutation would show, so that stays a survivor of a blind comparison."""
+    base = baseline.arm_b.trace
+    if base is None or mutated.trace is None or mutated.failure is not None:
+        return False
+    return bool(baseline.verdict.instruments) and same_drafts(base, mutated.trace)
+
+
+def _not_applied_note(name: str, arm_b: str, baseline: ComparisonReport) -> str:
+    logits = ", logits" if baseline.comparison and baseline.comparison.logit_rows_compared else ""
+    return (f"mutation {name}: the mutated arm printed exactly what {arm_b} printed (drafts, "
+            f"emitted tokens{logits}): the mutation does not reach the runner (does it read "
+            "DIFFTEST_MUTATION, or the mutation's env and args?); it is not scored")
 
 
 def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,

@@ -200,3 +200,23 @@ class ArmTrace:
     def has_drafts(self) -> bool:
         """True when the arm drafted at least one id (in a verify or a propose line)."""
         return bool(self.verifies.draft_ids.size or self.proposes.first_ids.size)
+
+
+def same_drafts(a: ArmTrace, b: ArmTrace) -> bool:
+    """Whether two traces say the same thing about drafting: the same requests, verifies,
+    proposals and (bit for bit, nan equal to nan) block logits. Line numbers, timings and other
+    program output are left out: they move between runs of identical code."""
+    if a.requests != b.requests:
+        return False
+    va, vb = a.verifies, b.verifies
+    pa, pb = a.proposes, b.proposes
+    la, lb = a.logits, b.logits
+    pairs = ((va.req, vb.req), (va.pos, vb.pos), (va.k, vb.k), (va.ns, vb.ns),
+             (va.draft_ids, vb.draft_ids), (va.draft_off, vb.draft_off),
+             (va.emit_ids, vb.emit_ids), (va.emit_off, vb.emit_off),
+             (pa.rows, pb.rows), (pa.k, pb.k), (pa.first_ids, pb.first_ids),
+             (pa.first_off, pb.first_off), (la.req, lb.req), (la.pos, lb.pos),
+             (la.row, lb.row), (la.top_ids, lb.top_ids), (la.width, lb.width))
+    if not all(np.array_equal(x, y) for x, y in pairs):
+        return False
+    return bool(np.array_equal(la.top_vals, lb.top_vals, equal_nan=True))

@@ -17,6 +17,11 @@ import numpy as np
 
 # Significant digits that round-trip every float32 exactly (FLT_DECIMAL_DIG).
 LOSSLESS_DIGITS = 9
+# The coarsest format a producer prints (`%.6g`, the first version of the line). A trace whose
+# values all happen to be short (`5`, `4.25`) shows fewer digits than its format printed;
+# inferring a coarser format from them would swallow real differences as rounding, so the
+# inference never goes below this.
+MIN_FORMAT_DIGITS = 6
 
 
 @dataclass(frozen=True)
@@ -51,13 +56,21 @@ def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     return out
 
 
+def format_digits(sig_digits: np.ndarray) -> int | None:
+    """The significant digits an arm's format printed: the most any row shows, and never fewer
+    than MIN_FORMAT_DIGITS (None when no finite value was printed)."""
+    if sig_digits.size == 0 or int(sig_digits.max()) <= 0:
+        return None
+    return max(int(sig_digits.max()), MIN_FORMAT_DIGITS)
+
+
 def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
                compared: np.ndarray) -> Resolution:
     """An arm's resolution from its top values (n, K), the entries per row, the significant
     digits each row printed (n,), and a mask of the rows compared (n,)."""
-    if sig_digits.size == 0 or int(sig_digits.max()) <= 0:
+    digits = format_digits(sig_digits)
+    if digits is None:
         return Resolution(None, None)
-    digits = int(sig_digits.max())
     listed = np.arange(values.shape[1])[None, :] < width[:, None]
     q = quanta(values[compared], digits)
     q = q[listed[compared] & ~np.isnan(q)]

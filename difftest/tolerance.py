@@ -91,7 +91,11 @@ def _snap(d: np.ndarray, q: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         grid = np.isfinite(q) & (q > 0) & np.isfinite(d)
         out = d.copy()
-        out[grid] = np.round(d[grid] / q[grid]) * q[grid]
+        dq, qq = d[grid], q[grid]
+        # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
+        # integer 10**k gives the double nearest n * 10**-k (3.75, not 3.7500000000000004).
+        inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
+        out[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
     return out
 
 

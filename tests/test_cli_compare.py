@@ -57,9 +57,10 @@ def test_agreeing_traces_exit_0_with_the_verdict_first() -> None:
     lines = r.output.splitlines()
     assert lines[0] == "traces: AGREE (expect same; passed, exit 0)"
     assert "  - the comparison could have failed through: tokens, logits" in lines
-    # these traces print 4 significant digits: "bitwise" holds at that resolution only
-    assert lines[2].startswith("  - bitwise at 4 significant digits: agreement means equal to "
-                               "within the printed resolution 1e-02, not bit-identical")
+    # these traces' values show 4 significant digits; the format is taken to print at least 6
+    # (`%.6g`), so "bitwise" holds at that resolution only
+    assert lines[2].startswith("  - bitwise at 6 significant digits: agreement means equal to "
+                               "within the printed resolution 1e-04, not bit-identical")
 
 
 def test_differing_traces_exit_1_and_list_the_differing_rows() -> None:

@@ -297,11 +297,11 @@ def test_probes_of_a_differ_comparison_are_judged_by_its_expectation(tmp_path: P
     p = run_probe(cfg, cfg.comparisons["scalars"], ["noop", "undo"], run_root=tmp_path,
                   progress=False)
     result = {m.name: (m.killed, m.killed_by) for m in p.mutations}
-    # a mutation that changes nothing keeps scalars on/off apart: the comparison stays green
-    assert result["noop"] == (False, None)
+    # a mutation that changes nothing never reached the runner: not scored, a set-up error
+    assert result["noop"] == (False, None) and p.not_applied == ["noop"]
     # switching the scalars back on removes the difference the comparison expects: caught
     assert result["undo"] == (True, "expectation")
-    assert p.exit_code == ExitCode.UNINFORMATIVE
+    assert p.mutation_score == 1.0 and p.exit_code == ExitCode.USAGE
 
 
 def test_a_mutation_that_crashes_its_arm_is_an_arm_failure_not_a_kill(tmp_path: Path) -> None:

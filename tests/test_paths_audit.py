@@ -97,7 +97,7 @@ def test_wide_margins_nan_rows_and_rejected_drafts_are_each_said() -> None:
         "blind_radius_median": 2.0, "logit_spread": 7.0, "tokens_informative": False,
         "logits_informative": True, "verdict": "informative"}
     assert a.row_entropy_bits == [1.0, 1.0]
-    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (2, 0.1, 0.1)
+    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (6, 1e-05, 1e-05)
     assert a.reasons == [
         "2 drafted blocks read from verify lines",
         "drafts vary: 4 distinct ids, entropy 2.00 bits",
@@ -107,7 +107,7 @@ def test_wide_margins_nan_rows_and_rejected_drafts_are_each_said() -> None:
         "1 logit row(s) hold nan/inf and are left out",
         "4 block-logit rows are traced and vary: an exact logit comparison can see what tokens "
         "cannot",
-        "logit blind radius 1e-01 (the printed resolution, 2 significant digits): no logit "
+        "logit blind radius 1e-05 (the printed resolution, 6 significant digits): no logit "
         "change below it can show; token blind radius 1.5",
         "informative through the logits only: a token comparison alone would have been blind",
     ]
@@ -226,8 +226,8 @@ def test_the_audit_counts_the_traces_findings() -> None:
 def test_rows_without_a_margin_leave_the_token_blind_radius_unknown() -> None:
     a = audit_trace(parse_lines([_logits(1, 1, [(3, "9.25")]), _verify(1, [3], 0),
                                  _logits(2, 1, [(4, "8.5")]), _verify(2, [4], 0)]))
-    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (3, 0.01, 0.01)
-    assert ("logit blind radius 1e-02 (the printed resolution, 3 significant digits): no logit "
+    assert (a.logit_digits, a.logit_resolution, a.logit_blind_radius) == (6, 1e-05, 1e-05)
+    assert ("logit blind radius 1e-05 (the printed resolution, 6 significant digits): no logit "
             "change below it can show; token blind radius unknown") in a.reasons
 
 

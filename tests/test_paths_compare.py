@@ -12,7 +12,7 @@ import pytest
 
 from difftest.align import CoverageGap, EmitDivergence, align, step_keys
 from difftest.audit import audit_trace
-from difftest.compare import STATUS_NAMES, Comparison, FirstDifference, FirstLogitDifference, compare
+from difftest.compare import STATUS_NAMES, Comparison, FirstLogitDifference, compare
 from difftest.kinds import VerdictKind
 from difftest.trace import parse_lines
 from difftest.verdict import Verdict, judge
@@ -137,19 +137,19 @@ def test_drafts_of_unequal_length_at_one_position_differ_at_the_missing_row() ->
     a = [_verify("p", 1, [5, 6, 7], [5, 6, 9]), _verify("p", 4, [3, 4, 1], [3, 8])]
     b = [_verify("p", 1, [5, 6], [5, 6, 9]), _verify("p", 4, [3, 4], [3, 8])]
     cmp, v = _run(a, b)
-    assert (cmp.blocks_compared, cmp.blocks_differing) == (2, 2)
-    assert cmp.first_difference == FirstDifference("p", 1, 3, 7, -1, None, None)
-    assert _same(_rows(cmp), [
-        ("p", 1, 1, 5, 5, "same", NAN, False), ("p", 1, 2, 6, 6, "same", NAN, False),
-        ("p", 1, 3, 7, -1, "differ", NAN, False),
-        ("p", 4, 1, 3, 3, "same", NAN, False), ("p", 4, 2, 4, 4, "same", NAN, False),
-        ("p", 4, 3, 1, -1, "differ", NAN, False)])
+    # a row only one arm drafted is a draft-length difference, never a token shown as -1
+    assert (cmp.blocks_compared, cmp.blocks_differing) == (2, 0)
+    assert (cmp.draft_length_blocks, cmp.draft_length_rows_a, cmp.draft_length_rows_b) == (2, 2, 0)
+    assert cmp.first_difference is None
+    assert [r[5] for r in _rows(cmp)] == ["same", "same", "unmatched-a", "same", "same",
+                                          "unmatched-a"]
     assert cmp.rows.has_a.tolist() == [True] * 6
     assert cmp.rows.has_b.tolist() == [True, True, False, True, True, False]
     assert v.verdict is VerdictKind.DIFFER
-    assert v.reasons == ("2 block(s) compared, 2 differ",
-                         "first difference at req p pos 1 row 3: x drafted 7, y drafted -1 "
-                         "(margins - / -)")
+    assert v.reasons == ("2 block(s) compared, 0 differ",
+                         "2 block(s) drafted a different number of rows at the same (request, "
+                         "pos): 2 row(s) only x drafted, 0 only y; a different draft length is a "
+                         "different draft")
 
 
 def _two_rows(top_a: list[list[tuple[int, str]]], top_b: list[list[tuple[int, str]]]
@@ -174,11 +174,11 @@ def test_top_lists_of_different_widths_compare_the_shared_ids() -> None:
                          "with logit differences",
                          "first logit difference at req p pos 1 row 1: |diff| 0 (atol 0); max "
                          "|diff| 0.25",
-                         "bitwise at 2 significant digits: agreement means equal to within the "
-                         "printed resolution 1e-01, not bit-identical (print logits with %.9g for "
+                         "bitwise at 6 significant digits: agreement means equal to within the "
+                         "printed resolution 1e-05, not bit-identical (print logits with %.9g for "
                          "bit-identity)",
-                         "blind radius: tokens 0.5 (smallest compared margin / 2), logits 0.1 (its "
-                         "resolution): a wrong change smaller than these goes unseen by that "
+                         "blind radius: tokens 0.5 (smallest compared margin / 2), logits 1e-05 "
+                         "(its resolution): a wrong change smaller than these goes unseen by that "
                          "instrument")
     loose, v = _run(a, b, atol=0.5)
     assert [r[6:] for r in _rows(loose)] == [(0.0, False), (0.25, False)]
@@ -211,7 +211,7 @@ def test_moved_nan_and_inf_in_top_lists() -> None:
     assert cmp.max_abs_logit_diff == 0.0  # the largest finite difference
     assert cmp.first_logit_difference == FirstLogitDifference("p", 1, 2, None)
     assert v.reasons[:3] == (
-        "1 block(s) compared, 0 differ; 3 logit row(s) compared, 1 block(s) with logit "
+        "1 block(s) compared, 0 differ; 2 logit row(s) compared, 1 block(s) with logit "
         "differences",
         "first logit difference at req p pos 1 row 2: no finite |diff| (nan or inf in one arm, or "
         "no id shared, or traced by one arm) (atol 0.1); max |diff| 0",

@@ -96,9 +96,9 @@ def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
     assert v.reasons == (
         "4 block(s) compared, 0 differ; 8 logit row(s) compared, 0 block(s) with logit "
         "differences",
-        "bitwise at 3 significant digits: agreement means equal to within the printed resolution "
-        "1e-02, not bit-identical (print logits with %.9g for bit-identity)",
-        "blind radius: tokens 0.125 (smallest compared margin / 2), logits 0.01 (its resolution): "
+        "bitwise at 6 significant digits: agreement means equal to within the printed resolution "
+        "1e-05, not bit-identical (print logits with %.9g for bit-identity)",
+        "blind radius: tokens 0.125 (smallest compared margin / 2), logits 1e-05 (its resolution): "
         "a wrong change smaller than these goes unseen by that instrument",
         "the token comparison alone would have been blind (near_tie=0.5 is above every compared "
         "row's margin, so every flip would count as a near-tie); the exact logit comparison "

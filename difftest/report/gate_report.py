@@ -36,13 +36,15 @@ def probe_dict(p: ProbeReport) -> dict[str, object]:
         "baseline": {"verdict": p.baseline.verdict.verdict,
                      "exit_code": int(p.baseline.verdict.exit_code),
                      "reasons": p.baseline.verdict.reasons},
-        "mutations": [{"name": m.name, "killed": m.killed, "killed_by": m.killed_by,
+        "mutations": [{"name": m.name, "applied": m.applied, "killed": m.killed,
+                       "killed_by": m.killed_by,
                        "measures": m.measures, "blocks_differing": m.blocks_differing,
                        "blocks_logit_differing": m.blocks_logit_differing,
                        "verdict": m.report.verdict.verdict, "reasons": m.report.verdict.reasons}
                       for m in p.mutations],
         "mutation_score": p.mutation_score,
         "survivors": p.survivors,
+        "not_applied": p.not_applied,
         "exit_code": int(p.exit_code),
         "notes": p.notes,
         "run_dir": str(p.baseline.run_dir) if p.baseline.run_dir else None,
@@ -53,11 +55,11 @@ def probe_table(p: ProbeReport) -> str:
     from tabulate import tabulate
 
     head = (f"probe {p.comparison} ({p.arm_a} vs {p.arm_b} broken on purpose): mutation score "
-            f"{p.mutation_score:.2f} ({sum(m.killed for m in p.mutations)}/{len(p.mutations)} "
+            f"{p.mutation_score:.2f} ({sum(m.killed for m in p.mutations)}/{len(p.applied)} "
             f"killed), exit {int(p.exit_code)}")
     lines = [head, f"  baseline: {p.baseline.verdict.verdict} ({_counts(p.baseline)} blocks differ)"]
     lines += [f"  - {n}" for n in p.notes]
-    rows = [[m.name, "killed" if m.killed else "SURVIVED", m.killed_by or "-",
+    rows = [[m.name, m.result, m.killed_by or "-",
              m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
             for m in p.mutations]
     lines += ["", tabulate(rows, headers=["mutation", "result", "killed by", "blocks differing",
@@ -97,10 +99,13 @@ def check_lines(result: CheckResult) -> str:
             lines += [f"{'':15}{reason}" for reason in r.verdict.reasons[-2:]]
         p = result.probes.get(r.name)
         if p is not None:
-            state = "PASS" if p.exit_code == 0 else ("BLIND" if p.survivors else "FAIL")
+            state = ("PASS" if p.exit_code == 0 else "NOT-APPLIED" if p.not_applied
+                     else "BLIND" if p.survivors else "FAIL")
             lines.append(f"{state:<14} {r.name + '/probe':<20} mutation score "
                          f"{p.mutation_score:.2f}" + (f"; survived: {', '.join(p.survivors)}"
-                                                      if p.survivors else ""))
+                                                      if p.survivors else "")
+                         + (f"; not applied: {', '.join(p.not_applied)}"
+                            if p.not_applied else ""))
     passed = sum(r.verdict.passed for r in result.reports)
     lines.append("")
     lines.append(f"{passed}/{len(result.reports)} comparison(s) passed; exit "
@@ -143,7 +148,7 @@ def check_markdown(result: CheckResult) -> str:
         for name, p in result.probes.items():
             for m in p.mutations:
                 lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
-                             f"{'killed' if m.killed else '**SURVIVED**'} | "
+                             f"{m.result if m.killed or not m.applied else '**SURVIVED**'} | "
                              f"{md_inline(m.killed_by or '-')} |")
             lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
     for r in result.reports:
@@ -248,6 +253,10 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
                         "error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
                         f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",
                         "\n".join(mv.reasons))
+                elif not m.applied:
+                    mo = ("error", "not-applied",
+                          f"mutation {m.name} did not reach the runner: the mutated arm printed "
+                          "exactly what the baseline printed", "\n".join(p.notes))
                 elif not m.killed:
                     mo = ("failure", "survived",
                           f"mutation {m.name} survived: the comparison is blind to it",

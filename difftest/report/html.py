@@ -551,7 +551,7 @@ def render_comparison(rep: ComparisonReport) -> str:
 
 
 def _probe_section(p: ProbeReport) -> str:
-    rows = [[m.name, "killed" if m.killed else "SURVIVED", m.killed_by or "-",
+    rows = [[m.name, m.result, m.killed_by or "-",
              m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
             for m in p.mutations]
     notes = "".join(f"<li>{_e(n)}</li>" for n in p.notes)
