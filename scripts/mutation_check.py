@@ -74,7 +74,7 @@ M = [
  ("C2 csv escaping off", "difftest/report/cells.py",
   "if text and text.startswith(_FORMULA_START):", "if False:", "tests/test_cli.py"),
  ("G1 severity order", "difftest/gate.py",
-  "ExitCode.DIFFER: 2, ExitCode.UNINFORMATIVE: 1", "ExitCode.DIFFER: 1, ExitCode.UNINFORMATIVE: 2",
+  "ExitCode.DIFFER: 2,\n            ExitCode.UNINFORMATIVE: 1", "ExitCode.DIFFER: 1,\n            ExitCode.UNINFORMATIVE: 2",
   "tests/test_gate.py::test_worst_orders_by_severity"),
  ("G2 uninformative counts as killed", "difftest/gate.py",
   '        return v.verdict is VerdictKind.DIFFER\n',
