@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,23 @@ GOLDEN = TESTS / "golden"
 # An arm that replays a captured trace on stderr, as a runner would print it.
 REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
           "sys.stderr.write(open(sys.argv[-1]).read())")
+
+
+def process_dead(pid: int) -> bool:
+    """Gone, or a zombie waiting for a reaper that is not us."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_dead(pid: int, within: float) -> bool:
+    """Whether `pid` is dead within `within` seconds (polled every 20 ms)."""
+    end = time.monotonic() + within
+    while time.monotonic() < end and not process_dead(pid):
+        time.sleep(0.02)
+    return process_dead(pid)
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:

@@ -19,7 +19,7 @@ from difftest.config import ArmSpec
 from difftest.errors import ArmFailedError, ExitCode, UsageError
 from difftest.execute import (ArmResult, load_run, new_run_dir, run_arms, safe_name,
                               write_json_atomic)
-from conftest import git
+from conftest import git, wait_dead
 
 
 PY = sys.executable
@@ -32,24 +32,6 @@ def py_arm(name: str, code: str, **kw: object) -> ArmSpec:
 
 def _ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _dead(pid: int) -> bool:
-    """Gone, or a zombie waiting for a reaper that is not us."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_dead(pid: int, within: float = 3.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if _dead(pid):
-            return True
-        time.sleep(0.02)
-    return _dead(pid)
 
 
 SLEEP_AND_TALK = """
@@ -261,7 +243,7 @@ def test_timeout_kills_the_group_including_grandchildren(tmp_path: Path) -> None
     assert res.timed_out and not res.ok and res.returncode == -signal.SIGTERM
     assert "arm 'hung': timed out after 1 s" in str(res.failure())
     grandchild = int(res.stdout_path.read_text().split()[0])
-    assert _wait_dead(grandchild), "the backgrounded grandchild outlived the timeout"
+    assert wait_dead(grandchild, 3.0), "the backgrounded grandchild outlived the timeout"
     assert results["fast"].ok
 
 
@@ -284,7 +266,7 @@ def test_stragglers_are_stopped_when_the_arm_exits(tmp_path: Path) -> None:
     t0 = time.monotonic()
     res = run_arms([spec], tmp_path, progress=False)["leaves"]
     assert time.monotonic() - t0 < 2.0 and res.ok
-    assert _wait_dead(int(res.stdout_path.read_text().split()[0]))
+    assert wait_dead(int(res.stdout_path.read_text().split()[0]), 3.0)
 
 
 def test_missing_executable_and_cwd_are_results_not_exceptions(tmp_path: Path) -> None:
@@ -344,7 +326,7 @@ def test_ctrl_c_stops_both_arms_and_keeps_the_captures(tmp_path: Path) -> None:
     assert out.strip() == "interrupted"
     assert stop_s < 4.0
     for pid in pids:
-        assert _wait_dead(pid), f"arm process {pid} survived Ctrl-C"
+        assert wait_dead(pid, 3.0), f"arm process {pid} survived Ctrl-C"
     results, meta = load_run(run_dir)
     assert meta["status"] == "interrupted"
     for name in "ab":

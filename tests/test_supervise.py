@@ -18,26 +18,12 @@ import pytest
 
 from difftest.config import ArmSpec, parse_config
 from difftest.errors import ConfigError, UsageError
+from conftest import process_dead, wait_dead
 from difftest.execute import load_run, new_run_dir, run_arms
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_dead(pid: int, within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end and not _dead(pid):
-        time.sleep(0.02)
-    return _dead(pid)
 
 
 def _kill(pid: int) -> None:
@@ -89,13 +75,13 @@ def test_sigterm_and_sighup_end_every_arm_tree_and_say_so(tmp_path: Path, sig: i
             proc.kill()
             proc.wait()
         for pid in pids:
-            if not _wait_dead(pid, 0):
+            if not wait_dead(pid, 0):
                 _kill(pid)
     assert proc.returncode == code, err
     assert f"({signal.Signals(sig).name})" in err and "what they printed is kept" in err
     assert took < 8, took
     for pid in pids:  # the arms and their TERM-ignoring children
-        assert _wait_dead(pid), f"process {pid} outlived {signal.Signals(sig).name}"
+        assert wait_dead(pid, 5.0), f"process {pid} outlived {signal.Signals(sig).name}"
     run_dir = next(runs.iterdir())
     results, meta = load_run(run_dir)
     assert meta["status"] == status and meta["signal"] == signal.Signals(sig).name
@@ -119,7 +105,7 @@ def test_a_grandchild_that_ignores_sigterm_is_ended_before_the_capture_is_read(
     res = run_arms([ArmSpec("leaves", (PY, "-c", code))], tmp_path, progress=False)["leaves"]
     took = time.monotonic() - t0
     grandchild = int(res.stdout_path.read_text())
-    assert _wait_dead(grandchild, 0.5), "the grandchild outlived its arm"
+    assert wait_dead(grandchild, 0.5), "the grandchild outlived its arm"
     assert 3.0 <= took < 8.0, took  # 1 s of arm, TERM ignored: KILL after the 2 s grace
     size = res.stderr_path.stat().st_size
     time.sleep(0.3)
@@ -147,7 +133,7 @@ def test_a_daemon_that_left_the_group_is_a_warning_and_cannot_write_the_capture(
     res = run_arms([ArmSpec("daemonic", (PY, "-c", code))], tmp_path, progress=False)["daemonic"]
     daemon = int(res.stdout_path.read_text().split()[0])
     try:
-        assert not _dead(daemon)
+        assert not process_dead(daemon)
         assert len(res.warnings) == 1 and f"pid {daemon}" in res.warnings[0]
         assert "left its process group" in res.warnings[0]
         assert "left its process group" in capsys.readouterr().err
