@@ -157,11 +157,8 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     cb = map_b[b.verifies.req]
     ka = step_keys(ca, a.verifies.pos)
     kb = step_keys(cb, b.verifies.pos)
-    notes: list[str] = []
-    for arm, keys in (("A", ka), ("B", kb)):
-        dupes = keys.size - np.unique(keys).size
-        if dupes:
-            notes.append(f"arm {arm} verified {dupes} (request, pos) pair(s) twice; the last is used")
+    # A (request, pos) verified twice is the parser's finding (a harmless identical repeat, or
+    # a conflicting one that leaves no verdict); of the copies, the last is paired.
     # last occurrence wins: reverse, unique keeps the first of the reversed
     ua, ia_rev = np.unique(ka[::-1], return_index=True)
     ub, ib_rev = np.unique(kb[::-1], return_index=True)
@@ -198,7 +195,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
         a_index=a_idx[keep][order], b_index=b_idx[keep][order],
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
         diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
-        divergences=tuple(divergences), notes=tuple(notes))
+        divergences=tuple(divergences))
 
 
 def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:

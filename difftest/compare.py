@@ -19,7 +19,7 @@ from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
-from difftest.model import ArmTrace
+from difftest.model import ArmTrace, Finding
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
 from difftest.resolution import Resolution, format_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
@@ -180,6 +180,15 @@ class Comparison:
     draft_length_rows_b: int = 0
     # Rows of compared blocks left out because an earlier row of a sequential block flipped.
     rows_context_diverged: int = 0
+    # Each arm's parser findings: those that break its stream leave no verdict to give.
+    findings_a: tuple[Finding, ...] = ()
+    findings_b: tuple[Finding, ...] = ()
+
+    @property
+    def stream_breaks(self) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+        """Per arm, the findings after which its trace is no record of what the engine did."""
+        return (tuple(f for f in self.findings_a if f.kind.breaks_stream),
+                tuple(f for f in self.findings_b if f.kind.breaks_stream))
 
     def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
@@ -552,7 +561,8 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         draft_length_blocks=int(length.sum()),
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
-        rows_context_diverged=int((status == DIVERGED).sum()))
+        rows_context_diverged=int((status == DIVERGED).sum()),
+        findings_a=a.findings, findings_b=b.findings)
 
 
 def _opt(x: float) -> float | None:

@@ -33,6 +33,32 @@ class VerdictKind(StrEnum):
     ARM_FAILED = "arm-failed"
 
 
+class FindingKind(StrEnum):
+    """What a parser finding is about. `breaks_stream` is the one rule for which of them leave
+    a trace that no verdict may rest on."""
+
+    INVARIANT = "invariant"  # a line contradicts itself or the format
+    DISCONTINUITY = "discontinuity"  # a verify's pos is not where the request's last one led
+    MISPLACED_TAG = "misplaced-tag"  # a tag not at the start of its line: the line was not read
+    CONFLICTING_REPEAT = "conflicting-repeat"  # one step or logit row traced twice, differently
+    REPEAT = "repeat"  # one step or logit row traced twice, identically
+    TRUNCATED = "truncated"
+    NO_FINAL_NEWLINE = "no-final-newline"
+    NON_FINITE = "non-finite"
+    OUTGROWN = "outgrown"
+    ENGINE_ERROR = "engine-error"
+
+    @property
+    def breaks_stream(self) -> bool:
+        """The trace's stream has a hole or contradicts itself here: what was compared may not
+        be what the engine did, so a comparison through it can neither agree nor differ."""
+        return self in _BREAKS_STREAM
+
+
+_BREAKS_STREAM = frozenset({FindingKind.DISCONTINUITY, FindingKind.MISPLACED_TAG,
+                            FindingKind.CONFLICTING_REPEAT})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Everything a verdict kind means under an expectation, decided in one place."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from difftest.kinds import DraftingKind as DraftingKind  # declared by a trace; re-exported
+from difftest.kinds import FindingKind as FindingKind
 
 
 def ragged(ids: np.ndarray, offsets: np.ndarray, i: int) -> np.ndarray:
@@ -25,11 +26,15 @@ class Finding:
 
     path: str
     line: int
-    kind: str  # e.g. "invariant", "truncated", "non-finite", "outgrown"
+    kind: FindingKind
     message: str
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        """The form `audit` and `compare` reports give a finding."""
+        return {"line": self.line, "kind": self.kind.value, "message": self.message}
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,40 @@ def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
         kind = VerdictKind.AGREE
     else:
         kind = VerdictKind.UNINFORMATIVE
+    if any(cmp.stream_breaks):
+        # a trace with a hole or a self-contradiction is no record of what its engine did: what
+        # was compared may be the hole, so neither agreement nor a difference stands
+        kind = VerdictKind.UNINFORMATIVE
     return Decision(kind, inst, token_flips)
+
+
+SHOWN_FINDINGS = 3  # findings quoted per arm in the reasons; the JSON report lists all
+
+
+def stream_break_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
+    """Per arm, the parser findings that break its stream, quoted with file and line (the
+    JSON report lists every finding, as `audit` does)."""
+    out: list[str] = []
+    for name, breaks in zip(names, cmp.stream_breaks, strict=True):
+        if breaks:
+            more = (f" (and {len(breaks) - SHOWN_FINDINGS} more)"
+                    if len(breaks) > SHOWN_FINDINGS else "")
+            out.append(f"{name}: {len(breaks)} trace finding(s) break the stream (a line not "
+                       "read, a step out of place, or a step traced twice differently): "
+                       + "; ".join(str(f) for f in breaks[:SHOWN_FINDINGS]) + more)
+    return out
+
+
+def other_finding_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
+    """Per arm, a count of the parser findings that leave the stream whole."""
+    out: list[str] = []
+    for name, found in zip(names, (cmp.findings_a, cmp.findings_b), strict=True):
+        rest = [f for f in found if not f.kind.breaks_stream]
+        if rest:
+            kinds = sorted({f.kind.value for f in rest})
+            out.append(f"{name}: {len(rest)} other trace finding(s) ({', '.join(kinds)}), none "
+                       "of which breaks the stream (listed in the JSON report)")
+    return out
 
 
 def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
@@ -183,8 +216,11 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                    f"drafted, {cmp.draft_length_rows_b} only {nb}; a different draft length is "
                    "a different draft")
     if cmp.unmatched_a or cmp.unmatched_b:
+        why = ("some of them may be the stream breaks above, not acceptance"
+               if any(cmp.stream_breaks) else
+               "different acceptance visits different positions; not a difference")
         out.append(f"{cmp.unmatched_a} step(s) only in {na}, {cmp.unmatched_b} only in {nb} "
-                   "(different acceptance visits different positions; not a difference)")
+                   f"({why})")
     for gap in cmp.coverage_gaps:
         ends = [f"{name} never traced it" if end is None else
                 f"{name} emitted up to position {end} in {steps} step(s)"
@@ -238,11 +274,21 @@ def _conclusion(d: Decision, expect: Expect, min_differing: int, audit_a: TraceA
     return []
 
 
+def _broken(names: tuple[str, str], cmp: Comparison) -> str:
+    arms = " and ".join(n for n, b in zip(names, cmp.stream_breaks, strict=True) if b)
+    return (f"no verdict: the trace of {arms} is not a whole record of what the engine did (see "
+            "the findings above), so what was compared may be the gap; fix the trace and compare "
+            "again")
+
+
 def explain(d: Decision, cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *,
             names: tuple[str, str], expect: Expect, min_differing: int) -> tuple[str, ...]:
     """The reasons a report shows for a decision, in the order a reader needs them."""
-    return (*cmp.notes, *d.instruments.notes, *_findings(cmp, names),
-            *logit_reasons(cmp, names), *_conclusion(d, expect, min_differing, audit_a, audit_b))
+    conclusion = ([_broken(names, cmp)] if any(cmp.stream_breaks) else
+                  _conclusion(d, expect, min_differing, audit_a, audit_b))
+    return (*stream_break_reasons(cmp, names), *cmp.notes, *d.instruments.notes,
+            *_findings(cmp, names), *logit_reasons(cmp, names), *conclusion,
+            *other_finding_reasons(cmp, names))
 
 
 def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: tuple[str, str],

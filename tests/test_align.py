@@ -90,7 +90,7 @@ def test_a_request_only_one_arm_ran_is_unmatched_under_one_numbering() -> None:
     assert verify_steps(b, al.unmatched_b) == [("y", 4)]
 
 
-def test_a_position_verified_twice_uses_the_last_and_says_so() -> None:
+def test_a_position_verified_twice_pairs_the_last_and_the_parser_says_why() -> None:
     a = parse_lines([
         "[SPECTRACE] req=r pos=4 k=2 ns=1 acc=0 draft=[ 1 2 ] emit=[ 3 ]",
         "[SPECTRACE] req=r pos=4 k=2 ns=1 acc=0 draft=[ 5 6 ] emit=[ 3 ]",
@@ -98,7 +98,9 @@ def test_a_position_verified_twice_uses_the_last_and_says_so() -> None:
     b = parse_lines(["[SPECTRACE] req=r pos=4 k=2 ns=1 acc=0 draft=[ 5 6 ] emit=[ 3 ]"])
     al = align(a, b)
     assert al.a_index.tolist() == [1]
-    assert al.notes == ("arm A verified 1 (request, pos) pair(s) twice; the last is used",)
+    # whether the repeat matters is the parser's finding (tests/test_trace_integrity.py)
+    assert al.notes == ()
+    assert [f.kind.value for f in a.findings] == ["conflicting-repeat"]
 
 
 def test_propose_only_traces_fall_back_to_ordinals_with_the_single_request_note() -> None:

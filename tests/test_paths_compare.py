@@ -296,14 +296,14 @@ def test_step_keys_order_requests_then_positions_and_refuse_what_they_cannot_key
     assert step_keys(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
 
 
-def test_a_pair_verified_twice_uses_the_last_and_says_so() -> None:
+def test_a_pair_verified_twice_differently_pairs_the_last_and_leaves_no_verdict() -> None:
     a = [_verify("p", 1, [5, 6], [5, 6, 7]), _verify("p", 1, [5, 8], [5, 6, 7])]
     b = [_verify("p", 1, [5, 8], [5, 6, 7])]
     cmp, v = _run(a, b)
-    assert cmp.notes == ("arm A verified 1 (request, pos) pair(s) twice; the last is used",)
     assert (cmp.blocks_compared, cmp.blocks_differing) == (1, 0)
+    assert v.verdict == "uninformative"
     _, v = _run(b, a)
-    assert v.reasons[0] == "arm B verified 1 (request, pos) pair(s) twice; the last is used"
+    assert v.reasons[0].startswith("y: 1 trace finding(s) break the stream")
 
 
 OUTGROWN = "vllm.cpp: request q has outgrown the draft speculative context (stops speculating)"

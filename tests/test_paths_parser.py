@@ -33,7 +33,7 @@ FINDINGS = [
     (5, "invariant", "[SPECTRACE] req=a pos=1: ns=3 but emit has 2 ids"),
     (5, "invariant", "[SPECTRACE] req=a pos=1: acc=1 but max(ns-1, 0)=2"),
     (6, "invariant", "[SPECTRACE] req=a pos=5: emit[:acc] [5] differs from draft[:acc] [4]"),
-    (6, "invariant", "[SPECTRACE] req=a: pos=5, but the previous verify (line 5) leads to pos=4"),
+    (6, "discontinuity", "[SPECTRACE] req=a: pos=5, but the previous verify (line 5) leads to pos=4"),
     (7, "invariant", "[spec-propose] drafts/row=2 but first has 1 ids"),
     (8, "outgrown", "vllm.cpp: request a has outgrown the draft speculative context (stops "
                     "speculating)"),

@@ -116,7 +116,13 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
             lines.append(draw(st.sampled_from([
                 "[graph-dispatch] captured batch=4", "vt-dump-logits: wrote 96 floats",
                 "INFO something", "[not-a-tag] x=1", "[spec-logits", "  [SPECTRACE] indented",
-                "vllm.cpp: draft speculative context is limited", "\x00\x01binary\xff"])))
+                "vllm.cpp: draft speculative context is limited", "\x00\x01binary\xff",
+                # tags past the line start: findings, never read
+                "0: [SPECTRACE] req=a pos=1 k=0 ns=1 acc=0 draft=[ ] emit=[ 5 ]",
+                "step 4 done[spec-logits] req=a pos=1 row=1 top=[ 1:0.5 2:0.25 ]",
+                "  vt: propose_drafts_block: failed", "\tvt: x", "3:vt: x", "12 tokens [ok]",
+                "1: vllm.cpp: request r has outgrown the draft speculative context",
+                "[graph] [spec-phase] pre=0.1ms", "0: plain", "  plain"])))
     return lines, exp
 
 
@@ -133,7 +139,8 @@ def mutated_trace(draw: st.DrawFn) -> str:
         i = draw(st.integers(0, len(lines) - 1))
         line = lines[i]
         at = draw(st.integers(0, len(line)))
-        op = draw(st.sampled_from(["insert", "delete", "replace", "cut", "digits", "dup"]))
+        op = draw(st.sampled_from(["insert", "delete", "replace", "cut", "digits", "dup",
+                                   "prefix"]))
         ch = draw(st.sampled_from(MUTATION_ALPHABET))
         if op == "insert":
             line = line[:at] + ch + line[at:]
@@ -143,6 +150,8 @@ def mutated_trace(draw: st.DrawFn) -> str:
             line = line[:at] + ch + line[at + 1:]
         elif op == "cut":
             line = line[:at]
+        elif op == "prefix":  # `srun -l`, indentation, another process's text
+            line = draw(st.sampled_from(["0: ", "  ", "\t", "17:", "out["])) + line
         elif op == "digits":  # a huge integer somewhere
             line = line[:at] + "9" * draw(st.sampled_from([11, 20, 5000])) + line[at:]
         else:

@@ -14,8 +14,7 @@ def _num(x: float | None, digits: int = 4) -> str:
 
 def audit_dict(result: TraceAudit, trace: ArmTrace) -> dict[str, object]:
     data = result.to_dict()
-    data["findings"] = [{"line": f.line, "kind": f.kind, "message": f.message}
-                        for f in trace.findings]
+    data["findings"] = [f.to_json() for f in trace.findings]
     return data
 
 

@@ -43,6 +43,8 @@ def arm_dict(o: ArmOutcome) -> dict[str, object]:
         "logits_informative": au.logits_informative if au else None,
         "level": au.level if au else None,
         "findings": len(o.trace.findings) if o.trace else None,
+        "trace_findings": [f.to_json() for f in o.trace.findings] if o.trace else [],
+        "stream_breaks": sum(f.kind.breaks_stream for f in o.trace.findings) if o.trace else 0,
     }
     if o.result is not None:
         r = o.result

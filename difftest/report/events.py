@@ -135,8 +135,7 @@ def summary(trace: ArmTrace) -> dict[str, object]:
         "notices": len(trace.notices), "engine_errors": len(trace.engine_errors),
         "truncated": trace.truncated,
         "drafting": trace.drafting.value if trace.drafting is not None else None,
-        "findings": [{"line": f.line, "kind": f.kind, "message": f.message}
-                     for f in trace.findings],
+        "findings": [f.to_json() for f in trace.findings],
     }
 
 

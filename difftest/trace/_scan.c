@@ -3,7 +3,7 @@
  * It reads the canonical forms of the lines that make up the bulk of a trace ([spec-logits],
  * [SPECTRACE], [spec-propose], [spec-phase], [spec-phase-dev]) straight into the builder's
  * columns (bytearrays of native int32 / int64 / float64 / int8), counts and skips other program
- * output, and stops at the first line it does not accept cleanly (an unusual spacing, a value out
+ * output (handing over the lines that may hold a tag past their start), and stops at the first line it does not accept cleanly (an unusual spacing, a value out
  * of range, a broken invariant, a notice, an engine error, a route or header line): the Python
  * reader takes that line, with the messages and findings it has always given, and the scan
  * resumes after it. So the compiled path only ever accepts a subset of what the Python reader
@@ -416,14 +416,22 @@ static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t linen
 static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
                               "[spec-logits]", "[dflash-route]", "[spec-drafting]", NULL};
 
+/* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
+ * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`
+ * that start with neither indentation nor a digit, the usual program output, cost one memchr. */
+static int may_be_misplaced(const char *p, const char *end, const char *from) {
+    if (p < end && (*p == ' ' || *p == '\t' || is_digit(*p))) return 1;
+    return from < end && memchr(from, '[', (size_t)(end - from)) != NULL;
+}
+
 /* 1: read; 0: hand to the Python reader; 2: other output, skipped. */
 static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
     if (p == end || *p != '[') {
         if (LIT(p, end, "vt: ") || LIT(p, end, "vllm.cpp: request ")) return 0;
-        return 2;
+        return may_be_misplaced(p, end, p) ? 0 : 2;
     }
     const char *close = memchr(p, ']', (size_t)(end - p));
-    if (!close) return 2;
+    if (!close) return 2;  /* every tag ends with `]`: this line holds none */
     size_t tlen = (size_t)(close + 1 - p);
     const char *body = close + 1;
     switch (tlen) {
@@ -445,7 +453,7 @@ static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
     }
     for (const char **k = KNOWN; *k; k++)
         if (strlen(*k) == tlen && !memcmp(p, *k, tlen)) return 0;
-    return 2;
+    return may_be_misplaced(p, end, p + 1) ? 0 : 2;
 }
 
 static int flush(Scan *s, PyObject *cols) {

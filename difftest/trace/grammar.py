@@ -260,6 +260,36 @@ def read_route(body: bytes) -> dict[str, object]:
     return {"counters": counters}
 
 
+# What may stand before a misplaced notice or engine-error prefix: indentation, and the task
+# label `srun -l` puts on every line (`0: `).
+_LEADER_RE = re.compile(rb"[ \t]*(?:\d+:[ \t]*)?")
+LEADER_START = (b" ", b"\t", *(bytes([c]) for c in b"0123456789"))
+
+
+def may_be_misplaced(line: bytes) -> bool:
+    """A cheap first look: only a line holding a `[`, or starting with indentation or a digit,
+    can be `misplaced` (both readers filter with it before calling `misplaced`)."""
+    return b"[" in line or line[:1] in LEADER_START
+
+
+def misplaced(line: bytes) -> bytes | None:
+    """The known tag, notice or engine-error prefix a line holds other than at its start
+    (`0: [SPECTRACE] ...` from `srun -l`, an indented `  vt: ...`, or two processes' writes run
+    together), or None. Such a line is not read: the stream has a hole there."""
+    for tag in KNOWN_TAGS:
+        if line.find(tag, 1) >= 0:
+            return tag
+    lead = _LEADER_RE.match(line)
+    start = lead.end() if lead is not None else 0
+    if start:
+        rest = line[start:]
+        if rest.startswith(ENGINE_ERROR_PREFIX):
+            return ENGINE_ERROR_PREFIX
+        if rest.startswith(NOTICE_PREFIX) and NOTICE_MARK in rest:
+            return NOTICE_PREFIX
+    return None
+
+
 def tag_of(line: bytes) -> bytes | None:
     """The known tag a line starts with, if any."""
     if not line.startswith(b"["):

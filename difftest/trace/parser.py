@@ -34,6 +34,7 @@ from difftest.model import (
     ArmTrace,
     DraftingKind,
     Finding,
+    FindingKind,
     LogitRows,
     Notice,
     Phases,
@@ -151,13 +152,13 @@ class TraceBuilder:
         self.truncated = True
         if line.lstrip().startswith(b"["):
             # a trace line cut at a field boundary can still parse: it is cut all the same
-            self._finding(lineno, "truncated", "the trace ends inside a trace line (runner "
+            self._finding(lineno, FindingKind.TRUNCATED, "the trace ends inside a trace line (runner "
                           "killed?); that line was read as it stands")
         else:
-            self._finding(lineno, "no-final-newline", "the trace ends without a newline; its "
+            self._finding(lineno, FindingKind.NO_FINAL_NEWLINE, "the trace ends without a newline; its "
                           "last line was read as it stands")
 
-    def _finding(self, line: int, kind: str, message: str) -> None:
+    def _finding(self, line: int, kind: FindingKind, message: str) -> None:
         self.findings.append(Finding(self.path, line, kind, message))
 
     # -- blocks of complete lines --------------------------------------------------------------
@@ -183,7 +184,7 @@ class TraceBuilder:
             if exc.line != lineno or isinstance(exc, NoTraceLines):
                 raise
             self.truncated = True
-            self._finding(lineno, "truncated", "the trace ends mid-line (runner killed?); read "
+            self._finding(lineno, FindingKind.TRUNCATED, "the trace ends mid-line (runner killed?); read "
                           f"up to the cut, this last line dropped: {exc.reason}")
         self.lines_total += 1
         self.unterminated(lineno, line)
@@ -210,7 +211,8 @@ class TraceBuilder:
         bulk = _PureLogits(self.path)
         hits = [(i, m) for i, m in enumerate(matches) if m is not None]
         late_lines = bulk.take(hits, first_lineno, self._intern_bytes)
-        other = [i for i, m in enumerate(matches) if m is None and lines[i][:1] in _WANTED]
+        other = [i for i, m in enumerate(matches) if m is None and (
+            lines[i][:1] in _WANTED or b"[" in lines[i])]
         if late_lines:
             other = sorted(other + late_lines)
         self.lines_skipped += len(lines) - len(hits) - len(other) + len(late_lines)
@@ -239,10 +241,13 @@ class TraceBuilder:
                 req = line[len(g.NOTICE_PREFIX):].split(b" ", 1)[0]
                 text = line.decode("utf-8", errors="backslashreplace")
                 self.notices.append(Notice(lineno, req.decode("utf-8", "backslashreplace"), text))
-                self._finding(lineno, "outgrown", text)
+                self._finding(lineno, FindingKind.OUTGROWN, text)
             elif line.startswith(g.ENGINE_ERROR_PREFIX):
                 self.engine_errors.append(Finding(
-                    self.path, lineno, "engine-error", line.decode("utf-8", "backslashreplace")))
+                    self.path, lineno, FindingKind.ENGINE_ERROR,
+                    line.decode("utf-8", "backslashreplace")))
+            elif g.may_be_misplaced(line) and (found := g.misplaced(line)) is not None:
+                self._misplaced(found, lineno)
             else:
                 self.lines_skipped += 1
             return
@@ -267,6 +272,14 @@ class TraceBuilder:
             self._declare_drafting(fields["kind"], lineno)  # type: ignore[arg-type]
         elif tag == g.TAG_LOGITS:
             self._logits_line(tag, line, fields, lineno)
+
+    def _misplaced(self, found: bytes, lineno: int) -> None:
+        what = found.decode().strip()
+        self._finding(lineno, FindingKind.MISPLACED_TAG,
+                      f"'{what}' is not at the start of the line, so the line was not read (a "
+                      "prefix before it: a task label such as `srun -l` prints, indentation, or "
+                      "another process writing into the same line); remove the prefix, e.g. do "
+                      "not run the arm with `srun -l`")
 
     def _logits_line(self, tag: bytes, line: bytes, f: dict[str, object], lineno: int) -> None:
         top: list[tuple[int, float]] = f["top"]  # type: ignore[assignment]
@@ -298,14 +311,15 @@ class TraceBuilder:
         draft: list[int] = f["draft"]  # type: ignore[assignment]
         emit: list[int] = f["emit"]  # type: ignore[assignment]
         where = f"[SPECTRACE] req={req} pos={pos}"
+        bad = FindingKind.INVARIANT
         if len(draft) != k:
-            self._finding(lineno, "invariant", f"{where}: k={k} but draft has {len(draft)} ids")
+            self._finding(lineno, bad, f"{where}: k={k} but draft has {len(draft)} ids")
         if len(emit) != ns:
-            self._finding(lineno, "invariant", f"{where}: ns={ns} but emit has {len(emit)} ids")
+            self._finding(lineno, bad, f"{where}: ns={ns} but emit has {len(emit)} ids")
         if acc != max(ns - 1, 0):
-            self._finding(lineno, "invariant", f"{where}: acc={acc} but max(ns-1, 0)={max(ns - 1, 0)}")
+            self._finding(lineno, bad, f"{where}: acc={acc} but max(ns-1, 0)={max(ns - 1, 0)}")
         if emit[:acc] != draft[:acc]:
-            self._finding(lineno, "invariant",
+            self._finding(lineno, bad,
                           f"{where}: emit[:acc] {emit[:acc]} differs from draft[:acc] {draft[:acc]}")
         self._put("v_req", self._intern(req))
         for name, value in (("v_pos", pos), ("v_k", k), ("v_ns", ns), ("v_acc", acc),
@@ -324,7 +338,7 @@ class TraceBuilder:
         first: list[int] = f["first"]  # type: ignore[assignment]
         k = int(f["drafts/row"])  # type: ignore[call-overload]
         if len(first) != k:
-            self._finding(lineno, "invariant",
+            self._finding(lineno, FindingKind.INVARIANT,
                           f"[spec-propose] drafts/row={k} but first has {len(first)} ids")
         for name, value in (("p_rows", int(f["rows"])), ("p_nqpr", int(f["nqpr"])),  # type: ignore[call-overload]
                             ("p_k", k), ("p_num_reqs", -1), ("p_first_len", len(first)),
@@ -357,6 +371,7 @@ class TraceBuilder:
         self._order_requests(verifies, logits)
         self._check_positions(verifies)
         self._check_logits(logits)
+        self._check_repeated_logits(logits)
         self.findings.sort(key=lambda f: f.line)
         return ArmTrace(
             path=self.path, requests=tuple(self.requests), verifies=verifies,
@@ -386,20 +401,79 @@ class TraceBuilder:
         self.requests[:] = [self.requests[i] for i in order.tolist()]
 
     def _check_positions(self, v: Verifies) -> None:
-        """Per request, each verify starts where the previous one's emit left off."""
+        """Per request, each verify starts where the previous one's emit left off; a verify
+        of a (request, pos) seen before is a repeat, harmless when identical."""
         n = len(v)
         if n < 2:
             return
-        order = np.lexsort((np.arange(n), v.req))  # by request, then file order
+        keys = (v.req.astype(np.int64) << 40) | v.pos
+        by_key = np.argsort(keys, kind="stable")  # verifies are in file order
+        again = np.flatnonzero(keys[by_key][1:] == keys[by_key][:-1]) + 1
+        repeat = np.zeros(n, dtype=bool)
+        first = 0
+        for j in again.tolist():
+            cur = int(by_key[j])
+            if j < 2 or keys[by_key[j - 1]] != keys[by_key[j - 2]]:
+                first = int(by_key[j - 1])
+            repeat[cur] = True
+            same = (int(v.k[cur]) == int(v.k[first]) and int(v.ns[cur]) == int(v.ns[first])
+                    and np.array_equal(v.draft(cur), v.draft(first))
+                    and np.array_equal(v.emit(cur), v.emit(first)))
+            where = (f"[SPECTRACE] req={self.requests[int(v.req[cur])]} pos={int(v.pos[cur])}: "
+                     f"verified again (first at line {int(v.line[first])})")
+            if same:
+                self._finding(int(v.line[cur]), FindingKind.REPEAT,
+                              f"{where}, identically: harmless, one of them is compared")
+            else:
+                self._finding(int(v.line[cur]), FindingKind.CONFLICTING_REPEAT,
+                              f"{where} with a different draft or emit: which one the engine "
+                              "acted on is unknown, so no verdict can rest on this step")
+        kept = np.flatnonzero(~repeat)
+        order = kept[np.lexsort((kept, v.req[kept]))]  # by request, then file order
         req, pos = v.req[order], v.pos[order]
         nxt = pos + v.ns[order]
         bad = np.flatnonzero((req[1:] == req[:-1]) & (pos[1:] != nxt[:-1])) + 1
         for j in sorted(bad.tolist(), key=lambda j: int(v.line[order[j]])):
             cur, prev = int(order[j]), int(order[j - 1])
-            self._finding(int(v.line[cur]), "invariant",
+            self._finding(int(v.line[cur]), FindingKind.DISCONTINUITY,
                           f"[SPECTRACE] req={self.requests[int(v.req[cur])]}: "
                           f"pos={int(v.pos[cur])}, but the previous verify (line "
                           f"{int(v.line[prev])}) leads to pos={int(nxt[j - 1])}")
+
+    def _check_repeated_logits(self, lg: LogitRows) -> None:
+        """A (request, pos, row) traced twice: harmless when identical (bit for bit), else the
+        arm contradicts itself there."""
+        if len(lg) < 2:
+            return
+        rows = int(lg.row.max()) + 1 if int(lg.row.min()) >= 0 else 0
+        if rows and len(self.requests) * (int(lg.pos.max()) + 1) * rows < 2**63:
+            key = (lg.req.astype(np.int64) * (int(lg.pos.max()) + 1) + lg.pos) * rows + lg.row
+            order = np.argsort(key, kind="stable")  # rows are in file order
+            same_key = key[order][1:] == key[order][:-1]
+        else:
+            order = np.lexsort((lg.line, lg.row, lg.pos, lg.req))
+            same_key = ((lg.req[order][1:] == lg.req[order][:-1])
+                        & (lg.pos[order][1:] == lg.pos[order][:-1])
+                        & (lg.row[order][1:] == lg.row[order][:-1]))
+        again = np.flatnonzero(same_key) + 1
+        first = 0
+        vals = np.ascontiguousarray(lg.top_vals).view(np.uint64)
+        for j in again.tolist():
+            cur = int(order[j])
+            if j < 2 or not same_key[j - 2]:
+                first = int(order[j - 1])
+            same = (int(lg.width[cur]) == int(lg.width[first])
+                    and np.array_equal(lg.top_ids[cur], lg.top_ids[first])
+                    and np.array_equal(vals[cur], vals[first]))
+            where = (f"[spec-logits] req={self.requests[int(lg.req[cur])]} pos={int(lg.pos[cur])} "
+                     f"row={int(lg.row[cur])}: traced again (first at line {int(lg.line[first])})")
+            if same:
+                self._finding(int(lg.line[cur]), FindingKind.REPEAT,
+                              f"{where}, identically: harmless, one of them is compared")
+            else:
+                self._finding(int(lg.line[cur]), FindingKind.CONFLICTING_REPEAT,
+                              f"{where} with a different top list: which one the engine "
+                              "computed is unknown, so no verdict can rest on this row")
 
     def _check_logits(self, lg: LogitRows) -> None:
         if not len(lg):
@@ -407,30 +481,30 @@ class TraceBuilder:
         cols = np.arange(lg.top_vals.shape[1])[None, :] < lg.width[:, None]
         nonfinite = np.flatnonzero(~np.all(np.isfinite(lg.top_vals) | ~cols, axis=1))
         for i in nonfinite[:1000].tolist():
-            self._finding(int(lg.line[i]), "non-finite",
+            self._finding(int(lg.line[i]), FindingKind.NON_FINITE,
                           f"[spec-logits] req={self.requests[lg.req[i]]} pos={lg.pos[i]} "
                           f"row={lg.row[i]}: non-finite logit in the top list")
         if nonfinite.size > 1000:
-            self._finding(int(lg.line[nonfinite[1000]]), "non-finite",
+            self._finding(int(lg.line[nonfinite[1000]]), FindingKind.NON_FINITE,
                           f"... and {nonfinite.size - 1000} more rows with non-finite logits")
         narrow = np.flatnonzero(lg.width < 2)
         for i in narrow[:100].tolist():
-            self._finding(int(lg.line[i]), "invariant",
+            self._finding(int(lg.line[i]), FindingKind.INVARIANT,
                           f"[spec-logits] row={lg.row[i]}: fewer than two entries, margin undefined")
         if lg.top_vals.shape[1] >= 2:
             with np.errstate(invalid="ignore"):
                 rising = (lg.top_vals[:, 1:] > lg.top_vals[:, :-1]) & cols[:, 1:]
             for i in np.flatnonzero(rising.any(axis=1))[:100].tolist():
-                self._finding(int(lg.line[i]), "invariant",
+                self._finding(int(lg.line[i]), FindingKind.INVARIANT,
                               "[spec-logits] top list is not ordered highest first")
         for i in np.flatnonzero(lg.row < 1)[:100].tolist():
-            self._finding(int(lg.line[i]), "invariant",
+            self._finding(int(lg.line[i]), FindingKind.INVARIANT,
                           f"[spec-logits] row={lg.row[i]}: rows are 1..k (row 0 is the anchor)")
 
 
 # -- the pure-Python bulk reader ---------------------------------------------------------------
 
-_WANTED = (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1])
+_WANTED = (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START)
 
 
 class _PureLogits:
