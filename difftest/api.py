@@ -17,8 +17,8 @@ from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.pipeline import (ComparisonReport, NoiseReport, judge_traces, rejudge_run,
-                               run_noise, with_overrides)
+from difftest.pipeline import (OVERRIDES, ComparisonReport, NoiseReport, judge_traces,
+                               rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import rundir
 from difftest.report.comparison import write_csv
@@ -71,9 +71,9 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
     """Run two configured arms (or a configured comparison) and judge what they drafted."""
     cfg = _config(config)
     spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
-                          expect=Expect(expect) if expect is not None else None,
-                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                          noise_runs=noise_runs, drafting=drafting)
+                          expect=expect, near_tie=near_tie, atol=atol,
+                          min_differing=min_differing, rtol=rtol, noise_runs=noise_runs,
+                          drafting=drafting)
     return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
 
 
@@ -95,9 +95,8 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
-    spec = with_overrides(spec, expect=Expect(expect) if expect is not None else None,
-                          near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                          drafting=drafting)
+    spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
+                          min_differing=min_differing, rtol=rtol, drafting=drafting)
     return judge_traces(ta, tb, spec, cfg.audit)
 
 
@@ -106,7 +105,7 @@ def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
             min_differing: int | None = None, rtol: float | None = None,
             drafting: DraftingKind | str | None = None) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides)."""
-    return rejudge_run(Path(run_dir), expect=Expect(expect) if expect is not None else None,
+    return rejudge_run(Path(run_dir), expect=expect,
                        near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
                        drafting=drafting)
 
@@ -189,7 +188,7 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
             min_entropy_bits=base.min_entropy_bits if min_entropy_bits is None else min_entropy_bits,
             max_blind_radius=base.max_blind_radius if max_blind_radius is None else max_blind_radius)
     except InvalidValue as exc:
-        raise UsageError(f"the command line: audit threshold {exc.key}: {exc.why}") from None
+        raise UsageError(f"{OVERRIDES}: audit threshold {exc.key}: {exc.why}") from None
     parsed = parse_trace(Path(trace), require_lines=True)
     return AuditReport(parsed, audit_trace(parsed, th))
 

@@ -22,7 +22,6 @@ import typer
 from typer.core import TyperGroup
 
 from difftest.errors import DifftestError, ExitCode, UsageError
-from difftest.kinds import DraftingKind, Expect
 
 if TYPE_CHECKING:
     from difftest.pipeline import ComparisonReport
@@ -225,24 +224,28 @@ RunRoot = Annotated[Path | None, typer.Option(
 Progress = Annotated[bool | None, typer.Option(
     "--progress/--no-progress", help="Show each arm's progress (default: when stderr is a "
                                      "terminal).")]
-ExpectOpt = Annotated[Expect | None, typer.Option(
-    "--expect", help="What the arms must do: draft the same, or differ (overrides the config).")]
+# Override values are checked by the rules a config file's values meet (difftest.config), in
+# the API the command calls: the command line and the API refuse a bad value in one message.
+ExpectOpt = Annotated[str | None, typer.Option(
+    "--expect", metavar="[same|differ]",
+    help="What the arms must do: draft the same, or differ (overrides the config).")]
 NearTie = Annotated[float | None, typer.Option(
-    "--near-tie", min=0.0, help="Logit margin under which a flip is a near-tie (overrides the "
+    "--near-tie", help="Logit margin under which a flip is a near-tie (overrides the "
                                 "config).")]
 Atol = Annotated[float | None, typer.Option(
-    "--atol", min=0.0, help="Logit tolerance; 0 compares bitwise (overrides the config).")]
+    "--atol", help="Logit tolerance; 0 compares bitwise (overrides the config).")]
 Rtol = Annotated[float | None, typer.Option(
-    "--rtol", min=0.0, help="Relative logit tolerance: |a - b| <= atol + rtol * |b|.")]
+    "--rtol", help="Relative logit tolerance: |a - b| <= atol + rtol * |b|.")]
 NoiseRuns = Annotated[int | None, typer.Option(
-    "--noise-runs", min=0, help="Run arm A this many times and judge B against its A/A floor.")]
+    "--noise-runs", help="Run arm A this many times and judge B against its A/A floor.")]
 MinDiffering = Annotated[int | None, typer.Option(
-    "--min-differing", min=1, help="Differing blocks an `expect = differ` comparison needs "
+    "--min-differing", help="Differing blocks an `expect = differ` comparison needs "
                                    "(overrides the config).")]
-DraftingOpt = Annotated[DraftingKind | None, typer.Option(
-    "--drafting", help="How the engine drafts a block: block (rows independent) or sequential "
-                       "(row j+1 from row j's token). Default: the comparison's, else the "
-                       "traces' [spec-drafting] header, else block.")]
+DraftingOpt = Annotated[str | None, typer.Option(
+    "--drafting", metavar="[block|sequential]",
+    help="How the engine drafts a block: block (rows independent) or sequential "
+         "(row j+1 from row j's token). Default: the comparison's, else the "
+         "traces' [spec-drafting] header, else block.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
 HtmlOpt = Annotated[Path | None, typer.Option(
     "--html", help="Write the HTML report here too (every run directory gets report.html).")]
@@ -288,12 +291,11 @@ def audit(
     config: Annotated[Path | None, typer.Option(
         "--config", help="Take thresholds from this config's [audit] table.")] = None,
     min_distinct_ids: Annotated[int | None, typer.Option(
-        min=1, help="Distinct drafted ids a trace needs to be informative.")] = None,
+        help="Distinct drafted ids a trace needs to be informative.")] = None,
     min_entropy_bits: Annotated[float | None, typer.Option(
-        min=0.0, help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
+        help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
     max_blind_radius: Annotated[float | None, typer.Option(
-        min=0.0, help="Largest smallest-blind-radius (margin/2) a token comparison may "
-                      "have.")] = None,
+        help="Largest smallest-blind-radius (margin/2) a token comparison may have.")] = None,
 ) -> None:
     """Say whether a trace could ever fail a comparison: exit 0 informative, 3 uninformative."""
     from difftest import api

@@ -59,9 +59,13 @@ def _kind(value: Any) -> str:
 def _finite_number(key: str, value: object, minimum: float = 0.0) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidValue(key, f"must be a number, got {_kind(value)}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range
+        raise InvalidValue(key, f"must be a finite number >= {minimum:g}, got an integer too "
+                                "large for a float") from None
     if not math.isfinite(number):
-        raise InvalidValue(key, f"must be a finite number, got {number}")
+        raise InvalidValue(key, f"must be a finite number >= {minimum:g}, got {number}")
     if number < minimum:
         raise InvalidValue(key, f"must be >= {minimum:g}, got {number:g}")
     return number

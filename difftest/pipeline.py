@@ -58,17 +58,21 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-def with_overrides(spec: ComparisonSpec, *, expect: Expect | None = None,
+OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
+
+
+def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
                    near_tie: float | None = None, atol: float | None = None,
                    min_differing: int | None = None, rtol: float | None = None,
                    noise_runs: int | None = None,
                    drafting: DraftingKind | str | None = None,
-                   where: str = "the command line") -> ComparisonSpec:
+                   where: str = OVERRIDES) -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
-    as a config file's."""
+    as a config file's: the one check of an override, whether it came from the command line or
+    from an API caller (a string or a number of any size, never a bare ValueError)."""
     try:
         return replace(
-            spec, expect=spec.expect if expect is None else expect,
+            spec, expect=spec.expect if expect is None else expect,  # type: ignore[arg-type]
             near_tie=spec.near_tie if near_tie is None else near_tie,
             atol=spec.atol if atol is None else atol,
             min_differing=spec.min_differing if min_differing is None else min_differing,
@@ -296,7 +300,7 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
-def rejudge_run(run_dir: Path, *, expect: Expect | None = None, near_tie: float | None = None,
+def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
                 drafting: DraftingKind | str | None = None,
                 thresholds: AuditThresholds | None = None,

@@ -67,7 +67,8 @@ def test_no_color_means_no_escape_sequences() -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["compare", "--bogus"], "No such option: --bogus"),
-    (["compare", "--near-tie", "-1"], "Invalid value for '--near-tie'"),
+    (["compare", "--trace-a", COMPARE / "agree_a.log", "--trace-b", COMPARE / "agree_b.log",
+      "--near-tie", "-1"], "the overrides: comparison near_tie: must be >= 0, got -1"),
     (["nosuchcommand"], "No such command 'nosuchcommand'"),
     (["audit", "/nonexistent/trace.log"], "no such trace file"),
     (["check", "--config", DATA / "configs" / "bad_syntax.toml"], "TOML syntax error"),

@@ -388,7 +388,7 @@ def test_one_rule_for_thresholds_and_comparisons_wherever_they_come_from() -> No
     with pytest.raises(UsageError, match="audit threshold min_distinct_ids: must be >= 1"):
         api.audit(DATA.parent / "two_requests_level3.log", min_distinct_ids=0)
     spec = ComparisonSpec(name="c", arm_a="a", arm_b="b")
-    with pytest.raises(InvalidValue, match="near_tie: must be a finite number, got nan"):
+    with pytest.raises(InvalidValue, match="near_tie: must be a finite number >= 0, got nan"):
         dataclasses.replace(spec, near_tie=float("nan"))
     with pytest.raises(InvalidValue, match="expect: must be \"same\" or \"differ\""):
         ComparisonSpec(name="c", arm_a="a", arm_b="b", expect="maybe")  # type: ignore[arg-type]

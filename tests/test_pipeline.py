@@ -246,7 +246,7 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     (lambda m: m["arms"]["cand"].update(returncode="0"), "returncode is str '0'"),
     (lambda m: m["arms"]["cand"].update(returncode=True), "returncode is bool True"),
     (lambda m: m["extra"]["audit"].update(max_blind_radius=float("nan")),
-     "audit threshold max_blind_radius: must be a finite number, got nan"),
+     "audit threshold max_blind_radius: must be a finite number >= 0, got nan"),
     (lambda m: m["extra"]["audit"].update(min_distinct_ids=1.5),
      "audit threshold min_distinct_ids: must be an integer, got a float (1.5)"),
     (lambda m: m["extra"]["audit"].update(min_distinct_ids=0),
@@ -267,7 +267,7 @@ def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: st
 def test_non_finite_overrides_are_refused() -> None:
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
     with pytest.raises(UsageError,
-                       match="the command line: comparison atol: must be a finite number, got inf"):
+                       match="the overrides: comparison atol: must be a finite number >= 0, got inf"):
         pipeline.with_overrides(spec, atol=float("inf"))
 
 

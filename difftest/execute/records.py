@@ -212,7 +212,28 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
         except ValueError as exc:
             raise UsageError(f"{meta_path}: arm {name!r}: {exc}") from None
         _check_inside(results[name], run_dir, meta_path)
+    _check_distinct(results, meta_path)
     return results, meta
+
+
+def _check_distinct(results: dict[str, ArmResult], meta_path: Path) -> None:
+    """Two arms that name one capture (by name or through a link) would compare a capture with
+    itself, which agrees whatever the engines did: a hand-edited record, refused."""
+    seen: dict[tuple[int, int] | str, tuple[str, str]] = {}
+    for name, result in results.items():
+        for key, path in (("stdout_path", result.stdout_path), ("stderr_path", result.stderr_path)):
+            try:
+                st = os.stat(path)
+                ident: tuple[int, int] | str = (st.st_dev, st.st_ino)
+            except OSError:
+                ident = os.path.realpath(path)
+            if ident in seen and seen[ident][0] != name:
+                other, other_key = seen[ident]
+                raise UsageError(
+                    f"{meta_path}: arms.{name}.{key} names {path.name}, the capture "
+                    f"arms.{other}.{other_key} names: one capture compared with itself agrees "
+                    "whatever the engines did; each arm's capture must be its own file")
+            seen.setdefault(ident, (name, key))
 
 
 def _check_inside(result: ArmResult, run_dir: Path, meta_path: Path) -> None:
