@@ -12,6 +12,7 @@ more often than A flips against itself; those that do not are `noise-flip` rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 import numpy as np
 
@@ -29,6 +30,15 @@ from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
 STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged",
                 "noise-flip")
+
+
+class LogitJudgement(StrEnum):
+    """How a row's logits were judged, as the CSV and HTML reports spell it."""
+
+    NOT_COMPARED = ""  # no logits at this row, or a row that is not compared
+    SAME = "same"
+    DIFFER = "differ"
+    UNRESOLVED = "unresolved"  # the printed resolution cannot say: neither same nor differ
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,9 @@ class RowTable:
     logit_b: np.ndarray
     abs_logit_diff: np.ndarray  # max |A - B| over the shared top-k ids (nan: none shared)
     logit_differs: np.ndarray  # bool: above the tolerance (or, bitwise, a changed top list)
+    # bool: a difference the printed resolution cannot place above or below the tolerance
+    # (neither counted nor shown to agree)
+    logit_unresolved: np.ndarray
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -57,6 +70,16 @@ class RowTable:
     def compared(self) -> np.ndarray:
         """Mask of the rows that were compared (not unmatched, not context-diverged)."""
         return np.isin(self.status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
+
+    def logit_judgements(self) -> list[LogitJudgement]:
+        """Per row: same, differ, unresolved, or not compared."""
+        judged = self.compared & (~np.isnan(self.abs_logit_diff) | self.logit_differs)
+        out = np.full(len(self), 0, dtype=np.int8)
+        out[judged] = 1
+        out[self.logit_unresolved] = 3
+        out[self.logit_differs] = 2
+        kinds = list(LogitJudgement)
+        return [kinds[i] for i in out.tolist()]
 
 
 @dataclass(frozen=True)
@@ -273,7 +296,7 @@ class _Judged:
     diff: np.ndarray
     differs: np.ndarray
     disjoint: np.ndarray
-    unresolved: int
+    unresolved: np.ndarray
     one_quantum: int
     exceed: np.ndarray
     values: np.ndarray
@@ -286,9 +309,10 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
     disjoint = np.zeros(n, dtype=bool)
+    unresolved = np.zeros(n, dtype=bool)
     exceed = np.zeros(n, dtype=np.int64)
     values = np.zeros(n, dtype=np.int64)
-    unresolved = one_q = 0
+    one_q = 0
     la, lb = a.logits, b.logits
     for start in range(0, n, _LOGIT_BLOCK_ROWS):
         block = slice(start, start + _LOGIT_BLOCK_ROWS)
@@ -297,7 +321,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
         r = judge_rows(pairs, tol, *digits)
         diff[block], differs[block], disjoint[block] = r.diff, r.differs, r.disjoint
         exceed[block], values[block] = r.exceed, r.values
-        unresolved += int(r.unresolved.sum())
+        unresolved[block] = r.unresolved
         one_q += int(r.one_quantum.sum())
     return _Judged(diff, differs, disjoint, unresolved, one_q, exceed, values)
 
@@ -337,6 +361,8 @@ class _Logits:
     differs: np.ndarray
     rows_compared: int
     findings: LogitFindings | None = None
+    unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
+    both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -425,18 +451,20 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     differs[both] = row_differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
-    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does
+    unresolved = np.zeros(n, dtype=bool)
+    unresolved[both] = judged.unresolved
+    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does; they
+    # are taken in `compare`, over the rows that are compared
     pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
                        b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
-    stats = logit_stats(pairs)
     findings = LogitFindings(pairs=pairs,
-        stats=stats, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),
-        rows_disjoint=int(judged.disjoint.sum()), rows_unresolved=judged.unresolved,
+        stats=None, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),
+        rows_disjoint=int(judged.disjoint.sum()), rows_unresolved=int(judged.unresolved.sum()),
         rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
         rows_within_noise=within,
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()),
-                   findings)
+                   findings, unresolved, both)
 
 
 def _resolution(trace: ArmTrace, rows: np.ndarray) -> Resolution:
@@ -525,6 +553,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     # only compared rows count: a diverged row's logits ran on another token, and an unmatched
     # row's logits exist in one arm only because its token does
     lg = replace(lg, differs=lg.differs & compared)
+    findings = _compared_stats(findings, lg, compared)
 
     n = len(al)
     hard = np.zeros(n, dtype=bool)
@@ -545,14 +574,17 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                  token_a=rows.tok_a, token_b=rows.tok_b, has_a=rows.has_a, has_b=rows.has_b,
                  status=status, margin_a=lg.margin_a, margin_b=lg.margin_b,
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
-                 logit_differs=lg.differs),
+                 logit_differs=lg.differs,
+                 logit_unresolved=(lg.unresolved if lg.unresolved is not None
+                                   else np.zeros(rows.row.size, dtype=bool)) & compared),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table, blocks_compared=int(drafted_both.sum()),
         blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
         blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=int(
             (compared & ~np.isnan(lg.abs_diff)).sum()),
-        max_abs_logit_diff=finite_max(lg.abs_diff[compared]),
+        max_abs_logit_diff=(findings.stats.max_abs if findings is not None
+                            and findings.stats is not None else None),
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
@@ -563,6 +595,21 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
         findings_a=a.findings, findings_b=b.findings)
+
+
+def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.ndarray
+                    ) -> LogitFindings | None:
+    """The statistics of the compared rows' logits. Their `max_abs` is the comparison's
+    `max_abs_logit_diff`: one figure, one definition."""
+    if findings is None or findings.pairs is None or lg.both is None:
+        return findings
+    keep = compared[lg.both]
+    p = findings.pairs
+    pairs = PairedRows(p.ids_a[keep], p.vals_a[keep], p.ids_b[keep], p.vals_b[keep])
+    digits = (findings.resolution_a.digits, findings.resolution_b.digits)
+    unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
+    return replace(findings, pairs=pairs, stats=logit_stats(pairs, digits=digits),
+                   rows_unresolved=int((unresolved & compared).sum()))
 
 
 def _opt(x: float) -> float | None:
@@ -609,7 +656,8 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         has_a=np.full(n, is_a), has_b=np.full(n, not is_a),
                         status=np.full(n, status, dtype=np.int8), margin_a=nan, margin_b=nan.copy(),
                         logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
-                        logit_differs=np.zeros(n, dtype=bool))
+                        logit_differs=np.zeros(n, dtype=bool),
+                        logit_unresolved=np.zeros(n, dtype=bool))
 
     for t, blocks, steps, side, status in (
             (a, blocks_a, al.unmatched_a, "a", UNMATCHED_A),

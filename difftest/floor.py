@@ -53,11 +53,13 @@ def _pooled(cmps: Sequence[Comparison]) -> LogitStats | None:
     def pad(x: np.ndarray, fill: float) -> np.ndarray:
         return np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill)
 
+    lg = next(c.logits for c in cmps if c.logits is not None)
     return logit_stats(PairedRows(
         np.concatenate([pad(p.ids_a, -1) for p in parts]),
         np.concatenate([pad(p.vals_a, np.nan) for p in parts]),
         np.concatenate([pad(p.ids_b, -1) for p in parts]),
-        np.concatenate([pad(p.vals_b, np.nan) for p in parts])))
+        np.concatenate([pad(p.vals_b, np.nan) for p in parts])),
+        digits=(lg.resolution_a.digits, lg.resolution_b.digits))
 
 
 def measure_floor(arm: str, traces: Sequence[ArmTrace]) -> NoiseFloor:

@@ -56,6 +56,34 @@ def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     return out
 
 
+def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
+    """Each value's quantum as a comparison of printed values uses it: 0 where the print is
+    exact (9 or more digits name one float32; unknown digits; zero; non-finite values)."""
+    if digits is None or digits >= LOSSLESS_DIGITS:
+        return np.zeros_like(values)
+    out: np.ndarray = np.nan_to_num(quanta(values, digits), nan=0.0)
+    return out
+
+
+def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
+                       ) -> np.ndarray:
+    """|a - b| of two printed values on the grid of the finer of their quanta: the one
+    definition of a logit difference, for the tolerance and the statistics alike. The decimal
+    subtraction `2.87758 - 2.87757` is 1.0000000000065e-05 in float64, an artefact of the
+    subtraction, not of the engines; on the grid it is 1e-05."""
+    with np.errstate(invalid="ignore"):
+        d: np.ndarray = np.abs(a - b)
+    fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
+    with np.errstate(invalid="ignore"):
+        grid = np.isfinite(fine) & (fine > 0) & np.isfinite(d)
+        dq, qq = d[grid], fine[grid]
+        # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
+        # integer 10**k gives the double nearest n * 10**-k (3.75, not 3.7500000000000004).
+        inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
+        d[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
+    return d
+
+
 def format_digits(sig_digits: np.ndarray) -> int | None:
     """The significant digits an arm's format printed: the most any row shows, and never fewer
     than MIN_FORMAT_DIGITS (None when no finite value was printed)."""

@@ -8,9 +8,10 @@ Definitions (a row pair is one (request, pos, row) traced by both arms; B is the
 `b` is in numpy's `isclose(a, b)`):
 
 - values: the ids both top lists hold; `max_abs`, `p99_abs` (numpy's default linear
-  interpolation) and `mean_abs` are over every such (row, id) pair's `|a - b|`, `max_rel` over
-  `|a - b| / |b|` where `b != 0`. Pairs with a non-finite value in either arm are left out of the
-  numbers and counted in `rows_nonfinite` (rows).
+  interpolation) and `mean_abs` are over every such (row, id) pair's `|a - b|` (on the grid
+  of the finer printed quantum, as the tolerance takes it: `resolution.snapped_difference`),
+  `max_rel` over `|a - b| / |b|` where `b != 0`. Pairs with a non-finite value in either arm
+  are left out of the numbers and counted in `rows_nonfinite` (rows).
 - `top1_agreement`: the fraction of row pairs whose first ids are equal, with a 95% Wilson score
   interval (it stays inside [0, 1] and keeps a width at 0 or n disagreements, where the normal
   approximation llama.cpp prints collapses to a zero-width interval).
@@ -30,6 +31,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from difftest.resolution import snapped_difference, value_quanta
 
 MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
 Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
@@ -167,13 +170,16 @@ class _Acc:
     nonfinite: int = 0
 
 
-def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS) -> LogitStats:
-    """The statistics of the module docstring over every row pair."""
+def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
+                digits: tuple[int | None, int | None] = (None, None)) -> LogitStats:
+    """The statistics of the module docstring over every row pair; `digits` are the arms'
+    printed significant digits, which put each difference on the grid the tolerance uses."""
     acc = _Acc([], [], [])
     for start in range(0, len(pairs), _BLOCK_ROWS):
         block = slice(start, start + _BLOCK_ROWS)
-        _accumulate(acc, pairs.ids_a[block], pairs.vals_a[block], pairs.ids_b[block],
-                    pairs.vals_b[block])
+        va, vb = pairs.vals_a[block], pairs.vals_b[block]
+        _accumulate(acc, pairs.ids_a[block], va, pairs.ids_b[block], vb,
+                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]))
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
     rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
@@ -193,7 +199,7 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS) -> LogitStats:
 
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
-                vals_b: np.ndarray) -> None:
+                vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray) -> None:
     n = ids_a.shape[0]
     if n == 0:
         return
@@ -202,6 +208,7 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     shared = eq.any(axis=2)  # (n, Ka): A's entry is in B's list
     # B's value for each of A's shared ids
     vb = np.take_along_axis(vals_b, eq.argmax(axis=2), axis=1)
+    qb = np.take_along_axis(q_b, eq.argmax(axis=2), axis=1)
     va = vals_a
     count = shared.sum(axis=1)
     width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
@@ -216,8 +223,7 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     bad = np.any(shared & ~finite, axis=1)
     acc.nonfinite += int(bad.sum())
     use = shared & finite
-    with np.errstate(invalid="ignore"):
-        d = np.abs(va - vb)
+    d = snapped_difference(va, vb, q_a, qb)
     acc.diffs.append(d[use])
     nz = use & (vb != 0)
     acc.rels.append(d[nz] / np.abs(vb[nz]))

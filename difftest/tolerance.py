@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from difftest.resolution import LOSSLESS_DIGITS, quanta
+from difftest.resolution import LOSSLESS_DIGITS, snapped_difference, value_quanta
 from difftest.stats import PairedRows
 
 
@@ -86,19 +86,6 @@ class RowDiffs:
     values: np.ndarray  # int: shared values compared, per row
 
 
-def _snap(d: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """|a - b| on the grid of the finer quantum, where both values have one."""
-    with np.errstate(invalid="ignore"):
-        grid = np.isfinite(q) & (q > 0) & np.isfinite(d)
-        out = d.copy()
-        dq, qq = d[grid], q[grid]
-        # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
-        # integer 10**k gives the double nearest n * 10**-k (3.75, not 3.7500000000000004).
-        inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
-        out[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
-    return out
-
-
 def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarray]:
     """The values as the engine held them, as far as the print allows, and their quanta.
 
@@ -106,12 +93,10 @@ def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarr
     difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
     digits each value is only known to half a quantum; unknown digits take the values as exact.
     """
-    if digits is None:
-        return values, np.zeros_like(values)
-    if digits >= LOSSLESS_DIGITS:
+    if digits is not None and digits >= LOSSLESS_DIGITS:
         with np.errstate(over="ignore", invalid="ignore"):
-            return values.astype(np.float32).astype(np.float64), np.zeros_like(values)
-    return values, quanta(values, digits)
+            values = values.astype(np.float32).astype(np.float64)
+    return values, value_quanta(values, digits)
 
 
 def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
@@ -130,15 +115,12 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     vb = np.take_along_axis(vb_list, eq.argmax(axis=2), axis=1)
     va, qa = _exact(va, digits_a)
     vb, qb = _exact(vb, digits_b)
+    d = snapped_difference(va, vb, qa, qb)
     with np.errstate(invalid="ignore"):
-        d = np.abs(va - vb)
         d[va == vb] = 0.0  # equal infinities are equal although inf - inf is nan
         both_nan = np.isnan(va) & np.isnan(vb)
         d[both_nan] = 0.0
         d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
-    qa, qb = np.nan_to_num(qa, nan=0.0), np.nan_to_num(qb, nan=0.0)
-    fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
-    d = _snap(d, fine)
     half = (qa + qb) / 2
     d_shared = np.where(shared, d, -1.0)
     row_diff = d_shared.max(axis=1)

@@ -98,7 +98,7 @@ def test_differing_traces_show_the_first_difference_and_capped_rows(tmp_path: Pa
     text = html.render_comparison(rep)
     _self_contained(text)
     assert "x&lt;script&gt;" in text
-    assert "<h2>First difference</h2>" in text and "differing row(s)" in text
+    assert "<h2>First difference</h2>" in text and "differing or unresolved row(s)" in text
 
 
 def test_check_html_has_one_section_per_comparison_and_probe(tmp_path: Path) -> None:

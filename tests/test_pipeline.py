@@ -89,7 +89,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert report["run_dir"] == str(d)
     assert (d / "report.md").read_text().startswith("### difftest `pair`: **agree**")
     assert (d / "diff.csv").read_text().splitlines()[0] == (
-        "req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff")
+        "req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,logits")
     assert len((d / "diff.csv").read_text().splitlines()) == 22
 
 

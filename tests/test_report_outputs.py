@@ -255,5 +255,5 @@ def test_compare_writes_its_csv_without_pandas(tmp_path: Path) -> None:
     assert "exit 1" in done.stdout and "pandas imported: False" in done.stdout, done.stderr
     rows = out.read_text().splitlines()
     assert rows[0] == ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,"
-                       "abs_logit_diff")
+                       "abs_logit_diff,logits")
     assert "a,9,3,53,63,differ,0.02,0.005," in out.read_text()

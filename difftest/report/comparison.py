@@ -20,7 +20,7 @@ from difftest.report.cells import spreadsheet_safe
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
-               "logit_a", "logit_b", "abs_logit_diff")
+               "logit_a", "logit_b", "abs_logit_diff", "logits")
 
 
 def _finite(x: float | None) -> float | None:
@@ -261,6 +261,7 @@ def csv_text(rep: ComparisonReport) -> str:
         _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
         _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
         _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
+        [j.value for j in r.logit_judgements()],
     ]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

@@ -500,20 +500,22 @@ def _differing_rows(c: Comparison) -> str:
     from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES
 
     r = c.rows
-    mask = np.isin(r.status, (DIFFER, NEAR_TIE)) | r.logit_differs
+    # an unresolved row is shown too: its logits are not shown to agree
+    mask = np.isin(r.status, (DIFFER, NEAR_TIE)) | r.logit_differs | r.logit_unresolved
     idx = np.flatnonzero(mask)
     if not idx.size:
         return "<p>No row differs.</p>"
     shown = idx[:MAX_DIFF_ROWS]
+    judged = r.logit_judgements()
     rows = [[c.requests[int(r.req[i])], int(r.pos[i]), int(r.row[i]),
              int(r.token_a[i]) if r.has_a[i] else "-", int(r.token_b[i]) if r.has_b[i] else "-",
-             STATUS_NAMES[int(r.status[i])], "yes" if r.logit_differs[i] else "no",
+             STATUS_NAMES[int(r.status[i])], judged[i].value or "-",
              _num(float(r.margin_a[i])), _num(float(r.margin_b[i])),
              _num(float(r.abs_logit_diff[i]))] for i in shown]
-    note = (f"<p>{idx.size} differing row(s); the first {shown.size} are shown, all of them are "
-            "in the CSV export.</p>" if idx.size > shown.size else
-            f"<p>{idx.size} differing row(s).</p>")
-    return note + _table(["req", "pos", "row", "token a", "token b", "status", "logits differ",
+    note = (f"<p>{idx.size} differing or unresolved row(s); the first {shown.size} are shown, "
+            "all of them are in the CSV export.</p>" if idx.size > shown.size else
+            f"<p>{idx.size} differing or unresolved row(s).</p>")
+    return note + _table(["req", "pos", "row", "token a", "token b", "status", "logits",
                           "margin a", "margin b", "|logit diff|"], rows,
                          [False, True, True, True, True, False, False, True, True, True])
 
