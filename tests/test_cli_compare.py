@@ -21,7 +21,8 @@ from conftest import replay_arm as shared_replay_arm
 
 DATA = Path(__file__).parent / "data" / "compare"
 REPO = Path(__file__).resolve().parent.parent
-CSV_HEADER = "req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff"
+CSV_HEADER = ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
+              "logits")
 runner = CliRunner()
 
 
@@ -179,7 +180,7 @@ def test_csv_export_has_one_row_per_block_row_with_every_status(tmp_path: Path) 
     lonely = by_key[("a", "12", "1")]
     assert lonely == {"req": "a", "pos": "12", "row": "1", "token_a": "", "token_b": "54",
                       "status": "unmatched-b", "margin_a": "", "margin_b": "", "logit_a": "",
-                      "logit_b": "", "abs_logit_diff": ""}
+                      "logit_b": "", "abs_logit_diff": "", "logits": ""}
     assert by_key[("b", "7", "2")]["token_a"] == "70000"
     assert by_key[("b", "7", "1")]["token_b"] == "-3"
 
