@@ -75,6 +75,34 @@ def test_readers_agree_on_odd_payload_items(items: list[str]) -> None:
         assert outcome(text.encode(), pure=False) == outcome(text.encode(), pure=True)
 
 
+# Lines at the edges of the pure reader's bulk path (bulk.py): each is either read in bulk to
+# the field reader's values or left to the field reader, which reads it or names the fault.
+EDGE_LINES = [
+    "top=[ 1:2.5  3:-0.0 ]", "top=[1:2]", "top=[ ]", "top=[]", "top=[ 1:2\t3:1 ]",
+    "top=[ 1:2 ] ", "top=[ 1:2 ]\r", "top=[ 1:2 ]x", "top=[ 1:2 ] ]", "top=[ 1:2] 3:1 ]",
+    "top=[ 1:2:3 ]", "top=[ 1::2 ]", "top=[ :2 ]", "top=[ 1: 2 ]", "top=[ 1 :2 ]",
+    "top=[ 1:1e5 2:1E-05 ]", "top=[ 1:-nan 2:inf 3:-INF 4:NaN ]", "top=[ 1:1.2.3 ]",
+    "top=[ 1:.5 2:5. 3:-.5 4:+5 ]", "top=[ 1:1234567890123456 2:0.1234567890123456 ]",
+    "top=[ 1:" + "7" * 400 + " ]", "top=[ 2147483648:1 ]", "top=[ -2147483648:1 ]",
+    "top=[ 00000000001:1 ]", "top=[ +3:1 -0:2 ]", "top=[ 1:- ]", "top=[ 1:. ]",
+    "top=[ 1:0.000000000000000000001 ]", "top=[ 1:1e400 2:-1e-400 ]",
+]
+EDGE_HEADS = ["req=r pos=1 row=1", "req=r pos=+1 row=1", "req=[r pos=1 row=1",
+              "req=r\x7f pos=1 row=1", "req=r  pos=1 row=1", "req=r pos=1099511627776 row=1",
+              "req=r pos=1 row=2147483648", "req=r pos=01 row=0001", "req=" + "n" * 80 + " pos=1 row=1",
+              "req=r pos= row=1", "req=r pos=1 row=1 extra=2"]
+
+
+@needs_fast
+@pytest.mark.parametrize("head", EDGE_HEADS)
+def test_readers_agree_at_the_edges_of_the_bulk_path(head: str) -> None:
+    for top in EDGE_LINES:
+        line = f"[spec-logits] {head} {top}"
+        text = f"noise\n[spec-logits] req=ok pos=1 row=1 top=[ 5:1 ]\n{line}\n{line}\n"
+        data = text.encode("utf-8", "surrogateescape")
+        assert outcome(data, pure=False) == outcome(data, pure=True), line
+
+
 @SETTINGS
 @given(valid_trace(), st.booleans())
 def test_generated_traces_round_trip_exactly(generated: tuple[list[str], object],

@@ -135,6 +135,12 @@ def read_top_list(name: str, raw: bytes) -> list[tuple[int, float]]:
     return pairs
 
 
+def float_item(raw: bytes) -> float | None:
+    """A top-list value as the field reader reads it (`float()` of the text), or None when the
+    text is not a number it accepts."""
+    return float(raw) if _FLOAT_RE.match(raw) else None
+
+
 def sig_digits(text: bytes) -> int:
     """Significant mantissa digits of one printed number: its mantissa's digits from the first
     non-zero one (`12.3457` and `1.23457e+01` -> 6, `0.0025` -> 2, `120` -> 3); an all-zero
@@ -216,8 +222,60 @@ def split_fields(tag: bytes, body: bytes) -> list[tuple[str, bytes]]:
     return fields
 
 
+# The producer's own spelling of the common lines, read with one regex each; a body in any
+# other spelling (or with a value these do not bound) goes through the schema below, which
+# gives the same values or names the fault. Integers here are short enough to be in range.
+_NAME = rb"([^\s\[\x00-\x1f\x7f][^\s\x00-\x1f\x7f]*)"
+_MS = rb"(\d{1,15}\.\d{1,15})ms"
+_CANONICAL: dict[bytes, re.Pattern[bytes]] = {
+    TAG_VERIFY: re.compile(rb" req=" + _NAME + rb" pos=(\d{1,12}) k=(\d{1,9}) ns=(\d{1,9}) "
+                           rb"acc=(\d{1,9}) draft=(\[[\d ]*\]) emit=(\[[\d ]*\])\Z"),
+    TAG_PROPOSE: re.compile(rb" rows=(\d{1,9}) nqpr=(\d{1,9}) drafts/row=(\d{1,9}) "
+                            rb"first=(\[[\d ]*\])\Z"),
+    TAG_PHASE: re.compile(rb" pre=" + _MS + rb" backbone=" + _MS + rb" sample=" + _MS
+                          + rb" logits=(\d{1,18})\Z"),
+    TAG_PHASE_DEV: re.compile(rb" pre=" + _MS + rb" fwd=" + _MS + rb" select=" + _MS
+                              + rb" walk=" + _MS + rb"\Z"),
+}
+
+
+def _plain_ids(raw: bytes) -> list[int]:
+    """A bracketed list of unsigned digit runs (the canonical pattern checked that) as int32
+    ids; FieldError for an id out of range, which the schema then names."""
+    items = raw[1:-1].split()
+    if items and max(map(len, items)) > 10:
+        raise FieldError("long id")
+    ids = list(map(int, items))
+    if ids and max(ids) > INT32_MAX:
+        raise FieldError("id out of range")
+    return ids
+
+
+_CANONICAL_READ: dict[bytes, tuple[Callable[[bytes], object], ...]] = {
+    TAG_VERIFY: (_text, int, int, int, int, _plain_ids, _plain_ids),
+    TAG_PROPOSE: (int, int, int, _plain_ids),
+    TAG_PHASE: (float, float, float, int),
+    TAG_PHASE_DEV: (float, float, float, float),
+}
+
+
+def _read_canonical(tag: bytes, body: bytes) -> dict[str, object] | None:
+    pattern = _CANONICAL.get(tag)
+    m = pattern.match(body) if pattern is not None else None
+    if m is None:
+        return None
+    try:
+        return {name: read(raw) for (name, _), read, raw in
+                zip(SCHEMAS[tag], _CANONICAL_READ[tag], m.groups(), strict=True)}
+    except FieldError:  # an id out of int32: the schema names it
+        return None
+
+
 def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
     """Read a tagged line's body by its schema, or raise FieldError saying what is wrong."""
+    canonical = _read_canonical(tag, body)
+    if canonical is not None:
+        return canonical
     if tag == TAG_PROPOSE and body.lstrip().startswith(b"NO "):
         m = _NO_PROPOSE_RE.match(body.strip())
         if m is None:

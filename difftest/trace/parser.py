@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import re
 import struct
 import sys
 from array import array
@@ -43,7 +42,7 @@ from difftest.model import (
     Verifies,
 )
 from difftest.trace import grammar as g
-from difftest.trace import numbers
+from difftest.trace import bulk
 
 _scan: Any
 try:
@@ -167,9 +166,8 @@ class TraceBuilder:
         if self.fast:
             count = self._feed_fast(buf, first_lineno) - first_lineno
         else:
-            lines = buf[:-1].split(b"\n")
-            count = len(lines)
-            self._feed_pure(lines, first_lineno)
+            count = buf.count(b"\n")
+            self._feed_pure(buf, first_lineno)
         self.lines_total += count
         return count
 
@@ -179,7 +177,7 @@ class TraceBuilder:
             if self.fast:
                 self._feed_fast(line + b"\n", lineno)
             else:
-                self._feed_pure([line], lineno)
+                self._feed_pure(line + b"\n", lineno)
         except TraceError as exc:
             if exc.line != lineno or isinstance(exc, NoTraceLines):
                 raise
@@ -203,29 +201,31 @@ class TraceBuilder:
                 at, lineno = end + 1, lineno + 1
         return lineno
 
-    def _feed_pure(self, lines: list[bytes], first_lineno: int) -> None:
-        # The logits regex fails on the first byte of any other line, so matching every line
-        # is the cheapest way to find the bulk; of the rest, only lines that start with `[` or
-        # a notice / engine-error prefix need the field reader: the others are program output.
-        matches = list(map(g.LOGITS_RE.match, lines))
-        bulk = _PureLogits(self.path)
-        hits = [(i, m) for i, m in enumerate(matches) if m is not None]
-        late_lines = bulk.take(hits, first_lineno, self._intern_bytes)
-        other = [i for i, m in enumerate(matches) if m is None and (
-            lines[i][:1] in _WANTED or b"[" in lines[i])]
-        if late_lines:
-            other = sorted(other + late_lines)
-        self.lines_skipped += len(lines) - len(hits) - len(other) + len(late_lines)
+    def _feed_pure(self, buf: bytes, first_lineno: int) -> None:
+        """Read `buf`, complete lines each ending with a newline: the canonical logits lines in
+        bulk, and by the field reader, in file order, every other line that may be a trace
+        line (one that starts with `[`, a notice or engine-error prefix's first byte,
+        indentation or a digit, or holds a `[`: a tag past the line's start is a finding);
+        the rest is program output."""
+        a = np.frombuffer(buf, dtype=np.uint8)
+        starts, ends = bulk.line_bounds(a)
+        read = bulk.read_logit_lines(buf, a, starts, ends)
+        maybe = _MAY_BE_TRACE[a[starts]]
+        maybe[np.searchsorted(starts, np.flatnonzero(a == _BRACKET), side="right") - 1] = True
+        maybe[read.index] = False
+        cand = np.flatnonzero(maybe)
+        other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
+        self.lines_skipped += starts.size - read.index.size - len(other)
+        rows = _Bulk(read, first_lineno, self._intern_bytes)
         try:
-            for i in other:
-                self._careful(lines[i], first_lineno + i)
+            for i, s, e in other:
+                self._careful(buf[s:e], first_lineno + i)
         except TraceError as late:
-            # the first bad line of the file, whichever reader found it: a bad logits line
-            # before `late` raises from the bulk read instead
-            bulk.drop_after(late.line)
-            bulk.emit(self.cols)
+            # the first bad line of the file: keep what the bulk read before it
+            rows.drop_after(late.line)
+            rows.emit(self.cols)
             raise
-        bulk.emit(self.cols)
+        rows.emit(self.cols)
 
     # -- one line, by the field reader ---------------------------------------------------------
     def _careful(self, raw: bytes, lineno: int) -> None:
@@ -504,76 +504,38 @@ class TraceBuilder:
 
 # -- the pure-Python bulk reader ---------------------------------------------------------------
 
-_WANTED = (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START)
+# The first bytes of a line the field reader must see: a tag's `[`, the first byte of the notice
+# and engine-error prefixes, and what may stand before a misplaced one (g.LEADER_START).
+_MAY_BE_TRACE = np.zeros(256, dtype=bool)
+for _lead in (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START):
+    _MAY_BE_TRACE[_lead[0]] = True
+_BRACKET = ord("[")
 
 
-class _PureLogits:
-    """The canonical `[spec-logits]` lines of one block, read in bulk: one regex per line for
-    the fields, one vectorised numeric read for all payloads. A line the canonical form does
-    not cover goes back to the field reader."""
+class _Bulk:
+    """One block's `[spec-logits]` lines read in bulk, held until the block's other lines are
+    read (an error on one of them keeps only the rows before it)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.req: list[int] = []
-        self.pos: list[int] = []
-        self.row: list[int] = []
-        self.line: list[int] = []
-        self.payload: list[bytes] = []
-
-    def take(self, hits: list[tuple[int, re.Match[bytes]]], first_lineno: int,
-             intern: Callable[[bytes], int]) -> list[int]:
-        """Keep the matched lines; return the indices of those whose pos or row is out of
-        range, for the field reader to name."""
-        if not hits:
-            return []
-        index, found = zip(*hits, strict=True)
-        reqs, poss, rows, payloads = zip(*[m.groups() for m in found], strict=True)
-        pos = np.array(list(map(int, poss)), dtype=np.int64)
-        row = np.array(list(map(int, rows)), dtype=np.int64)
-        bad = (pos > g.POS_LIMIT - 1) | (row > g.INT32_MAX)
-        keep = range(len(index))
-        if bad.any():
-            keep = np.flatnonzero(~bad).tolist()  # type: ignore[assignment]
-            reqs, payloads, index = (tuple(x[j] for j in keep) for x in (reqs, payloads, index))
-            pos, row = pos[~bad], row[~bad]
-        self.req.extend(map(intern, reqs))
-        self.pos.extend(pos.tolist())
-        self.row.extend(row.tolist())
-        self.line.extend(first_lineno + i for i in index)
-        self.payload.extend(payloads)
-        return [hits[j][0] for j in np.flatnonzero(bad).tolist()]
+    def __init__(self, read: bulk.LogitLines, first_lineno: int,
+                 intern: Callable[[bytes], int]) -> None:
+        codes = {name: intern(name) for name in dict.fromkeys(read.names)}
+        self.rows: dict[str, np.ndarray] = {
+            "l_req": np.fromiter(map(codes.__getitem__, read.names), dtype=np.int32,
+                                 count=len(read.names)),
+            "l_pos": read.pos, "l_row": read.row, "l_width": read.width,
+            "l_line": read.index + first_lineno, "l_digits": read.digits}
+        self.items: dict[str, np.ndarray] = {"l_ids": read.ids, "l_vals": read.values}
 
     def drop_after(self, lineno: int) -> None:
-        keep = [i for i, line in enumerate(self.line) if line < lineno]
-        for name in ("req", "pos", "row", "line", "payload"):
-            values = getattr(self, name)
-            setattr(self, name, [values[i] for i in keep])
+        """Forget the rows at or after `lineno` (an earlier line raised)."""
+        keep = self.rows["l_line"] < lineno
+        items = np.repeat(keep, self.rows["l_width"])
+        self.rows = {name: values[keep] for name, values in self.rows.items()}
+        self.items = {name: values[items] for name, values in self.items.items()}
 
     def emit(self, cols: tuple[bytearray, ...]) -> None:
-        if not self.payload:
-            return
-        widths = np.fromiter((p.count(b":") for p in self.payload), dtype=np.int32,
-                             count=len(self.payload))
-        joined = b" ".join(self.payload)
-        try:
-            ids, vals, digits = numbers.read_pairs(joined, widths)
-        except numbers.NotNumbers:
-            self._diagnose()
-        for name, values in (("l_req", np.asarray(self.req, np.int32)),
-                             ("l_pos", np.asarray(self.pos, np.int64)),
-                             ("l_row", np.asarray(self.row, np.int32)), ("l_width", widths),
-                             ("l_line", np.asarray(self.line, np.int64)), ("l_digits", digits),
-                             ("l_ids", ids), ("l_vals", vals)):
+        for name, values in (*self.rows.items(), *self.items.items()):
             cols[_COL[name]].extend(values.tobytes())
-
-    def _diagnose(self) -> None:
-        """Re-read the block's payloads with the field reader, which names the first bad item."""
-        for payload, lineno in zip(self.payload, self.line, strict=True):
-            try:
-                g.read_top_list("top", b"[" + payload + b"]")
-            except g.FieldError as exc:
-                raise TraceError(self.path, lineno, f"[spec-logits] {exc}") from None
-        raise TraceError(self.path, self.line[0], "[spec-logits] payload could not be read")
 
 
 def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.ndarray,
