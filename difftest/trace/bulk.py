@@ -125,6 +125,10 @@ def _items(buf: bytes, s_top: np.ndarray, e_top: np.ndarray) -> _Items:
     t_row = np.searchsorted(s_top, t_start, side="right") - 1
     per_row = np.bincount(t_row, minlength=nrows)
     row_ok &= per_row % 2 == 0
+    # one colon per item: a colon before an id or on its own (`[ :1:2 ]`, `[ : ]`) is no item
+    colons = np.flatnonzero(p == _COLON)
+    row_ok &= np.bincount(np.searchsorted(s_top, colons, side="right") - 1,
+                          minlength=nrows) == per_row // 2
     first = np.cumsum(per_row) - per_row
     is_id = (np.arange(t_start.size) - first[t_row]) % 2 == 0
     is_id &= (per_row % 2 == 0)[t_row]  # rows with an odd count are refused whole

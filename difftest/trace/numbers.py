@@ -49,7 +49,10 @@ def mantissas(a: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     lo = int(starts[0])
     place = np.repeat(digit_count[ends], np.diff(starts, append=a.size))
     place -= digit_count[lo + 1:]
-    np.clip(place, -1, FAST_DIGITS, out=place)  # a digit past its token has place < 0
+    # A digit past its token has place < 0: -1 is the table's all-zero last row. Places are
+    # clipped at FAST_DIGITS, so a mantissa is exact only for tokens of at most FAST_DIGITS
+    # digits: the only ones `values` reads by it (and ids have at most ID_DIGITS).
+    np.clip(place, -1, FAST_DIGITS, out=place)
     place <<= 8
     place += a[lo:]
     mant = np.add.reduceat(_PLACE_VALUE[place], starts - lo)
