@@ -158,6 +158,27 @@ def _items(buf: bytes, s_top: np.ndarray, e_top: np.ndarray) -> _Items:
     return _Items(row_ok, row_of, np.where(id_ok, ids, 0).astype(np.int32), values, sig)
 
 
+def tagged_lines(buf: bytes, a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Indices of the lines that start with a known tag or hold one past their start (a
+    misplaced tag: the field reader names it). Per tag, occurrences are looked up one by one
+    only when the block holds more of them than lines that start with it."""
+    lead = np.flatnonzero(a[starts] == _BRACKET)
+    found = []
+    for tag in g.KNOWN_TAGS:
+        at_start = lead[_with_prefix(a, starts[lead], ends[lead], tag)]
+        found.append(at_start)
+        if buf.count(tag) > at_start.size:
+            occurrences = []
+            at = buf.find(tag)
+            while at >= 0:
+                occurrences.append(at)
+                at = buf.find(tag, at + 1)
+            where = np.asarray(occurrences, dtype=np.int64)
+            line = np.searchsorted(starts, where, side="right") - 1
+            found.append(line[where != starts[line]])
+    return np.concatenate(found)
+
+
 def _with_prefix(a: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                  prefix: bytes) -> np.ndarray:
     """Indices of the lines that start with `prefix`."""

@@ -204,14 +204,15 @@ class TraceBuilder:
     def _feed_pure(self, buf: bytes, first_lineno: int) -> None:
         """Read `buf`, complete lines each ending with a newline: the canonical logits lines in
         bulk, and by the field reader, in file order, every other line that may be a trace
-        line (one that starts with `[`, a notice or engine-error prefix's first byte,
-        indentation or a digit, or holds a `[`: a tag past the line's start is a finding);
-        the rest is program output."""
+        line: one that starts with a known tag, a notice or engine-error prefix's first byte,
+        indentation or a digit, or holds a tag past its start (a finding); the rest is program
+        output."""
         a = np.frombuffer(buf, dtype=np.uint8)
         starts, ends = bulk.line_bounds(a)
         read = bulk.read_logit_lines(buf, a, starts, ends)
-        maybe = _MAY_BE_TRACE[a[starts]]
-        maybe[np.searchsorted(starts, np.flatnonzero(a == _BRACKET), side="right") - 1] = True
+        lead = a[starts]
+        maybe = _LEADS[lead]  # notices, engine errors and what may stand before a misplaced one
+        maybe[bulk.tagged_lines(buf, a, starts, ends)] = True
         maybe[read.index] = False
         cand = np.flatnonzero(maybe)
         other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
@@ -504,12 +505,11 @@ class TraceBuilder:
 
 # -- the pure-Python bulk reader ---------------------------------------------------------------
 
-# The first bytes of a line the field reader must see: a tag's `[`, the first byte of the notice
-# and engine-error prefixes, and what may stand before a misplaced one (g.LEADER_START).
-_MAY_BE_TRACE = np.zeros(256, dtype=bool)
-for _lead in (b"[", g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START):
-    _MAY_BE_TRACE[_lead[0]] = True
-_BRACKET = ord("[")
+# The first bytes of the lines the field reader must see besides tagged ones: the notice and
+# engine-error prefixes', and what may stand before a misplaced tag or prefix (g.LEADER_START).
+_LEADS = np.zeros(256, dtype=bool)
+for _lead in (g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START):
+    _LEADS[_lead[0]] = True
 
 
 class _Bulk:
