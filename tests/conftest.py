@@ -91,3 +91,22 @@ class Golden:
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(bool(request.config.getoption("--regen-golden")))
+
+
+READERS = ("compiled", "pure")
+
+
+@pytest.fixture(params=READERS)
+def each_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a parser test under both readers (parse calls that do not name one follow the
+    DIFFTEST_PURE_PARSER setting): every expectation holds for the compiled scanner and the
+    pure-Python reader alike, and each one's own code is exercised."""
+    from difftest.trace import fast_path_available
+    from difftest.trace.parser import PURE_ENV
+
+    reader = str(request.param)
+    if reader == "compiled" and not fast_path_available():
+        pytest.skip("the compiled scanner is not built")
+    monkeypatch.setenv(PURE_ENV, "1" if reader == "pure" else "0")
+    return reader
+

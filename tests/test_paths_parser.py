@@ -12,6 +12,8 @@ import pytest
 from difftest.model import ArmTrace
 from difftest.trace import parse_lines, parse_text, parse_trace
 
+pytestmark = pytest.mark.usefixtures("each_reader")  # every test under both readers
+
 LINES = [
     "[spec-logits] req=a pos=1 row=1 top=[ 5:2.0 3:1.0 ]",
     "[spec-logits] req=a  pos=1 row=2   top=[  6:3.50   1:1.25 ]",  # spaces: field reader only

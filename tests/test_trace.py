@@ -10,6 +10,8 @@ import pytest
 from difftest.errors import TraceError, UsageError
 from difftest.trace import parse_lines, parse_text, parse_trace
 
+pytestmark = pytest.mark.usefixtures("each_reader")  # every test under both readers
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -350,8 +350,7 @@ class TraceBuilder:
     # -- the result ----------------------------------------------------------------------------
     def _array(self, name: str) -> np.ndarray:
         i = _COL[name]
-        return np.frombuffer(self.cols[i], dtype=COLUMNS[i][1]) if self.cols[i] else \
-            np.zeros(0, dtype=COLUMNS[i][1])
+        return np.frombuffer(self.cols[i], dtype=COLUMNS[i][1])
 
     def finish(self) -> ArmTrace:
         a = self._array
@@ -392,11 +391,9 @@ class TraceBuilder:
         np.minimum.at(first, v.req, v.line)
         np.minimum.at(first, lg.req, lg.line)
         used = np.flatnonzero(first < np.iinfo(np.int64).max)
-        order = used[np.argsort(first[used], kind="stable")]
-        if order.size == n and bool(np.all(order == np.arange(n))):
-            return
-        remap = np.full(n, -1, dtype=np.int32)
-        remap[order] = np.arange(order.size, dtype=np.int32)
+        order = used[np.argsort(first[used])]  # first lines are distinct: no ties
+        remap = np.zeros(n, np.int32)  # names no kept line uses are never looked up
+        remap[order] = np.arange(order.size)
         v.req[:] = remap[v.req]
         lg.req[:] = remap[lg.req]
         self.requests[:] = [self.requests[i] for i in order.tolist()]
@@ -599,7 +596,7 @@ def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
             pending.append(chunk[:cut + 1])
             block = b"".join(pending)
         else:
-            block = chunk[:cut + 1] if cut + 1 < len(chunk) else chunk
+            block = chunk[:cut + 1]
         rest = chunk[cut + 1:]
         pending, pending_len = ([rest], len(rest)) if rest else ([], 0)
         yield block, False
@@ -674,7 +671,7 @@ def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = N
     if cut >= 0:
         builder.feed_block(data[:cut + 1], 1)
     if cut + 1 < len(data):
-        builder.feed_last(data[cut + 1:], data.count(b"\n", 0, cut + 1) + 1)
+        builder.feed_last(data[cut + 1:], data.count(b"\n") + 1)
     return builder.finish()
 
 
