@@ -43,11 +43,15 @@ def atomic_output(path: Path, *, make_parents: bool = True) -> Iterator[IO[bytes
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            # a write, flush or fsync names no file; the message must (a full disk is not a
+            # failure to write to standard output)
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 

@@ -508,3 +508,20 @@ def test_progress_fits_many_arms_into_a_short_terminal(monkeypatch: pytest.Monke
     assert all(len(line) <= 39 for line in lines)
     bar.draw(arms, force=True)  # redrawn in place: up 3 lines, clear, draw
     assert "\x1b[3F\r\x1b[J" in out.getvalue()
+
+
+def test_a_failed_write_names_the_file_it_was_writing(tmp_path: Path) -> None:
+    """A write or fsync error carries no file name; the atomic writer adds the target's, so a
+    full disk is never reported as a failure to write to standard output."""
+    import errno
+
+    from difftest.atomic import write_with
+
+    def full(_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "report.md"
+    with pytest.raises(OSError) as err:
+        write_with(target, full)
+    assert (err.value.errno, err.value.filename) == (errno.ENOSPC, str(target))
+    assert not target.exists() and list(tmp_path.iterdir()) == []
