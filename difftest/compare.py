@@ -213,16 +213,16 @@ class Comparison:
         return (tuple(f for f in self.findings_a if f.kind.breaks_stream),
                 tuple(f for f in self.findings_b if f.kind.breaks_stream))
 
-    def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
+    def compared_blocks(self, side: str) -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
         r = self.rows
         keep = r.compared & (r.has_a if side == "a" else r.has_b)
         tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
         margins = (r.margin_a if side == "a" else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]
-        starts = np.flatnonzero(np.r_[True, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])]) \
-            if tokens.size else np.zeros(0, np.int64)
-        offsets = np.append(starts, tokens.size).astype(np.int64)
+        # a block starts at the first row and wherever (req, pos) changes; none when no row
+        starts = np.flatnonzero(np.r_[tokens.size > 0, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])])
+        offsets = np.append(starts, tokens.size)
         return DraftedBlocks("compared", tokens, offsets), margins
 
 
@@ -235,8 +235,7 @@ class _RowKeys:
 
     pos_span: int
     row_span: int
-    pos_values: np.ndarray | None = None  # sorted values, when keyed by rank
-    row_values: np.ndarray | None = None
+    ranks: tuple[np.ndarray, np.ndarray] | None = None  # sorted pos and row values, by rank
 
     @classmethod
     def covering(cls, requests: int, *traces: ArmTrace, pos: np.ndarray,
@@ -250,40 +249,37 @@ class _RowKeys:
         pos_span, row_span = top(all_pos) + 1, top(all_row) + 1
         if max(requests, 1) * pos_span * row_span < 2**63:
             return cls(pos_span, row_span)
-        pos_values = np.unique(np.concatenate(all_pos).astype(np.int64))
-        row_values = np.unique(np.concatenate(all_row).astype(np.int64))
-        if max(requests, 1) * pos_values.size * row_values.size >= 2**63:
+        pos_values = np.unique(np.concatenate(all_pos))  # int64: `pos` and `row` are
+        row_values = np.unique(np.concatenate(all_row))
+        if requests * pos_values.size * row_values.size >= 2**63:
             raise UsageError(f"{requests} requests x {pos_values.size} positions x "
                              f"{row_values.size} rows cannot be keyed in 64 bits")
-        return cls(pos_values.size, row_values.size, pos_values, row_values)
+        return cls(pos_values.size, row_values.size, (pos_values, row_values))
 
     def __call__(self, req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray:
-        if self.pos_values is not None and self.row_values is not None:
-            pos = np.searchsorted(self.pos_values, pos)
-            row = np.searchsorted(self.row_values, row)
-        return ((req.astype(np.int64) * self.pos_span + pos.astype(np.int64)) * self.row_span
-                + row.astype(np.int64))
+        if self.ranks is not None:
+            pos = np.searchsorted(self.ranks[0], pos)
+            row = np.searchsorted(self.ranks[1], row)
+        keys: np.ndarray = (req * self.pos_span + pos) * self.row_span + row  # int64: `req` is
+        return keys
 
 
 def _logit_index(trace: ArmTrace, req_map: np.ndarray,
                  keys_of: _RowKeys) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (request, pos, row) keys of an arm's logit rows and the row index for each."""
+    """Sorted (request, pos, row) keys of an arm's logit rows (it traced some) and the row
+    index for each."""
     lg = trace.logits
-    if not len(lg):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     keys = keys_of(req_map[lg.req], lg.pos, lg.row)
     order = np.argsort(keys, kind="stable")
     return keys[order], order
 
 
-def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Logit row index for each wanted key, -1 where that arm traced none."""
-    if keys.size == 0 or want.size == 0:
-        return np.full(want.shape, -1, dtype=np.int64)
-    at = np.searchsorted(keys, want)
-    at_c = np.minimum(at, keys.size - 1)
-    found = keys[at_c] == want
-    return np.where(found, order[at_c], -1)
+def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted key: whether the arm traced that logit row, and its index where it did
+    (`keys` is not empty: the arm traced logits)."""
+    at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+    return order[at], keys[at] == want
 
 
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
@@ -305,25 +301,18 @@ class _Judged:
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                      tol: Tolerance, digits: tuple[int | None, int | None]) -> _Judged:
     """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing."""
-    n = ia.size
-    diff = np.full(n, np.nan)
-    differs = np.zeros(n, dtype=bool)
-    disjoint = np.zeros(n, dtype=bool)
-    unresolved = np.zeros(n, dtype=bool)
-    exceed = np.zeros(n, dtype=np.int64)
-    values = np.zeros(n, dtype=np.int64)
-    one_q = 0
     la, lb = a.logits, b.logits
-    for start in range(0, n, _LOGIT_BLOCK_ROWS):
-        block = slice(start, start + _LOGIT_BLOCK_ROWS)
-        pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
-                                ib[block])
-        r = judge_rows(pairs, tol, *digits)
-        diff[block], differs[block], disjoint[block] = r.diff, r.differs, r.disjoint
-        exceed[block], values[block] = r.exceed, r.values
-        unresolved[block] = r.unresolved
-        one_q += int(r.one_quantum.sum())
-    return _Judged(diff, differs, disjoint, unresolved, one_q, exceed, values)
+    parts = [judge_rows(PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids,
+                                        lb.top_vals, ib[block]), tol, *digits)
+             for block in (slice(start, start + _LOGIT_BLOCK_ROWS)
+                           for start in range(0, max(ia.size, 1), _LOGIT_BLOCK_ROWS))]
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
+                   joined("unresolved"), int(joined("one_quantum").sum()),
+                   joined("exceed"), joined("values"))
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
@@ -331,8 +320,7 @@ def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -
     both arms' margins there are known and below `near_tie`. A flip where either margin is
     unknown is a hard difference. `compare` classifies flips with it and `verdict` asks it
     whether any compared row could still flip hard."""
-    with np.errstate(invalid="ignore"):
-        return (margin_a < near_tie) & (margin_b < near_tie)
+    return (margin_a < near_tie) & (margin_b < near_tie)
 
 
 @dataclass(frozen=True)
@@ -359,7 +347,6 @@ class _Logits:
     logit_b: np.ndarray
     abs_diff: np.ndarray
     differs: np.ndarray
-    rows_compared: int
     findings: LogitFindings | None = None
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
@@ -378,17 +365,17 @@ def _blocks(a: ArmTrace, b: ArmTrace, mode: str) -> tuple[Blocks, Blocks]:
 
 def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
     """One row per drafted position of each aligned block pair (the longer block's length)."""
-    len_a = np.diff(blocks_a[1])[al.a_index] if len(al) else np.zeros(0, np.int64)
-    len_b = np.diff(blocks_b[1])[al.b_index] if len(al) else np.zeros(0, np.int64)
+    len_a = np.diff(blocks_a[1])[al.a_index]
+    len_b = np.diff(blocks_b[1])[al.b_index]
     k = np.maximum(len_a, len_b)
     step = np.repeat(np.arange(len(al)), k)
     row = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)  # 0-based
     has_a = row < np.repeat(len_a, k)
     has_b = row < np.repeat(len_b, k)
-    tok_a = np.full(row.size, -1, dtype=np.int64)
-    tok_b = np.full(row.size, -1, dtype=np.int64)
-    off_a = blocks_a[1][al.a_index][step] + row if row.size else row
-    off_b = blocks_b[1][al.b_index][step] + row if row.size else row
+    tok_a = np.full(row.size, -1)
+    tok_b = np.full(row.size, -1)
+    off_a = blocks_a[1][al.a_index][step] + row
+    off_b = blocks_b[1][al.b_index][step] + row
     tok_a[has_a] = blocks_a[0][off_a[has_a]]
     tok_b[has_b] = blocks_b[0][off_b[has_b]]
     return _Rows(step, row, al.req[step], al.pos[step], has_a, has_b, tok_a, tok_b)
@@ -414,22 +401,21 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     abs_diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
     if al.mode != "position" or not (len(a.logits) or len(b.logits)):
-        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0)
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs)
     one_sided = _one_sided(a, b)
     if one_sided is not None:
         none = Resolution(None, None)
-        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0,
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs,
                        LogitFindings(None, none, none, 0, 0, 0, not_compared=one_sided,
                                      floor=floor))
     names = al.requests
     index = {name: i for i, name in enumerate(names)}
-    map_a = np.array([index[name] for name in a.requests], dtype=np.int64)
-    map_b = np.array([index[name] for name in b.requests], dtype=np.int64)
+    map_a = np.array([index[name] for name in a.requests])  # both arms traced: not empty
+    map_b = np.array([index[name] for name in b.requests])
     keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
     want = keys_of(rows.req, rows.pos, rows.row + 1)
-    la = _lookup(*_logit_index(a, map_a, keys_of), want)
-    lb = _lookup(*_logit_index(b, map_b, keys_of), want)
-    sel_a, sel_b = la >= 0, lb >= 0
+    la, sel_a = _lookup(*_logit_index(a, map_a, keys_of), want)
+    lb, sel_b = _lookup(*_logit_index(b, map_b, keys_of), want)
     margin_a[sel_a] = a.logits.margins[la[sel_a]]
     margin_b[sel_b] = b.logits.margins[lb[sel_b]]
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
@@ -463,8 +449,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
         rows_within_noise=within,
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
-    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()),
-                   findings, unresolved, both)
+    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
+                   both)
 
 
 def _resolution(trace: ArmTrace, rows: np.ndarray) -> Resolution:
@@ -498,8 +484,7 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     row order): in a sequential block they were drafted from another token."""
     if step.size == 0:
         return np.zeros(0, dtype=bool)
-    flips = flipped.astype(np.int64)
-    before = np.cumsum(flips) - flips  # flips strictly before each row, over all blocks
+    before = np.cumsum(flipped) - flipped  # flips strictly before each row, over all blocks
     start = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
     at_start = np.repeat(before[start], np.diff(np.r_[start, step.size]))
     after: np.ndarray = (before - at_start) > 0
@@ -555,22 +540,16 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     lg = replace(lg, differs=lg.differs & compared)
     findings = _compared_stats(findings, lg, compared)
 
-    n = len(al)
-    hard = np.zeros(n, dtype=bool)
-    soft = np.zeros(n, dtype=bool)
-    ldiff = np.zeros(n, dtype=bool)
-    length = np.zeros(n, dtype=bool)
-    drafted_both = np.zeros(n, dtype=bool)
-    hard[rows.step[status == DIFFER]] = True
-    soft[rows.step[status == NEAR_TIE]] = True
-    ldiff[rows.step[lg.differs]] = True
-    length[rows.step[(status == UNMATCHED_A) | (status == UNMATCHED_B)]] = True
-    drafted_both[rows.step[rows.has_a & rows.has_b]] = True
-    soft &= ~hard
+    def blocks(mask: np.ndarray) -> np.ndarray:
+        """The aligned blocks with at least one row in `mask`."""
+        return np.unique(rows.step[mask])
+
+    hard = blocks(status == DIFFER)
+    soft = np.setdiff1d(blocks(status == NEAR_TIE), hard)
 
     first, first_logit = _first_differences(al.requests, rows, lg, status)
     table = _with_uncompared(
-        RowTable(req=rows.req.astype(np.int64), pos=rows.pos.astype(np.int64), row=rows.row + 1,
+        RowTable(req=rows.req, pos=rows.pos, row=rows.row + 1,  # int64 from the alignment
                  token_a=rows.tok_a, token_b=rows.tok_b, has_a=rows.has_a, has_b=rows.has_b,
                  status=status, margin_a=lg.margin_a, margin_b=lg.margin_b,
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
@@ -579,9 +558,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                                    else np.zeros(rows.row.size, dtype=bool)) & compared),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
-        mode=al.mode, requests=al.requests, rows=table, blocks_compared=int(drafted_both.sum()),
-        blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
-        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=int(
+        mode=al.mode, requests=al.requests, rows=table,
+        blocks_compared=blocks(rows.has_a & rows.has_b).size,
+        blocks_differing=hard.size, blocks_near_tie=soft.size,
+        blocks_logit_differing=blocks(lg.differs).size, logit_rows_compared=int(
             (compared & ~np.isnan(lg.abs_diff)).sum()),
         max_abs_logit_diff=(findings.stats.max_abs if findings is not None
                             and findings.stats is not None else None),
@@ -590,7 +570,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
         near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
-        draft_length_blocks=int(length.sum()),
+        draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
@@ -639,16 +619,16 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         tokens = ids[off[steps][step] + r].astype(np.int64)
         if al.mode == "position":
-            rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
+            rmap = np.array([index[n] for n in trace.requests])  # not empty: it has steps
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]
         else:
             # the ordinal among proposing steps, as for the compared rows, not the line index
             ordinal = np.searchsorted(np.flatnonzero(trace.proposes.proposing), steps)
             req = np.zeros(step.size, np.int64)
-            pos = ordinal[step].astype(np.int64)
+            pos = ordinal[step]
         n = r.size
-        none = np.full(n, -1, dtype=np.int64)
+        none = np.full(n, -1)
         nan = np.full(n, np.nan)
         is_a = side == "a"
         return RowTable(req=req, pos=pos, row=r + 1,
@@ -673,8 +653,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
             parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
         else:
             parts.extend(p for p in (da, db) if p is not None)
-    if len(parts) > 1:
-        rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
-                           for name in RowTable.__dataclass_fields__})
+    rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
+                       for name in RowTable.__dataclass_fields__})
     order = np.lexsort((rows.row, rows.pos, rows.req))
     return RowTable(**{name: getattr(rows, name)[order] for name in RowTable.__dataclass_fields__})
