@@ -610,16 +610,14 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
     parts = [rows]
 
     def block_rows(trace: ArmTrace, blocks: tuple[np.ndarray, np.ndarray], steps: np.ndarray,
-                   side: str, status: int) -> RowTable | None:
-        if steps.size == 0:
-            return None
+                   is_a: bool, status: int) -> RowTable:
         ids, off = blocks
         lengths = np.diff(off)[steps]
         step = np.repeat(np.arange(steps.size), lengths)
         r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         tokens = ids[off[steps][step] + r].astype(np.int64)
         if al.mode == "position":
-            rmap = np.array([index[n] for n in trace.requests])  # not empty: it has steps
+            rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]
         else:
@@ -630,7 +628,6 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         n = r.size
         none = np.full(n, -1)
         nan = np.full(n, np.nan)
-        is_a = side == "a"
         return RowTable(req=req, pos=pos, row=r + 1,
                         token_a=tokens if is_a else none, token_b=none if is_a else tokens,
                         has_a=np.full(n, is_a), has_b=np.full(n, not is_a),
@@ -639,20 +636,15 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         logit_differs=np.zeros(n, dtype=bool),
                         logit_unresolved=np.zeros(n, dtype=bool))
 
-    for t, blocks, steps, side, status in (
-            (a, blocks_a, al.unmatched_a, "a", UNMATCHED_A),
-            (b, blocks_b, al.unmatched_b, "b", UNMATCHED_B)):
-        part = block_rows(t, blocks, steps, side, status)
-        if part is not None:
-            parts.append(part)
-    if al.diverged_a.size:
-        da = block_rows(a, blocks_a, al.diverged_a, "a", DIVERGED)
-        db = block_rows(b, blocks_b, al.diverged_b, "b", DIVERGED)
-        if da is not None and db is not None and len(da) == len(db):
-            # same (req, pos) pairs in the same order: show both tokens on one row
-            parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
-        else:
-            parts.extend(p for p in (da, db) if p is not None)
+    parts += [block_rows(a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
+              block_rows(b, blocks_b, al.unmatched_b, False, UNMATCHED_B)]
+    # diverged steps are pairs at the same (req, pos), in the same order
+    da = block_rows(a, blocks_a, al.diverged_a, True, DIVERGED)
+    db = block_rows(b, blocks_b, al.diverged_b, False, DIVERGED)
+    if len(da) == len(db):  # drafts of one length: show both tokens on one row
+        parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
+    else:
+        parts += [da, db]
     rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
                        for name in RowTable.__dataclass_fields__})
     order = np.lexsort((rows.row, rows.pos, rows.req))
