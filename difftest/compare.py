@@ -216,7 +216,7 @@ class Comparison:
     def compared_blocks(self, side: str) -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
         r = self.rows
-        keep = r.compared & (r.has_a if side == "a" else r.has_b)
+        keep = r.compared  # compared rows were drafted by both arms
         tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
         margins = (r.margin_a if side == "a" else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]

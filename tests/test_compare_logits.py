@@ -177,6 +177,9 @@ def test_the_statistics_see_each_arms_values_at_its_own_printed_precision() -> N
     assert c.logits.pairs.vals_a[0, 0] == float(np.float32(5.12345678))
     assert c.logits.pairs.vals_b[0, 0] == 5.12345
     assert c.logits.resolution_a.digits == 9 and c.logits.resolution_b.digits == 6
+    swapped = compare(b, a, atol=1.0)
+    assert swapped.logits is not None and swapped.logits.pairs is not None
+    assert swapped.logits.pairs.vals_b[0, 0] == float(np.float32(5.12345678))
 
 
 def test_the_largest_compared_value_is_read_from_b_on_rows_both_arms_traced() -> None:
@@ -199,6 +202,8 @@ def test_resolution_is_read_from_the_compared_rows_only() -> None:
     assert c.logits is not None
     assert c.logits.resolution_a == Resolution(6, 1e-05)
     assert c.logits.resolution_b == Resolution(6, 1e-05)
+    swapped = compare(b, a, atol=1.0)
+    assert swapped.logits is not None and swapped.logits.resolution_b == Resolution(6, 1e-05)
 
 
 def test_ordinal_alignment_looks_up_no_logits() -> None:

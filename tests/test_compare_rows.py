@@ -107,6 +107,36 @@ def test_sequential_drafting_of_one_row_and_of_no_row() -> None:
     assert (len(blocks), blocks.offsets.tolist(), margins.size) == (0, [0], 0)
 
 
+def test_a_block_with_a_hard_flip_and_a_near_tie_is_a_differing_block_only() -> None:
+    a = arm(block("r", 5, [1, 2], [1, 2], ["1:5 9:1", "2:5 7:4.75"]),
+            block("r", 6, [3], [3, 4], ["3:5 8:4.75"]))
+    b = arm(block("r", 5, [9, 7], [1, 2], ["9:5 1:1", "7:5 2:4.75"]),
+            block("r", 6, [8], [3, 4], ["8:5 3:4.75"]))
+    c = compare(a, b, near_tie=0.5, rtol=0.01)
+    assert statuses(c) == ["differ", "near-tie", "near-tie"]
+    assert (c.blocks_differing, c.blocks_near_tie) == (1, 1)
+    assert (c.rtol, c.atol, c.near_tie) == (0.01, 0.0, 0.5)
+
+
+def test_block_rows_past_every_traced_logit_row_find_no_logits() -> None:
+    # rows 2 and 3 of r@5 have no logit line; with rows spanned too short, row 3 of r@5
+    # would key as row 1 of r@6
+    a = arm(block("r", 5, [1, 2, 3], [1], ["1:5 9:1"]), block("r", 6, [4], [4, 5], ["4:7 9:1"]))
+    c = compare(a, a)
+    assert cells(c, "margin_a") == [4.0, None, None, 6.0]
+    assert cells(c, "logit_b") == [5.0, None, None, 7.0]
+
+
+def test_ordinal_rows_keep_integer_requests_and_positions() -> None:
+    a = parse_lines(["[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[5 9 ]"])
+    b = parse_lines(["[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[5 9 ]",
+                     "[spec-propose] rows=1 nqpr=4 drafts/row=2 first=[6 9 ]"])
+    c = compare(a, b)
+    assert c.mode == "ordinal" and statuses(c) == ["same", "same", "unmatched-b", "unmatched-b"]
+    assert c.rows.req.dtype == np.int64 and c.rows.pos.dtype == np.int64
+    assert cells(c, "pos") == [0, 0, 1, 1]
+
+
 def test_a_near_tie_first_flip_also_ends_what_a_sequential_block_compares() -> None:
     a = arm(block("r", 5, [1, 2, 3], [1, 2], ["1:5 9:1", "2:5 7:4.75", "3:5 9:1"]))
     b = arm(block("r", 5, [1, 7, 4], [1, 2], ["1:5 9:1", "7:5 2:4.75", "4:5 9:1"]))
@@ -202,11 +232,13 @@ def test_compared_blocks_are_each_arms_own_tokens_and_margins_block_by_block() -
 
 
 def test_compared_blocks_start_where_only_the_request_changes() -> None:
-    a = arm(block("r", 5, [1], [1, 2]), block("q", 5, [2], [2, 3]), block("q", 6, [3], [3, 4]))
+    a = arm(block("r", 5, [1], [1, 2]), block("q", 5, [2, 5], [2, 3]), block("q", 6, [3], [3]))
     c = compare(a, a)
     blocks, margins = c.compared_blocks("b")
-    assert blocks.offsets.tolist() == [0, 1, 2, 3] and blocks.ids.tolist() == [1, 2, 3]
-    assert np.isnan(margins).all() and margins.size == 3
+    assert blocks.offsets.tolist() == [0, 1, 3, 4] and blocks.ids.tolist() == [1, 2, 5, 3]
+    assert np.isnan(margins).all() and margins.size == 4
+    one = compare(arm(block("r", 5, [1], [1, 2])), arm(block("r", 5, [1], [1, 2])))
+    assert one.compared_blocks("a")[0].offsets.tolist() == [0, 1]
 
 
 # --- the (request, pos, row) keys -------------------------------------------------------------
