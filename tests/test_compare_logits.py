@@ -323,3 +323,35 @@ def test_near_ties_count_as_flips_and_unmatched_rows_do_not_count_as_rows() -> N
         ["same", "near-tie", "same", "same", "unmatched-a"]
     assert c.logits is not None and c.logits.flips is not None
     assert (c.logits.flips.flips_b, c.logits.flips.rows_b) == (1, 4)
+
+
+# --- what the reports read per row, and the statistics of the compared rows -----------------
+
+def test_each_rows_logit_judgement_as_the_reports_spell_it() -> None:
+    from difftest.compare import LogitJudgement as J
+    a = arm(block("r", 5, [1, 2, 3, 4], [1, 2], ["1:5 9:1.5", "2:5.12345 9:1.5", "3:5 9:1", None]),
+            block("r", 6, [5, 6], [5], ["5:5 9:1", "6:5 9:1"]))
+    b = arm(block("r", 5, [1, 2, 3, 4], [1, 2], ["1:5 9:1.5", "2:5.12346 9:1.5", "3:6 9:1", None]),
+            block("r", 6, [5], [5], ["5:5 9:1"]))
+    c = compare(a, b, atol=5e-6)
+    assert statuses_of(c) == ["same"] * 5 + ["unmatched-a"]
+    assert c.rows.logit_judgements() == [J.SAME, J.UNRESOLVED, J.DIFFER, J.NOT_COMPARED, J.SAME,
+                                         J.NOT_COMPARED]
+    assert cells(c, "logit_unresolved") == [False, True, False, False, False, False]
+
+
+def statuses_of(c: Comparison) -> list[str]:
+    return [STATUS_NAMES[s] for s in c.rows.status]
+
+
+def test_statistics_and_unresolved_counts_are_of_the_compared_rows_only() -> None:
+    # sequential: the flip at row 1 leaves rows 2 and 3 context-diverged, logits and all
+    a = arm(block("r", 5, [1, 2, 3], [1], ["1:5 7:4", "2:5 9:1", "3:5.12345 9:1"]))
+    b = arm(block("r", 5, [7, 2, 3], [1], ["7:5 1:4", "2:9 9:1", "3:5.12346 9:1"]))
+    from difftest.kinds import DraftingKind
+    c = compare(a, b, atol=5e-6, drafting=DraftingKind.SEQUENTIAL)
+    assert statuses_of(c) == ["differ", "context-diverged", "context-diverged"]
+    lg = c.logits
+    assert lg is not None and lg.stats is not None and lg.pairs is not None
+    assert (lg.stats.rows, len(lg.pairs), lg.rows_unresolved) == (1, 1, 0)
+    assert lg.stats.max_abs == 1.0 and c.max_abs_logit_diff == 1.0
