@@ -355,3 +355,12 @@ def test_statistics_and_unresolved_counts_are_of_the_compared_rows_only() -> Non
     assert lg is not None and lg.stats is not None and lg.pairs is not None
     assert (lg.stats.rows, len(lg.pairs), lg.rows_unresolved) == (1, 1, 0)
     assert lg.stats.max_abs == 1.0 and c.max_abs_logit_diff == 1.0
+
+
+def test_the_compared_rows_statistics_are_on_the_printed_grid() -> None:
+    # 2.87758 - 2.87757 is 1.0000000000065e-05 in float64: the printed difference is 1e-05
+    a = arm(block("r", 5, [1], [1, 2], ["1:2.87758 9:1.5"]))
+    b = arm(block("r", 5, [1], [1, 2], ["1:2.87757 9:1.5"]))
+    c = compare(a, b)
+    assert c.logits is not None and c.logits.stats is not None
+    assert c.logits.stats.max_abs == 1e-05 and c.max_abs_logit_diff == 1e-05
