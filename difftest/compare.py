@@ -331,8 +331,7 @@ def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -
     both arms' margins there are known and below `near_tie`. A flip where either margin is
     unknown is a hard difference. `compare` classifies flips with it and `verdict` asks it
     whether any compared row could still flip hard."""
-    with np.errstate(invalid="ignore"):
-        return (margin_a < near_tie) & (margin_b < near_tie)
+    return (margin_a < near_tie) & (margin_b < near_tie)  # nan compares False
 
 
 @dataclass(frozen=True)
@@ -378,17 +377,17 @@ def _blocks(a: ArmTrace, b: ArmTrace, mode: str) -> tuple[Blocks, Blocks]:
 
 def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
     """One row per drafted position of each aligned block pair (the longer block's length)."""
-    len_a = np.diff(blocks_a[1])[al.a_index] if len(al) else np.zeros(0, np.int64)
-    len_b = np.diff(blocks_b[1])[al.b_index] if len(al) else np.zeros(0, np.int64)
+    len_a = np.diff(blocks_a[1])[al.a_index]
+    len_b = np.diff(blocks_b[1])[al.b_index]
     k = np.maximum(len_a, len_b)
     step = np.repeat(np.arange(len(al)), k)
     row = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)  # 0-based
     has_a = row < np.repeat(len_a, k)
     has_b = row < np.repeat(len_b, k)
-    tok_a = np.full(row.size, -1, dtype=np.int64)
-    tok_b = np.full(row.size, -1, dtype=np.int64)
-    off_a = blocks_a[1][al.a_index][step] + row if row.size else row
-    off_b = blocks_b[1][al.b_index][step] + row if row.size else row
+    tok_a = np.full(row.size, -1)  # int64
+    tok_b = np.full(row.size, -1)
+    off_a = blocks_a[1][al.a_index][step] + row
+    off_b = blocks_b[1][al.b_index][step] + row
     tok_a[has_a] = blocks_a[0][off_a[has_a]]
     tok_b[has_b] = blocks_b[0][off_b[has_b]]
     return _Rows(step, row, al.req[step], al.pos[step], has_a, has_b, tok_a, tok_b)
@@ -630,7 +629,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
     parts = [rows]
 
     def block_rows(trace: ArmTrace, blocks: tuple[np.ndarray, np.ndarray], steps: np.ndarray,
-                   side: str, status: int) -> RowTable | None:
+                   is_a: bool, status: int) -> RowTable | None:
         if steps.size == 0:
             return None
         ids, off = blocks
@@ -639,7 +638,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         tokens = ids[off[steps][step] + r].astype(np.int64)
         if al.mode == "position":
-            rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
+            rmap = np.array([index[n] for n in trace.requests])  # int64
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]
         else:
@@ -648,9 +647,8 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
             req = np.zeros(step.size, np.int64)
             pos = ordinal[step].astype(np.int64)
         n = r.size
-        none = np.full(n, -1, dtype=np.int64)
+        none = np.full(n, -1)  # int64
         nan = np.full(n, np.nan)
-        is_a = side == "a"
         return RowTable(req=req, pos=pos, row=r + 1,
                         token_a=tokens if is_a else none, token_b=none if is_a else tokens,
                         has_a=np.full(n, is_a), has_b=np.full(n, not is_a),
@@ -659,22 +657,21 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         logit_differs=np.zeros(n, dtype=bool),
                         logit_unresolved=np.zeros(n, dtype=bool))
 
-    for t, blocks, steps, side, status in (
-            (a, blocks_a, al.unmatched_a, "a", UNMATCHED_A),
-            (b, blocks_b, al.unmatched_b, "b", UNMATCHED_B)):
-        part = block_rows(t, blocks, steps, side, status)
+    for t, blocks, steps, is_a, status in (
+            (a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
+            (b, blocks_b, al.unmatched_b, False, UNMATCHED_B)):
+        part = block_rows(t, blocks, steps, is_a, status)
         if part is not None:
             parts.append(part)
     if al.diverged_a.size:
-        da = block_rows(a, blocks_a, al.diverged_a, "a", DIVERGED)
-        db = block_rows(b, blocks_b, al.diverged_b, "b", DIVERGED)
+        da = block_rows(a, blocks_a, al.diverged_a, True, DIVERGED)
+        db = block_rows(b, blocks_b, al.diverged_b, False, DIVERGED)
         if da is not None and db is not None and len(da) == len(db):
             # same (req, pos) pairs in the same order: show both tokens on one row
             parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
         else:
             parts.extend(p for p in (da, db) if p is not None)
-    if len(parts) > 1:
-        rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
-                           for name in RowTable.__dataclass_fields__})
+    rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
+                       for name in RowTable.__dataclass_fields__})
     order = np.lexsort((rows.row, rows.pos, rows.req))
     return RowTable(**{name: getattr(rows, name)[order] for name in RowTable.__dataclass_fields__})
