@@ -18,7 +18,6 @@ import numpy as np
 
 from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.audit import DraftedBlocks
-from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
@@ -231,12 +230,12 @@ class _RowKeys:
     """A mixed-radix int64 key per (request, pos, row), sized to the data it keys.
 
     Positions and rows are keyed by value when `requests x (max pos + 1) x (max row + 1)` fits
-    in 63 bits (always, for real traces), else by their rank among the values present."""
+    in 63 bits (always, for real traces), else by their rank among the values present (ranks
+    always fit: there are fewer distinct values than lines)."""
 
     pos_span: int
     row_span: int
-    pos_values: np.ndarray | None = None  # sorted values, when keyed by rank
-    row_values: np.ndarray | None = None
+    ranks: tuple[np.ndarray, np.ndarray] | None = None  # sorted pos and row values, by rank
 
     @classmethod
     def covering(cls, requests: int, *traces: ArmTrace, pos: np.ndarray,
@@ -245,24 +244,22 @@ class _RowKeys:
         all_row = [row, *(t.logits.row for t in traces)]
 
         def top(arrays: list[np.ndarray]) -> int:
-            return max((int(a.max()) for a in arrays if a.size), default=0)
+            return max(int(a.max()) for a in arrays if a.size)  # both arms traced logits
 
         pos_span, row_span = top(all_pos) + 1, top(all_row) + 1
         if max(requests, 1) * pos_span * row_span < 2**63:
             return cls(pos_span, row_span)
-        pos_values = np.unique(np.concatenate(all_pos).astype(np.int64))
-        row_values = np.unique(np.concatenate(all_row).astype(np.int64))
-        if max(requests, 1) * pos_values.size * row_values.size >= 2**63:
-            raise UsageError(f"{requests} requests x {pos_values.size} positions x "
-                             f"{row_values.size} rows cannot be keyed in 64 bits")
-        return cls(pos_values.size, row_values.size, pos_values, row_values)
+        pos_values = np.unique(np.concatenate(all_pos))
+        row_values = np.unique(np.concatenate(all_row))
+        return cls(pos_values.size, row_values.size, (pos_values, row_values))
 
     def __call__(self, req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray:
-        if self.pos_values is not None and self.row_values is not None:
-            pos = np.searchsorted(self.pos_values, pos)
-            row = np.searchsorted(self.row_values, row)
-        return ((req.astype(np.int64) * self.pos_span + pos.astype(np.int64)) * self.row_span
-                + row.astype(np.int64))
+        if self.ranks is not None:
+            pos = np.searchsorted(self.ranks[0], pos)
+            row = np.searchsorted(self.ranks[1], row)
+        # int64 before the first product: an int32 column times a large span would overflow
+        key: np.ndarray = (req.astype(np.int64) * self.pos_span + pos) * self.row_span + row
+        return key
 
 
 def _logit_index(trace: ArmTrace, req_map: np.ndarray,

@@ -103,7 +103,7 @@ M = [
   "    differs = certain.any(axis=1) | disjoint", "    differs = certain.any(axis=1)",
   "tests/test_tolerance.py"),
  ("K2 logit keys ignore the request", "difftest/compare.py",
-  "        return ((req.astype(np.int64) * self.pos_span", "        return ((0 * self.pos_span",
+  "        key: np.ndarray = (req.astype(np.int64) * self.pos_span", "        key: np.ndarray = (0 * self.pos_span",
   "tests/test_compare.py"),
  ("H1 engine errors ignored", "difftest/pipeline.py",
   "                      _health_failure(name, trace))", "                      None)",

@@ -250,3 +250,47 @@ def test_logits_of_rows_after_a_sequential_flip_are_not_compared() -> None:
     block = compare(a, b)
     assert [STATUS_NAMES[int(s)] for s in block.rows.status] == ["differ", "same"]
     assert block.rows.logit_differs.tolist() == [True, True]
+
+
+POS_TOP = 2**40 - 8  # near the largest position a step may reach
+
+
+def _far_rows(stray_row: int) -> tuple[list[str], list[str]]:
+    """Requests p and q, three rows each, q at the largest position; both arms also traced a
+    row `stray_row` no block reached. B is A plus a distinct amount per row."""
+    a, b = [], []
+    for req, pos in (("p", 1), ("q", POS_TOP)):
+        for row in (1, 2, 3):
+            base = 10 * row + (0 if req == "p" else 5)
+            a.append(_logits(req, pos, row, [(row, f"{base}")]))
+            b.append(_logits(req, pos, row, [(row, f"{base + row / 8 + (0.5 if req == 'q' else 0)}")]))
+    for arm in (a, b):
+        arm.append(_logits("q", POS_TOP, stray_row, [(1, "1.0")]))
+    steps = [_verify("p", 1, [1, 2, 3], [1, 9]), _verify("q", POS_TOP, [1, 2, 3], [1, 9])]
+    return [*a, *steps], [*b, *steps]
+
+
+@pytest.mark.parametrize("stray_row", [2**13, 2**23])
+def test_rows_at_the_largest_positions_are_keyed_apart(stray_row: int) -> None:
+    # row 2**13 keeps keys in 63 bits, above the 53 a float would hold exactly; row 2**23 does
+    # not fit, and the keys are taken by rank
+    a, b = _far_rows(stray_row)
+    cmp = compare(parse_lines(a), parse_lines(b), atol=10.0)
+    assert cmp.rows.abs_logit_diff.tolist() == [0.125, 0.25, 0.375, 0.625, 0.75, 0.875]
+    assert cmp.logit_rows_compared == 6
+
+
+def test_rows_keyed_by_rank_stay_apart() -> None:
+    # a stray row at the largest position and a row number past 2**23 leave no value key in
+    # 63 bits; by rank, p pos 3 and q pos 0 must still be different rows
+    a, b = [], []
+    for req, pos in (("p", 3), ("q", 0)):
+        for row in (1, 2, 3):
+            base = 10 * row + (0 if req == "p" else 5)
+            a.append(_logits(req, pos, row, [(row, f"{base}")]))
+            b.append(_logits(req, pos, row, [(row, f"{base + row / 8 + (0.5 if req == 'q' else 0)}")]))
+    for arm in (a, b):
+        arm.append(_logits("q", POS_TOP, 2**23, [(1, "1.0")]))
+    steps = [_verify("p", 3, [1, 2, 3], [1, 9]), _verify("q", 0, [1, 2, 3], [1, 9])]
+    cmp = compare(parse_lines([*a, *steps]), parse_lines([*b, *steps]), atol=10.0)
+    assert cmp.rows.abs_logit_diff.tolist() == [0.125, 0.25, 0.375, 0.625, 0.75, 0.875]
