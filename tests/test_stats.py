@@ -323,3 +323,11 @@ def test_take_pairs_rows_of_each_arm() -> None:
     p = PairedRows.take(ids_a, ids_a * 1.5, np.array([2, 0]), ids_b, ids_b * 0.5, np.array([1, 1]))
     assert p.ids_a.tolist() == [[5, 6], [1, 2]] and p.vals_a.tolist() == [[7.5, 9.0], [1.5, 3.0]]
     assert p.ids_b.tolist() == [[9, 10], [9, 10]] and p.vals_b.tolist() == [[4.5, 5.0], [4.5, 5.0]]
+
+
+def test_overlap_is_over_the_narrower_list_of_each_row() -> None:
+    ids_a = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+    ids_b = np.array([[1, 2, -1], [4, 5, 6]], np.int32)
+    vals = np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    s = logit_stats(PairedRows(ids_a, vals, ids_b, np.where(ids_b >= 0, vals, np.nan)))
+    assert s.topk_overlap == 1.0  # row 1: both of B's two ids are A's
