@@ -161,3 +161,12 @@ def test_sequential_blocks_one_arm_drafted_longer_are_unmatched_not_diverged() -
     assert (plain.drafting, plain.rtol, plain.atol, plain.near_tie) == (DraftingKind.BLOCK, 0.25, 0.5,
                                                                         0.125)
     assert _statuses(plain) == ["differ", "same", "same", "same", "same"]
+
+
+def test_sequential_comparisons_of_no_row_and_of_one_row() -> None:
+    none = compare(parse_lines([_verify("p", 1, [5], [5, 6])]),
+                   parse_lines([_verify("q", 1, [5], [5, 6])]), drafting=DraftingKind.SEQUENTIAL)
+    assert _statuses(none) == ["unmatched-a", "unmatched-b"] and none.rows_context_diverged == 0
+    one = compare(parse_lines([_verify("p", 1, [5], [5, 6])]),
+                  parse_lines([_verify("p", 1, [4], [5, 6])]), drafting=DraftingKind.SEQUENTIAL)
+    assert _statuses(one) == ["differ"] and one.rows_context_diverged == 0
