@@ -64,15 +64,14 @@ def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndar
     subtraction, not of the engines; on the grid it is 1e-05."""
     with np.errstate(invalid="ignore"):
         d: np.ndarray = np.abs(a - b)
-    # the finer quantum's grid; none when one value is exact (the difference is then known to
-    # float64 precision, and snapping it to the other's grid would move it by up to half a quantum)
-    fine = np.minimum(qa, qb)
-    grid = (fine > 0) & np.isfinite(d)
-    dq, qq = d[grid], fine[grid]
-    # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
-    # integer 10**k gives the double nearest n * 10**-k (3e-05, not 3.0000000000000004e-05).
-    inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
-    d[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
+    fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
+    with np.errstate(invalid="ignore"):
+        grid = np.isfinite(fine) & (fine > 0) & np.isfinite(d)
+        dq, qq = d[grid], fine[grid]
+        # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
+        # integer 10**k gives the double nearest n * 10**-k (3.75, not 3.7500000000000004).
+        inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
+        d[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
     return d
 
 
