@@ -212,16 +212,17 @@ class Comparison:
         return (tuple(f for f in self.findings_a if f.kind.breaks_stream),
                 tuple(f for f in self.findings_b if f.kind.breaks_stream))
 
-    def compared_blocks(self, side: str = "a") -> tuple[DraftedBlocks, np.ndarray]:
-        """The blocks that were compared, as one arm drafted them, and their rows' margins."""
+    def compared_blocks(self, side: str) -> tuple[DraftedBlocks, np.ndarray]:
+        """The blocks that were compared, as arm `side` ("a" or "b") drafted them, and their
+        rows' margins. A compared row is one both arms drafted."""
         r = self.rows
-        keep = r.compared & (r.has_a if side == "a" else r.has_b)
+        keep = r.compared
         tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
         margins = (r.margin_a if side == "a" else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]
-        starts = np.flatnonzero(np.r_[True, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])]) \
-            if tokens.size else np.zeros(0, np.int64)
-        offsets = np.append(starts, tokens.size).astype(np.int64)
+        # a new block where the (request, pos) changes; no start at all without a row
+        starts = np.flatnonzero(np.r_[True, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])])
+        offsets = np.append(starts[:tokens.size], tokens.size).astype(np.int64)
         return DraftedBlocks("compared", tokens, offsets), margins
 
 
@@ -264,23 +265,19 @@ class _RowKeys:
 
 def _logit_index(trace: ArmTrace, req_map: np.ndarray,
                  keys_of: _RowKeys) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (request, pos, row) keys of an arm's logit rows and the row index for each."""
+    """Sorted (request, pos, row) keys of an arm's logit rows (at least one) and the row index
+    for each; a row traced twice is found at its first line (a stable sort)."""
     lg = trace.logits
-    if not len(lg):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     keys = keys_of(req_map[lg.req], lg.pos, lg.row)
-    order = np.argsort(keys, kind="stable")
+    order = np.lexsort((keys,))
     return keys[order], order
 
 
-def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Logit row index for each wanted key, -1 where that arm traced none."""
-    if keys.size == 0 or want.size == 0:
-        return np.full(want.shape, -1, dtype=np.int64)
-    at = np.searchsorted(keys, want)
-    at_c = np.minimum(at, keys.size - 1)
-    found = keys[at_c] == want
-    return np.where(found, order[at_c], -1)
+def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted key: whether that arm traced it, and its logit row (meaningless where
+    not)."""
+    at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+    return keys[at] == want, order[at]
 
 
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
@@ -355,7 +352,6 @@ class _Logits:
     logit_b: np.ndarray
     abs_diff: np.ndarray
     differs: np.ndarray
-    rows_compared: int
     findings: LogitFindings | None = None
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
@@ -410,22 +406,22 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     abs_diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
     if al.mode != "position" or not (len(a.logits) or len(b.logits)):
-        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0)
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs)
     one_sided = _one_sided(a, b)
     if one_sided is not None:
         none = Resolution(None, None)
-        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, 0,
+        return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs,
                        LogitFindings(None, none, none, 0, 0, 0, not_compared=one_sided,
                                      floor=floor))
     names = al.requests
     index = {name: i for i, name in enumerate(names)}
-    map_a = np.array([index[name] for name in a.requests], dtype=np.int64)
-    map_b = np.array([index[name] for name in b.requests], dtype=np.int64)
-    keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
-    want = keys_of(rows.req, rows.pos, rows.row + 1)
-    la = _lookup(*_logit_index(a, map_a, keys_of), want)
-    lb = _lookup(*_logit_index(b, map_b, keys_of), want)
-    sel_a, sel_b = la >= 0, lb >= 0
+    map_a = np.array([index[name] for name in a.requests])  # int64
+    map_b = np.array([index[name] for name in b.requests])
+    row = rows.row + 1  # logit lines number rows from 1
+    keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=row)
+    want = keys_of(rows.req, rows.pos, row)
+    sel_a, la = _lookup(*_logit_index(a, map_a, keys_of), want)
+    sel_b, lb = _lookup(*_logit_index(b, map_b, keys_of), want)
     margin_a[sel_a] = a.logits.margins[la[sel_a]]
     margin_b[sel_b] = b.logits.margins[lb[sel_b]]
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
@@ -437,10 +433,10 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     row_differs = judged.differs.copy()
     excess, within = None, 0
     if floor is not None:
-        excess = excess_test(int(judged.exceed[~judged.disjoint].sum()),
-                             int(judged.values.sum()), floor)
+        # a disjoint row has no shared value, so none above the floor: it is never noise
+        excess = excess_test(int(judged.exceed.sum()), int(judged.values.sum()), floor)
         if not excess.counts:
-            noise_only = row_differs & ~judged.disjoint & (judged.exceed > 0)
+            noise_only = row_differs & (judged.exceed > 0)
             within = int(noise_only.sum())
             row_differs &= ~noise_only
     abs_diff[both] = judged.diff
@@ -459,7 +455,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
         rows_within_noise=within,
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
-    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, int(both.sum()),
+    return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs,
                    findings, unresolved, both)
 
 
@@ -551,18 +547,12 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     lg = replace(lg, differs=lg.differs & compared)
     findings = _compared_stats(findings, lg, compared)
 
-    n = len(al)
-    hard = np.zeros(n, dtype=bool)
-    soft = np.zeros(n, dtype=bool)
-    ldiff = np.zeros(n, dtype=bool)
-    length = np.zeros(n, dtype=bool)
-    drafted_both = np.zeros(n, dtype=bool)
-    hard[rows.step[status == DIFFER]] = True
-    soft[rows.step[status == NEAR_TIE]] = True
-    ldiff[rows.step[lg.differs]] = True
-    length[rows.step[(status == UNMATCHED_A) | (status == UNMATCHED_B)]] = True
-    drafted_both[rows.step[rows.has_a & rows.has_b]] = True
-    soft &= ~hard
+    def blocks(mask: np.ndarray) -> np.ndarray:
+        """The aligned blocks with at least one row in `mask`."""
+        return np.unique(rows.step[mask])
+
+    hard = blocks(status == DIFFER)
+    soft = np.setdiff1d(blocks(status == NEAR_TIE), hard)
 
     first, first_logit = _first_differences(al.requests, rows, lg, status)
     table = _with_uncompared(
@@ -575,9 +565,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
                                    else np.zeros(rows.row.size, dtype=bool)) & compared),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
-        mode=al.mode, requests=al.requests, rows=table, blocks_compared=int(drafted_both.sum()),
-        blocks_differing=int(hard.sum()), blocks_near_tie=int(soft.sum()),
-        blocks_logit_differing=int(ldiff.sum()), logit_rows_compared=int(
+        mode=al.mode, requests=al.requests, rows=table,
+        blocks_compared=blocks(rows.has_a & rows.has_b).size,
+        blocks_differing=hard.size, blocks_near_tie=soft.size,
+        blocks_logit_differing=blocks(lg.differs).size, logit_rows_compared=int(
             (compared & ~np.isnan(lg.abs_diff)).sum()),
         max_abs_logit_diff=(findings.stats.max_abs if findings is not None
                             and findings.stats is not None else None),
@@ -586,7 +577,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
         near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
-        draft_length_blocks=int(length.sum()),
+        draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
