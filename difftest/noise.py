@@ -105,7 +105,7 @@ def fisher_greater(flips_b: int, rows_b: int, flips_a: int, rows_a: int) -> floa
     p = P(X >= flips_b), X ~ Hypergeometric(rows_a + rows_b, flips_a + flips_b, rows_b).
     """
     total, flips = rows_a + rows_b, flips_a + flips_b
-    if rows_b == 0 or flips_b == 0:
+    if flips_b == 0:  # also every comparison of no rows; the sum below would only round to 1
         return 1.0
     denom = _log_comb(total, rows_b)
     logs = [_log_comb(flips, x) + _log_comb(total - flips, rows_b - x) - denom
@@ -152,9 +152,8 @@ class FlipTest:
 def top_k_p_value(k: int, m: int, n: int) -> float:
     """Probability that the k largest of n + m exchangeable values all fall among a given m:
     C(m, k) / C(n + m, k). The exact permutation p-value of "B's k differences above the A/A
-    floor are larger than anything A showed against itself" when B is just another rerun."""
-    if k <= 0:
-        return 1.0
+    floor are larger than anything A showed against itself" when B is just another rerun.
+    k = 0 gives exactly 1."""
     if k > m:
         return 0.0
     return math.exp(_log_comb(m, k) - _log_comb(n + m, k))

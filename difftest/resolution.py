@@ -36,22 +36,12 @@ class Resolution:
         """Printed with enough digits that equal text means equal float32."""
         return self.digits is not None and self.digits >= LOSSLESS_DIGITS
 
-    def describe(self) -> str:
-        if self.digits is None or self.quantum is None:
-            return "no finite non-zero logit to measure the resolution on"
-        kind = "lossless for float32" if self.lossless else "not lossless"
-        return f"{self.quantum:.0e} ({self.digits} significant digits, {kind})"
-
-    def to_json(self) -> dict[str, object]:
-        return {"digits": self.digits, "quantum": self.quantum, "lossless": self.lossless}
-
 
 def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     """One unit in the last of `digits` significant digits of each value; nan for 0 and
     non-finite values (they carry no rounding)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mag = np.abs(values)
-        exponent = np.floor(np.log10(np.where((mag > 0) & np.isfinite(mag), mag, np.nan)))
+    mag = np.abs(values)
+    exponent = np.floor(np.log10(np.where((mag > 0) & np.isfinite(mag), mag, np.nan)))
     out: np.ndarray = np.power(10.0, exponent - digits + 1)
     return out
 
@@ -61,7 +51,8 @@ def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
     exact (9 or more digits name one float32; unknown digits; zero; non-finite values)."""
     if digits is None or digits >= LOSSLESS_DIGITS:
         return np.zeros_like(values)
-    out: np.ndarray = np.nan_to_num(quanta(values, digits), nan=0.0)
+    q = quanta(values, digits)
+    out: np.ndarray = np.where(np.isnan(q), 0.0, q)
     return out
 
 
@@ -103,9 +94,3 @@ def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
     q = quanta(values[compared], digits)
     q = q[listed[compared] & ~np.isnan(q)]
     return Resolution(digits, float(q.max()) if q.size else None)
-
-
-def coarsest(*resolutions: Resolution) -> float | None:
-    """The coarsest quantum of several arms (None when none has one)."""
-    seen = [r.quantum for r in resolutions if r.quantum is not None]
-    return max(seen, default=None)

@@ -200,15 +200,12 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
                 vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray) -> None:
-    n = ids_a.shape[0]
-    if n == 0:
-        return
     valid_a, valid_b = ids_a >= 0, ids_b >= 0
     eq = (ids_a[:, :, None] == ids_b[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]
     shared = eq.any(axis=2)  # (n, Ka): A's entry is in B's list
     # B's value for each of A's shared ids
-    vb = np.take_along_axis(vals_b, eq.argmax(axis=2), axis=1)
-    qb = np.take_along_axis(q_b, eq.argmax(axis=2), axis=1)
+    at = (np.arange(len(ids_a))[:, None], eq.argmax(axis=2))
+    vb, qb = vals_b[at], q_b[at]
     va = vals_a
     count = shared.sum(axis=1)
     width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
@@ -218,8 +215,7 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     acc.overlap_rows += int(has_width.sum())
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
-    with np.errstate(invalid="ignore"):
-        finite = np.isfinite(va) & np.isfinite(vb)
+    finite = np.isfinite(va) & np.isfinite(vb)
     bad = np.any(shared & ~finite, axis=1)
     acc.nonfinite += int(bad.sum())
     use = shared & finite

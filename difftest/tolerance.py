@@ -22,7 +22,6 @@ own, counted as a logit difference but never given a size (no infinite differenc
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,12 +47,6 @@ class Tolerance:
         with np.errstate(invalid="ignore"):
             bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
         return bound
-
-    def largest_bound(self, values: np.ndarray) -> float:
-        """The bound at the largest finite |b| among `values` (the tolerance's reach)."""
-        finite = np.abs(values[np.isfinite(values)])
-        top = float(finite.max()) if finite.size else 0.0
-        return max(self.atol + self.rtol * top, self.floor)
 
     def finer_than(self, quantum: float, digits: int) -> bool:
         """True when some value's bound is below its printed quantum: `atol` under the coarsest
@@ -94,7 +87,7 @@ def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarr
     digits each value is only known to half a quantum; unknown digits take the values as exact.
     """
     if digits is not None and digits >= LOSSLESS_DIGITS:
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore"):  # a print beyond float32's range is its infinity
             values = values.astype(np.float32).astype(np.float64)
     return values, value_quanta(values, digits)
 
@@ -112,7 +105,7 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy())
     eq = (ids_a[:, :, None] == ids_b[:, None, :]) & (ids_a[:, :, None] >= 0)
     shared = eq.any(axis=2)
-    vb = np.take_along_axis(vb_list, eq.argmax(axis=2), axis=1)
+    vb = vb_list[np.arange(n)[:, None], eq.argmax(axis=2)]
     va, qa = _exact(va, digits_a)
     vb, qb = _exact(vb, digits_b)
     d = snapped_difference(va, vb, qa, qb)
@@ -122,8 +115,7 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         d[both_nan] = 0.0
         d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
     half = (qa + qb) / 2
-    d_shared = np.where(shared, d, -1.0)
-    row_diff = d_shared.max(axis=1)
+    row_diff = np.where(shared, d, 0.0).max(axis=1)
     disjoint = ~shared.any(axis=1)
     row_diff = np.where(disjoint, np.nan, row_diff)
     if tol.bitwise:
@@ -135,11 +127,10 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
                         over.sum(axis=1), shared.sum(axis=1))
     bound = tol.bound(vb)
-    with np.errstate(invalid="ignore"):
-        certain = shared & (d - half > bound)
-        # equal prints are equal: the blindness below the resolution is reported once, as a
-        # tolerance finer than the resolution, not as every unchanged value
-        possible = shared & (d > 0) & (d + half > bound)
+    certain = shared & (d - half > bound)
+    # equal prints are equal: the blindness below the resolution is reported once, as a
+    # tolerance finer than the resolution, not as every unchanged value
+    possible = shared & (d > 0) & (d + half > bound)
     differs = certain.any(axis=1) | disjoint
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
@@ -150,10 +141,6 @@ def finite_max(diff: np.ndarray) -> float | None:
     """The largest finite row difference, or None: JSON never gets a string for a number."""
     finite = diff[np.isfinite(diff)]
     return float(finite.max()) if finite.size else None
-
-
-def is_number(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
 
 
 def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:

@@ -5,11 +5,16 @@ comparisons, the thresholds, the probe's mutations) in its meta.json."""
 from __future__ import annotations
 
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from difftest.config import parse_config
-from difftest.errors import ExitCode
-from difftest.gate import run_check, run_probe
+from difftest.errors import ExitCode, UsageError
+from difftest.execute import JobLimits
+from difftest.gate import job_limits, run_check, run_probe
 from test_gate import LANES, replayed_mutations, replays
 
 STRICT = "[audit]\nmin_distinct_ids = 100000\nmin_entropy_bits = 0.5\nmax_blind_radius = 2.0\n"
@@ -69,3 +74,49 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
         "audit": {"min_distinct_ids": 100000, "min_entropy_bits": 0.5, "max_blind_radius": 2.0},
         "probe": ["skip-kv-write"]}
     assert p.run_dir is not None and p.run_dir.name.endswith("-probe-lanes")
+
+
+def test_job_limits_cap_every_arm_or_each_kind_apart(tmp_path: Path) -> None:
+    cfg = parse_config(_config("") + "[defaults]\nlaunched_jobs = 7\n", tmp_path / "j.toml")
+    assert job_limits(cfg, 3) == JobLimits(total=3)
+    assert job_limits(cfg, None) == JobLimits(local=os.cpu_count() or 1, launched=7)
+
+
+def test_a_config_without_comparisons_has_nothing_to_check(tmp_path: Path) -> None:
+    path = tmp_path / "none.toml"
+    cfg = parse_config(replays("default", "paged", "materialized"), path)
+    with pytest.raises(UsageError) as err:
+        run_check(cfg, run_root=tmp_path, progress=False)
+    assert str(err.value) == f"{path} configures no [comparisons.*]: nothing to check"
+
+
+def test_a_check_says_when_it_started_and_how_long_it_took(tmp_path: Path) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    result = run_check(parse_config(_config(""), tmp_path / "t.toml"), run_root=tmp_path,
+                       progress=False, probes=False)
+    assert result.started_at is not None and result.duration_s is not None
+    started = datetime.fromisoformat(result.started_at)
+    assert started.tzinfo == UTC and "." not in result.started_at  # whole seconds, UTC
+    assert before <= started <= datetime.now(UTC)
+    assert 0 < result.duration_s < (datetime.now(UTC) - before).total_seconds() + 1
+
+
+def test_each_mutation_is_labelled_killed_survived_or_not_applied(tmp_path: Path) -> None:
+    killed = run_probe(parse_config(_config(""), tmp_path / "k.toml"),
+                       parse_config(_config(""), tmp_path / "k.toml").comparisons["lanes"],
+                       ["causal-mask"], run_root=tmp_path, progress=False)
+    assert [(m.result, m.killed_by, m.measures) for m in killed.mutations] == [
+        ("killed", "tokens", ("tokens", "logits"))]
+    blind_cfg = parse_config(replays("degenerate", "paged", "materialized") + LANES
+                             + replayed_mutations("degenerate", "materialized", "causal-mask"),
+                             tmp_path / "d.toml")
+    blind = run_probe(blind_cfg, blind_cfg.comparisons["lanes"], ["causal-mask"],
+                      run_root=tmp_path, progress=False)
+    assert [(m.result, m.killed_by) for m in blind.mutations] == [("SURVIVED", None)]
+    assert blind.survivors == ["causal-mask"] and blind.exit_code == ExitCode.UNINFORMATIVE
+    ignored_cfg = parse_config(replays("default", "paged", "materialized") + LANES,
+                               tmp_path / "i.toml")
+    ignored = run_probe(ignored_cfg, ignored_cfg.comparisons["lanes"], ["skip-kv-write"],
+                        run_root=tmp_path, progress=False)
+    assert [(m.result, m.applied, m.measures) for m in ignored.mutations] == [
+        ("NOT-APPLIED", False, ())]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -190,3 +191,143 @@ def test_relative_difference_leaves_out_zero_references() -> None:
     s = logit_stats(PairedRows(ids, np.array([[4.0, 0.5]]), ids, np.array([[2.0, 0.0]])))
     assert s.max_rel == 1.0  # |4 - 2| / 2; the pair with b == 0 has no relative difference
     assert s.max_abs == 2.0
+
+
+def mixed_rows() -> PairedRows:
+    """Rows of every kind: partly shared, narrower in A, one entry, disjoint, empty in both."""
+    ids_a = np.array([[1, 2, 3], [4, 5, -1], [7, -1, -1], [9, 10, 11], [-1, -1, -1]], np.int32)
+    va = np.array([[3.0, 2.0, 1.0], [5.0, 4.0, np.nan], [2.0, np.nan, np.nan], [1.0, 0.5, 0.25],
+                   [np.nan] * 3])
+    ids_b = np.array([[1, 3, 8], [4, 5, 6], [7, 8, -1], [20, 21, 22], [-1, -1, -1]], np.int32)
+    vb = np.array([[3.5, 1.0, 0.5], [5.0, 4.25, 1.0], [2.0, 1.0, np.nan], [1.0, 0.5, 0.25],
+                   [np.nan] * 3])
+    return PairedRows(ids_a, va, ids_b, vb)
+
+
+def test_every_figure_of_mixed_rows() -> None:
+    s = logit_stats(mixed_rows(), min_rows=3)
+    kls = [kl_shared({1: 3.0, 3: 1.0}, {1: 3.5, 3: 1.0}), kl_shared({4: 5.0, 5: 4.0}, {4: 5.0, 5: 4.25}),
+           kl_shared({7: 2.0}, {7: 2.0})]
+    mean = sum(kls) / 3
+    se = math.sqrt(sum((x - mean) ** 2 for x in kls) / 2) / math.sqrt(3)
+    top1 = wilson(3, 5)
+    got = s.to_json()
+    assert got == {
+        "rows": 5, "values": 5, "rows_disjoint": 2, "rows_nonfinite": 0, "max_abs": 0.5,
+        "p99_abs": pytest.approx(pct_linear([0.5, 0.0, 0.0, 0.25, 0.0], 99)),
+        "mean_abs": pytest.approx(0.15), "max_rel": 0.5 / 3.5,
+        "top1_agreement": 0.6, "top1_agreement_ci95": [top1.low, top1.high],
+        "top1_agreement_method": "wilson",
+        # |shared| / min(widths): 2/3, 2/2, 1/1, 0/3; the row with no entries has no width
+        "topk_overlap": pytest.approx((2 / 3 + 1 + 1 + 0) / 4),
+        "kl_rows": 3, "kl_mean": pytest.approx(mean, rel=1e-12),
+        "kl_mean_se": pytest.approx(se, rel=1e-9), "kl_max": pytest.approx(max(kls), rel=1e-12),
+        "significant": True, "min_rows": 3}
+    assert s.top1_same == 3
+    assert s.summary() == (
+        "logit stats: 5 row(s), max |d| 0.5, p99 0.49, mean 0.15, max rel 0.143, "
+        "top-1 same 0.6000 [0.2307, 0.8824], top-k overlap 0.6667, KL 0.00557 ± 0.00296, "
+        "2 disjoint")
+    # two rows with a divergence already have a standard error
+    two = logit_stats(PairedRows(*(x[:2] for x in (mixed_rows().ids_a, mixed_rows().vals_a,
+                                                   mixed_rows().ids_b, mixed_rows().vals_b))))
+    assert two.kl_rows == 2 and two.kl_mean_se is not None
+
+
+def test_summary_of_rows_with_nothing_shared_and_of_too_few_rows() -> None:
+    ids = np.array([[1, 2], [3, 4]], np.int32)
+    s = logit_stats(PairedRows(ids, np.ones((2, 2)), ids + 10, np.ones((2, 2))))
+    assert s.mean_abs is None and s.kl_mean is None and s.kl_rows == 0
+    assert s.summary() == (
+        "logit stats: 2 row(s), max |d| n/a, p99 n/a, mean n/a, max rel n/a, "
+        "top-1 same 0.0000 [0.0000, 0.6576], top-k overlap 0.0000, 2 disjoint "
+        "(not significant: under 100 rows)")
+    one = logit_stats(PairedRows(ids[:1], np.ones((1, 2)), ids[:1], np.ones((1, 2))))
+    assert one.summary() == (
+        "logit stats: 1 row(s), max |d| 0, p99 0, mean 0, max rel 0, top-1 same 1.0000 "
+        "[0.2065, 1.0000], top-k overlap 1.0000, KL 0 (not significant: under 100 rows)")
+
+
+def test_empty_pairs_give_no_figure() -> None:
+    z = np.zeros((0, 8))
+    s = logit_stats(PairedRows(z.astype(np.int32), z, z.astype(np.int32), z), min_rows=5)
+    assert s.to_json() == {
+        "rows": 0, "values": 0, "rows_disjoint": 0, "rows_nonfinite": 0, "max_abs": None,
+        "p99_abs": None, "mean_abs": None, "max_rel": None, "top1_agreement": None,
+        "top1_agreement_ci95": None, "top1_agreement_method": None, "topk_overlap": None,
+        "kl_rows": 0, "kl_mean": None, "kl_mean_se": None, "kl_max": None,
+        "significant": False, "min_rows": 5}
+
+
+def test_rows_past_one_block_add_up() -> None:
+    # more rows than one accumulation block: every count is the sum over the blocks
+    n = 2 * (1 << 15) + 7
+    ids = np.tile(np.array([[1, 2]], np.int32), (n, 1))
+    va = np.tile(np.array([[2.0, 1.0]]), (n, 1))
+    ids_b, vb = ids.copy(), va.copy()
+    ids_b[::1000] = [8, 9]  # disjoint
+    vb[5::1000, 1] = np.inf  # a non-finite shared value
+    ids_b[7::1000] = [2, 1]  # another top-1, the same values
+    vb[7::1000] = [1.0, 2.0]
+    vb[11::1000, 0] = 2.5
+    s = logit_stats(PairedRows(ids, va, ids_b, vb))
+    n_disjoint, n_inf, n_top1_off = len(range(0, n, 1000)), len(range(5, n, 1000)), len(range(7, n, 1000))
+    assert s.rows == n and s.rows_disjoint == n_disjoint and s.rows_nonfinite == n_inf
+    assert s.values == 2 * (n - n_disjoint) - n_inf
+    assert s.top1_same == n - n_disjoint - n_top1_off
+    assert s.topk_overlap == pytest.approx((n - n_disjoint) / n)
+    assert s.kl_rows == n - n_disjoint - n_inf
+    assert s.max_abs == 0.5 and s.mean_abs == pytest.approx(0.5 * len(range(11, n, 1000)) / s.values)
+
+
+def test_divergence_of_rows_far_apart_in_scale() -> None:
+    # one row near 1000, one near 0: each is normalised on its own maximum
+    ids = np.array([[1, 2], [3, 4]], np.int32)
+    vals = np.array([[1000.0, 999.0], [1.0, 0.0]])
+    s = logit_stats(PairedRows(ids, vals, ids, vals.copy()))
+    assert s.kl_rows == 2 and s.kl_mean == 0.0 and s.kl_max == 0.0
+
+
+def test_infinities_and_partial_lists_raise_no_warning() -> None:
+    ids = np.array([[1, 2, 3]], np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = logit_stats(PairedRows(ids, np.array([[np.inf, 2.0, 1.0]]), ids,
+                                   np.array([[np.inf, 2.0, 1.0]])))
+        part = logit_stats(PairedRows(ids, np.array([[3.0, 2.0, 1.0]]),
+                                      np.array([[1, 2, 9]], np.int32), np.array([[3.0, 2.5, 1.0]])))
+    assert s.rows_nonfinite == 1 and s.values == 2
+    assert part.values == 2 and part.kl_rows == 1
+    assert part.kl_mean == pytest.approx(kl_shared({1: 3.0, 2: 2.0}, {1: 3.0, 2: 2.5}), rel=1e-12)
+
+
+def test_wilson_bounds_are_exact_at_the_ends() -> None:
+    for n in (3, 6, 7, 12, 100):
+        assert wilson(0, n).low == 0.0 and wilson(n, n).high == 1.0
+
+
+def test_widened_pads_ids_with_minus_one_and_values_with_nan() -> None:
+    p = PairedRows(np.array([[4, 5]], np.int32), np.array([[1.0, 0.5]]),
+                   np.array([[4, 6, 7]], np.int32), np.array([[1.0, 0.5, 0.25]]))
+    w = p.widened()
+    assert w.ids_a.tolist() == [[4, 5, -1]] and w.ids_b.tolist() == [[4, 6, 7]]
+    assert w.vals_a[0, :2].tolist() == [1.0, 0.5] and np.isnan(w.vals_a[0, 2])
+    assert w.vals_b.tolist() == [[1.0, 0.5, 0.25]]
+    back = PairedRows(p.ids_b, p.vals_b, p.ids_a, p.vals_a).widened()
+    assert back.ids_b.tolist() == [[4, 5, -1]] and np.isnan(back.vals_b[0, 2])
+
+
+def test_take_pairs_rows_of_each_arm() -> None:
+    ids_a = np.array([[1, 2], [3, 4], [5, 6]], np.int32)
+    ids_b = np.array([[7, 8], [9, 10]], np.int32)
+    p = PairedRows.take(ids_a, ids_a * 1.5, np.array([2, 0]), ids_b, ids_b * 0.5, np.array([1, 1]))
+    assert p.ids_a.tolist() == [[5, 6], [1, 2]] and p.vals_a.tolist() == [[7.5, 9.0], [1.5, 3.0]]
+    assert p.ids_b.tolist() == [[9, 10], [9, 10]] and p.vals_b.tolist() == [[4.5, 5.0], [4.5, 5.0]]
+
+
+def test_overlap_is_over_the_narrower_list_of_each_row() -> None:
+    ids_a = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+    ids_b = np.array([[1, 2, -1], [4, 5, 6]], np.int32)
+    vals = np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    s = logit_stats(PairedRows(ids_a, vals, ids_b, np.where(ids_b >= 0, vals, np.nan)))
+    assert s.topk_overlap == 1.0  # row 1: both of B's two ids are A's

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from difftest.stats import PairedRows
-from difftest.tolerance import Tolerance, finite_max, judge_rows
+from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 
 def rows(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> PairedRows:
@@ -123,3 +125,132 @@ def test_nine_digits_are_exact_float32_values() -> None:
     assert r.diff[0] == ulp  # the exact float32 difference, not the decimal one
     assert not r.differs[0] and not r.unresolved[0]
     assert judge_rows(p, Tolerance(atol=ulp / 2), 9, 9).differs.tolist() == [True]
+
+
+def test_describe_names_each_tolerance_set() -> None:
+    assert Tolerance().describe() == "atol 0"
+    assert Tolerance(atol=1e-5).describe() == "atol 1e-05"
+    assert Tolerance(1e-5, 2e-4, floor=3.14159e-5).describe() == "atol 1e-05, rtol 0.0002, floor 3.14e-05"
+
+
+def test_rtol_finer_than_the_relative_quantum() -> None:
+    # 6 digits: the relative quantum is 1e-5; 8e-6 is below it
+    assert Tolerance(rtol=8e-6).finer_than(1e-4, 6)
+    assert not Tolerance(rtol=8e-6).finer_than(1e-4, 7)  # relative quantum 1e-6
+
+
+def test_bound_of_an_infinite_reference_raises_no_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = Tolerance(atol=1e-3).bound(np.array([np.inf, 2.0]))
+    assert np.isnan(b[0]) and b[1] == 1e-3
+
+
+def test_equal_infinities_and_one_sided_nan_raise_no_warning() -> None:
+    p = rows([[(1, float("inf")), (2, float("nan"))]], [[(1, float("inf")), (2, 1.0)]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for tol in (Tolerance(), Tolerance(atol=0.5)):
+            r = judge_rows(p, tol, 6, 6)
+            assert r.differs.tolist() == [True] and r.exceed.tolist() == [1]
+
+
+def test_a_nine_digit_print_beyond_float32_is_its_infinity_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = exact_values(np.array([1e39, -1e39, 13.8412075]), 9)
+    assert got[0] == np.inf and got[1] == -np.inf
+    assert got[2] == float(np.float32(13.8412075)) and got[2] != 13.8412075
+    # fewer digits, or unknown digits: the values as printed
+    assert exact_values(np.array([13.8412075]), 6).tolist() == [13.8412075]
+    assert exact_values(np.array([13.8412075]), None).tolist() == [13.8412075]
+
+
+def test_token_id_zero_is_an_id() -> None:
+    p = rows([[(0, 5.0), (3, 4.0)]], [[(0, 5.25), (4, 4.0)]])
+    r = judge_rows(p, Tolerance(atol=0.1), None, None)
+    assert r.disjoint.tolist() == [False] and r.diff.tolist() == [0.25]
+    assert r.values.tolist() == [1] and r.exceed.tolist() == [1]
+
+
+def test_counts_and_flags_are_per_row() -> None:
+    # row 0: one quantum; row 1: three and two quanta; row 2: equal
+    a = [[(1, 2.87758), (2, 1.5)], [(1, 2.87760), (2, 1.50002)], [(1, 2.87758), (2, 1.5)]]
+    b = [[(1, 2.87757), (2, 1.5)], [(1, 2.87757), (2, 1.5)], [(1, 2.87758), (2, 1.5)]]
+    p = rows(a, b)
+    bit = judge_rows(p, Tolerance(), 6, 6)
+    assert bit.differs.tolist() == [True, True, False]
+    assert bit.one_quantum.tolist() == [True, False, False]
+    assert bit.exceed.tolist() == [1, 2, 0] and bit.values.tolist() == [2, 2, 2]
+    assert bit.diff.tolist() == [1e-5, 3e-5, 0.0]  # snapped: not 3.0000000000000004e-05
+    assert bit.unresolved.tolist() == [False] * 3
+    # atol of half a quantum: row 0 (one quantum) cannot be decided, both values of row 1 are
+    # certainly above it, row 2 (equal prints) is equal
+    tol = judge_rows(p, Tolerance(atol=5e-6), 6, 6)
+    assert tol.differs.tolist() == [False, True, False]
+    assert tol.unresolved.tolist() == [True, False, False]
+    assert tol.exceed.tolist() == [0, 2, 0] and tol.values.tolist() == [2, 2, 2]
+    assert tol.one_quantum.tolist() == [False] * 3
+    # two quanta apart are more than one quantum
+    two = rows([[(1, 2.87759)]], [[(1, 2.87757)]])
+    assert judge_rows(two, Tolerance(), 6, 6).one_quantum.tolist() == [False]
+
+
+def test_equal_prints_are_never_unresolved() -> None:
+    p = rows([[(1, 2.87757)]], [[(1, 2.87757)]])
+    r = judge_rows(p, Tolerance(atol=1e-6), 6, 6)  # finer than the quantum
+    assert r.differs.tolist() == [False] and r.unresolved.tolist() == [False]
+
+
+@pytest.mark.parametrize("digits", [(6, 6), (5, 6), (6, 5)])
+def test_quanta_of_one_and_above_snap_on_their_own_grid(digits: tuple[int, int]) -> None:
+    # 6 digits: 1234560 has a quantum of 10, 123457 of 1; 5 digits: 1234600 of 100
+    p = rows([[(1, 1234580.0), (2, 123458.0)]], [[(1, 1234560.0), (2, 123456.0)]])
+    r = judge_rows(p, Tolerance(), *digits)
+    assert r.diff.tolist() == [20.0] and r.exceed.tolist() == [2]
+
+
+def test_two_quanta_are_one_grid_only_when_both_are_printed() -> None:
+    # 10.0001 (quantum 1e-4) against 9.99995 (quantum 1e-5): the finer grid, 1.5e-4
+    p = rows([[(1, 10.0001)]], [[(1, 9.99995)]])
+    assert judge_rows(p, Tolerance(), 6, 6).diff.tolist() == [1.5e-4]
+    assert judge_rows(p, Tolerance(atol=1e-4), 6, 6).unresolved.tolist() == [True]
+
+
+@pytest.mark.parametrize("exact_side", ["a", "b"])
+def test_an_exact_value_against_a_printed_one_is_taken_on_the_printed_grid(exact_side: str) -> None:
+    # 2.877574 known exactly (unknown digits) against 2.87757 printed to 6 digits: the
+    # difference 4e-6 is taken on the printed value's grid (1e-5), where it is 0; 6e-6 is 1e-5
+    exact, printed = [[(1, 2.877574)], [(1, 2.877576)]], [[(1, 2.87757)], [(1, 2.87757)]]
+    p = rows(exact, printed) if exact_side == "a" else rows(printed, exact)
+    digits = (None, 6) if exact_side == "a" else (6, None)
+    assert judge_rows(p, Tolerance(atol=5e-6), *digits).diff.tolist() == [0.0, 1e-5]
+
+
+@pytest.mark.parametrize("zero_side", ["a", "b"])
+def test_zero_is_printed_exactly(zero_side: str) -> None:
+    # 0 has no rounding: against 0.5 (quantum 1e-6) the difference is 0.5 give or take 5e-7
+    z, v = [[(1, 0.0)]], [[(1, 0.5)]]
+    p = rows(z, v) if zero_side == "a" else rows(v, z)
+    r = judge_rows(p, Tolerance(atol=0.4999), 6, 6)
+    assert r.differs.tolist() == [True] and r.unresolved.tolist() == [False]
+
+
+def test_rows_without_top_lists() -> None:
+    empty = np.zeros((2, 0))
+    p = PairedRows(empty.astype(np.int32), empty, empty.astype(np.int32), empty)
+    for tol in (Tolerance(), Tolerance(atol=1.0)):
+        r = judge_rows(p, tol, 6, 6)
+        assert np.isnan(r.diff).all() and r.diff.shape == (2,)
+        for flags in (r.differs, r.disjoint, r.unresolved, r.one_quantum):
+            assert flags.dtype == bool and flags.tolist() == [False, False]
+        for counts in (r.exceed, r.values):
+            assert counts.dtype == np.int64 and counts.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("tol", [Tolerance(), Tolerance(atol=1e-3)])
+def test_flags_are_boolean_and_counts_integers(tol: Tolerance) -> None:
+    r = judge_rows(rows([[(1, 1.0)]], [[(1, 1.5)]]), tol, 6, 6)
+    for flags in (r.differs, r.disjoint, r.unresolved, r.one_quantum):
+        assert flags.dtype == bool
+    assert r.exceed.dtype.kind == "i" and r.values.dtype.kind == "i"
