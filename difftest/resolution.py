@@ -61,10 +61,13 @@ def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndar
     """|a - b| of two printed values on the grid of the finer of their quanta: the one
     definition of a logit difference, for the tolerance and the statistics alike. The decimal
     subtraction `2.87758 - 2.87757` is 1.0000000000065e-05 in float64, an artefact of the
-    subtraction, not of the engines; on the grid it is 1e-05."""
+    subtraction, not of the engines; on the grid it is 1e-05. When one value is exact (quantum
+    0) there is no grid: the difference of 2.877574 and a printed 2.87757 lies anywhere in
+    [0, 9e-06], and snapping its 4e-06 onto the printed grid (to 0) would call it equal; the
+    printed value's half quantum is the tolerance's to account for."""
     with np.errstate(invalid="ignore"):
         d: np.ndarray = np.abs(a - b)
-    fine = np.where((qa > 0) & (qb > 0), np.minimum(qa, qb), np.maximum(qa, qb))
+    fine = np.minimum(qa, qb)
     with np.errstate(invalid="ignore"):
         grid = np.isfinite(fine) & (fine > 0) & np.isfinite(d)
         dq, qq = d[grid], fine[grid]

@@ -1,7 +1,8 @@
 """One size per name across the outputs: a 6-digit arm against a 9-digit one. The JSON's
 `max_abs_logit_diff` and `logit_stats.max_abs` are one figure (differences on the grid of the
-finer printed quantum, as the tolerance takes them), and a row the printed resolution cannot
-judge is marked `unresolved` in the CSV and the HTML instead of looking equal."""
+finer printed quantum, none when one side is exact, as the tolerance takes them), and a row
+the printed resolution cannot judge is marked `unresolved` in the CSV and the HTML instead of
+looking equal."""
 
 from __future__ import annotations
 
@@ -28,19 +29,21 @@ def _report(tmp_path: Path, atol: float) -> ComparisonReport:
 
 
 def test_max_abs_logit_diff_and_the_statistics_give_one_size(tmp_path: Path) -> None:
-    # 2.87761 - 2.87757934 is 3.066e-05 in float64; the 6-digit print resolves 1e-05 steps
+    # The 9-digit print names one float32 exactly (2.8775794506...); against the 6-digit
+    # 2.87761 the difference is 3.0549e-05, known to the printed half quantum (5e-06): with one
+    # side exact there is no grid to snap to, and both outputs give the same figure.
     data = to_dict(_report(tmp_path, atol=2.7e-5))
-    assert data["max_abs_logit_diff"] == 3e-05
-    assert data["logit_stats"]["max_abs"] == 3e-05  # type: ignore[index]
+    assert data["max_abs_logit_diff"] == 3.0549392699974476e-05
+    assert data["logit_stats"]["max_abs"] == 3.0549392699974476e-05  # type: ignore[index]
 
 
 def test_an_unresolved_row_is_marked_in_the_csv_and_the_html(tmp_path: Path) -> None:
-    """|d| = 3e-05 +- 5e-06 against atol 2.7e-05: above or below, the print cannot say."""
+    """|d| = 3.05e-05 +- 5e-06 against atol 2.7e-05: above or below, the print cannot say."""
     rep = _report(tmp_path, atol=2.7e-5)
     assert to_dict(rep)["logit_rows_unresolved"] == 1
     rows = list(csv.DictReader(io.StringIO(csv_text(rep))))
     assert [(r["row"], r["status"], r["abs_logit_diff"], r["logits"]) for r in rows] == [
-        ("1", "same", "3e-05", "unresolved"), ("2", "same", "0", "same")]
+        ("1", "same", "3.05493927e-05", "unresolved"), ("2", "same", "0", "same")]
     html = render_comparison(rep)
     assert "<p>1 differing or unresolved row(s).</p>" in html
     assert ('<tr><td>r</td><td class="n">1</td><td class="n">1</td><td class="n">5</td>'

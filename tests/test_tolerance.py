@@ -218,13 +218,17 @@ def test_two_quanta_are_one_grid_only_when_both_are_printed() -> None:
 
 
 @pytest.mark.parametrize("exact_side", ["a", "b"])
-def test_an_exact_value_against_a_printed_one_is_taken_on_the_printed_grid(exact_side: str) -> None:
-    # 2.877574 known exactly (unknown digits) against 2.87757 printed to 6 digits: the
-    # difference 4e-6 is taken on the printed value's grid (1e-5), where it is 0; 6e-6 is 1e-5
+def test_an_exact_value_against_a_printed_one_is_not_snapped_to_the_printed_grid(
+        exact_side: str) -> None:
+    # 2.877574 known exactly (unknown digits) against 2.87757 printed to 6 digits: the true
+    # difference lies in [0, 9e-6]. Snapped onto the printed grid (1e-5) its 4e-6 would be 0 and
+    # pass atol 5e-6; unsnapped it is 4e-6 +- 5e-6: unresolved, and so is 6e-6 +- 5e-6.
     exact, printed = [[(1, 2.877574)], [(1, 2.877576)]], [[(1, 2.87757)], [(1, 2.87757)]]
     p = rows(exact, printed) if exact_side == "a" else rows(printed, exact)
     digits = (None, 6) if exact_side == "a" else (6, None)
-    assert judge_rows(p, Tolerance(atol=5e-6), *digits).diff.tolist() == [0.0, 1e-5]
+    r = judge_rows(p, Tolerance(atol=5e-6), *digits)
+    assert r.diff.tolist() == [abs(2.877574 - 2.87757), abs(2.877576 - 2.87757)]
+    assert r.unresolved.tolist() == [True, True] and r.differs.tolist() == [False, False]
 
 
 @pytest.mark.parametrize("zero_side", ["a", "b"])
