@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -165,6 +166,14 @@ def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
     return Decision(kind, inst, token_flips)
 
 
+T = TypeVar("T")
+
+
+def _per_arm(names: tuple[str, str], pair: tuple[T, T]) -> tuple[tuple[str, T], tuple[str, T]]:
+    """Each arm's name with its item (two arms, always)."""
+    return (names[0], pair[0]), (names[1], pair[1])
+
+
 SHOWN_FINDINGS = 3  # findings quoted per arm in the reasons; the JSON report lists all
 
 
@@ -172,7 +181,7 @@ def stream_break_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     """Per arm, the parser findings that break its stream, quoted with file and line (the
     JSON report lists every finding, as `audit` does)."""
     out: list[str] = []
-    for name, breaks in zip(names, cmp.stream_breaks, strict=True):
+    for name, breaks in _per_arm(names, cmp.stream_breaks):
         if breaks:
             more = (f" (and {len(breaks) - SHOWN_FINDINGS} more)"
                     if len(breaks) > SHOWN_FINDINGS else "")
@@ -185,7 +194,7 @@ def stream_break_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
 def other_finding_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     """Per arm, a count of the parser findings that leave the stream whole."""
     out: list[str] = []
-    for name, found in zip(names, (cmp.findings_a, cmp.findings_b), strict=True):
+    for name, found in _per_arm(names, (cmp.findings_a, cmp.findings_b)):
         rest = [f for f in found if not f.kind.breaks_stream]
         if rest:
             kinds = sorted({f.kind.value for f in rest})
@@ -275,7 +284,7 @@ def _conclusion(d: Decision, expect: Expect, min_differing: int, audit_a: TraceA
 
 
 def _broken(names: tuple[str, str], cmp: Comparison) -> str:
-    arms = " and ".join(n for n, b in zip(names, cmp.stream_breaks, strict=True) if b)
+    arms = " and ".join(n for n, b in _per_arm(names, cmp.stream_breaks) if b)
     return (f"no verdict: the trace of {arms} is not a whole record of what the engine did (see "
             "the findings above), so what was compared may be the gap; fix the trace and compare "
             "again")
@@ -297,7 +306,7 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
     """The verdict of one comparison whose arms both ran."""
     th = thresholds or AuditThresholds()
     expect = Expect(expect)
-    for name, au in zip(names, (audit_a, audit_b), strict=True):
+    for name, au in _per_arm(names, (audit_a, audit_b)):
         if au.blocks == 0:
             return arm_failed([ArmFailure(
                 name, "printed no drafted blocks (is VT_SPEC_TRACE set in its environment, and "

@@ -161,3 +161,61 @@ def test_compare_json_lists_each_arms_findings_as_audit_does(tmp_path: Path) -> 
     # `audit` gives the same records
     assert to_dict(report)["arms"][1]["trace_findings"] == [  # type: ignore[index]
         f.to_json() for f in api.audit(b).trace.findings]
+
+
+def test_many_breaks_in_both_arms_are_quoted_three_at_a_time_and_counted() -> None:
+    """Four lines not read in each arm: three quoted, the fourth counted, both arms named."""
+    lines = [f"[SPECTRACE] req=a pos={p}" for p in (8, 9)] + \
+        [f"[SPECTRACE] req=b pos={p}" for p in (9, 10)]
+    a_text, b_text = (DATA / "agree_a.log").read_text(), _agree_b()
+    for head in lines:
+        a_text, b_text = a_text.replace(head, "0: " + head), b_text.replace(head, "0: " + head)
+    a, b = parse_text(a_text, "a.log"), parse_text(b_text, "b.log")
+    v = judge(compare(a, b), audit_trace(a), audit_trace(b), names=NAMES)
+    for reason, name, arm in zip(v.reasons[:2], NAMES, (a, b), strict=True):
+        breaks = [f for f in arm.findings if f.kind.breaks_stream]
+        assert len(breaks) > 4
+        assert reason == (f"{name}: {len(breaks)} trace finding(s) break the stream (a line not "
+                          "read, a step out of place, or a step traced twice differently): "
+                          + "; ".join(str(f) for f in breaks[:3])
+                          + f" (and {len(breaks) - 3} more)")
+    assert v.reasons[-1] == NO_VERDICT.replace("materialized", "paged and materialized")
+
+
+def test_exactly_three_breaks_are_quoted_without_a_count() -> None:
+    b_text = _agree_b()
+    for head in ("[SPECTRACE] req=a pos=8", "[spec-logits] req=b pos=9 row=2"):
+        b_text = b_text.replace(head, "0: " + head)
+    b = parse_text(b_text, "b.log")
+    breaks = [f for f in b.findings if f.kind.breaks_stream]
+    assert len(breaks) == 3, breaks  # two lines not read, one step out of place
+    _, v = _judge(b_text)
+    assert v.reasons[0] == BREAKS.format(n=3) + "; ".join(str(f) for f in breaks)
+
+
+def test_other_findings_are_counted_by_kind_and_only_those_that_leave_the_stream_whole() -> None:
+    line = "[SPECTRACE] req=b pos=9 k=3 ns=1 acc=0 draft=[ 7 8 9 ] emit=[ 10 ]"
+    text = _agree_b().replace(line, f"{line}\n{line}") + "vt: scratch buffer too small\n" + \
+        "[spec-logits] req=z pos=1 row=0 top=[ 1:1 ]"  # row 0, one entry, no final newline
+    b, v = _judge(text)
+    kinds = sorted({f.kind.value for f in b.findings})
+    assert kinds == ["invariant", "repeat", "truncated"]
+    assert v.reasons[-1] == (f"materialized: {len(b.findings)} other trace finding(s) "
+                             "(invariant, repeat, truncated), none of which breaks the "
+                             "stream (listed in the JSON report)")
+
+
+def test_a_draft_length_difference_alone_is_a_token_flip_that_counts() -> None:
+    """One step where B drafted one token more: a difference under `same`, and under `differ`
+    the one flip `min_differing = 1` asks for."""
+    line = "[SPECTRACE] req=b pos=9 k=3 ns=1 acc=0 draft=[ 7 8 9 ] emit=[ 10 ]"
+    longer = "[SPECTRACE] req=b pos=9 k=4 ns=1 acc=0 draft=[ 7 8 9 5 ] emit=[ 10 ]"
+    a = parse_trace(DATA / "agree_a.log")
+    b = parse_text(_agree_b().replace(line, longer), "b.log")
+    cmp = compare(a, b)
+    assert (cmp.blocks_differing, cmp.blocks_near_tie, cmp.draft_length_blocks) == (0, 0, 1)
+    same = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES)
+    assert (same.verdict, same.exit_code) == (VerdictKind.DIFFER, ExitCode.DIFFER)
+    differ = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES,
+                   expect="differ", min_differing=1)  # type: ignore[arg-type]
+    assert (differ.verdict, differ.passed) == (VerdictKind.DIFFER, True)
