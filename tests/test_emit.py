@@ -204,3 +204,79 @@ def test_declare_fills_in_an_undeclared_kind_and_refuses_a_contradiction() -> No
     with pytest.raises(ValueError, match="already declared sequential"):
         tracer.declare(DraftingKind.BLOCK)
     assert parse_text(buf.getvalue()).drafting is DraftingKind.SEQUENTIAL
+
+
+def test_the_header_alone_once_and_only_when_tracing() -> None:
+    for level, drafting, want in ((1, "block", ["[spec-drafting] kind=block"]),
+                                  (0, "block", []), (1, None, [])):
+        buf = io.StringIO()
+        tracer = Tracer(level=level, file=buf, drafting=drafting)
+        tracer.header()
+        tracer.header()
+        assert buf.getvalue().splitlines() == want
+        tracer.step("r0", 0, [3], [3, 4])
+        assert sum(line.startswith("[spec-drafting]") for line in buf.getvalue().splitlines()) \
+            == len(want)
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf)
+    tracer.header()  # nothing declared: no header, and a kind learnt later is not printed
+    tracer.declare("sequential")
+    tracer.step("r0", 0, [3], [3, 4])
+    assert not buf.getvalue().startswith("[spec-drafting]")
+
+
+def test_every_line_of_a_step_as_printed() -> None:
+    buf = io.StringIO()
+    logits = np.array([[0.5, 2.25, -1.0] + [0.0] * 7, [3.0, 1.0, 2.0] + [-5.0] * 7],
+                      dtype=np.float32)
+    Tracer(level=3, file=buf).step("r0", 3, [1, 0], [1, 0, 2], logits)
+    assert buf.getvalue().splitlines() == [
+        "[spec-propose] rows=1 nqpr=3 drafts/row=2 first=[1 0 ]",
+        "[spec-logits] req=r0 pos=3 row=1 top=[ 1:2.25 0:0.5 3:0 4:0 5:0 6:0 7:0 8:0 ]",
+        "[spec-logits] req=r0 pos=3 row=2 top=[ 0:3 2:2 1:1 3:-5 4:-5 5:-5 6:-5 7:-5 ]",
+        "[SPECTRACE] req=r0 pos=3 k=2 ns=3 acc=2 draft=[ 1 0 ] emit=[ 1 0 2 ]"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"level": True}, "level must be an integer >= 0, got True"),
+    ({"level": "1"}, "level must be an integer >= 0, got '1'"),
+    ({"level": -1}, "level must be an integer >= 0, got -1"),
+    ({"top_k": True}, "top_k must be an integer >= 2 (the margin needs two), got True"),
+    ({"top_k": 2.5}, "top_k must be an integer >= 2 (the margin needs two), got 2.5"),
+    ({"drafting": "tree"}, "drafting: 'tree' is not one of block, sequential"),
+])
+def test_bad_settings_are_named_exactly(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        Tracer(**{"level": 1, **kwargs})  # type: ignore[arg-type]
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda t: t.step("r0", True, [1], [1]), "pos: expected an integer, got True"),
+    (lambda t: t.step("r0", "3", [1], [1]), "pos: expected an integer, got '3'"),
+    (lambda t: t.step("r0", 0, [1], [2**31]), "emitted[0]: token id 2147483648 is outside int32"),
+    (lambda t: t.step("r0", 0, [1], [-(2**31) - 1]), "emitted[0]: token id -2147483649 is outside int32"),
+    (lambda t: t.step("r0", 0, [1], [1], logits=np.zeros((1, 1))),
+     "logits: vocab of 1 leaves no margin (need 2)"),
+])
+def test_bad_steps_are_named_exactly(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError) as err:
+        call(Tracer(level=3, file=io.StringIO()))
+    assert str(err.value) == message
+
+
+def test_ids_at_the_int32_edges_arrays_and_integral_floats_are_written() -> None:
+    buf = io.StringIO()
+    Tracer(level=1, file=buf).step("r0", np.int64(4), np.array([-(2**31), 2**31 - 1]),
+                                   [-(2**31), 7.0])
+    assert buf.getvalue().splitlines()[-1] == (
+        "[SPECTRACE] req=r0 pos=4 k=2 ns=2 acc=1 draft=[ -2147483648 2147483647 ] "
+        "emit=[ -2147483648 7 ]")
+
+
+def test_top_pairs_of_a_row_exactly_k_wide_and_of_nan_only() -> None:
+    row = np.array([2.0, 5.0, 1.0], dtype=np.float32)
+    assert top_pairs(row, 3) == [(1, 5.0), (0, 2.0), (2, 1.0)]
+    assert top_pairs(row, 2) == [(1, 5.0), (0, 2.0)]
+    nan = np.array([np.nan, 1.0, np.nan, 0.5], dtype=np.float32)
+    assert [i for i, _ in top_pairs(nan, 2)] == [1, 3]
