@@ -120,3 +120,59 @@ def test_each_mutation_is_labelled_killed_survived_or_not_applied(tmp_path: Path
                         run_root=tmp_path, progress=False)
     assert [(m.result, m.applied, m.measures) for m in ignored.mutations] == [
         ("NOT-APPLIED", False, ())]
+
+
+def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
+        tmp_path: Path) -> None:
+    """What a check hands each comparison and each probe: the run directory under run_root,
+    the config's thresholds, its arm names as configured, and the reruns noise_runs asks for."""
+    from difftest.audit import AuditThresholds
+
+    config = (replays("default", "paged", "materialized") + LANES.replace(
+        'probe = [', 'noise_runs = 2\nprobe = [')
+        + replayed_mutations("default", "materialized", "causal-mask", "skip-kv-write",
+                             "stale-seq-lens") + STRICT)
+    cfg = parse_config(config, tmp_path / "c.toml")
+    runs = tmp_path / "runs"
+    result = run_check(cfg, run_root=runs, progress=False, jobs=1)
+    th = AuditThresholds(min_distinct_ids=100000, min_entropy_bits=0.5, max_blind_radius=2.0)
+    assert result.run_dir is not None and result.run_dir.parent == runs
+    assert result.run_dir.name.endswith("-check")
+    rep = result.reports[0]
+    assert (rep.name, rep.thresholds, rep.run_dir) == ("lanes", th, result.run_dir)
+    assert (rep.arm_a.name, rep.arm_b.name) == ("paged", "materialized")
+    assert rep.comparison is not None and rep.comparison.logits is not None
+    assert rep.comparison.logits.floor is not None
+    probe = result.probes["lanes"]
+    assert (probe.comparison, probe.arm_a, probe.arm_b, probe.run_dir) == (
+        "lanes", "paged", "materialized", result.run_dir)
+    for m in probe.mutations:
+        assert (m.report.name, m.report.thresholds, m.report.run_dir) == (
+            f"lanes/{m.name}", th, result.run_dir)
+        assert m.report.arm_b.name == f"materialized+{m.name}"
+        assert m.report.comparison is not None and m.report.comparison.logits is not None
+        assert m.report.comparison.logits.floor is not None
+    arms = _meta(result.run_dir)["arms"]
+    assert sorted(arms) == sorted([  # type: ignore[arg-type]
+        "paged", "materialized", "materialized+causal-mask", "materialized+skip-kv-write",
+        "materialized+stale-seq-lens", "paged#run2"])
+
+
+def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> None:
+    from difftest.audit import AuditThresholds
+
+    config = (replays("default", "paged", "materialized") + LANES.replace(
+        'probe = [', 'noise_runs = 2\nprobe = [')
+        + replayed_mutations("default", "materialized", "causal-mask", "skip-kv-write",
+                             "stale-seq-lens") + STRICT)
+    cfg = parse_config(config, tmp_path / "p.toml")
+    runs = tmp_path / "runs"
+    p = run_probe(cfg, cfg.comparisons["lanes"], None, run_root=runs, progress=False)
+    th = AuditThresholds(min_distinct_ids=100000, min_entropy_bits=0.5, max_blind_radius=2.0)
+    assert p.run_dir is not None and p.run_dir.parent == runs
+    assert [m.name for m in p.mutations] == ["causal-mask", "skip-kv-write", "stale-seq-lens"]
+    assert (p.baseline.thresholds, p.baseline.comparison is not None) == (th, True)
+    assert p.baseline.comparison.logits.floor is not None  # type: ignore[union-attr]
+    for m in p.mutations:
+        assert (m.report.thresholds, m.report.run_dir) == (th, p.run_dir)
+    assert "paged#run2" in _meta(p.run_dir)["arms"]  # type: ignore[operator]
