@@ -134,7 +134,9 @@ def test_a_logit_row_traced_twice_differently_leaves_no_verdict() -> None:
     row = "[spec-logits] req=b pos=9 row=2 top=[ 8:5.1 18:5.07 123:4 124:3.5 ]"
     assert row in _agree_b()
     same, v = _judge(_agree_b().replace(row, f"{row}\n{row}"))
-    assert [f.kind for f in same.findings] == [FindingKind.REPEAT]
+    assert [(f.line, f.kind, f.message) for f in same.findings] == [
+        (20, FindingKind.REPEAT, "[spec-logits] req=b pos=9 row=2: traced again (first at line "
+         "19), identically: harmless, one of them is compared")]
     assert v.verdict is VerdictKind.AGREE
     # the first copy (the one compared) agrees with the other arm; the second does not
     _, v = _judge(_agree_b().replace(row, f"{row}\n{row.replace('8:5.1 ', '8:5.2 ')}"))
@@ -219,3 +221,21 @@ def test_a_draft_length_difference_alone_is_a_token_flip_that_counts() -> None:
     differ = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES,
                    expect="differ", min_differing=1)  # type: ignore[arg-type]
     assert (differ.verdict, differ.passed) == (VerdictKind.DIFFER, True)
+
+
+@pytest.mark.parametrize("pure", READERS)
+def test_repeats_are_found_across_requests_positions_and_rows(pure: bool) -> None:
+    """Only a copy of the same (request, pos, row) is a repeat: rows of other requests,
+    positions or row numbers with the same values are not, and a third copy names the first."""
+    rows = ["[spec-logits] req=a pos=1 row=1 top=[ 3:2 4:1 ]",
+            "[spec-logits] req=b pos=1 row=1 top=[ 3:2 4:1 ]",
+            "[spec-logits] req=a pos=2 row=1 top=[ 3:2 4:1 ]",
+            "[spec-logits] req=a pos=1 row=2 top=[ 3:2 4:1 ]",
+            "[spec-logits] req=a pos=1 row=1 top=[ 3:2 4:1 ]",
+            "[spec-logits] req=a pos=1 row=1 top=[ 3:2 4:0.5 ]"]
+    t = parse_text("\n".join(rows) + "\n", "t.log", pure=pure)
+    assert [(f.line, f.kind.value) for f in t.findings] == [
+        (5, "repeat"), (6, "conflicting-repeat")]
+    assert all("(first at line 1)" in f.message for f in t.findings)
+    assert "[spec-logits] req=a pos=1 row=1:" in t.findings[1].message
+

@@ -443,16 +443,10 @@ class TraceBuilder:
         arm contradicts itself there."""
         if len(lg) < 2:
             return
-        rows = int(lg.row.max()) + 1 if int(lg.row.min()) >= 0 else 0
-        if rows and len(self.requests) * (int(lg.pos.max()) + 1) * rows < 2**63:
-            key = (lg.req.astype(np.int64) * (int(lg.pos.max()) + 1) + lg.pos) * rows + lg.row
-            order = np.argsort(key, kind="stable")  # rows are in file order
-            same_key = key[order][1:] == key[order][:-1]
-        else:
-            order = np.lexsort((lg.line, lg.row, lg.pos, lg.req))
-            same_key = ((lg.req[order][1:] == lg.req[order][:-1])
-                        & (lg.pos[order][1:] == lg.pos[order][:-1])
-                        & (lg.row[order][1:] == lg.row[order][:-1]))
+        order = np.lexsort((lg.line, lg.row, lg.pos, lg.req))  # copies in file order
+        same_key = ((lg.req[order][1:] == lg.req[order][:-1])
+                    & (lg.pos[order][1:] == lg.pos[order][:-1])
+                    & (lg.row[order][1:] == lg.row[order][:-1]))
         again = np.flatnonzero(same_key) + 1
         first = 0
         vals = np.ascontiguousarray(lg.top_vals).view(np.uint64)
