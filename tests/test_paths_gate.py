@@ -176,3 +176,30 @@ def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> 
     for m in p.mutations:
         assert (m.report.thresholds, m.report.run_dir) == (th, p.run_dir)
     assert "paged#run2" in _meta(p.run_dir)["arms"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("b", "measures"), [
+    ("agree_b.log", []), ("differ_b.log", ["tokens", "logits"]), ("diverge_b.log", ["emitted"]),
+    ("logitonly_b.log", ["logits"]), ("propose_b.log", ["tokens"]),
+])
+def test_what_a_kill_is_measured_by(b: str, measures: list[str]) -> None:
+    import difftest
+    from difftest.gate import _measures
+
+    data = Path(__file__).parent / "data" / "compare"
+    assert _measures(difftest.compare_traces(data / "agree_a.log", data / b)) == measures
+
+
+def test_a_failed_mutated_arm_is_measured_as_arm_failed(tmp_path: Path) -> None:
+    from difftest.gate import _measures, _not_applied
+
+    cfg = parse_config(_config("") + '[arms.crash]\ncommand = ["false"]\n'
+                       '[comparisons.crash]\narm_a = "paged"\narm_b = "crash"\n',
+                       tmp_path / "c.toml")
+    result = run_check(cfg, ["crash", "lanes"], run_root=tmp_path, progress=False, probes=False)
+    crashed, lanes = result.reports
+    assert _measures(crashed) == ["arm-failed"]
+    # a mutated arm that failed, or a baseline whose B failed, is never "not applied"
+    assert not _not_applied(lanes, crashed.arm_b)
+    assert not _not_applied(crashed, lanes.arm_b)
+    assert _not_applied(lanes, lanes.arm_b)  # B printed exactly what B printed
