@@ -280,3 +280,11 @@ def test_top_pairs_of_a_row_exactly_k_wide_and_of_nan_only() -> None:
     assert top_pairs(row, 2) == [(1, 5.0), (0, 2.0)]
     nan = np.array([np.nan, 1.0, np.nan, 0.5], dtype=np.float32)
     assert [i for i, _ in top_pairs(nan, 2)] == [1, 3]
+
+
+def test_a_kind_given_at_construction_is_kept_when_an_adapter_declares_another() -> None:
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf, drafting="block")
+    tracer.declare("sequential")
+    tracer.step("r0", 0, [3], [3, 4])
+    assert buf.getvalue().splitlines()[0] == "[spec-drafting] kind=block"
