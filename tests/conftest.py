@@ -110,3 +110,14 @@ def each_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv(PURE_ENV, "1" if reader == "pure" else "0")
     return reader
 
+
+def verify_line(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
+    """A `[SPECTRACE]` line as the producer prints it (acc = ns - 1)."""
+    return (f"[SPECTRACE] req={req} pos={pos} k={len(draft)} ns={len(emit)} acc={len(emit) - 1} "
+            f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
+
+
+def logits_line(req: str, pos: int, row: int, top: list[tuple[int, str]]) -> str:
+    """A `[spec-logits]` line with the values spelled as given."""
+    cells = " ".join(f"{i}:{x}" for i, x in top)
+    return f"[spec-logits] req={req} pos={pos} row={row} top=[ {cells} ]"

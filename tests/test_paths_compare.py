@@ -16,18 +16,12 @@ from difftest.compare import STATUS_NAMES, Comparison, FirstLogitDifference, com
 from difftest.kinds import VerdictKind
 from difftest.trace import parse_lines
 from difftest.verdict import Verdict, judge
+from conftest import logits_line, verify_line
 
 Row = tuple[str, int, int, int, int, str, float, bool]
 
 
-def _verify(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
-    return (f"[SPECTRACE] req={req} pos={pos} k={len(draft)} ns={len(emit)} acc={len(emit) - 1} "
-            f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
-
-
-def _logits(req: str, pos: int, row: int, top: list[tuple[int, str]]) -> str:
-    cells = " ".join(f"{i}:{x}" for i, x in top)
-    return f"[spec-logits] req={req} pos={pos} row={row} top=[ {cells} ]"
+_verify, _logits = verify_line, logits_line
 
 
 def _run(a: list[str], b: list[str], **kw: float) -> tuple[Comparison, Verdict]:

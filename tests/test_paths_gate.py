@@ -128,10 +128,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
     the config's thresholds, its arm names as configured, and the reruns noise_runs asks for."""
     from difftest.audit import AuditThresholds
 
-    config = (replays("default", "paged", "materialized") + LANES.replace(
-        'probe = [', 'noise_runs = 2\nprobe = [')
-        + replayed_mutations("default", "materialized", "causal-mask", "skip-kv-write",
-                             "stale-seq-lens") + STRICT)
+    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
     cfg = parse_config(config, tmp_path / "c.toml")
     runs = tmp_path / "runs"
     result = run_check(cfg, run_root=runs, progress=False, jobs=1)
@@ -161,10 +158,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
 def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> None:
     from difftest.audit import AuditThresholds
 
-    config = (replays("default", "paged", "materialized") + LANES.replace(
-        'probe = [', 'noise_runs = 2\nprobe = [')
-        + replayed_mutations("default", "materialized", "causal-mask", "skip-kv-write",
-                             "stale-seq-lens") + STRICT)
+    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
     cfg = parse_config(config, tmp_path / "p.toml")
     runs = tmp_path / "runs"
     p = run_probe(cfg, cfg.comparisons["lanes"], None, run_root=runs, progress=False)

@@ -19,18 +19,12 @@ from difftest.resolution import Resolution
 from difftest.stats import PairedRows, logit_stats
 from difftest.tolerance import Tolerance
 from difftest.trace import parse_lines
+from conftest import logits_line, verify_line
 
 NONE = Resolution(None, None)
 
 
-def _verify(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
-    return (f"[SPECTRACE] req={req} pos={pos} k={len(draft)} ns={len(emit)} acc={len(emit) - 1} "
-            f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
-
-
-def _logits(req: str, pos: int, row: int, top: list[tuple[int, str]]) -> str:
-    cells = " ".join(f"{i}:{x}" for i, x in top)
-    return f"[spec-logits] req={req} pos={pos} row={row} top=[ {cells} ]"
+_verify, _logits = verify_line, logits_line
 
 
 def _floor(value: float, *, flips: int = 0, rows: int = 360, values_a: int = 2880) -> NoiseFloor:

@@ -11,16 +11,10 @@ import pytest
 from difftest.compare import STATUS_NAMES, Comparison, compare
 from difftest.kinds import DraftingKind
 from difftest.trace import parse_lines
+from conftest import logits_line, verify_line
 
 
-def _verify(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
-    return (f"[SPECTRACE] req={req} pos={pos} k={len(draft)} ns={len(emit)} acc={len(emit) - 1} "
-            f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
-
-
-def _logits(req: str, pos: int, row: int, top: list[tuple[int, str]]) -> str:
-    cells = " ".join(f"{i}:{x}" for i, x in top)
-    return f"[spec-logits] req={req} pos={pos} row={row} top=[ {cells} ]"
+_verify, _logits = verify_line, logits_line
 
 
 def _statuses(cmp: Comparison) -> list[str]:
