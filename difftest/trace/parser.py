@@ -218,14 +218,8 @@ class TraceBuilder:
         other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
         self.lines_skipped += starts.size - read.index.size - len(other)
         rows = _Bulk(read, first_lineno, self._intern_bytes)
-        try:
-            for i, s, e in other:
-                self._careful(buf[s:e], first_lineno + i)
-        except TraceError as late:
-            # the first bad line of the file: keep what the bulk read before it
-            rows.drop_after(late.line)
-            rows.emit(self.cols)
-            raise
+        for i, s, e in other:  # a bad line raises: the whole parse fails, nothing to keep
+            self._careful(buf[s:e], first_lineno + i)
         rows.emit(self.cols)
 
     # -- one line, by the field reader ---------------------------------------------------------
@@ -504,8 +498,8 @@ for _lead in (g.NOTICE_PREFIX[:1], g.ENGINE_ERROR_PREFIX[:1], *g.LEADER_START):
 
 
 class _Bulk:
-    """One block's `[spec-logits]` lines read in bulk, held until the block's other lines are
-    read (an error on one of them keeps only the rows before it)."""
+    """One block's `[spec-logits]` lines read in bulk, written to the columns once the block's
+    other lines are read."""
 
     def __init__(self, read: bulk.LogitLines, first_lineno: int,
                  intern: Callable[[bytes], int]) -> None:
@@ -516,13 +510,6 @@ class _Bulk:
             "l_pos": read.pos, "l_row": read.row, "l_width": read.width,
             "l_line": read.index + first_lineno, "l_digits": read.digits}
         self.items: dict[str, np.ndarray] = {"l_ids": read.ids, "l_vals": read.values}
-
-    def drop_after(self, lineno: int) -> None:
-        """Forget the rows at or after `lineno` (an earlier line raised)."""
-        keep = self.rows["l_line"] < lineno
-        items = np.repeat(keep, self.rows["l_width"])
-        self.rows = {name: values[keep] for name, values in self.rows.items()}
-        self.items = {name: values[items] for name, values in self.items.items()}
 
     def emit(self, cols: tuple[bytearray, ...]) -> None:
         for name, values in (*self.rows.items(), *self.items.items()):
