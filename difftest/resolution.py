@@ -37,13 +37,39 @@ class Resolution:
         return self.digits is not None and self.digits >= LOSSLESS_DIGITS
 
 
+# Every power of ten a double can hold, each the double nearest 10**k: Python's decimal reader
+# rounds correctly, so `1e-05` here is the literal 1e-05 on every machine. `np.power(10.0, -5.0)`
+# is not: its last bit follows the SIMD kernel numpy dispatches on the CPU at hand.
+_P10_MIN, _P10_MAX = -340, 308
+_P10 = np.array([float(f"1e{k}") for k in range(_P10_MIN, _P10_MAX + 1)])
+
+
+def pow10(exponent: np.ndarray) -> np.ndarray:
+    """10**e for integer-valued e (nan stays nan), the same double on every CPU."""
+    e = np.asarray(exponent, dtype=np.float64)
+    ok = np.isfinite(e)
+    idx = np.clip(np.where(ok, e, 0.0), _P10_MIN, _P10_MAX).astype(np.int64) - _P10_MIN
+    out: np.ndarray = np.where(ok, _P10[idx], np.nan)
+    return out
+
+
+def decimal_exponent(mag: np.ndarray) -> np.ndarray:
+    """floor(log10 m) for positive finite m, exact: `np.log10` may land a hair under an integer
+    for a power of ten on some SIMD paths, so the estimate is corrected against the exact table
+    of powers. nan where m is 0, negative or not finite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = (mag > 0) & np.isfinite(mag)
+        e = np.floor(np.log10(np.where(good, mag, 1.0)))
+        e = np.where(pow10(e) > mag, e - 1, e)
+        e = np.where(pow10(e + 1) <= mag, e + 1, e)
+    out: np.ndarray = np.where(good, e, np.nan)
+    return out
+
+
 def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     """One unit in the last of `digits` significant digits of each value; nan for 0 and
-    non-finite values (they carry no rounding)."""
-    mag = np.abs(values)
-    exponent = np.floor(np.log10(np.where((mag > 0) & np.isfinite(mag), mag, np.nan)))
-    out: np.ndarray = np.power(10.0, exponent - digits + 1)
-    return out
+    non-finite values (they carry no rounding). Exact: the same double on every CPU."""
+    return pow10(decimal_exponent(np.abs(values)) - digits + 1)
 
 
 def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:

@@ -65,3 +65,22 @@ def test_unlisted_columns_and_uncompared_rows_have_no_quantum() -> None:
     assert r == Resolution(6, pytest.approx(1e-5))
     # digits are known but no row is compared: no quantum, not a crash
     assert resolution(vals, width, digits, np.array([False, False])) == Resolution(6, None)
+
+
+@pytest.mark.parametrize("digits", [6, 7, 9])
+def test_quanta_are_the_decimal_literals_on_every_cpu(digits: int) -> None:
+    # The quantum reaches users as logit_resolution and is compared exactly in reports: it must be
+    # the double nearest 10**k (what `1e-05` reads as), not whatever the SIMD power kernel yields.
+    exps = np.arange(-30, 30)
+    values = np.array([float(f"{m}e{e}") for m in ("1", "2.5", "9.999999") for e in exps])
+    want = np.array([float(f"1e{e - digits + 1}") for _ in range(3) for e in exps])
+    got = quanta(values, digits)
+    assert np.array_equal(got, want)
+
+
+def test_decimal_exponent_is_exact_at_powers_of_ten() -> None:
+    from difftest.resolution import decimal_exponent
+    p = np.array([float(f"1e{k}") for k in range(-300, 300)])
+    assert np.array_equal(decimal_exponent(p), np.arange(-300, 300, dtype=float))
+    below = np.nextafter(p, 0.0)
+    assert np.array_equal(decimal_exponent(below), np.arange(-301, 299, dtype=float))
