@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -21,8 +22,8 @@ GOLDEN = TESTS / "golden"
 DURATIONS = TESTS / "durations.json"
 
 # Markers, applied by pytest_collection_modifyitems below, never by hand. A test's markers come
-# from its module (MODULE_MARKS), the fixtures it uses (FIXTURE_MARKS), the names its code calls
-# (NAME_MARKS) and its measured duration (tests/durations.json, SLOW_S).
+# from its module (MODULE_MARKS), the fixtures it uses (FIXTURE_MARKS), what its code calls
+# (CALL_MARKS) and its measured duration (tests/durations.json, SLOW_S).
 MARKERS = {
     "slow": "measured at SLOW_S seconds or more (tests/durations.json), or needs a heavy outside "
             "component (transformers, mlx, Chromium, Slurm); the fast loop is -m 'not slow'",
@@ -81,10 +82,12 @@ FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "default_report": ("torch", "subprocess"),
     "each_reader": (),
 }
-NAME_MARKS: dict[str, tuple[str, ...]] = {
-    "browser": ("chromium",),  # tests/browser.py drives headless Chromium
-    "git": ("git", "subprocess"),  # the helper below
-    "Popen": ("subprocess",),
+# What the test's code calls, by the module it comes from ("browser": anything from
+# tests/browser.py) or by module.name ("conftest.git": the helper below).
+CALL_MARKS: dict[str, tuple[str, ...]] = {
+    "browser": ("chromium",),
+    "conftest.git": ("git", "subprocess"),
+    "subprocess": ("subprocess",),
 }
 
 
@@ -100,8 +103,10 @@ def _module_marks(rel: str) -> set[str]:
     return found
 
 
-def _code_names(function: object) -> set[str]:
-    """Every global and attribute name a test function's code (nested functions included) uses."""
+def _called(function: object) -> set[str]:
+    """Where the globals a test function's code uses (nested functions included) come from:
+    a module's name ("subprocess"), or a function's module.name ("conftest.git"); a "tests."
+    prefix is dropped, so both import styles of a helper module count."""
     code = getattr(function, "__code__", None)
     names: set[str] = set()
     stack = [code] if code is not None else []
@@ -109,7 +114,19 @@ def _code_names(function: object) -> set[str]:
         c = stack.pop()
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
-    return names
+    scope = getattr(function, "__globals__", {})
+    found: set[str] = set()
+    for name in names & scope.keys():
+        obj = scope[name]
+        module = getattr(obj, "__name__", "") if isinstance(obj, ModuleType) else getattr(
+            obj, "__module__", None)
+        if not module:
+            continue
+        module = module.removeprefix("tests.")
+        found.add(module)
+        if not isinstance(obj, ModuleType):
+            found.add(f"{module}.{getattr(obj, '__name__', '')}")
+    return found
 
 
 def _durations() -> dict[str, list[float]]:
@@ -145,8 +162,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         found = _module_marks(rel)
         for fixture in getattr(item, "fixturenames", ()):
             found.update(FIXTURE_MARKS.get(fixture, ()))
-        for name in _code_names(getattr(item, "function", None)) & NAME_MARKS.keys():
-            found.update(NAME_MARKS[name])
+        for origin in _called(getattr(item, "function", None)) & CALL_MARKS.keys():
+            found.update(CALL_MARKS[origin])
         setup, call = measured.get(item.nodeid, (0.0, 0.0))
         if found & HEAVY or setup + call >= SLOW_S:
             found.add("slow")
