@@ -154,6 +154,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     measured = _durations()
     marks: dict[str, set[str]] = {}
+    _UNMEASURED[:] = [i.nodeid for i in items if i.nodeid not in measured
+                      and Path(str(i.path)).resolve().is_relative_to(TESTS)]
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
@@ -182,6 +184,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _MEASURED: dict[str, list[float]] = {}
+_UNMEASURED: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the tests the slow marker could not judge: they run in the fast loop until measured."""
+    if _UNMEASURED and not terminalreporter.config.getoption("--store-durations"):
+        files = sorted({n.split("::", 1)[0] for n in _UNMEASURED})
+        terminalreporter.write_line(
+            f"tests/durations.json has no time for {len(_UNMEASURED)} collected test(s) (in "
+            f"{', '.join(files[:5])}{', ...' if len(files) > 5 else ''}); measure them with "
+            f"`python -m pytest --store-durations {' '.join(files[:5])}` and commit the file")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
