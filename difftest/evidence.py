@@ -88,6 +88,9 @@ def parse_rule(text: str) -> Rule:
             re.compile(value.encode("utf-8"))
         except re.error as exc:
             raise RuleError(f"{text!r}: bad regular expression: {exc}") from None
+    elif not re.match(r"[^\s=<>!~]\S*\Z", value):
+        raise RuleError(f"{text!r}: the value must be one word, as a setting prints it "
+                        f"(got {value!r})")
     elif op.ordering and as_int(value) is None:
         raise RuleError(f"{text!r}: {op.value!r} compares integers, and {value!r} is not one")
     return Rule(text.strip(), name, op, value)

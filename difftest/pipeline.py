@@ -238,6 +238,7 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
 def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
     data = asdict(spec)
     data["probe"] = list(spec.probe)
+    data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
     return {"comparison": data, "audit": asdict(thresholds)}
 

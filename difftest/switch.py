@@ -81,7 +81,7 @@ def effective(name: str, trace: ArmTrace, result: ArmResult | None = None) -> Ef
                          "are what ran")
         values["lane"] = lane
         sources["lane"] = f"{ROUTE_SOURCE} {_counters_text(counters)}"
-    if result is not None and result.git_sha and "commit" not in values:
+    if result is not None and result.git_ref and result.git_sha and "commit" not in values:
         values["commit"] = result.git_sha
         sources["commit"] = RUN_SOURCE
     return Effective(values, sources, counters, tuple(notes))
