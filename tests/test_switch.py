@@ -331,3 +331,14 @@ def test_the_same_quantity_agrees_as_before(tmp_path: Path) -> None:
     rep = api.compare_traces(a, b, config=DEFAULT)
     assert rep.verdict.verdict is VerdictKind.AGREE
     assert not any(r.startswith("not the same") for r in rep.verdict.reasons)
+
+
+def test_inert_replaces_a_difference_between_arms_on_one_lane(tmp_path: Path) -> None:
+    """Drafts that differ between two runs of the paged lane say nothing about the lanes."""
+    cfg = lanes_config(tmp_path)
+    a = trace_file(tmp_path, "a.log", [*steps(seed=1), ROUTE_PAGED])
+    b = trace_file(tmp_path, "b.log", [*steps(seed=2), ROUTE_PAGED])
+    rep = api.compare_traces(a, b, comparison="lanes", config=cfg)
+    assert rep.comparison is not None and rep.comparison.blocks_differing > 0
+    assert rep.verdict.verdict is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
+    assert rep.verdict.reasons[-1].startswith("verdict inert, not differ")
