@@ -260,7 +260,7 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress,
                                    cache_dir=cache_dir or config.defaults.cache,
-                                   extra_meta=spec_meta(spec, th) | {"probe": names})
+                                   extra_meta=spec_meta(spec, th, evidence) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
     return _probe_from_results(config, spec, names, results, th, run_dir, baseline, evidence)

@@ -23,7 +23,7 @@ from difftest.noise import NoiseFloor
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
-from difftest.evidence import Rule
+from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
 
 
@@ -235,7 +235,28 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
+def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
+              evidence: Evidence = ((), ())) -> dict[str, object]:
+    """What a run records of its comparison, so that `export` can judge it again alike."""
+    meta = _spec_meta(spec, thresholds)
+    if any(evidence):
+        meta["evidence"] = [[r.text for r in rules] for rules in evidence]
+    return meta
+
+
+def _evidence_from(saved: object, where: str) -> Evidence:
+    if saved is None:
+        return (), ()
+    if (not isinstance(saved, list) or len(saved) != 2
+            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
+        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
+    try:
+        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
+    except RuleError as exc:
+        raise UsageError(f"{where}: evidence: {exc}") from None
+
+
+def _spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
     data = asdict(spec)
     data["probe"] = list(spec.probe)
     data["toggle"] = list(spec.toggle)
@@ -292,7 +313,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     spec = self_pair(spec, config.arms)
     more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
     run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root, label=spec.name,
-                                   progress=progress, extra_meta=spec_meta(spec, th),
+                                   progress=progress, extra_meta=spec_meta(spec, th, evidence),
                                    cache_dir=cache_dir or config.defaults.cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
@@ -376,6 +397,7 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    evidence = _evidence_from(extra.get("evidence") if isinstance(extra, dict) else None, where)
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
-                    rerun_outcomes(results, spec, thresholds))
+                    rerun_outcomes(results, spec, thresholds), evidence)

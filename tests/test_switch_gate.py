@@ -111,3 +111,20 @@ def test_shipped_configs_declare_toggles_and_evidence(name: str) -> None:
             continue  # a rerun of one arm: nothing is toggled
         assert comparison.toggle, comparison.name
     assert any(arm.evidence for arm in cfg.arms.values())
+
+
+def test_a_rejudged_run_keeps_its_arms_evidence(tmp_path: Path) -> None:
+    a = trace_file(tmp_path, "a.log", [*steps(), ROUTE_PAGED])
+    b = trace_file(tmp_path, "b.log", [*steps(), ROUTE_PAGED])
+    path = tmp_path / "difftest.toml"
+    path.write_text(replay_arm("paged", a) + replay_arm("materialized", b)
+                    + 'evidence = ["combined > 0"]\n'
+                    + '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n')
+    rep = api.compare_arms(comparison="lanes", config=path, run_root=tmp_path / "runs",
+                           progress=False)
+    assert rep.verdict.verdict is VerdictKind.INERT
+    assert rep.run_dir is not None
+    again = api.rejudge(rep.run_dir)
+    assert again.verdict.verdict is VerdictKind.INERT
+    assert again.verdict.reasons[0] == ("materialized: evidence `combined > 0` is contradicted: "
+                                        "it reports combined=0 (from [dflash-route] counter)")
