@@ -342,3 +342,19 @@ def test_inert_replaces_a_difference_between_arms_on_one_lane(tmp_path: Path) ->
     assert rep.comparison is not None and rep.comparison.blocks_differing > 0
     assert rep.verdict.verdict is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
     assert rep.verdict.reasons[-1].startswith("verdict inert, not differ")
+
+
+def test_the_transformers_runner_prints_what_transformers_resolved() -> None:
+    pytest.importorskip("transformers")
+    from difftest.hf.options import HFOptions
+    from difftest.hf.runner import run
+
+    buf = io.StringIO()
+    run(HFOptions(attn="eager", assistant_dtype="bfloat16", requests=1, max_new_tokens=4),
+        Tracer(level=1, file=buf))
+    t = parse_text(buf.getvalue())
+    assert buf.getvalue().startswith("[spec-config] ")
+    assert {k: t.config.values[k] for k in ("attention_target", "attention_draft",
+                                           "dtype_target", "dtype_draft", "drafter")} == {
+        "attention_target": "eager", "attention_draft": "eager", "dtype_target": "float32",
+        "dtype_draft": "bfloat16", "drafter": "assisted"}
