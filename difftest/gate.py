@@ -8,6 +8,7 @@ claim a coverage it does not have.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -159,6 +160,15 @@ def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapp
                           blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep)
 
 
+def _three_figures(x: float) -> str:
+    """A ratio to three significant figures (its inputs carry no more), with thousands marked."""
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 2 - math.floor(math.log10(x))
+    rounded = round(x, digits)
+    return f"{rounded:,.{max(digits, 0)}f}"
+
+
 def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationResult]) -> list[str]:
     """Per instrument, how far above its blind radius the weakest caught mutation was: how much
     room a green has before a wrong change of that size would slip through."""
@@ -180,7 +190,7 @@ def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationRe
                        "traced to set against the radius)")
             continue
         size, name = min(sized)
-        ratio = (f"{size / r:,.0f}x the {what} ({r:.3g})" if r > 0 else
+        ratio = (f"{_three_figures(size / r)}x the {what} ({r:.3g})" if r > 0 else
                  f"above a {what} of 0 (any change shows)")
         out.append(f"detection margin, {instrument}: the weakest caught mutation, {name}, "
                    f"moved the logits by max |d| {size:.3g}, {ratio}")
