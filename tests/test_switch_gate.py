@@ -128,3 +128,28 @@ def test_a_rejudged_run_keeps_its_arms_evidence(tmp_path: Path) -> None:
     assert again.verdict.verdict is VerdictKind.INERT
     assert again.verdict.reasons[0] == ("materialized: evidence `combined > 0` is contradicted: "
                                         "it reports combined=0 (from [dflash-route] counter)")
+
+
+def test_two_refs_that_resolve_to_one_commit_are_inert(tmp_path: Path) -> None:
+    from conftest import git
+    from difftest.gate import run_check
+    from test_gate import _make_repo
+
+    repo = _make_repo(tmp_path / "repo")
+    git(repo, "branch", "same-as-main", "main")
+    build = '["{python}", "-c", "open(\'built.flag\', \'w\').write(\'ok\')"]'
+    arms = "".join(f'[arms.{name}]\ncommand = ["{{python}}", "runner.py"]\ngit_ref = "{ref}"\n'
+                   f'repo = "{repo}"\nbuild = {build}\n'
+                   for name, ref in (("main", "main"), ("same", "same-as-main"),
+                                     ("token", "one-token")))
+    path = tmp_path / "difftest.toml"
+    path.write_text(arms + '[comparisons.same]\narm_a = "main"\narm_b = "same"\n'
+                    'toggle = ["commit"]\n[comparisons.token]\narm_a = "main"\n'
+                    'arm_b = "token"\ntoggle = ["commit"]\n')
+    result = run_check(load_config(path), run_root=tmp_path / "runs", progress=False,
+                       cache_dir=tmp_path / "cache")
+    same, token = result.reports
+    sha = git(repo, "rev-parse", "main")
+    assert same.verdict.verdict is VerdictKind.INERT
+    assert same.verdict.reasons[0].startswith(f"toggle 'commit': both arms report commit={sha}")
+    assert token.verdict.verdict is VerdictKind.DIFFER  # judged as without the toggle
