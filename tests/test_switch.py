@@ -358,3 +358,21 @@ def test_the_transformers_runner_prints_what_transformers_resolved() -> None:
                                            "dtype_target", "dtype_draft", "drafter")} == {
         "attention_target": "eager", "attention_draft": "eager", "dtype_target": "float32",
         "dtype_draft": "bfloat16", "drafter": "assisted"}
+
+
+def test_reports_carry_what_the_runner_said_it_applied(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    a = trace_file(tmp_path, "a.log", ["[spec-config] lane=paged threads=1", *steps()])
+    b = trace_file(tmp_path, "b.log", steps())
+    rep = api.compare_traces(a, b, config=DEFAULT)
+    from difftest.report.comparison import to_dict
+
+    arms = to_dict(rep)["arms"]
+    assert arms[0]["spec_config"] == {"lane": "paged", "threads": "1"}  # type: ignore[index]
+    assert "spec_config" not in arms[1]  # type: ignore[index]
+    out = subprocess.run([sys.executable, "-m", "difftest", "parse", "-f", "json", str(a)],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["summary"]["config"] == {"lane": "paged", "threads": "1"}
