@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,6 +77,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_slurm.py": ("slurm", "subprocess", "torch"),
     "test_stats.py": NUMERICS,
     "test_supervise.py": ("subprocess",),
+    "test_switch_gate.py": ("subprocess", "torch"),
     "test_tolerance.py": NUMERICS,
     "test_worktree.py": ("git", "subprocess"),
 }
@@ -117,7 +119,8 @@ def _called(function: object) -> set[str]:
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     scope = getattr(function, "__globals__", {})
-    found: set[str] = set()
+    # a module imported inside the function is a name of its code, not a global
+    found = {n for n in names - scope.keys() if n in sys.modules}
     for name in names & scope.keys():
         obj = scope[name]
         module = getattr(obj, "__name__", "") if isinstance(obj, ModuleType) else getattr(
@@ -156,8 +159,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     measured = _durations()
     marks: dict[str, set[str]] = {}
-    _UNMEASURED[:] = [i.nodeid for i in items if i.nodeid not in measured
-                      and Path(str(i.path)).resolve().is_relative_to(TESTS)]
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
@@ -183,6 +184,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks[item.nodeid].add("slow")
         for name in sorted(marks[item.nodeid]):
             item.add_marker(name)
+    _UNMEASURED[:] = [n for n, m in marks.items() if n not in measured and "slow" not in m]
 
 
 _MEASURED: dict[str, list[float]] = {}
