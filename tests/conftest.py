@@ -25,8 +25,9 @@ DURATIONS = TESTS / "durations.json"
 # Markers, applied by pytest_collection_modifyitems below, never by hand. A test's markers come
 # from its module (MODULE_MARKS), the fixtures it uses (FIXTURE_MARKS), what its code calls
 # (CALL_MARKS) and its measured duration (tests/durations.json, SLOW_S).
+SLOW_S = 1.0
 MARKERS = {
-    "slow": "measured at SLOW_S seconds or more (tests/durations.json), or needs a heavy outside "
+    "slow": f"measured at {SLOW_S:g} s or more (tests/durations.json), or needs a heavy outside "
             "component (transformers, mlx, Chromium, Slurm); the fast loop is -m 'not slow'",
     "subprocess": "starts real processes: arms, the difftest command line, a fresh pytest",
     "torch": "runs the reference runner, which imports torch (in-process or as an arm)",
@@ -40,7 +41,6 @@ MARKERS = {
 }
 # Needing one of these makes a test slow whatever it measured.
 HEAVY = frozenset({"transformers", "mlx", "chromium", "slurm"})
-SLOW_S = 1.0
 
 NUMERICS = ("numerics",)
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
@@ -217,6 +217,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     merged.update({k: [round(s, 2), round(c, 2)] for k, (s, c) in _MEASURED.items()})
     lines = (f"{json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(merged.items()))
     DURATIONS.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+
 
 # An arm that replays a captured trace on stderr, as a runner would print it.
 REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
