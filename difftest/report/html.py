@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from difftest.kinds import VerdictKind
+from difftest.report.headline import differed_text, headline
 from difftest.report.text import strip_ansi
 
 if TYPE_CHECKING:
@@ -108,12 +108,9 @@ def _num(x: object, digits: int = 4) -> str:
 
 
 def _badge(rep: ComparisonReport) -> str:
-    v = rep.verdict
-    cls = ("error" if v.verdict is VerdictKind.ARM_FAILED else
-           "blind" if v.verdict is VerdictKind.UNINFORMATIVE else "pass" if v.passed else "fail")
-    word = "passed" if v.passed else "FAILED"
-    return (f'<span class="verdict {cls}">{_e(v.verdict.upper())}</span> expect '
-            f"<b>{_e(rep.spec.expect)}</b>; {word}, exit {int(v.exit_code)}")
+    head = headline(rep.verdict)
+    return (f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span> '
+            f"{_e(head.qualifier)}; {_e(differed_text(rep.comparison))}")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]],
