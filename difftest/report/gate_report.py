@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
 
+from difftest.errors import ArmFailure
 from difftest.execute import ArmResult
 from difftest.gate import CheckResult, ProbeReport
 from difftest.jsonout import dumps
@@ -90,13 +91,45 @@ def render_check_json(result: CheckResult) -> str:
     return dumps(check_dict(result))
 
 
+def _failed_arms(rep: ComparisonReport) -> list[ArmFailure]:
+    return [o.failure for o in (rep.arm_a, rep.arm_b) if o.failure is not None]
+
+
+def arm_failure_lines(reports: Sequence[ComparisonReport]) -> list[str]:
+    """Every arm failure of a gate once: a shared cause (a missing module) in one line naming
+    its arms, any other failure once per arm with its stderr tail (arms are shared between
+    comparisons, so a per-comparison list would repeat them)."""
+    causes: dict[str, list[str]] = {}
+    others: dict[str, ArmFailure] = {}
+    for r in reports:
+        for f in _failed_arms(r):
+            if f.cause:
+                arms = causes.setdefault(f.cause, [])
+                if f.arm not in arms:
+                    arms.append(f.arm)
+            else:
+                others.setdefault(f.arm, f)
+    if not causes and not others:
+        return []
+    lines = ["", "arm failures (each arm's whole stderr is in the run directory):"]
+    lines += [f"  {cause}: arm(s) {', '.join(arms)}" for cause, arms in causes.items()]
+    for f in others.values():
+        first, _, rest = str(f).partition("\n")
+        lines += [f"  {first}"] + [f"    {x}" for x in rest.splitlines()]
+    return lines
+
+
 def check_lines(result: CheckResult) -> str:
     lines = []
     for r in result.reports:
         lines.append(f"{label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}: "
                      f"{summary(r)}")
-        if not r.verdict.passed:
-            lines += [f"{'':15}{reason}" for reason in r.verdict.reasons[-2:]]
+        failed = _failed_arms(r)
+        if failed:
+            lines.append(f"{'':15}arm(s) failed: {', '.join(f.arm for f in failed)} (below)")
+        elif not r.verdict.passed:
+            lines += [f"{'':15}{reason.splitlines()[0]}" for reason in r.verdict.reasons[-2:]
+                      if reason]
         p = result.probes.get(r.name)
         if p is not None:
             state = ("PASS" if p.exit_code == 0 else "NOT-APPLIED" if p.not_applied
@@ -106,6 +139,7 @@ def check_lines(result: CheckResult) -> str:
                                                       if p.survivors else "")
                          + (f"; not applied: {', '.join(p.not_applied)}"
                             if p.not_applied else ""))
+    lines += arm_failure_lines(result.reports)
     passed = sum(r.verdict.passed for r in result.reports)
     lines.append("")
     lines.append(f"{passed}/{len(result.reports)} comparison(s) passed; exit "
