@@ -24,8 +24,8 @@ from difftest.kinds import Expect, VerdictKind
 from difftest.floor import reruns
 from difftest.model import same_drafts
 from difftest.pipeline import (
-    ArmOutcome, ComparisonReport, arm_pair, evaluate, outcomes_from_run, rerun_outcomes, run_arm_set,
-    self_pair, spec_meta, thresholds_of,
+    ArmOutcome, ComparisonReport, arm_pair, comparison_meta, evaluate, outcomes_from_run,
+    rerun_outcomes, run_arm_set, self_pair, spec_meta, thresholds_of,
 )
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
@@ -200,10 +200,26 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress,
                                    cache_dir=cache_dir or config.defaults.cache,
-                                   extra_meta=spec_meta(spec, th) | {"probe": names})
+                                   extra_meta=spec_meta(spec, th) | {
+                                       "probe": names, "comparisons": _judged(
+                                           config, [replace(spec, probe=tuple(names))], True)})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
     return _probe_from_results(config, spec, names, results, th, run_dir, baseline)
+
+
+def _judged(config: Config, specs: Sequence[ComparisonSpec],
+            probes: bool) -> dict[str, dict[str, object]]:
+    """Every comparison a check judges, by name, as meta.json records it so that `export
+    --comparison NAME` can judge it again: each configured one (its arms as they ran), and each
+    probed mutation as `NAME/MUTATION` against its mutated arm."""
+    out: dict[str, dict[str, object]] = {}
+    for s in specs:
+        out[s.name] = comparison_meta(s)
+        for m in s.probe if probes else ():
+            mutated = replace(s, name=f"{s.name}/{m}", arm_b=config.mutation(m).arm_name(s.arm_b))
+            out[mutated.name] = comparison_meta(mutated)
+    return out
 
 
 @dataclass(frozen=True)
@@ -257,7 +273,8 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
         cache_dir=cache_dir or config.defaults.cache, limits=job_limits(config, jobs),
-        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
+        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th),
+                    "comparisons": _judged(config, specs, probes)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
     for s in specs:
