@@ -318,3 +318,20 @@ def test_a_kind_given_at_construction_is_kept_when_an_adapter_declares_another()
     tracer.declare("sequential")
     tracer.step("r0", 0, [3], [3, 4])
     assert buf.getvalue().splitlines()[0] == "[spec-drafting] kind=block"
+
+
+def test_a_verify_cut_short_by_a_stop_is_traced_without_contradiction() -> None:
+    from difftest.adapters.hf import cut_at_stop
+
+    logits = np.zeros((4, 3))
+    # max length reached after two accepted drafts: no token of the target's own follows
+    drafted, rows = cut_at_stop([5, 6, 7, 8], [5, 6], logits)
+    assert (drafted, rows.shape) == ([5], (1, 3))
+    buf = io.StringIO()
+    Tracer(level=1, file=buf).step("r0", 4, drafted, [5, 6])
+    assert buf.getvalue().splitlines()[-1] == (
+        "[SPECTRACE] req=r0 pos=4 k=1 ns=2 acc=1 draft=[ 5 ] emit=[ 5 6 ]")
+    # an ordinary verify, and one that accepted everything, are left alone
+    assert cut_at_stop([5, 6, 7], [5, 9], logits)[0] == [5, 6, 7]
+    assert cut_at_stop([5, 6], [5, 6, 9], None) == ([5, 6], None)
+    assert cut_at_stop([], [4], None) == ([], None)

@@ -63,7 +63,8 @@ figcaption{color:#57606a;font-size:.9em}
 tr.flip td{background:#ffebe9}tr.flip td:first-child{border-left:4px solid #cf222e}
 tr.logit td:first-child{border-left:4px solid #8250df}h4{margin:.9em 0 .2em;font-size:1em}
 h4.flip{color:#cf222e}h4.logit{color:#8250df}
-table.summary td{vertical-align:middle}tr.row-pass td{background:#dafbe1}
+table.summary td{vertical-align:middle}table.summary td:last-child{white-space:nowrap}
+tr.row-pass td{background:#dafbe1}
 tr.row-fail td{background:#ffebe9}tr.row-blind td{background:#fff8c5}
 tr.row-error td{background:#fbefff}
 details{border:1px solid #d0d7de;border-radius:.4em;margin:.6em 0;padding:.3em .8em}
@@ -506,9 +507,10 @@ def _label_colorbar(bar: Any, c: Comparison, norm: Any) -> None:
     """Name both triangles and draw the tolerance and noise floor where they fall on the bar."""
     bar.set_ylabel("|logit difference|", fontsize=8)
     bar.tick_params(labelsize=7)
-    bar.text(0.5, 1.0, "over", transform=bar.transAxes, ha="center", va="bottom", fontsize=7,
+    # beside the triangles, which extend past both ends of the bar
+    bar.text(1.6, 1.03, "over", transform=bar.transAxes, ha="left", va="center", fontsize=7,
              color="#d7191c")
-    bar.text(0.5, 0.0, "under", transform=bar.transAxes, ha="center", va="top", fontsize=7,
+    bar.text(1.6, -0.03, "under", transform=bar.transAxes, ha="left", va="center", fontsize=7,
              color="#555555")
     lo, hi = norm.vmin, norm.vmax
     floor = _noise_floor(c)
