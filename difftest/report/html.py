@@ -421,10 +421,12 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
                     fontsize=9, color="#9a6700", fontweight="bold",
                     bbox={"boxstyle": "round,pad=0.3", "fc": "#fff8c5", "ec": "#9a6700"})
         first = _first_place(c, req)
-        if first is not None:
-            hit = np.flatnonzero((r.pos[sel] == first[0]) & (r.row[sel] == first[1]))
-            if hit.size:
-                _mark_first(ax, int(col[hit[0]]), first, k)
+        hit = (np.flatnonzero((r.pos[sel] == first[0]) & (r.row[sel] == first[1]))
+               if first is not None else np.zeros(0, np.int64))
+        # a token flip is marked on the status map, a logit difference on the |diff| map
+        on_status = first is not None and (first[2] == "first token flip" or not with_logits)
+        if first is not None and hit.size and on_status:
+            _mark_first(ax, int(col[hit[0]]), first, k)
         if with_logits:
             d = diffs[sel]
             dgrid = np.full((k, cols), -1.0)
@@ -442,6 +444,8 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
                           "not compared" + ("" if positive.size else "; no row differs")
                           + ")", fontsize=9, loc="left")
             ax2.tick_params(labelsize=7)
+            if first is not None and hit.size and not on_status:
+                _mark_first(ax2, int(col[hit[0]]), first, k)
     axes[-1].set_xlabel("block position pos (the request's token count before the block; one "
                         "column per block, binned when long)")
     fig.legend(handles=[Patch(facecolor=colour, edgecolor="#999999", label=label)
@@ -496,8 +500,9 @@ def _first_place(c: Comparison, req: int) -> tuple[int, int, str] | None:
 
 def _mark_first(ax: Any, column: int, first: tuple[int, int, str], k: int) -> None:
     pos, row, what = first
-    ax.plot([column], [row], marker="o", markersize=11, markerfacecolor="none",
-            markeredgecolor="#000000", markeredgewidth=1.6, clip_on=False)
+    for edge, width in (("#ffffff", 3.2), ("#000000", 1.6)):  # a halo: seen on any colour
+        ax.plot([column], [row], marker="o", markersize=11, markerfacecolor="none",
+                markeredgecolor=edge, markeredgewidth=width, clip_on=False)
     ax.annotate(f"{what}: pos {pos} row {row}", xy=(column, row), xytext=(6, 0),
                 textcoords="offset points", fontsize=8, va="center", ha="left",
                 bbox={"boxstyle": "round,pad=0.2", "fc": "#ffffff", "ec": "#000000", "lw": 0.6})
