@@ -275,7 +275,11 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         elif not v.passed:
             kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
             message = (f"{summary(r)}. The comparison could not have failed"
-                       if v.verdict is VerdictKind.UNINFORMATIVE else f"{summary(r)}. {_why(r)}")
+                       if v.verdict is VerdictKind.UNINFORMATIVE
+                       else f"{summary(r)}. The arms did not run what the comparison is about: "
+                            + (v.reasons[0] if v.reasons else "")
+                       if v.verdict is VerdictKind.INERT
+                       else f"{summary(r)}. {_why(r)}")
             outcome = ("failure", kind, message, reasons)
         case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
         p = result.probes.get(r.name)

@@ -25,6 +25,7 @@ _OBSERVED: dict[VerdictKind, dict[Expect, str]] = {
     VerdictKind.AGREE: {Expect.SAME: "AGREE", Expect.DIFFER: "NO DIFFERENCE"},
     VerdictKind.DIFFER: {Expect.SAME: "DIFFER", Expect.DIFFER: "DIFFER"},
     VerdictKind.UNINFORMATIVE: {Expect.SAME: "UNINFORMATIVE", Expect.DIFFER: "UNINFORMATIVE"},
+    VerdictKind.INERT: {Expect.SAME: "INERT", Expect.DIFFER: "INERT"},
     VerdictKind.ARM_FAILED: {Expect.SAME: "ARM-FAILED", Expect.DIFFER: "ARM-FAILED"},
 }
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from difftest.kinds import VerdictKind
 from difftest.report.headline import Tone, differed, differed_text, headline
 from difftest.report.text import strip_ansi
 
@@ -644,13 +645,13 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
     first the figure that shows why)."""
     out: list[Figure_ | None] = []
-    if headline(rep.verdict).tone is Tone.BLIND:
+    if rep.verdict.verdict is VerdictKind.UNINFORMATIVE:
         out.append(blindness_figure(rep))
     out.append(margin_figure(rep))
     c = rep.comparison
     if c is not None:
         blind = ("the comparison could not have failed: agreement here shows nothing"
-                 if headline(rep.verdict).tone is Tone.BLIND and not differed(c) else "")
+                 if rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not differed(c) else "")
         out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
     out.append(accepted_figure(rep))
     return [f for f in out if f is not None]
