@@ -134,3 +134,23 @@ def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str, message
         difftest.read_diff(path)
     with pytest.raises(UsageError, match="cannot read"):
         difftest.read_diff(tmp_path / "missing.csv")
+
+
+def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path) -> None:
+    config = tmp_path / "difftest.toml"
+    config.write_text(
+        replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
+        + 'evidence = ["line ~ this line is never printed"]\n'
+        + '[comparisons.proved]\narm_a = "base"\narm_b = "same"\n')
+    result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
+    assert result.run_dir is not None
+    (rep,) = result.reports
+    assert rep.verdict.verdict == "inert"
+    again = api.rejudge(result.run_dir, comparison="proved")
+    assert again.verdict == rep.verdict
+    # the same run without the evidence it recorded would read as a plain agreement
+    meta_path = result.run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["extra"]["comparisons"]["proved"]["evidence"]
+    meta_path.write_text(json.dumps(meta))
+    assert api.rejudge(result.run_dir, comparison="proved").verdict.verdict == "agree"
