@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from difftest.audit import TraceAudit, audit_trace
-from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
+from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
@@ -30,6 +30,14 @@ ConfigLike = Config | Path | str | None
 def _config(config: ConfigLike) -> Config:
     return config if isinstance(config, Config) else load_config(
         Path(config) if config is not None else None)
+
+
+def _label(file_name: str) -> str:
+    """A trace's file name as an arm label that meets the rule for names (difftest.config)."""
+    import re
+
+    label = re.sub(r"[\x00-\x1f\x7f\\]", "?", file_name).replace("..", ".?")
+    return label if len(label) <= MAX_NAME - 2 else label[:MAX_NAME - 3] + "~"
 
 
 def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
@@ -91,7 +99,7 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
     if comparison is not None:
         spec = cfg.comparison(comparison)
     else:
-        names = (ta.name, tb.name)
+        names = (_label(ta.name), _label(tb.name))
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
@@ -124,8 +132,18 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
     """Write the per-row diff; False when an arm failed and nothing was compared."""
     if report.comparison is None:
         return False
-    write_csv(report, path)
+    write_csv(report, path, reads=rundir.reads_of(report))
     return True
+
+
+def check_outputs(*paths: Path | None, reads: list[Path | str | None] | None = None,
+                  run_dir: Path | str | None = None) -> None:
+    """Refuse (exit 2), before any work, output paths the writer would refuse: anything but a
+    regular file, or a file the run reads (`reads`, and a `run_dir`'s meta.json and
+    captures). The writer checks again when it writes."""
+    known = [Path(p) for p in reads or [] if p is not None]
+    known += rundir.run_reads(Path(run_dir) if run_dir is not None else None)
+    rundir.check_outputs(list(paths), known)
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:
@@ -141,7 +159,9 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None,
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
     caps how many arms run at once (default: see gate.job_limits)."""
-    result = run_check(_config(config), only, run_root=run_root, progress=progress,
+    cfg = _config(config)
+    check_outputs(junit, markdown, html, reads=[cfg.path])
+    result = run_check(cfg, only, run_root=run_root, progress=progress,
                        cache_dir=cache_dir, probes=probes, jobs=jobs)
     rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result

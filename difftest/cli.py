@@ -313,18 +313,22 @@ def audit(
 def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
                  html: Path | None = None) -> None:
     from difftest import api
+    from difftest.errors import RefusedOutput
     from difftest.report import comparison as render
 
+    refused = False
     try:
         if html is not None:
             api.export_html(report, html)
     except DifftestError as exc:  # the verdict still counts: say it, exit with it
+        refused = isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     try:
         if csv is not None and not api.export_csv(report, csv):
             typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
                        "compared", err=True)
     except DifftestError as exc:
+        refused = refused or isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
@@ -332,7 +336,8 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
         typer.echo(render.render_markdown(report))
     else:
         typer.echo(render.render_table(report))
-    raise typer.Exit(int(report.exit_code))
+    # a path the writer refused is a usage error, whatever the verdict
+    raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
 
 
 @app.command()
@@ -364,6 +369,7 @@ def compare(
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
+    api.check_outputs(csv, html, reads=[trace_a, trace_b, config])
     if trace_a is not None or trace_b is not None:
         if trace_a is None or trace_b is None:
             raise UsageError("--trace-a and --trace-b go together")
@@ -402,6 +408,7 @@ def export(
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
+    api.check_outputs(csv, html, run_dir=run_dir)
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
                          min_differing=min_differing, rtol=rtol,
                          drafting=drafting)

@@ -95,9 +95,32 @@ def _drafting(key: str, value: object) -> DraftingKind | None:
     raise InvalidValue(key, f"must be \"block\" or \"sequential\", got {value!r}")
 
 
+MAX_NAME = MAX_ARM_NAME
+
+
+def name_problem(name: str) -> str | None:
+    """Why a configured name (arm, comparison, mutation) cannot be one, else None. These names
+    become file names in a run directory (captures, diff-<comparison>.csv), so none may climb
+    out of it or hide a control character in a report."""
+    if not name.strip():
+        return "must not be empty"
+    if len(name) > MAX_NAME:
+        return f"must be at most {MAX_NAME} characters, this one has {len(name)}"
+    if any(ord(c) < 32 or c == "\x7f" for c in name):
+        return "must not contain control characters"
+    if "/" in name or "\\" in name:
+        return "must not contain a path separator ('/' or '\\')"
+    if ".." in name:
+        return "must not contain '..'"
+    return None
+
+
 def _name(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidValue(key, f"must be a string, got {_kind(value)}")
+    why = name_problem(value)
+    if why is not None:
+        raise InvalidValue(key, f"{value[:40]!r} {why}")
     return value
 
 
@@ -437,7 +460,10 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
 
     mutations: dict[str, MutationSpec] = {}
     for name, raw in data.get("mutations", {}).items():
-        table = f"mutations.{name}"
+        table = _table_of("mutations", name)
+        why = name_problem(name)
+        if why is not None:
+            raise check.fail(table, f"a mutation name {why}")
         raw = check.table("mutations", name, raw)
         check.keys(table, raw, _MUTATION_KEYS)
         env = check.env(table, "env", raw["env"]) if "env" in raw else {}
@@ -470,15 +496,17 @@ def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:
     return Defaults(launcher=launcher, launched_jobs=jobs, cache=cache)
 
 
+def _table_of(kind: str, name: str) -> str:
+    """How a message names a table: a long name cut, control characters shown escaped."""
+    shown = name if len(name) <= 40 else name[:40] + "..."
+    return f"{kind}.{shown.encode('unicode_escape').decode('ascii')}"
+
+
 def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base: Path) -> ArmSpec:
-    table = f"arms.{name}"
-    if not name.strip():
-        raise check.fail(table, "an arm name must not be empty")
-    if len(name) > MAX_ARM_NAME:
-        raise check.fail(f"arms.{name[:40]}...", f"an arm name must be at most {MAX_ARM_NAME} "
-                                                 f"characters, this one has {len(name)}")
-    if any(ord(c) < 32 or c == "\x7f" for c in name):
-        raise check.fail(table, "an arm name must not contain control characters")
+    table = _table_of("arms", name)
+    why = name_problem(name)
+    if why is not None:
+        raise check.fail(table, f"an arm name {why}")
     check.keys(table, raw, _ARM_KEYS)
     if "command" not in raw:
         raise check.fail(table, "key 'command': missing (an argv list, e.g. "
@@ -522,7 +550,10 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
                 mutations: Mapping[str, MutationSpec]) -> ComparisonSpec:
-    table = f"comparisons.{name}"
+    table = _table_of("comparisons", name)
+    why = name_problem(name)
+    if why is not None:
+        raise check.fail(table, f"a comparison name {why}")
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
     for key in ("arm_a", "arm_b"):

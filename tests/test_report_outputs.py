@@ -15,6 +15,7 @@ import pytest
 from conftest import Golden
 from difftest.audit import AuditThresholds
 from difftest.config import ComparisonSpec
+from difftest.errors import RefusedOutput
 from difftest.execute import ArmResult
 from difftest.gate import CheckResult, MutationResult, ProbeReport
 from difftest.pipeline import ComparisonReport, _outcome, evaluate
@@ -154,7 +155,7 @@ def test_markdown_passes_no_html_from_request_ids_or_vt_lines(tmp_path: Path) ->
     base.write_text((COMPARE / "agree_a.log").read_text().replace("req=a ", f"req={evil} "))
     th = AuditThresholds()
     a, b = _outcome("a", base, None, th), _outcome("b", hostile, None, th)
-    rep = evaluate(ComparisonSpec(name="<b>x</b>", arm_a="a", arm_b="b"), a, b, th)
+    rep = evaluate(ComparisonSpec(name="<b>x", arm_a="a", arm_b="b"), a, b, th)  # no "/" in names
     text = comparison.render_markdown(rep)
     for raw in ("<img", "<script", "<b>"):
         assert raw not in text, text
@@ -233,11 +234,12 @@ def test_csv_write_never_follows_a_planted_link(gate: CheckResult, tmp_path: Pat
     assert victim.read_text() == "precious\n"
     assert target.read_text().startswith("req,pos,row,token_a,token_b,status,")
     assert not target.is_symlink()
-    # a link planted at the target itself is replaced, not written through
+    # a link planted at the target itself is refused: neither written through nor replaced
     target.unlink()
     target.symlink_to(victim)
-    comparison.write_csv(gate.reports[1], target)
-    assert victim.read_text() == "precious\n" and not target.is_symlink()
+    with pytest.raises(RefusedOutput, match="is a symbolic link"):
+        comparison.write_csv(gate.reports[1], target)
+    assert victim.read_text() == "precious\n" and target.is_symlink()
 
 
 def test_compare_writes_its_csv_without_pandas(tmp_path: Path) -> None:
