@@ -562,10 +562,12 @@ def cache_prune(
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest.worktree import prune_cache
 
-    removed = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
-    for path in removed:
+    done = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    for path in done.removed:
         typer.echo(f"removed {path}")
-    typer.echo(f"{len(removed)} checkout(s) removed")
+    for path, why in done.skipped:
+        typer.echo(f"skipped {path}: {why}")
+    typer.echo(f"{len(done.removed)} checkout(s) removed, {len(done.skipped)} skipped")
 
 
 def main() -> None:
