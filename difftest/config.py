@@ -28,7 +28,7 @@ CONFIG_FILE_NAME = "difftest.toml"
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
-             "max_capture_bytes")
+             "max_capture_bytes", "line_prefix")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
@@ -142,6 +142,9 @@ class ArmSpec:
     repo: Path | None = None
     launcher: tuple[str, ...] | None = None  # argv prefix, e.g. ("srun", "-Q", "--")
     max_capture_bytes: int | None = None  # stdout + stderr together; past it the arm fails
+    # a regular expression for a prefix this arm's lines carry besides the known ones
+    # (difftest.trace.grammar.KNOWN_PREFIX), stripped before a tag or `vt:` is looked for
+    line_prefix: str | None = None
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -543,9 +546,18 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
                 if "launcher" in raw else None)
     cap = (check.integer(table, "max_capture_bytes", raw["max_capture_bytes"], minimum=1)
            if "max_capture_bytes" in raw else None)
+    line_prefix = None
+    if "line_prefix" in raw:
+        from difftest.trace.grammar import line_prefix_pattern
+
+        line_prefix = check.string(table, "line_prefix", raw["line_prefix"])
+        try:
+            line_prefix_pattern(line_prefix)
+        except ValueError as exc:
+            raise check.fail(table, f"key 'line_prefix': {exc}") from None
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
                    git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap)
+                   max_capture_bytes=cap, line_prefix=line_prefix)
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],

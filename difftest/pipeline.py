@@ -109,7 +109,8 @@ def _outcome(name: str, trace_path: Path, result: ArmResult | None,
             return ArmOutcome(name, trace_path, result, failure=error.failure)
     # a captured trace given by the user must hold trace lines (bad input otherwise); an arm
     # that printed none failed, with the same hint
-    trace = parse_trace(trace_path, require_lines=result is None)
+    trace = parse_trace(trace_path, require_lines=result is None,
+                        line_prefix=result.line_prefix if result is not None else None)
     return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
                       _health_failure(name, trace))
 
