@@ -20,6 +20,7 @@ from typing import Any
 from difftest.errors import ConfigError, UsageError
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
+from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -71,11 +72,13 @@ def _finite_number(key: str, value: object, minimum: float = 0.0) -> float:
     return number
 
 
-def _integer(key: str, value: object, minimum: int) -> int:
+def _integer(key: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidValue(key, f"must be an integer, got {_kind(value)}")
     if value < minimum:
         raise InvalidValue(key, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidValue(key, f"must be <= {maximum}, got {value}")
     return value
 
 
@@ -190,11 +193,12 @@ class ComparisonSpec:
             _name(key, getattr(self, key))
         set_ = object.__setattr__
         set_(self, "expect", _expectation("expect", self.expect))
-        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
+        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1,
+                                             MAX_MIN_DIFFERING))
         set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
         set_(self, "atol", _finite_number("atol", self.atol))
         set_(self, "rtol", _finite_number("rtol", self.rtol))
-        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0))
+        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0, MAX_NOISE_RUNS))
         if self.noise_runs == 1:
             raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
                                              "nothing to differ from")
@@ -409,9 +413,10 @@ class _Checker:
             out[name] = str(item)
         return out
 
-    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
+    def integer(self, table: str, key: str, value: Any, *, minimum: int,
+                maximum: int | None = None) -> int:
         try:
-            return _integer(key, value, minimum)
+            return _integer(key, value, minimum, maximum)
         except InvalidValue as exc:
             raise self.fail(table, f"key {key!r}: {exc.why}") from None
 
@@ -490,7 +495,8 @@ def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:
     check.keys("defaults", raw, _DEFAULTS_KEYS)
     launcher = (_substitute(check.argv("defaults", "launcher", raw["launcher"]))
                 if "launcher" in raw else None)
-    jobs = (check.integer("defaults", "launched_jobs", raw["launched_jobs"], minimum=1)
+    jobs = (check.integer("defaults", "launched_jobs", raw["launched_jobs"], minimum=1,
+                          maximum=MAX_JOBS)
             if "launched_jobs" in raw else DEFAULT_LAUNCHED_JOBS)
     cache = None
     if "cache" in raw:

@@ -16,6 +16,7 @@ from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
+from difftest.limits import MAX_NOISE_RUNS
 from difftest.kinds import Expect
 from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind
@@ -284,8 +285,9 @@ class NoiseReport:
 def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
               progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
     """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
-        raise UsageError(f"--runs must be an integer >= 2 (reruns compared pairwise), got {runs!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
+        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+                         f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
     arms = [spec, *reruns(spec, runs, config.arms)]
     th = thresholds_of(config)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from difftest.errors import NoTraceLines, TraceError, UsageError
+from difftest.limits import MAX_PAD_RATIO, MAX_TOP_K, PAD_SLACK
 from difftest.model import (
     ArmTrace,
     DraftingKind,
@@ -371,6 +372,7 @@ class TraceBuilder:
                         logits=a("ph_logits"), line=a("ph_line"), dev_pre=a("d_pre"),
                         dev_fwd=a("d_fwd"), dev_select=a("d_select"), dev_walk=a("d_walk"),
                         dev_line=a("d_line"))
+        self._check_widths(a("l_width"), a("l_line"))
         logits = LogitRows(*_pad_logits(
             a("l_req"), a("l_pos"), a("l_row"), a("l_width"), a("l_line"), a("l_digits"),
             a("l_ids"), a("l_vals")))
@@ -386,6 +388,27 @@ class TraceBuilder:
             lines_total=self.lines_total, lines_skipped=self.lines_skipped,
             engine_errors=tuple(self.engine_errors),
             truncated=self.truncated, drafting=self.drafting)
+
+    def _check_widths(self, widths: np.ndarray, lines: np.ndarray) -> None:
+        """Refuse, before the rows are padded to one width, a row wider than MAX_TOP_K or rows
+        whose padding would outgrow the values printed (memory stays linear in the trace)."""
+        if not widths.size:
+            return
+        wide = np.flatnonzero(widths > MAX_TOP_K)
+        if wide.size:
+            at = int(wide[np.argmin(lines[wide])])
+            raise TraceError(self.path, int(lines[at]),
+                             f"[spec-logits] row of {int(widths[at])} ids: difftest reads at "
+                             f"most {MAX_TOP_K} ids per row (print a shorter top-k list)")
+        values = int(widths.sum())
+        cells = int(widths.size) * int(widths.max())
+        if cells > MAX_PAD_RATIO * values + PAD_SLACK:
+            at = int(np.argmax(widths))
+            raise TraceError(self.path, int(lines[at]),
+                             f"[spec-logits] rows of {int(widths.min())} to {int(widths.max())} "
+                             f"ids: held at one width they would take {cells} cells for "
+                             f"{values} values printed (more than {MAX_PAD_RATIO}x); print "
+                             "every row's top-k list at one width")
 
     def _order_requests(self, v: Verifies, lg: LogitRows) -> None:
         """Number requests by the line they first appear on (the readers intern them in
