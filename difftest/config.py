@@ -121,10 +121,16 @@ def name_problem(name: str) -> str | None:
 def _name(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidValue(key, f"must be a string, got {_kind(value)}")
-    why = name_problem(value)
-    if why is not None:
-        raise InvalidValue(key, f"{value[:40]!r} {why}")
     return value
+
+
+def checked_name(key: str, value: object) -> str:
+    """A name read from a file (a config, a run's meta.json) that becomes a file name."""
+    name = _name(key, value)
+    why = name_problem(name)
+    if why is not None:
+        raise InvalidValue(key, f"{name[:40]!r} {why}")
+    return name
 
 
 def _as_env(env: Mapping[str, Any]) -> dict[str, str]:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from difftest.audit import AuditThresholds
 from difftest.config import ComparisonSpec
@@ -140,3 +142,18 @@ def test_the_checker_itself_sees_links_images_and_html() -> None:
     for raw in ("![x](http://e)", "[a](b)", "<b>x</b>", "a@b.co", "http://e.example/x"):
         with pytest.raises(AssertionError):
             assert_inert(raw, [])
+
+
+MD_PIECES = ["http://", "https://", "www.", "e.com", "@", "mailto:", "<b>", "</b>", "<img ",
+             "[", "](", ")", "![", "*", "_", "`", "~~", "&", "&amp;", "|", "\\", "a", " ", "\n",
+             "x=", "#", "-", "1."]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(MD_PIECES), max_size=12).map("".join))
+def test_fuzz_no_markup_survives_the_escapes(text: str) -> None:
+    shown = " ".join(text.split())
+    # as every output uses it: inside a sentence or a table cell, never a line of its own
+    assert_inert(f"req {md_inline(text)} pos 3", [f"req {shown} pos 3"] if shown else [])
+    table = f"| c | i |\n|---|---|\n| {md_code(text)} | {md_inline(text)} |\n"
+    assert_inert(table, [])

@@ -155,7 +155,7 @@ def test_markdown_passes_no_html_from_request_ids_or_vt_lines(tmp_path: Path) ->
     base.write_text((COMPARE / "agree_a.log").read_text().replace("req=a ", f"req={evil} "))
     th = AuditThresholds()
     a, b = _outcome("a", base, None, th), _outcome("b", hostile, None, th)
-    rep = evaluate(ComparisonSpec(name="<b>x", arm_a="a", arm_b="b"), a, b, th)  # no "/" in names
+    rep = evaluate(ComparisonSpec(name="<b>x</b>", arm_a="a", arm_b="b"), a, b, th)
     text = comparison.render_markdown(rep)
     for raw in ("<img", "<script", "<b>"):
         assert raw not in text, text

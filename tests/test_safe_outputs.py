@@ -15,6 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from difftest.config import name_problem
 
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data" / "compare"
@@ -212,3 +216,13 @@ def test_step_summary_goes_only_to_a_regular_file(tmp_path: Path) -> None:
     r = _difftest(tmp_path, "check", "--run-root", "runs", "--no-progress",
                   env={**ENV, "GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode == 0 and summary.read_text().startswith("earlier step\n## difftest check")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=120))
+def test_fuzz_an_accepted_name_never_leaves_the_run_directory(name: str) -> None:
+    run = "/runs/r1"
+    if name_problem(name) is None:
+        for made in (f"diff-{name}.csv", f"{name}.stderr", name):
+            assert os.path.dirname(os.path.normpath(os.path.join(run, made))) == run, name
+        assert not any(ord(c) < 32 for c in name)
