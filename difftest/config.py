@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -131,6 +132,17 @@ def checked_name(key: str, value: object) -> str:
     if why is not None:
         raise InvalidValue(key, f"{name[:40]!r} {why}")
     return name
+
+
+def line_prefix_pattern(pattern: str) -> re.Pattern[bytes]:
+    """An arm's own `line_prefix` (a Python regular expression matched at a line's start), as
+    the trace readers use it; a bad pattern is a ValueError naming why."""
+    if not pattern:
+        raise ValueError("must not be empty")
+    try:
+        return re.compile(pattern.encode("utf-8"))
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
 
 
 def _as_env(env: Mapping[str, Any]) -> dict[str, str]:
@@ -560,8 +572,6 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
            if "max_capture_bytes" in raw else None)
     line_prefix = None
     if "line_prefix" in raw:
-        from difftest.trace.grammar import line_prefix_pattern
-
         line_prefix = check.string(table, "line_prefix", raw["line_prefix"])
         try:
             line_prefix_pattern(line_prefix)

@@ -10,7 +10,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 
 # Importable from anywhere (in this order among themselves).
-FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo")
+FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo",
+              "limits")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "stats", "noise", "tolerance", "audit",
           "compare", "numerics", "verdict", "floor", "worktree", "execute", "pipeline", "gate",

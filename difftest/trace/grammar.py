@@ -339,17 +339,6 @@ KNOWN_PREFIX = re.compile(
 MAX_PREFIXES = 8  # stripped one after another at most; a line is not a puzzle
 
 
-def line_prefix_pattern(pattern: str) -> re.Pattern[bytes]:
-    """An arm's own `line_prefix` (a Python regular expression matched at a line's start), as
-    the readers use it; a bad pattern is a ValueError naming why."""
-    if not pattern:
-        raise ValueError("must not be empty")
-    try:
-        return re.compile(pattern.encode("utf-8"))
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc}") from None
-
-
 def strip_prefixes(line: bytes, extra: re.Pattern[bytes] | None = None) -> bytes:
     """`line` without the known prefixes (and the arm's own `extra`) at its start."""
     for _ in range(MAX_PREFIXES):

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from difftest.config import line_prefix_pattern
 from difftest.errors import NoTraceLines, TraceError, UsageError
 from difftest.limits import MAX_PAD_RATIO, MAX_TOP_K, PAD_SLACK
 from difftest.model import (
@@ -683,7 +684,7 @@ def _prefix(pattern: str | None) -> re.Pattern[bytes] | None:
     if pattern is None:
         return None
     try:
-        return g.line_prefix_pattern(pattern)
+        return line_prefix_pattern(pattern)
     except ValueError as exc:
         raise UsageError(f"line_prefix {pattern!r}: {exc}") from None
 
