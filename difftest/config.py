@@ -114,8 +114,8 @@ def name_problem(name: str) -> str | None:
         return "must not contain control characters"
     if "/" in name or "\\" in name:
         return "must not contain a path separator ('/' or '\\')"
-    if ".." in name:
-        return "must not contain '..'"
+    if ".." in name or name == ".":
+        return "must not be '.' or contain '..'"
     return None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from difftest.config import name_problem
@@ -220,6 +220,9 @@ def test_step_summary_goes_only_to_a_regular_file(tmp_path: Path) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=120))
+@example(".")
+@example("../x")
+@example("a/../../b")
 def test_fuzz_an_accepted_name_never_leaves_the_run_directory(name: str) -> None:
     run = "/runs/r1"
     if name_problem(name) is None:
