@@ -64,13 +64,48 @@ def measure(tmp: Path, rows: int, k: int) -> Measure:
     return Measure(rows, k, 2 * rows * k, size, rss)
 
 
+def judge_peaks(values: int = 200 * 1024) -> None:
+    """Peak traced memory (tracemalloc) of the row judgement and the statistics per value, on
+    paired rows built in memory: the part of compare whose memory once grew with k x k."""
+    import time
+    import tracemalloc
+
+    import numpy as np
+
+    from difftest.stats import PairedRows, logit_stats
+    from difftest.tolerance import Tolerance, judge_rows
+
+    print(f"row judgement + statistics, {values} values:")
+    for k in (1, 8, 64, 1024):
+        rng = np.random.default_rng(k)
+        rows = values // k
+        ids_a = np.argsort(rng.random((rows, 4 * k)), axis=1)[:, :k].astype(np.int32)
+        ids_b = ids_a.copy()
+        ids_b[rng.random((rows, k)) < 0.25] += 4 * k
+        vals = np.round(rng.normal(size=(rows, k)), 3)
+        pairs = PairedRows(ids_a, vals, ids_b, vals + 0.0)
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        judge_rows(pairs, Tolerance(atol=0.0), 6, 6)
+        logit_stats(pairs)
+        seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"  k={k:>5}: {peak / values:>7.0f} bytes/value peak, {seconds:.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Peak memory of compare against trace size and "
                                              "top-k width.")
     ap.add_argument("--values", type=int, nargs="*", default=[50_000, 200_000, 800_000],
                     help="logit values per trace")
     ap.add_argument("--k", type=int, nargs="*", default=[1, 8, 64, 1024])
+    ap.add_argument("--judge-only", action="store_true",
+                    help="only the in-process row judgement peaks (a second)")
     args = ap.parse_args()
+    judge_peaks()
+    if args.judge_only:
+        return
     with tempfile.TemporaryDirectory(prefix="difftest-bench-") as tmp:
         base = measure(Path(tmp), 1, 1).rss
         print(f"baseline (import + one-row compare): {base / 2**20:.0f} MiB")
