@@ -90,10 +90,12 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
                    near_tie: float | None = None, atol: float | None = None,
                    min_differing: int | None = None,
                    rtol: float | None = None,
-                   drafting: DraftingKind | str | None = None) -> ComparisonReport:
+                   drafting: DraftingKind | str | None = None,
+                   line_prefix: str | None = None) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
-    needs runs, so `noise_runs` does not apply)."""
+    needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
+    lines carry besides the known ones (docs/safety.md)."""
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
     if comparison is not None:
@@ -105,7 +107,7 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, drafting=drafting)
-    return judge_traces(ta, tb, spec, cfg.audit)
+    return judge_traces(ta, tb, spec, cfg.audit, line_prefix)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
@@ -198,7 +200,8 @@ class AuditReport:
 
 def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int | None = None,
           min_entropy_bits: float | None = None,
-          max_blind_radius: float | None = None) -> AuditReport:
+          max_blind_radius: float | None = None,
+          line_prefix: str | None = None) -> AuditReport:
     """Audit one captured trace with the config's [audit] thresholds and these overrides."""
     base = _config(config).audit
     try:
@@ -209,10 +212,10 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
             max_blind_radius=base.max_blind_radius if max_blind_radius is None else max_blind_radius)
     except InvalidValue as exc:
         raise UsageError(f"{OVERRIDES}: audit threshold {exc.key}: {exc.why}") from None
-    parsed = parse_trace(Path(trace), require_lines=True)
+    parsed = parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
     return AuditReport(parsed, audit_trace(parsed, th))
 
 
-def parse(trace: Path | str) -> ArmTrace:
+def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     """The parsed events of one captured trace."""
-    return parse_trace(Path(trace), require_lines=True)
+    return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)

@@ -103,7 +103,7 @@ def _thresholds_from(saved: object, where: str) -> AuditThresholds:
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
-             thresholds: AuditThresholds) -> ArmOutcome:
+             thresholds: AuditThresholds, line_prefix: str | None = None) -> ArmOutcome:
     if result is not None:
         error = result.failure()
         if error is not None:
@@ -111,7 +111,7 @@ def _outcome(name: str, trace_path: Path, result: ArmResult | None,
     # a captured trace given by the user must hold trace lines (bad input otherwise); an arm
     # that printed none failed, with the same hint
     trace = parse_trace(trace_path, require_lines=result is None,
-                        line_prefix=result.line_prefix if result is not None else None)
+                        line_prefix=result.line_prefix if result is not None else line_prefix)
     return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
                       _health_failure(name, trace))
 
@@ -176,11 +176,13 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
 
 
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
-                 thresholds: AuditThresholds | None = None) -> ComparisonReport:
-    """Compare two captured traces; nothing is run."""
+                 thresholds: AuditThresholds | None = None,
+                 line_prefix: str | None = None) -> ComparisonReport:
+    """Compare two captured traces; nothing is run. `line_prefix`: a prefix pattern both
+    traces' lines carry besides the known ones."""
     th = thresholds or AuditThresholds()
-    a = _outcome(spec.arm_a, Path(trace_a), None, th)
-    b = _outcome(spec.arm_b, Path(trace_b), None, th)
+    a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
+    b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "

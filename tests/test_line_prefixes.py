@@ -118,3 +118,17 @@ def test_a_bad_line_prefix_is_a_config_error(tmp_path: Path) -> None:
     r = _difftest(tmp_path, "check", "--no-progress")
     assert r.returncode == 2
     assert "difftest.toml: [arms.x]: key 'line_prefix': not a valid regular expression" in r.stderr
+
+
+def test_trace_commands_take_a_line_prefix_option(tmp_path: Path) -> None:
+    b = tmp_path / "b.log"
+    b.write_text("".join(f"host-b | {line}\n"
+                         for line in (DATA / "agree_b.log").read_text().splitlines()))
+    args = ("compare", "--trace-a", str(DATA / "agree_a.log"), "--trace-b", str(b))
+    bare = _difftest(tmp_path, *args)  # nothing read: no trace lines, misplaced-tag findings
+    assert bare.returncode == 2 and "no VT_SPEC_TRACE lines" in bare.stderr
+    told = _difftest(tmp_path, *args, "--line-prefix", r"host-\w \| ")
+    assert told.returncode == 0, told.stdout + told.stderr
+    assert _difftest(tmp_path, "audit", str(b), "--line-prefix", r"host-\w \| ").returncode == 0
+    r = _difftest(tmp_path, "parse", str(b), "--line-prefix", "(")
+    assert r.returncode == 2 and "line_prefix '(': not a valid regular expression" in r.stderr
