@@ -360,7 +360,9 @@ def _run_build(argv: list[str], cwd: Path, log: Path, ref: str, sha: str,
         return BuildError(arm=ref, message=message, returncode=rc, stderr_tail=_log_tail(log),
                           log_path=log)
 
-    with open(log, "wb") as out:
+    log.unlink(missing_ok=True)  # a link planted at the log's name is removed, never written through
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as out:
         out.write(f"# difftest build of {sha} in {cwd}: {argv}\n".encode())
         out.flush()
         try:

@@ -149,3 +149,19 @@ def test_the_cache_marker_must_be_a_regular_file(tmp_path: Path, kind: str) -> N
         assert done.removed == () and mine.path.is_dir()
     else:
         assert done.removed == (mine.path,)
+
+
+def test_a_link_planted_at_a_build_log_is_never_written_through(tmp_path: Path) -> None:
+    from difftest.worktree import recipe_key
+
+    repo = _repo(tmp_path)
+    cache = tmp_path / "cache"
+    first = checkout_for(repo, "main", None, cache_dir=cache)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    build = [PY, "-c", "print('built')"]
+    log = first.path.parent / f"{first.sha}-{recipe_key(build, None)}.build.log"
+    log.symlink_to(victim)
+    done = checkout_for(repo, "main", build, cache_dir=cache)
+    assert victim.read_text() == "precious\n"
+    assert done.build_log == log and not log.is_symlink() and "built" in log.read_text()
