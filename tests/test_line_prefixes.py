@@ -27,7 +27,9 @@ READERS = [pytest.param(True, id="pure"),
 VERIFY = "[SPECTRACE] req=a pos=1 k=1 ns=1 acc=0 draft=[ 3 ] emit=[ 4 ]"
 KNOWN = ["0: ", "  3: ", "17:", "[rank0]: ", "[rank12]:", "2026-12-03 16:20:01 ",
          "2026-12-03T16:20:01.123Z ", "2026-12-03 16:20:01,123+01:00 ", "INFO vllm: ",
-         "ERROR vllm.engine: ", "WARNING:root:", "[rank0]: 2026-12-03 16:20:01 ERROR x: "]
+         "ERROR vllm.engine: ", "WARNING:root:", "[rank0]: 2026-12-03 16:20:01 ERROR x: ",
+         "[2026-12-03 16:20:01] ", "[2026-12-03T16:20:01.5Z]", "ERROR 12-03 16:20:01 [engine.py:42] ",
+         "INFO 12-03 16:20:01.123 [v1/core/sched.py:7] "]
 UNKNOWN = ["node7| ", "  ", "host-a | ", "INFO ", ">> ", "x|"]
 
 

@@ -154,7 +154,8 @@ def mutated_trace(draw: st.DrawFn) -> str:
             line = draw(st.sampled_from(["0: ", "  ", "\t", "17:", "out[", "[rank0]: ",
                                          "2026-12-03 16:20:01 ", "2026-12-03T16:20:01.5Z ",
                                          "INFO vllm: ", "WARNING:root:", "node7| ",
-                                         "[rank1]: 3: ", "vt: "])) + line
+                                         "[rank1]: 3: ", "vt: ", "[2026-12-03 16:20:01] ",
+                                         "ERROR 12-03 16:20:01 [engine.py:42] "])) + line
         elif op == "digits":  # a huge integer somewhere
             line = line[:at] + "9" * draw(st.sampled_from([11, 20, 5000])) + line[at:]
         else:

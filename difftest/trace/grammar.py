@@ -328,13 +328,17 @@ LEADER_START = (b" ", b"\t", *(bytes([c]) for c in b"0123456789"))
 #   `0: `, ` 12: `                 srun -l (the task number)
 #   `[rank0]: `                    torchrun / torch.distributed
 #   `2026-12-03 16:20:01 `         an ISO 8601 timestamp (`T` or space, fractions, zone)
+#   `[2026-12-03 16:20:01] `       the same in brackets
 #   `INFO vllm: `, `ERROR:root:`   a logger's level and name
+#   `ERROR 12-03 16:20:01 [engine.py:42] `   vLLM's logger (level, date, time, source line)
 # Anything else before a tag or `vt: ` is unknown: a finding (MISPLACED_TAG), never noise.
 _LEVELS = rb"(?:DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+_ISO = rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 KNOWN_PREFIX = re.compile(
     rb"(?:[ \t]*\d{1,6}:[ \t]?"
     rb"|\[rank\d{1,6}\]:[ \t]?"
-    rb"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?[ \t]+"
+    rb"|" + _ISO + rb"[ \t]+|\[" + _ISO + rb"\][ \t]*"
+    rb"|" + _LEVELS + rb" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[[\w./-]{1,200}:\d{1,9}\] ?"
     rb"|" + _LEVELS + rb"(?: [\w.-]{1,100}: ?|:[\w.-]{1,100}: ?))")
 MAX_PREFIXES = 8  # stripped one after another at most; a line is not a puzzle
 
