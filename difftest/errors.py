@@ -35,6 +35,10 @@ class RefusedOutput(UsageError):
     or a place outside the run directory. Nothing there was touched."""
 
 
+class InternalError(DifftestError):
+    """difftest contradicted itself (a self-check failed): a bug in difftest, not in the arms."""
+
+
 class ConfigError(DifftestError):
     """A config file that does not load or validate; the message names file, table and key."""
 
