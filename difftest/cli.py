@@ -377,7 +377,7 @@ def compare(
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
-    api.check_outputs(csv, html, reads=[trace_a, trace_b, config])
+    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
     if trace_a is not None or trace_b is not None:
         if trace_a is None or trace_b is None:
             raise UsageError("--trace-a and --trace-b go together")

@@ -229,3 +229,12 @@ def test_fuzz_an_accepted_name_never_leaves_the_run_directory(name: str) -> None
         for made in (f"diff-{name}.csv", f"{name}.stderr", name):
             assert os.path.dirname(os.path.normpath(os.path.join(run, made))) == run, name
         assert not any(ord(c) < 32 for c in name)
+
+
+def test_compare_never_writes_over_the_config_it_read(tmp_path: Path) -> None:
+    (tmp_path / "difftest.toml").write_text(_config())
+    before = (tmp_path / "difftest.toml").read_text()
+    r = _difftest(tmp_path, "compare", "-c", "ab", "--run-root", "runs", "--no-progress",
+                  "--csv", "difftest.toml")
+    assert r.returncode == 2 and "a file this run reads" in r.stderr, r.stdout + r.stderr
+    assert (tmp_path / "difftest.toml").read_text() == before
