@@ -157,3 +157,25 @@ def test_fuzz_no_markup_survives_the_escapes(text: str) -> None:
     assert_inert(f"req {md_inline(text)} pos 3", [f"req {shown} pos 3"] if shown else [])
     table = f"| c | i |\n|---|---|\n| {md_code(text)} | {md_inline(text)} |\n"
     assert_inert(table, [])
+
+
+def test_hostile_spec_config_values_in_an_inert_verdict_stay_text(tmp_path: Path) -> None:
+    from difftest import api
+
+    evil = "&![x](http://e)<b>"
+    for name in ("a.log", "b.log"):
+        (tmp_path / name).write_text(f"[spec-config] lane={evil}\n"
+                                     + (COMPARE / "agree_a.log").read_text())
+    (tmp_path / "difftest.toml").write_text(
+        '[arms.a]\ncommand = ["x"]\n[arms.b]\ncommand = ["x"]\n'
+        '[comparisons.x]\narm_a = "a"\narm_b = "b"\ntoggle = ["lane"]\n')
+    rep = api.compare_traces(tmp_path / "a.log", tmp_path / "b.log", comparison="x",
+                             config=tmp_path / "difftest.toml")
+    assert rep.verdict.verdict == "inert"
+    assert_inert(comparison.render_markdown(rep), [f"lane={evil}"])
+    result = CheckResult(Path("difftest.toml"), None, (rep,), {})
+    assert_inert(gate_report.check_markdown(result), [])
+    root = ET.fromstring(gate_report.junit_xml(result, hostname="h"))
+    for el in root.iter():
+        if el.tag in ("failure", "error"):
+            assert_inert(el.get("message", ""), [])
