@@ -251,6 +251,10 @@ HtmlOpt = Annotated[Path | None, typer.Option(
     "--html", help="Write the HTML report here too (every run directory gets report.html).")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option(
     "--format", "-f", help="Output on stdout: a table, or JSON.")]
+LinePrefixOpt = Annotated[str | None, typer.Option(
+    "--line-prefix", metavar="REGEX",
+    help="A prefix the trace's lines carry besides the known ones (srun -l, [rankN]:, "
+         "timestamps, LEVEL name:), as a regular expression matched at each line's start.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
 
@@ -264,6 +268,7 @@ def parse(
     rows: Annotated[str, typer.Option(
         "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
                        "every event.")] = "40",
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Print the parsed events of one trace, and the findings on its lines."""
     from difftest import api
@@ -272,7 +277,7 @@ def parse(
     limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
     if limit is not None and limit < 0:
         raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
-    trace = api.parse(file)
+    trace = api.parse(file, line_prefix=line_prefix)
     out = sys.stdout
     if format is ParseFormat.json:
         events.write_json(trace, out)
@@ -296,13 +301,15 @@ def audit(
         help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
     max_blind_radius: Annotated[float | None, typer.Option(
         help="Largest smallest-blind-radius (margin/2) a token comparison may have.")] = None,
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Say whether a trace could ever fail a comparison: exit 0 informative, 3 uninformative."""
     from difftest import api
     from difftest.report import audit_report
 
     result = api.audit(file, config=config, min_distinct_ids=min_distinct_ids,
-                       min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius)
+                       min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius,
+                       line_prefix=line_prefix)
     if format is ReportFormat.json:
         typer.echo(audit_report.render_json(result.audit, result.trace))
     else:
@@ -313,18 +320,22 @@ def audit(
 def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
                  html: Path | None = None) -> None:
     from difftest import api
+    from difftest.errors import RefusedOutput
     from difftest.report import comparison as render
 
+    refused = False
     try:
         if html is not None:
             api.export_html(report, html)
     except DifftestError as exc:  # the verdict still counts: say it, exit with it
+        refused = isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     try:
         if csv is not None and not api.export_csv(report, csv):
             typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
                        "compared", err=True)
     except DifftestError as exc:
+        refused = refused or isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
@@ -332,7 +343,8 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
         typer.echo(render.render_markdown(report))
     else:
         typer.echo(render.render_table(report))
-    raise typer.Exit(int(report.exit_code))
+    # a path the writer refused is a usage error, whatever the verdict
+    raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
 
 
 @app.command()
@@ -360,10 +372,12 @@ def compare(
     progress: Progress = None,
     rtol: Rtol = None,
     noise_runs: NoiseRuns = None,
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
+    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
     if trace_a is not None or trace_b is not None:
         if trace_a is None or trace_b is None:
             raise UsageError("--trace-a and --trace-b go together")
@@ -375,8 +389,11 @@ def compare(
         report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
                                     expect=expect,
                                     near_tie=near_tie, atol=atol, min_differing=min_differing,
-                                    rtol=rtol, drafting=drafting)
+                                    rtol=rtol, drafting=drafting, line_prefix=line_prefix)
     else:
+        if line_prefix is not None:
+            raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
+                             "line_prefix in its config table")
         report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
@@ -407,6 +424,7 @@ def export(
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
+    api.check_outputs(csv, html, run_dir=run_dir)
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
                          min_differing=min_differing, rtol=rtol,
                          drafting=drafting, comparison=comparison)
@@ -560,10 +578,12 @@ def cache_prune(
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest.worktree import prune_cache
 
-    removed = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
-    for path in removed:
+    done = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    for path in done.removed:
         typer.echo(f"removed {path}")
-    typer.echo(f"{len(removed)} checkout(s) removed")
+    for path, why in done.skipped:
+        typer.echo(f"skipped {path}: {why}")
+    typer.echo(f"{len(done.removed)} checkout(s) removed, {len(done.skipped)} skipped")
 
 
 def main() -> None:

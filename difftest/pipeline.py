@@ -16,6 +16,7 @@ from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
+from difftest.limits import MAX_NOISE_RUNS
 from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
@@ -104,14 +105,15 @@ def _thresholds_from(saved: object, where: str) -> AuditThresholds:
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
-             thresholds: AuditThresholds) -> ArmOutcome:
+             thresholds: AuditThresholds, line_prefix: str | None = None) -> ArmOutcome:
     if result is not None:
         error = result.failure()
         if error is not None:
             return ArmOutcome(name, trace_path, result, failure=error.failure)
     # a captured trace given by the user must hold trace lines (bad input otherwise); an arm
     # that printed none failed, with the same hint
-    trace = parse_trace(trace_path, require_lines=result is None)
+    trace = parse_trace(trace_path, require_lines=result is None,
+                        line_prefix=result.line_prefix if result is not None else line_prefix)
     return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
                       _health_failure(name, trace))
 
@@ -222,11 +224,13 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
 
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
-                 evidence: Evidence = ((), ())) -> ComparisonReport:
-    """Compare two captured traces; nothing is run."""
+                 evidence: Evidence = ((), ()),
+                 line_prefix: str | None = None) -> ComparisonReport:
+    """Compare two captured traces; nothing is run. `line_prefix`: a prefix pattern both
+    traces' lines carry besides the known ones."""
     th = thresholds or AuditThresholds()
-    a = _outcome(spec.arm_a, Path(trace_a), None, th)
-    b = _outcome(spec.arm_b, Path(trace_b), None, th)
+    a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
+    b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
@@ -361,8 +365,9 @@ class NoiseReport:
 def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
               progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
     """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
-        raise UsageError(f"--runs must be an integer >= 2 (reruns compared pairwise), got {runs!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
+        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+                         f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
     arms = [spec, *reruns(spec, runs, config.arms)]
     th = thresholds_of(config)

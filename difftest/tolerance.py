@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from difftest.resolution import LOSSLESS_DIGITS, snapped_difference, value_quanta
-from difftest.stats import PairedRows
+from difftest.stats import PairedRows, match_ids
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,8 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         z = np.zeros(n, dtype=bool)
         zi = np.zeros(n, dtype=np.int64)
         return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy())
-    eq = (ids_a[:, :, None] == ids_b[:, None, :]) & (ids_a[:, :, None] >= 0)
-    shared = eq.any(axis=2)
-    vb = vb_list[np.arange(n)[:, None], eq.argmax(axis=2)]
+    shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
+    vb = vb_list[np.arange(n)[:, None], where]
     va, qa = _exact(va, digits_a)
     vb, qb = _exact(vb, digits_b)
     d = snapped_difference(va, vb, qa, qb)
@@ -116,7 +115,7 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
     half = (qa + qb) / 2
     row_diff = np.where(shared, d, 0.0).max(axis=1)
-    disjoint = ~shared.any(axis=1)
+    disjoint = np.asarray(~shared.any(axis=1))
     row_diff = np.where(disjoint, np.nan, row_diff)
     if tol.bitwise:
         over = shared & (d > 0)

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 
 # Importable from anywhere (in this order among themselves).
 FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo",
-              "evidence")
+              "evidence", "limits")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "stats", "noise", "tolerance", "audit",
           "compare", "numerics", "verdict", "floor", "worktree", "execute", "quantity", "switch", "pipeline",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -271,11 +272,13 @@ def csv_text(rep: ComparisonReport) -> str:
     return out.getvalue()
 
 
-def write_csv(rep: ComparisonReport, path: Path) -> None:
+def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
+              inside: Path | None = None) -> None:
     """Write the CSV diff atomically, through a temp file created exclusively beside it (a
-    link planted at any name there is never followed)."""
+    link planted at any name there is never followed; see difftest.atomic for what else is
+    refused)."""
     path = Path(path)
     try:
-        write_text_atomic(path, csv_text(rep))
+        write_text_atomic(path, csv_text(rep), reads=reads, inside=inside)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None
