@@ -91,11 +91,13 @@ def test_the_same_non_finite_value_in_both_arms_is_named() -> None:
 
 def sequential_floor_case() -> tuple[list[Step], list[Step], list[Step]]:
     a = base()
-    # one rerun flips row 1 of block 4 at a near-tie; its later rows ran on another token
-    rerun = list(a)
+    # row 1 of block 4 is a near-tie that one rerun breaks the other way; the rerun's later
+    # rows of that block ran on another token
     s = a[4]
+    (i0, v0), (i1, _) = s.rows[0][:2]
+    a[4] = s = with_value(s, 0, 1, f32(v0 - 1e-4))
+    rerun = list(a)
     rows = list(s.rows)
-    (i0, v0), (i1, _) = rows[0][:2]
     rows[0] = ((i1, v0), (i0, f32(v0 - 1e-4)), *rows[0][2:])
     rows[1:] = [tuple((i, f32(v + 3.0)) for i, v in r) for r in rows[1:]]
     rerun[4] = Step(s.req, s.pos, tuple(rows))
