@@ -82,7 +82,11 @@ def blind_radius(cmp: Comparison) -> BlindRadius:
                       key=lambda c: c[0])
     if lg.excess is not None and lg.excess.rule is FlipRule.EXACT_TEST:
         value, rule = NOISE_BAND * value, f"noise band, {NOISE_BAND:g} x its {rule}"
-    if not (lg.resolution_a.lossless and lg.resolution_b.lossless) and quantum:
+    if quantum > value:  # equal prints hide up to a quantum
+        value, rule = quantum, "resolution"
+    if lg.rows_unresolved and quantum:
+        # every other row printed a difference of 0, certainly within the bound, or counted;
+        # an unresolved one may hide up to a quantum of each arm beyond the bound
         value, rule = value + 2 * quantum, f"{rule}, widened by two printed quanta"
     return BlindRadius(tokens, value, rule, token_rule=token_rule)
 
@@ -155,6 +159,9 @@ def _resolution_reasons(cmp: Comparison, lg: LogitFindings, names: tuple[str, st
         out.append(f"{lg.rows_one_quantum} logit row(s) differ by one printed quantum only (the "
                    f"last printed digit, at most {_q(quantum)}): real differences, of a true "
                    "size anywhere between 0 and two quanta")
+    if lg.rows_disjoint:
+        out.append(f"{lg.rows_disjoint} logit row(s) whose top-k lists share no id: counted as "
+                   "logit differences, with no size (their values cannot be paired)")
     if lg.rows_nonfinite_one:
         out.append(f"{lg.rows_nonfinite_one} logit row(s) hold a non-finite value (nan or inf) in "
                    "one arm where the other holds another value: counted as logit differences "
@@ -162,9 +169,6 @@ def _resolution_reasons(cmp: Comparison, lg: LogitFindings, names: tuple[str, st
     if lg.values_nonfinite_both:
         out.append(f"{lg.values_nonfinite_both} logit value(s) are the same non-finite value "
                    "(nan or inf) in both arms: equal, but no logit a comparison can measure")
-    if lg.rows_disjoint:
-        out.append(f"{lg.rows_disjoint} logit row(s) whose top-k lists share no id: counted as "
-                   "logit differences, with no size (their values cannot be paired)")
     return out
 
 
