@@ -7,9 +7,9 @@ a different context and is *context-diverged*: comparing its drafts would blame 
 what the context did.
 
 Acceptance explains an unmatched step only where the other arm emitted that position from a
-step that began earlier (it accepted its way past). A step at a position the other arm's stream
-never emitted, before that stream's end, is *lost* from the other trace (or extra in this one):
-a difference, not acceptance.
+step that began earlier (it accepted its way past). A step (drafting or not) at a position the
+other arm's stream never emitted, before that stream's end, is *lost* from the other trace (or
+extra in this one): a difference, not acceptance.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ class Alignment:
     # requests whose emitted streams end at different positions (or that one arm lacks): steps
     # past the shorter arm's end are not explained by acceptance, they were never run
     coverage_gaps: tuple[CoverageGap, ...] = ()
-    # the unmatched steps (verify indices of A / of B) at positions the other arm's stream
-    # never emitted, before its end
+    # the steps (verify indices of A / of B, drafting or not) at positions the other arm's
+    # stream never emitted, before its end
     lost_a: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     lost_b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -153,17 +153,16 @@ def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     return tuple(gaps)
 
 
-def _lost(unmatched: np.ndarray, trace: ArmTrace, codes: np.ndarray, other: ArmTrace,
-          other_codes: np.ndarray, n: int) -> np.ndarray:
-    """The unmatched steps of `trace` at positions `other` never emitted, before its end."""
-    if not unmatched.size:
-        return unmatched
+def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.ndarray,
+          n: int) -> np.ndarray:
+    """The steps of `trace` (drafting or not) at positions `other` never emitted, before the
+    end of its stream. Acceptance moves where steps start, never which positions a stream
+    emits: both arms emit every position of a request up to its end."""
     emitted, _ = _emitted(other, other_codes)
     ends, _ = _stream_ends(other, other_codes, n)
-    req = codes[unmatched]
-    pos = trace.verifies.pos[unmatched]
-    missing = ~np.isin(step_keys(req, pos), emitted) & (pos < ends[req])
-    lost: np.ndarray = unmatched[missing]
+    pos = trace.verifies.pos
+    missing = ~np.isin(step_keys(codes, pos), emitted) & (pos < ends[codes])
+    lost: np.ndarray = np.flatnonzero(missing)
     return lost
 
 
@@ -219,8 +218,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
         diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
         divergences=tuple(divergences),
-        lost_a=_lost(unmatched_a, a, ca, b, cb, len(names)),
-        lost_b=_lost(unmatched_b, b, cb, a, ca, len(names)))
+        lost_a=_lost(a, ca, b, cb, len(names)), lost_b=_lost(b, cb, a, ca, len(names)))
 
 
 def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:

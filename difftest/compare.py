@@ -219,6 +219,8 @@ class Comparison:
     steps_lost_a: int = 0  # steps only A traced, where B's stream has no token
     steps_lost_b: int = 0
     rows_lost: int = 0
+    unmatched_lost_a: int = 0  # of the unmatched blocks, those lost (the rest is acceptance)
+    unmatched_lost_b: int = 0
 
     @property
     def rows_noise_flip(self) -> int:
@@ -582,7 +584,9 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         rows_context_diverged=int((status == DIVERGED).sum()),
         findings_a=a.findings, findings_b=b.findings,
         steps_lost_a=int(al.lost_a.size), steps_lost_b=int(al.lost_b.size),
-        rows_lost=_lost_rows(al, blocks_a, blocks_b))
+        rows_lost=_lost_rows(al, blocks_a, blocks_b),
+        unmatched_lost_a=int(np.isin(al.unmatched_a, al.lost_a).sum()),
+        unmatched_lost_b=int(np.isin(al.unmatched_b, al.lost_b).sum()))
 
 
 def _judged_counts(findings: LogitFindings | None, lg: _Logits, compared: np.ndarray

@@ -230,8 +230,8 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                    f"emitted, {cmp.steps_lost_b} only in {nb} at positions {na}'s never emitted: "
                    "steps lost from one trace (or extra in the other), a difference, not "
                    f"acceptance; their {cmp.rows_lost} drafted row(s) could not be compared")
-    accepted_a = cmp.unmatched_a - cmp.steps_lost_a
-    accepted_b = cmp.unmatched_b - cmp.steps_lost_b
+    accepted_a = cmp.unmatched_a - cmp.unmatched_lost_a
+    accepted_b = cmp.unmatched_b - cmp.unmatched_lost_b
     if accepted_a or accepted_b:
         why = ("some of them may be the stream breaks above, not acceptance"
                if any(cmp.stream_breaks) else
