@@ -80,7 +80,7 @@ def blind_radius(cmp: Comparison) -> BlindRadius:
     top = lg.max_abs_value or 0.0
     value, rule = max([(cmp.atol + cmp.rtol * top, "tolerance"), (tol.floor, "noise floor")],
                       key=lambda c: c[0])
-    if lg.excess is not None and lg.excess.rule is FlipRule.EXACT_TEST:
+    if lg.excess is not None and lg.excess.rule is FlipRule.EXACT_TEST and tol.floor > 0:
         value, rule = NOISE_BAND * value, f"noise band, {NOISE_BAND:g} x its {rule}"
     if quantum > value:  # equal prints hide up to a quantum
         value, rule = quantum, "resolution"

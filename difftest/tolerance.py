@@ -153,12 +153,11 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
                         over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1), nonfinite_both)
-    # the bound of a non-finite reference is never used: such values are decided above
-    reference = np.where(np.isfinite(vb), vb, 0.0)
-    bound = tol.bound(reference)
+    # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
     with np.errstate(invalid="ignore"):
+        bound = tol.bound(vb)
         certain = shared & ((d - half > bound) | mismatch)
-        beyond = shared & ((d - half > tol.band(reference)) | mismatch)
+        beyond = shared & ((d - half > tol.band(vb)) | mismatch)
         # equal prints are equal: the blindness below the resolution is reported once, as a
         # tolerance finer than the resolution, not as every unchanged value
         possible = shared & finite & (d > 0) & (d + half > bound)
