@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, replace
 
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from difftest.compare import Comparison
@@ -199,15 +199,20 @@ def test_a_difference_above_the_stated_radius_is_never_agree(case: Case, kind: s
                                                               seed: int) -> None:
     a = build(case)
     rnd = random.Random(seed)
+    if case.level == 1 and kind in ("shift", "nonfinite"):
+        kind = "flip"  # no logits traced: plant in the tokens
+    if kind in ("flip", "shift", "nonfinite") and not drafted(a):
+        kind = "lost"  # no step drafted: plant in the stream
     planted = plant(case, a, kind, rnd)
-    if planted is None:
-        return
+    assert planted is not None
     report = judge(case, a, planted.b)
     note(f"{kind}: {report.verdict.verdict} {report.verdict.reasons}")
+    event(f"planted {kind}: {report.verdict.verdict}")
     if planted.size is not None and report.comparison is not None:
         radius = stated(report.comparison, planted.instrument)
         note(f"planted {planted.size:.4g}, stated radius {radius}")
         if radius is not None and planted.size <= radius:
+            event("planted within the stated radius")
             return  # the report says so: a change this small may pass
     assert report.verdict.verdict is not VerdictKind.AGREE, report.verdict.reasons
 
@@ -224,6 +229,7 @@ def test_noise_below_half_of_what_may_be_ignored_is_never_differ(case: Case, see
     b = noisy(a, max(allowed / 2 - 2 * case.quantum, 0.0), seed) if case.level == 3 else a
     report = judge(case, a, b)
     note(f"{report.verdict.verdict} {report.verdict.reasons}")
+    event(f"unplanted: {report.verdict.verdict}")
     assert report.verdict.verdict is not VerdictKind.DIFFER, report.verdict.reasons
 
 
@@ -235,3 +241,29 @@ def test_every_plant_can_be_made(kind: str) -> None:
     planted = plant(case, a, kind, random.Random(1))
     assert planted is not None
     assert judge(case, a, planted.b).verdict.verdict is not VerdictKind.AGREE
+
+
+# -- the property's shrunk counterexamples on the code before these rules, kept as named cases --
+
+LEVEL1_K0 = (((0, 0), (0, 0)), ((0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (2, 0)))
+ONE_BLOCK = (((0, 0), (2, 0)),)
+
+
+@pytest.mark.parametrize("case, kind, seed", [
+    pytest.param(Case(1, DraftingKind.BLOCK, 6, 2.0, LEVEL1_K0, 0, 0.0, 0.0, 0.0, 0), "lost", 1,
+                 id="a-lost-step-that-drafted-nothing"),
+    pytest.param(Case(1, DraftingKind.BLOCK, 6, 2.0, LEVEL1_K0, 0, 0.0, 0.0, 0.0, 0), "extra", 1,
+                 id="an-extra-step-before-the-first"),
+    pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, ONE_BLOCK, 1, 0.0, 0.0, 0.0, 0), "flip", 0,
+                 id="one-flip-of-margin-0.32-against-a-floor-of-0.0015"),
+    pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, ONE_BLOCK, 1, 0.0, 0.0, 0.0, 0), "shift", 0,
+                 id="one-value-off-by-0.016-against-a-floor-of-0.0015"),
+    pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, (((0, 0),) * 5 + ((2, 0),),), 0, 0.0, 1e-4,
+                      0.0, 0), "nonfinite", 0, id="a-non-finite-value-under-rtol"),
+])
+def test_a_shrunk_counterexample_is_caught(case: Case, kind: str, seed: int) -> None:
+    a = build(case)
+    planted = plant(case, a, kind, random.Random(seed))
+    assert planted is not None
+    report = judge(case, a, planted.b)
+    assert report.verdict.verdict is not VerdictKind.AGREE, report.verdict.reasons
