@@ -306,9 +306,13 @@ def test_reasons_beside_an_agree_count_only_judged_rows(tmp_path: Path) -> None:
     assert "share no id" not in text and "counts" not in text, report.verdict.reasons
     data = json.loads(render.render_json(report))
     assert data["logit_rows_disjoint"] == 0
+    assert data["logit_excess_test"]["exceed"] == 0 and data["flip_test"]["flips_b"] == 0
     out = tmp_path / "diff.csv"
     api.export_csv(report, out)
     assert out.read_text().count(",context-diverged,") == 3
+    # the table and the JSON give the same reasons
+    table = render.render_table(report).splitlines()
+    assert [line[4:] for line in table if line.startswith("  - ")] == data["reasons"]
 
 
 # -- 10. an internal error is exit 2 whatever the environment says -------------------------------
