@@ -327,7 +327,11 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     failures = tuple(o.failure for o in outs if o.failure is not None)
     if failures:
         return NoiseReport(arm, runs, run_dir, None, failures)
-    floor = measure_floor(arm, [o.trace for o in outs if o.trace is not None])
+    traces = [o.trace for o in outs if o.trace is not None]
+    # the floor under the drafting rules the traces declare (one kind, else block)
+    declared = {t.drafting for t in traces if t.drafting is not None}
+    drafting = declared.pop() if len(declared) == 1 else DraftingKind.BLOCK
+    floor = measure_floor(arm, traces, drafting)
     return NoiseReport(arm, runs, run_dir, floor)
 
 

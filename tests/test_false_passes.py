@@ -288,8 +288,9 @@ def sequential_reasons_report() -> ComparisonReport:
     rows = list(s.rows)
     (i0, v0), (i1, _) = rows[0][:2]
     rows[0] = ((i1, v0), (i0, v0), *rows[0][2:])  # an exact tie, broken the other way
-    # the rows after the near-tie flip ran on another token: other ids entirely
-    rows[1:] = [tuple((i + 1000, v) for i, v in r) for r in rows[1:]]
+    # the rows after the near-tie flip ran on another token: other values, other ids entirely
+    rows[1] = tuple((i, f32(v + 0.5)) for i, v in rows[1])
+    rows[2:] = [tuple((i + 1000, v) for i, v in r) for r in rows[2:]]
     b[4] = Step(s.req, s.pos, tuple(rows))
     a = list(a)
     a[4] = with_value(a[4], 0, 1, v0)
