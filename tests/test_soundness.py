@@ -94,13 +94,19 @@ def build(case: Case) -> list[list[Step]]:
     return out
 
 
-def noisy(arm: list[list[Step]], size: float, seed: int) -> list[list[Step]]:
-    """The arm with some of its values moved by up to `size` (their order kept)."""
+def noisy(arm: list[list[Step]], size: float, seed: int, exact: bool = False
+          ) -> list[list[Step]]:
+    """The arm with its values moved by up to `size` (`exact`: each by exactly +-size, as A's
+    reruns move, so that the floor they show is known); their order is kept."""
     rnd = random.Random(seed)
 
+    def step() -> float:
+        if exact:
+            return rnd.choice((-1.0, 1.0)) * size
+        return rnd.choice((-1.0, 0.0, 1.0)) * size * rnd.random()
+
     def move(top: Top) -> Top:
-        return tuple((i, f32(v + rnd.choice((-1.0, 0.0, 1.0)) * size * rnd.random()))
-                     for i, v in top)
+        return tuple((i, f32(v + step())) for i, v in top)
 
     return [[replace(s, rows=tuple(move(t) for t in s.rows)) for s in chain] for chain in arm]
 
@@ -111,7 +117,7 @@ def lines(case: Case, arm: list[list[Step]]) -> list[str]:
 
 
 def judge(case: Case, a: list[list[Step]], b: list[list[Step]]) -> ComparisonReport:
-    reruns = [lines(case, noisy(a, NOISE, case.values + i)) if case.level == 3
+    reruns = [lines(case, noisy(a, NOISE, case.values + i, exact=True)) if case.level == 3
               else lines(case, a) for i in range(case.reruns)]
     return judged(lines(case, a), lines(case, b), reruns=reruns, atol=case.atol,
                   rtol=case.rtol, near_tie=case.near_tie, drafting=case.drafting)
@@ -121,16 +127,22 @@ def drafted(arm: list[list[Step]]) -> list[tuple[int, int]]:
     return [(r, i) for r, chain in enumerate(arm) for i, s in enumerate(chain) if s.rows]
 
 
+def floor_bound(case: Case) -> float:
+    """The largest floor A's reruns can show: each moves every value by NOISE, two of them in
+    opposite directions, and the print adds up to a quantum of each."""
+    return (2 if case.reruns > 1 else 1) * NOISE + 2 * case.quantum if case.reruns else 0.0
+
+
 def logit_bound(case: Case) -> float:
     """An upper bound, known before comparing, of the logit radius the comparison may state."""
     reach = case.atol + case.rtol * (case.low + 8)
     if case.reruns:
-        reach = NOISE_BAND * max(reach, NOISE + 2 * case.quantum)
+        reach = NOISE_BAND * max(reach, floor_bound(case))
     return reach + 3 * case.quantum
 
 
 def token_bound(case: Case) -> float:
-    return max(0.2, case.near_tie, NOISE_BAND * (NOISE + 2 * case.quantum) if case.reruns else 0)
+    return max(0.2, case.near_tie, NOISE_BAND * floor_bound(case))
 
 
 @dataclass(frozen=True)
@@ -255,9 +267,9 @@ ONE_BLOCK = (((0, 0), (2, 0)),)
     pytest.param(Case(1, DraftingKind.BLOCK, 6, 2.0, LEVEL1_K0, 0, 0.0, 0.0, 0.0, 0), "extra", 1,
                  id="an-extra-step-before-the-first"),
     pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, ONE_BLOCK, 1, 0.0, 0.0, 0.0, 0), "flip", 0,
-                 id="one-flip-of-margin-0.32-against-a-floor-of-0.0015"),
+                 id="one-hard-flip-far-above-the-floor"),
     pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, ONE_BLOCK, 1, 0.0, 0.0, 0.0, 0), "shift", 0,
-                 id="one-value-off-by-0.016-against-a-floor-of-0.0015"),
+                 id="one-value-far-above-the-floor"),
     pytest.param(Case(3, DraftingKind.BLOCK, 6, 2.0, (((0, 0),) * 5 + ((2, 0),),), 0, 0.0, 1e-4,
                       0.0, 0), "nonfinite", 0, id="a-non-finite-value-under-rtol"),
 ])
