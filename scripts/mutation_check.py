@@ -57,6 +57,11 @@ M = [
   "tests/test_false_passes.py"),
  ("S10 radius not widened for unresolved rows", "difftest/numerics.py",
   "    if lg.rows_unresolved and quantum:", "    if False:", "tests/test_false_passes.py"),
+ ("S14 noise flips not drawn", "difftest/report/html.py",
+  "    prio[[SAME, UNMATCHED_A, UNMATCHED_B, DIVERGED, NEAR_TIE, NOISE_FLIP, DIFFER]] = [\n"
+  "        1, 2, 2, 3, 4, 5, 6]",
+  "    prio[[SAME, UNMATCHED_A, UNMATCHED_B, DIVERGED, NEAR_TIE, DIFFER]] = [\n"
+  "        1, 2, 2, 3, 4, 6]", "tests/test_false_passes.py"),
  ("S11 disjoint rows counted beyond the judged rows", "difftest/compare.py",
   "    return replace(findings, rows_disjoint=int((j.disjoint & keep).sum()),",
   "    return replace(findings, rows_disjoint=int(j.disjoint.sum()),",

@@ -157,6 +157,12 @@ def test_three_hard_flips_far_above_the_floor_count() -> None:
 # -- 4. flips judged as noise are drawn, counted and exported -------------------------------------
 
 def noise_flip_report() -> ComparisonReport:
+    a, rerun, b = noise_flip_traces()
+    return judged(trace_lines(a), trace_lines(b), reruns=[trace_lines(rerun)])
+
+
+def noise_flip_traces() -> tuple[list[Step], list[Step], list[Step]]:
+    """A, a rerun of A and B: near-equal flips in the rerun (two) and in B (one)."""
     a = base(margin=0.25)
     rerun = list(a)
     b = list(a)
@@ -167,7 +173,7 @@ def noise_flip_report() -> ComparisonReport:
         arm[n] = Step(a[n].req, a[n].pos, tuple(rows))
     a = [with_value(s, 0, 1, f32(s.rows[0][0][1] - 1e-6)) if n in (1, 4, 6) else s
          for n, s in enumerate(a)]
-    return judged(trace_lines(a), trace_lines(b), reruns=[trace_lines(rerun)])
+    return a, rerun, b
 
 
 def test_noise_flips_are_drawn_counted_and_exported(tmp_path: Path) -> None:
@@ -181,6 +187,37 @@ def test_noise_flips_are_drawn_counted_and_exported(tmp_path: Path) -> None:
     assert ",noise-flip," in out.read_text()
     data = json.loads(render.render_json(report))
     assert data["rows_noise_flip"] == 1
+
+
+# one run of arm A per slot: concurrent runs claim the slots, each prints its slot's trace
+CLAIM = ("import os, sys\n"
+         "d = sys.argv[-1]\n"
+         "for k in range(2):\n"
+         "    try:\n"
+         "        os.close(os.open(os.path.join(d, f'slot{k}'), os.O_CREAT | os.O_EXCL))\n"
+         "    except FileExistsError:\n"
+         "        continue\n"
+         "    sys.stderr.write(open(os.path.join(d, f'a{k}.log')).read())\n"
+         "    break\n")
+
+
+def test_a_check_with_noise_flips_writes_every_report(tmp_path: Path) -> None:
+    a, rerun, b = noise_flip_traces()
+    for name, arm in (("a0.log", a), ("a1.log", rerun), ("b.log", b)):
+        (tmp_path / name).write_text("\n".join(trace_lines(arm)) + "\n")
+    config = tmp_path / "arms.toml"
+    config.write_text(
+        f"[arms.a]\ncommand = {json.dumps(['{python}', '-c', CLAIM, str(tmp_path)])}\n"
+        + replay_arm("b", tmp_path / "b.log")
+        + '[comparisons.nf]\narm_a = "a"\narm_b = "b"\nnoise_runs = 2\n')
+    result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
+    (report,) = result.reports
+    assert cmp_of(report).rows_noise_flip >= 1, report.verdict.reasons
+    run_dir = result.run_dir
+    assert run_dir is not None
+    for name in ("junit.xml", "check.json", "check.md", "check.html", "diff-nf.csv"):
+        assert (run_dir / name).is_file(), name
+    assert "noise-flip" in (run_dir / "diff-nf.csv").read_text()
 
 
 # -- 5. a lost step is a difference --------------------------------------------------------------
