@@ -366,3 +366,19 @@ def test_an_internal_error_is_exit_2_with_the_traceback_shown(
                                  "--trace-b", str(COMPARE / "agree_b.log")])
     assert r.exit_code == 2, (r.exit_code, r.output)
     assert "Traceback" in r.output and "IndexError: index 6 is out of bounds" in r.output
+
+
+def test_float32_prints_are_told_from_wider_ones() -> None:
+    import numpy as np
+
+    from difftest.resolution import WideDigits, arm_digits, float32_prints
+
+    rnd = np.random.default_rng(3)
+    x32 = (10.0 ** rnd.uniform(-20, 20, 5000)).astype(np.float32)
+    printed = np.array([float(f"{x:.9g}") for x in x32] + [0.0, -0.0, math.nan, math.inf])
+    assert float32_prints(printed, 9)
+    wider = np.array([float(f"{x:.9g}") for x in rnd.uniform(1, 20, 50)])
+    assert not float32_prints(wider, 9)
+    digits = np.full(50, 9)
+    assert isinstance(arm_digits(wider.reshape(50, 1), digits), WideDigits)
+    assert not isinstance(arm_digits(printed[:50].reshape(50, 1), digits), WideDigits)
