@@ -178,7 +178,9 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             # Exit 1 means "differ" and nothing else, so not even a bug in difftest may exit 1.
             if os.environ.get("DIFFTEST_TRACEBACK"):
-                raise
+                # the traceback is shown, the exit code stays the one for errors
+                typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+                raise typer.Exit(int(ExitCode.USAGE)) from None
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             typer.echo(f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
                        f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please "

@@ -7,6 +7,8 @@ results are added afterwards, so a crash in analysis loses nothing that was capt
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -151,11 +153,11 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
-        floor = measure_floor(a.name, traces)
-    drafting, source = drafting_of(spec, a, b)
+        floor = measure_floor(a.name, traces, drafting)
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
                   floor=floor, drafting=drafting, drafting_source=source)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
@@ -205,12 +207,14 @@ def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
     return rules(spec.arm_a), rules(spec.arm_b)
 
 
-def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:
+def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
+                *reruns: ArmOutcome) -> tuple[DraftingKind, str]:
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
-    traces' `[spec-drafting]` headers, over the default (block)."""
+    traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
+    measured on), over the default (block)."""
     if spec.drafting is not None:
         return spec.drafting, "comparison"
-    declared = {o.name: o.trace.drafting for o in (a, b)
+    declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
     if len(kinds) > 1:
@@ -222,12 +226,39 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
     return DraftingKind.BLOCK, "default"
 
 
+def _digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
+def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
+    """Why two paths name one capture (the same file, through a link or not; with
+    `by_content`, byte-identical files), or None. A capture compared with itself agrees
+    whatever the engine did: such a comparison could not have failed."""
+    try:
+        if os.path.samefile(path_a, path_b):
+            return "they are the same file"
+        if by_content and os.path.getsize(path_a) == os.path.getsize(path_b) \
+                and _digest(path_a) == _digest(path_b):
+            return "the files are byte-identical (one capture, copied)"
+    except OSError:
+        return None  # the parser names a missing or unreadable file
+    return None
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
                  line_prefix: str | None = None) -> ComparisonReport:
-    """Compare two captured traces; nothing is run. `line_prefix`: a prefix pattern both
-    traces' lines carry besides the known ones."""
+    """Compare two captured traces; nothing is run. Refused when both name one capture.
+    `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    if same is not None:
+        raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
+                         "it would agree whatever the engine did. Compare two runs")
     th = thresholds or AuditThresholds()
     a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
@@ -379,7 +410,11 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     failures = tuple(o.failure for o in outs if o.failure is not None)
     if failures:
         return NoiseReport(arm, runs, run_dir, None, failures)
-    floor = measure_floor(arm, [o.trace for o in outs if o.trace is not None])
+    traces = [o.trace for o in outs if o.trace is not None]
+    # the floor under the drafting rules the traces declare (one kind, else block)
+    declared = {t.drafting for t in traces if t.drafting is not None}
+    drafting = declared.pop() if len(declared) == 1 else DraftingKind.BLOCK
+    floor = measure_floor(arm, traces, drafting)
     return NoiseReport(arm, runs, run_dir, floor)
 
 
@@ -466,6 +501,15 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    # two runs of one arm are two captures (a determinism check runs the arm twice under two
+    # names); one run named twice is one capture compared with itself
+    same = ("the comparison names it as both arms" if spec.arm_a == spec.arm_b else
+            one_capture(results[spec.arm_a].stderr_path, results[spec.arm_b].stderr_path,
+                        by_content=False))
+    if same is not None:
+        raise UsageError(f"{where}: arm {spec.arm_a!r} and arm {spec.arm_b!r} are one capture "
+                         f"compared with itself ({same}); it would agree whatever the engine "
+                         "did")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
                     rerun_outcomes(results, spec, thresholds), evidence)

@@ -83,6 +83,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "logit_rows_compared": c.logit_rows_compared if c else 0,
         "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
         "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
+        "steps_lost": {"a": c.steps_lost_a if c else 0, "b": c.steps_lost_b if c else 0,
+                       "rows": c.rows_lost if c else 0},
         "context_diverged": c.context_diverged if c else 0,
         "drafting": c.drafting.value if c else None,
         "drafting_from": c.drafting_source if c else None,
