@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import signal
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -18,10 +21,37 @@ from difftest.bisect.journal import Plan
 from difftest.bisect.search import Bounds, bounds, next_tests
 from difftest.bisect.trial import Mode, Observation, Setup, run_round
 from difftest.config import Config, load_config
-from difftest.errors import ExitCode, UsageError
-from difftest.execute import new_run_dir
+from difftest.errors import ExitCode, InterruptedRun, UsageError
+from difftest.execute import RunSignal, new_run_dir, signal_of
 from difftest.gitinfo import git_toplevel
 from difftest.pipeline import thresholds_of
+
+
+class BisectInterrupted(InterruptedRun):
+    """Ctrl-C, SIGTERM or SIGHUP during a bisect: the arms were stopped, the log keeps every run
+    judged so far, and `--resume` continues from there."""
+
+    def __init__(self, bisect_dir: Path, signum: int) -> None:
+        super().__init__(bisect_dir, signum)
+        self.args = (f"{self.args[0]}; continue with: difftest bisect --resume {bisect_dir}",)
+
+
+@contextmanager
+def _signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP between rounds end the bisect as Ctrl-C does (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise RunSignal(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 class Status(StrEnum):
@@ -154,8 +184,20 @@ def _drive(bisect_dir: Path, plan: Plan, config: Config, observations: list[Obse
         raise UsageError(f"-j must be at least 1, got {jobs}")
     setup = _setup(plan, config, progress)
     test = Sequential(plan.flake_rate, plan.error_rate, plan.max_runs)
-    n = len(plan.commits) - 1
     rounds = len({o.run_dir for o in observations})
+    try:
+        with _signals_as_interrupts():
+            decisions, tallies = _loop(bisect_dir, plan, setup, test, observations, rounds, jobs)
+    except KeyboardInterrupt as exc:
+        raise BisectInterrupted(bisect_dir, signal_of(exc)) from None
+    return _result(bisect_dir, plan, test, observations, decisions, tallies, notes)
+
+
+def _loop(bisect_dir: Path, plan: Plan, setup: Setup, test: Sequential,
+          observations: list[Observation], rounds: int, jobs: int
+          ) -> tuple[dict[int, Decision], dict[int, Tally]]:
+    """Rounds until the ends fail to confirm or nothing is left to test; the final decisions."""
+    n = len(plan.commits) - 1
     while True:
         tallies = _tallies(observations)
         decisions = {i: test.decide(t) for i, t in tallies.items()}
@@ -174,7 +216,7 @@ def _drive(bisect_dir: Path, plan: Plan, config: Config, observations: list[Obse
                         f"round{rounds:03d}", jobs)
         journal.append(bisect_dir, got)
         observations += got
-    return _result(bisect_dir, plan, test, observations, decisions, tallies, notes)
+    return decisions, tallies
 
 
 def _records(plan: Plan, observations: Sequence[Observation], test: Sequential

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -16,8 +16,8 @@ from difftest.audit import AuditThresholds
 from difftest.bisect.evidence import Reading
 from difftest.bisect.history import Commit
 from difftest.config import ArmSpec, ComparisonSpec
-from difftest.errors import DifftestError, ExitCode, InterruptedRun, UsageError
-from difftest.execute import JobLimits, new_run_dir, run_arms, signal_of
+from difftest.errors import DifftestError, ExitCode, UsageError
+from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
 from difftest.floor import reruns
 from difftest.pipeline import evaluate, outcomes_from_run, rerun_outcomes, spec_meta
@@ -123,12 +123,9 @@ def _unbuildable(arms: Sequence[ArmSpec], cache_dir: Path | None) -> str | None:
     return None
 
 
-def _read(setup: Setup, spec: ComparisonSpec, results: dict[str, object],
+def _read(setup: Setup, spec: ComparisonSpec, typed: Mapping[str, ArmResult],
           run_dir: Path) -> tuple[Reading, str, str]:
     """(reading, verdict label, reason) of one comparison in a finished round."""
-    from difftest.execute import ArmResult
-
-    typed = {k: v for k, v in results.items() if isinstance(v, ArmResult)}
     try:
         a, b = outcomes_from_run(typed, (spec.arm_a, spec.arm_b), setup.thresholds)
         report = evaluate(spec, a, b, setup.thresholds, run_dir,
@@ -164,32 +161,31 @@ def run_round(setup: Setup, tests: Sequence[Commit], runs_root: Path, label: str
     out: list[Observation] = []
     runnable: list[tuple[Commit, ComparisonSpec, list[ArmSpec]]] = []
     broken: dict[str, str] = {}
-    try:
-        for commit, spec, arms in planned:
-            if commit.sha not in broken:
-                why = _unbuildable(arms, setup.cache_dir)
-                if why is not None:
-                    broken[commit.sha] = why
-            if commit.sha in broken:
-                out.append(Observation(commit.index, commit.sha, commit.subject, Reading.SKIP,
-                                       "BUILD-FAILED", broken[commit.sha], rel, started_at,
-                                       0.0, 0, unbuildable=True))
-            else:
-                runnable.append((commit, spec, arms))
-        if not runnable:
-            return out
-        every = [arm for _c, _s, arms in runnable for arm in arms]
-        meta = {"bisect_round": label,
-                "tests": [{"commit": c.sha, "comparison": spec_meta(s, setup.thresholds)}
-                          for c, s, _a in runnable]}
-        results = run_arms(every, run_dir, progress=setup.progress, extra_meta=meta,
-                           cache_dir=setup.cache_dir,
-                           limits=JobLimits(total=max(1, jobs) * setup.arms_per_run))
-    except KeyboardInterrupt as exc:
-        raise InterruptedRun(run_dir, signal_of(exc)) from None
+    for commit, spec, arms in planned:
+        if commit.sha not in broken:
+            why = _unbuildable(arms, setup.cache_dir)
+            if why is not None:
+                broken[commit.sha] = why
+        if commit.sha in broken:
+            out.append(Observation(commit.index, commit.sha, commit.subject, Reading.SKIP,
+                                   "BUILD-FAILED", broken[commit.sha], rel, started_at,
+                                   0.0, 0, unbuildable=True))
+        else:
+            runnable.append((commit, spec, arms))
+    if not runnable:
+        return out
+    every = [arm for _c, _s, arms in runnable for arm in arms]
+    meta = {"bisect_round": label,
+            "tests": [{"commit": c.sha, "comparison": spec_meta(s, setup.thresholds)}
+                      for c, s, _a in runnable]}
+    # Ctrl-C, SIGTERM and SIGHUP stop the arms (run_arms) and reach the bisect's loop, which
+    # keeps the log as it is: every run logged so far was judged whole.
+    results = run_arms(every, run_dir, progress=setup.progress, extra_meta=meta,
+                       cache_dir=setup.cache_dir,
+                       limits=JobLimits(total=max(1, jobs) * setup.arms_per_run))
     duration = round(time.monotonic() - clock, 3)
     for commit, spec, arms in runnable:
-        reading, label_, reason = _read(setup, spec, dict(results), run_dir)
+        reading, label_, reason = _read(setup, spec, results, run_dir)
         out.append(Observation(commit.index, commit.sha, commit.subject, reading, label_,
                                reason, rel, started_at, duration, len(arms)))
     return out
