@@ -39,7 +39,7 @@ if ledger:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
         n = len(fh.read().splitlines())
-        fh.write(state + " " + role + "\\n")
+        fh.write(f"{{state}} {{role}} {{os.environ.get('SLURM_JOB_ID', '-')}}\\n")
 if state == "crash":
     print("runner: cannot start the engine", file=sys.stderr)
     sys.exit(7)
