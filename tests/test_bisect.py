@@ -166,8 +166,10 @@ def test_skips_next_to_the_boundary_end_in_a_range_with_their_reasons(tmp_path: 
     assert [c.index for c in r.candidates] == [3, 4, 5, 6, 7]
     assert r.confidence == pytest.approx(1.0)
     why = {t.commit.index: (t.verdicts, " ".join(t.reasons)) for t in r.tested}
-    assert why[3][0] == ("BUILD-FAILED",) and "does not compile" in why[3][1] \
-        or "build" in why[3][1]
+    assert why[3][0] == ("BUILD-FAILED",) and "does not compile" in why[3][1]
+    logged = [json.loads(x) for x in lines(r.run_dir / LOG)]
+    assert [e["arm_runs"] for e in logged if e["index"] == 3] == [0]  # its arms never ran
+    assert lines(tmp_path / "builds").count("3") == 1  # and its build ran once
     assert why[4][0] == ("ARM-FAILED",) and "exit code 7" in why[4][1]
     assert why[5][0] == ("REFUSED",) and "malformed_pos.log:7" not in why[5][1] \
         and ":7:" in why[5][1]

@@ -119,7 +119,9 @@ def _unbuildable(arms: Sequence[ArmSpec], cache_dir: Path | None) -> str | None:
         placed = git_placement(arm, cache_dir)
         if placed.error is not None:
             log = f" (build log: {placed.build_log})" if placed.build_log else ""
-            return f"arm {arm.name}: {placed.error.splitlines()[0]}{log}"
+            said = [line for line in placed.error.splitlines() if line.strip()]
+            last = f": {said[-1].strip()}" if len(said) > 1 else ""
+            return f"arm {arm.name}: {said[0]}{last}{log}"
     return None
 
 
