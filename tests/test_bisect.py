@@ -257,6 +257,14 @@ def test_a_line_cut_short_in_the_log_is_run_again(tmp_path: Path) -> None:
     assert len(lines(tmp_path / "ledger")) - runs_before == 2 * (again.comparisons - 2)
 
 
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 5-commit history for the bad-input cases (nothing runs in them)."""
+    where = tmp_path_factory.mktemp("small")
+    history(where, 5, 3)
+    return where
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-c", "lanes", "--good", "main", "--bad", "main~3"], "is not an ancestor"),
     (["-c", "lanes", "--good", "main", "--bad", "main"], "the same commit"),
@@ -267,14 +275,15 @@ def test_a_line_cut_short_in_the_log_is_run_again(tmp_path: Path) -> None:
     (["--good", "main~3", "--bad", "main"], "needs a comparison"),
     (["--resume", "."], "not a bisect directory"),
 ])
-def test_bad_input_is_exit_2_with_a_message(tmp_path: Path, args: list[str], message: str) -> None:
-    h = history(tmp_path, 5, 3)
+def test_bad_input_is_exit_2_with_a_message(small: Path, args: list[str], message: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([PY, "-m", "difftest", "bisect", *args, "--repo", str(h.repo)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
-                          check=False)
+    proc = subprocess.run([PY, "-m", "difftest", "bisect", *args, "--repo", str(small / "repo"),
+                           "--run-root", str(small / "runs")], capture_output=True, text=True,
+                          env=env, cwd=small, timeout=60, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("difftest: error: ") and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (small / "runs").exists()  # refused before anything ran
 
 
 def test_a_good_end_off_the_first_parent_line_is_refused(tmp_path: Path) -> None:
