@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -216,6 +217,9 @@ def _loop(bisect_dir: Path, plan: Plan, setup: Setup, test: Sequential,
                         f"round{rounds:03d}", jobs)
         journal.append(bisect_dir, got)
         observations += got
+        if setup.progress is not False:
+            said = ", ".join(f"#{o.index} {o.commit_short} {o.verdict}" for o in got)
+            print(f"difftest: bisect round {rounds}: {said}", file=sys.stderr, flush=True)
     return decisions, tallies
 
 

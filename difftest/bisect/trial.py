@@ -66,6 +66,10 @@ class Observation:
     arm_runs: int  # arm processes started for this reading
     unbuildable: bool = False
 
+    @property
+    def commit_short(self) -> str:
+        return self.sha[:10]
+
     def to_json(self) -> dict[str, object]:
         return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in self.__dict__.items()}
 
