@@ -156,6 +156,12 @@ def test_against_mode_keeps_arm_a_at_the_good_end(tmp_path: Path) -> None:
     shas = {arm["git_sha"] for arm in meta["arms"].values() if arm["name"].startswith("b@")
             and arm["name"].endswith(".1") and "#2" not in arm["name"]}
     assert shas == {h.shas[0]}  # arm A of every run sits at the good end
+    # a configured baseline arm replaces arm A, run as configured (arm a: git_ref HEAD)
+    base = bisect(tmp_path, h, "drift", mode=Mode.AGAINST, baseline="a")
+    assert base.first_bad is not None and base.first_bad.sha == h.shas[6]
+    meta = json.loads(next((base.run_dir / "runs").iterdir()).joinpath("meta.json").read_text())
+    assert {arm["git_sha"] for arm in meta["arms"].values()
+            if arm["name"].startswith("a@")} == {h.shas[-1]}
 
 
 def test_skips_next_to_the_boundary_end_in_a_range_with_their_reasons(tmp_path: Path) -> None:
