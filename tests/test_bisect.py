@@ -257,9 +257,13 @@ def test_a_line_cut_short_in_the_log_is_run_again(tmp_path: Path) -> None:
     kept = lines(log)[:2]
     log.write_text("\n".join(kept) + '\n{"index": 3, "sha": "')
     runs_before = len(lines(tmp_path / "ledger"))
+    assert not any("changed since" in n for n in r.notes)
+    with open(tmp_path / "difftest.toml", "a") as fh:
+        fh.write("\n# edited between the runs\n")
     again = api.bisect(resume=r.run_dir)
     assert again.first_bad == r.first_bad
     assert any("not a run of this bisect" in n for n in again.notes)
+    assert any("difftest.toml changed since the bisect started" in n for n in again.notes)
     assert len(lines(tmp_path / "ledger")) - runs_before == 2 * (again.comparisons - 2)
 
 

@@ -135,7 +135,8 @@ def start_bisect(config: Config, comparison: str, *, good: str, bad: str,
                 arm_b=spec.arm_b, mode=mode, baseline=baseline, repo=str(where), good=good,
                 bad=bad, commits=tuple(commits), flake_rate=float(flake_rate),
                 error_rate=float(error_rate), max_runs=int(max_runs), jobs=int(jobs),
-                cache_dir=str(cache) if cache is not None else None)
+                cache_dir=str(cache) if cache is not None else None,
+                config_digest=journal.digest(config.path))
     bisect_dir = new_run_dir(run_root, label=f"bisect-{spec.name}")
     journal.write_plan(bisect_dir, plan)
     return _drive(bisect_dir, plan, config, [], [], progress, jobs)
@@ -148,6 +149,9 @@ def resume_bisect(bisect_dir: Path, *, jobs: int | None = None,
     plan = journal.read_plan(bisect_dir)
     config = load_config(Path(plan.config))
     observations, notes = journal.read_log(bisect_dir, plan)
+    if plan.config_digest and journal.digest(Path(plan.config)) != plan.config_digest:
+        notes.append(f"{plan.config} changed since the bisect started: the runs before and "
+                     "after the resume may not run the same arms")
     return _drive(bisect_dir, plan, config, observations, notes, progress,
                   plan.jobs if jobs is None else jobs)
 

@@ -46,6 +46,7 @@ class Plan:
     max_runs: int
     jobs: int
     cache_dir: str | None
+    config_digest: str = ""  # sha256 of the config file's bytes when the bisect started
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
@@ -120,3 +121,14 @@ def read_log(bisect_dir: Path, plan: Plan) -> tuple[list[Observation], list[str]
             continue
         out.append(obs)
     return out, notes
+
+
+def digest(path: Path) -> str:
+    """sha256 of a file's bytes ("" when it cannot be read): a resumed bisect says when its
+    config changed since it started."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
