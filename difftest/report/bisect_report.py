@@ -20,7 +20,8 @@ def _confidence(r: BisectResult) -> str:
     if r.confidence is None:
         return "-"
     if r.plan.flake_rate == 0:
-        return f"{r.confidence:.3g} (deterministic arms: one run per commit)"
+        return (f"{r.confidence:.3g}, assuming deterministic arms (--flake-rate 0): each "
+                "commit ran once, so a flaky run could not show")
     return (f"{r.confidence:.4f} (posterior under a flake rate of {r.plan.flake_rate:g}; each "
             f"decision wrong with probability <= {r.decision_error:.2g})")
 
