@@ -314,3 +314,30 @@ def test_a_good_end_off_the_first_parent_line_is_refused(tmp_path: Path) -> None
 
 def test_reading_values_are_what_the_log_stores() -> None:
     assert [r.value for r in Reading] == ["good", "bad", "skip"]
+
+
+def test_the_walk_follows_the_first_parent_line_through_a_merge(tmp_path: Path) -> None:
+    from bisect_history import git
+
+    h = history(tmp_path, 6, 100)  # never bad so far
+    git(h.repo, "checkout", "-q", "-b", "side", h.shas[2])
+    side = []
+    for i in range(2):
+        (h.repo / f"side{i}.txt").write_text(f"{i}\n")
+        git(h.repo, "add", "-A")
+        git(h.repo, "commit", "-q", "-m", f"side {i}")
+        side.append(git(h.repo, "rev-parse", "HEAD"))
+    git(h.repo, "checkout", "-q", "main")
+    git(h.repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = git(h.repo, "rev-parse", "HEAD")
+    after = []
+    for i, state in enumerate(("good", "bad", "bad")):
+        (h.repo / "state.txt").write_text(state + "\n")
+        (h.repo / "number.txt").write_text(f"after {i}\n")
+        git(h.repo, "commit", "-q", "-am", f"after {i}")
+        after.append(git(h.repo, "rev-parse", "HEAD"))
+    r = bisect(tmp_path, h)
+    line = [c.sha for c in r.plan.commits]
+    assert line == [*h.shas, merge, *after]  # the merged branch's commits are not walked
+    assert not set(side) & {t.commit.sha for t in r.tested}
+    assert r.first_bad is not None and r.first_bad.sha == after[1]
