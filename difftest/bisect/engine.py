@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -271,18 +271,19 @@ def _result(bisect_dir: Path, plan: Plan, test: Sequential, observations: Sequen
     records = _records(plan, observations, test)
     by_index = {r.commit.index: r for r in records}
     n = len(plan.commits) - 1
-    common = dict(run_dir=bisect_dir, plan=plan, decision_error=test.decision_error,
-                  tested=records, arm_runs=sum(o.arm_runs for o in observations),
-                  comparisons=sum(o.arm_runs > 0 for o in observations))
+    base = BisectResult(run_dir=bisect_dir, plan=plan, status=Status.UNCONFIRMED, message="",
+                        first_bad=None, last_good=None, candidates=(), confidence=None,
+                        decision_error=test.decision_error, diff_stat="", tested=records,
+                        arm_runs=sum(o.arm_runs for o in observations),
+                        comparisons=sum(o.arm_runs > 0 for o in observations),
+                        notes=tuple(notes))
     problems = [p for p in (
         _end_problem("bad", plan.bad, plan.commits[n], decisions.get(n, Decision.PENDING),
                      by_index.get(n)),
         _end_problem("good", plan.good, plan.commits[0], decisions.get(0, Decision.PENDING),
                      by_index.get(0))) if p is not None]
     if problems:
-        return BisectResult(status=Status.UNCONFIRMED, message="; ".join(problems),
-                            first_bad=None, last_good=None, candidates=(), confidence=None,
-                            diff_stat="", notes=tuple(notes), **common)  # type: ignore[arg-type]
+        return replace(base, message="; ".join(problems))
     b: Bounds = bounds(n, decisions)
     candidates = plan.commits[b.lo + 1: b.hi + 1]
     post = posterior(n, tallies, plan.flake_rate)
@@ -301,10 +302,9 @@ def _result(bisect_dir: Path, plan: Plan, test: Sequential, observations: Sequen
         message = (f"the first bad commit is one of {len(candidates)} commits "
                    f"{candidates[0].short}..{candidates[-1].short}: the commits before "
                    f"{candidates[-1].short} in that range could not be judged")
-    return BisectResult(status=status, message=message, first_bad=first,
-                        last_good=plan.commits[b.lo], candidates=tuple(candidates),
-                        confidence=confidence, diff_stat=stat, notes=tuple(more),
-                        **common)  # type: ignore[arg-type]
+    return replace(base, status=status, message=message, first_bad=first,
+                   last_good=plan.commits[b.lo], candidates=tuple(candidates),
+                   confidence=confidence, diff_stat=stat, notes=tuple(more))
 
 
 def _flake_note(records: Sequence[CommitRecord], flake_rate: float) -> list[str]:
