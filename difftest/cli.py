@@ -527,8 +527,9 @@ def bisect(
                              "runs each commit once, above 0 each commit gets a sequential "
                              "test over repeated runs.")] = 0.0,
     error_rate: Annotated[float, typer.Option(
-        "--error-rate", help="Largest chance that one commit's decision is wrong (with "
-                             "--flake-rate).")] = 0.01,
+        "--error-rate", help="Largest chance that the bisect is misled by a wrong decision "
+                             "(with --flake-rate); split over the decisions a bisect of this "
+                             "length makes.")] = 0.01,
     max_runs: Annotated[int, typer.Option(
         "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
     ] = 15,

@@ -12,6 +12,7 @@ per run. Three bisects per trial, over the same history:
 Success = the bisect names exactly the planted commit.
 
     python scripts/bench_bisect.py --trials 40 --json bench_bisect.json
+    python scripts/bench_bisect.py --trials 40 --only sequential --error-rate 0.05
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+KINDS = ("sequential", "trusting", "deterministic")
+
+
 def trial(seed: int, commits: int, unbuildable: int, flake: float, error_rate: float,
-          jobs: int, work: Path) -> dict[str, object]:
+          jobs: int, work: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, object]:
     rng = random.Random(seed)
     planted = rng.randint(commits // 8, commits - 2)
     pool = [i for i in range(1, commits - 1) if i not in (planted - 1, planted)]
@@ -60,6 +64,8 @@ def trial(seed: int, commits: int, unbuildable: int, flake: float, error_rate: f
     row: dict[str, object] = {"seed": seed, "planted": planted, "unbuildable": broken}
     for name, arm_flake, stated in (("sequential", flake, flake), ("trusting", flake, 0.0),
                                     ("deterministic", 0.0, 0.0)):
+        if name not in kinds:
+            continue
         os.environ["BISECT_FLAKE_RATE"] = str(arm_flake)
         os.environ["BISECT_LEDGER"] = str(work / f"ledger-{name}")
         clock = time.monotonic()
@@ -71,7 +77,8 @@ def trial(seed: int, commits: int, unbuildable: int, flake: float, error_rate: f
                      "candidates": [c.index for c in r.candidates],
                      "ok": r.status is Status.FOUND and named == planted,
                      "arm_runs": r.arm_runs, "comparisons": r.comparisons,
-                     "confidence": r.confidence, "seconds": round(time.monotonic() - clock, 2)}
+                     "confidence": r.confidence, "error_bound": r.error_bound,
+                     "seconds": round(time.monotonic() - clock, 2)}
     return row
 
 
@@ -85,13 +92,15 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="write every trial here")
+    ap.add_argument("--only", choices=KINDS, action="append", default=None,
+                    help="run only these bisects (repeatable; default: all three)")
     args = ap.parse_args()
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.trials):
         work = Path(tempfile.mkdtemp(prefix="bench-bisect-"))
         try:
             row = trial(seed, args.commits, args.unbuildable, args.flake, args.error_rate,
-                        args.jobs, work)
+                        args.jobs, work, tuple(args.only or KINDS))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         rows.append(row)
@@ -102,7 +111,7 @@ def main() -> int:
     print(f"\n{n} trials, {args.commits} commits, {args.unbuildable} unbuildable, arm flake rate "
           f"{args.flake:g}, -j {args.jobs}")
     out = {"args": {k: str(v) for k, v in vars(args).items()}, "trials": rows, "summary": {}}
-    for name in ("sequential", "trusting", "deterministic"):
+    for name in args.only or KINDS:
         ok = sum(bool(r[name]["ok"]) for r in rows)  # type: ignore[index]
         runs = [int(r[name]["arm_runs"]) for r in rows]  # type: ignore[index]
         lo, hi = wilson(ok, n)
@@ -110,9 +119,11 @@ def main() -> int:
                 if r[name]["confidence"] is not None]  # type: ignore[index]
         mean_conf = statistics.mean(conf) if conf else float("nan")
         sd = statistics.stdev(runs) if n > 1 else 0.0
+        bounds = [float(r[name]["error_bound"]) for r in rows]  # type: ignore[index]
         print(f"{name:13s} named the planted commit in {ok}/{n} ({ok / n:.0%}; 95% CI "
               f"{lo:.0%}-{hi:.0%}); arm runs per bisect mean {statistics.mean(runs):.1f} "
-              f"(sd {sd:.1f}); mean stated confidence {mean_conf:.3f}")
+              f"(sd {sd:.1f}); mean stated confidence {mean_conf:.3f}; mean error bound "
+              f"{statistics.mean(bounds):.4f}")
         out["summary"][name] = {"ok": ok, "trials": n, "wilson95": [lo, hi],  # type: ignore[index]
                                 "mean_arm_runs": statistics.mean(runs), "sd_arm_runs": sd,
                                 "mean_confidence": mean_conf}

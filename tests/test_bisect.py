@@ -17,7 +17,7 @@ import pytest
 from bisect_history import History, make_history, write_config
 from difftest import api
 from difftest.bisect import Decision, Mode, Reading, Sequential, Status, Tally
-from difftest.bisect.evidence import posterior
+from difftest.bisect.evidence import decision_budget, per_decision, posterior
 from difftest.bisect.journal import LOG
 from difftest.errors import ExitCode, UsageError
 
@@ -72,6 +72,9 @@ def test_sequential_test_steps_and_error_rate() -> None:
     assert flaky.decide(Tally(good=1, unbuildable=True)) is Decision.SKIPPED
     assert Sequential(0.1, 0.01, max_runs=4).decide(Tally(bad=2, good=2)) is Decision.SKIPPED
     assert flaky.runs_to_decide(Tally(bad=2, good=1)) == 2
+    # a bisect-wide error rate is split over the ends and twice the bisection depth
+    assert decision_budget(63) == 2 + 2 * 6 and decision_budget(1) == 4
+    assert per_decision(0.05, 63) == pytest.approx(0.05 / 14)
     for bad in ({"flake_rate": 0.5}, {"error_rate": 0.0}, {"max_runs": 0}):
         with pytest.raises(UsageError):
             Sequential(**bad)  # type: ignore[arg-type]
@@ -192,12 +195,18 @@ def test_flaky_arms_get_a_sequential_test_and_a_confidence(tmp_path: Path,
     r = bisect(tmp_path, h, flake_rate=0.15, error_rate=0.01)
     assert r.status is Status.FOUND and r.first_bad is not None
     assert r.first_bad.sha == h.shas[5]
-    step = Sequential(0.15, 0.01).step
-    assert step == 3
+    # the bisect-wide 1% split over 2 + 2 * ceil(log2(12)) = 10 decisions: 0.1% each
+    step = Sequential(0.15, per_decision(0.01, 11)).step
+    assert per_decision(0.01, 11) == pytest.approx(0.001) and step == 4
     for t in r.tested:
         assert abs(t.tally.bad - t.tally.good) == step  # each decided by the sequential test
-    assert r.confidence is not None and 0.95 < r.confidence < 1.0
-    assert "posterior under a flake rate of 0.15" in (r.run_dir / "bisect.md").read_text()
+    assert r.decisions == len(r.tested)
+    assert r.error_bound == pytest.approx(r.decisions * (1 / (1 + (0.85 / 0.15) ** 4)))
+    assert r.error_bound <= 0.01
+    assert r.confidence is not None and 0.99 < r.confidence < 1.0
+    md = (r.run_dir / "bisect.md").read_text()
+    assert "posterior under a flake rate of 0.15" in md
+    assert f"the {r.decisions} decisions made are all right with probability" in md
 
 
 def test_multisection_tests_several_commits_per_round(tmp_path: Path) -> None:

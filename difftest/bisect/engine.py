@@ -16,7 +16,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from difftest.bisect import journal
-from difftest.bisect.evidence import Decision, Sequential, Tally, mass, posterior
+from difftest.bisect.evidence import (
+    Decision, Sequential, Tally, mass, per_decision, posterior,
+)
 from difftest.bisect.history import Commit, commit_line, diff_stat
 from difftest.bisect.journal import Plan
 from difftest.bisect.search import Bounds, bounds, next_tests
@@ -85,12 +87,19 @@ class BisectResult:
     last_good: Commit | None
     candidates: tuple[Commit, ...]  # where the first bad commit is (one when found)
     confidence: float | None  # posterior mass of the candidates under the stated flake rate
-    decision_error: float  # the bound on one commit's decision being wrong
+    decision_error: float  # the chance that one commit's decision is wrong (flaky arms)
     diff_stat: str
     tested: tuple[CommitRecord, ...]
     arm_runs: int
     comparisons: int
     notes: tuple[str, ...] = ()
+    decisions: int = 0  # commits decided good or bad: a wrong one could mislead the search
+
+    @property
+    def error_bound(self) -> float:
+        """Union bound on any decision of this bisect being wrong (flaky arms; 0 when the arms
+        are taken as deterministic)."""
+        return min(1.0, self.decisions * self.decision_error)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -164,6 +173,12 @@ def _setup(plan: Plan, config: Config, progress: bool | None) -> Setup:
                  cache_dir=Path(plan.cache_dir) if plan.cache_dir else None, progress=progress)
 
 
+def _test(plan: Plan) -> Sequential:
+    """The per-commit test: the bisect-wide error rate split over the planned decisions."""
+    n = len(plan.commits) - 1
+    return Sequential(plan.flake_rate, per_decision(plan.error_rate, n), plan.max_runs)
+
+
 def _tallies(observations: Sequence[Observation]) -> dict[int, Tally]:
     out: dict[int, Tally] = {}
     for obs in observations:
@@ -188,7 +203,7 @@ def _drive(bisect_dir: Path, plan: Plan, config: Config, observations: list[Obse
     if isinstance(jobs, bool) or jobs < 1:
         raise UsageError(f"-j must be at least 1, got {jobs}")
     setup = _setup(plan, config, progress)
-    test = Sequential(plan.flake_rate, plan.error_rate, plan.max_runs)
+    test = _test(plan)
     rounds = len({o.run_dir for o in observations})
     try:
         with _signals_as_interrupts():
@@ -274,6 +289,8 @@ def _result(bisect_dir: Path, plan: Plan, test: Sequential, observations: Sequen
     base = BisectResult(run_dir=bisect_dir, plan=plan, status=Status.UNCONFIRMED, message="",
                         first_bad=None, last_good=None, candidates=(), confidence=None,
                         decision_error=test.decision_error, diff_stat="", tested=records,
+                        decisions=sum(r.decision in (Decision.GOOD, Decision.BAD)
+                                      for r in records),
                         arm_runs=sum(o.arm_runs for o in observations),
                         comparisons=sum(o.arm_runs > 0 for o in observations),
                         notes=tuple(notes))

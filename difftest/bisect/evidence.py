@@ -113,6 +113,20 @@ class Sequential:
         return max(1, self.step - abs(tally.bad - tally.good))
 
 
+def decision_budget(n: int) -> int:
+    """How many decisions a bisect of commits 0..n is planned for: the two ends and twice the
+    bisection depth (room for skips and multisection). A bisect-wide error rate is split over
+    this many decisions (a union bound); the report states the bound the decisions it actually
+    made reach."""
+    return 2 + 2 * max(1, math.ceil(math.log2(n + 1)))
+
+
+def per_decision(error_rate: float, n: int) -> float:
+    """The error rate each decision gets so that the bisect as a whole stays within
+    `error_rate` (while it makes at most decision_budget(n) decisions)."""
+    return error_rate / decision_budget(n)
+
+
 def posterior(n: int, tallies: Mapping[int, Tally], flake_rate: float) -> list[float] | None:
     """P(the first bad commit is commit b | every reading), for b = 1..n (index 0 is the
     confirmed good end, n the confirmed bad end), under a uniform prior. Returned as a list of

@@ -22,8 +22,10 @@ def _confidence(r: BisectResult) -> str:
     if r.plan.flake_rate == 0:
         return (f"{r.confidence:.3g}, assuming deterministic arms (--flake-rate 0): each "
                 "commit ran once, so a flaky run could not show")
-    return (f"{r.confidence:.4f} (posterior under a flake rate of {r.plan.flake_rate:g}; each "
-            f"decision wrong with probability <= {r.decision_error:.2g})")
+    return (f"{r.confidence:.4f} (posterior under a flake rate of {r.plan.flake_rate:g}); "
+            f"each decision wrong with probability <= {r.decision_error:.2g}, so the "
+            f"{r.decisions} decisions made are all right with probability >= "
+            f"{1 - r.error_bound:.4f} (stated: >= {1 - r.plan.error_rate:g})")
 
 
 def to_dict(r: BisectResult) -> dict[str, Any]:
@@ -37,6 +39,7 @@ def to_dict(r: BisectResult) -> dict[str, Any]:
         {"sha": r.last_good.sha, "subject": r.last_good.subject},
         "candidates": [{"sha": c.sha, "subject": c.subject} for c in r.candidates],
         "confidence": r.confidence, "decision_error": r.decision_error,
+        "decisions": r.decisions, "error_bound": r.error_bound,
         "diff_stat": r.diff_stat, "arm_runs": r.arm_runs, "comparisons": r.comparisons,
         "notes": list(r.notes),
         "plan": {"comparison": p.comparison, "mode": p.mode.value, "arm_a": p.arm_a,
