@@ -10,7 +10,8 @@ Shared by tests/test_bisect.py and scripts/bench_bisect.py. Each commit holds:
     build.py     the build: fails where `broken` is present
 A run appends one line to $BISECT_LEDGER (outside the repo) when it is set, so a caller counts
 arm runs; with $BISECT_FLAKE_RATE > 0, a run reads the other way with that probability, drawn
-from a hash of $BISECT_SEED and the run's line number in the ledger (reproducible at -j 1).
+from a hash of $BISECT_SEED and the number of arm-b runs before it in the ledger (the same
+flips at -j 1 every time).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ if ledger:
     with open(ledger, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
-        n = len(fh.read().splitlines())
+        # the draw of this run: the count of arm-b runs before it (arm a's runs, which race
+        # with arm b's, do not move it), so a bisect at -j 1 draws the same flips every time
+        n = sum(line.split()[1:2] == ["b"] for line in fh.read().splitlines())
         fh.write(f"{{state}} {{role}} {{os.environ.get('SLURM_JOB_ID', '-')}}\\n")
 if state == "crash":
     print("runner: cannot start the engine", file=sys.stderr)
