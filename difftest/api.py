@@ -18,14 +18,19 @@ from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.pipeline import (OVERRIDES, ComparisonReport, NoiseReport, judge_traces,
-                               rejudge_run, run_noise, with_overrides)
+from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
+                               evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
+from difftest.report.diffread import read_diff
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
+
+__all__ = ["AuditReport", "audit", "check", "compare_arms", "compare_traces", "export_csv",
+           "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
+           "run_comparison"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -89,8 +94,10 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
     needs runs, so `noise_runs` does not apply)."""
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
+    evidence: Evidence = ((), ())
     if comparison is not None:
         spec = cfg.comparison(comparison)
+        evidence = evidence_of(cfg, spec)
     else:
         names = (ta.name, tb.name)
         if names[0] == names[1]:
@@ -98,17 +105,20 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, drafting=drafting)
-    return judge_traces(ta, tb, spec, cfg.audit)
+    return judge_traces(ta, tb, spec, cfg.audit, evidence)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
             near_tie: float | None = None, atol: float | None = None,
             min_differing: int | None = None, rtol: float | None = None,
-            drafting: DraftingKind | str | None = None) -> ComparisonReport:
-    """Judge a past run again with the thresholds it recorded (or these overrides)."""
+            drafting: DraftingKind | str | None = None,
+            comparison: str | None = None) -> ComparisonReport:
+    """Judge a past run again with the thresholds it recorded (or these overrides); a run of
+    several comparisons (`check`, `probe`) needs `comparison`, by name (`NAME/MUTATION` for a
+    probed mutation)."""
     return rejudge_run(Path(run_dir), expect=expect,
                        near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                       drafting=drafting)
+                       drafting=drafting, comparison=comparison)
 
 
 def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,

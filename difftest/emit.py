@@ -13,7 +13,9 @@ logits of that row, highest first, printed with `%.9g` (which round-trips every 
 bitwise comparison of two traces is a bitwise comparison of the logits). An optional
 `[spec-drafting] kind=block|sequential` header, printed once before the first step, tells
 difftest how the rows of a block depend on each other; parsers that do not know the line skip
-it as other output.
+it as other output. `config(mapping)` prints the `[spec-config]` line: the settings the runner
+really applied (attention kernel, dtypes, lane...), which difftest checks a comparison's toggle
+against; call it once, before the first step.
 
 Nothing here imports numpy or torch until logits are given: a runner that traces tokens only
 pays for neither. Logits may be a numpy array, a torch tensor (any dtype, any device) or nested
@@ -34,7 +36,8 @@ from difftest.kinds import DraftingKind
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["DraftingKind", "Tracer", "drafting_header", "level_from_env", "top_pairs"]
+__all__ = ["DraftingKind", "Tracer", "accepted", "drafting_header", "level_from_env",
+           "spec_config", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
@@ -90,6 +93,34 @@ def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> st
     """`block_kernel` is the engine's fused-kernel lane, which this runner does not have."""
     return (f"[dflash-route] paged_seam={paged_seam} block_kernel=0 combined={combined} "
             f"last_combined_q={last_q} last_combined_k={last_k}")
+
+
+CONFIG_TAG = "[spec-config]"
+_CONFIG_KEY_RE = re.compile(r"[A-Za-z_][\w/]*\Z", re.ASCII)
+_CONFIG_VALUE_RE = re.compile(r"[^\s\x00-\x1f\x7f\[][^\s\x00-\x1f\x7f]*\Z")
+
+
+def _config_value(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    text = str(value)
+    if not _CONFIG_VALUE_RE.match(text):
+        raise ValueError(f"config {key}: {text!r} must be one word without spaces or control "
+                         "characters, not starting with '['")
+    return text
+
+
+def spec_config(settings: Mapping[str, object]) -> str:
+    """`[spec-config] key=value ...`: what the runner applied, one word per value (booleans as
+    1/0), keys as given."""
+    if not settings:
+        raise ValueError("config: give at least one setting")
+    parts = []
+    for key, value in settings.items():
+        if not isinstance(key, str) or not _CONFIG_KEY_RE.match(key):
+            raise ValueError(f"config: key {key!r} must be a name like 'lane' or 'dtype_target'")
+        parts.append(f"{key}={_config_value(key, value)}")
+    return f"{CONFIG_TAG} " + " ".join(parts)
 
 
 def _kind(kind: DraftingKind | str) -> DraftingKind:
@@ -165,6 +196,34 @@ def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
     return [(int(i), float(row[i])) for i in chosen]
 
 
+def accepted(req: str, pos: int, draft: Sequence[int], emit: Sequence[int]) -> int:
+    """How many drafted tokens a verify accepted, refusing a step that contradicts itself.
+
+    A verify emits the drafted tokens the target agreed with, up to the first it did not, then
+    one token of its own (or nothing, at the end of a stream): so the accepted count is the
+    length of the longest prefix draft and emitted share, and it is one less than the emitted
+    count. A target token equal to the draft it replaces, or emitted tokens past a rejected
+    draft, would make `acc` say one thing and the ids another."""
+    shared = 0
+    for d, e in zip(draft, emit, strict=False):
+        if d != e:
+            break
+        shared += 1
+    acc = max(len(emit) - 1, 0)
+    if acc == shared:
+        return acc
+    where = f"step req={req} pos={pos}: drafted {list(draft)}, emitted {list(emit)}"
+    if acc > shared:
+        raise ValueError(f"{where}: emitted[{shared}]={emit[shared]} replaces "
+                         f"drafted[{shared}]={draft[shared] if shared < len(draft) else '(none)'}"
+                         f", yet {acc - shared} more token(s) follow it; a verify emits the "
+                         "accepted drafts (the prefix both share) and then one token of its own")
+    raise ValueError(f"{where}: the target's own token emitted[{acc}]={emit[acc]} equals "
+                     f"drafted[{acc}], so that draft was accepted and the verify would have gone "
+                     "on; a verify emits the accepted drafts (the longest prefix both share) and "
+                     "then one token of its own")
+
+
 class Tracer:
     """Writes one runner's trace lines.
 
@@ -188,6 +247,8 @@ class Tracer:
         self.drafting: DraftingKind | None = None if drafting is None else _kind(drafting)
         self._file = file
         self._header_done = False
+        self._stepped = False
+        self._config_done = False
 
     @property
     def enabled(self) -> bool:
@@ -216,6 +277,18 @@ class Tracer:
             raise ValueError(f"the trace already declared {self.drafting.value} drafting, "
                              f"not {value.value}")
 
+    def config(self, settings: Mapping[str, object]) -> None:
+        """Print the `[spec-config]` line: the settings the runner really applied (read back
+        from the engine where it can say, e.g. the attention implementation it resolved), not
+        the ones it was asked for. Once per process, before the first step."""
+        line = spec_config(settings)  # checked at every level, so a bad value fails in tests
+        if self._config_done or self._stepped:
+            raise ValueError("config: the [spec-config] line is printed once, before the first "
+                             "step")
+        self._config_done = True
+        if self.enabled:
+            self._write([line])
+
     def header(self) -> None:
         """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""
         if self._header_done or not self.enabled:
@@ -233,6 +306,7 @@ class Tracer:
         verified (empty for a step that drafted nothing). `emitted`: what the step appended
         (the accepted drafts and the target's own next token). `logits`: optional, shape
         (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
+        Ids that contradict each other are refused with a ValueError (see `accepted`).
         """
         if not self.enabled:
             return
@@ -255,6 +329,7 @@ class Tracer:
             self._header_done = True
             if self.drafting is not None:
                 lines.append(drafting_header(self.drafting))
+        self._stepped = True
         if k:
             lines.append(spec_propose(1, k + 1, k, draft))
         else:
@@ -267,6 +342,7 @@ class Tracer:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
                 lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
-        lines.append(spectrace(name, pos, k, ns, max(ns - 1, 0), draft, emit))
+        acc = accepted(name, pos, draft, emit)
+        lines.append(spectrace(name, pos, k, ns, acc, draft, emit))
         self._write(lines)
 

@@ -30,6 +30,10 @@ class UsageError(DifftestError):
     """A bad option, a missing file, an unknown arm name."""
 
 
+class InternalError(DifftestError):
+    """difftest contradicted itself (a self-check failed): a bug in difftest, not in the arms."""
+
+
 class ConfigError(DifftestError):
     """A config file that does not load or validate; the message names file, table and key."""
 
@@ -58,6 +62,7 @@ class ArmFailure:
     message: str
     returncode: int | None = None
     stderr_tail: str = ""
+    cause: str = ""  # one line shared by every arm that failed the same way (a missing module)
 
     def __str__(self) -> str:
         text = f"arm {self.arm!r}: {self.message}"
@@ -88,8 +93,8 @@ class ArmFailedError(DifftestError):
     exit_code = ExitCode.ARM_FAILED
 
     def __init__(self, arm: str, message: str, returncode: int | None = None,
-                 stderr_tail: str = "") -> None:
-        self.failure = ArmFailure(arm, message, returncode, stderr_tail)
+                 stderr_tail: str = "", cause: str = "") -> None:
+        self.failure = ArmFailure(arm, message, returncode, stderr_tail, cause)
         self.arm = arm
         self.returncode = returncode
         self.stderr_tail = stderr_tail

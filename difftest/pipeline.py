@@ -16,13 +16,15 @@ from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
-from difftest.kinds import Expect
 from difftest.floor import measure_floor, rerun_name, reruns
-from difftest.kinds import DraftingKind
+from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
+from difftest import quantity
+from difftest.evidence import Rule, RuleError, parse_rule
+from difftest.switch import Side, check_switch
 
 
 @dataclass(frozen=True)
@@ -132,11 +134,16 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     return None
 
 
+Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
+
+
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
-             reruns_of_a: Sequence[ArmOutcome] = ()) -> ComparisonReport:
+             reruns_of_a: Sequence[ArmOutcome] = (),
+             evidence: Evidence = ((), ())) -> ComparisonReport:
     """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
-    arm A, B is judged against A's A/A noise floor."""
+    arm A, B is judged against A's A/A noise floor. The traces must show the same quantity and
+    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
@@ -153,7 +160,47 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
+    verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
+
+
+def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutcome,
+                              b: ArmOutcome, evidence: Evidence) -> Verdict:
+    """The checks that come before any judging of what was compared: both arms traced the same
+    quantity, and the switch the comparison is about engaged. Their reasons go first."""
+    if verdict.verdict is VerdictKind.ARM_FAILED:
+        return verdict
+    assert a.trace is not None and b.trace is not None
+    kind: VerdictKind = verdict.verdict
+    first: list[str] = []
+    mismatched = quantity.mismatches(a.trace, b.trace, (a.name, b.name))
+    if mismatched:
+        kind = quantity.judged(kind)
+        first += mismatched
+    switch = check_switch(spec.toggle,
+                          Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
+                          Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
+    if switch.kind is VerdictKind.INERT:
+        kind = switch.kind
+    elif switch.kind is not None and not (kind is VerdictKind.DIFFER
+                                          and spec.expect is Expect.SAME):
+        # nothing shows the switch engaged: no pass may rest on it (a difference found under
+        # `same` is a difference whatever the arms ran, and stands)
+        kind = switch.kind
+    first += switch.reasons
+    last: list[str] = []
+    if kind is not verdict.verdict:
+        last.append(f"verdict {kind.value}, not {verdict.verdict.value}: what the drafts show does "
+                    "not bear on this comparison's claim (see the first reasons)")
+    return replace(verdict, verdict=kind, reasons=(*first, *verdict.reasons, *last))
+
+
+def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
+    """The configured arms' evidence rules (none for an arm the config does not define)."""
+    def rules(name: str) -> tuple[Rule, ...]:
+        arm = config.arms.get(name)
+        return arm.evidence if arm is not None else ()
+    return rules(spec.arm_a), rules(spec.arm_b)
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:
@@ -174,12 +221,13 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
 
 
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
-                 thresholds: AuditThresholds | None = None) -> ComparisonReport:
+                 thresholds: AuditThresholds | None = None,
+                 evidence: Evidence = ((), ())) -> ComparisonReport:
     """Compare two captured traces; nothing is run."""
     th = thresholds or AuditThresholds()
     a = _outcome(spec.arm_a, Path(trace_a), None, th)
     b = _outcome(spec.arm_b, Path(trace_b), None, th)
-    report = evaluate(spec, a, b, th)
+    report = evaluate(spec, a, b, th, evidence=evidence)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
@@ -187,11 +235,40 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
+def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
+    """A comparison as meta.json records it (what `export` reads back)."""
     data = asdict(spec)
     data["probe"] = list(spec.probe)
+    data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
-    return {"comparison": data, "audit": asdict(thresholds)}
+    return data
+
+
+def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
+    """Both arms' evidence rules as meta.json records them; None when there are none."""
+    return [[r.text for r in rules] for rules in evidence] if any(evidence) else None
+
+
+def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
+              evidence: Evidence = ((), ())) -> dict[str, object]:
+    """What a run records of its comparison, so that `export` can judge it again alike."""
+    meta: dict[str, object] = {"comparison": comparison_meta(spec), "audit": asdict(thresholds)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        meta["evidence"] = saved
+    return meta
+
+
+def _evidence_from(saved: object, where: str) -> Evidence:
+    if saved is None:
+        return (), ()
+    if (not isinstance(saved, list) or len(saved) != 2
+            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
+        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
+    try:
+        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
+    except RuleError as exc:
+        raise UsageError(f"{where}: evidence: {exc}") from None
 
 
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
@@ -239,13 +316,14 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
+    evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
     run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root, label=spec.name,
-                                   progress=progress, extra_meta=spec_meta(spec, th),
+                                   progress=progress, extra_meta=spec_meta(spec, th, evidence),
                                    cache_dir=cache_dir or config.defaults.cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
+    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
@@ -300,23 +378,80 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
+def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
+    """One comparison of a run of several (`check`, `probe`) as meta.json records it under
+    `comparisons`: its table (arms as they ran) and its arms' evidence."""
+    entry: dict[str, object] = {"comparison": comparison_meta(spec)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        entry["evidence"] = saved
+    return entry
+
+
+def _recorded_spec(run_dir: Path, extra: Mapping[str, object], arms: list[str],
+                   comparison: str | None, where: str) -> tuple[ComparisonSpec, Evidence]:
+    """The comparison a run judged (or, for a run of several, the one named) and its arms'
+    evidence: from what meta.json recorded; for a check run written before it recorded its
+    comparisons, from the config file it names."""
+    judged = extra.get("comparisons")
+    recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
+    single = extra.get("comparison")
+    if isinstance(single, dict) and isinstance(single.get("name"), str):
+        recorded.setdefault(str(single["name"]), {"comparison": single,
+                                                  "evidence": extra.get("evidence")})
+    checked = extra.get("check")
+    names = list(recorded) or ([str(n) for n in checked] if isinstance(checked, list) else [])
+    if comparison is None:
+        if isinstance(single, dict):
+            return _spec_from(single, where), _evidence_from(extra.get("evidence"), where)
+        if len(names) > 1:
+            raise UsageError(f"{run_dir}: a run of {len(names)} comparisons; name one with "
+                             f"--comparison ({', '.join(names)})")
+        if len(names) == 1:
+            comparison = names[0]
+        elif len(arms) == 2:
+            return (_spec_from({"name": run_dir.name, "arm_a": arms[0], "arm_b": arms[1]}, where),
+                    ((), ()))
+        else:
+            raise UsageError(f"{where}: names no comparison and holds {len(arms)} arm(s), not 2")
+    if comparison in recorded:
+        entry = recorded[comparison]
+        if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
+            raise UsageError(f"{where}: comparison {comparison!r} is not a table")
+        return _spec_from(entry["comparison"], where), _evidence_from(entry.get("evidence"), where)
+    if comparison in names and isinstance(extra.get("config"), str):
+        return _spec_from_config(Path(str(extra["config"])), comparison, where)
+    known = f"its comparisons: {', '.join(names)}" if names else "it records no comparison by name"
+    raise UsageError(f"{run_dir}: no comparison {comparison!r} in this run ({known})")
+
+
+def _spec_from_config(path: Path, comparison: str,
+                      where: str) -> tuple[ComparisonSpec, Evidence]:
+    """A check run's comparison from the config it ran, when meta.json did not record it."""
+    from difftest.config import load_config
+
+    if not path.is_file():
+        raise UsageError(f"{where}: the run records no comparison table and its config {path} "
+                         "is gone: nothing says which arms to compare")
+    config = load_config(path)
+    configured = config.comparison(comparison)
+    return self_pair(configured, config.arms), evidence_of(config, configured)
+
+
 def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
                 drafting: DraftingKind | str | None = None,
                 thresholds: AuditThresholds | None = None,
-                rtol: float | None = None) -> ComparisonReport:
-    """Judge a past run again, possibly with other thresholds; nothing is re-run."""
+                rtol: float | None = None, comparison: str | None = None) -> ComparisonReport:
+    """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
+    several comparisons (`check`, `probe`) needs `comparison`: one of its names, or
+    `NAME/MUTATION` for a probed mutation."""
     results, meta = load_run(run_dir)
     extra = meta.get("extra", meta)
-    raw = extra.get("comparison") if isinstance(extra, dict) else None
-    if not isinstance(raw, dict):
-        names = list(results)
-        if len(names) != 2:
-            raise UsageError(f"{run_dir}: meta.json names no comparison and holds "
-                             f"{len(names)} arm(s), not 2")
-        raw = {"name": Path(run_dir).name, "arm_a": names[0], "arm_b": names[1]}
+    if not isinstance(extra, dict):
+        extra = {}
     where = str(Path(run_dir) / "meta.json")
-    spec = _spec_from(raw, where)
+    spec, evidence = _recorded_spec(Path(run_dir), extra, list(results), comparison, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol,
                           drafting=drafting)
@@ -328,4 +463,4 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
-                    rerun_outcomes(results, spec, thresholds))
+                    rerun_outcomes(results, spec, thresholds), evidence)
