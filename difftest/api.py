@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from difftest.audit import TraceAudit, audit_trace
+from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
@@ -20,7 +21,7 @@ from difftest.model import ArmTrace
 from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
                                evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
-from difftest.report import rundir
+from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
 from difftest.trace import parse_trace
@@ -229,3 +230,35 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
 def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     """The parsed events of one captured trace."""
     return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
+
+
+def bisect(comparison: str | None = None, *, good: str | None = None, bad: str | None = None,
+           config: ConfigLike = None, mode: Mode | str = Mode.WITHIN,
+           baseline: str | None = None, repo: Path | str | None = None,
+           flake_rate: float = 0.0, error_rate: float = 0.01, max_runs: int = 15,
+           jobs: int | None = None, run_root: Path | None = None,
+           progress: bool | None = False, cache_dir: Path | None = None,
+           resume: Path | str | None = None) -> BisectResult:
+    """The first commit between `good` and `bad` at which the comparison fails its expectation
+    (or, with `resume`, continue a bisect from its directory). Writes bisect.json, bisect.md and
+    bisect.html into the bisect's directory."""
+    if resume is not None:
+        if comparison is not None or good is not None or bad is not None:
+            raise UsageError("--resume continues a bisect as it was planned: give no "
+                             "comparison, --good or --bad with it")
+        result = resume_bisect(Path(resume), jobs=jobs, progress=progress)
+    else:
+        if comparison is None or good is None or bad is None:
+            raise UsageError("a bisect needs a comparison (-c NAME), --good REF and --bad REF "
+                             "(or --resume DIR)")
+        try:
+            how = Mode(mode)
+        except ValueError:
+            raise UsageError(f"--mode must be within or against, got {mode!r}") from None
+        result = start_bisect(_config(config), comparison, good=good, bad=bad, mode=how,
+                              baseline=baseline, repo=Path(repo) if repo is not None else None,
+                              flake_rate=flake_rate, error_rate=error_rate, max_runs=max_runs,
+                              jobs=1 if jobs is None else jobs, run_root=run_root,
+                              progress=progress, cache_dir=cache_dir)
+    bisect_report.write_all(result)
+    return result
