@@ -360,6 +360,9 @@ def compare(
     progress: Progress = None,
     rtol: Rtol = None,
     noise_runs: NoiseRuns = None,
+    teacher_force: Annotated[bool, typer.Option(
+        "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so "
+                                "every position is compared.")] = False,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
@@ -371,6 +374,9 @@ def compare(
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
         if noise_runs:
             raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
+        if teacher_force:
+            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
+                             "not traces")
         # a --comparison supplies its expectations, toggle and its arms' evidence
         report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
                                     expect=expect,
@@ -381,7 +387,7 @@ def compare(
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
                                   progress=progress, rtol=rtol, noise_runs=noise_runs,
-                                  drafting=drafting)
+                                  drafting=drafting, teacher_force=teacher_force or None)
     _emit_report(report, format, csv, html)
 
 

@@ -9,11 +9,13 @@ from collections.abc import Callable
 
 import torch
 
+from difftest.force import ForceStream, forced_line
 from difftest.reference import trace
 from difftest.reference.attention import (Kernel, KVStore, MaterializedKVStore, PagedKVStore,
                                           RouteCounters, pages_needed)
 from difftest.reference.drafter import Selection, dflash1, dflash2, top_entries
-from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Target,
+from difftest.reference.faults import Fault
+from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Tap, Target,
                                       TargetCache, build, tap_layers)
 from difftest.reference.options import RunnerOptions
 
@@ -109,9 +111,17 @@ class _Request:
     generated: list[int] = field(default_factory=list)
 
 
+class ForceMismatch(Exception):
+    """The force file has no step where this run stands: it came from another prompt set."""
+
+
 def run(options: RunnerOptions, level: int,
-        sink: Callable[[str], None] | None = None) -> RunResult:
-    """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink."""
+        sink: Callable[[str], None] | None = None,
+        force: ForceStream | None = None) -> RunResult:
+    """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink.
+
+    With `force` (teacher forcing, difftest.force) each step drafts and verifies as usual, traces
+    what it would have emitted, then commits the forced tokens instead."""
     torch.set_num_threads(1)
     lines: list[str] = []
 
@@ -126,8 +136,14 @@ def run(options: RunnerOptions, level: int,
     kernel = make_kernel(options)
     prompts = make_prompts(options)
     k = options.k
+    tap = fault_tap(options.planted(), options.seed)
     if level >= 1:
-        emit_line(trace.spec_config(applied(options, store, kernel, drafter)))
+        settings = applied(options, store, kernel, drafter)
+        if options.fault:  # keys only when in effect: a plain run prints what it always did
+            settings["fault"] = options.planted().text  # type: ignore[union-attr]
+        if force is not None:
+            settings["forced"] = True
+        emit_line(trace.spec_config(settings))
     reqs: list[_Request] = []
     with torch.no_grad():
         for name, prompt in prompts.items():
@@ -151,7 +167,7 @@ def run(options: RunnerOptions, level: int,
                 r.pending = []
                 t1 = time.perf_counter()
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
-                                             kernel)
+                                             kernel, tap)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()
@@ -168,7 +184,11 @@ def run(options: RunnerOptions, level: int,
                 emit_line(trace.spec_propose(len(reqs), k + 1, k, blocks[0][1]))
             for r, (rows, draft) in zip(reqs, blocks, strict=False):
                 pos = len(r.tokens)
-                emitted = verify(target, r, draft)
+                if force is None:
+                    emitted = verify(target, r, draft)
+                    committed = None
+                else:
+                    emitted, committed = forced_verify(target, r, draft, force)
                 records.append(VerifyRecord(r.name, pos, draft, emitted, rows))
                 if level >= 3:
                     for i, row in enumerate(rows, start=1):
@@ -176,6 +196,8 @@ def run(options: RunnerOptions, level: int,
                 if level >= 1:
                     ns = len(emitted)
                     emit_line(trace.spectrace(r.name, pos, k, ns, max(ns - 1, 0), draft, emitted))
+                    if committed is not None:
+                        emit_line(forced_line(r.name, pos, committed))
     route = store.route
     if level >= 1:
         emit_line(trace.dflash_route(route.paged_seam, route.combined, route.last_combined_q,
@@ -227,6 +249,46 @@ def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:
     r.tokens.extend(emitted)
     r.generated.extend(emitted)
     return emitted
+
+
+def fault_tap(fault: Fault | None, seed: int) -> Tap | None:
+    """The draft-forward tap that plants a scale or noise fault (a mask fault is planted in the
+    masks the drafter is built with). The noise is seeded, so reruns plant the same."""
+    if fault is None or fault.kind == "mask":
+        return None
+    gen = torch.Generator().manual_seed(seed + 7919)
+
+    def tap(name: str, x: torch.Tensor) -> torch.Tensor:
+        if name != fault.module:
+            return x
+        if fault.kind == "scale":
+            return x * (1.0 + fault.size)
+        rms = x.pow(2).mean().sqrt()
+        return x + fault.size * rms * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    return tap
+
+
+def forced_verify(target: Target, r: _Request, draft: list[int], force: ForceStream
+                  ) -> tuple[list[int], list[int]]:
+    """(what verify would have emitted, what was committed): verify on a copy of the request's
+    state, then consume the forced tokens as verify would have consumed them."""
+    pos = len(r.tokens)
+    step = force.step_at(r.name, pos)
+    if step is None:
+        raise ForceMismatch(f"the force file has no step of request {r.name} at position {pos}")
+    saved = (list(r.cache.k), list(r.cache.v), len(r.pending), len(r.tokens), len(r.generated))
+    emitted = verify(target, r, draft)
+    r.cache.k, r.cache.v = saved[0], saved[1]
+    del r.pending[saved[2]:], r.tokens[saved[3]:], r.generated[saved[4]:]
+    committed = list(step.tokens)
+    _, feat = target.consume(r.cache, r.tokens[-1])
+    r.pending.append(feat)
+    for tok in committed[:-1]:
+        _, feat = target.consume(r.cache, tok)
+        r.pending.append(feat)
+    r.tokens.extend(committed)
+    r.generated.extend(committed)
+    return emitted, committed
 
 
 @dataclass
