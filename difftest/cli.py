@@ -257,6 +257,23 @@ ComparisonOpt = Annotated[str | None, typer.Option(
 
 @app.command()
 @_guarded
+def localize(
+    dumps: Annotated[tuple[Path, Path], typer.Option(
+        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")],
+    atol: Annotated[float, typer.Option(
+        "--atol", help="A module differs when some |A - B| exceeds this.")] = 0.0,
+) -> None:
+    """Name the first draft-forward module whose output differs between two captures
+    (exit 1 when one differs, 0 when all agree)."""
+    from difftest.localize import localize_dumps
+
+    report = localize_dumps(dumps[0], dumps[1], atol)
+    typer.echo(report.render())
+    raise typer.Exit(int(report.exit_code))
+
+
+@app.command()
+@_guarded
 def parse(
     file: TraceFile,
     format: Annotated[ParseFormat, typer.Option(

@@ -145,3 +145,21 @@ def test_teacher_force_needs_arms_not_traces(tmp_path: Path) -> None:
                           "--trace-b", str(trace), "--teacher-force"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == ExitCode.USAGE and "--teacher-force" in out.stderr
+
+
+def test_forced_alignment_marks_no_step_context_diverged(tmp_path: Path) -> None:
+    """B's would-be emit differs from A's at pos 4 (another target): free, its later step is
+    context-diverged; forced, its context was A's and the step is compared."""
+    from difftest.align import align
+
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    a.write_text("[SPECTRACE] req=r0 pos=3 k=2 ns=2 acc=1 draft=[ 5 6 ] emit=[ 5 9 ]\n"
+                 "[SPECTRACE] req=r0 pos=5 k=2 ns=1 acc=0 draft=[ 1 1 ] emit=[ 4 ]\n")
+    b.write_text("[SPECTRACE] req=r0 pos=3 k=2 ns=2 acc=1 draft=[ 5 7 ] emit=[ 5 8 ]\n"
+                 f"{forced_line('r0', 3, [5, 9])}\n"
+                 "[SPECTRACE] req=r0 pos=5 k=2 ns=1 acc=0 draft=[ 1 2 ] emit=[ 4 ]\n"
+                 f"{forced_line('r0', 5, [4])}\n")
+    ta, tb = parse_trace(a), parse_trace(b)
+    assert align(ta, tb).diverged_a.size == 1
+    forced = align(ta, tb, forced=True)
+    assert (forced.diverged_a.size, len(forced)) == (0, 2)

@@ -17,6 +17,10 @@ from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTA
                                         trace_level_from_env)
 
 
+CAPTURE_ENV = "DIFFTEST_CAPTURE"  # difftest.activations' names, without importing numpy here
+CAPTURE_DIR_ENV = "DIFFTEST_CAPTURE_DIR"
+
+
 def _count(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -104,13 +108,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"python -m difftest.reference: error: {exc}", file=sys.stderr)
             return int(ExitCode.USAGE)
 
+    capture = None
+    at = os.environ.get(CAPTURE_ENV, "").strip()
+    if at:
+        req, sep, pos = at.rpartition(":")
+        if not sep or not req or not pos.isdigit():
+            print(f"python -m difftest.reference: error: {CAPTURE_ENV}={at!r}: expected REQ:POS",
+                  file=sys.stderr)
+            return int(ExitCode.USAGE)
+        capture = (req, int(pos))
+    folder = os.environ.get(CAPTURE_DIR_ENV, "").strip()
+
     from difftest.reference.runner import ForceMismatch, run  # torch loads only for a valid run
 
     def to_stderr(line: str) -> None:
         os.write(2, (line + "\n").encode())
 
     try:
-        result = run(options, level, sink=to_stderr, force=force)
+        result = run(options, level, sink=to_stderr, force=force, capture=capture,
+                     capture_dir=Path(folder) if folder else None)
     except ForceMismatch as exc:
         print(f"python -m difftest.reference: error: {FORCE_ENV}={path}: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
@@ -117,11 +118,14 @@ class ForceMismatch(Exception):
 
 def run(options: RunnerOptions, level: int,
         sink: Callable[[str], None] | None = None,
-        force: ForceStream | None = None) -> RunResult:
+        force: ForceStream | None = None,
+        capture: tuple[str, int] | None = None, capture_dir: Path | None = None) -> RunResult:
     """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink.
 
     With `force` (teacher forcing, difftest.force) each step drafts and verifies as usual, traces
-    what it would have emitted, then commits the forced tokens instead."""
+    what it would have emitted, then commits the forced tokens instead. With `capture`
+    (request, pos) the draft forward of that one step prints a `[spec-act]` line per module and
+    saves each output under `capture_dir` (difftest.activations)."""
     torch.set_num_threads(1)
     lines: list[str] = []
 
@@ -166,8 +170,12 @@ def run(options: RunnerOptions, level: int,
                 store.append_context(r.name, drafter.context_kv(torch.stack(r.pending), start))
                 r.pending = []
                 t1 = time.perf_counter()
+                step_tap = tap
+                if capture == (r.name, len(r.tokens)):
+                    step_tap = capture_tap(r.name, len(r.tokens), tap,
+                                           emit_line if level >= 1 else None, capture_dir)
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
-                                             kernel, tap)
+                                             kernel, step_tap)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()
@@ -249,6 +257,25 @@ def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:
     r.tokens.extend(emitted)
     r.generated.extend(emitted)
     return emitted
+
+
+def capture_tap(req: str, pos: int, inner: Tap | None,
+                emit_line: Callable[[str], None] | None, folder: Path | None) -> Tap:
+    """A tap that plants what `inner` plants, then records the module's output as it flows on."""
+    from difftest.activations import capture_line, save_dump
+
+    state = {"n": 0, "used": 0}
+
+    def tap(name: str, x: torch.Tensor) -> torch.Tensor:
+        y = inner(name, x) if inner is not None else x
+        arr = y.detach().to(torch.float32).cpu().numpy()
+        if emit_line is not None:
+            emit_line(capture_line(req, pos, state["n"], name, arr))
+        if folder is not None:
+            state["used"] = save_dump(folder, state["n"], name, arr, state["used"])
+        state["n"] += 1
+        return y
+    return tap
 
 
 def fault_tap(fault: Fault | None, seed: int) -> Tap | None:
