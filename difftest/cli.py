@@ -258,18 +258,32 @@ ComparisonOpt = Annotated[str | None, typer.Option(
 @app.command()
 @_guarded
 def localize(
-    dumps: Annotated[tuple[Path, Path], typer.Option(
-        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")],
+    run_dir: Annotated[Path | None, typer.Argument(
+        help="A judged run directory: rerun both arms with capture at one step.")] = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="REQ:POS to localise (default: the run's first differing step).")] = None,
+    dumps: Annotated[tuple[Path, Path] | None, typer.Option(
+        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")
+    ] = None,
     atol: Annotated[float, typer.Option(
         "--atol", help="A module differs when some |A - B| exceeds this.")] = 0.0,
 ) -> None:
-    """Name the first draft-forward module whose output differs between two captures
+    """Name the first draft-forward module whose output differs between the arms
     (exit 1 when one differs, 0 when all agree)."""
-    from difftest.localize import localize_dumps
+    from difftest import localize as loc
 
-    report = localize_dumps(dumps[0], dumps[1], atol)
-    typer.echo(report.render())
-    raise typer.Exit(int(report.exit_code))
+    if (run_dir is None) == (dumps is None):
+        raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
+    if dumps is not None:
+        if at is not None:
+            raise UsageError("--at picks a step to rerun: it needs a RUN_DIR, not --dumps")
+        report = loc.localize_dumps(dumps[0], dumps[1], atol)
+        typer.echo(report.render())
+        raise typer.Exit(int(report.exit_code))
+    assert run_dir is not None
+    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
+    typer.echo(result.render())
+    raise typer.Exit(int(result.exit_code))
 
 
 @app.command()

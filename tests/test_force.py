@@ -163,3 +163,23 @@ def test_forced_alignment_marks_no_step_context_diverged(tmp_path: Path) -> None
     assert align(ta, tb).diverged_a.size == 1
     forced = align(ta, tb, forced=True)
     assert (forced.diverged_a.size, len(forced)) == (0, 2)
+
+
+def test_localize_run_names_the_planted_module(tmp_path: Path) -> None:
+    """A red run of a planted fault; `difftest localize RUN_DIR` reruns both arms with capture
+    at the first differing step, B forced, and names the faulty module."""
+    from difftest.localize import localize_run
+
+    faulty = {"command": [*REF, "--fault", "layers.1.mlp:scale:0.05"], "env": LEVEL3}
+    rep = judge(tmp_path, pair(tmp_path, faulty, teacher_force=True))
+    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    result = localize_run(rep.run_dir)
+    first = result.report.localization.first
+    assert first is not None and first.module == "layers.1.mlp"
+    assert result.exit_code is ExitCode.DIFFER
+    assert (result.folder / "localize.md").read_text().startswith("## Localisation at ")
+    with pytest.raises(UsageError, match="no differing step"):
+        localize_run(judge(tmp_path / "same", pair(tmp_path, LEVEL3_ARM)).run_dir)  # type: ignore[arg-type]
+
+
+LEVEL3_ARM = {"command": REF, "env": LEVEL3}

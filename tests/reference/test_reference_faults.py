@@ -83,3 +83,13 @@ def test_bad_fault_is_named(text: str, why: str) -> None:
         parse_fault(text, 2)
     with pytest.raises(UsageError, match=why):
         RunnerOptions(fault=text)
+
+
+@pytest.mark.parametrize("args, why", [
+    ([], "give a RUN_DIR or --dumps"), (["--dumps", "x", "y", "--at", "r0:3"], "--at picks"),
+    (["--dumps", "nowhere-a", "nowhere-b"], "not a capture folder")])
+def test_localize_usage_errors(args: list[str], why: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.USAGE and why in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
