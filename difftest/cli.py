@@ -265,8 +265,9 @@ def localize(
     dumps: Annotated[tuple[Path, Path] | None, typer.Option(
         "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")
     ] = None,
-    atol: Annotated[float, typer.Option(
-        "--atol", help="A module differs when some |A - B| exceeds this.")] = 0.0,
+    atol: Annotated[float | None, typer.Option(
+        "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
+                       "comparison atol; 0 with --dumps).")] = None,
 ) -> None:
     """Name the first draft-forward module whose output differs between the arms
     (exit 1 when one differs, 0 when all agree)."""
@@ -277,7 +278,7 @@ def localize(
     if dumps is not None:
         if at is not None:
             raise UsageError("--at picks a step to rerun: it needs a RUN_DIR, not --dumps")
-        report = loc.localize_dumps(dumps[0], dumps[1], atol)
+        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None

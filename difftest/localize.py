@@ -81,9 +81,10 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
 
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
-                 atol: float = 0.0) -> RunLocalization:
+                 atol: float | None = None) -> RunLocalization:
     """Rerun both arms of a run with capture at one step, B teacher-forced on A's recorded
-    stream, and compare their draft forwards module by module."""
+    stream, and compare their draft forwards module by module (beyond `atol`, by default the
+    comparison's own)."""
     from difftest.atomic import write_text_atomic
     from difftest.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
@@ -127,6 +128,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
                              f"runner implement {CAPTURE_ENV}? (the reference runner does)")
-    out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], atol))
+    tol = spec.atol if atol is None else atol
+    out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol))
     write_text_atomic(folder / "localize.md", out.render())
     return out

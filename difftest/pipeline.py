@@ -276,6 +276,8 @@ def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     data["probe"] = list(spec.probe)
     data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
+    if not spec.teacher_force:  # recorded only when asked for: older records read the same
+        del data["teacher_force"]
     return data
 
 
