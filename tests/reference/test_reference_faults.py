@@ -93,3 +93,24 @@ def test_localize_usage_errors(args: list[str], why: str) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == ExitCode.USAGE and why in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_tracer_activation_prints_the_line_and_bounds_the_dumps(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    import io
+
+    from difftest import activations
+    from difftest.emit import Tracer
+
+    out = io.StringIO()
+    tracer = Tracer(level=1, file=out)
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.0
+    used = tracer.activation("r0", 13, 0, "layers.0.attn", arr, tmp_path)
+    line = out.getvalue().strip()
+    assert line.startswith("[spec-act] req=r0 pos=13 n=0 module=layers.0.attn shape=2x3 hash=")
+    assert line.endswith(" absmax=3 sum=3")
+    assert np.array_equal(np.load(tmp_path / "000-layers.0.attn.npy"), arr)
+    monkeypatch.setattr(activations, "MAX_DUMP_BYTES", used + 10)
+    assert tracer.activation("r0", 13, 1, "head", arr, tmp_path, used) == used
+    assert not (tmp_path / "001-head.npy").exists() and out.getvalue().count("[spec-act]") == 2
