@@ -166,14 +166,17 @@ def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.n
     return lost
 
 
-def align(a: ArmTrace, b: ArmTrace) -> Alignment:
-    """Pair the arms' steps; fall back to proposing-step ordinals when either lacks verifies."""
+def align(a: ArmTrace, b: ArmTrace, *, forced: bool = False) -> Alignment:
+    """Pair the arms' steps; fall back to proposing-step ordinals when either lacks verifies.
+
+    `forced`: B ran teacher-forced on A's committed stream (checked by difftest.force before),
+    so its contexts are A's whatever it would have emitted: no step is context-diverged."""
     if len(a.verifies) and len(b.verifies):
-        return _align_positions(a, b)
+        return _align_positions(a, b, forced)
     return _align_ordinals(a, b)
 
 
-def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
+def _align_positions(a: ArmTrace, b: ArmTrace, forced: bool = False) -> Alignment:
     names, map_a, map_b = _unified_codes(a, b)
     ca = map_a[a.verifies.req]
     cb = map_b[b.verifies.req]
@@ -201,7 +204,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
     unmatched_a = unmatched_a[drafted_a[unmatched_a]]
     unmatched_b = unmatched_b[drafted_b[unmatched_b]]
 
-    divergences = _divergences(a, ca, b, cb, names)
+    divergences = [] if forced else _divergences(a, ca, b, cb, names)
     diverged = np.zeros(common.size, dtype=bool)
     req_of = common >> POS_BITS
     pos_of = common & ((1 << POS_BITS) - 1)

@@ -81,13 +81,15 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  drafting: DraftingKind | str | None = None,
                  run_root: Path | None = None, progress: bool | None = None,
                  cache_dir: Path | None = None, rtol: float | None = None,
-                 noise_runs: int | None = None) -> ComparisonReport:
-    """Run two configured arms (or a configured comparison) and judge what they drafted."""
+                 noise_runs: int | None = None,
+                 teacher_force: bool | None = None) -> ComparisonReport:
+    """Run two configured arms (or a configured comparison) and judge what they drafted.
+    `teacher_force`: run B on A's committed stream (difftest.force)."""
     cfg = _config(config)
     spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
                           expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, noise_runs=noise_runs,
-                          drafting=drafting)
+                          drafting=drafting, teacher_force=teacher_force)
     return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
 
 

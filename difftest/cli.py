@@ -263,6 +263,38 @@ ComparisonOpt = Annotated[str | None, typer.Option(
 
 @app.command()
 @_guarded
+def localize(
+    run_dir: Annotated[Path | None, typer.Argument(
+        help="A judged run directory: rerun both arms with capture at one step.")] = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="REQ:POS to localise (default: the run's first differing step).")] = None,
+    dumps: Annotated[tuple[Path, Path] | None, typer.Option(
+        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")
+    ] = None,
+    atol: Annotated[float | None, typer.Option(
+        "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
+                       "comparison atol; 0 with --dumps).")] = None,
+) -> None:
+    """Name the first draft-forward module whose output differs between the arms
+    (exit 1 when one differs, 0 when all agree)."""
+    from difftest import localize as loc
+
+    if (run_dir is None) == (dumps is None):
+        raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
+    if dumps is not None:
+        if at is not None:
+            raise UsageError("--at picks a step to rerun: it needs a RUN_DIR, not --dumps")
+        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
+        typer.echo(report.render())
+        raise typer.Exit(int(report.exit_code))
+    assert run_dir is not None
+    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
+    typer.echo(result.render())
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command()
+@_guarded
 def parse(
     file: TraceFile,
     format: Annotated[ParseFormat, typer.Option(
@@ -375,6 +407,9 @@ def compare(
     rtol: Rtol = None,
     noise_runs: NoiseRuns = None,
     line_prefix: LinePrefixOpt = None,
+    teacher_force: Annotated[bool, typer.Option(
+        "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so "
+                                "every position is compared.")] = False,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
@@ -387,6 +422,9 @@ def compare(
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
         if noise_runs:
             raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
+        if teacher_force:
+            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
+                             "not traces")
         # a --comparison supplies its expectations, toggle and its arms' evidence
         report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
                                     expect=expect,
@@ -400,7 +438,7 @@ def compare(
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
                                   progress=progress, rtol=rtol, noise_runs=noise_runs,
-                                  drafting=drafting)
+                                  drafting=drafting, teacher_force=teacher_force or None)
     _emit_report(report, format, csv, html)
 
 

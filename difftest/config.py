@@ -35,7 +35,7 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle")
+                    "noise_runs", "probe", "drafting", "toggle", "teacher_force")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -228,6 +228,8 @@ class ComparisonSpec:
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
     # is about. Arms that report the same value for one of them make the verdict INERT.
     toggle: tuple[str, ...] = ()
+    # Run arm B on arm A's committed stream (difftest.force): every position is compared.
+    teacher_force: bool = False
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -249,6 +251,8 @@ class ComparisonSpec:
         set_(self, "probe", tuple(_name("probe", m) for m in probe))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
+        if not isinstance(self.teacher_force, bool):
+            raise InvalidValue("teacher_force", f"must be true or false, got {self.teacher_force!r}")
 
 
 @dataclass(frozen=True)
@@ -635,7 +639,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
     values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "toggle") if k in raw}
+                                  "noise_runs", "drafting", "toggle", "teacher_force")
+              if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, **values)

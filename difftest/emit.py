@@ -173,6 +173,15 @@ def _float32_rows(logits: Any) -> np.ndarray:
     return arr
 
 
+def _float32_any(value: Any) -> np.ndarray:
+    """Any shape, float32 on the host, from numpy, torch (any dtype/device) or lists."""
+    import numpy as np
+
+    if hasattr(value, "detach"):
+        value = value.detach().float().cpu().numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
 def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The k highest (id, value) pairs of one row, highest first, ties by the lower id.
 
@@ -296,6 +305,20 @@ class Tracer:
         self._header_done = True
         if self.drafting is not None:
             self._write([drafting_header(self.drafting)])
+
+    def activation(self, req: str | int, pos: int, index: int, module: str, output: Any,
+                   folder: str | os.PathLike[str] | None = None, used: int = 0) -> int:
+        """At a captured step (`DIFFTEST_CAPTURE=REQ:POS`), one module's output in forward order:
+        a `[spec-act]` summary line and, with a folder, `NNN-module.npy` in it (bounded, see
+        difftest.activations). Returns the bytes the folder holds after, to pass back next."""
+        from pathlib import Path
+
+        from difftest.activations import capture_line, save_dump
+
+        arr = _float32_any(output)
+        if self.enabled:
+            self._write([capture_line(str(req), int(pos), index, module, arr)])
+        return save_dump(Path(folder), index, module, arr, used) if folder is not None else used
 
     def step(self, req: str | int, pos: int, drafted: Any, emitted: Any,
              logits: Any = None) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
-from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
-from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
+from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
+from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
+                              signal_of, write_json_atomic)
 from difftest.limits import MAX_NOISE_RUNS
 from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind, Expect, VerdictKind
@@ -28,6 +29,10 @@ from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
 from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
+from difftest.align import align
+from difftest.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
+                            explain_forced,
+                            write_force_file)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class ComparisonReport:
     verdict: Verdict
     thresholds: AuditThresholds
     run_dir: Path | None = None
+    # under teacher forcing: whether B committed A's stream, and each arm's acceptance on it
+    forcing: ForceCheck | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -71,7 +78,8 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
                    min_differing: int | None = None, rtol: float | None = None,
                    noise_runs: int | None = None,
                    drafting: DraftingKind | str | None = None,
-                   where: str = OVERRIDES) -> ComparisonSpec:
+                   where: str = OVERRIDES,
+                   teacher_force: bool | None = None) -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
     as a config file's: the one check of an override, whether it came from the command line or
     from an API caller (a string or a number of any size, never a bare ValueError)."""
@@ -83,7 +91,8 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
             min_differing=spec.min_differing if min_differing is None else min_differing,
             rtol=spec.rtol if rtol is None else rtol,
             noise_runs=spec.noise_runs if noise_runs is None else noise_runs,
-            drafting=spec.drafting if drafting is None else drafting)  # type: ignore[arg-type]  # checked by __post_init__
+            drafting=spec.drafting if drafting is None else drafting,  # type: ignore[arg-type]  # checked by __post_init__
+            teacher_force=spec.teacher_force if teacher_force is None else teacher_force)
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 
@@ -158,14 +167,40 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     if reruns_of_a:
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
         floor = measure_floor(a.name, traces, drafting)
+    forcing = (check_forced((a.name, b.name), a.trace, b.trace, b.trace_path)
+               if spec.teacher_force else None)
+    if forcing is not None and forcing.honoured:
+        b = replace(b, trace=explain_forced(b.trace, forcing.forced))
+    assert b.trace is not None and b.audit is not None
+    alignment = align(a.trace, b.trace, forced=forcing is not None and forcing.honoured)
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
-                  floor=floor, drafting=drafting, drafting_source=source)
+                  floor=floor, drafting=drafting, drafting_source=source, alignment=alignment)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
-    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
+    if forcing is not None:
+        verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
+    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing)
+
+
+def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:
+    """A B that did not replay A's stream ran on its own contexts: its drafts are not the
+    teacher-forced comparison asked for, so nothing is judged (uninformative, reasons first)."""
+    if forcing.honoured:
+        def acc(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f}"
+        return verdict.with_reasons([
+            f"teacher-forced: {names[1]} committed {names[0]}'s stream at all {forcing.steps} "
+            f"steps; mean accepted drafts per step {names[0]} {acc(forcing.acceptance_a)}, "
+            f"{names[1]} (would have) {acc(forcing.acceptance_b)}"])
+    if verdict.verdict is VerdictKind.ARM_FAILED:
+        return verdict
+    last = (f"verdict {VerdictKind.UNINFORMATIVE.value}, not {verdict.verdict.value}: teacher "
+            f"forcing was asked for and {names[1]} did not follow it (see the first reasons)")
+    return replace(verdict, verdict=VerdictKind.UNINFORMATIVE,
+                   reasons=(*forcing.reasons, *verdict.reasons, last))
 
 
 def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutcome,
@@ -276,6 +311,8 @@ def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     data["probe"] = list(spec.probe)
     data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
+    if not spec.teacher_force:  # recorded only when asked for: older records read the same
+        del data["teacher_force"]
     return data
 
 
@@ -354,11 +391,50 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
-    run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root, label=spec.name,
-                                   progress=progress, extra_meta=spec_meta(spec, th, evidence),
-                                   cache_dir=cache_dir or config.defaults.cache)
+    meta = spec_meta(spec, th, evidence)
+    cache = cache_dir or config.defaults.cache
+    if spec.teacher_force:
+        run_dir, results = run_forced(arm_a, arm_b, more, run_root=run_root, label=spec.name,
+                                      progress=progress, extra_meta=meta, cache_dir=cache)
+    else:
+        run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root,
+                                       label=spec.name, progress=progress, extra_meta=meta,
+                                       cache_dir=cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
+
+
+def run_forced(arm_a: ArmSpec, arm_b: ArmSpec, more: Sequence[ArmSpec], *,
+               run_root: Path | None, label: str, progress: bool | None,
+               extra_meta: Mapping[str, object], cache_dir: Path | None
+               ) -> tuple[Path, dict[str, ArmResult]]:
+    """Teacher forcing: arm A (and its reruns) first, then B on A's committed stream, given in
+    DIFFTEST_FORCE. One run directory and one meta.json hold both phases. When A failed or
+    printed nothing usable, B still runs free so the failure is reported as usual."""
+    run_dir, results = run_arm_set([arm_a, *more], run_root=run_root, label=label,
+                                   progress=progress, extra_meta=extra_meta, cache_dir=cache_dir)
+    env = dict(arm_b.env)
+    a = results[arm_a.name]
+    if a.failure() is None:
+        try:
+            trace = parse_trace(a.stderr_path)
+        except DifftestError:  # judged (and reported) with A's outcome
+
+            trace = None
+        if trace is not None and len(trace.verifies):
+            env[FORCE_ENV] = str(write_force_file(committed_stream(trace),
+                                                  run_dir / FORCE_NAME).resolve())
+    _, first_meta = load_run(run_dir)
+    try:
+        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=progress,
+                          extra_meta=extra_meta, cache_dir=cache_dir)
+    except KeyboardInterrupt as exc:
+        raise InterruptedRun(run_dir, signal_of(exc)) from None
+    _, second_meta = load_run(run_dir)
+    second_meta["arms"] = {**first_meta["arms"], **second_meta["arms"]}
+    second_meta["created_at"] = first_meta.get("created_at", second_meta.get("created_at"))
+    write_json_atomic(run_dir / META_NAME, second_meta)
+    return run_dir, {**results, **second}
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,

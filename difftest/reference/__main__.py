@@ -7,10 +7,18 @@ import os
 import sys
 from collections.abc import Callable
 
+from pathlib import Path
+
 from difftest.errors import DifftestError, ExitCode
+from difftest.force import FORCE_ENV, read_force_file
 from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTATIONS,
-                                        RunnerOptions, lane_from_env, mutation_from_env,
+                                        RunnerOptions, fault_from_env, lane_from_env,
+                                        mutation_from_env,
                                         trace_level_from_env)
+
+
+CAPTURE_ENV = "DIFFTEST_CAPTURE"  # difftest.activations' names, without importing numpy here
+CAPTURE_DIR_ENV = "DIFFTEST_CAPTURE_DIR"
 
 
 def _count(low: int) -> Callable[[str], int]:
@@ -37,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m difftest.reference",
         description="Reference DFlash/DFlash2 speculative-decoding runner. Trace lines go to stderr "
-                    "at the level of VT_SPEC_TRACE (unset/0: none; 1, 2, 3), generated ids to stdout.")
+                    "at the level of VT_SPEC_TRACE (unset/0: none; 1, 2, 3), generated ids to stdout. "
+                    "DIFFTEST_FORCE=FILE replays another arm's committed stream (teacher forcing).")
     p.add_argument("--lane", choices=LANES, default=None,
                    help="attention lane (default: VT_DFLASH_PAGED=0 -> materialized, else paged)")
     p.add_argument("--drafter", choices=DRAFTERS, default=d.drafter)
@@ -46,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fixture", choices=FIXTURES, default=d.fixture)
     p.add_argument("--mutation", choices=MUTATIONS, default=None,
                    help="a known-wrong attention (default: DIFFTEST_MUTATION, unset = none)")
+    p.add_argument("--fault", default=None,
+                   help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
+                        "noise or mask (default: DIFFTEST_FAULT, unset = none)")
     p.add_argument("--requests", type=_count(1), default=d.requests)
     p.add_argument("--steps", type=_count(1), default=d.steps, help="verify steps per request")
     p.add_argument("--k", type=_count(1), default=d.k, help="drafts per block")
@@ -81,17 +93,43 @@ def main(argv: list[str] | None = None) -> int:
             prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
             nondeterministic=args.nondeterministic or args.nondet_seed is not None,
             nondet_seed=args.nondet_seed,
-            layer_masks=tuple(m for m in args.layer_masks.split(",") if m))
+            layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
+            fault=args.fault if args.fault is not None else fault_from_env())
     except DifftestError as exc:
         print(f"python -m difftest.reference: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
 
-    from difftest.reference.runner import run  # torch loads only for a valid run
+    force = None
+    path = os.environ.get(FORCE_ENV, "").strip()
+    if path:
+        try:
+            force = read_force_file(Path(path))
+        except DifftestError as exc:
+            print(f"python -m difftest.reference: error: {exc}", file=sys.stderr)
+            return int(ExitCode.USAGE)
+
+    capture = None
+    at = os.environ.get(CAPTURE_ENV, "").strip()
+    if at:
+        req, sep, pos = at.rpartition(":")
+        if not sep or not req or not pos.isdigit():
+            print(f"python -m difftest.reference: error: {CAPTURE_ENV}={at!r}: expected REQ:POS",
+                  file=sys.stderr)
+            return int(ExitCode.USAGE)
+        capture = (req, int(pos))
+    folder = os.environ.get(CAPTURE_DIR_ENV, "").strip()
+
+    from difftest.reference.runner import ForceMismatch, run  # torch loads only for a valid run
 
     def to_stderr(line: str) -> None:
         os.write(2, (line + "\n").encode())
 
-    result = run(options, level, sink=to_stderr)
+    try:
+        result = run(options, level, sink=to_stderr, force=force, capture=capture,
+                     capture_dir=Path(folder) if folder else None)
+    except ForceMismatch as exc:
+        print(f"python -m difftest.reference: error: {FORCE_ENV}={path}: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     sys.stdout.write("".join(line + "\n" for line in result.stdout_lines()))
     sys.stdout.flush()
     return int(ExitCode.OK)

@@ -11,6 +11,7 @@ each layer's mask, and the target's LM head turns the result into block logits.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +20,8 @@ from difftest.reference.attention import KVStore, Kernel, allowed_keys, attend, 
 from difftest.reference.options import DEGENERATE_ID, RunnerOptions
 
 DTYPE = torch.float32
+# What the draft forward hands each module's output to: (module name, output) -> output used.
+Tap = Callable[[str, torch.Tensor], torch.Tensor]
 D_MODEL = 64
 N_HEADS = 4
 HEAD_DIM = 16
@@ -83,7 +86,14 @@ class AttnLayer:
         return k, kv[:, 1].contiguous()
 
     def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        x = x + attn @ self.wo.T
+        return self.mlp(self.o_proj(x, attn))
+
+    def o_proj(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the attention's output projection."""
+        return x + attn @ self.wo.T
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer's output: the residual stream plus the gated MLP of its norm."""
         h = rms_norm(x, self.ln2)
         return x + (torch.nn.functional.silu(h @ self.w_gate.T) * (h @ self.w_up.T)) @ self.w_down.T
 
@@ -158,28 +168,39 @@ class Drafter:
                 for i in range(len(self.layers))]
 
     def block_logits(self, store: KVStore, req: str, anchor: int, k: int,
-                     mutation: str = "none", kernel: Kernel | None = None) -> torch.Tensor:
-        """Logits `[1+k, V]` of the block `[anchor, mask x k]` that follows the stored context."""
+                     mutation: str = "none", kernel: Kernel | None = None,
+                     tap: Tap | None = None) -> torch.Tensor:
+        """Logits `[1+k, V]` of the block `[anchor, mask x k]` that follows the stored context.
+
+        `tap(name, output)` sees each module's output in forward order (difftest.reference.faults
+        names them) and returns what the forward goes on with: a planted fault, or a capture."""
+        def out_of(name: str, value: torch.Tensor) -> torch.Tensor:
+            return value if tap is None else tap(name, value)
+
         ctx = store.context_len(req)
         if ctx < 1:
             raise ValueError(f"request {req!r} has no context in the store")
         tq = 1 + k
         q_pos = torch.arange(ctx, ctx + tq)
-        x = torch.cat([self.target.embed[anchor][None, :],
-                       self.mask_embed[None, :].expand(k, -1)])
+        x = out_of("embed", torch.cat([self.target.embed[anchor][None, :],
+                                       self.mask_embed[None, :].expand(k, -1)]))
         n_keys = 0
         for i, layer in enumerate(self.layers):
             q, blk_k, blk_v = layer.qkv(x, q_pos, self.target.rope)
+            q = out_of(f"layers.{i}.q", q)
             k_all, v_all = store.block_kv(req, i, blk_k, blk_v, mutation)
             kind, window = self.masks[i]
             if mutation == "causal-mask":
                 kind = forced_causal(kind)
             n_keys = k_all.shape[0]
             attn = kernel or attend
-            x = layer.finish(x, attn(q, k_all, v_all, allowed_keys(q_pos, n_keys, kind, window)))
+            a = out_of(f"layers.{i}.attn",
+                       attn(q, k_all, v_all, allowed_keys(q_pos, n_keys, kind, window)))
+            x = out_of(f"layers.{i}.o_proj", layer.o_proj(x, a))
+            x = out_of(f"layers.{i}.mlp", layer.mlp(x))
         store.count(tq, n_keys)
-        out = rms_norm(x, self.final_norm)
-        return out @ self.target.head.T + self.head_bias
+        out = out_of("final_norm", rms_norm(x, self.final_norm))
+        return out_of("head", out @ self.target.head.T + self.head_bias)
 
     def edge_scores(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """`[len(a), len(b)]` scores of candidate a followed by candidate b."""

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from difftest.emit import level_from_env
 from difftest.errors import UsageError
+from difftest.reference.faults import Fault, flipped_mask, parse_fault
 
 # VT_SPEC_TRACE is read by the one rule every producer shares.
 trace_level_from_env = level_from_env
@@ -52,6 +53,8 @@ class RunnerOptions:
     nondet_seed: int | None = None
     # One mask per draft layer ("full", "causal" or "sliding:W"); empty means every layer "full".
     layer_masks: tuple[str, ...] = field(default=())
+    # A planted fault in one draft-forward module (difftest.reference.faults); "" for none.
+    fault: str = ""
     # DFlash2 selector scalars, applied to candidate values only when `scalars` is on.
     output_multiplier: float = 0.5
     final_logit_softcapping: float = 30.0
@@ -80,13 +83,24 @@ class RunnerOptions:
                              "draft layers")
         for text in self.layer_masks:
             parse_mask(text)
+        self.planted()
         if not self.output_multiplier > 0 or not self.final_logit_softcapping > 0:
             raise UsageError("output_multiplier and final_logit_softcapping must be > 0")
 
     def masks(self) -> tuple[tuple[str, int], ...]:
-        """(kind, window) per draft layer; window is 0 unless the kind is sliding."""
+        """(kind, window) per draft layer; window is 0 unless the kind is sliding. A planted
+        mask fault changes its one layer's."""
         texts = self.layer_masks or ("full",) * self.layers
-        return tuple(parse_mask(t) for t in texts)
+        masks = [parse_mask(t) for t in texts]
+        fault = self.planted()
+        layer = fault.mask_layer() if fault is not None else None
+        if layer is not None:
+            masks[layer] = (flipped_mask(masks[layer][0]), 0)
+        return tuple(masks)
+
+    def planted(self) -> Fault | None:
+        """The planted fault, parsed (None: none)."""
+        return parse_fault(self.fault, self.layers) if self.fault else None
 
     def with_(self, **changes: object) -> RunnerOptions:
         """A copy with some fields changed (validated again)."""
@@ -119,3 +133,9 @@ def mutation_from_env(env: Mapping[str, str] | None = None) -> str:
         raise UsageError(f"DIFFTEST_MUTATION={value!r} is not a mutation; choose one of "
                          f"{', '.join(MUTATIONS)}")
     return value
+
+
+def fault_from_env(env: Mapping[str, str] | None = None) -> str:
+    """DIFFTEST_FAULT plants a per-module fault (MODULE:KIND[:SIZE]); unset or empty: none."""
+    env = os.environ if env is None else env
+    return env.get("DIFFTEST_FAULT", "").strip()

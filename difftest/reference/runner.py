@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
 import torch
 
+from difftest.force import ForceStream, forced_line
 from difftest.reference import trace
 from difftest.reference.attention import (Kernel, KVStore, MaterializedKVStore, PagedKVStore,
                                           RouteCounters, pages_needed)
 from difftest.reference.drafter import Selection, dflash1, dflash2, top_entries
-from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Target,
+from difftest.reference.faults import Fault
+from difftest.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Tap, Target,
                                       TargetCache, build, tap_layers)
 from difftest.reference.options import RunnerOptions
 
@@ -109,9 +112,20 @@ class _Request:
     generated: list[int] = field(default_factory=list)
 
 
+class ForceMismatch(Exception):
+    """The force file has no step where this run stands: it came from another prompt set."""
+
+
 def run(options: RunnerOptions, level: int,
-        sink: Callable[[str], None] | None = None) -> RunResult:
-    """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink."""
+        sink: Callable[[str], None] | None = None,
+        force: ForceStream | None = None,
+        capture: tuple[str, int] | None = None, capture_dir: Path | None = None) -> RunResult:
+    """Run the loop; trace lines at `level` (0..3) are returned and, as they happen, given to sink.
+
+    With `force` (teacher forcing, difftest.force) each step drafts and verifies as usual, traces
+    what it would have emitted, then commits the forced tokens instead. With `capture`
+    (request, pos) the draft forward of that one step prints a `[spec-act]` line per module and
+    saves each output under `capture_dir` (difftest.activations)."""
     torch.set_num_threads(1)
     lines: list[str] = []
 
@@ -126,8 +140,14 @@ def run(options: RunnerOptions, level: int,
     kernel = make_kernel(options)
     prompts = make_prompts(options)
     k = options.k
+    tap = fault_tap(options.planted(), options.seed)
     if level >= 1:
-        emit_line(trace.spec_config(applied(options, store, kernel, drafter)))
+        settings = applied(options, store, kernel, drafter)
+        if options.fault:  # keys only when in effect: a plain run prints what it always did
+            settings["fault"] = options.planted().text  # type: ignore[union-attr]
+        if force is not None:
+            settings["forced"] = True
+        emit_line(trace.spec_config(settings))
     reqs: list[_Request] = []
     with torch.no_grad():
         for name, prompt in prompts.items():
@@ -150,8 +170,12 @@ def run(options: RunnerOptions, level: int,
                 store.append_context(r.name, drafter.context_kv(torch.stack(r.pending), start))
                 r.pending = []
                 t1 = time.perf_counter()
+                step_tap = tap
+                if capture == (r.name, len(r.tokens)):
+                    step_tap = capture_tap(r.name, len(r.tokens), tap,
+                                           emit_line if level >= 1 else None, capture_dir)
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
-                                             kernel)
+                                             kernel, step_tap)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()
@@ -168,7 +192,11 @@ def run(options: RunnerOptions, level: int,
                 emit_line(trace.spec_propose(len(reqs), k + 1, k, blocks[0][1]))
             for r, (rows, draft) in zip(reqs, blocks, strict=False):
                 pos = len(r.tokens)
-                emitted = verify(target, r, draft)
+                if force is None:
+                    emitted = verify(target, r, draft)
+                    committed = None
+                else:
+                    emitted, committed = forced_verify(target, r, draft, force)
                 records.append(VerifyRecord(r.name, pos, draft, emitted, rows))
                 if level >= 3:
                     for i, row in enumerate(rows, start=1):
@@ -176,6 +204,8 @@ def run(options: RunnerOptions, level: int,
                 if level >= 1:
                     ns = len(emitted)
                     emit_line(trace.spectrace(r.name, pos, k, ns, max(ns - 1, 0), draft, emitted))
+                    if committed is not None:
+                        emit_line(forced_line(r.name, pos, committed))
     route = store.route
     if level >= 1:
         emit_line(trace.dflash_route(route.paged_seam, route.combined, route.last_combined_q,
@@ -227,6 +257,65 @@ def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:
     r.tokens.extend(emitted)
     r.generated.extend(emitted)
     return emitted
+
+
+def capture_tap(req: str, pos: int, inner: Tap | None,
+                emit_line: Callable[[str], None] | None, folder: Path | None) -> Tap:
+    """A tap that plants what `inner` plants, then records the module's output as it flows on."""
+    from difftest.activations import capture_line, save_dump
+
+    state = {"n": 0, "used": 0}
+
+    def tap(name: str, x: torch.Tensor) -> torch.Tensor:
+        y = inner(name, x) if inner is not None else x
+        arr = y.detach().to(torch.float32).cpu().numpy()
+        if emit_line is not None:
+            emit_line(capture_line(req, pos, state["n"], name, arr))
+        if folder is not None:
+            state["used"] = save_dump(folder, state["n"], name, arr, state["used"])
+        state["n"] += 1
+        return y
+    return tap
+
+
+def fault_tap(fault: Fault | None, seed: int) -> Tap | None:
+    """The draft-forward tap that plants a scale or noise fault (a mask fault is planted in the
+    masks the drafter is built with). The noise is seeded, so reruns plant the same."""
+    if fault is None or fault.kind == "mask":
+        return None
+    gen = torch.Generator().manual_seed(seed + 7919)
+
+    def tap(name: str, x: torch.Tensor) -> torch.Tensor:
+        if name != fault.module:
+            return x
+        if fault.kind == "scale":
+            return x * (1.0 + fault.size)
+        rms = x.pow(2).mean().sqrt()
+        return x + fault.size * rms * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    return tap
+
+
+def forced_verify(target: Target, r: _Request, draft: list[int], force: ForceStream
+                  ) -> tuple[list[int], list[int]]:
+    """(what verify would have emitted, what was committed): verify on a copy of the request's
+    state, then consume the forced tokens as verify would have consumed them."""
+    pos = len(r.tokens)
+    step = force.step_at(r.name, pos)
+    if step is None:
+        raise ForceMismatch(f"the force file has no step of request {r.name} at position {pos}")
+    saved = (list(r.cache.k), list(r.cache.v), len(r.pending), len(r.tokens), len(r.generated))
+    emitted = verify(target, r, draft)
+    r.cache.k, r.cache.v = saved[0], saved[1]
+    del r.pending[saved[2]:], r.tokens[saved[3]:], r.generated[saved[4]:]
+    committed = list(step.tokens)
+    _, feat = target.consume(r.cache, r.tokens[-1])
+    r.pending.append(feat)
+    for tok in committed[:-1]:
+        _, feat = target.consume(r.cache, tok)
+        r.pending.append(feat)
+    r.tokens.extend(committed)
+    r.generated.extend(committed)
+    return emitted, committed
 
 
 @dataclass

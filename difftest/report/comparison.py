@@ -105,6 +105,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "reasons": v.reasons,
         "run_dir": str(rep.run_dir) if rep.run_dir else None,
         **numbers(c),
+        # only under teacher forcing: B followed A's stream, and each arm's acceptance on it
+        **({"teacher_forcing": rep.forcing.to_json()} if rep.forcing is not None else {}),
     }
 
 

@@ -1,0 +1,134 @@
+"""`difftest localize --dumps A B`: the first draft-forward module whose output differs.
+
+Reads two capture folders (difftest.activations) of one step, taken on one context (the
+teacher-forced rerun makes it one), and names the first module in forward order whose output
+differs beyond `atol`, with where the difference sits. The module before it agreed, so its
+input did (in a chain of modules; a residual input is the stream an earlier module produced).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from difftest.activations import Localization, first_divergence, read_dumps
+from difftest.errors import ExitCode
+
+
+@dataclass(frozen=True)
+class LocalizeReport:
+    dumps: tuple[Path, Path]
+    localization: Localization
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.localization.first is None else ExitCode.DIFFER
+
+    def render(self) -> str:
+        loc = self.localization
+        lines = [loc.describe(), "", "| # | module | shape | max abs diff |", "|---|---|---|---|"]
+        for i, m in enumerate(loc.modules):
+            mark = " **first**" if m is loc.first else ""
+            lines.append(f"| {i} | {m.module}{mark} | {'x'.join(map(str, m.shape))} | "
+                         f"{m.max_abs_diff:.3g} |")
+        return "\n".join(lines)
+
+
+def localize_dumps(a: Path, b: Path, atol: float = 0.0) -> LocalizeReport:
+    """Compare two capture folders module by module, in forward order."""
+    return LocalizeReport((Path(a), Path(b)), first_divergence(read_dumps(Path(a)),
+                                                               read_dumps(Path(b)), atol))
+
+
+@dataclass(frozen=True)
+class RunLocalization:
+    """`difftest localize RUN_DIR`: the step localised, where its captures are, and the answer."""
+
+    run_dir: Path
+    at: tuple[str, int]
+    folder: Path  # run_dir/localize/REQ-POS: capture-a, capture-b, meta.json, localize.md
+    report: LocalizeReport
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.report.exit_code
+
+    def render(self) -> str:
+        req, pos = self.at
+        return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
+                f"{self.folder}; B teacher-forced on A's stream.\n\n{self.report.render()}\n")
+
+
+def parse_at(text: str) -> tuple[str, int]:
+    from difftest.activations import parse_at as parse
+
+    return parse(text)
+
+
+def first_differing_step(run_dir: Path) -> tuple[str, int]:
+    """The first differing (request, position) of a judged run: a token flip, else a logit
+    difference beyond the comparison's tolerance."""
+    from difftest.errors import UsageError
+    from difftest.pipeline import rejudge_run
+
+    report = rejudge_run(Path(run_dir))
+    c = report.comparison
+    place = None if c is None else (c.first_difference or c.first_logit_difference)
+    if place is None:
+        raise UsageError(f"{run_dir}: no differing step to localise (verdict "
+                         f"{report.verdict.verdict.value}); name one with --at REQ:POS")
+    return place.req, place.pos
+
+
+def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
+                 atol: float | None = None) -> RunLocalization:
+    """Rerun both arms of a run with capture at one step, B teacher-forced on A's recorded
+    stream, and compare their draft forwards module by module (beyond `atol`, by default the
+    comparison's own)."""
+    from difftest.atomic import write_text_atomic
+    from difftest.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
+    from difftest.config import ArmSpec
+    from difftest.errors import UsageError
+    from difftest.execute import load_run, run_arms
+    from difftest.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
+    from difftest.pipeline import _spec_from
+    from difftest.trace import parse_trace
+
+    run_dir = Path(run_dir)
+    results, meta = load_run(run_dir)
+    extra = meta.get("extra", {})
+    raw = extra.get("comparison") if isinstance(extra, dict) else None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{run_dir}: meta.json names no comparison; localize needs one")
+    spec = _spec_from(raw, str(run_dir / "meta.json"))
+    req, pos = at if at is not None else first_differing_step(run_dir)
+    a, b = results[spec.arm_a], results[spec.arm_b]
+    folder = run_dir / "localize" / f"{req}-{pos}"
+    force = run_dir / FORCE_NAME
+    if not force.is_file():
+        force = write_force_file(committed_stream(parse_trace(a.stderr_path)), folder / FORCE_NAME)
+    where = {"a": folder / "capture-a", "b": folder / "capture-b"}
+    arms = []
+    for key, res in (("a", a), ("b", b)):
+        env = {k: v for k, v in res.env_overrides.items() if k != FORCE_ENV}
+        env.update({CAPTURE_ENV: f"{req}:{pos}",
+               CAPTURE_DIR_ENV: str(where[key].resolve()),
+                    "VT_SPEC_TRACE": res.env_overrides.get("VT_SPEC_TRACE") or "1"})
+        if key == "b":  # A runs free, as it did; B on A's stream
+            env[FORCE_ENV] = str(force.resolve())
+        arms.append(ArmSpec(name=f"{key}-{res.name}", command=tuple(res.argv), env=env,
+                            cwd=Path(res.cwd) if res.cwd else None))
+    folder.mkdir(parents=True, exist_ok=True)
+    done = run_arms(arms, folder, progress=False)
+    for arm in arms:
+        failed = done[arm.name].failure()
+        if failed is not None:
+            raise UsageError(f"localize: rerun of arm {arm.name}: {failed}")
+    for key in ("a", "b"):
+        if not where[key].is_dir():
+            raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
+                             f"runner implement {CAPTURE_ENV}? (the reference runner does)")
+    tol = spec.atol if atol is None else atol
+    out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol))
+    write_text_atomic(folder / "localize.md", out.render())
+    return out
