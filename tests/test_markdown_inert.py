@@ -164,7 +164,8 @@ def test_hostile_spec_config_values_in_an_inert_verdict_stay_text(tmp_path: Path
 
     evil = "&![x](http://e)<b>"
     for name in ("a.log", "b.log"):
-        (tmp_path / name).write_text(f"[spec-config] lane={evil}\n"
+        # one line of program output apart: two byte-identical files are one capture (refused)
+        (tmp_path / name).write_text(f"[spec-config] lane={evil}\nrun {name}\n"
                                      + (COMPARE / "agree_a.log").read_text())
     (tmp_path / "difftest.toml").write_text(
         '[arms.a]\ncommand = ["x"]\n[arms.b]\ncommand = ["x"]\n'
