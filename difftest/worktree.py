@@ -436,12 +436,20 @@ def cache_id(base: Path, *, create: bool) -> str | None:
     text = json.dumps({"cache_id": new, "made_by": "difftest",
                        "what": "git checkouts difftest made; `difftest cache prune` removes "
                                "only entries carrying this id"}) + "\n"
-    try:  # exclusively: two first users agree on the one id that landed
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    except FileExistsError:
-        return cache_id(base, create=False)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    # Written whole under a private name, then linked into place: the link fails if another
+    # first user landed its id first, and a reader never sees the marker empty (an exclusive
+    # create followed by a write left a moment in which a second user read no id at all).
+    tmp = marker.with_name(f".{CACHE_MARKER}.{new}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        try:  # exclusively: two first users agree on the one id that landed
+            os.link(tmp, marker)
+        except FileExistsError:
+            return cache_id(base, create=False)
+    finally:
+        tmp.unlink(missing_ok=True)
     return new
 
 

@@ -165,3 +165,30 @@ def test_a_link_planted_at_a_build_log_is_never_written_through(tmp_path: Path) 
     done = checkout_for(repo, "main", build, cache_dir=cache)
     assert victim.read_text() == "precious\n"
     assert done.build_log == log and not log.is_symlink() and "built" in log.read_text()
+
+
+def test_first_users_racing_for_the_cache_id_all_read_the_one_that_landed(tmp_path: Path) -> None:
+    # An exclusive create followed by a write let a second first user read an empty marker
+    # (no id): 176 of 300 four-thread races here before the marker was linked into place whole.
+    import threading
+
+    from difftest.worktree import cache_id
+
+    for trial in range(100):
+        base = tmp_path / str(trial)
+        base.mkdir()
+        barrier = threading.Barrier(4)
+        got: list[str | None] = []
+
+        def first_use(where: Path = base, wait: threading.Barrier = barrier,
+                      into: list[str | None] = got) -> None:
+            wait.wait()
+            into.append(cache_id(where, create=True))
+
+        threads = [threading.Thread(target=first_use) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert None not in got and len(set(got)) == 1, (trial, got)
+        assert not [p for p in base.iterdir() if p.name.endswith(".tmp")]
