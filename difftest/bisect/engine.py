@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -25,7 +22,7 @@ from difftest.bisect.search import Bounds, bounds, next_tests
 from difftest.bisect.trial import Mode, Observation, Setup, run_round
 from difftest.config import Config, load_config
 from difftest.errors import ExitCode, InterruptedRun, UsageError
-from difftest.execute import RunSignal, new_run_dir, signal_of
+from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
 from difftest.gitinfo import git_toplevel
 from difftest.pipeline import thresholds_of
 
@@ -37,24 +34,6 @@ class BisectInterrupted(InterruptedRun):
     def __init__(self, bisect_dir: Path, signum: int) -> None:
         super().__init__(bisect_dir, signum)
         self.args = (f"{self.args[0]}; continue with: difftest bisect --resume {bisect_dir}",)
-
-
-@contextmanager
-def _signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP between rounds end the bisect as Ctrl-C does (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise RunSignal(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 class Status(StrEnum):
@@ -206,7 +185,7 @@ def _drive(bisect_dir: Path, plan: Plan, config: Config, observations: list[Obse
     test = _test(plan)
     rounds = len({o.run_dir for o in observations})
     try:
-        with _signals_as_interrupts():
+        with signals_as_interrupts():
             decisions, tallies = _loop(bisect_dir, plan, setup, test, observations, rounds, jobs)
     except KeyboardInterrupt as exc:
         raise BisectInterrupted(bisect_dir, signal_of(exc)) from None

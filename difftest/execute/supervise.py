@@ -308,8 +308,9 @@ def _start_queued(arms: Sequence[_Arm], limits: JobLimits) -> bool:
 
 
 @contextmanager
-def _signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise RunSignal while arms run (main thread only: Python's rule)."""
+def signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise RunSignal inside the block, as Ctrl-C raises KeyboardInterrupt
+    (main thread only: Python's rule): arms running, a bisect between rounds."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -414,7 +415,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
 
     started = time.monotonic()
     try:
-        with _signals_as_interrupts():
+        with signals_as_interrupts():
             _place(arms, cache_dir, record)
             record(RunStatus.RUNNING)
             _supervise(arms, limits or JobLimits(), bar, record)
