@@ -149,6 +149,9 @@ class LogitFindings:
     flips: FlipTest | None = None
     excess: ExcessTest | None = None  # how the values above the floor were judged
     rows_within_noise: int = 0  # rows above the floor, not significantly more than A's reruns
+    # the request (index into Comparison.requests) of each of `pairs`' rows: what clustered
+    # statistics group by
+    pair_req: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def resolution(self) -> float | None:
@@ -447,7 +450,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         stats=None, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),
         rows_disjoint=int(judged.disjoint.sum()), rows_unresolved=int(judged.unresolved.sum()),
         rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
-        rows_within_noise=within,
+        rows_within_noise=within, pair_req=rows.req[both],
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
                    both)
@@ -586,9 +589,11 @@ def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.nd
     keep = compared[lg.both]
     p = findings.pairs
     pairs = PairedRows(p.ids_a[keep], p.vals_a[keep], p.ids_b[keep], p.vals_b[keep])
+    pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=pairs, stats=logit_stats(pairs, digits=digits),
+    return replace(findings, pairs=pairs, pair_req=pair_req,
+                   stats=logit_stats(pairs, digits=digits),
                    rows_unresolved=int((unresolved & compared).sum()))
 
 

@@ -11,16 +11,19 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from difftest.acceptance import AcceptanceReport, combine
+from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
-from difftest.kinds import Expect
+from difftest.kinds import Expect, VerdictKind
 from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
+from difftest.rates import RateInstruments, rate_instruments
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 
@@ -48,6 +51,8 @@ class ComparisonReport:
     verdict: Verdict
     thresholds: AuditThresholds
     run_dir: Path | None = None
+    acceptance: AcceptanceReport | None = None  # None: an arm failed, or no drafted verify
+    rates: RateInstruments | None = None  # None: an arm failed
 
     @property
     def exit_code(self) -> ExitCode:
@@ -153,7 +158,14 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
-    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir)
+    acc = measure_acceptance(a.trace, b.trace, (a.name, b.name), spec.acceptance)
+    verdict = combine(verdict, acc, spec.acceptance)
+    rates = rate_instruments(cmp)
+    verdict = verdict.with_reasons(rates.clustering_reasons())
+    mde = rates.mde_sentence()
+    if mde is not None and verdict.verdict is VerdictKind.AGREE:
+        verdict = verdict.with_reasons([mde])
+    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, acc, rates)
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:

@@ -125,6 +125,7 @@ def run(options: RunnerOptions, level: int,
     store = make_store(options)
     kernel = make_kernel(options)
     prompts = make_prompts(options)
+    noise = torch.Generator().manual_seed(options.seed + 7919) if options.draft_noise else None
     k = options.k
     reqs: list[_Request] = []
     with torch.no_grad():
@@ -150,6 +151,9 @@ def run(options: RunnerOptions, level: int,
                 t1 = time.perf_counter()
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
                                              kernel)
+                if noise is not None:
+                    block = block + options.draft_noise * torch.randn(
+                        block.shape, generator=noise, dtype=block.dtype)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()

@@ -99,6 +99,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "reasons": v.reasons,
         "run_dir": str(rep.run_dir) if rep.run_dir else None,
         **numbers(c),
+        "acceptance": rep.acceptance.to_json() if rep.acceptance is not None else None,
+        "rates": rep.rates.to_json() if rep.rates is not None else None,
     }
 
 

@@ -1,0 +1,319 @@
+"""Request-clustered statistics of rates: intervals, paired differences and minimum detectable
+effects that do not pretend the rows of one request are independent.
+
+The rows of one request share their context: when a context makes the drafter or the engine go
+wrong, it does so on many of its rows at once. An interval that counts every row as an
+independent draw is then too narrow, and a test built on it rejects a true null far more often
+than its alpha says. Everything here treats the request as the unit of independence.
+
+Method, chosen over a cluster bootstrap:
+
+- a rate is a ratio of sums over requests, `p = sum(y_g) / sum(n_g)`; its variance is the
+  cluster-robust (sandwich) variance of a ratio estimator, linearised:
+  `V = G / (G - 1) * sum_g (y_g - p * n_g)^2 / N^2` (the CR1 small-sample factor), which is the
+  bootstrap's own target, in closed form: the same figure on every run and every machine, no
+  seed, O(rows), cheap enough for the thousands of comparisons `scripts/calibrate_stats.py`
+  simulates;
+- the design effect `deff = V / (p (1 - p) / N)` (at least 1) turns the clustered variance into
+  an effective number of independent rows `N / deff`, and a proportion's interval is Wilson's at
+  that effective size: it stays inside [0, 1] and keeps a width at zero events, where the bare
+  sandwich collapses to a point;
+- a difference of two arms over the same requests (B - A) is paired by request: its linearised
+  terms are subtracted within each request before squaring, so what the arms share cancels;
+  quantiles are Student's t with G - 1 degrees of freedom, which keeps the sandwich honest with
+  few requests (the calibration script measures how honest).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+POWER = 0.80  # the power a minimum detectable effect is stated at
+CONFIDENCE = 0.95  # two-sided, for the intervals a report shows
+
+
+def z_quantile(p: float) -> float:
+    """The standard normal quantile."""
+    return NormalDist().inv_cdf(p)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
+                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t distribution function."""
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (bisection on the distribution function; df >= 1)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class ClusterSums:
+    """Per request: the sum of a quantity (`y`) over its rows (`n` of them)."""
+
+    y: np.ndarray  # float64 (G,)
+    n: np.ndarray  # float64 (G,)
+
+    @classmethod
+    def of(cls, values: np.ndarray, cluster: np.ndarray) -> ClusterSums:
+        """Sum per-row values by cluster label (any integer labels)."""
+        labels, inverse = np.unique(np.asarray(cluster), return_inverse=True)
+        g = labels.size
+        y = np.bincount(inverse, weights=np.asarray(values, dtype=np.float64), minlength=g)
+        n = np.bincount(inverse, minlength=g).astype(np.float64)
+        return cls(y, n)
+
+    @classmethod
+    def labelled(cls, values: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, ClusterSums]:
+        """`of`, with the sorted cluster labels its entries belong to."""
+        labels = np.unique(np.asarray(cluster))
+        return labels, cls.of(values, cluster)
+
+    @property
+    def clusters(self) -> int:
+        return int(np.count_nonzero(self.n))
+
+    @property
+    def rows(self) -> int:
+        return int(self.n.sum())
+
+    @property
+    def ratio(self) -> float:
+        total = float(self.n.sum())
+        return float(self.y.sum()) / total if total else math.nan
+
+    def variance(self) -> float:
+        """Cluster-robust (CR1) variance of the ratio; nan under two clusters."""
+        g = self.clusters
+        total = float(self.n.sum())
+        if g < 2 or total == 0:
+            return math.nan
+        u = self.y - self.ratio * self.n
+        return g / (g - 1) * float(np.dot(u, u)) / (total * total)
+
+
+def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's score interval of a proportion p seen over n (possibly fractional) rows."""
+    if n <= 0:
+        return 0.0, 1.0
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
+    low = 0.0 if p <= 0.0 else max(0.0, centre - half)
+    high = 1.0 if p >= 1.0 else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True)
+class ClusteredRate:
+    """A proportion over rows grouped by request, with its request-clustered interval beside
+    the interval that treats every row as independent."""
+
+    value: float
+    low: float
+    high: float
+    naive_low: float
+    naive_high: float
+    rows: int
+    clusters: int
+    design_effect: float  # clustered variance / independent-rows variance, at least 1
+    confidence: float = CONFIDENCE
+
+    @property
+    def effective_rows(self) -> float:
+        return self.rows / self.design_effect
+
+    @property
+    def wider(self) -> bool:
+        """Whether clustering widened the interval (rows of a request moved together)."""
+        return (self.high - self.low) > (self.naive_high - self.naive_low) * (1 + 1e-9)
+
+    def variance(self) -> float:
+        """The clustered variance of the rate (design effect times the binomial one)."""
+        p = self.value
+        return self.design_effect * p * (1 - p) / self.rows if self.rows else math.nan
+
+    def to_json(self) -> dict[str, object]:
+        return {"value": self.value, "ci": [self.low, self.high],
+                "ci_independent_rows": [self.naive_low, self.naive_high],
+                "confidence": self.confidence, "rows": self.rows, "requests": self.clusters,
+                "design_effect": self.design_effect, "effective_rows": self.effective_rows,
+                "method": "Wilson at the request-clustered effective sample size"}
+
+    def describe(self, name: str) -> str:
+        head = (f"{name} {self.value:.4f}, {self.confidence:.0%} [{self.low:.4f}, "
+                f"{self.high:.4f}] clustered by request ({self.clusters} requests, "
+                f"{self.rows} rows)")
+        if not self.wider:
+            return head
+        return (head + f", wider than [{self.naive_low:.4f}, {self.naive_high:.4f}] for "
+                f"independent rows: the rows of one request moved together (design effect "
+                f"{self.design_effect:.3g}), so they count as {self.effective_rows:.0f} "
+                f"independent rows, not {self.rows}")
+
+
+def clustered_rate(values: np.ndarray, cluster: np.ndarray,
+                   confidence: float = CONFIDENCE) -> ClusteredRate | None:
+    """The rate of true `values`, clustered by `cluster` (None: no rows). Under two clusters
+    the design effect cannot be measured: every row is then taken to be one draw of one
+    context, an effective size of one."""
+    sums = ClusterSums.of(np.asarray(values, dtype=np.float64), cluster)
+    return rate_of(sums, confidence)
+
+
+def rate_of(sums: ClusterSums, confidence: float = CONFIDENCE) -> ClusteredRate | None:
+    """`clustered_rate` from per-cluster sums."""
+    n = sums.rows
+    if n == 0:
+        return None
+    p = sums.ratio
+    z = z_quantile(0.5 + confidence / 2)
+    naive = p * (1 - p) / n
+    if sums.clusters < 2:
+        deff = float(n)
+    elif naive > 0:
+        deff = max(1.0, sums.variance() / naive)
+    else:
+        deff = 1.0  # no event (or all): no spread to measure; Wilson keeps a width
+    low, high = wilson_bounds(p, n / deff, z)
+    nlow, nhigh = wilson_bounds(p, float(n), z)
+    return ClusteredRate(p, low, high, nlow, nhigh, n, sums.clusters, deff, confidence)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """B - A of a ratio measured over the same requests in both arms."""
+
+    a: float
+    b: float
+    se: float  # cluster-robust, paired by request
+    se_unpaired: float  # as if the arms were independent samples (what power assumes)
+    clusters: int
+
+    @property
+    def diff(self) -> float:
+        return self.b - self.a
+
+    @property
+    def df(self) -> int:
+        return max(self.clusters - 1, 1)
+
+    def bounds(self, one_sided_alpha: float) -> tuple[float, float]:
+        """The two one-sided (1 - alpha) bounds of B - A (a two-sided 1 - 2 alpha interval)."""
+        q = t_quantile(1.0 - one_sided_alpha, self.df)
+        return self.diff - q * self.se, self.diff + q * self.se
+
+    def mde(self, one_sided_alpha: float, power: float = POWER) -> float:
+        """The smallest shift a one-sided test at alpha detects with `power`, from the
+        independent-samples standard error (the pairing only narrows it when the arms share
+        something, so this overstates the effect rather than promising too much)."""
+        q = t_quantile(1.0 - one_sided_alpha, self.df) + z_quantile(power)
+        return q * self.se_unpaired
+
+
+def _aligned(a: ClusterSums, la: np.ndarray, b: ClusterSums, lb: np.ndarray
+             ) -> tuple[ClusterSums, ClusterSums]:
+    """Both arms' sums over the union of their cluster labels (zero where an arm lacks one)."""
+    labels = np.union1d(la, lb)
+    out = []
+    for s, lab in ((a, la), (b, lb)):
+        y, n = np.zeros(labels.size), np.zeros(labels.size)
+        at = np.searchsorted(labels, lab)
+        y[at], n[at] = s.y, s.n
+        out.append(ClusterSums(y, n))
+    return out[0], out[1]
+
+
+def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
+                      labels_b: np.ndarray, binomial: bool = True) -> PairedDifference | None:
+    """B's ratio minus A's, paired by cluster label (None: a side with no rows, or under two
+    clusters). With `binomial`, each arm's unpaired variance is at least the binomial one: a
+    rate with no spread between requests is still a sample."""
+    sa, sb = _aligned(a, labels_a, b, labels_b)
+    na, nb = float(sa.n.sum()), float(sb.n.sum())
+    g = int(np.count_nonzero(sa.n + sb.n))
+    if na == 0 or nb == 0 or g < 2:
+        return None
+    pa, pb = sa.ratio, sb.ratio
+    u = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
+    var = g / (g - 1) * float(np.dot(u, u))
+
+    def alone(s: ClusterSums, p: float, n: float) -> float:
+        v = s.variance() if s.clusters >= 2 else math.inf
+        return max(v, p * (1 - p) / n) if binomial else v
+
+    unpaired = alone(sa, pa, na) + alone(sb, pb, nb)
+    return PairedDifference(pa, pb, math.sqrt(var), math.sqrt(unpaired), g)
+
+
+def mde_zero_events(effective_rows: float, power: float = POWER) -> float:
+    """The smallest event rate that shows at least one event with `power`, when any event
+    counts (a strict rule): 1 - (1 - power)^(1 / effective rows)."""
+    if effective_rows <= 0:
+        return 1.0
+    return float(1.0 - (1.0 - power) ** (1.0 / effective_rows))
+
+
+def mde_two_sample(rate: ClusteredRate, alpha: float, power: float = POWER) -> float:
+    """The smallest change of a rate that a one-sided test at alpha would detect with `power`
+    against another sample the size and clustering of this one. A rate at 0 or 1 has no spread
+    to scale: the zero-event rule gives its detectable change instead."""
+    p = rate.value
+    if p <= 0.0 or p >= 1.0:
+        return mde_zero_events(rate.effective_rows, power)
+    df = max(rate.clusters - 1, 1)
+    q = t_quantile(1.0 - alpha, df) + z_quantile(power)
+    return q * math.sqrt(2 * rate.variance())
