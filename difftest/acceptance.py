@@ -30,14 +30,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from difftest.clustered import (CONFIDENCE, ClusteredRate, ClusterSums,
+from difftest.clustered import (ClusteredRate, ClusterSums,
                                 paired_difference, rate_of, t_quantile)
 from difftest.config import AcceptanceGate
 from difftest.kinds import VerdictKind
 from difftest.model import ArmTrace
 from difftest.verdict import Verdict
 
-DISPLAY_ALPHA = (1.0 - CONFIDENCE) / 2  # each side of the 95% intervals shown without a gate
+DISPLAY_ALPHA = 0.025  # each side of the 95% intervals shown without a gate
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,11 @@ def t_quantile(p: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+def _sum_of_squares(u: np.ndarray) -> float:
+    """Correctly rounded, so the figure is the same whatever order a CPU would add in."""
+    return math.fsum((u * u).tolist())
+
+
 @dataclass(frozen=True)
 class ClusterSums:
     """Per request: the sum of a quantity (`y`) over its rows (`n` of them)."""
@@ -132,8 +137,8 @@ class ClusterSums:
 
     @property
     def ratio(self) -> float:
-        total = float(self.n.sum())
-        return float(self.y.sum()) / total if total else math.nan
+        total = math.fsum(self.n.tolist())
+        return math.fsum(self.y.tolist()) / total if total else math.nan
 
     def variance(self) -> float:
         """Cluster-robust (CR1) variance of the ratio; nan under two clusters."""
@@ -142,7 +147,7 @@ class ClusterSums:
         if g < 2 or total == 0:
             return math.nan
         u = self.y - self.ratio * self.n
-        return g / (g - 1) * float(np.dot(u, u)) / (total * total)
+        return g / (g - 1) * _sum_of_squares(u) / (total * total)
 
 
 def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
@@ -289,7 +294,7 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
         return None
     pa, pb = sa.ratio, sb.ratio
     u = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
-    var = g / (g - 1) * float(np.dot(u, u))
+    var = g / (g - 1) * _sum_of_squares(u)
 
     def alone(s: ClusterSums, p: float, n: float) -> float:
         v = s.variance() if s.clusters >= 2 else math.inf

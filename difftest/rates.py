@@ -46,25 +46,36 @@ class RateInstruments:
         out = []
         for name, rate in (("token flip rate", self.flip_rate),
                            ("top-1 agreement", self.top1_agreement)):
-            if rate is not None and rate.wider:
+            if (rate is not None and rate.wider and rate.clusters >= 2
+                    and 0.0 < rate.value < 1.0):
                 out.append(rate.describe(name))
         return out
 
     def mde_sentence(self) -> str | None:
         """What a green could have detected, per rate instrument."""
         parts = []
-        if self.flip_rate is not None and self.flip_mde is not None:
+        if self.flip_rate is not None:
             rule = ("any flip counts" if self.flip_rule == "strict" else
                     "against the A/A flip rate")
-            parts.append(f"token flip rate {self.flip_mde:.3g} ({rule}; "
+            parts.append(f"token flip rate {_effect(self.flip_mde)} ({rule}; "
                          f"{self.flip_rate.clusters} requests, {self.flip_rate.rows} rows)")
-        if self.top1_agreement is not None and self.top1_mde is not None:
-            parts.append(f"top-1 agreement {self.top1_mde:.3g} ({self.top1_agreement.clusters} "
-                         f"requests, {self.top1_agreement.rows} rows)")
+        if self.top1_agreement is not None:
+            parts.append(f"top-1 agreement {_effect(self.top1_mde)} "
+                         f"({self.top1_agreement.clusters} requests, "
+                         f"{self.top1_agreement.rows} rows)")
         if not parts:
             return None
         return (f"minimum detectable effects (alpha {self.alpha:g}, {self.power:.0%} power, "
                 "request-clustered): " + ", ".join(parts))
+
+
+def _effect(mde: float | None) -> str:
+    return "none detectable" if mde is None else f"{mde:.3g}"
+
+
+def _within(mde: float, room: float) -> float | None:
+    """A detectable change only where the rate has room for it (None: no such change)."""
+    return mde if mde <= room else None
 
 
 def _groups(cmp: Comparison, req: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -82,8 +93,8 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
     strict = floor is None or floor.zero
     flip_mde = None
     if flip is not None:
-        flip_mde = (mde_zero_events(flip.effective_rows) if strict
-                    else mde_two_sample(flip, alpha))
+        flip_mde = _within(mde_zero_events(flip.effective_rows) if strict
+                           else mde_two_sample(flip, alpha), 1.0 - flip.value)
     top1 = top1_mde = None
     lg = cmp.logits
     if lg is not None and lg.pairs is not None and lg.pair_req is not None and len(lg.pairs):
@@ -91,6 +102,7 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
         same = (p.ids_a[:, 0] >= 0) & (p.ids_a[:, 0] == p.ids_b[:, 0])
         groups = lg.pair_req if cmp.mode == "position" else np.zeros(len(p), np.int64)
         top1 = clustered_rate(same, groups)
-        top1_mde = mde_two_sample(top1, alpha) if top1 is not None else None
+        top1_mde = (_within(mde_two_sample(top1, alpha), top1.value) if top1 is not None
+                    else None)
     return RateInstruments(flip, flip_mde, "strict" if strict else "noise floor", top1, top1_mde,
                            alpha)

@@ -164,6 +164,9 @@ def test_a_planted_acceptance_drop_differs_and_reruns_agree(tmp_path: Path) -> N
     assert "Acceptance per draft position" in page and "Gate: differ." in page
     assert planted.run_dir is not None
     assert "Acceptance per draft position" in (planted.run_dir / "report.html").read_text()
+    again = api.rejudge(planted.run_dir)  # the gate is recorded with the run
+    assert again.acceptance is not None and again.acceptance.verdict is VerdictKind.DIFFER
+    assert again.spec.acceptance == AcceptanceGate(0.2, 0.01)
 
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False)
