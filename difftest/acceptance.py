@@ -41,7 +41,7 @@ DISPLAY_ALPHA = 0.025  # each side of the 95% intervals shown without a gate
 
 
 @dataclass(frozen=True)
-class _Counts:
+class AcceptanceCounts:
     """One arm's drafted verifies: request label, drafted count and accepted count of each."""
 
     label: np.ndarray
@@ -49,12 +49,13 @@ class _Counts:
     acc: np.ndarray
 
 
-def _counts(trace: ArmTrace) -> _Counts:
+def counts_of(trace: ArmTrace) -> AcceptanceCounts:
+    """The drafted verifies of a trace (k > 0), as the instrument counts them."""
     v = trace.verifies
     drafted = v.k > 0
     names = np.asarray(trace.requests, dtype=object)
     label = (names[v.req[drafted]] if len(trace.requests) else np.zeros(0, dtype=object))
-    return _Counts(label.astype(str), v.k[drafted].astype(np.int64),
+    return AcceptanceCounts(label.astype(str), v.k[drafted].astype(np.int64),
                    np.minimum(v.acc[drafted], v.k[drafted]).astype(np.int64))
 
 
@@ -143,7 +144,7 @@ class AcceptanceReport:
                 + ", ".join(parts) + mean)
 
 
-def _arm(name: str, c: _Counts, depth: int) -> tuple[ArmAcceptance, list[ClusterSums],
+def _arm(name: str, c: AcceptanceCounts, depth: int) -> tuple[ArmAcceptance, list[ClusterSums],
                                                      np.ndarray]:
     labels = np.unique(c.label)
     sums = [ClusterSums.of(c.acc >= j, c.label) for j in range(1, depth + 1)]
@@ -158,13 +159,15 @@ def _arm(name: str, c: _Counts, depth: int) -> tuple[ArmAcceptance, list[Cluster
             sums, labels)
 
 
-def _decide(low: float | None, high: float | None, mde: float | None,
+def _decide(a: float, low: float | None, high: float | None, mde: float | None,
             gate: AcceptanceGate) -> VerdictKind:
-    if low is None or high is None or mde is None:
+    if low is None or high is None:
         return VerdictKind.UNINFORMATIVE
     if high < -gate.max_drop:
         return VerdictKind.DIFFER
-    if low > -gate.max_drop and mde <= gate.max_drop:
+    # a position A accepts at no more than the margin cannot drop by more than it
+    could_see = a <= gate.max_drop or (mde is not None and mde <= gate.max_drop)
+    if low > -gate.max_drop and could_see:
         return VerdictKind.AGREE
     return VerdictKind.UNINFORMATIVE
 
@@ -172,7 +175,12 @@ def _decide(low: float | None, high: float | None, mde: float | None,
 def measure(a: ArmTrace, b: ArmTrace, names: tuple[str, str],
             gate: AcceptanceGate | None = None) -> AcceptanceReport | None:
     """The acceptance instrument of two arms (None: neither traced a drafted verify)."""
-    ca, cb = _counts(a), _counts(b)
+    return measure_counts(counts_of(a), counts_of(b), names, gate)
+
+
+def measure_counts(ca: AcceptanceCounts, cb: AcceptanceCounts, names: tuple[str, str],
+                   gate: AcceptanceGate | None = None) -> AcceptanceReport | None:
+    """`measure` on counted verifies (what the calibration script simulates)."""
     if not ca.acc.size and not cb.acc.size:
         return None
     depth = int(max(ca.k.max(initial=0), cb.k.max(initial=0)))
@@ -182,14 +190,16 @@ def measure(a: ArmTrace, b: ArmTrace, names: tuple[str, str],
     deltas = []
     for j in range(1, depth + 1):
         pd = paired_difference(sums_a[j - 1], lab_a, sums_b[j - 1], lab_b)
+        ra, rb = arm_a.positions[j - 1], arm_b.positions[j - 1]
+        a_value = ra.value if ra else math.nan
         low = high = mde = None
         if pd is not None:
             low, high = pd.bounds(alpha)
             mde = pd.mde(alpha)
-        ra, rb = arm_a.positions[j - 1], arm_b.positions[j - 1]
-        deltas.append(PositionDelta(j, ra.value if ra else math.nan,
-                                    rb.value if rb else math.nan, low, high, mde,
-                                    _decide(low, high, mde, gate) if gate else None))
+            if mde > pd.a:
+                mde = None  # no drop within the rate's range is detectable
+        deltas.append(PositionDelta(j, a_value, rb.value if rb else math.nan, low, high, mde,
+                                    _decide(a_value, low, high, mde, gate) if gate else None))
     mean_delta = None
     md = paired_difference(ClusterSums.of(ca.acc, ca.label), lab_a,
                            ClusterSums.of(cb.acc, cb.label), lab_b, binomial=False)
@@ -233,12 +243,13 @@ def _judged(report: AcceptanceReport, gate: AcceptanceGate) -> AcceptanceReport:
 
 
 def _undecided(d: PositionDelta, gate: AcceptanceGate) -> str:
-    if d.low is None or d.mde is None:
+    if d.low is None:
         return f"acc@{d.j}: fewer than 2 requests, no request-clustered interval"
-    if d.mde > gate.max_drop:
-        return (f"acc@{d.j}: the sample is too small for the margin (it would detect a drop of "
-                f"{d.mde:.3g} with 80% power, not {gate.max_drop:g}: run more requests or "
-                "verifies)")
+    if d.mde is None or d.mde > gate.max_drop:
+        seen = ("no drop within the rate's range" if d.mde is None else
+                f"a drop of {d.mde:.3g}")
+        return (f"acc@{d.j}: the sample is too small for the margin (it would detect {seen} "
+                f"with 80% power, not {gate.max_drop:g}: run more requests or verifies)")
     return (f"acc@{d.j}: B - A {d.diff:+.3f} in [{d.low:+.3f}, {d.high:+.3f}], which reaches past "
             f"-{gate.max_drop:g}")
 

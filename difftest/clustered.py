@@ -26,6 +26,7 @@ Method, chosen over a cluster bootstrap:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -80,8 +81,10 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile (bisection on the distribution function; df >= 1)."""
+    """Student's t quantile (bisection on the distribution function; df >= 1; cached, as a
+    report asks for few distinct ones many times)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p}")
     if p < 0.5:
@@ -245,8 +248,11 @@ class PairedDifference:
     a: float
     b: float
     se: float  # cluster-robust, paired by request
-    se_unpaired: float  # as if the arms were independent samples (what power assumes)
+    var_a: float  # each arm's own clustered variance, as if the arms were independent samples
+    var_b: float
+    rows_b: float
     clusters: int
+    binomial: bool = True  # the ratio is a proportion (its variance follows p (1 - p))
 
     @property
     def diff(self) -> float:
@@ -256,17 +262,38 @@ class PairedDifference:
     def df(self) -> int:
         return max(self.clusters - 1, 1)
 
+    @property
+    def se_unpaired(self) -> float:
+        return math.sqrt(self.var_a + self.var_b)
+
     def bounds(self, one_sided_alpha: float) -> tuple[float, float]:
         """The two one-sided (1 - alpha) bounds of B - A (a two-sided 1 - 2 alpha interval)."""
         q = t_quantile(1.0 - one_sided_alpha, self.df)
         return self.diff - q * self.se, self.diff + q * self.se
 
-    def mde(self, one_sided_alpha: float, power: float = POWER) -> float:
-        """The smallest shift a one-sided test at alpha detects with `power`, from the
-        independent-samples standard error (the pairing only narrows it when the arms share
-        something, so this overstates the effect rather than promising too much)."""
-        q = t_quantile(1.0 - one_sided_alpha, self.df) + z_quantile(power)
-        return q * self.se_unpaired
+    def mde(self, one_sided_alpha: float, power: float = POWER, increase: bool = False
+            ) -> float:
+        """The smallest shift of B (a drop, or with `increase` a rise) that a one-sided test at
+        alpha detects with `power`: `q_alpha * SE_0 + z_power * SE_1`, SE_0 from the arms as
+        seen and SE_1 with B's proportion moved by the shift (at B's design effect). Both are
+        the independent-samples errors: pairing only narrows them when the arms share
+        something, so the figure overstates the effect rather than promising too much."""
+        qa = t_quantile(1.0 - one_sided_alpha, self.df)
+        qb = z_quantile(power)
+        se0 = self.se_unpaired
+        delta = (qa + qb) * se0
+        if not self.binomial:
+            return delta
+        spread = self.b * (1 - self.b) / self.rows_b
+        deff = max(1.0, self.var_b / spread) if spread > 0 else 1.0
+        for _ in range(100):
+            moved = min(1.0, max(0.0, self.b + delta if increase else self.b - delta))
+            se1 = math.sqrt(self.var_a + deff * moved * (1 - moved) / self.rows_b)
+            new = qa * se0 + qb * se1
+            if abs(new - delta) < 1e-12:
+                break
+            delta = new
+        return delta
 
 
 def _aligned(a: ClusterSums, la: np.ndarray, b: ClusterSums, lb: np.ndarray
@@ -300,8 +327,8 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
         v = s.variance() if s.clusters >= 2 else math.inf
         return max(v, p * (1 - p) / n) if binomial else v
 
-    unpaired = alone(sa, pa, na) + alone(sb, pb, nb)
-    return PairedDifference(pa, pb, math.sqrt(var), math.sqrt(unpaired), g)
+    return PairedDifference(pa, pb, math.sqrt(var), alone(sa, pa, na), alone(sb, pb, nb), nb, g,
+                            binomial)
 
 
 def mde_zero_events(effective_rows: float, power: float = POWER) -> float:
@@ -312,13 +339,15 @@ def mde_zero_events(effective_rows: float, power: float = POWER) -> float:
     return float(1.0 - (1.0 - power) ** (1.0 / effective_rows))
 
 
-def mde_two_sample(rate: ClusteredRate, alpha: float, power: float = POWER) -> float:
-    """The smallest change of a rate that a one-sided test at alpha would detect with `power`
-    against another sample the size and clustering of this one. A rate at 0 or 1 has no spread
-    to scale: the zero-event rule gives its detectable change instead."""
+def mde_two_sample(rate: ClusteredRate, alpha: float, power: float = POWER,
+                   increase: bool = False) -> float:
+    """The smallest drop (or with `increase`, rise) of a rate that a one-sided test at alpha
+    would detect with `power` against another sample the size and clustering of this one (as
+    `PairedDifference.mde`). A rate at 0 or 1 has no spread to scale: the zero-event rule
+    gives its detectable change instead."""
     p = rate.value
     if p <= 0.0 or p >= 1.0:
         return mde_zero_events(rate.effective_rows, power)
-    df = max(rate.clusters - 1, 1)
-    q = t_quantile(1.0 - alpha, df) + z_quantile(power)
-    return q * math.sqrt(2 * rate.variance())
+    v = rate.variance()
+    same = PairedDifference(p, p, 0.0, v, v, float(rate.rows), rate.clusters)
+    return same.mde(alpha, power, increase)

@@ -162,7 +162,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     verdict = combine(verdict, acc, spec.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
-    mde = rates.mde_sentence()
+    mde = rates.mde_sentence(verdict.instruments)
     if mde is not None and verdict.verdict is VerdictKind.AGREE:
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, acc, rates)

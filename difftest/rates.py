@@ -15,6 +15,7 @@ import numpy as np
 from difftest.clustered import (POWER, ClusteredRate, clustered_rate, mde_two_sample,
                                 mde_zero_events)
 from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP, Comparison
+from difftest.verdict import LOGITS, TOKENS
 
 ALPHA = 0.01  # the level of the flip test, and of the detectable effects stated here
 
@@ -51,15 +52,16 @@ class RateInstruments:
                 out.append(rate.describe(name))
         return out
 
-    def mde_sentence(self) -> str | None:
-        """What a green could have detected, per rate instrument."""
+    def mde_sentence(self, instruments: tuple[str, ...] = (TOKENS, LOGITS)) -> str | None:
+        """What a green could have detected, per rate instrument among those that could have
+        failed (a blind instrument detects nothing)."""
         parts = []
-        if self.flip_rate is not None:
+        if self.flip_rate is not None and TOKENS in instruments:
             rule = ("any flip counts" if self.flip_rule == "strict" else
                     "against the A/A flip rate")
             parts.append(f"token flip rate {_effect(self.flip_mde)} ({rule}; "
                          f"{self.flip_rate.clusters} requests, {self.flip_rate.rows} rows)")
-        if self.top1_agreement is not None:
+        if self.top1_agreement is not None and LOGITS in instruments:
             parts.append(f"top-1 agreement {_effect(self.top1_mde)} "
                          f"({self.top1_agreement.clusters} requests, "
                          f"{self.top1_agreement.rows} rows)")
@@ -94,7 +96,7 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
     flip_mde = None
     if flip is not None:
         flip_mde = _within(mde_zero_events(flip.effective_rows) if strict
-                           else mde_two_sample(flip, alpha), 1.0 - flip.value)
+                           else mde_two_sample(flip, alpha, increase=True), 1.0 - flip.value)
     top1 = top1_mde = None
     lg = cmp.logits
     if lg is not None and lg.pairs is not None and lg.pair_req is not None and len(lg.pairs):
