@@ -12,13 +12,15 @@ import pytest
 
 from conftest import verify_line
 from difftest import api
+from difftest.acceptance import AcceptanceCounts, combine, measure_counts
 from difftest.clustered import (ClusterSums, clustered_rate, mde_two_sample, mde_zero_events,
                                 paired_difference, t_quantile)
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
 from difftest.errors import ConfigError, ExitCode
-from difftest.kinds import VerdictKind
+from difftest.kinds import Expect, VerdictKind
 from difftest.report import html as html_report
 from difftest.report.comparison import to_dict
+from difftest.verdict import Verdict
 
 # -- the statistics ---------------------------------------------------------------------------
 
@@ -217,7 +219,7 @@ def test_a_report_says_why_flips_in_one_request_are_less_certain(tmp_path: Path)
     assert any("moved together" in r for r in one.verdict.reasons)
     assert spread.rates is not None and spread.rates.flip_rate is not None
     assert not spread.rates.flip_rate.wider
-    assert not any("moved together" in r for r in spread.verdict.reasons)
+    assert not any(r.startswith("token flip rate") for r in spread.verdict.reasons)
     data = to_dict(one)["rates"]
     assert isinstance(data, dict)
     flip = data["token_flip_rate"]
@@ -234,3 +236,54 @@ def test_a_green_states_what_it_could_have_detected(tmp_path: Path) -> None:
     line = next(r for r in rep.verdict.reasons if r.startswith("minimum detectable effects"))
     assert "token flip rate 0.00801" in line and "10 requests, 200 rows" in line
     assert math.isfinite(rep.rates.flip_mde)
+
+
+# -- the gate's decision and how it joins the verdict ------------------------------------------
+
+def _counts(rate: float, requests: int = 30, verifies: int = 40, seed: int = 0
+            ) -> AcceptanceCounts:
+    """Verifies of k=2 drafts; about `rate` of them accept the first draft, half of those the
+    second; each request's own rate spread around it."""
+    rng = np.random.default_rng(seed)
+    labels, accs = [], []
+    for g in range(requests):
+        own = min(1.0, max(0.0, rate + rng.uniform(-0.1, 0.1)))
+        first = rng.random(verifies) < own
+        second = first & (rng.random(verifies) < 0.5)
+        accs.append(first.astype(np.int64) + second)
+        labels.append(np.full(verifies, f"r{g}"))
+    acc = np.concatenate(accs)
+    return AcceptanceCounts(np.concatenate(labels), np.full(acc.size, 2), acc)
+
+
+def test_the_gate_decides_per_position_with_the_margin() -> None:
+    gate = AcceptanceGate(0.1, 0.01)
+    a = _counts(0.6)
+    drop = measure_counts(a, _counts(0.3, seed=1), ("a", "b"), gate)
+    assert drop is not None and drop.verdict is VerdictKind.DIFFER
+    assert drop.deltas[0].decision is VerdictKind.DIFFER
+    same = measure_counts(a, a, ("a", "b"), gate)
+    assert same is not None and same.verdict is VerdictKind.AGREE
+    near = measure_counts(a, _counts(0.52, seed=2), ("a", "b"), gate)
+    assert near is not None and near.verdict is VerdictKind.UNINFORMATIVE
+    assert "reaches past -0.1" in near.reasons[0]
+    small = _counts(0.6, requests=3, verifies=5)
+    few = measure_counts(small, small, ("a", "b"), gate)  # no drop at all, but a tiny sample
+    assert few is not None and few.verdict is VerdictKind.UNINFORMATIVE
+    assert "too small for the margin" in few.reasons[0]
+
+
+def test_the_gate_joins_the_comparisons_verdict() -> None:
+    gate = AcceptanceGate(0.1, 0.01)
+    a = _counts(0.6)
+    agree = Verdict(VerdictKind.AGREE, Expect.SAME, ("tokens agree",), ("tokens",))
+    drop = measure_counts(a, _counts(0.3, seed=1), ("a", "b"), gate)
+    joined = combine(agree, drop, gate)
+    assert joined.verdict is VerdictKind.DIFFER and joined.exit_code is ExitCode.DIFFER
+    assert joined.reasons[0] == "tokens agree" and "accepts less" in joined.reasons[-1]
+    same = combine(agree, measure_counts(a, a, ("a", "b"), gate), gate)
+    assert same.verdict is VerdictKind.AGREE and same.instruments == ("tokens", "acceptance")
+    near = combine(agree, measure_counts(a, _counts(0.52, seed=2), ("a", "b"), gate), gate)
+    assert near.verdict is VerdictKind.UNINFORMATIVE
+    assert combine(agree, None, None) is agree
+    assert combine(agree, None, gate).verdict is VerdictKind.UNINFORMATIVE
