@@ -127,7 +127,7 @@ class AcceptanceReport:
                                                    "alpha": self.gate.alpha},
             "verdict": None if self.verdict is None else self.verdict.value,
             "reasons": list(self.reasons),
-            "method": "request-clustered sandwich (CR1) variance of a ratio, paired by "
+            "method": "delete-one-request jackknife (CR3) variance of a ratio, paired by "
                       "request for B - A, Student t with requests - 1 degrees of freedom",
         }
 
@@ -153,7 +153,8 @@ def _arm(name: str, c: AcceptanceCounts, depth: int) -> tuple[ArmAcceptance, lis
     mean = length.ratio if length.rows else None
     ci = None
     if mean is not None and length.clusters >= 2:
-        half = t_quantile(1 - DISPLAY_ALPHA, length.clusters - 1) * math.sqrt(length.variance())
+        var = length.variance()
+        half = t_quantile(1 - DISPLAY_ALPHA, length.clusters - 1) * math.sqrt(var)
         ci = (mean - half, mean + half)
     return (ArmAcceptance(name, int(c.acc.size), int(labels.size), positions, mean, ci),
             sums, labels)

@@ -9,11 +9,14 @@ than its alpha says. Everything here treats the request as the unit of independe
 Method, chosen over a cluster bootstrap:
 
 - a rate is a ratio of sums over requests, `p = sum(y_g) / sum(n_g)`; its variance is the
-  cluster-robust (sandwich) variance of a ratio estimator, linearised:
-  `V = G / (G - 1) * sum_g (y_g - p * n_g)^2 / N^2` (the CR1 small-sample factor), which is the
-  bootstrap's own target, in closed form: the same figure on every run and every machine, no
+  delete-one-request jackknife, `V = (G - 1) / G * sum_g (p_-g - mean)^2` with `p_-g` the rate
+  without request g (the CR3 cluster-robust variance). Like a cluster bootstrap it resamples
+  requests, not rows, but in closed form: the same figure on every run and every machine, no
   seed, O(rows), cheap enough for the thousands of comparisons `scripts/calibrate_stats.py`
-  simulates;
+  simulates. Over the linearised sandwich (CR1, `G / (G - 1) * sum (y_g - p n_g)^2 / N^2`):
+  the two coincide when every request has as many rows, and where requests differ in size
+  (long prompts, early stops) the jackknife is the more conservative one, CR1 being known to
+  run small there; CR1 remains the fallback where leaving a request out leaves an arm empty;
 - the design effect `deff = V / (p (1 - p) / N)` (at least 1) turns the clustered variance into
   an effective number of independent rows `N / deff`, and a proportion's interval is Wilson's at
   that effective size: it stays inside [0, 1] and keeps a width at zero events, where the bare
@@ -144,13 +147,30 @@ class ClusterSums:
         return math.fsum(self.y.tolist()) / total if total else math.nan
 
     def variance(self) -> float:
-        """Cluster-robust (CR1) variance of the ratio; nan under two clusters."""
-        g = self.clusters
-        total = float(self.n.sum())
-        if g < 2 or total == 0:
+        """Cluster-robust variance of the ratio: the delete-one-request jackknife (CR3); nan
+        under two clusters."""
+        if self.clusters < 2:
             return math.nan
-        u = self.y - self.ratio * self.n
-        return g / (g - 1) * _sum_of_squares(u) / (total * total)
+        return _jackknife(self.leave_one_out())
+
+    def leave_one_out(self) -> np.ndarray:
+        """The ratio with each request left out in turn (requests with rows only); nan where
+        leaving it out leaves no row."""
+        keep = self.n > 0
+        y, n = self.y[keep], self.n[keep]
+        rest = math.fsum(self.n.tolist()) - n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out: np.ndarray = (math.fsum(self.y.tolist()) - y) / rest
+        return out
+
+
+def _jackknife(replicates: np.ndarray) -> float:
+    """(G - 1) / G * sum (theta_-g - mean)^2, correctly rounded sums; nan if any is nan."""
+    g = replicates.size
+    if g < 2 or not np.all(np.isfinite(replicates)):
+        return math.nan
+    mean = math.fsum(replicates.tolist()) / g
+    return (g - 1) / g * _sum_of_squares(replicates - mean)
 
 
 def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
@@ -320,11 +340,18 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
     if na == 0 or nb == 0 or g < 2:
         return None
     pa, pb = sa.ratio, sb.ratio
-    u = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
-    var = g / (g - 1) * _sum_of_squares(u)
+    both = (sa.n + sb.n) > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rep = ((math.fsum(sb.y.tolist()) - sb.y[both]) / (nb - sb.n[both])
+               - (math.fsum(sa.y.tolist()) - sa.y[both]) / (na - sa.n[both]))
+    var = _jackknife(rep)
+    if not math.isfinite(var):  # an arm with all its rows in one request: linearised (CR1)
+        u = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
+        var = g / (g - 1) * _sum_of_squares(u)
 
     def alone(s: ClusterSums, p: float, n: float) -> float:
         v = s.variance() if s.clusters >= 2 else math.inf
+        v = math.inf if math.isnan(v) else v
         return max(v, p * (1 - p) / n) if binomial else v
 
     return PairedDifference(pa, pb, math.sqrt(var), alone(sa, pa, na), alone(sb, pb, nb), nb, g,
