@@ -21,10 +21,12 @@ Method, chosen over a cluster bootstrap:
   an effective number of independent rows `N / deff`, and a proportion's interval is Wilson's at
   that effective size: it stays inside [0, 1] and keeps a width at zero events, where the bare
   sandwich collapses to a point;
-- a difference of two arms over the same requests (B - A) is paired by request: its linearised
-  terms are subtracted within each request before squaring, so what the arms share cancels;
-  quantiles are Student's t with G - 1 degrees of freedom, which keeps the sandwich honest with
-  few requests (the calibration script measures how honest).
+- a difference of two arms over the same requests (B - A) is paired by request: each
+  request's contribution is differenced before squaring, so what the arms share cancels;
+  quantiles are Student's t with the effective number of requests less one as degrees of
+  freedom (`effective_clusters`): a spread carried by a few requests is trusted less than one
+  carried by all, which keeps the intervals and the stated power honest when a few requests
+  dominate (the calibration script measures how honest).
 """
 
 from __future__ import annotations
@@ -273,14 +275,18 @@ class PairedDifference:
     rows_b: float
     clusters: int
     binomial: bool = True  # the ratio is a proportion (its variance follows p (1 - p))
+    # how many requests the spread really rests on (None: all of them); see `effective_clusters`
+    effective: float | None = None
 
     @property
     def diff(self) -> float:
         return self.b - self.a
 
     @property
-    def df(self) -> int:
-        return max(self.clusters - 1, 1)
+    def df(self) -> float:
+        """Degrees of freedom of the t quantiles: the effective number of requests less one."""
+        g = self.clusters if self.effective is None else min(self.effective, self.clusters)
+        return max(g - 1.0, 1.0)
 
     @property
     def se_unpaired(self) -> float:
@@ -294,12 +300,12 @@ class PairedDifference:
     def mde(self, one_sided_alpha: float, power: float = POWER, increase: bool = False
             ) -> float:
         """The smallest shift of B (a drop, or with `increase` a rise) that a one-sided test at
-        alpha detects with `power`: `q_alpha * SE_0 + z_power * SE_1`, SE_0 from the arms as
+        alpha detects with `power`: `t_alpha * SE_0 + t_power * SE_1`, SE_0 from the arms as
         seen and SE_1 with B's proportion moved by the shift (at B's design effect). Both are
         the independent-samples errors: pairing only narrows them when the arms share
         something, so the figure overstates the effect rather than promising too much."""
         qa = t_quantile(1.0 - one_sided_alpha, self.df)
-        qb = z_quantile(power)
+        qb = t_quantile(power, self.df)  # the noncentral-t approximation: the spread is estimated
         se0 = self.se_unpaired
         delta = (qa + qb) * se0
         if not self.binomial:
@@ -345,9 +351,10 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
         rep = ((math.fsum(sb.y.tolist()) - sb.y[both]) / (nb - sb.n[both])
                - (math.fsum(sa.y.tolist()) - sa.y[both]) / (na - sa.n[both]))
     var = _jackknife(rep)
+    terms = rep - math.fsum(rep.tolist()) / rep.size
     if not math.isfinite(var):  # an arm with all its rows in one request: linearised (CR1)
-        u = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
-        var = g / (g - 1) * _sum_of_squares(u)
+        terms = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
+        var = g / (g - 1) * _sum_of_squares(terms)
 
     def alone(s: ClusterSums, p: float, n: float) -> float:
         v = s.variance() if s.clusters >= 2 else math.inf
@@ -355,7 +362,20 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
         return max(v, p * (1 - p) / n) if binomial else v
 
     return PairedDifference(pa, pb, math.sqrt(var), alone(sa, pa, na), alone(sb, pb, nb), nb, g,
-                            binomial)
+                            binomial, effective_clusters(terms))
+
+
+def effective_clusters(terms: np.ndarray) -> float | None:
+    """`(sum w)^2 / sum w^2` over the requests' squared contributions `w` to the variance
+    (Carter, Schnepel and Steigerwald's effective number of clusters): G when every request
+    contributes alike, near 1 when one request carries the spread. The t quantiles take it, less
+    one, as their degrees of freedom, so a spread that rests on a few requests is not trusted
+    like one that rests on all of them. None where nothing spreads."""
+    w = (terms * terms).tolist()
+    total = math.fsum(w)
+    if total <= 0.0 or not math.isfinite(total):
+        return None
+    return total * total / math.fsum(x * x for x in w)
 
 
 def mde_zero_events(effective_rows: float, power: float = POWER) -> float:

@@ -21,7 +21,8 @@ from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
-from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
+from difftest.noise import (ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test,
+                            request_flips)
 from difftest.resolution import Resolution, format_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
@@ -530,7 +531,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     findings = lg.findings
     if floor is not None:
         counted = np.isin(status, (SAME, DIFFER, NEAR_TIE))
-        test = flip_test(int(flipped.sum()), int(counted.sum()), floor)
+        names = np.asarray(al.requests, dtype=object)[rows.req[counted]] if al.requests \
+            else rows.req[counted].astype(str)
+        test = flip_test(int(flipped.sum()), int(counted.sum()), floor,
+                         by_request_b=request_flips(np.asarray(names), flipped[counted]))
         if not test.counts:
             status[status == DIFFER] = NOISE_FLIP
         if findings is None:

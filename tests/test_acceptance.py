@@ -18,6 +18,7 @@ from difftest.clustered import (ClusterSums, clustered_rate, mde_two_sample, mde
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
 from difftest.errors import ConfigError, ExitCode
 from difftest.kinds import Expect, VerdictKind
+from difftest.noise import NoiseFloor, RequestFlips, RerunPair, flip_test, noise_floor
 from difftest.report import html as html_report
 from difftest.report.comparison import to_dict
 from difftest.verdict import Verdict
@@ -287,3 +288,30 @@ def test_the_gate_joins_the_comparisons_verdict() -> None:
     assert near.verdict is VerdictKind.UNINFORMATIVE
     assert combine(agree, None, None) is agree
     assert combine(agree, None, gate).verdict is VerdictKind.UNINFORMATIVE
+
+
+# -- the noise floor's flip test, clustered by request -----------------------------------------
+
+def _floor_by_request(flips_per_request: list[int], rows: int = 60) -> NoiseFloor:
+    by = tuple(RequestFlips(f"r{i}", rows, f) for i, f in enumerate(flips_per_request))
+    pair = RerunPair(0, 1, rows * len(by), sum(flips_per_request), 0, 0.5, False, by)
+    return noise_floor("a", 2, [pair], None)
+
+
+def test_the_flip_test_clusters_by_request_where_it_can() -> None:
+    """A's reruns flip 1 row in 60 in each of 10 requests. B's 30 flips all in one request: the
+    exact test of independent rows calls that a difference; clustered by request it is one
+    request's bad luck. B's 30 flips spread over every request count either way."""
+    floor = _floor_by_request([1] * 10)
+    one = (RequestFlips("r0", 60, 30),) + tuple(RequestFlips(f"r{i}", 60, 0)
+                                                 for i in range(1, 10))
+    lumped = flip_test(30, 600, floor, by_request_b=one)
+    assert lumped.p_value is not None and lumped.p_value <= 0.01  # what the exact test says
+    assert not lumped.counts and lumped.requests == 10
+    assert lumped.clustered_low is not None and lumped.clustered_low <= 0
+    assert "clustered by request (10 requests, paired)" in lumped.reason()
+    spread = tuple(RequestFlips(f"r{i}", 60, 3) for i in range(10))
+    wide = flip_test(30, 600, floor, by_request_b=spread)
+    assert wide.counts and wide.clustered_low is not None and wide.clustered_low > 0
+    # no per-request record (one request, or a floor measured before): the exact test decides
+    assert flip_test(30, 600, floor).counts and flip_test(30, 600, floor).clustered_low is None
