@@ -286,7 +286,8 @@ class PairedDifference:
     def df(self) -> float:
         """Degrees of freedom of the t quantiles: the effective number of requests less one."""
         g = self.clusters if self.effective is None else min(self.effective, self.clusters)
-        return max(g - 1.0, 1.0)
+        # rounded down to a tenth: a slightly larger quantile, and few distinct ones to compute
+        return max(math.floor((g - 1.0) * 10) / 10, 1.0)
 
     @property
     def se_unpaired(self) -> float:
