@@ -86,6 +86,12 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+def chi2_median(df: float) -> float:
+    """The median of a chi-square with df degrees of freedom (Wilson and Hilferty's cube-root
+    approximation: 3.4% high at df = 1, 1.3% at 2, under 0.3% from 5)."""
+    return df * (1.0 - 2.0 / (9.0 * df)) ** 3
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile (bisection on the distribution function; df >= 1; cached, as a
@@ -301,13 +307,17 @@ class PairedDifference:
     def mde(self, one_sided_alpha: float, power: float = POWER, increase: bool = False
             ) -> float:
         """The smallest shift of B (a drop, or with `increase` a rise) that a one-sided test at
-        alpha detects with `power`: `t_alpha * SE_0 + t_power * SE_1`, SE_0 from the arms as
+        alpha detects with `power`: `t_alpha * SE_0 + t_power * SE_1` (each variance scaled by
+        df / median of chi-square(df)), SE_0 from the arms as
         seen and SE_1 with B's proportion moved by the shift (at B's design effect). Both are
         the independent-samples errors: pairing only narrows them when the arms share
         something, so the figure overstates the effect rather than promising too much."""
         qa = t_quantile(1.0 - one_sided_alpha, self.df)
         qb = t_quantile(power, self.df)  # the noncentral-t approximation: the spread is estimated
-        se0 = self.se_unpaired
+        # an estimated variance falls below the true one more often than above: scaled to be
+        # median-unbiased, the promise holds in the typical comparison, not only on average
+        scale = self.df / chi2_median(self.df)
+        se0 = math.sqrt(scale) * self.se_unpaired
         delta = (qa + qb) * se0
         if not self.binomial:
             return delta
@@ -315,7 +325,7 @@ class PairedDifference:
         deff = max(1.0, self.var_b / spread) if spread > 0 else 1.0
         for _ in range(100):
             moved = min(1.0, max(0.0, self.b + delta if increase else self.b - delta))
-            se1 = math.sqrt(self.var_a + deff * moved * (1 - moved) / self.rows_b)
+            se1 = math.sqrt(scale * (self.var_a + deff * moved * (1 - moved) / self.rows_b))
             new = qa * se0 + qb * se1
             if abs(new - delta) < 1e-12:
                 break

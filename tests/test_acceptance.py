@@ -13,8 +13,8 @@ import pytest
 from conftest import verify_line
 from difftest import api
 from difftest.acceptance import AcceptanceCounts, combine, measure_counts
-from difftest.clustered import (ClusterSums, clustered_rate, mde_two_sample, mde_zero_events,
-                                paired_difference, t_quantile)
+from difftest.clustered import (ClusterSums, chi2_median, clustered_rate, effective_clusters,
+                                mde_two_sample, mde_zero_events, paired_difference, t_quantile)
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
 from difftest.errors import ConfigError, ExitCode
 from difftest.kinds import Expect, VerdictKind
@@ -31,6 +31,14 @@ def test_t_quantiles_match_the_tables() -> None:
                          (9, 0.99, 2.821), (30, 0.975, 2.042)):
         assert t_quantile(p, df) == pytest.approx(table, abs=1e-3)
     assert t_quantile(0.025, 5) == pytest.approx(-2.571, abs=1e-3)
+    for df, median in ((2, 1.3863), (5, 4.3515), (10, 9.3418), (40, 39.3353)):
+        assert chi2_median(df) == pytest.approx(median, rel=0.015)
+
+
+def test_a_spread_carried_by_one_request_has_few_degrees_of_freedom() -> None:
+    assert effective_clusters(np.ones(12)) == pytest.approx(12)
+    assert effective_clusters(np.r_[10.0, np.full(11, 0.1)]) == pytest.approx(1.0, abs=0.01)
+    assert effective_clusters(np.zeros(5)) is None
 
 
 def test_flips_in_one_request_widen_the_clustered_interval() -> None:
