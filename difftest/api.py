@@ -17,8 +17,8 @@ from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.pipeline import (OVERRIDES, ComparisonReport, NoiseReport, judge_traces,
-                               rejudge_run, run_noise, with_overrides)
+from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
+                               evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import rundir
 from difftest.report.comparison import write_csv
@@ -88,8 +88,10 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
     needs runs, so `noise_runs` does not apply)."""
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
+    evidence: Evidence = ((), ())
     if comparison is not None:
         spec = cfg.comparison(comparison)
+        evidence = evidence_of(cfg, spec)
     else:
         names = (ta.name, tb.name)
         if names[0] == names[1]:
@@ -97,7 +99,7 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, drafting=drafting)
-    return judge_traces(ta, tb, spec, cfg.audit)
+    return judge_traces(ta, tb, spec, cfg.audit, evidence)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,

@@ -367,11 +367,13 @@ def compare(
     if trace_a is not None or trace_b is not None:
         if trace_a is None or trace_b is None:
             raise UsageError("--trace-a and --trace-b go together")
-        if arm_a or arm_b or comparison:
+        if arm_a or arm_b:
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
         if noise_runs:
             raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
-        report = api.compare_traces(trace_a, trace_b, config=config, expect=expect,
+        # a --comparison supplies its expectations, toggle and its arms' evidence
+        report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
+                                    expect=expect,
                                     near_tie=near_tie, atol=atol, min_differing=min_differing,
                                     rtol=rtol, drafting=drafting)
     else:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.errors import ConfigError, UsageError
+from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
 
@@ -28,11 +29,11 @@ CONFIG_FILE_NAME = "difftest.toml"
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
-             "max_capture_bytes")
+             "max_capture_bytes", "evidence")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "acceptance")
+                    "noise_runs", "probe", "drafting", "toggle", "acceptance")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -95,6 +96,22 @@ def _drafting(key: str, value: object) -> DraftingKind | None:
     raise InvalidValue(key, f"must be \"block\" or \"sequential\", got {value!r}")
 
 
+def _toggle(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise InvalidValue(key, f"must be a list of setting names, e.g. [\"lane\"], got {_kind(value)}")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidValue(key, f"item {i} must be a string, got {_kind(item)}")
+        try:
+            out.append(check_toggle_key(item))
+        except RuleError as exc:
+            raise InvalidValue(key, f"item {i}: {exc}") from None
+        if item in out[:-1]:
+            raise InvalidValue(key, f"item {i}: {item!r} is named twice")
+    return tuple(out)
+
+
 def _name(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidValue(key, f"must be a string, got {_kind(value)}")
@@ -119,6 +136,9 @@ class ArmSpec:
     repo: Path | None = None
     launcher: tuple[str, ...] | None = None  # argv prefix, e.g. ("srun", "-Q", "--")
     max_capture_bytes: int | None = None  # stdout + stderr together; past it the arm fails
+    # what the arm's output must show (difftest.evidence): its effective settings, counters,
+    # or a line, proving that it ran what its name claims
+    evidence: tuple[Rule, ...] = ()
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -196,6 +216,9 @@ class ComparisonSpec:
     noise_runs: int = 0
     # How the engine drafts a block's rows; None: as the traces declare, else block.
     drafting: DraftingKind | None = None
+    # The effective settings the two arms must differ in (`lane`): the switch the comparison
+    # is about. Arms that report the same value for one of them make the verdict INERT.
+    toggle: tuple[str, ...] = ()
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
     acceptance: AcceptanceGate | None = None
 
@@ -217,6 +240,7 @@ class ComparisonSpec:
             raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
         set_(self, "probe", tuple(_name("probe", m) for m in probe))
         set_(self, "drafting", _drafting("drafting", self.drafting))
+        set_(self, "toggle", _toggle("toggle", self.toggle))
         set_(self, "acceptance", _acceptance(self.acceptance))
         if self.acceptance is not None and self.expect is not Expect.SAME:
             raise InvalidValue("acceptance", "gates a comparison that expects \"same\" (a drop "
@@ -560,9 +584,16 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
                 if "launcher" in raw else None)
     cap = (check.integer(table, "max_capture_bytes", raw["max_capture_bytes"], minimum=1)
            if "max_capture_bytes" in raw else None)
+    evidence: list[Rule] = []
+    for i, text in enumerate(check.strings(table, "evidence", raw["evidence"])
+                             if "evidence" in raw else ()):
+        try:
+            evidence.append(parse_rule(text))
+        except RuleError as exc:
+            raise check.fail(table, f"key 'evidence': item {i}: {exc}") from None
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
                    git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap)
+                   max_capture_bytes=cap, evidence=tuple(evidence))
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
@@ -584,7 +615,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
     values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "acceptance") if k in raw}
+                                  "noise_runs", "drafting", "toggle", "acceptance") if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, **values)

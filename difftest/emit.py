@@ -13,7 +13,9 @@ logits of that row, highest first, printed with `%.9g` (which round-trips every 
 bitwise comparison of two traces is a bitwise comparison of the logits). An optional
 `[spec-drafting] kind=block|sequential` header, printed once before the first step, tells
 difftest how the rows of a block depend on each other; parsers that do not know the line skip
-it as other output.
+it as other output. `config(mapping)` prints the `[spec-config]` line: the settings the runner
+really applied (attention kernel, dtypes, lane...), which difftest checks a comparison's toggle
+against; call it once, before the first step.
 
 Nothing here imports numpy or torch until logits are given: a runner that traces tokens only
 pays for neither. Logits may be a numpy array, a torch tensor (any dtype, any device) or nested
@@ -34,7 +36,8 @@ from difftest.kinds import DraftingKind
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["DraftingKind", "Tracer", "drafting_header", "level_from_env", "top_pairs"]
+__all__ = ["DraftingKind", "Tracer", "drafting_header", "level_from_env", "spec_config",
+           "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
@@ -90,6 +93,34 @@ def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> st
     """`block_kernel` is the engine's fused-kernel lane, which this runner does not have."""
     return (f"[dflash-route] paged_seam={paged_seam} block_kernel=0 combined={combined} "
             f"last_combined_q={last_q} last_combined_k={last_k}")
+
+
+CONFIG_TAG = "[spec-config]"
+_CONFIG_KEY_RE = re.compile(r"[A-Za-z_][\w/]*\Z", re.ASCII)
+_CONFIG_VALUE_RE = re.compile(r"[^\s\x00-\x1f\x7f\[][^\s\x00-\x1f\x7f]*\Z")
+
+
+def _config_value(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    text = str(value)
+    if not _CONFIG_VALUE_RE.match(text):
+        raise ValueError(f"config {key}: {text!r} must be one word without spaces or control "
+                         "characters, not starting with '['")
+    return text
+
+
+def spec_config(settings: Mapping[str, object]) -> str:
+    """`[spec-config] key=value ...`: what the runner applied, one word per value (booleans as
+    1/0), keys as given."""
+    if not settings:
+        raise ValueError("config: give at least one setting")
+    parts = []
+    for key, value in settings.items():
+        if not isinstance(key, str) or not _CONFIG_KEY_RE.match(key):
+            raise ValueError(f"config: key {key!r} must be a name like 'lane' or 'dtype_target'")
+        parts.append(f"{key}={_config_value(key, value)}")
+    return f"{CONFIG_TAG} " + " ".join(parts)
 
 
 def _kind(kind: DraftingKind | str) -> DraftingKind:
@@ -188,6 +219,8 @@ class Tracer:
         self.drafting: DraftingKind | None = None if drafting is None else _kind(drafting)
         self._file = file
         self._header_done = False
+        self._stepped = False
+        self._config_done = False
 
     @property
     def enabled(self) -> bool:
@@ -215,6 +248,18 @@ class Tracer:
         elif self._header_done and self.drafting not in (None, value):
             raise ValueError(f"the trace already declared {self.drafting.value} drafting, "
                              f"not {value.value}")
+
+    def config(self, settings: Mapping[str, object]) -> None:
+        """Print the `[spec-config]` line: the settings the runner really applied (read back
+        from the engine where it can say, e.g. the attention implementation it resolved), not
+        the ones it was asked for. Once per process, before the first step."""
+        line = spec_config(settings)  # checked at every level, so a bad value fails in tests
+        if self._config_done or self._stepped:
+            raise ValueError("config: the [spec-config] line is printed once, before the first "
+                             "step")
+        self._config_done = True
+        if self.enabled:
+            self._write([line])
 
     def header(self) -> None:
         """Print the drafting-kind header now (otherwise `step` prints it before the first step)."""
@@ -255,6 +300,7 @@ class Tracer:
             self._header_done = True
             if self.drafting is not None:
                 lines.append(drafting_header(self.drafting))
+        self._stepped = True
         if k:
             lines.append(spec_propose(1, k + 1, k, draft))
         else:

@@ -30,6 +30,10 @@ class UsageError(DifftestError):
     """A bad option, a missing file, an unknown arm name."""
 
 
+class InternalError(DifftestError):
+    """difftest contradicted itself (a self-check failed): a bug in difftest, not in the arms."""
+
+
 class ConfigError(DifftestError):
     """A config file that does not load or validate; the message names file, table and key."""
 

@@ -8,6 +8,7 @@ claim a coverage it does not have.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -18,15 +19,20 @@ from pathlib import Path
 
 from difftest.audit import AuditThresholds
 from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
-from difftest.errors import ExitCode, UsageError
+from difftest.errors import ExitCode, InternalError, UsageError
 from difftest.execute import ArmResult, JobLimits
 from difftest.kinds import Expect, VerdictKind
 from difftest.floor import reruns
 from difftest.model import same_drafts
+from difftest.numerics import blind_radius
 from difftest.pipeline import (
-    ArmOutcome, ComparisonReport, arm_pair, evaluate, outcomes_from_run, rerun_outcomes, run_arm_set,
-    self_pair, spec_meta, thresholds_of,
+    ArmOutcome, ComparisonReport, Evidence, arm_pair, evaluate, evidence_of, outcomes_from_run,
+    rerun_outcomes, run_arm_set, self_pair, spec_meta, thresholds_of,
 )
+
+# The built-in probe of an `expect = "differ"` comparison: arm B replaced by arm A. A gate that
+# stays green when both sides are one arm cannot tell the toggle from no toggle.
+INERT_PROBE = "arm-b-as-a"
 
 # Severity for the worst-of rule: an arm that failed hides everything else.
 # A probe whose mutation never reached the runner (exit 2) is a set-up error: it outranks a
@@ -138,19 +144,78 @@ def _killed(rep: ComparisonReport) -> bool:
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
 
+def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapping[str, ArmResult],
+                 thresholds: AuditThresholds, run_dir: Path, evidence: Evidence) -> MutationResult:
+    """Arm B replaced by arm A's own capture (nothing is run): the comparison must go red."""
+    a = baseline.arm_a
+    b = replace(a, name=f"{spec.arm_a}(as {spec.arm_b})")
+    mspec = replace(spec, name=f"{spec.name}/{INERT_PROBE}", arm_b=b.name)
+    rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
+                   evidence)
+    killed = _killed(rep)
+    c = rep.comparison
+    return MutationResult(name=INERT_PROBE, killed=killed,
+                          killed_by="expectation" if killed else None, measures=("expectation",),
+                          blocks_differing=c.blocks_differing if c else 0,
+                          blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep)
+
+
+def _three_figures(x: float) -> str:
+    """A ratio to three significant figures (its inputs carry no more), with thousands marked."""
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 2 - math.floor(math.log10(x))
+    rounded = round(x, digits)
+    return f"{rounded:,.{max(digits, 0)}f}"
+
+
+def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationResult]) -> list[str]:
+    """Per instrument, how far above its blind radius the weakest caught mutation was: how much
+    room a green has before a wrong change of that size would slip through."""
+    if not baseline.verdict.passed or baseline.comparison is None:
+        return []
+    radius = blind_radius(baseline.comparison)
+    out: list[str] = []
+    for instrument, r, what in (("logits", radius.logits, "logit radius"),
+                                ("tokens", radius.tokens, "token radius (smallest margin / 2)")):
+        caught = [(m.report.comparison.max_abs_logit_diff, m.name) for m in mutations
+                  if m.applied and m.killed and instrument in m.measures
+                  and m.report.comparison is not None]
+        sized = [(d, n) for d, n in caught if d is not None and d == d]
+        if not caught:
+            continue
+        if not sized or r is None:
+            names = ", ".join(sorted(n for _, n in caught))
+            out.append(f"detection margin, {instrument}: caught {names} (no logit size "
+                       "traced to set against the radius)")
+            continue
+        size, name = min(sized)
+        ratio = (f"{_three_figures(size / r)}x the {what} ({r:.3g})" if r > 0 else
+                 f"above a {what} of 0 (any change shows)")
+        out.append(f"detection margin, {instrument}: the weakest caught mutation, {name}, "
+                   f"moved the logits by max |d| {size:.3g}, {ratio}")
+    return out
+
+
 def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequence[str],
                         results: Mapping[str, ArmResult], thresholds: AuditThresholds,
-                        run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
+                        run_dir: Path, baseline: ComparisonReport,
+                        evidence: Evidence = ((), ())) -> ProbeReport:
     notes = []
     if spec.expect is not Expect.SAME:
         notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
-                     "comparison stops seeing the difference it expects")
+                     f"comparison stops seeing the difference it expects; the built-in probe "
+                     f"{INERT_PROBE} judges {spec.arm_a} against itself in {spec.arm_b}'s place")
     out: list[MutationResult] = []
+    if spec.expect is Expect.DIFFER and baseline.comparison is not None:
+        out.append(_inert_probe(spec, baseline, results, thresholds, run_dir, evidence))
     for name in mutations:
         arm_b = config.mutation(name).arm_name(spec.arm_b)
         mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
         a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
-        rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds))
+        # a mutation changes arm B on purpose: B's evidence is not asked of the mutated arm
+        rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
+                       (evidence[0], ()))
         if _not_applied(baseline, b):
             notes.append(_not_applied_note(name, spec.arm_b, baseline))
             out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),
@@ -166,6 +231,7 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
             name=name, killed=killed, killed_by=measures[0] if killed else None,
             measures=tuple(measures), blocks_differing=c.blocks_differing if c else 0,
             blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
+    notes += detection_margins(baseline, out)
     return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, tuple(out), tuple(notes))
 
 
@@ -190,20 +256,58 @@ def _not_applied_note(name: str, arm_b: str, baseline: ComparisonReport) -> str:
 def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,
               run_root: Path | None = None, progress: bool | None = None,
               cache_dir: Path | None = None) -> ProbeReport:
-    """Run A, B and one mutated B per mutation side by side, and judge each against A."""
-    names = list(mutations or spec.probe or BUILTIN_MUTATIONS)
+    """Run A, B and one mutated B per mutation side by side, and judge each against A. An
+    `expect = "differ"` comparison also gets the built-in probe (B replaced by A), and only that
+    when no mutation is named: breaking B's attention says little about a toggle's effect."""
+    default = BUILTIN_MUTATIONS if spec.expect is Expect.SAME else ()
+    names = list(mutations or spec.probe or default)
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
+    evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
     arms += reruns(arm_a, spec.noise_runs, {a.name for a in arms} | set(config.arms))
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress,
                                    cache_dir=cache_dir or config.defaults.cache,
-                                   extra_meta=spec_meta(spec, th) | {"probe": names})
+                                   extra_meta=spec_meta(spec, th, evidence) | {"probe": names})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
-    return _probe_from_results(config, spec, names, results, th, run_dir, baseline)
+    baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
+    return _probe_from_results(config, spec, names, results, th, run_dir, baseline, evidence)
+
+
+def self_differences(rep: ComparisonReport) -> list[str]:
+    """What a comparison of one capture with itself found; anything at all is a bug."""
+    c = rep.comparison
+    if c is None:
+        return []
+    found = {"differing blocks": c.blocks_differing, "near-tie blocks": c.blocks_near_tie,
+             "blocks with logit differences": c.blocks_logit_differing,
+             "draft-length differences": c.draft_length_blocks,
+             "emitted-stream divergences": len(c.divergences),
+             "coverage gaps": len(c.coverage_gaps),
+             "unmatched steps": c.unmatched_a + c.unmatched_b,
+             "context-diverged steps": c.context_diverged}
+    out = [f"{n} {what}" for what, n in found.items() if n]
+    if c.max_abs_logit_diff:
+        out.append(f"max |d| {c.max_abs_logit_diff:.3g}")
+    if rep.verdict.verdict in (VerdictKind.DIFFER, VerdictKind.INERT):
+        out.append(f"verdict {rep.verdict.verdict}")
+    return out
+
+
+def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds) -> None:
+    """Arm A judged against its own capture through the whole analysis, bitwise: anything but
+    zero differences is an internal error, and no verdict of this run could be trusted."""
+    if a.trace is None:
+        return
+    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name, expect=Expect.SAME, atol=0.0,
+                rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
+    found = self_differences(evaluate(s, a, a, thresholds))
+    if found:
+        raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
+                            f"{a.trace_path} found " + ", ".join(found) + "; this is a bug in "
+                            "difftest, and no verdict of this run can be trusted")
 
 
 @dataclass(frozen=True)
@@ -260,12 +364,14 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
         extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
-    for s in specs:
+    for configured_spec, s in zip(configured, specs, strict=True):
+        evidence = evidence_of(config, configured_spec)
         a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
-        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th))
+        self_check(s, a, th)
+        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), evidence)
         reports.append(rep)
-        if probes and s.probe:
+        if probes and (s.probe or s.expect is Expect.DIFFER):
             probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,
-                                                        run_dir, rep)
+                                                        run_dir, rep, evidence)
     return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
                        time.monotonic() - clock)

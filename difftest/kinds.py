@@ -30,7 +30,15 @@ class VerdictKind(StrEnum):
     AGREE = "agree"
     DIFFER = "differ"
     UNINFORMATIVE = "uninformative"
+    # the arms did not run what the comparison is about: its toggle reads the same in both,
+    # or an arm's evidence is missing or contradicted (uninformative's family: exit 3)
+    INERT = "inert"
     ARM_FAILED = "arm-failed"
+
+    @property
+    def uninformative(self) -> bool:
+        """The family that says nothing about the claim: never a pass, never a difference."""
+        return self in (VerdictKind.UNINFORMATIVE, VerdictKind.INERT)
 
 
 class FindingKind(StrEnum):
@@ -72,10 +80,12 @@ def outcome(kind: VerdictKind, expect: Expect) -> Outcome:
     """The one mapping from (what was seen, what was expected) to pass/fail, exit code, label.
 
     A comparison passes when it saw what it expected (agree under `same`, differ under
-    `differ`); uninformative and arm-failed never pass, whatever was expected."""
+    `differ`); uninformative, inert and arm-failed never pass, whatever was expected."""
     if kind is VerdictKind.ARM_FAILED:
         return Outcome(False, ExitCode.ARM_FAILED, "ARM-FAILED")
     if kind is VerdictKind.UNINFORMATIVE:
         return Outcome(False, ExitCode.UNINFORMATIVE, "UNINFORMATIVE")
+    if kind is VerdictKind.INERT:
+        return Outcome(False, ExitCode.UNINFORMATIVE, "INERT")
     passed = (kind is VerdictKind.AGREE) == (expect is Expect.SAME)
     return Outcome(passed, ExitCode.OK if passed else ExitCode.DIFFER, "PASS" if passed else "FAIL")

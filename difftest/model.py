@@ -7,7 +7,8 @@ Python objects. Request ids are interned: `requests[code]` is the name, arrays h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -157,6 +158,15 @@ class Route:
 
 
 @dataclass(frozen=True)
+class SpecConfig:
+    """What `[spec-config]` lines said the runner applied: key -> value, and the line each key
+    was first given on (empty when the trace has no such line)."""
+
+    values: Mapping[str, str] = field(default_factory=dict)
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Notice:
     """A request that outgrew the draft speculative context and stopped speculating."""
 
@@ -183,6 +193,7 @@ class ArmTrace:
     engine_errors: tuple[Finding, ...] = ()  # `vt: ...` failure lines
     truncated: bool = False
     drafting: DraftingKind | None = None  # from a `[spec-drafting]` header; None when absent
+    config: SpecConfig = SpecConfig()  # from `[spec-config]` lines
 
     @property
     def level(self) -> int:

@@ -18,14 +18,16 @@ from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
-from difftest.kinds import Expect, VerdictKind
 from difftest.floor import measure_floor, rerun_name, reruns
-from difftest.kinds import DraftingKind
+from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
 from difftest.rates import RateInstruments, rate_instruments
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
+from difftest import quantity
+from difftest.evidence import Rule, RuleError, parse_rule
+from difftest.switch import Side, check_switch
 
 
 @dataclass(frozen=True)
@@ -137,11 +139,16 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     return None
 
 
+Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
+
+
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
-             reruns_of_a: Sequence[ArmOutcome] = ()) -> ComparisonReport:
+             reruns_of_a: Sequence[ArmOutcome] = (),
+             evidence: Evidence = ((), ())) -> ComparisonReport:
     """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
-    arm A, B is judged against A's A/A noise floor."""
+    arm A, B is judged against A's A/A noise floor. The traces must show the same quantity and
+    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
@@ -162,10 +169,50 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     verdict = combine(verdict, acc, spec.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
+    verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     mde = rates.mde_sentence(verdict.instruments)
     if mde is not None and verdict.verdict is VerdictKind.AGREE:
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, acc, rates)
+
+
+def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutcome,
+                              b: ArmOutcome, evidence: Evidence) -> Verdict:
+    """The checks that come before any judging of what was compared: both arms traced the same
+    quantity, and the switch the comparison is about engaged. Their reasons go first."""
+    if verdict.verdict is VerdictKind.ARM_FAILED:
+        return verdict
+    assert a.trace is not None and b.trace is not None
+    kind: VerdictKind = verdict.verdict
+    first: list[str] = []
+    mismatched = quantity.mismatches(a.trace, b.trace, (a.name, b.name))
+    if mismatched:
+        kind = quantity.judged(kind)
+        first += mismatched
+    switch = check_switch(spec.toggle,
+                          Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
+                          Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
+    if switch.kind is VerdictKind.INERT:
+        kind = switch.kind
+    elif switch.kind is not None and not (kind is VerdictKind.DIFFER
+                                          and spec.expect is Expect.SAME):
+        # nothing shows the switch engaged: no pass may rest on it (a difference found under
+        # `same` is a difference whatever the arms ran, and stands)
+        kind = switch.kind
+    first += switch.reasons
+    last: list[str] = []
+    if kind is not verdict.verdict:
+        last.append(f"verdict {kind.value}, not {verdict.verdict.value}: what the drafts show does "
+                    "not bear on this comparison's claim (see the first reasons)")
+    return replace(verdict, verdict=kind, reasons=(*first, *verdict.reasons, *last))
+
+
+def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
+    """The configured arms' evidence rules (none for an arm the config does not define)."""
+    def rules(name: str) -> tuple[Rule, ...]:
+        arm = config.arms.get(name)
+        return arm.evidence if arm is not None else ()
+    return rules(spec.arm_a), rules(spec.arm_b)
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:
@@ -186,12 +233,13 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
 
 
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
-                 thresholds: AuditThresholds | None = None) -> ComparisonReport:
+                 thresholds: AuditThresholds | None = None,
+                 evidence: Evidence = ((), ())) -> ComparisonReport:
     """Compare two captured traces; nothing is run."""
     th = thresholds or AuditThresholds()
     a = _outcome(spec.arm_a, Path(trace_a), None, th)
     b = _outcome(spec.arm_b, Path(trace_b), None, th)
-    report = evaluate(spec, a, b, th)
+    report = evaluate(spec, a, b, th, evidence=evidence)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
@@ -199,9 +247,31 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
+def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
+              evidence: Evidence = ((), ())) -> dict[str, object]:
+    """What a run records of its comparison, so that `export` can judge it again alike."""
+    meta = _spec_meta(spec, thresholds)
+    if any(evidence):
+        meta["evidence"] = [[r.text for r in rules] for rules in evidence]
+    return meta
+
+
+def _evidence_from(saved: object, where: str) -> Evidence:
+    if saved is None:
+        return (), ()
+    if (not isinstance(saved, list) or len(saved) != 2
+            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
+        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
+    try:
+        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
+    except RuleError as exc:
+        raise UsageError(f"{where}: evidence: {exc}") from None
+
+
+def _spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
     data = asdict(spec)
     data["probe"] = list(spec.probe)
+    data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
     return {"comparison": data, "audit": asdict(thresholds)}
 
@@ -251,13 +321,14 @@ def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | Non
     """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
     th = thresholds_of(config)
     arm_a, arm_b = arm_pair(config, spec)
+    evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
     run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root, label=spec.name,
-                                   progress=progress, extra_meta=spec_meta(spec, th),
+                                   progress=progress, extra_meta=spec_meta(spec, th, evidence),
                                    cache_dir=cache_dir or config.defaults.cache)
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th))
+    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
@@ -338,6 +409,7 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    evidence = _evidence_from(extra.get("evidence") if isinstance(extra, dict) else None, where)
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
-                    rerun_outcomes(results, spec, thresholds))
+                    rerun_outcomes(results, spec, thresholds), evidence)

@@ -3,9 +3,10 @@ traces: how often each instrument calls a difference where there is none (false 
 its alpha), and how often it finds a difference of the size it states it would detect (its
 minimum detectable effect, against the 80% power it promises).
 
-The real part: reference-runner traces at level 3 (captured on first use into --traces), whose
-requests give the acceptance sequences (accepted drafts per verify) and the top-1/top-2 margins
-of the drafted rows. The simulated part, per comparison: `--requests` requests drawn from that
+The real part: level-3 traces of the reference runner (three seeds) and of the transformers
+runner (its built-in tiny model), captured on first use into --traces, whose requests give
+the acceptance sequences (accepted drafts per verify) and the top-1/top-2 margins of the
+drafted rows. The simulated part, per comparison: `--requests` requests drawn from that
 pool, each arm's verifies resampled within its request, and noise that is clustered by request
 (each request's run draws its own loss of acceptance, or its own perturbation scale), so the
 rows of one request move together as they do in an engine.
@@ -44,23 +45,27 @@ from difftest.noise import fisher_greater
 from difftest.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-SEEDS = (0, 1, 2)
-CAPTURE = ("--requests", "40", "--steps", "15")
+# (file, runner argv): the reference runner at three seeds, and the transformers runner (a tiny
+# seeded model built from its config, no download)
+CAPTURES = tuple((f"reference-seed{seed}.log",
+                  ("-m", "difftest.reference", "--requests", "40", "--steps", "15", "--seed",
+                   str(seed))) for seed in (0, 1, 2)) + (
+    ("transformers-seed0.log", ("-m", "difftest.hf", "--requests", "40",
+                                "--max-new-tokens", "40", "--seed", "0")),)
 TINY_MARGIN = 1e-9  # the gate's margin: "any drop", so that alpha is the test's level
 
 
 def capture(traces: Path) -> list[Path]:
-    """Reference-runner traces at level 3, one per seed (captured once, then reused)."""
+    """Level-3 traces of each runner (captured once, then reused)."""
     traces.mkdir(parents=True, exist_ok=True)
     out = []
-    for seed in SEEDS:
-        path = traces / f"reference-seed{seed}.log"
+    for name, argv in CAPTURES:
+        path = traces / name
         if not path.exists():
             env = {**os.environ, "VT_SPEC_TRACE": "3"}
             with open(path.with_suffix(".tmp"), "wb") as err:
-                subprocess.run([sys.executable, "-m", "difftest.reference", *CAPTURE, "--seed",
-                                str(seed)], env=env, stderr=err, stdout=subprocess.DEVNULL,
-                               check=True)
+                subprocess.run([sys.executable, *argv], env=env, stderr=err,
+                               stdout=subprocess.DEVNULL, check=True)
             path.with_suffix(".tmp").rename(path)
         out.append(path)
     return out
@@ -247,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     p = pool(capture(args.traces))
     rng = np.random.default_rng(args.seed)
-    print(f"pool: {len(p.acc)} real requests from {len(SEEDS)} reference traces "
+    print(f"pool: {len(p.acc)} real requests from {len(CAPTURES)} traces (3 reference runner, "
+          "1 transformers runner) "
           f"({sum(a.size for a in p.acc)} verifies, {sum(m.size for m in p.margins)} logit "
           f"rows); {args.sims} simulated comparisons per figure, seed {args.seed}")
     print("  figure                                          rate    95% interval (sims)")

@@ -37,9 +37,13 @@ def test_default_config_arms_and_comparisons() -> None:
         assert arm.command[:3] == (sys.executable, "-m", "difftest.reference")
         assert arm.env["VT_SPEC_TRACE"] == "3"
         assert arm.git_ref is None and arm.build is None
-    assert "materialized" in cfg.arms["materialized"].command
+    # the lanes are chosen as vllm.cpp chooses them, by VT_DFLASH_PAGED alone, and each arm's
+    # evidence says what its output must show
+    assert "--lane" not in cfg.arms["materialized"].command
     assert cfg.arms["materialized"].env["VT_DFLASH_PAGED"] == "0"
-    assert "paged" in cfg.arms["paged"].command
+    assert cfg.arms["paged"].env["VT_DFLASH_PAGED"] == "1"
+    assert [r.text for r in cfg.arms["materialized"].evidence][0] == "lane = materialized"
+    assert cfg.comparison("lanes").toggle == ("lane",)
     on, off = cfg.arms["scalars-on"].command, cfg.arms["scalars-off"].command
     assert on[on.index("--scalars") + 1] == "on" and off[off.index("--scalars") + 1] == "off"
     lanes, scalars = cfg.comparisons["lanes"], cfg.comparisons["scalars"]
@@ -121,7 +125,7 @@ def test_good_fixture_every_key() -> None:
     pytest.param("[arms]\npaged = 3\n", "[arms]: key 'paged': must be a table", id="arm-not-table"),
     pytest.param(ARM + "timout_s = 10\n", "[arms.paged]: key 'timout_s': unknown key (known: "
                  "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
-                 "max_capture_bytes)", id="unknown-arm-key"),
+                 "max_capture_bytes, evidence)", id="unknown-arm-key"),
     pytest.param(ARM + 'timeout_s = "ten"\n', "[arms.paged]: key 'timeout_s': must be a number, "
                  "got a string ('ten')", id="timeout-string"),
     pytest.param(ARM + "timeout_s = true\n", "[arms.paged]: key 'timeout_s': must be a number",
@@ -183,7 +187,7 @@ def test_good_fixture_every_key() -> None:
                  " missing", id="missing-arm-a"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
-                 "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, acceptance)",
+                 "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, toggle, acceptance)",
                  id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
@@ -222,7 +226,7 @@ def test_unknown_key_message_in_full() -> None:
         parse_config(ARM + "timout_s = 10\n", Path("difftest.toml"))
     assert str(info.value) == ("difftest.toml: [arms.paged]: key 'timout_s': unknown key (known: "
                                "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
-                               "max_capture_bytes)")
+                               "max_capture_bytes, evidence)")
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -40,7 +40,8 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     probed = ("lanes", "split", "nondet")
     assert set(cases) == {"lanes", "scalars", "split", "nondet"} | {
         f"{c}/probe/{m}" for c in probed
-        for m in ("causal-mask", "skip-kv-write", "stale-seq-lens")}
+        for m in ("causal-mask", "skip-kv-write", "stale-seq-lens")} | {
+        "scalars/probe/arm-b-as-a"}  # the built-in probe of a `differ` comparison
     assert root.get("failures") == "0" and all(c.find("failure") is None for c in cases.values())
     text = md.read_text()
     assert "## difftest check: passed (exit 0)" in text

@@ -42,9 +42,11 @@ def test_a_level_three_trace_against_a_level_one_trace_compares_tokens(tmp_path:
                               if not line.startswith("[spec-logits]")))
     for a, b in ((LEVEL3, level1), (level1, LEVEL3)):
         r = cli("compare", "--trace-a", a, "--trace-b", b, "-f", "json")
-        assert r.exit_code == 0, r.output
+        # the tokens agree, but the arms did not trace the same quantity: no plain agreement
+        assert r.exit_code == 3, r.output
         data = as_json(r)
-        assert data["verdict"] == "agree" and data["instruments"] == ["tokens"]
+        assert data["verdict"] == "uninformative" and data["instruments"] == ["tokens"]
+        assert data["reasons"][0].startswith("not the same trace level: ")
         assert data["blocks_compared"] == 12 and data["logit_rows_compared"] == 0
         said = [x for x in data["reasons"] if x.startswith("logits could not be compared")]
         assert said == ["logits could not be compared: two_requests_level3.log traced block "
@@ -240,7 +242,9 @@ def test_no_json_number_is_ever_a_string() -> None:
 
 def test_a_floor_comparison_on_two_traces_says_the_floor_is_not_applied() -> None:
     r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "-c", "nondet", "-f", "json")
-    assert r.exit_code == 2  # traces and a comparison's arms do not mix on the command line
+    # a named comparison applies to two traces with its toggle and its arms' evidence: these
+    # traces show no lane, so they cannot stand for its arms
+    assert r.exit_code == 3 and as_json(r)["verdict"] == "inert", r.output
     from difftest import api
 
     rep = api.compare_traces(LEVEL3, LEVEL3, comparison="nondet")

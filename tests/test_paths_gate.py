@@ -70,7 +70,7 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
         "comparison": {"name": "lanes", "arm_a": "paged", "arm_b": "materialized",
                        "expect": "same", "min_differing": 1, "near_tie": 0.0, "atol": 0.0,
                        "probe": ["causal-mask", "skip-kv-write", "stale-seq-lens"],
-                       "rtol": 0.0, "noise_runs": 0, "drafting": None,
+                       "rtol": 0.0, "noise_runs": 0, "drafting": None, "toggle": [],
                        "acceptance": None},
         "audit": {"min_distinct_ids": 100000, "min_entropy_bits": 0.5, "max_blind_radius": 2.0},
         "probe": ["skip-kv-write"]}

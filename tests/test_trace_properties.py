@@ -39,6 +39,7 @@ def snapshot(t: ArmTrace) -> dict[str, object]:
         "engine_errors": [(f.line, f.message) for f in t.engine_errors],
         "notices": [(n.line, n.req, n.text) for n in t.notices],
         "routes": [(r.line, r.counters) for r in t.routes],
+        "config": (dict(t.config.values), dict(t.config.lines)),
     }
     for group in ("verifies", "proposes", "logits", "phases"):
         obj = getattr(t, group)

@@ -63,7 +63,7 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
     pos: dict[str, int] = {}
     for _ in range(draw(st.integers(0, 14))):
         kind = draw(st.sampled_from(["logits", "logits", "verify", "propose", "phase", "noise",
-                                     "nopropose", "dev", "route", "empty"]))
+                                     "nopropose", "dev", "route", "config", "empty"]))
         style = draw(st.sampled_from(["producer", "trimmed"]))
         if kind == "logits":
             req = draw(REQ)
@@ -110,6 +110,8 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
             lines.append("[spec-phase-dev] pre=0.05ms fwd=1.20ms select=0.30ms walk=0.10ms")
         elif kind == "route":
             lines.append("[dflash-route] paged_seam=3 block_kernel=0 combined=1")
+        elif kind == "config":  # repeats of one setting agree: they merge
+            lines.append("[spec-config] lane=paged attention=split threads=1")
         elif kind == "empty":
             lines.append("")
         else:

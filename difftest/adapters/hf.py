@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from difftest.emit import Tracer
 from difftest.kinds import DraftingKind
 
-__all__ = ["HFStep", "HFTrace", "drafting_kind_of", "traced_generation"]
+__all__ = ["HFStep", "HFTrace", "drafting_kind_of", "resolved_settings", "traced_generation"]
 
 # Generators whose rows come from one forward pass; everything else drafts row by row.
 _BLOCK_GENERATORS = ("DFlashTokenCandidateGenerator",)
@@ -42,6 +42,27 @@ def drafting_kind_of(generator: object) -> DraftingKind:
     """`block` for DFlash's one-forward drafter, `sequential` for the others (assisted, MTP, ...)."""
     names = {cls.__name__ for cls in type(generator).__mro__}
     return DraftingKind.BLOCK if names & set(_BLOCK_GENERATORS) else DraftingKind.SEQUENTIAL
+
+
+def _dtype_of(model: Any) -> str:
+    dtype = getattr(model, "dtype", None)
+    if dtype is None:
+        dtype = next(model.parameters()).dtype
+    return str(dtype).removeprefix("torch.")
+
+
+def _attention_of(model: Any) -> str:
+    """The attention implementation transformers resolved for the model (what it runs, after
+    any fallback), not the one it was asked for."""
+    value = getattr(model.config, "_attn_implementation", None)
+    return str(value) if value else "unknown"
+
+
+def resolved_settings(target: Any, draft: Any) -> dict[str, object]:
+    """`[spec-config]` settings read back from a loaded target and draft model: the attention
+    implementation and dtype transformers really uses for each (pass to `Tracer.config`)."""
+    return {"attention_target": _attention_of(target), "attention_draft": _attention_of(draft),
+            "dtype_target": _dtype_of(target), "dtype_draft": _dtype_of(draft)}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from difftest.adapters.hf import traced_generation
+from difftest.adapters.hf import resolved_settings, traced_generation
 from difftest.emit import Tracer
 from difftest.hf.models import load_pair
 from difftest.hf.options import HFOptions
@@ -31,6 +31,9 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
         config.num_assistant_tokens_schedule = "constant"
         config.assistant_confidence_threshold = options.confidence
     extra = {"speculation_type": "dflash"} if options.drafter == "dflash" else {}
+    tracer.config({**resolved_settings(target, draft), "drafter": options.drafter,
+                   "k": options.k, "mutation": options.mutation,
+                   "threads": torch.get_num_threads(), "seed": options.seed})
     generated: dict[str, list[int]] = {}
     vocab = int(target.get_output_embeddings().weight.shape[0])
     with torch.no_grad():

@@ -127,6 +127,8 @@ def run(options: RunnerOptions, level: int,
     prompts = make_prompts(options)
     noise = torch.Generator().manual_seed(options.seed + 7919) if options.draft_noise else None
     k = options.k
+    if level >= 1:
+        emit_line(trace.spec_config(applied(options, store, kernel, drafter)))
     reqs: list[_Request] = []
     with torch.no_grad():
         for name, prompt in prompts.items():
@@ -184,6 +186,29 @@ def run(options: RunnerOptions, level: int,
                                      route.last_combined_k))
     return RunResult(lines=lines, generated={r.name: r.generated for r in reqs}, prompts=prompts,
                      records=records, route=route, store=store)
+
+
+def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
+            drafter: Drafter) -> dict[str, object]:
+    """The `[spec-config]` settings, read from the objects the run built (the store's class, the
+    kernel's shape, the weights' dtypes), not from what the options asked for."""
+    return {
+        "lane": "paged" if isinstance(store, PagedKVStore) else "materialized",
+        "attention": "split" if kernel.split else "single",
+        "nondeterministic": kernel.generator is not None,
+        "dtype_target": str(drafter.target.head.dtype).removeprefix("torch."),
+        "dtype_draft": str(drafter.fc.dtype).removeprefix("torch."),
+        "drafter": options.drafter,
+        "scalars": "on" if options.scalars and options.drafter == "dflash2" else "off",
+        "mutation": options.mutation,
+        "fixture": options.fixture,
+        "threads": torch.get_num_threads(),
+        "k": options.k,
+        "topk": options.topk,
+        "vocab": options.vocab,
+        "requests": options.requests,
+        "seed": options.seed,
+    }
 
 
 def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:

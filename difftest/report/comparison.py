@@ -54,6 +54,8 @@ def arm_dict(o: ArmOutcome) -> dict[str, object]:
         d["failure"] = str(o.failure)
     if o.trace is not None and o.trace.routes:
         d["route"] = o.trace.routes[-1].counters
+    if o.trace is not None and o.trace.config.values:  # what the runner said it applied
+        d["spec_config"] = dict(o.trace.config.values)
     return d
 
 

@@ -136,7 +136,7 @@ def summary(trace: ArmTrace) -> dict[str, object]:
         "truncated": trace.truncated,
         "drafting": trace.drafting.value if trace.drafting is not None else None,
         "findings": [f.to_json() for f in trace.findings],
-    }
+    } | ({"config": dict(trace.config.values)} if trace.config.values else {})
 
 
 def write_json(trace: ArmTrace, out: TextIO) -> None:

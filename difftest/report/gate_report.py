@@ -241,6 +241,9 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
             kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
             message = ("UNINFORMATIVE (not a pass): the comparison could not have failed"
                        if v.verdict is VerdictKind.UNINFORMATIVE
+                       else "INERT (not a pass): the arms did not run what the comparison is "
+                            "about: " + (v.reasons[0] if v.reasons else "")
+                       if v.verdict is VerdictKind.INERT
                        else f"{v.verdict}, expected {r.spec.expect}: {_why(r)}")
             outcome = ("failure", kind, message, reasons)
         case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)

@@ -110,7 +110,7 @@ def _num(x: object, digits: int = 4) -> str:
 def _badge(rep: ComparisonReport) -> str:
     v = rep.verdict
     cls = ("error" if v.verdict is VerdictKind.ARM_FAILED else
-           "blind" if v.verdict is VerdictKind.UNINFORMATIVE else "pass" if v.passed else "fail")
+           "blind" if v.verdict.uninformative else "pass" if v.passed else "fail")
     word = "passed" if v.passed else "FAILED"
     return (f'<span class="verdict {cls}">{_e(v.verdict.upper())}</span> expect '
             f"<b>{_e(rep.spec.expect)}</b>; {word}, exit {int(v.exit_code)}")

@@ -414,7 +414,8 @@ static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t linen
 }
 
 static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
-                              "[spec-logits]", "[dflash-route]", "[spec-drafting]", NULL};
+                              "[spec-logits]", "[dflash-route]", "[spec-drafting]",
+                              "[spec-config]", NULL};
 
 /* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
  * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`
@@ -549,6 +550,23 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
 PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "N_COLS", N_COLS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* the tags this build hands to the field reader: a build older than the grammar would
+     * skip a newer tag's lines as program output, so the parser checks this list */
+    PyObject *tags = m ? PyTuple_New(0) : NULL;
+    for (const char **k = KNOWN; tags && *k; k++) {
+        PyObject *t = PyBytes_FromString(*k);
+        if (!t || _PyTuple_Resize(&tags, PyTuple_GET_SIZE(tags) + 1) < 0) {
+            Py_XDECREF(t);
+            Py_CLEAR(tags);
+            break;
+        }
+        PyTuple_SET_ITEM(tags, PyTuple_GET_SIZE(tags) - 1, t);
+    }
+    if (m && (!tags || PyModule_AddObject(m, "KNOWN_TAGS", tags) < 0)) {
+        Py_XDECREF(tags);
         Py_DECREF(m);
         return NULL;
     }

@@ -23,8 +23,9 @@ TAG_VERIFY = b"[SPECTRACE]"
 TAG_LOGITS = b"[spec-logits]"
 TAG_ROUTE = b"[dflash-route]"
 TAG_DRAFTING = b"[spec-drafting]"
+TAG_CONFIG = b"[spec-config]"
 KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE,
-              TAG_DRAFTING)
+              TAG_DRAFTING, TAG_CONFIG)
 
 NOTICE_PREFIX = b"vllm.cpp: request "
 NOTICE_MARK = b"has outgrown the draft speculative context"
@@ -286,6 +287,8 @@ def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
             raise FieldError(f"[spec-propose] {exc}") from None
     if tag == TAG_ROUTE:
         return read_route(body)
+    if tag == TAG_CONFIG:
+        return read_config(body)
     schema = SCHEMAS[tag]
     fields = split_fields(tag, body)
     out: dict[str, object] = {}
@@ -316,6 +319,26 @@ def read_route(body: bytes) -> dict[str, object]:
     if not counters:
         raise FieldError("[dflash-route] expected counters like 'paged_seam=N'")
     return {"counters": counters}
+
+
+_CONFIG_VALUE_RE = re.compile(rb"[^\s\x00-\x1f\x7f]+\Z")
+
+
+def read_config(body: bytes) -> dict[str, object]:
+    """`[spec-config]`: the runner's effective configuration, `key=value` pairs whose set is the
+    runner's to choose. A value is one printable word; a key given twice is an error (which one
+    did the runner apply?)."""
+    values: dict[str, str] = {}
+    for name, raw in split_fields(TAG_CONFIG, body):
+        if not _CONFIG_VALUE_RE.match(raw):
+            raise FieldError(f"[spec-config] field {name}: expected one printable word, got "
+                             f"{_shown(raw)}")
+        if name in values:
+            raise FieldError(f"[spec-config] field {name}: given twice in one line")
+        values[name] = _text(raw)
+    if not values:
+        raise FieldError("[spec-config] expected settings like 'lane=paged'")
+    return {"values": values}
 
 
 # What may stand before a misplaced notice or engine-error prefix: indentation, and the task

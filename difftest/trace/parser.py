@@ -39,6 +39,7 @@ from difftest.model import (
     Phases,
     Proposes,
     Route,
+    SpecConfig,
     Verifies,
 )
 from difftest.trace import grammar as g
@@ -75,7 +76,8 @@ _PACK = {"i4": struct.Struct("=i").pack, "i8": struct.Struct("=q").pack,
 
 def fast_path_available() -> bool:
     """True when the compiled scanner was built and imports (the package works without it)."""
-    return _scan is not None and getattr(_scan, "N_COLS", None) == len(COLUMNS)
+    return (_scan is not None and getattr(_scan, "N_COLS", None) == len(COLUMNS)
+            and set(getattr(_scan, "KNOWN_TAGS", ())) == set(g.KNOWN_TAGS))
 
 
 def _use_fast(pure: bool | None) -> bool:
@@ -118,6 +120,7 @@ class TraceBuilder:
         self.truncated = False
         self.drafting: DraftingKind | None = None
         self._drafting_line = 0
+        self.config: dict[str, tuple[str, int]] = {}  # `[spec-config]` key: (value, line)
         # one bytearray per column, native-endian: appended to by both readers, no Python object
         # per token, and viewed by numpy at the end without a copy
         self.cols: tuple[bytearray, ...] = tuple(bytearray() for _ in COLUMNS)
@@ -265,6 +268,8 @@ class TraceBuilder:
             self.routes.append(Route(lineno, fields["counters"]))  # type: ignore[arg-type]
         elif tag == g.TAG_DRAFTING:
             self._declare_drafting(fields["kind"], lineno)  # type: ignore[arg-type]
+        elif tag == g.TAG_CONFIG:
+            self._declare_config(fields["values"], lineno)  # type: ignore[arg-type]
         elif tag == g.TAG_LOGITS:
             self._logits_line(tag, line, fields, lineno)
 
@@ -299,6 +304,18 @@ class TraceBuilder:
                              f"kind={self.drafting.value} declared at line {self._drafting_line}")
         if self.drafting is None:
             self.drafting, self._drafting_line = kind, lineno
+
+    def _declare_config(self, values: dict[str, str], lineno: int) -> None:
+        """`[spec-config]` lines (one per process) merge; a setting one line gives differently
+        from an earlier one is an error: the trace does not say which the engine applied."""
+        for key, value in values.items():
+            seen = self.config.get(key)
+            if seen is not None and seen[0] != value:
+                raise TraceError(self.path, lineno,
+                                 f"[spec-config] {key}={value} contradicts {key}={seen[0]} "
+                                 f"at line {seen[1]}")
+            if seen is None:
+                self.config[key] = (value, lineno)
 
     def _verify(self, f: dict[str, object], lineno: int) -> None:
         req: str = f["req"]  # type: ignore[assignment]
@@ -373,7 +390,9 @@ class TraceBuilder:
             notices=tuple(self.notices), findings=tuple(self.findings),
             lines_total=self.lines_total, lines_skipped=self.lines_skipped,
             engine_errors=tuple(self.engine_errors),
-            truncated=self.truncated, drafting=self.drafting)
+            truncated=self.truncated, drafting=self.drafting,
+            config=SpecConfig({k: v for k, (v, _) in self.config.items()},
+                              {k: line for k, (_, line) in self.config.items()}))
 
     def _order_requests(self, v: Verifies, lg: LogitRows) -> None:
         """Number requests by the line they first appear on (the readers intern them in
