@@ -307,13 +307,15 @@ class PairedDifference:
     def mde(self, one_sided_alpha: float, power: float = POWER, increase: bool = False
             ) -> float:
         """The smallest shift of B (a drop, or with `increase` a rise) that a one-sided test at
-        alpha detects with `power`: `t_alpha * SE_0 + t_power * SE_1` (each variance scaled by
-        df / median of chi-square(df)), SE_0 from the arms as
+        alpha detects with `power`: `t_alpha * SE_0 + z_power * sqrt(1 + t_alpha^2 / (2 df)) *
+        SE_1` (each variance scaled by df / median of chi-square(df)), SE_0 from the arms as
         seen and SE_1 with B's proportion moved by the shift (at B's design effect). Both are
         the independent-samples errors: pairing only narrows them when the arms share
         something, so the figure overstates the effect rather than promising too much."""
         qa = t_quantile(1.0 - one_sided_alpha, self.df)
-        qb = t_quantile(power, self.df)  # the noncentral-t approximation: the spread is estimated
+        # the spread is estimated: the noncentral t's power, P(T' > q_a) ~ Phi((lambda - q_a) /
+        # sqrt(1 + q_a^2 / (2 df))) (Johnson and Welch), solved for the noncentrality lambda
+        qb = z_quantile(power) * math.sqrt(1.0 + qa * qa / (2.0 * self.df))
         # an estimated variance falls below the true one more often than above: scaled to be
         # median-unbiased, the promise holds in the typical comparison, not only on average
         scale = self.df / chi2_median(self.df)

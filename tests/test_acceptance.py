@@ -273,7 +273,8 @@ def test_the_gate_decides_per_position_with_the_margin() -> None:
     assert drop.deltas[0].decision is VerdictKind.DIFFER
     same = measure_counts(a, a, ("a", "b"), gate)
     assert same is not None and same.verdict is VerdictKind.AGREE
-    near = measure_counts(a, _counts(0.52, seed=2), ("a", "b"), gate)
+    big = _counts(0.6, requests=60)
+    near = measure_counts(big, _counts(0.52, requests=60, seed=2), ("a", "b"), gate)
     assert near is not None and near.verdict is VerdictKind.UNINFORMATIVE
     assert "reaches past -0.1" in near.reasons[0]
     small = _counts(0.6, requests=3, verifies=5)
