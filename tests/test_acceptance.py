@@ -17,6 +17,7 @@ from difftest.clustered import (ClusterSums, chi2_median, clustered_rate, effect
                                 mde_two_sample, mde_zero_events, paired_difference, t_quantile)
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
 from difftest.errors import ConfigError, ExitCode
+from difftest.jsonout import dumps
 from difftest.kinds import Expect, VerdictKind
 from difftest.noise import NoiseFloor, RequestFlips, RerunPair, flip_test, noise_floor
 from difftest.report import html as html_report
@@ -281,6 +282,12 @@ def test_the_gate_decides_per_position_with_the_margin() -> None:
     few = measure_counts(small, small, ("a", "b"), gate)  # no drop at all, but a tiny sample
     assert few is not None and few.verdict is VerdictKind.UNINFORMATIVE
     assert "too small for the margin" in few.reasons[0]
+    none = AcceptanceCounts(np.zeros(0, dtype=str), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    blind = measure_counts(none, a, ("a", "b"), gate)
+    assert blind is not None and blind.verdict is VerdictKind.UNINFORMATIVE
+    assert blind.reasons == ("acceptance gate: a traced no drafted verify, so its acceptance is "
+                             "unknown",)
+    assert json.loads(dumps(blind.to_json()))["b_minus_a"][0]["a"] is None
 
 
 def test_the_gate_joins_the_comparisons_verdict() -> None:
