@@ -128,7 +128,7 @@ class AcceptanceReport:
             "verdict": None if self.verdict is None else self.verdict.value,
             "reasons": list(self.reasons),
             "method": "delete-one-request jackknife (CR3) variance of a ratio, paired by "
-                      "request for B - A, Student t with requests - 1 degrees of freedom",
+                      "request for B - A, Student t at the effective number of requests - 1",
         }
 
     def summary(self) -> str:
