@@ -15,7 +15,7 @@ Method, chosen over a cluster bootstrap:
   seed, O(rows), cheap enough for the thousands of comparisons `scripts/calibrate_stats.py`
   simulates. Over the linearised sandwich (CR1, `G / (G - 1) * sum (y_g - p n_g)^2 / N^2`):
   the two coincide when every request has as many rows, and where requests differ in size
-  (long prompts, early stops) the jackknife is the more conservative one, CR1 being known to
+  (long prompts, early stops) the jackknife is usually the larger one, CR1 being known to
   run small there; CR1 remains the fallback where leaving a request out leaves an arm empty;
 - the design effect `deff = V / (p (1 - p) / N)` (at least 1) turns the clustered variance into
   an effective number of independent rows `N / deff`, and a proportion's interval is Wilson's at
