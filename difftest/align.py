@@ -5,11 +5,16 @@ differently, so the arms visit different positions: a position only one arm visi
 *unmatched*, not a difference. Once a request's emitted streams differ, every later step ran on
 a different context and is *context-diverged*: comparing its drafts would blame the drafter for
 what the context did.
+
+Acceptance explains an unmatched step only where the other arm emitted that position from a
+step that began earlier (it accepted its way past). A step (drafting or not) at a position the
+other arm's stream never emitted, before that stream's end, is *lost* from the other trace (or
+extra in this one): a difference, not acceptance.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,6 +68,10 @@ class Alignment:
     # requests whose emitted streams end at different positions (or that one arm lacks): steps
     # past the shorter arm's end are not explained by acceptance, they were never run
     coverage_gaps: tuple[CoverageGap, ...] = ()
+    # the steps (verify indices of A / of B, drafting or not) at positions the other arm's
+    # stream never emitted, before its end
+    lost_a: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lost_b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return int(self.a_index.shape[0])
@@ -144,6 +153,19 @@ def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     return tuple(gaps)
 
 
+def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.ndarray,
+          n: int) -> np.ndarray:
+    """The steps of `trace` (drafting or not) at positions `other` never emitted, before the
+    end of its stream. Acceptance moves where steps start, never which positions a stream
+    emits: both arms emit every position of a request up to its end."""
+    emitted, _ = _emitted(other, other_codes)
+    ends, _ = _stream_ends(other, other_codes, n)
+    pos = trace.verifies.pos
+    missing = ~np.isin(step_keys(codes, pos), emitted) & (pos < ends[codes])
+    lost: np.ndarray = np.flatnonzero(missing)
+    return lost
+
+
 def align(a: ArmTrace, b: ArmTrace) -> Alignment:
     """Pair the arms' steps; fall back to proposing-step ordinals when either lacks verifies."""
     if len(a.verifies) and len(b.verifies):
@@ -195,7 +217,8 @@ def _align_positions(a: ArmTrace, b: ArmTrace) -> Alignment:
         a_index=a_idx[keep][order], b_index=b_idx[keep][order],
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
         diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
-        divergences=tuple(divergences))
+        divergences=tuple(divergences),
+        lost_a=_lost(a, ca, b, cb, len(names)), lost_b=_lost(b, cb, a, ca, len(names)))
 
 
 def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from difftest.audit import TraceAudit, audit_trace
-from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
+from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
+from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.kinds import Expect
@@ -20,7 +21,7 @@ from difftest.model import ArmTrace
 from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
                                evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
-from difftest.report import rundir
+from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
 from difftest.trace import parse_trace
@@ -35,6 +36,14 @@ __all__ = ["AuditReport", "audit", "check", "compare_arms", "compare_traces", "e
 def _config(config: ConfigLike) -> Config:
     return config if isinstance(config, Config) else load_config(
         Path(config) if config is not None else None)
+
+
+def _label(file_name: str) -> str:
+    """A trace's file name as an arm label that meets the rule for names (difftest.config)."""
+    import re
+
+    label = re.sub(r"[\x00-\x1f\x7f\\]", "?", file_name).replace("..", ".?")
+    return label if len(label) <= MAX_NAME - 2 else label[:MAX_NAME - 3] + "~"
 
 
 def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
@@ -87,10 +96,12 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
                    near_tie: float | None = None, atol: float | None = None,
                    min_differing: int | None = None,
                    rtol: float | None = None,
-                   drafting: DraftingKind | str | None = None) -> ComparisonReport:
+                   drafting: DraftingKind | str | None = None,
+                   line_prefix: str | None = None) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
-    needs runs, so `noise_runs` does not apply)."""
+    needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
+    lines carry besides the known ones (docs/safety.md)."""
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
     evidence: Evidence = ((), ())
@@ -98,13 +109,13 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         spec = cfg.comparison(comparison)
         evidence = evidence_of(cfg, spec)
     else:
-        names = (ta.name, tb.name)
+        names = (_label(ta.name), _label(tb.name))
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, drafting=drafting)
-    return judge_traces(ta, tb, spec, cfg.audit, evidence)
+    return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
 
 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
@@ -134,8 +145,18 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
     """Write the per-row diff; False when an arm failed and nothing was compared."""
     if report.comparison is None:
         return False
-    write_csv(report, path)
+    write_csv(report, path, reads=rundir.reads_of(report))
     return True
+
+
+def check_outputs(*paths: Path | None, reads: list[Path | str | None] | None = None,
+                  run_dir: Path | str | None = None) -> None:
+    """Refuse (exit 2), before any work, output paths the writer would refuse: anything but a
+    regular file, or a file the run reads (`reads`, and a `run_dir`'s meta.json and
+    captures). The writer checks again when it writes."""
+    known = [Path(p) for p in reads or [] if p is not None]
+    known += rundir.run_reads(Path(run_dir) if run_dir is not None else None)
+    rundir.check_outputs(list(paths), known)
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:
@@ -151,7 +172,9 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None,
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
     caps how many arms run at once (default: see gate.job_limits)."""
-    result = run_check(_config(config), only, run_root=run_root, progress=progress,
+    cfg = _config(config)
+    check_outputs(junit, markdown, html, reads=[cfg.path])
+    result = run_check(cfg, only, run_root=run_root, progress=progress,
                        cache_dir=cache_dir, probes=probes, jobs=jobs)
     rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
@@ -188,7 +211,8 @@ class AuditReport:
 
 def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int | None = None,
           min_entropy_bits: float | None = None,
-          max_blind_radius: float | None = None) -> AuditReport:
+          max_blind_radius: float | None = None,
+          line_prefix: str | None = None) -> AuditReport:
     """Audit one captured trace with the config's [audit] thresholds and these overrides."""
     base = _config(config).audit
     try:
@@ -199,10 +223,42 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
             max_blind_radius=base.max_blind_radius if max_blind_radius is None else max_blind_radius)
     except InvalidValue as exc:
         raise UsageError(f"{OVERRIDES}: audit threshold {exc.key}: {exc.why}") from None
-    parsed = parse_trace(Path(trace), require_lines=True)
+    parsed = parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
     return AuditReport(parsed, audit_trace(parsed, th))
 
 
-def parse(trace: Path | str) -> ArmTrace:
+def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     """The parsed events of one captured trace."""
-    return parse_trace(Path(trace), require_lines=True)
+    return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
+
+
+def bisect(comparison: str | None = None, *, good: str | None = None, bad: str | None = None,
+           config: ConfigLike = None, mode: Mode | str = Mode.WITHIN,
+           baseline: str | None = None, repo: Path | str | None = None,
+           flake_rate: float = 0.0, error_rate: float = 0.01, max_runs: int = 15,
+           jobs: int | None = None, run_root: Path | None = None,
+           progress: bool | None = False, cache_dir: Path | None = None,
+           resume: Path | str | None = None) -> BisectResult:
+    """The first commit between `good` and `bad` at which the comparison fails its expectation
+    (or, with `resume`, continue a bisect from its directory). Writes bisect.json, bisect.md and
+    bisect.html into the bisect's directory."""
+    if resume is not None:
+        if comparison is not None or good is not None or bad is not None:
+            raise UsageError("--resume continues a bisect as it was planned: give no "
+                             "comparison, --good or --bad with it")
+        result = resume_bisect(Path(resume), jobs=jobs, progress=progress)
+    else:
+        if comparison is None or good is None or bad is None:
+            raise UsageError("a bisect needs a comparison (-c NAME), --good REF and --bad REF "
+                             "(or --resume DIR)")
+        try:
+            how = Mode(mode)
+        except ValueError:
+            raise UsageError(f"--mode must be within or against, got {mode!r}") from None
+        result = start_bisect(_config(config), comparison, good=good, bad=bad, mode=how,
+                              baseline=baseline, repo=Path(repo) if repo is not None else None,
+                              flake_rate=flake_rate, error_rate=error_rate, max_runs=max_runs,
+                              jobs=1 if jobs is None else jobs, run_root=run_root,
+                              progress=progress, cache_dir=cache_dir)
+    bisect_report.write_all(result)
+    return result

@@ -178,7 +178,9 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             # Exit 1 means "differ" and nothing else, so not even a bug in difftest may exit 1.
             if os.environ.get("DIFFTEST_TRACEBACK"):
-                raise
+                # the traceback is shown, the exit code stays the one for errors
+                typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+                raise typer.Exit(int(ExitCode.USAGE)) from None
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             typer.echo(f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
                        f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please "
@@ -251,6 +253,10 @@ HtmlOpt = Annotated[Path | None, typer.Option(
     "--html", help="Write the HTML report here too (every run directory gets report.html).")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option(
     "--format", "-f", help="Output on stdout: a table, or JSON.")]
+LinePrefixOpt = Annotated[str | None, typer.Option(
+    "--line-prefix", metavar="REGEX",
+    help="A prefix the trace's lines carry besides the known ones (srun -l, [rankN]:, "
+         "timestamps, LEVEL name:), as a regular expression matched at each line's start.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
 
@@ -264,6 +270,7 @@ def parse(
     rows: Annotated[str, typer.Option(
         "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
                        "every event.")] = "40",
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Print the parsed events of one trace, and the findings on its lines."""
     from difftest import api
@@ -272,7 +279,7 @@ def parse(
     limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
     if limit is not None and limit < 0:
         raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
-    trace = api.parse(file)
+    trace = api.parse(file, line_prefix=line_prefix)
     out = sys.stdout
     if format is ParseFormat.json:
         events.write_json(trace, out)
@@ -296,13 +303,15 @@ def audit(
         help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
     max_blind_radius: Annotated[float | None, typer.Option(
         help="Largest smallest-blind-radius (margin/2) a token comparison may have.")] = None,
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Say whether a trace could ever fail a comparison: exit 0 informative, 3 uninformative."""
     from difftest import api
     from difftest.report import audit_report
 
     result = api.audit(file, config=config, min_distinct_ids=min_distinct_ids,
-                       min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius)
+                       min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius,
+                       line_prefix=line_prefix)
     if format is ReportFormat.json:
         typer.echo(audit_report.render_json(result.audit, result.trace))
     else:
@@ -313,18 +322,22 @@ def audit(
 def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
                  html: Path | None = None) -> None:
     from difftest import api
+    from difftest.errors import RefusedOutput
     from difftest.report import comparison as render
 
+    refused = False
     try:
         if html is not None:
             api.export_html(report, html)
     except DifftestError as exc:  # the verdict still counts: say it, exit with it
+        refused = isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     try:
         if csv is not None and not api.export_csv(report, csv):
             typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
                        "compared", err=True)
     except DifftestError as exc:
+        refused = refused or isinstance(exc, RefusedOutput)
         typer.echo(f"difftest: error: {exc}", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
@@ -332,7 +345,8 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
         typer.echo(render.render_markdown(report))
     else:
         typer.echo(render.render_table(report))
-    raise typer.Exit(int(report.exit_code))
+    # a path the writer refused is a usage error, whatever the verdict
+    raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
 
 
 @app.command()
@@ -360,10 +374,12 @@ def compare(
     progress: Progress = None,
     rtol: Rtol = None,
     noise_runs: NoiseRuns = None,
+    line_prefix: LinePrefixOpt = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
+    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
     if trace_a is not None or trace_b is not None:
         if trace_a is None or trace_b is None:
             raise UsageError("--trace-a and --trace-b go together")
@@ -375,8 +391,11 @@ def compare(
         report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
                                     expect=expect,
                                     near_tie=near_tie, atol=atol, min_differing=min_differing,
-                                    rtol=rtol, drafting=drafting)
+                                    rtol=rtol, drafting=drafting, line_prefix=line_prefix)
     else:
+        if line_prefix is not None:
+            raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
+                             "line_prefix in its config table")
         report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
@@ -407,6 +426,7 @@ def export(
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
+    api.check_outputs(csv, html, run_dir=run_dir)
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
                          min_differing=min_differing, rtol=rtol,
                          drafting=drafting, comparison=comparison)
@@ -504,6 +524,72 @@ def probe(
     raise typer.Exit(int(result.exit_code))
 
 
+class BisectMode(str, Enum):  # noqa: UP042
+    within = "within"
+    against = "against"
+
+
+@app.command()
+@_guarded
+def bisect(
+    comparison: ComparisonOpt = None,
+    good: Annotated[str | None, typer.Option(
+        "--good", help="A commit where the comparison passes (an ancestor of --bad).")] = None,
+    bad: Annotated[str | None, typer.Option(
+        "--bad", help="A commit where the comparison fails.")] = None,
+    mode: Annotated[BisectMode, typer.Option(
+        "--mode", help="within: both arms run at each tested commit; against: arm A stays at "
+                       "--good (or --baseline) and arm B runs at each tested commit.")
+    ] = BisectMode.within,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="With --mode against: this configured arm, run as configured, "
+                           "replaces arm A.")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        "--repo", help="The repository to bisect (default: the arms' repo, else the one "
+                       "around the current directory).")] = None,
+    flake_rate: Annotated[float, typer.Option(
+        "--flake-rate", help="Largest chance that one run reads wrong; 0 (deterministic arms) "
+                             "runs each commit once, above 0 each commit gets a sequential "
+                             "test over repeated runs.")] = 0.0,
+    error_rate: Annotated[float, typer.Option(
+        "--error-rate", help="Largest chance that the bisect is misled by a wrong decision "
+                             "(with --flake-rate); split over the decisions a bisect of this "
+                             "length makes.")] = 0.01,
+    max_runs: Annotated[int, typer.Option(
+        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
+    ] = 15,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="Commits tested at once (multisection), each with its "
+                                    "arms, locally or through the arms' launcher.")] = None,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Continue the bisect in this directory; runs already logged are not "
+                         "run again.")] = None,
+    config: ConfigOpt = None,
+    format: Annotated[CompareFormat, typer.Option(
+        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
+    ] = CompareFormat.table,
+    run_root: RunRoot = None,
+    progress: Progress = None,
+) -> None:
+    """Find the first commit at which a comparison fails: exit 0 when a commit (or a range
+    bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
+    fails or the bad end passes), 2 on an error."""
+    from difftest import api
+    from difftest.report import bisect_report
+
+    result = api.bisect(comparison, good=good, bad=bad, config=config, mode=mode.value,
+                        baseline=baseline, repo=repo, flake_rate=flake_rate,
+                        error_rate=error_rate, max_runs=max_runs, jobs=jobs, run_root=run_root,
+                        progress=progress, resume=resume)
+    if format is CompareFormat.json:
+        typer.echo(bisect_report.render_json(result))
+    elif format is CompareFormat.markdown:
+        typer.echo(bisect_report.render_markdown(result))
+    else:
+        typer.echo(bisect_report.render_table(result))
+    raise typer.Exit(int(result.exit_code))
+
+
 cache_app = typer.Typer(help="The cache of git-ref checkouts (list them, prune them).",
                         no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -560,10 +646,12 @@ def cache_prune(
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest.worktree import prune_cache
 
-    removed = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
-    for path in removed:
+    done = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    for path in done.removed:
         typer.echo(f"removed {path}")
-    typer.echo(f"{len(removed)} checkout(s) removed")
+    for path, why in done.skipped:
+        typer.echo(f"skipped {path}: {why}")
+    typer.echo(f"{len(done.removed)} checkout(s) removed, {len(done.skipped)} skipped")
 
 
 def main() -> None:

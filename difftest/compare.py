@@ -6,7 +6,11 @@ that small could move the argmax of a healthy runner too, so it is reported but 
 lists share, under `difftest.tolerance`'s rule (numpy's isclose, raised to an A/A noise floor,
 within the printed resolution); with every tolerance zero the comparison is bitwise and a changed
 top list counts as well. With a noise floor, token flips count only when B flips significantly
-more often than A flips against itself; those that do not are `noise-flip` rows.
+more often than A flips against itself; those that do not are `noise-flip` rows. No count test
+dismisses a difference larger than the floor times `NOISE_BAND`: a value certainly above that band,
+or a flip whose margins say the logits moved by more (a flip needs a move of at least the mean of
+its two margins), counts as it would without a floor. Every count is of the rows that were
+judged: an unmatched or context-diverged row enters no test and no reason.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
-from difftest.noise import (ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test,
-                            request_flips)
-from difftest.resolution import Resolution, format_digits, resolution
+from difftest.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
+                            flip_test, request_flips)
+from difftest.resolution import Resolution, arm_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
@@ -150,6 +154,10 @@ class LogitFindings:
     flips: FlipTest | None = None
     excess: ExcessTest | None = None  # how the values above the floor were judged
     rows_within_noise: int = 0  # rows above the floor, not significantly more than A's reruns
+    values_nonfinite_both: int = 0  # compared values non-finite and equal in both arms
+    rows_nonfinite_one: int = 0  # compared rows with a value non-finite in one arm only
+    rows_beyond_band: int = 0  # rows with a value above the noise band: counted, no test asked
+    flips_beyond_band: int = 0  # hard flips larger than the noise band: counted, no test asked
     # the request (index into Comparison.requests) of each of `pairs`' rows: what clustered
     # statistics group by
     pair_req: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -210,6 +218,18 @@ class Comparison:
     # Each arm's parser findings: those that break its stream leave no verdict to give.
     findings_a: tuple[Finding, ...] = ()
     findings_b: tuple[Finding, ...] = ()
+    # Unmatched steps at a position the other arm's stream never emitted (not acceptance: a step
+    # lost from one trace or an extra one in the other), and their drafted rows.
+    steps_lost_a: int = 0  # steps only A traced, where B's stream has no token
+    steps_lost_b: int = 0
+    rows_lost: int = 0
+    unmatched_lost_a: int = 0  # of the unmatched blocks, those lost (the rest is acceptance)
+    unmatched_lost_b: int = 0
+
+    @property
+    def rows_noise_flip(self) -> int:
+        """Hard flips the flip test judged as noise."""
+        return int((self.rows.status == NOISE_FLIP).sum())
 
     @property
     def stream_breaks(self) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
@@ -297,9 +317,11 @@ class _Judged:
     differs: np.ndarray
     disjoint: np.ndarray
     unresolved: np.ndarray
-    one_quantum: int
+    one_quantum: np.ndarray
     exceed: np.ndarray
     values: np.ndarray
+    beyond: np.ndarray
+    nonfinite_both: np.ndarray
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
@@ -315,8 +337,9 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
         return np.concatenate([getattr(p, name) for p in parts])
 
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
-                   joined("unresolved"), int(joined("one_quantum").sum()),
-                   joined("exceed"), joined("values"))
+                   joined("unresolved"), joined("one_quantum"),
+                   joined("exceed"), joined("values"), joined("beyond"),
+                   joined("nonfinite_both"))
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
@@ -354,6 +377,7 @@ class _Logits:
     findings: LogitFindings | None = None
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
+    judged: _Judged | None = None  # per pair of logit rows (the rows in `both`)
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -386,7 +410,7 @@ def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
 
 
 def _digits(trace: ArmTrace) -> int | None:
-    return format_digits(trace.logits.sig_digits)
+    return arm_digits(trace.logits.top_vals, trace.logits.sig_digits)
 
 
 def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
@@ -428,17 +452,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     ia, ib = la[both], lb[both]
     digits = (_digits(a), _digits(b))
     judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
-    row_differs = judged.differs.copy()
-    excess, within = None, 0
-    if floor is not None:
-        excess = excess_test(int(judged.exceed[~judged.disjoint].sum()),
-                             int(judged.values.sum()), floor)
-        if not excess.counts:
-            noise_only = row_differs & ~judged.disjoint & (judged.exceed > 0)
-            within = int(noise_only.sum())
-            row_differs &= ~noise_only
     abs_diff[both] = judged.diff
-    differs[both] = row_differs
+    differs[both] = judged.differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
     unresolved = np.zeros(n, dtype=bool)
@@ -447,21 +462,22 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     # are taken in `compare`, over the rows that are compared
     pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
                        b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
+    # the counts are taken in `compare`, over the rows that are judged
     findings = LogitFindings(pairs=pairs,
-        stats=None, resolution_a=_resolution(a, ia), resolution_b=_resolution(b, ib),
-        rows_disjoint=int(judged.disjoint.sum()), rows_unresolved=int(judged.unresolved.sum()),
-        rows_one_quantum=judged.one_quantum, floor=floor, excess=excess,
-        rows_within_noise=within, pair_req=rows.req[both],
+        stats=None, resolution_a=_resolution(a, ia, digits[0]),
+        resolution_b=_resolution(b, ib, digits[1]),
+        rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
+        pair_req=rows.req[both],
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both)
+                   both, judged)
 
 
-def _resolution(trace: ArmTrace, rows: np.ndarray) -> Resolution:
+def _resolution(trace: ArmTrace, rows: np.ndarray, digits: int | None) -> Resolution:
     lg = trace.logits
     compared = np.zeros(len(lg), dtype=bool)
     compared[rows] = True
-    return resolution(lg.top_vals, lg.width, lg.sig_digits, compared)
+    return replace(resolution(lg.top_vals, lg.width, lg.sig_digits, compared), digits=digits)
 
 
 def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status: np.ndarray
@@ -527,24 +543,15 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     lg = _row_logits(a, b, al, rows, tol, floor)
 
     status = row_status(rows, lg, near_tie, drafting)
-    flipped = np.isin(status, (DIFFER, NEAR_TIE))
-    findings = lg.findings
-    if floor is not None:
-        counted = np.isin(status, (SAME, DIFFER, NEAR_TIE))
-        names = np.asarray(al.requests, dtype=object)[rows.req[counted]] if al.requests \
-            else rows.req[counted].astype(str)
-        test = flip_test(int(flipped.sum()), int(counted.sum()), floor,
-                         by_request_b=request_flips(np.asarray(names), flipped[counted]))
-        if not test.counts:
-            status[status == DIFFER] = NOISE_FLIP
-        if findings is None:
-            none = Resolution(None, None)
-            findings = LogitFindings(None, none, none, 0, 0, 0, floor=floor)
-        findings = replace(findings, flips=test)
-    compared = np.isin(status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
     # only compared rows count: a diverged row's logits ran on another token, and an unmatched
     # row's logits exist in one arm only because its token does
+    compared = np.isin(status, (SAME, DIFFER, NEAR_TIE))
     lg = replace(lg, differs=lg.differs & compared)
+    findings = _judged_counts(lg.findings, lg, compared)
+    if floor is not None:
+        lg, findings = _against_floor(lg, findings, floor, compared)
+        status, findings = _flips_against_floor(status, lg, findings, floor,
+                                                _request_names(al, rows))
     findings = _compared_stats(findings, lg, compared)
 
     def blocks(mask: np.ndarray) -> np.ndarray:
@@ -581,7 +588,93 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
-        findings_a=a.findings, findings_b=b.findings)
+        findings_a=a.findings, findings_b=b.findings,
+        steps_lost_a=int(al.lost_a.size), steps_lost_b=int(al.lost_b.size),
+        rows_lost=_lost_rows(al, blocks_a, blocks_b),
+        unmatched_lost_a=int(np.isin(al.unmatched_a, al.lost_a).sum()),
+        unmatched_lost_b=int(np.isin(al.unmatched_b, al.lost_b).sum()))
+
+
+def _judged_counts(findings: LogitFindings | None, lg: _Logits, compared: np.ndarray
+                   ) -> LogitFindings | None:
+    """The per-row counts of the logit judgement, over the compared rows only."""
+    j = lg.judged
+    if findings is None or j is None or lg.both is None:
+        return findings
+    keep = compared[lg.both]
+    return replace(findings, rows_disjoint=int((j.disjoint & keep).sum()),
+                   rows_one_quantum=int((j.one_quantum & keep).sum()),
+                   values_nonfinite_both=int(j.nonfinite_both[keep].sum()),
+                   # a shared value non-finite in one arm only is the one way to an infinite
+                   # row difference (finite values print finite differences)
+                   rows_nonfinite_one=int((np.isposinf(j.diff) & keep).sum()))
+
+
+def _against_floor(lg: _Logits, findings: LogitFindings | None, floor: NoiseFloor,
+                   compared: np.ndarray) -> tuple[_Logits, LogitFindings | None]:
+    """Judge the compared rows' logit values above the floor: a row with a value beyond the
+    noise band counts; the rest count only when the excess test says B is no rerun of A."""
+    j = lg.judged
+    if findings is None or j is None or lg.both is None:
+        return lg, findings
+    keep = compared[lg.both]
+    excess = excess_test(int(j.exceed[keep & ~j.disjoint].sum()), int(j.values[keep].sum()),
+                         floor)
+    beyond = keep & (j.beyond > 0)
+    within = 0
+    differs = lg.differs.copy()
+    if not excess.counts:
+        noise_only = keep & j.differs & ~j.disjoint & (j.exceed > 0) & ~beyond
+        within = int(noise_only.sum())
+        rows = np.flatnonzero(lg.both)[noise_only]
+        differs[rows] = False
+    return replace(lg, differs=differs), replace(
+        findings, excess=excess, rows_within_noise=within,
+        rows_beyond_band=int((beyond & ~j.disjoint).sum()))
+
+
+def flip_size(margin_a: np.ndarray, margin_b: np.ndarray) -> np.ndarray:
+    """The least logit move a flip needs (nan where a margin is unknown): A ranked its token
+    above B's by at least margin_a, B ranked them the other way by at least margin_b, so the
+    two logits moved apart by margin_a + margin_b and one of them by at least half of that."""
+    size: np.ndarray = (margin_a + margin_b) / 2
+    return size
+
+
+def _request_names(al: Alignment, rows: _Rows) -> np.ndarray:
+    """The request name of each row: what the request-clustered flip test groups by."""
+    if al.requests:
+        return np.asarray(np.asarray(al.requests, dtype=object)[rows.req]).astype(str)
+    return rows.req.astype(str)
+
+
+def _flips_against_floor(status: np.ndarray, lg: _Logits, findings: LogitFindings | None,
+                         floor: NoiseFloor, names: np.ndarray
+                         ) -> tuple[np.ndarray, LogitFindings]:
+    """Judge the hard flips against A's flips over its reruns: those larger than the noise band
+    count whatever any test says; the others only when B flips significantly more often than A
+    (by the request-clustered test where both sides' flips are known per request, else the
+    exact test)."""
+    hard = status == DIFFER
+    near = status == NEAR_TIE
+    counted = np.isin(status, (SAME, DIFFER, NEAR_TIE))
+    with np.errstate(invalid="ignore"):
+        big = hard & (flip_size(lg.margin_a, lg.margin_b) > NOISE_BAND * floor.floor)
+    flipped = hard | near
+    test = flip_test(int(hard.sum()), int(counted.sum()), floor, near_ties=int(near.sum()),
+                     by_request_b=request_flips(names[counted], flipped[counted]))
+    status = status.copy()
+    if not test.counts:
+        status[hard & ~big] = NOISE_FLIP
+    if findings is None:
+        none = Resolution(None, None)
+        findings = LogitFindings(None, none, none, 0, 0, 0, floor=floor)
+    return status, replace(findings, flips=test, flips_beyond_band=int(big.sum()))
+
+
+def _lost_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> int:
+    """The drafted rows of the lost steps: none of them could be compared."""
+    return int(np.diff(blocks_a[1])[al.lost_a].sum() + np.diff(blocks_b[1])[al.lost_b].sum())
 
 
 def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.ndarray

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from difftest.errors import ConfigError, UsageError
 from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
+from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -29,7 +31,7 @@ CONFIG_FILE_NAME = "difftest.toml"
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
-             "max_capture_bytes", "evidence")
+             "max_capture_bytes", "evidence", "line_prefix")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
@@ -72,11 +74,13 @@ def _finite_number(key: str, value: object, minimum: float = 0.0) -> float:
     return number
 
 
-def _integer(key: str, value: object, minimum: int) -> int:
+def _integer(key: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidValue(key, f"must be an integer, got {_kind(value)}")
     if value < minimum:
         raise InvalidValue(key, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidValue(key, f"must be <= {maximum}, got {value}")
     return value
 
 
@@ -94,6 +98,26 @@ def _drafting(key: str, value: object) -> DraftingKind | None:
         if value == kind.value:
             return kind
     raise InvalidValue(key, f"must be \"block\" or \"sequential\", got {value!r}")
+
+
+MAX_NAME = MAX_ARM_NAME
+
+
+def name_problem(name: str) -> str | None:
+    """Why a configured name (arm, comparison, mutation) cannot be one, else None. These names
+    become file names in a run directory (captures, diff-<comparison>.csv), so none may climb
+    out of it or hide a control character in a report."""
+    if not name.strip():
+        return "must not be empty"
+    if len(name) > MAX_NAME:
+        return f"must be at most {MAX_NAME} characters, this one has {len(name)}"
+    if any(ord(c) < 32 or c == "\x7f" for c in name):
+        return "must not contain control characters"
+    if "/" in name or "\\" in name:
+        return "must not contain a path separator ('/' or '\\')"
+    if ".." in name or name == ".":
+        return "must not be '.' or contain '..'"
+    return None
 
 
 def _toggle(key: str, value: object) -> tuple[str, ...]:
@@ -118,6 +142,26 @@ def _name(key: str, value: object) -> str:
     return value
 
 
+def checked_name(key: str, value: object) -> str:
+    """A name read from a file (a config, a run's meta.json) that becomes a file name."""
+    name = _name(key, value)
+    why = name_problem(name)
+    if why is not None:
+        raise InvalidValue(key, f"{name[:40]!r} {why}")
+    return name
+
+
+def line_prefix_pattern(pattern: str) -> re.Pattern[bytes]:
+    """An arm's own `line_prefix` (a Python regular expression matched at a line's start), as
+    the trace readers use it; a bad pattern is a ValueError naming why."""
+    if not pattern:
+        raise ValueError("must not be empty")
+    try:
+        return re.compile(pattern.encode("utf-8"))
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+
+
 def _as_env(env: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in env.items()}
 
@@ -139,6 +183,9 @@ class ArmSpec:
     # what the arm's output must show (difftest.evidence): its effective settings, counters,
     # or a line, proving that it ran what its name claims
     evidence: tuple[Rule, ...] = ()
+    # a regular expression for a prefix this arm's lines carry besides the known ones
+    # (difftest.trace.grammar.KNOWN_PREFIX), stripped before a tag or `vt:` is looked for
+    line_prefix: str | None = None
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -227,11 +274,12 @@ class ComparisonSpec:
             _name(key, getattr(self, key))
         set_ = object.__setattr__
         set_(self, "expect", _expectation("expect", self.expect))
-        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
+        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1,
+                                             MAX_MIN_DIFFERING))
         set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
         set_(self, "atol", _finite_number("atol", self.atol))
         set_(self, "rtol", _finite_number("rtol", self.rtol))
-        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0))
+        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0, MAX_NOISE_RUNS))
         if self.noise_runs == 1:
             raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
                                              "nothing to differ from")
@@ -452,9 +500,10 @@ class _Checker:
             out[name] = str(item)
         return out
 
-    def integer(self, table: str, key: str, value: Any, *, minimum: int) -> int:
+    def integer(self, table: str, key: str, value: Any, *, minimum: int,
+                maximum: int | None = None) -> int:
         try:
-            return _integer(key, value, minimum)
+            return _integer(key, value, minimum, maximum)
         except InvalidValue as exc:
             raise self.fail(table, f"key {key!r}: {exc.why}") from None
 
@@ -506,7 +555,10 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
 
     mutations: dict[str, MutationSpec] = {}
     for name, raw in data.get("mutations", {}).items():
-        table = f"mutations.{name}"
+        table = _table_of("mutations", name)
+        why = name_problem(name)
+        if why is not None:
+            raise check.fail(table, f"a mutation name {why}")
         raw = check.table("mutations", name, raw)
         check.keys(table, raw, _MUTATION_KEYS)
         env = check.env(table, "env", raw["env"]) if "env" in raw else {}
@@ -530,7 +582,8 @@ def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:
     check.keys("defaults", raw, _DEFAULTS_KEYS)
     launcher = (_substitute(check.argv("defaults", "launcher", raw["launcher"]))
                 if "launcher" in raw else None)
-    jobs = (check.integer("defaults", "launched_jobs", raw["launched_jobs"], minimum=1)
+    jobs = (check.integer("defaults", "launched_jobs", raw["launched_jobs"], minimum=1,
+                          maximum=MAX_JOBS)
             if "launched_jobs" in raw else DEFAULT_LAUNCHED_JOBS)
     cache = None
     if "cache" in raw:
@@ -539,15 +592,17 @@ def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:
     return Defaults(launcher=launcher, launched_jobs=jobs, cache=cache)
 
 
+def _table_of(kind: str, name: str) -> str:
+    """How a message names a table: a long name cut, control characters shown escaped."""
+    shown = name if len(name) <= 40 else name[:40] + "..."
+    return f"{kind}.{shown.encode('unicode_escape').decode('ascii')}"
+
+
 def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base: Path) -> ArmSpec:
-    table = f"arms.{name}"
-    if not name.strip():
-        raise check.fail(table, "an arm name must not be empty")
-    if len(name) > MAX_ARM_NAME:
-        raise check.fail(f"arms.{name[:40]}...", f"an arm name must be at most {MAX_ARM_NAME} "
-                                                 f"characters, this one has {len(name)}")
-    if any(ord(c) < 32 or c == "\x7f" for c in name):
-        raise check.fail(table, "an arm name must not contain control characters")
+    table = _table_of("arms", name)
+    why = name_problem(name)
+    if why is not None:
+        raise check.fail(table, f"an arm name {why}")
     check.keys(table, raw, _ARM_KEYS)
     if "command" not in raw:
         raise check.fail(table, "key 'command': missing (an argv list, e.g. "
@@ -591,14 +646,24 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
             evidence.append(parse_rule(text))
         except RuleError as exc:
             raise check.fail(table, f"key 'evidence': item {i}: {exc}") from None
+    line_prefix = None
+    if "line_prefix" in raw:
+        line_prefix = check.string(table, "line_prefix", raw["line_prefix"])
+        try:
+            line_prefix_pattern(line_prefix)
+        except ValueError as exc:
+            raise check.fail(table, f"key 'line_prefix': {exc}") from None
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
                    git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap, evidence=tuple(evidence))
+                   max_capture_bytes=cap, evidence=tuple(evidence), line_prefix=line_prefix)
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
                 mutations: Mapping[str, MutationSpec]) -> ComparisonSpec:
-    table = f"comparisons.{name}"
+    table = _table_of("comparisons", name)
+    why = name_problem(name)
+    if why is not None:
+        raise check.fail(table, f"a comparison name {why}")
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
     for key in ("arm_a", "arm_b"):

@@ -30,6 +30,11 @@ class UsageError(DifftestError):
     """A bad option, a missing file, an unknown arm name."""
 
 
+class RefusedOutput(UsageError):
+    """An output path difftest will not write: not a regular file, a link, a file the run reads,
+    or a place outside the run directory. Nothing there was touched."""
+
+
 class InternalError(DifftestError):
     """difftest contradicted itself (a self-check failed): a bug in difftest, not in the arms."""
 

@@ -12,6 +12,7 @@ import numpy as np
 from difftest.compare import DIFFER, NEAR_TIE, Comparison, compare
 from difftest.config import ArmSpec
 from difftest.errors import UsageError
+from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor, RerunPair, noise_floor, request_flips
 from difftest.stats import LogitStats, PairedRows, logit_stats
@@ -66,8 +67,12 @@ def _pooled(cmps: Sequence[Comparison]) -> LogitStats | None:
         digits=(lg.resolution_a.digits, lg.resolution_b.digits))
 
 
-def measure_floor(arm: str, traces: Sequence[ArmTrace]) -> NoiseFloor:
-    """Compare every pair of reruns bitwise and pool what moved."""
-    cmps = [(i, j, compare(traces[i], traces[j])) for i, j in combinations(range(len(traces)), 2)]
+def measure_floor(arm: str, traces: Sequence[ArmTrace],
+                  drafting: DraftingKind = DraftingKind.BLOCK) -> NoiseFloor:
+    """Compare every pair of reruns bitwise and pool what moved, under the drafting rules of
+    the comparison the floor is for: with sequential drafting, the rows after a rerun's flip
+    ran on another token, so they are no measure of noise and stay out of the floor."""
+    cmps = [(i, j, compare(traces[i], traces[j], drafting=drafting))
+            for i, j in combinations(range(len(traces)), 2)]
     return noise_floor(arm, len(traces), [_pair(i, j, c) for i, j, c in cmps],
                        _pooled([c for _, _, c in cmps]))

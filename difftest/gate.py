@@ -22,6 +22,7 @@ from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ExitCode, InternalError, UsageError
 from difftest.execute import ArmResult, JobLimits
 from difftest.kinds import Expect, VerdictKind
+from difftest.limits import MAX_JOBS
 from difftest.floor import reruns
 from difftest.model import same_drafts
 from difftest.numerics import blind_radius
@@ -349,6 +350,8 @@ def job_limits(config: Config, jobs: int | None) -> JobLimits:
     """-j N caps all arms at N; by default local arms are capped at the CPU count and arms run
     through a launcher at [defaults] launched_jobs (the cluster, not this machine, runs them)."""
     if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+            raise UsageError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
         return JobLimits(total=jobs)
     return JobLimits(local=os.cpu_count() or 1, launched=config.defaults.launched_jobs)
 

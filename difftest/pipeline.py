@@ -7,6 +7,8 @@ results are added afterwards, so a crash in analysis loses nothing that was capt
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -18,6 +20,7 @@ from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
+from difftest.limits import MAX_NOISE_RUNS
 from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
@@ -109,14 +112,15 @@ def _thresholds_from(saved: object, where: str) -> AuditThresholds:
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
-             thresholds: AuditThresholds) -> ArmOutcome:
+             thresholds: AuditThresholds, line_prefix: str | None = None) -> ArmOutcome:
     if result is not None:
         error = result.failure()
         if error is not None:
             return ArmOutcome(name, trace_path, result, failure=error.failure)
     # a captured trace given by the user must hold trace lines (bad input otherwise); an arm
     # that printed none failed, with the same hint
-    trace = parse_trace(trace_path, require_lines=result is None)
+    trace = parse_trace(trace_path, require_lines=result is None,
+                        line_prefix=result.line_prefix if result is not None else line_prefix)
     return ArmOutcome(name, trace_path, result, trace, audit_trace(trace, thresholds),
                       _health_failure(name, trace))
 
@@ -154,11 +158,11 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
-        floor = measure_floor(a.name, traces)
-    drafting, source = drafting_of(spec, a, b)
+        floor = measure_floor(a.name, traces, drafting)
     cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
                   floor=floor, drafting=drafting, drafting_source=source)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
@@ -215,12 +219,14 @@ def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
     return rules(spec.arm_a), rules(spec.arm_b)
 
 
-def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[DraftingKind, str]:
+def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
+                *reruns: ArmOutcome) -> tuple[DraftingKind, str]:
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
-    traces' `[spec-drafting]` headers, over the default (block)."""
+    traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
+    measured on), over the default (block)."""
     if spec.drafting is not None:
         return spec.drafting, "comparison"
-    declared = {o.name: o.trace.drafting for o in (a, b)
+    declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
     if len(kinds) > 1:
@@ -232,13 +238,42 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome) -> tuple[Dra
     return DraftingKind.BLOCK, "default"
 
 
+def _digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
+def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
+    """Why two paths name one capture (the same file, through a link or not; with
+    `by_content`, byte-identical files), or None. A capture compared with itself agrees
+    whatever the engine did: such a comparison could not have failed."""
+    try:
+        if os.path.samefile(path_a, path_b):
+            return "they are the same file"
+        if by_content and os.path.getsize(path_a) == os.path.getsize(path_b) \
+                and _digest(path_a) == _digest(path_b):
+            return "the files are byte-identical (one capture, copied)"
+    except OSError:
+        return None  # the parser names a missing or unreadable file
+    return None
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
-                 evidence: Evidence = ((), ())) -> ComparisonReport:
-    """Compare two captured traces; nothing is run."""
+                 evidence: Evidence = ((), ()),
+                 line_prefix: str | None = None) -> ComparisonReport:
+    """Compare two captured traces; nothing is run. Refused when both name one capture.
+    `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    if same is not None:
+        raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
+                         "it would agree whatever the engine did. Compare two runs")
     th = thresholds or AuditThresholds()
-    a = _outcome(spec.arm_a, Path(trace_a), None, th)
-    b = _outcome(spec.arm_b, Path(trace_b), None, th)
+    a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
+    b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
@@ -373,8 +408,9 @@ class NoiseReport:
 def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
               progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
     """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
-        raise UsageError(f"--runs must be an integer >= 2 (reruns compared pairwise), got {runs!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
+        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+                         f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
     arms = [spec, *reruns(spec, runs, config.arms)]
     th = thresholds_of(config)
@@ -386,7 +422,11 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     failures = tuple(o.failure for o in outs if o.failure is not None)
     if failures:
         return NoiseReport(arm, runs, run_dir, None, failures)
-    floor = measure_floor(arm, [o.trace for o in outs if o.trace is not None])
+    traces = [o.trace for o in outs if o.trace is not None]
+    # the floor under the drafting rules the traces declare (one kind, else block)
+    declared = {t.drafting for t in traces if t.drafting is not None}
+    drafting = declared.pop() if len(declared) == 1 else DraftingKind.BLOCK
+    floor = measure_floor(arm, traces, drafting)
     return NoiseReport(arm, runs, run_dir, floor)
 
 
@@ -473,6 +513,15 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    # two runs of one arm are two captures (a determinism check runs the arm twice under two
+    # names); one run named twice is one capture compared with itself
+    same = ("the comparison names it as both arms" if spec.arm_a == spec.arm_b else
+            one_capture(results[spec.arm_a].stderr_path, results[spec.arm_b].stderr_path,
+                        by_content=False))
+    if same is not None:
+        raise UsageError(f"{where}: arm {spec.arm_a!r} and arm {spec.arm_b!r} are one capture "
+                         f"compared with itself ({same}); it would agree whatever the engine "
+                         "did")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
                     rerun_outcomes(results, spec, thresholds), evidence)

@@ -17,6 +17,25 @@ import numpy as np
 
 # Significant digits that round-trip every float32 exactly (FLT_DECIMAL_DIG).
 LOSSLESS_DIGITS = 9
+# Significant digits that round-trip every float64 exactly (DBL_DECIMAL_DIG).
+DOUBLE_DIGITS = 17
+
+
+class WideDigits(int):
+    """The digit count of an arm whose printed values are not all float32 (a float64 engine):
+    9 digits name no float32 there, they round a wider value, and only 17 are lossless."""
+
+
+def wide(digits: int | None) -> bool:
+    """The arm's values are wider than float32."""
+    return isinstance(digits, WideDigits)
+
+
+def lossless(digits: int | None) -> bool:
+    """Equal text means equal values: 9 digits for float32 prints, 17 for wider ones."""
+    if digits is None:
+        return False
+    return digits >= (DOUBLE_DIGITS if wide(digits) else LOSSLESS_DIGITS)
 # The coarsest format a producer prints (`%.6g`, the first version of the line). A trace whose
 # values all happen to be short (`5`, `4.25`) shows fewer digits than its format printed;
 # inferring a coarser format from them would swallow real differences as rounding, so the
@@ -33,8 +52,8 @@ class Resolution:
 
     @property
     def lossless(self) -> bool:
-        """Printed with enough digits that equal text means equal float32."""
-        return self.digits is not None and self.digits >= LOSSLESS_DIGITS
+        """Printed with enough digits that equal text means equal values."""
+        return lossless(self.digits)
 
 
 # Every power of ten a double can hold, each the double nearest 10**k: Python's decimal reader
@@ -75,7 +94,7 @@ def quanta(values: np.ndarray, digits: int) -> np.ndarray:
 def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
     """Each value's quantum as a comparison of printed values uses it: 0 where the print is
     exact (9 or more digits name one float32; unknown digits; zero; non-finite values)."""
-    if digits is None or digits >= LOSSLESS_DIGITS:
+    if digits is None or lossless(digits):
         return np.zeros_like(values)
     q = quanta(values, digits)
     out: np.ndarray = np.where(np.isnan(q), 0.0, q)
@@ -123,3 +142,33 @@ def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
     q = quanta(values[compared], digits)
     q = q[listed[compared] & ~np.isnan(q)]
     return Resolution(digits, float(q.max()) if q.size else None)
+
+
+def float32_prints(values: np.ndarray, digits: int) -> bool:
+    """Whether every finite value is what `%.<digits>g` prints for some float32: the float32
+    nearest it lies within half a printed quantum. A float64 engine's values mostly do not (a
+    float32 step is ten to a hundred 9-digit quanta wide), so one that fails says the engine
+    holds wider values than the print names."""
+    # A threshold, not a quantum a difference is measured in: np.power's last bit does not
+    # matter here (the slack is a millionth), so the exact table of `quanta` is not needed.
+    # Zero has a half quantum of 0 and is a float32; nan and inf compare false and pass.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        off = np.abs(values - values.astype(np.float32).astype(np.float64))
+        half = 0.5 * np.power(10.0, np.floor(np.log10(np.abs(values))) - (digits - 1))
+        return not bool(np.any(off > half * (1 + 1e-6)))
+
+
+# Rows read to tell a float32 print from a wider one: a wider engine's value is the print of a
+# float32 about one time in ten, so a few rows settle it, and a whole trace would cost a pass
+# over every value of every comparison.
+FLOAT32_SAMPLE_ROWS = 1 << 12
+
+
+def arm_digits(values: np.ndarray, sig_digits: np.ndarray) -> int | None:
+    """An arm's printed digits as the comparison uses them: WideDigits where 9 or more digits
+    print values that are not float32 (judged on the first FLOAT32_SAMPLE_ROWS rows)."""
+    digits = format_digits(sig_digits)
+    if digits is not None and digits >= LOSSLESS_DIGITS and not float32_prints(
+            values[:FLOAT32_SAMPLE_ROWS], digits):
+        return WideDigits(digits)
+    return digits

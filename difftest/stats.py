@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from difftest.resolution import snapped_difference, value_quanta
 
@@ -201,10 +202,9 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
                 vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray) -> None:
     valid_a, valid_b = ids_a >= 0, ids_b >= 0
-    eq = (ids_a[:, :, None] == ids_b[:, None, :]) & valid_a[:, :, None] & valid_b[:, None, :]
-    shared = eq.any(axis=2)  # (n, Ka): A's entry is in B's list
+    shared, where = match_ids(ids_a, ids_b)  # (n, Ka): A's entry is in B's list, and where
     # B's value for each of A's shared ids
-    at = (np.arange(len(ids_a))[:, None], eq.argmax(axis=2))
+    at = (np.arange(len(ids_a))[:, None], where)
     vb, qb = vals_b[at], q_b[at]
     va = vals_a
     count = shared.sum(axis=1)
@@ -234,6 +234,28 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
         with np.errstate(invalid="ignore"):
             terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
         acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+
+
+def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """For each entry of A's (n, Ka) id rows: whether B's row holds that id (ids < 0 are
+    padding), and the column of its first occurrence there (0 where absent).
+
+    One sort of B's (row, id) keys and a binary search per A entry: memory linear in the
+    values and time O(n K log(n K)), where comparing every pair of entries would take K x K per
+    row (a top-1024 trace: a million comparisons a row)."""
+    n, ka = ids_a.shape
+    kb = ids_b.shape[1]
+    if n == 0 or ka == 0 or kb == 0:
+        return np.zeros((n, ka), dtype=bool), np.zeros((n, ka), dtype=np.intp)
+    row = np.arange(n, dtype=np.int64)[:, None] << 32
+    keys_b = np.where(ids_b >= 0, row | (ids_b.astype(np.int64) & 0xFFFFFFFF), -1).ravel()
+    order = np.argsort(keys_b, kind="stable")  # equal keys keep B's order: first one found
+    sorted_b = keys_b[order]
+    keys_a = (row | (ids_a.astype(np.int64) & 0xFFFFFFFF)).ravel()
+    pos = np.minimum(np.searchsorted(sorted_b, keys_a), sorted_b.size - 1)
+    found = (sorted_b[pos] == keys_a) & (ids_a.ravel() >= 0)
+    column = np.where(found, order[pos] % kb, 0)
+    return found.reshape(n, ka), column.reshape(n, ka)
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:

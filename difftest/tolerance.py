@@ -18,6 +18,16 @@ float32s and there is no rounding interval at all.
 
 Top lists that share no id have no value to compare: such a row is `disjoint`, a kind of its
 own, counted as a logit difference but never given a size (no infinite difference).
+
+Non-finite values are values: a nan or an infinity in one arm where the other holds a finite
+value, or another non-finite value, is a difference under every tolerance and every floor (a
+bound computed from a nan is nan, and no comparison with nan is true, so it is decided before any
+bound is). The same non-finite value in both arms is equal, and counted apart so that a report
+can name it.
+
+Under a noise floor the bound has a size: values certainly above `NOISE_BAND` times it are
+`beyond` the band and count whatever a count test says; only values between the bound and the
+band are left to the count test of `difftest.noise`.
 """
 
 from __future__ import annotations
@@ -26,8 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from difftest.resolution import LOSSLESS_DIGITS, snapped_difference, value_quanta
-from difftest.stats import PairedRows
+from difftest.noise import NOISE_BAND
+from difftest.resolution import lossless, snapped_difference, value_quanta, wide
+from difftest.stats import PairedRows, match_ids
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,14 @@ class Tolerance:
         """The largest |a - b| still counted as equal, per reference value b."""
         with np.errstate(invalid="ignore"):
             bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
+        return bound
+
+    def band(self, b: np.ndarray) -> np.ndarray:
+        """The largest |a - b| a count test may still call noise: the bound times NOISE_BAND
+        under a floor (without a floor there is no count test, and the band is the bound)."""
+        bound = self.bound(b)
+        if self.floor > 0:
+            bound = bound * NOISE_BAND
         return bound
 
     def finer_than(self, quantum: float, digits: int) -> bool:
@@ -77,6 +96,10 @@ class RowDiffs:
     one_quantum: np.ndarray  # bool: counted, but by no more than one quantum (bitwise only)
     exceed: np.ndarray  # int: shared values certainly above the bound, per row
     values: np.ndarray  # int: shared values compared, per row
+    # int: shared values certainly above the noise band, or non-finite in one arm only (they
+    # count whatever a count test says)
+    beyond: np.ndarray
+    nonfinite_both: np.ndarray  # int: shared values non-finite and equal in both arms
 
 
 def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +109,7 @@ def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarr
     difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
     digits each value is only known to half a quantum; unknown digits take the values as exact.
     """
-    if digits is not None and digits >= LOSSLESS_DIGITS:
+    if lossless(digits) and not wide(digits):
         with np.errstate(over="ignore"):  # a print beyond float32's range is its infinity
             values = values.astype(np.float32).astype(np.float64)
     return values, value_quanta(values, digits)
@@ -102,21 +125,24 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     if n == 0 or ids_a.shape[1] == 0:
         z = np.zeros(n, dtype=bool)
         zi = np.zeros(n, dtype=np.int64)
-        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy())
-    eq = (ids_a[:, :, None] == ids_b[:, None, :]) & (ids_a[:, :, None] >= 0)
-    shared = eq.any(axis=2)
-    vb = vb_list[np.arange(n)[:, None], eq.argmax(axis=2)]
+        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy(),
+                        zi.copy(), zi.copy())
+    shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
+    vb = vb_list[np.arange(n)[:, None], where]
     va, qa = _exact(va, digits_a)
     vb, qb = _exact(vb, digits_b)
     d = snapped_difference(va, vb, qa, qb)
     with np.errstate(invalid="ignore"):
-        d[va == vb] = 0.0  # equal infinities are equal although inf - inf is nan
-        both_nan = np.isnan(va) & np.isnan(vb)
-        d[both_nan] = 0.0
-        d[np.isnan(d)] = np.inf  # nan in one arm only: as far apart as values get
+        finite = np.isfinite(va) & np.isfinite(vb)
+        # equal infinities are equal although inf - inf is nan; so are two nans
+        same_nonfinite = ~finite & ((va == vb) | (np.isnan(va) & np.isnan(vb)))
+        mismatch = shared & ~finite & ~same_nonfinite
+        d[same_nonfinite] = 0.0
+        d[~finite & ~same_nonfinite] = np.inf  # as far apart as values get
+    nonfinite_both = (shared & same_nonfinite).sum(axis=1)
     half = (qa + qb) / 2
     row_diff = np.where(shared, d, 0.0).max(axis=1)
-    disjoint = ~shared.any(axis=1)
+    disjoint = np.asarray(~shared.any(axis=1))
     row_diff = np.where(disjoint, np.nan, row_diff)
     if tol.bitwise:
         over = shared & (d > 0)
@@ -125,16 +151,19 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         coarse = np.maximum(qa, qb)
         one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
-                        over.sum(axis=1), shared.sum(axis=1))
-    bound = tol.bound(vb)
-    certain = shared & (d - half > bound)
-    # equal prints are equal: the blindness below the resolution is reported once, as a
-    # tolerance finer than the resolution, not as every unchanged value
-    possible = shared & (d > 0) & (d + half > bound)
+                        over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1), nonfinite_both)
+    # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
+    with np.errstate(invalid="ignore"):
+        bound = tol.bound(vb)
+        certain = shared & ((d - half > bound) | mismatch)
+        beyond = shared & ((d - half > tol.band(vb)) | mismatch)
+        # equal prints are equal: the blindness below the resolution is reported once, as a
+        # tolerance finer than the resolution, not as every unchanged value
+        possible = shared & finite & (d > 0) & (d + half > bound)
     differs = certain.any(axis=1) | disjoint
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
-                    certain.sum(axis=1), shared.sum(axis=1))
+                    certain.sum(axis=1), shared.sum(axis=1), beyond.sum(axis=1), nonfinite_both)
 
 
 def finite_max(diff: np.ndarray) -> float | None:

@@ -153,7 +153,8 @@ def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
         else:
             kind = VerdictKind.AGREE
     elif (cmp.blocks_differing or cmp.blocks_logit_differing or cmp.divergences
-          or cmp.coverage_gaps or cmp.draft_length_blocks):
+          or cmp.coverage_gaps or cmp.draft_length_blocks or cmp.steps_lost_a
+          or cmp.steps_lost_b):
         kind = VerdictKind.DIFFER
     elif cmp.blocks_compared and inst.names:
         kind = VerdictKind.AGREE
@@ -224,11 +225,18 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                    f"the same (request, pos): {cmp.draft_length_rows_a} row(s) only {na} "
                    f"drafted, {cmp.draft_length_rows_b} only {nb}; a different draft length is "
                    "a different draft")
-    if cmp.unmatched_a or cmp.unmatched_b:
+    if cmp.steps_lost_a or cmp.steps_lost_b:
+        out.append(f"{cmp.steps_lost_a} step(s) only in {na} at positions {nb}'s stream never "
+                   f"emitted, {cmp.steps_lost_b} only in {nb} at positions {na}'s never emitted: "
+                   "steps lost from one trace (or extra in the other), a difference, not "
+                   f"acceptance; their {cmp.rows_lost} drafted row(s) could not be compared")
+    accepted_a = cmp.unmatched_a - cmp.unmatched_lost_a
+    accepted_b = cmp.unmatched_b - cmp.unmatched_lost_b
+    if accepted_a or accepted_b:
         why = ("some of them may be the stream breaks above, not acceptance"
                if any(cmp.stream_breaks) else
                "different acceptance visits different positions; not a difference")
-        out.append(f"{cmp.unmatched_a} step(s) only in {na}, {cmp.unmatched_b} only in {nb} "
+        out.append(f"{accepted_a} step(s) only in {na}, {accepted_b} only in {nb} "
                    f"({why})")
     for gap in cmp.coverage_gaps:
         ends = [f"{name} never traced it" if end is None else

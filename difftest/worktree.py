@@ -11,7 +11,9 @@ the repository's common git dir). An entry is one commit built one way: `<entry>
 `<sha>-<recipe>`, where the recipe is a hash of the build argv and the build's environment
 overrides, so two arms that build one commit differently never share (or overwrite) a tree:
 
-    <repo-key>/repo.json            which repository this is (for `difftest cache`)
+    difftest-cache.json             the cache's own id, written once when difftest first uses it
+    <repo-key>/repo.json            which repository this is (for `difftest cache`), and the id
+    <repo-key>/<entry>.owner        marker: this entry was made by difftest for this cache (id)
     <repo-key>/<entry>/             the worktree, detached HEAD at <sha>
     <repo-key>/<entry>.lock         held while the worktree is created, verified or built
     <repo-key>/<entry>.build.log    stdout + stderr of the last build
@@ -23,6 +25,10 @@ A cached entry is used only when it is still what was built: HEAD at <sha> and t
 exactly as the build left them (a runner that edited a tracked file makes it stale, and it is
 checked out and built afresh). Only worktrees under the cache are ever unregistered: never a
 user's own worktree, even one whose folder is briefly gone.
+
+Pruning deletes only what difftest made: an entry whose `.owner` marker carries this cache's
+id, that is a direct child of its repository folder (itself holding a `repo.json` with the id),
+whose real path is inside the cache, and that is no link. Everything else is skipped, with why.
 
 Two special refs: `HEAD` with uncommitted changes to tracked files is flagged `dirty` (they are
 not tested); `WORKTREE` tests the working tree as it is, through a commit of its tracked files
@@ -39,6 +45,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -353,7 +360,9 @@ def _run_build(argv: list[str], cwd: Path, log: Path, ref: str, sha: str,
         return BuildError(arm=ref, message=message, returncode=rc, stderr_tail=_log_tail(log),
                           log_path=log)
 
-    with open(log, "wb") as out:
+    log.unlink(missing_ok=True)  # a link planted at the log's name is removed, never written through
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as out:
         out.write(f"# difftest build of {sha} in {cwd}: {argv}\n".encode())
         out.flush()
         try:
@@ -392,6 +401,61 @@ def _cache_root(r: _Repo, cache_dir: Path | None) -> Path:
     return base / r.key
 
 
+CACHE_MARKER = "difftest-cache.json"
+OWNER_SUFFIX = ".owner"
+
+
+def _read_json(path: Path) -> dict[str, object] | None:
+    """A small JSON object from a regular file, never through a link; None if anything is off."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            data = json.loads(fh.read(65536).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cache_id(base: Path, *, create: bool) -> str | None:
+    """The id of the cache at `base` (its real path), made once by the first difftest that uses
+    it; None where there is none (a folder difftest never used as its cache)."""
+    marker = Path(os.path.realpath(base)) / CACHE_MARKER
+    data = _read_json(marker)
+    if data is not None and isinstance(data.get("cache_id"), str):
+        return str(data["cache_id"])
+    if not create:
+        return None
+    import secrets
+
+    new = secrets.token_hex(16)
+    text = json.dumps({"cache_id": new, "made_by": "difftest",
+                       "what": "git checkouts difftest made; `difftest cache prune` removes "
+                               "only entries carrying this id"}) + "\n"
+    try:  # exclusively: two first users agree on the one id that landed
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return cache_id(base, create=False)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return new
+
+
+def _write_owner(root: Path, entry: str, ident: str) -> None:
+    """Mark `entry` as made by difftest for the cache with id `ident`."""
+    marker = root / f"{entry}{OWNER_SUFFIX}"
+    data = _read_json(marker)
+    if data is not None and data.get("cache_id") == ident and data.get("entry") == entry:
+        return
+    from difftest.atomic import write_text_atomic
+
+    write_text_atomic(marker, json.dumps({"cache_id": ident, "entry": entry}) + "\n")
+
+
 def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
                  cache_dir: Path | None = None, env: Mapping[str, str] | None = None,
                  build_env: Mapping[str, str] | None = None,
@@ -417,7 +481,9 @@ def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
             dirty = _tree_state(r.toplevel, what) != ""
     root = _cache_root(r, cache_dir)
     root.mkdir(parents=True, exist_ok=True)
-    _note_repo(root, r)
+    ident = cache_id(root.parent, create=True)
+    assert ident is not None
+    _note_repo(root, r, ident)
     with _metadata_lock(root):
         _forget_gone(r, root, what)
 
@@ -428,6 +494,7 @@ def checkout_for(repo: Path, ref: str, build: Sequence[str] | None, *,
     with _locked(root / f"{entry}.lock"):
         if _ensure_worktree(r, root, path, sha, ref):
             marker.unlink(missing_ok=True)  # a fresh checkout has none of the old build outputs
+        _write_owner(root, entry, ident)
         state = _tree_state(path, what)
         built = _read_marker(marker) if argv is not None else None
         expected = built.get("state") if built is not None and built.get("argv") == argv else ""
@@ -490,14 +557,63 @@ def _snapshot(r: _Repo, what: str) -> str:
         return git("commit-tree", tree, "-p", head, "-m", "difftest: working tree snapshot")
 
 
-def _note_repo(root: Path, r: _Repo) -> None:
-    """Remember which repository a cache folder belongs to (for `difftest cache`)."""
+def _note_repo(root: Path, r: _Repo, ident: str) -> None:
+    """Remember which repository a cache folder belongs to (for `difftest cache`), and which
+    cache made it (for prune)."""
     note = root / "repo.json"
-    if not note.exists():
+    data = _read_json(note)
+    if data is None or data.get("cache_id") != ident:
         from difftest.atomic import write_text_atomic
 
         write_text_atomic(note, json.dumps({"repo": str(r.toplevel or r.path),
-                                            "common_dir": str(r.common_dir)}) + "\n")
+                                            "common_dir": str(r.common_dir),
+                                            "cache_id": ident}) + "\n")
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a prune removed, and what it left alone and why."""
+
+    removed: tuple[Path, ...]
+    skipped: tuple[tuple[Path, str], ...]
+
+
+def _not_ours(base: str, folder: Path, entry: str, ident: str | None) -> str | None:
+    """Why `folder/entry` is not a checkout difftest made for the cache at `base` (a real
+    path), else None. Nothing here follows a link."""
+    if ident is None:
+        return f"the cache {base} has no {CACHE_MARKER}: difftest never made it"
+    path = folder / entry
+    if os.path.realpath(folder) != os.path.join(base, folder.name):
+        return "its folder is not a direct child of the cache"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link (never followed)"
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st is not None and os.path.dirname(os.path.realpath(path)) != os.path.join(base, folder.name):
+        return "its real path is outside the cache"
+    owner = _read_json(folder / f"{entry}{OWNER_SUFFIX}")
+    if owner is None:
+        return f"no {OWNER_SUFFIX} marker: not made by difftest (or by a version before markers)"
+    if owner.get("cache_id") != ident or owner.get("entry") != entry:
+        return f"its {OWNER_SUFFIX} marker belongs to another cache"
+    return None
+
+
+def _remove_entry(root: Path, entry: str, lock: Path | None) -> None:
+    """The entry's folder and its side files (.built, .build.log, .owner), never a link's
+    target."""
+    _remove_path(root / entry)
+    for leftover in root.glob(f"{entry}.*"):
+        if leftover != lock and leftover.name != f"{entry}{OWNER_SUFFIX}":
+            _remove_path(leftover)
+    (root / f"{entry}{OWNER_SUFFIX}").unlink(missing_ok=True)  # last: a crash leaves it marked
 
 
 def prune(repo: Path, cache_dir: Path | None = None, *,
@@ -505,15 +621,26 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
     """Remove this repository's cache entries that are broken or unused for max_age_days.
 
     An entry is removed when git no longer lists its worktree, its directory is gone, or its
-    directory was not used for max_age_days (then `git worktree remove --force`). Entries that
-    another process holds locked are skipped. Returns the worktree paths removed.
+    directory was not used for max_age_days (then `git worktree remove --force`), and only when
+    difftest made it (see `_not_ours`). Entries that another process holds locked are skipped.
+    Returns the worktree paths removed.
     """
+    return list(prune_repo(repo, cache_dir, max_age_days=max_age_days).removed)
+
+
+def prune_repo(repo: Path, cache_dir: Path | None = None, *,
+               max_age_days: float = STALE_AFTER_DAYS) -> PruneResult:
+    """prune(), telling also what was skipped and why."""
     r = _open_repo(repo, "(prune)")
     what = f"repository {str(r.path)!r} (prune)"
     root = _cache_root(r, cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    base = os.path.realpath(root.parent)
+    ident = cache_id(root.parent, create=False)
+    if not root.is_dir() or root.is_symlink():
+        return PruneResult((), ())
     cutoff = time.time() - max_age_days * 86400.0
     removed: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     # Holding the metadata lock, no worktree of ours can be added meanwhile: the listing holds.
     with _metadata_lock(root):
         _forget_gone(r, root, what)
@@ -521,10 +648,15 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
         entries = {p.name.split(".", 1)[0] for p in root.iterdir()}
         for entry in sorted(e for e in entries if _ENTRY_RE.match(e)):
             path = root / entry
+            why = _not_ours(base, root, entry, ident)
+            if why is not None:
+                skipped.append((path, why))
+                continue
             lock = root / f"{entry}.lock"
             with _locked(lock, blocking=False) as held:
                 if not held:
-                    continue  # in use right now
+                    skipped.append((path, "in use right now"))
+                    continue
                 live = (path.is_dir() and not path.is_symlink()
                         and os.path.realpath(path) in registered)
                 if live:
@@ -535,13 +667,10 @@ def prune(repo: Path, cache_dir: Path | None = None, *,
                     if used >= cutoff:
                         continue
                     _git(r.path, "worktree", "remove", "--force", str(path), what=what)
-                _remove_path(path)
-                for leftover in root.glob(f"{entry}.*"):
-                    if leftover != lock:
-                        _remove_path(leftover)
+                _remove_entry(root, entry, lock)
                 lock.unlink(missing_ok=True)  # still held: waiters see the inode change, retry
                 removed.append(path)
-    return removed
+    return PruneResult(tuple(removed), tuple(skipped))
 
 
 @dataclass(frozen=True)
@@ -575,14 +704,12 @@ def cache_repos(cache_dir: Path | None = None) -> dict[Path, str]:
     if not base.is_dir():
         return out
     for folder in sorted(base.iterdir()):
-        note = folder / "repo.json"
-        if not folder.is_dir() or not note.is_file():
+        if folder.is_symlink() or not folder.is_dir():
             continue  # not ours
-        try:
-            repo = json.loads(note.read_text(encoding="utf-8")).get("repo", "?")
-        except (OSError, ValueError, AttributeError):
-            repo = "?"
-        out[folder] = str(repo)
+        note = _read_json(folder / "repo.json")
+        if note is None:
+            continue  # not ours
+        out[folder] = str(note.get("repo", "?"))
     return out
 
 
@@ -602,15 +729,59 @@ def list_cache(cache_dir: Path | None = None) -> list[CacheEntry]:
 
 
 def prune_cache(cache_dir: Path | None = None, *,
-                max_age_days: float = STALE_AFTER_DAYS) -> list[Path]:
-    """prune() for every repository in the cache; a repository that is gone loses its folder."""
-    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+                max_age_days: float = STALE_AFTER_DAYS) -> PruneResult:
+    """prune() for every repository folder difftest made in the cache; the entries of a
+    repository that is gone are removed (their git metadata went with it), then the folder if
+    nothing else is left in it. Nothing difftest did not make is touched: see `_not_ours`."""
+    given = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    base = os.path.realpath(given)
+    ident = cache_id(Path(base), create=False)
     removed: list[Path] = []
-    for folder, repo in cache_repos(base).items():
+    skipped: list[tuple[Path, str]] = []
+    if not os.path.isdir(base):
+        return PruneResult((), ())
+    if ident is None:
+        return PruneResult((), ((given, f"no {CACHE_MARKER} here: not a difftest cache, "
+                                         "nothing removed"),))
+    for folder in sorted(Path(base).iterdir()):
+        if folder.is_symlink():
+            skipped.append((folder, "is a symbolic link (never followed)"))
+            continue
+        if not folder.is_dir():
+            continue
+        note = _read_json(folder / "repo.json")
+        if note is None or note.get("cache_id") != ident:
+            skipped.append((folder, "no repo.json with this cache's id: not made by difftest"))
+            continue
+        repo = str(note.get("repo", "?"))
         if repo != "?" and Path(repo).is_dir():
-            removed += prune(Path(repo), base, max_age_days=max_age_days)
-        else:
-            gone = [p for p in folder.iterdir() if _ENTRY_RE.match(p.name) and p.is_dir()]
-            shutil.rmtree(folder, ignore_errors=True)  # its git metadata went with the repo
-            removed += gone
-    return removed
+            try:
+                r = _open_repo(Path(repo), "(prune)")
+            except (GitError, UsageError) as exc:
+                skipped.append((folder, f"its repository {repo} cannot be read: {exc}"))
+                continue
+            if r.key != folder.name:
+                skipped.append((folder, f"repo.json names {repo}, whose cache folder is "
+                                        f"{r.key}"))
+                continue
+            done = prune_repo(Path(repo), Path(base), max_age_days=max_age_days)
+            removed += done.removed
+            skipped += done.skipped
+            continue
+        for entry in sorted(p.name for p in folder.iterdir() if _ENTRY_RE.match(p.name)):
+            why = _not_ours(base, folder, entry, ident)
+            if why is not None:
+                skipped.append((folder / entry, why))
+                continue
+            _remove_entry(folder, entry, None)
+            removed.append(folder / entry)
+        left = [p for p in folder.iterdir()
+                if p.name not in ("repo.json", "worktrees.lock") and not p.name.endswith(".lock")]
+        if left:
+            skipped.append((folder, f"repository {repo} is gone, but {len(left)} item(s) that "
+                                    "are not difftest's remain: folder kept"))
+            continue
+        for p in folder.iterdir():
+            _remove_path(p)
+        folder.rmdir()
+    return PruneResult(tuple(removed), tuple(skipped))

@@ -1,5 +1,6 @@
 """Helpers every test module shares: git in a throwaway repository, replay arms that print a
-committed trace, and golden files for report formats.
+committed trace, and golden files for report formats; and the markers every test gets from what
+it needs (see tests/README.md).
 
 Golden files: `pytest --regen-golden` rewrites them from what the code renders now; without
 the flag a mismatch fails and leaves the rendered text beside the golden file as
@@ -9,13 +10,216 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
+DURATIONS = TESTS / "durations.json"
+
+# Markers, applied by pytest_collection_modifyitems below, never by hand. A test's markers come
+# from its module (MODULE_MARKS), the fixtures it uses (FIXTURE_MARKS), what its code calls
+# (CALL_MARKS) and its measured duration (tests/durations.json, SLOW_S).
+SLOW_S = 1.0
+MARKERS = {
+    "slow": f"measured at {SLOW_S:g} s or more (tests/durations.json), or needs a heavy outside "
+            "component (transformers, mlx, Chromium, Slurm); the fast loop is -m 'not slow'",
+    "subprocess": "starts real processes: arms, the difftest command line, a fresh pytest",
+    "torch": "runs the reference runner, which imports torch (in-process or as an arm)",
+    "transformers": "runs the Hugging Face transformers runner or adapter (the [hf] extra)",
+    "mlx": "runs an MLX runner (Apple silicon)",
+    "chromium": "loads a page in headless Chromium",
+    "slurm": "runs jobs on a Slurm cluster (scripts/slurm-up.sh)",
+    "git": "makes git repositories, commits or worktrees",
+    "numerics": "float results whose last bit could follow numpy's SIMD dispatch; CI runs these "
+                "again with NPY_DISABLE_CPU_FEATURES",
+}
+# Needing one of these makes a test slow whatever it measured.
+HEAVY = frozenset({"transformers", "mlx", "chromium", "slurm"})
+
+NUMERICS = ("numerics",)
+MODULE_MARKS: dict[str, tuple[str, ...]] = {
+    "reference/": ("torch",),
+    "test_api.py": ("subprocess", "torch"),
+    "test_cli.py": ("subprocess",),
+    "test_cli_compare.py": ("subprocess",),
+    "test_cli_habits.py": ("subprocess",),
+    "test_cli_reference.py": ("subprocess",),
+    "test_compare.py": NUMERICS,
+    "test_compare_logits.py": NUMERICS,
+    "test_execute.py": ("subprocess",),
+    "test_gate.py": ("subprocess",),
+    "test_golden.py": ("subprocess",),
+    "test_hf.py": ("transformers", "subprocess"),
+    "test_hf_check.py": ("transformers", "subprocess"),
+    "test_hints.py": ("subprocess",),
+    "test_html.py": ("subprocess",),
+    "test_isolation.py": ("subprocess", "git"),
+    "test_logit_sizes.py": NUMERICS,
+    "test_lossless.py": NUMERICS,
+    "test_markers.py": ("subprocess",),
+    "test_mlx": ("mlx",),
+    "test_noise.py": NUMERICS,
+    "test_numerics_cli.py": ("numerics", "subprocess"),
+    "test_override_errors.py": ("subprocess",),
+    "test_paths_gate.py": ("subprocess",),
+    "test_paths_logits.py": NUMERICS,
+    "test_pipeline.py": ("subprocess",),
+    "test_probe_not_applied.py": ("subprocess",),
+    "test_pytest_plugin.py": ("subprocess", "torch"),
+    "test_report_outputs.py": ("subprocess",),
+    "test_resolution.py": NUMERICS,
+    "test_rejudge.py": ("subprocess",),
+    "test_review_fixes.py": ("subprocess",),
+    "test_slurm.py": ("slurm", "subprocess", "torch"),
+    "test_stats.py": NUMERICS,
+    "test_supervise.py": ("subprocess",),
+    "test_switch_gate.py": ("subprocess", "torch"),
+    "test_tolerance.py": NUMERICS,
+    "test_worktree.py": ("git", "subprocess"),
+}
+FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
+    "slurm": ("slurm",),
+    "default_report": ("torch", "subprocess"),
+    "each_reader": (),
+}
+# What the test's code calls, by the module it comes from ("browser": anything from
+# tests/browser.py) or by module.name ("conftest.git": the helper below).
+CALL_MARKS: dict[str, tuple[str, ...]] = {
+    "browser": ("chromium",),
+    "conftest.git": ("git", "subprocess"),
+    "subprocess": ("subprocess",),
+}
+
+
+def _module_marks(rel: str) -> set[str]:
+    """The markers of a test file, by its path under tests/ ("reference/..." for a folder,
+    a name prefix such as "test_mlx" for a family of files)."""
+    found: set[str] = set()
+    name = rel.rsplit("/", 1)[-1]
+    for key, marks in MODULE_MARKS.items():
+        if rel == key or name == key or (key.endswith("/") and rel.startswith(key)) or (
+                not key.endswith((".py", "/")) and name.startswith(key)):
+            found.update(marks)
+    return found
+
+
+def _called(function: object) -> set[str]:
+    """Where the globals a test function's code uses (nested functions included) come from:
+    a module's name ("subprocess"), or a function's module.name ("conftest.git"); a "tests."
+    prefix is dropped, so both import styles of a helper module count."""
+    code = getattr(function, "__code__", None)
+    names: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    scope = getattr(function, "__globals__", {})
+    # a module imported inside the function is a name of its code, not a global
+    found = {n for n in names - scope.keys() if n in sys.modules}
+    for name in names & scope.keys():
+        obj = scope[name]
+        module = getattr(obj, "__name__", "") if isinstance(obj, ModuleType) else getattr(
+            obj, "__module__", None)
+        if not module:
+            continue
+        module = module.removeprefix("tests.")
+        found.add(module)
+        if not isinstance(obj, ModuleType):
+            found.add(f"{module}.{getattr(obj, '__name__', '')}")
+    return found
+
+
+def _durations() -> dict[str, list[float]]:
+    """nodeid -> [setup, call] seconds, as `--store-durations` last measured them."""
+    try:
+        return dict(json.loads(DURATIONS.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return {}
+
+
+def _shared_fixtures(item: pytest.Item) -> Iterable[str]:
+    """The fixtures of `item` set up once for many tests (module, class, package or session
+    scope): the test that runs first pays for them."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in (getattr(info, "name2fixturedefs", None) or {}).items():
+        if defs and defs[-1].scope != "function":
+            yield name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    measured = _durations()
+    marks: dict[str, set[str]] = {}
+    for item in items:
+        try:
+            rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue  # not one of ours (`pytest --difftest` items)
+        found = _module_marks(rel)
+        for fixture in getattr(item, "fixturenames", ()):
+            found.update(FIXTURE_MARKS.get(fixture, ()))
+        for origin in _called(getattr(item, "function", None)) & CALL_MARKS.keys():
+            found.update(CALL_MARKS[origin])
+        setup, call = measured.get(item.nodeid, (0.0, 0.0))
+        if found & HEAVY or setup + call >= SLOW_S:
+            found.add("slow")
+        marks[item.nodeid] = found
+    # A shared fixture that is slow to set up is paid by whichever of its tests runs first: if
+    # one test measured slow in its set-up, every test using that fixture is slow.
+    slow_setup = {(str(i.path), f) for i in items if measured.get(i.nodeid, (0.0, 0.0))[0] >= SLOW_S
+                  for f in _shared_fixtures(i)}
+    for item in items:
+        if item.nodeid not in marks:
+            continue
+        if any((str(item.path), f) in slow_setup for f in _shared_fixtures(item)):
+            marks[item.nodeid].add("slow")
+        for name in sorted(marks[item.nodeid]):
+            item.add_marker(name)
+    _UNMEASURED[:] = [n for n, m in marks.items() if n not in measured and "slow" not in m]
+
+
+_MEASURED: dict[str, list[float]] = {}
+_UNMEASURED: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the tests the slow marker could not judge: they run in the fast loop until measured."""
+    if _UNMEASURED and not terminalreporter.config.getoption("--store-durations"):
+        files = sorted({n.split("::", 1)[0] for n in _UNMEASURED})
+        terminalreporter.write_line(
+            f"tests/durations.json has no time for {len(_UNMEASURED)} collected test(s) (in "
+            f"{', '.join(files[:5])}{', ...' if len(files) > 5 else ''}); measure them with "
+            f"`python -m pytest --store-durations {' '.join(files[:5])}` and commit the file")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when in ("setup", "call"):
+        entry = _MEASURED.setdefault(report.nodeid, [0.0, 0.0])
+        entry[0 if report.when == "setup" else 1] = report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`--store-durations`: merge this run's setup and call times into tests/durations.json
+    (entries of test files that no longer exist are dropped)."""
+    if not session.config.getoption("--store-durations") or not _MEASURED:
+        return
+    merged = {k: v for k, v in _durations().items()
+              if (TESTS.parent / k.split("::", 1)[0]).exists()}
+    merged.update({k: [round(s, 2), round(c, 2)] for k, (s, c) in _MEASURED.items()})
+    lines = (f"{json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(merged.items()))
+    DURATIONS.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+
 
 # An arm that replays a captured trace on stderr, as a runner would print it.
 REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
@@ -62,6 +266,9 @@ def replay_arm(name: str, trace: Path) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--regen-golden", action="store_true",
                      help="rewrite tests/golden/* from what the code renders now")
+    parser.addoption("--store-durations", action="store_true",
+                     help="merge this run's per-test seconds into tests/durations.json, "
+                          "which decides the slow marker")
 
 
 class Golden:

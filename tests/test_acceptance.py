@@ -238,7 +238,11 @@ def test_a_report_says_why_flips_in_one_request_are_less_certain(tmp_path: Path)
 
 def test_a_green_states_what_it_could_have_detected(tmp_path: Path) -> None:
     a = _trace(tmp_path / "a.log", [])
-    rep = api.compare_traces(a, a)
+    # a second capture of the same run (one line of other output): one file, or a byte-identical
+    # copy, would be refused as one capture compared with itself
+    b = tmp_path / "b.log"
+    b.write_text(a.read_text(encoding="utf-8") + "engine: second run\n", encoding="utf-8")
+    rep = api.compare_traces(a, b)
     assert rep.verdict.verdict is VerdictKind.AGREE
     assert rep.rates is not None and rep.rates.flip_mde is not None
     # 200 rows, no flip anywhere: the strict rule sees a rate of 1 - 0.2^(1/200) with 80% power

@@ -11,11 +11,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 
 # Importable from anywhere (in this order among themselves).
 FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo",
-              "evidence")
+              "evidence", "limits")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "stats", "noise", "tolerance", "audit",
           "compare", "numerics", "verdict", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
-          "gate",
+          "gate", "bisect",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):
 # they import the foundation and earlier producers only.

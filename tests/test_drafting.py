@@ -225,8 +225,17 @@ def test_draft_length_difference_under_sequential_drafting_after_a_flip_is_diver
 
 # -- k = 0 --------------------------------------------------------------------------------------
 
+def second_capture(path: Path) -> Path:
+    """The trace with a line of other program output added: a capture of its own, not a copy of
+    the other arm's (a byte-identical copy is refused as one capture compared with itself)."""
+    with path.open("a") as fh:
+        fh.write("engine: second run\n")
+    return path
+
+
 def test_steps_that_draft_nothing_carry_the_stream_but_are_not_blocks(tmp_path: Path) -> None:
     a, b = pair(tmp_path, [([], [], [9], None, None), ([], [], [10], None, None)])
+    b = second_capture(b)
     code, report, rows, text = judge(a, b, tmp_path)
     assert code == 0, text
     assert report["blocks_compared"] == 8
@@ -240,7 +249,7 @@ def test_steps_that_draft_nothing_carry_the_stream_but_are_not_blocks(tmp_path: 
 @pytest.mark.parametrize("drafting", ["block", "sequential"])
 def test_identical_arms_agree_under_either_kind(tmp_path: Path, drafting: str) -> None:
     a, b = pair(tmp_path, [([], [], [9], None, None)])
-    code, report, _, text = judge(a, b, tmp_path, "--drafting", drafting)
+    code, report, _, text = judge(a, second_capture(b), tmp_path, "--drafting", drafting)
     assert code == 0, text
     assert report["drafting"] == drafting
 

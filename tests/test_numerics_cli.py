@@ -62,8 +62,17 @@ def test_a_level_three_trace_against_a_level_one_trace_compares_tokens(tmp_path:
     assert r.exit_code == 1, r.output
 
 
+def second_capture(tmp_path: Path) -> Path:
+    """LEVEL3 with a line of other program output: a capture of its own (one capture compared
+    with itself is refused)."""
+    path = tmp_path / "second.log"
+    path.write_text(LEVEL3.read_text() + "engine: second run\n")
+    return path
+
+
 def test_six_digit_traces_report_their_resolution(tmp_path: Path) -> None:
-    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "-f", "json")
+    twin = second_capture(tmp_path)
+    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", twin, "-f", "json")
     assert r.exit_code == 0, r.output
     data = as_json(r)
     assert [a["logit_resolution"] for a in data["arms"]] == [1e-4, 1e-4]
@@ -72,13 +81,13 @@ def test_six_digit_traces_report_their_resolution(tmp_path: Path) -> None:
             "resolution 1e-04, not bit-identical (print logits with %.9g for bit-identity)"
             in data["reasons"])
     # a tolerance finer than the resolution is named, with what to do
-    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "--atol", "1e-5", "-f", "json")
+    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", twin, "--atol", "1e-5", "-f", "json")
     data = as_json(r)
     assert any(x.startswith("the tolerance (atol 1e-05) is finer than the logit resolution "
                             "1e-04 of ") and x.endswith("print 9 significant digits (%.9g) or "
                                                         "use a tolerance of at least 1e-04")
                for x in data["reasons"]), data["reasons"]
-    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "--atol", "1e-4", "-f", "json")
+    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", twin, "--atol", "1e-4", "-f", "json")
     assert not any("finer than" in x for x in as_json(r)["reasons"])
 
 
@@ -181,7 +190,7 @@ def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Pa
     assert data["noise_floor"]["floor"] > 0 and data["noise_floor"]["runs"] == 3
     assert data["flip_test"]["rule"] == "exact-test"
     assert data["logit_excess_test"]["rule"] == "exact-test"
-    assert data["blind_radius"]["logits_from"] == "noise floor"
+    assert data["blind_radius"]["logits_from"] == "noise band, 4 x its noise floor"
     assert any(x.startswith("A/A floor of nd: ") for x in data["reasons"])
     assert sorted(p.name for p in Path(data["run_dir"]).glob("*.stderr")) == [
         "mat.stderr", "nd.stderr", "nd_run2.stderr", "nd_run3.stderr"]
@@ -214,8 +223,9 @@ def test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them(tmp_pa
     zeros = np.zeros((3 * n, 8))
     stats = logit_stats(PairedRows(zeros.astype(np.int32), zeros, zeros.astype(np.int32), zeros))
     floor = noise_floor("a", 3, [RerunPair(0, 1, 36, 0, n, 1e-3, False)], stats)
-    edits = [("3747:9.1778 ", "3747:9.1878 "), ("3342:8.4464 ", "3342:8.4564 "),
-             ("1154:6.1825 ", "1154:6.1925 "), ("2531:4.9608 ", "2531:4.9708 ")]
+    # each value moves by 3x the floor: above it, inside the noise band (4x)
+    edits = [("3747:9.1778 ", "3747:9.1808 "), ("3342:8.4464 ", "3342:8.4494 "),
+             ("1154:6.1825 ", "1154:6.1855 "), ("2531:4.9608 ", "2531:4.9638 ")]
     one = edited(tmp_path, "one.log", *edits[0])
     c = compare(a, parse_trace(one), floor=floor)
     assert c.logits is not None and c.logits.excess is not None
@@ -240,14 +250,15 @@ def test_no_json_number_is_ever_a_string() -> None:
     assert json.loads(text) == {"max": None, "rows": [None, None, 1.5, 2]}
 
 
-def test_a_floor_comparison_on_two_traces_says_the_floor_is_not_applied() -> None:
-    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", LEVEL3, "-c", "nondet", "-f", "json")
+def test_a_floor_comparison_on_two_traces_says_the_floor_is_not_applied(tmp_path: Path) -> None:
+    twin = second_capture(tmp_path)
+    r = cli("compare", "--trace-a", LEVEL3, "--trace-b", twin, "-c", "nondet", "-f", "json")
     # a named comparison applies to two traces with its toggle and its arms' evidence: these
     # traces show no lane, so they cannot stand for its arms
     assert r.exit_code == 3 and as_json(r)["verdict"] == "inert", r.output
     from difftest import api
 
-    rep = api.compare_traces(LEVEL3, LEVEL3, comparison="nondet")
+    rep = api.compare_traces(LEVEL3, twin, comparison="nondet")
     assert rep.verdict.reasons[-1] == (
         "noise_runs = 3 not applied: a noise floor needs runs of paged-nondet, and two traces "
         "were given (judged without a floor)")

@@ -155,8 +155,8 @@ def test_logit_columns_of_rows_one_arm_stopped_tracing() -> None:
 
 
 def test_statistics_and_resolutions_are_of_the_compared_rows_only() -> None:
-    # A prints 9 digits, B 6; A also traced a row at a position no block reached (500.0)
-    a = [_logits("p", 1, 1, [(5, "2.87757012"), (3, "1.5")]), _logits("p", 1, 2, [(6, "3.25"), (1, "1.5")]),
+    # A prints 9 digits (of a float32), B 6; A also traced a row at a position no block reached (500.0)
+    a = [_logits("p", 1, 1, [(5, "2.87757015"), (3, "1.5")]), _logits("p", 1, 2, [(6, "3.25"), (1, "1.5")]),
          _logits("p", 7, 1, [(5, "500.0"), (3, "1.5")]), STEP]
     b = [_logits("p", 1, 1, [(5, "2.87757"), (3, "1.5")]), _logits("p", 1, 2, [(6, "-13.25"), (1, "1.5")]),
          _logits("p", 9, 1, [(5, "-900.0"), (3, "1.5")]), STEP]

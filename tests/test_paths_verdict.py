@@ -98,7 +98,7 @@ def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
         "differences",
         "bitwise at 6 significant digits: agreement means equal to within the printed resolution "
         "1e-05, not bit-identical (print logits with %.9g for bit-identity)",
-        "blind radius: tokens 0.125 (smallest compared margin / 2), logits 1e-05 (its resolution): "
+        "blind radius: tokens 0.5 (near_tie), logits 1e-05 (its resolution): "
         "a wrong change smaller than these goes unseen by that instrument",
         "the token comparison alone would have been blind (near_tie=0.5 is above every compared "
         "row's margin, so every flip would count as a near-tie); the exact logit comparison "
@@ -178,19 +178,21 @@ def _verify(req: str, pos: int, draft: list[int], emit: list[int]) -> str:
             f"draft=[ {' '.join(map(str, draft))} ] emit=[ {' '.join(map(str, emit))} ]")
 
 
-def test_no_block_compared_is_uninformative_and_says_so_first() -> None:
+def test_no_block_compared_says_so_first_and_a_lost_step_is_a_difference() -> None:
+    # y's stream never emitted position 1, where x drafted: a step lost from y's trace (or
+    # extra in x's); x emitted y's position 2 inside its step at 1: acceptance
     a = parse_lines([_verify("p", 1, [5, 6], [5, 6, 7])])
     b = parse_lines([_verify("p", 2, [6, 7], [6, 7])])
     v = _judge(a, b)
-    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.UNINFORMATIVE, (),
-                                                       ExitCode.UNINFORMATIVE)
+    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.DIFFER, (), ExitCode.DIFFER)
     assert v.reasons == (
         "no block could be compared: every step was unmatched or context-diverged",
         "0 block(s) compared, 0 differ",
-        "1 step(s) only in x, 1 only in y (different acceptance visits different positions; not "
-        "a difference)",
-        "the arms agree, but the comparison could not have failed: no compared blocks, no block "
-        "logits traced")
+        "1 step(s) only in x at positions y's stream never emitted, 0 only in y at positions x's "
+        "never emitted: steps lost from one trace (or extra in the other), a difference, not "
+        "acceptance; their 2 drafted row(s) could not be compared",
+        "0 step(s) only in x, 1 only in y (different acceptance visits different positions; not "
+        "a difference)")
 
 
 def test_an_arm_without_blocks_failed_and_keeps_the_expectation() -> None:

@@ -227,8 +227,9 @@ def test_a_trace_that_says_its_arm_failed_is_arm_failed(tmp_path: Path, extra: s
 
 def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     note = "vllm.cpp: request a has outgrown the draft speculative context; it stops speculating"
-    for name in ("a.log", "b.log"):
-        (tmp_path / name).write_text((DATA / "agree_a.log").read_text() + note + "\n")
+    for name in ("a.log", "b.log"):  # two captures (byte-identical files would be refused)
+        (tmp_path / name).write_text((DATA / "agree_a.log").read_text() + note + "\n"
+                                     + f"engine: run {name}\n")
     rep = pipeline.judge_traces(tmp_path / "a.log", tmp_path / "b.log",
                                 ComparisonSpec(name="t", arm_a="a", arm_b="b"))
     assert rep.verdict.verdict == "agree"

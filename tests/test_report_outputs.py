@@ -15,6 +15,7 @@ import pytest
 from conftest import Golden
 from difftest.audit import AuditThresholds
 from difftest.config import ComparisonSpec
+from difftest.errors import RefusedOutput
 from difftest.execute import ArmResult
 from difftest.gate import CheckResult, MutationResult, ProbeReport
 from difftest.pipeline import ComparisonReport, _outcome, evaluate
@@ -233,11 +234,12 @@ def test_csv_write_never_follows_a_planted_link(gate: CheckResult, tmp_path: Pat
     assert victim.read_text() == "precious\n"
     assert target.read_text().startswith("req,pos,row,token_a,token_b,status,")
     assert not target.is_symlink()
-    # a link planted at the target itself is replaced, not written through
+    # a link planted at the target itself is refused: neither written through nor replaced
     target.unlink()
     target.symlink_to(victim)
-    comparison.write_csv(gate.reports[1], target)
-    assert victim.read_text() == "precious\n" and not target.is_symlink()
+    with pytest.raises(RefusedOutput, match="is a symbolic link"):
+        comparison.write_csv(gate.reports[1], target)
+    assert victim.read_text() == "precious\n" and target.is_symlink()
 
 
 def test_compare_writes_its_csv_without_pandas(tmp_path: Path) -> None:

@@ -210,3 +210,32 @@ def test_check_j2_on_the_shipped_config_through_srun_passes(slurm: None, tmp_pat
     results, _ = load_run(next((tmp_path / "runs").iterdir()))
     assert len(results) == 11  # 6 arms, 3 mutated, 2 reruns for the nondet noise floor
     assert all(r.launcher == ["srun", "-Q", "--"] and r.job_id for r in results.values())
+
+
+def test_bisect_through_srun_with_j2(slurm: None, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two commits tested at once, each arm a Slurm job; the planted commit is named."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from bisect_history import make_history, write_config
+
+    from difftest import api
+
+    monkeypatch.setenv("DIFFTEST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BISECT_LEDGER", str(tmp_path / "ledger"))
+    monkeypatch.delenv("BISECT_FLAKE_RATE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    h = make_history(tmp_path / "repo", 10, 6, unbuildable={2})
+    config = write_config(tmp_path / "difftest.toml", h.repo, launcher=SRUN)
+    r = api.bisect("lanes", good=h.shas[0], bad="main", config=config, repo=h.repo, jobs=2,
+                   run_root=tmp_path / "runs")
+    assert r.first_bad is not None and r.first_bad.sha == h.shas[6], r.message
+    rounds = sorted((r.run_dir / "runs").iterdir())
+    arms = [arm for d in rounds for arm in json.loads((d / "meta.json").read_text())["arms"]
+            .values()]
+    assert arms and all(a["launcher"] == SRUN for a in arms)
+    # every arm ran inside a Slurm job of its own (the runner logs $SLURM_JOB_ID)
+    jobs = [line.split()[2] for line in (tmp_path / "ledger").read_text().splitlines()]
+    assert len(jobs) == r.arm_runs == len(arms) and all(j.isdigit() for j in jobs)
+    assert len(set(jobs)) == len(jobs)
+    sizes = [len(json.loads((d / "meta.json").read_text())["arms"]) for d in rounds]
+    assert 4 in sizes  # two commits, two arms each, in one round

@@ -206,11 +206,11 @@ def test_compare_csv_into_a_missing_folder_is_created(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "new" / "diff.csv").read_text().startswith("req,pos,row")
     assert not [p for p in (tmp_path / "out" / "new").iterdir() if p.name != "diff.csv"]
-    # A link planted at the report path is replaced, never written through.
+    # A link planted at the report path is refused (exit 2), never written through or replaced.
     r = _difftest(tmp_path, "compare", "-c", "ab", "--run-root", "runs", "--csv", "link.csv",
                   "--no-progress")
-    assert r.returncode == 0, r.stderr
-    assert not (tmp_path / "victim").exists() and not (tmp_path / "link.csv").is_symlink()
+    assert r.returncode == 2 and "link.csv: is a symbolic link" in r.stderr, r.stderr
+    assert not (tmp_path / "victim").exists() and (tmp_path / "link.csv").is_symlink()
 
 
 @pytest.mark.parametrize("kind", ["file", "dangling-link", "read-only"])

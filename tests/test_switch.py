@@ -247,11 +247,14 @@ def test_bad_toggle_or_evidence_names_file_table_and_key(table: str, needle: str
 
 # -- through compare, in trace mode -----------------------------------------------------------
 
+OTHER_RUN = "engine: second run"  # other program output: B is a capture of its own
+
 def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     """Traces that carry only `[dflash-route]` (no `[spec-config]`): both ran the paged lane."""
     cfg = lanes_config(tmp_path, evidence=True)
     a = trace_file(tmp_path, "a.log", [*steps(), ROUTE_PAGED])
-    b = trace_file(tmp_path, "b.log", [*steps(), ROUTE_PAGED])
+    # a second capture (one line of other output): a byte-identical copy would be refused
+    b = trace_file(tmp_path, "b.log", [*steps(), ROUTE_PAGED, OTHER_RUN])
     rep = api.compare_traces(a, b, comparison="lanes", config=cfg)
     assert rep.verdict.verdict is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
     assert rep.verdict.label == "INERT"
@@ -270,7 +273,7 @@ def test_identical_spec_config_lines_under_a_toggle_are_inert(tmp_path: Path) ->
     cfg = lanes_config(tmp_path)
     head = "[spec-config] lane=paged attention=single"
     a = trace_file(tmp_path, "a.log", [head, *steps()])
-    b = trace_file(tmp_path, "b.log", [head, *steps()])
+    b = trace_file(tmp_path, "b.log", [head, *steps(), OTHER_RUN])
     assert api.compare_traces(a, b, comparison="lanes", config=cfg).verdict.verdict is \
         VerdictKind.INERT
     c = trace_file(tmp_path, "c.log", ["[spec-config] lane=materialized attention=single",
@@ -327,7 +330,7 @@ def test_disjoint_id_ranges_are_named(tmp_path: Path) -> None:
 
 def test_the_same_quantity_agrees_as_before(tmp_path: Path) -> None:
     a = trace_file(tmp_path, "a.log", steps())
-    b = trace_file(tmp_path, "b.log", steps())
+    b = trace_file(tmp_path, "b.log", [*steps(), OTHER_RUN])
     rep = api.compare_traces(a, b, config=DEFAULT)
     assert rep.verdict.verdict is VerdictKind.AGREE
     assert not any(r.startswith("not the same") for r in rep.verdict.reasons)

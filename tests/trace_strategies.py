@@ -120,10 +120,10 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
                 "INFO something", "[not-a-tag] x=1", "[spec-logits", "  [SPECTRACE] indented",
                 "vllm.cpp: draft speculative context is limited", "\x00\x01binary\xff",
                 # tags past the line start: findings, never read
-                "0: [SPECTRACE] req=a pos=1 k=0 ns=1 acc=0 draft=[ ] emit=[ 5 ]",
+                "node7| [SPECTRACE] req=a pos=1 k=0 ns=1 acc=0 draft=[ ] emit=[ 5 ]",
                 "step 4 done[spec-logits] req=a pos=1 row=1 top=[ 1:0.5 2:0.25 ]",
-                "  vt: propose_drafts_block: failed", "\tvt: x", "3:vt: x", "12 tokens [ok]",
-                "1: vllm.cpp: request r has outgrown the draft speculative context",
+                "  vt: propose_drafts_block: failed", "\tvt: x", "x3:vt: x", "12 tokens [ok]",
+                "node7| vllm.cpp: request r has outgrown the draft speculative context",
                 "[graph] [spec-phase] pre=0.1ms", "0: plain", "  plain"])))
     return lines, exp
 
@@ -152,8 +152,12 @@ def mutated_trace(draw: st.DrawFn) -> str:
             line = line[:at] + ch + line[at + 1:]
         elif op == "cut":
             line = line[:at]
-        elif op == "prefix":  # `srun -l`, indentation, another process's text
-            line = draw(st.sampled_from(["0: ", "  ", "\t", "17:", "out["])) + line
+        elif op == "prefix":  # launchers, loggers, indentation, another process's text
+            line = draw(st.sampled_from(["0: ", "  ", "\t", "17:", "out[", "[rank0]: ",
+                                         "2026-12-03 16:20:01 ", "2026-12-03T16:20:01.5Z ",
+                                         "INFO vllm: ", "WARNING:root:", "node7| ",
+                                         "[rank1]: 3: ", "vt: ", "[2026-12-03 16:20:01] ",
+                                         "ERROR 12-03 16:20:01 [engine.py:42] "])) + line
         elif op == "digits":  # a huge integer somewhere
             line = line[:at] + "9" * draw(st.sampled_from([11, 20, 5000])) + line[at:]
         else:

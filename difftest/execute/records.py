@@ -79,6 +79,7 @@ class ArmResult:
     job_id: str | None = None  # the launcher's job id, where it could be learnt
     warnings: list[str] = field(default_factory=list)
     git_dirty: bool | None = None  # git_ref "HEAD" with uncommitted edits to tracked files
+    line_prefix: str | None = None  # the arm's own line-prefix pattern, for re-reading its trace
 
     @property
     def ok(self) -> bool:
@@ -147,6 +148,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "error": (str, type(None)), "timeout_s": (int, float, type(None)),
     "build_log": (str, type(None)), "launcher": (list, type(None)),
     "job_id": (str, type(None)), "warnings": (list,), "git_dirty": (bool, type(None)),
+    "line_prefix": (str, type(None)),
 }
 
 

@@ -129,7 +129,8 @@ class _Arm:
             duration_s=round(duration, 6), git_ref=self.spec.git_ref,
             git_sha=self.place.git_sha, error=self.error, timeout_s=self.spec.timeout_s,
             build_log=self.place.build_log, launcher=self.launch.launcher, job_id=self.job_id,
-            warnings=list(self.warnings), git_dirty=self.place.dirty)
+            warnings=list(self.warnings), git_dirty=self.place.dirty,
+            line_prefix=self.spec.line_prefix)
 
 
 # --- starting --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -82,6 +83,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "logit_rows_compared": c.logit_rows_compared if c else 0,
         "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
         "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
+        "steps_lost": {"a": c.steps_lost_a if c else 0, "b": c.steps_lost_b if c else 0,
+                       "rows": c.rows_lost if c else 0},
         "context_diverged": c.context_diverged if c else 0,
         "drafting": c.drafting.value if c else None,
         "drafting_from": c.drafting_source if c else None,
@@ -273,11 +276,13 @@ def csv_text(rep: ComparisonReport) -> str:
     return out.getvalue()
 
 
-def write_csv(rep: ComparisonReport, path: Path) -> None:
+def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
+              inside: Path | None = None) -> None:
     """Write the CSV diff atomically, through a temp file created exclusively beside it (a
-    link planted at any name there is never followed)."""
+    link planted at any name there is never followed; see difftest.atomic for what else is
+    refused)."""
     path = Path(path)
     try:
-        write_text_atomic(path, csv_text(rep))
+        write_text_atomic(path, csv_text(rep), reads=reads, inside=inside)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None

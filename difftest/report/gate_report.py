@@ -261,7 +261,8 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         if outcome is not None:
             tag, kind, message, body = outcome
             counts["failures" if tag == "failure" else "errors"] += 1
-            el = ET.SubElement(tc, tag, type=kind, message=xml_safe(message))
+            # CI pages render the message as markdown: runner text in it stays text
+            el = ET.SubElement(tc, tag, type=kind, message=xml_safe(md_inline(message)))
             el.text = xml_safe(body)
         ET.SubElement(tc, "system-out").text = xml_safe(out)
 

@@ -47,7 +47,8 @@ _COLOURS = {"a": "#1f77b4", "b": "#ff7f0e"}
 _LINES = {"a": "-", "b": "--"}  # arm B dashed: identical arms still show both lines
 # Status colours of the row map, by the priority a binned cell shows (the worst row wins).
 _MAP_CLASSES = (("no block", "#ffffff"), ("same", "#cfe8cf"), ("unmatched", "#a6cee3"),
-                ("context-diverged", "#b8b8b8"), ("near-tie", "#fdb863"), ("differ", "#d7191c"))
+                ("context-diverged", "#b8b8b8"), ("near-tie", "#fdb863"),
+                ("noise-flip", "#e08a9a"), ("differ", "#d7191c"))
 
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
@@ -391,10 +392,10 @@ def _noise_floor(c: Comparison) -> float | None:
 def _map_requests(c: Comparison) -> list[int]:
     """The requests to draw: those with differences first (in order of appearance), then the
     rest, at most MAX_MAP_REQUESTS."""
-    from difftest.compare import DIFFER, DIVERGED, NEAR_TIE
+    from difftest.compare import DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP
 
     r = c.rows
-    bad = np.isin(r.status, (DIFFER, NEAR_TIE, DIVERGED)) | r.logit_differs
+    bad = np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP, DIVERGED)) | r.logit_differs
     order: list[int] = []
     for req in r.req[bad]:
         if int(req) not in order:
@@ -419,13 +420,17 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
     from matplotlib.colors import ListedColormap, LogNorm
     from matplotlib.patches import Patch
 
-    from difftest.compare import DIFFER, DIVERGED, NEAR_TIE, SAME, UNMATCHED_A, UNMATCHED_B
+    from difftest.compare import (DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP, SAME, STATUS_NAMES,
+                                  UNMATCHED_A, UNMATCHED_B)
 
     r = c.rows
     if not len(r):
         return None
-    prio = np.zeros(6, dtype=np.int8)
-    prio[[SAME, UNMATCHED_A, UNMATCHED_B, DIVERGED, NEAR_TIE, DIFFER]] = [1, 2, 2, 3, 4, 5]
+    # every status has its class (the index into _MAP_CLASSES): a status without one is a bug
+    prio = np.full(len(STATUS_NAMES), -1, dtype=np.int8)
+    prio[[SAME, UNMATCHED_A, UNMATCHED_B, DIVERGED, NEAR_TIE, NOISE_FLIP, DIFFER]] = [
+        1, 2, 2, 3, 4, 5, 6]
+    assert (prio >= 0).all(), "a row status without a map class"
     # step = index of the (req, pos) block within its request, whichever arm visited it
     new_step = np.r_[True, (r.req[1:] != r.req[:-1]) | (r.pos[1:] != r.pos[:-1])]
     step = np.cumsum(new_step) - 1

@@ -17,7 +17,16 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|])")  # links, images, code, emphasis, cells
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~])")  # links, images, code, emphasis, cells
+# `_` opens or closes emphasis only at a word's edge (`agree_a.log` stays as it is)
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# What GitHub's markdown turns into a link without any brackets: `scheme://`, `www.`, an email.
+# A backslash before the trigger character keeps the text and loses the link.
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z])(:)(?=//)|(?<=www)(\.)|(@)")
+# Inside an HTML element markdown still parses its text: characters named by reference there.
+_MD_ENTITIES = {"[": "&#91;", "]": "&#93;", "*": "&#42;", "_": "&#95;", "\\": "&#92;",
+                "`": "&#96;", "|": "&#124;", "~": "&#126;", ":": "&#58;", "@": "&#64;",
+                "!": "&#33;"}
 
 
 def strip_ansi(text: str) -> str:
@@ -34,7 +43,9 @@ def md_inline(text: str) -> str:
     """One line of markdown that renders as the text itself: no HTML, no links, no table cells
     split, no emphasis."""
     flat = " ".join(strip_ansi(text).split())
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+    escaped = _MD_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+    escaped = _MD_UNDERSCORE.sub(r"\\_", escaped)
+    return _AUTOLINK.sub(lambda m: "\\" + m.group(0), escaped)
 
 
 def md_code(text: str) -> str:
@@ -43,7 +54,8 @@ def md_code(text: str) -> str:
     flat = " ".join(strip_ansi(text).split())
     if any(ch in flat for ch in "<>&"):
         # safe in a GitHub code span, but not in every renderer a CI summary meets
-        return f"<code>{html.escape(flat)}</code>".replace("|", "&#124;").replace("`", "&#96;")
+        inner = "".join(_MD_ENTITIES.get(ch, ch) for ch in html.escape(flat))
+        return f"<code>{inner}</code>"
     flat = flat.replace("|", "\\|")
     longest = max((len(m) for m in re.findall(r"`+", flat)), default=0)
     fence = "`" * (longest + 1)

@@ -420,9 +420,17 @@ static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose
 /* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
  * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`
  * that start with neither indentation nor a digit, the usual program output, cost one memchr. */
+/* An engine-error or notice prefix anywhere in the line (grammar.holds_marker): behind a
+ * launcher's or logger's prefix, or an unknown one; the Python reader tells them apart. */
+static int holds_marker(const char *p, const char *end) {
+    size_t n = (size_t)(end - p);
+    return memmem(p, n, "vt: ", 4) != NULL || memmem(p, n, "vllm.cpp: request ", 18) != NULL;
+}
+
 static int may_be_misplaced(const char *p, const char *end, const char *from) {
     if (p < end && (*p == ' ' || *p == '\t' || is_digit(*p))) return 1;
-    return from < end && memchr(from, '[', (size_t)(end - from)) != NULL;
+    if (from < end && memchr(from, '[', (size_t)(end - from)) != NULL) return 1;
+    return holds_marker(p, end);
 }
 
 /* 1: read; 0: hand to the Python reader; 2: other output, skipped. */
@@ -432,7 +440,7 @@ static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
         return may_be_misplaced(p, end, p) ? 0 : 2;
     }
     const char *close = memchr(p, ']', (size_t)(end - p));
-    if (!close) return 2;  /* every tag ends with `]`: this line holds none */
+    if (!close) return holds_marker(p, end) ? 0 : 2;  /* every tag ends with `]` */
     size_t tlen = (size_t)(close + 1 - p);
     const char *body = close + 1;
     switch (tlen) {

@@ -179,6 +179,21 @@ def tagged_lines(buf: bytes, a: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return np.concatenate(found)
 
 
+def marked_lines(buf: bytes, starts: np.ndarray) -> np.ndarray:
+    """Indices of the lines holding an engine-error or notice prefix anywhere (behind a
+    launcher's or logger's prefix, or an unknown one: the field reader tells them apart)."""
+    found = []
+    for marker in (g.ENGINE_ERROR_PREFIX, g.NOTICE_PREFIX):
+        at = buf.find(marker)
+        while at >= 0:
+            found.append(at)
+            at = buf.find(marker, at + 1)
+    if not found:
+        return np.zeros(0, dtype=np.int64)
+    where = np.asarray(found, dtype=np.int64)
+    return np.unique(np.searchsorted(starts, where, side="right") - 1)
+
+
 def _with_prefix(a: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                  prefix: bytes) -> np.ndarray:
     """Indices of the lines that start with `prefix`."""

@@ -346,17 +346,55 @@ def read_config(body: bytes) -> dict[str, object]:
 _LEADER_RE = re.compile(rb"[ \t]*(?:\d+:[ \t]*)?")
 LEADER_START = (b" ", b"\t", *(bytes([c]) for c in b"0123456789"))
 
+# The line prefixes launchers and loggers put before what a runner prints, recognised and
+# stripped (any number, in any order) before a tag or an engine error is looked for:
+#   `0: `, ` 12: `                 srun -l (the task number)
+#   `[rank0]: `                    torchrun / torch.distributed
+#   `2026-12-03 16:20:01 `         an ISO 8601 timestamp (`T` or space, fractions, zone)
+#   `[2026-12-03 16:20:01] `       the same in brackets
+#   `INFO vllm: `, `ERROR:root:`   a logger's level and name
+#   `ERROR 12-03 16:20:01 [engine.py:42] `   vLLM's logger (level, date, time, source line)
+# Anything else before a tag or `vt: ` is unknown: a finding (MISPLACED_TAG), never noise.
+_LEVELS = rb"(?:DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+_ISO = rb"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+KNOWN_PREFIX = re.compile(
+    rb"(?:[ \t]*\d{1,6}:[ \t]?"
+    rb"|\[rank\d{1,6}\]:[ \t]?"
+    rb"|" + _ISO + rb"[ \t]+|\[" + _ISO + rb"\][ \t]*"
+    rb"|" + _LEVELS + rb" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[[\w./-]{1,200}:\d{1,9}\] ?"
+    rb"|" + _LEVELS + rb"(?: [\w.-]{1,100}: ?|:[\w.-]{1,100}: ?))")
+MAX_PREFIXES = 8  # stripped one after another at most; a line is not a puzzle
+
+
+def strip_prefixes(line: bytes, extra: re.Pattern[bytes] | None = None) -> bytes:
+    """`line` without the known prefixes (and the arm's own `extra`) at its start."""
+    for _ in range(MAX_PREFIXES):
+        m = extra.match(line) if extra is not None else None
+        if m is None or m.end() == 0:
+            m = KNOWN_PREFIX.match(line)
+        if m is None or m.end() == 0:
+            break
+        line = line[m.end():]
+    return line
+
+
+def holds_marker(line: bytes) -> bool:
+    """A line with an engine-error or notice prefix anywhere: both readers hand such a line to
+    the field reader, which strips known prefixes or reports an unknown one."""
+    return ENGINE_ERROR_PREFIX in line or NOTICE_PREFIX in line
+
 
 def may_be_misplaced(line: bytes) -> bool:
-    """A cheap first look: only a line holding a `[`, or starting with indentation or a digit,
-    can be `misplaced` (both readers filter with it before calling `misplaced`)."""
-    return b"[" in line or line[:1] in LEADER_START
+    """A cheap first look: only a line holding a `[` or a marker, or starting with indentation
+    or a digit, can be `misplaced` (both readers filter with it before calling `misplaced`)."""
+    return b"[" in line or line[:1] in LEADER_START or holds_marker(line)
 
 
 def misplaced(line: bytes) -> bytes | None:
-    """The known tag, notice or engine-error prefix a line holds other than at its start
-    (`0: [SPECTRACE] ...` from `srun -l`, an indented `  vt: ...`, or two processes' writes run
-    together), or None. Such a line is not read: the stream has a hole there."""
+    """The known tag, notice or engine-error prefix a line holds other than at its start, once
+    known prefixes are stripped (`node7| [SPECTRACE] ...`, an indented `  vt: ...`, two
+    processes' writes run together), or None. Such a line is not read: the stream has a hole
+    there."""
     for tag in KNOWN_TAGS:
         if line.find(tag, 1) >= 0:
             return tag
@@ -368,6 +406,14 @@ def misplaced(line: bytes) -> bytes | None:
             return ENGINE_ERROR_PREFIX
         if rest.startswith(NOTICE_PREFIX) and NOTICE_MARK in rest:
             return NOTICE_PREFIX
+    at = line.find(ENGINE_ERROR_PREFIX, 1)
+    while at > 0:
+        if not line[at - 1:at].isalnum():  # `x vt: ...`, `|vt: ...`; not `dvt: 3`
+            return ENGINE_ERROR_PREFIX
+        at = line.find(ENGINE_ERROR_PREFIX, at + 1)
+    at = line.find(NOTICE_PREFIX, 1)
+    if at > 0 and NOTICE_MARK in line:
+        return NOTICE_PREFIX
     return None
 
 

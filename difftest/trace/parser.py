@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import re
 import struct
 import sys
 from array import array
@@ -28,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from difftest.config import line_prefix_pattern
 from difftest.errors import NoTraceLines, TraceError, UsageError
+from difftest.limits import MAX_PAD_RATIO, MAX_TOP_K, PAD_SLACK
 from difftest.model import (
     ArmTrace,
     DraftingKind,
@@ -105,9 +108,11 @@ def _notice_slow_path(size: int) -> None:
 class TraceBuilder:
     """Accumulates events; `finish` checks the cross-line invariants and returns the arrays."""
 
-    def __init__(self, path: str, *, fast: bool = False) -> None:
+    def __init__(self, path: str, *, fast: bool = False,
+                 line_prefix: re.Pattern[bytes] | None = None) -> None:
         self.path = path
         self.fast = fast
+        self.line_prefix = line_prefix  # the arm's own, besides the known ones (grammar)
         self.requests: list[str] = []
         self._req_code: dict[str, int] = {}
         self._req_bytes: dict[bytes, int] = {}
@@ -216,6 +221,7 @@ class TraceBuilder:
         lead = a[starts]
         maybe = _LEADS[lead]  # notices, engine errors and what may stand before a misplaced one
         maybe[bulk.tagged_lines(buf, a, starts, ends)] = True
+        maybe[bulk.marked_lines(buf, starts)] = True  # `vt: ` past a prefix, known or not
         maybe[read.index] = False
         cand = np.flatnonzero(maybe)
         other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
@@ -234,6 +240,13 @@ class TraceBuilder:
 
     def _line(self, line: bytes, lineno: int) -> None:
         tag = g.tag_of(line)
+        if tag is None:
+            rest = g.strip_prefixes(line, self.line_prefix)
+            if len(rest) != len(line):  # a launcher's or logger's prefix: read what follows
+                tag = g.tag_of(rest)
+                if tag is not None or rest.startswith(g.ENGINE_ERROR_PREFIX) or (
+                        rest.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in rest):
+                    line = rest
         if tag is None:
             if line.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in line:
                 req = line[len(g.NOTICE_PREFIX):].split(b" ", 1)[0]
@@ -276,10 +289,11 @@ class TraceBuilder:
     def _misplaced(self, found: bytes, lineno: int) -> None:
         what = found.decode().strip()
         self._finding(lineno, FindingKind.MISPLACED_TAG,
-                      f"'{what}' is not at the start of the line, so the line was not read (a "
-                      "prefix before it: a task label such as `srun -l` prints, indentation, or "
-                      "another process writing into the same line); remove the prefix, e.g. do "
-                      "not run the arm with `srun -l`")
+                      f"'{what}' is not at the start of the line, nor behind a known prefix "
+                      "(`srun -l`'s `N: `, `[rankN]:`, a timestamp, a logger's `LEVEL name:`), so "
+                      "the line was not read (another prefix, indentation, or another process "
+                      "writing into the same line); remove the prefix, or give the arm a "
+                      "`line_prefix` pattern that matches it")
 
     def _logits_line(self, tag: bytes, line: bytes, f: dict[str, object], lineno: int) -> None:
         top: list[tuple[int, float]] = f["top"]  # type: ignore[assignment]
@@ -376,6 +390,7 @@ class TraceBuilder:
                         logits=a("ph_logits"), line=a("ph_line"), dev_pre=a("d_pre"),
                         dev_fwd=a("d_fwd"), dev_select=a("d_select"), dev_walk=a("d_walk"),
                         dev_line=a("d_line"))
+        self._check_widths(a("l_width"), a("l_line"))
         logits = LogitRows(*_pad_logits(
             a("l_req"), a("l_pos"), a("l_row"), a("l_width"), a("l_line"), a("l_digits"),
             a("l_ids"), a("l_vals")))
@@ -393,6 +408,27 @@ class TraceBuilder:
             truncated=self.truncated, drafting=self.drafting,
             config=SpecConfig({k: v for k, (v, _) in self.config.items()},
                               {k: line for k, (_, line) in self.config.items()}))
+
+    def _check_widths(self, widths: np.ndarray, lines: np.ndarray) -> None:
+        """Refuse, before the rows are padded to one width, a row wider than MAX_TOP_K or rows
+        whose padding would outgrow the values printed (memory stays linear in the trace)."""
+        if not widths.size:
+            return
+        wide = np.flatnonzero(widths > MAX_TOP_K)
+        if wide.size:
+            at = int(wide[np.argmin(lines[wide])])
+            raise TraceError(self.path, int(lines[at]),
+                             f"[spec-logits] row of {int(widths[at])} ids: difftest reads at "
+                             f"most {MAX_TOP_K} ids per row (print a shorter top-k list)")
+        values = int(widths.sum())
+        cells = int(widths.size) * int(widths.max())
+        if cells > MAX_PAD_RATIO * values + PAD_SLACK:
+            at = int(np.argmax(widths))
+            raise TraceError(self.path, int(lines[at]),
+                             f"[spec-logits] rows of {int(widths.min())} to {int(widths.max())} "
+                             f"ids: held at one width they would take {cells} cells for "
+                             f"{values} values printed (more than {MAX_PAD_RATIO}x); print "
+                             "every row's top-k list at one width")
 
     def _order_requests(self, v: Verifies, lg: LogitRows) -> None:
         """Number requests by the line they first appear on (the readers intern them in
@@ -610,9 +646,11 @@ def _too_long(path: str, lineno: int) -> TraceError:
 
 
 def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
-                pure: bool | None = None, require_lines: bool = False) -> ArmTrace:
+                pure: bool | None = None, require_lines: bool = False,
+                line_prefix: str | None = None) -> ArmTrace:
     """Parse a captured trace file; a missing file is a UsageError, a bad line a TraceError,
-    and with `require_lines` a file without a single trace line is NoTraceLines."""
+    and with `require_lines` a file without a single trace line is NoTraceLines.
+    `line_prefix`: the arm's own prefix pattern, stripped like the known ones."""
     p = Path(path)
     try:
         fh = open(p, "rb")  # noqa: SIM115 - closed by the `with` below, after the checks
@@ -625,7 +663,7 @@ def parse_trace(path: str | os.PathLike[str], *, chunk_bytes: int = CHUNK_BYTES,
     fast = _use_fast(pure)
     if not fast and pure is None and os.environ.get(PURE_ENV, "") in ("", "0"):
         _notice_slow_path(os.fstat(fh.fileno()).st_size)
-    builder = TraceBuilder(str(p), fast=fast)
+    builder = TraceBuilder(str(p), fast=fast, line_prefix=_prefix(line_prefix))
     lineno = 1
     collecting = gc.isenabled()
     gc.disable()  # no cycles are made while parsing; the collector would only walk the arrays
@@ -661,10 +699,20 @@ def _gzip(path: str) -> bool:
         return False
 
 
-def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = None) -> ArmTrace:
+def _prefix(pattern: str | None) -> re.Pattern[bytes] | None:
+    if pattern is None:
+        return None
+    try:
+        return line_prefix_pattern(pattern)
+    except ValueError as exc:
+        raise UsageError(f"line_prefix {pattern!r}: {exc}") from None
+
+
+def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = None,
+               line_prefix: str | None = None) -> ArmTrace:
     """Parse trace text held in memory (tests, and runners driven in-process)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    builder = TraceBuilder(path, fast=_use_fast(pure))
+    builder = TraceBuilder(path, fast=_use_fast(pure), line_prefix=_prefix(line_prefix))
     if not data:
         return builder.finish()
     cut = data.rfind(b"\n")
@@ -676,6 +724,7 @@ def parse_text(text: str | bytes, path: str = "<text>", *, pure: bool | None = N
 
 
 def parse_lines(lines: Iterable[str], path: str = "<lines>", *,
-                pure: bool | None = None) -> ArmTrace:
+                pure: bool | None = None, line_prefix: str | None = None) -> ArmTrace:
     """Parse an iterable of lines without newlines."""
-    return parse_text("".join(line + "\n" for line in lines), path, pure=pure)
+    return parse_text("".join(line + "\n" for line in lines), path, pure=pure,
+                      line_prefix=line_prefix)

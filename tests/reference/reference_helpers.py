@@ -30,6 +30,8 @@ GRAMMAR: dict[str, re.Pattern[str]] = {
     "logits": re.compile(rf"\[spec-logits\] req=(\S+) pos=(\d+) row=(\d+) top=\[ ((?:{ID}:{NUM} )+)\]"),
     "route": re.compile(r"\[dflash-route\] paged_seam=(\d+) block_kernel=(\d+) combined=(\d+) "
                         r"last_combined_q=(\d+) last_combined_k=(\d+)"),
+    # what the runner applied, once per process before its first step (docs/switch.md)
+    "config": re.compile(r"\[spec-config\]((?: [a-z_]+=\S+)+)"),
 }
 
 
@@ -45,6 +47,7 @@ class Parsed:
     logits: dict[tuple[str, int, int], list[tuple[int, float]]] = field(default_factory=dict)
     phases: list[int] = field(default_factory=list)  # the logits= element counts
     route: dict[str, int] | None = None
+    config: dict[str, str] | None = None
 
     def blocks(self) -> dict[tuple[str, int], list[int]]:
         return {(v["req"], v["pos"]): v["draft"] for v in self.verifies}
@@ -71,6 +74,8 @@ def parse(lines: list[str]) -> Parsed:
             out.logits[(m[1], int(m[2]), int(m[3]))] = pairs
         elif name == "phase":
             out.phases.append(int(m[1]))
+        elif name == "config":
+            out.config = dict(w.split("=", 1) for w in m[1].split())
         elif name == "route":
             out.route = dict(zip(("paged_seam", "block_kernel", "combined", "last_combined_q",
                                   "last_combined_k"), map(int, m.groups()), strict=False))

@@ -46,9 +46,14 @@ def test_runs_bit_identical_across_lanes() -> None:
     for a, b in zip(paged.records, mat.records, strict=False):
         assert (a.req, a.pos, a.draft, a.emit) == (b.req, b.pos, b.draft, b.emit)
         assert torch.equal(a.logits, b.logits)
-    body = [line for line in without_timings(paged.lines) if not line.startswith("[dflash-route]")]
+    # the route counters and the applied configuration name the lane; every other line agrees
+    lane_lines = ("[dflash-route]", "[spec-config]")
+    body = [line for line in without_timings(paged.lines) if not line.startswith(lane_lines)]
     assert body == [line for line in without_timings(mat.lines)
-                    if not line.startswith("[dflash-route]")]
+                    if not line.startswith(lane_lines)]
+    configs = [[x for x in r.lines if x.startswith("[spec-config]")] for r in (paged, mat)]
+    assert " lane=paged " in configs[0][0]
+    assert configs[0] == [configs[1][0].replace(" lane=materialized ", " lane=paged ")]
     assert paged.generated == mat.generated
 
 

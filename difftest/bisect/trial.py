@@ -1,0 +1,197 @@
+"""One round of a bisect: the comparison run at a few commits side by side, each run read as
+good, bad or skip. The arms are the configured ones, placed at the commit under test (both arms
+`within`, arm B only `against`); checkouts and builds come from the sha-keyed worktree cache,
+and arms keep their launcher, so -j N through `srun` runs N commits on the cluster at once."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from difftest.audit import AuditThresholds
+from difftest.bisect.evidence import Reading
+from difftest.bisect.history import Commit
+from difftest.config import ArmSpec, ComparisonSpec
+from difftest.errors import DifftestError, ExitCode, UsageError
+from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
+from difftest.execute.gitprep import git_placement
+from difftest.floor import reruns
+from difftest.pipeline import evaluate, outcomes_from_run, rerun_outcomes, spec_meta
+
+
+class Mode(StrEnum):
+    """Which arms move with the commit under test."""
+
+    WITHIN = "within"  # both arms run at the tested commit
+    AGAINST = "against"  # arm A stays at the good end (or is a fixed baseline arm)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a round needs that does not change between rounds."""
+
+    spec: ComparisonSpec
+    arm_a: ArmSpec
+    arm_b: ArmSpec
+    mode: Mode
+    repo: Path
+    good_sha: str
+    thresholds: AuditThresholds
+    baseline: bool = False  # arm A is a configured baseline arm, run as configured
+    cache_dir: Path | None = None
+    progress: bool | None = False
+
+    @property
+    def arms_per_run(self) -> int:
+        return 2 + max(0, self.spec.noise_runs - 1)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One run of the comparison at one commit, as the log keeps it."""
+
+    index: int
+    sha: str
+    subject: str
+    reading: Reading
+    verdict: str  # PASS, FAIL, UNINFORMATIVE, ARM-FAILED, BUILD-FAILED, REFUSED ...
+    reason: str  # why a run was skipped; the first reason of a verdict otherwise
+    run_dir: str  # the round's run directory
+    started_at: str
+    duration_s: float
+    arm_runs: int  # arm processes started for this reading
+    unbuildable: bool = False
+
+    @property
+    def commit_short(self) -> str:
+        return self.sha[:10]
+
+    def to_json(self) -> dict[str, object]:
+        return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Observation:
+        values = dict(data)
+        values["reading"] = Reading(str(values["reading"]))
+        return cls(**values)  # type: ignore[arg-type]  # the log is ours; checked by the reader
+
+
+def place(arm: ArmSpec, sha: str, repo: Path, name: str) -> ArmSpec:
+    """The arm run at commit `sha` of `repo`: its git_ref replaced, its cwd kept (relative to
+    the checkout)."""
+    cwd = arm.cwd
+    if arm.git_ref is not None and arm.repo is not None and (
+            os.path.realpath(arm.repo) != os.path.realpath(repo)):
+        raise UsageError(f"arm {arm.name!r} checks out repository {arm.repo}, the bisect walks "
+                         f"{repo}: bisect one repository at a time (--repo)")
+    if arm.git_ref is None and cwd is not None and cwd.is_absolute():
+        real, top = os.path.realpath(cwd), os.path.realpath(repo)
+        if real != top and not real.startswith(top + os.sep):
+            raise UsageError(f"arm {arm.name!r} runs in {cwd}, outside the repository {repo}: "
+                             "it cannot run at a commit of it")
+        cwd = Path(os.path.relpath(real, top))
+    return arm.with_changes(name=name, git_ref=sha, repo=repo, cwd=cwd)
+
+
+def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list[ArmSpec]]:
+    tag = f"@{commit.short}.{slot}"
+    name_a = f"{setup.arm_a.name}{tag}"
+    name_b = f"{setup.arm_b.name}{tag}"
+    if name_b == name_a:
+        name_b = f"{setup.arm_b.name}#2{tag}"
+    if setup.mode is Mode.WITHIN:
+        a = place(setup.arm_a, commit.sha, setup.repo, name_a)
+    elif setup.baseline:
+        a = setup.arm_a.with_changes(name=name_a)
+    else:
+        a = place(setup.arm_a, setup.good_sha, setup.repo, name_a)
+    b = place(setup.arm_b, commit.sha, setup.repo, name_b)
+    spec = replace(setup.spec, name=f"{setup.spec.name}{tag}", arm_a=a.name, arm_b=b.name)
+    return spec, [a, b, *reruns(a, spec.noise_runs, {b.name})]
+
+
+def _unbuildable(arms: Sequence[ArmSpec], cache_dir: Path | None) -> str | None:
+    """Check out and build each arm's commit before anything runs (once per sha and recipe,
+    in the cache); why a commit cannot be built, or None."""
+    for arm in arms:
+        if arm.git_ref is None:
+            continue
+        placed = git_placement(arm, cache_dir)
+        if placed.error is not None:
+            log = f" (build log: {placed.build_log})" if placed.build_log else ""
+            said = [line for line in placed.error.splitlines() if line.strip()]
+            last = f": {said[-1].strip()}" if len(said) > 1 else ""
+            return f"arm {arm.name}: {said[0]}{last}{log}"
+    return None
+
+
+def _read(setup: Setup, spec: ComparisonSpec, typed: Mapping[str, ArmResult],
+          run_dir: Path) -> tuple[Reading, str, str]:
+    """(reading, verdict label, reason) of one comparison in a finished round."""
+    try:
+        a, b = outcomes_from_run(typed, (spec.arm_a, spec.arm_b), setup.thresholds)
+        report = evaluate(spec, a, b, setup.thresholds, run_dir,
+                          rerun_outcomes(typed, spec, setup.thresholds))
+    except DifftestError as exc:  # a trace refused by the parser (file and line)
+        return Reading.SKIP, "REFUSED", f"trace refused: {exc}"
+    verdict = report.verdict
+    first = verdict.reasons[0].splitlines()[0] if verdict.reasons else ""
+    if verdict.passed:
+        return Reading.GOOD, verdict.label, first
+    if verdict.exit_code == ExitCode.DIFFER:
+        return Reading.BAD, verdict.label, first
+    why = "; ".join(r.splitlines()[0] for r in verdict.reasons[:2])
+    return Reading.SKIP, verdict.label, f"{verdict.verdict.value}: {why}"
+
+
+def run_round(setup: Setup, tests: Sequence[Commit], runs_root: Path, label: str,
+              jobs: int) -> list[Observation]:
+    """Run the comparison once per entry of `tests` (a commit may repeat), `jobs` at a time."""
+    from difftest.execute import utc_now
+
+    started_at = utc_now()
+    clock = time.monotonic()
+    run_dir = new_run_dir(runs_root, label=label)
+    rel = str(run_dir.relative_to(runs_root.parent)) if runs_root.parent in run_dir.parents \
+        else str(run_dir)
+    slots: dict[int, int] = {}
+    planned: list[tuple[Commit, ComparisonSpec, list[ArmSpec]]] = []
+    for commit in tests:
+        slots[commit.index] = slots.get(commit.index, 0) + 1
+        spec, arms = _pair(setup, commit, slots[commit.index])
+        planned.append((commit, spec, arms))
+    out: list[Observation] = []
+    runnable: list[tuple[Commit, ComparisonSpec, list[ArmSpec]]] = []
+    broken: dict[str, str] = {}
+    for commit, spec, arms in planned:
+        if commit.sha not in broken:
+            why = _unbuildable(arms, setup.cache_dir)
+            if why is not None:
+                broken[commit.sha] = why
+        if commit.sha in broken:
+            out.append(Observation(commit.index, commit.sha, commit.subject, Reading.SKIP,
+                                   "BUILD-FAILED", broken[commit.sha], rel, started_at,
+                                   0.0, 0, unbuildable=True))
+        else:
+            runnable.append((commit, spec, arms))
+    if not runnable:
+        return out
+    every = [arm for _c, _s, arms in runnable for arm in arms]
+    meta = {"bisect_round": label,
+            "tests": [{"commit": c.sha, "comparison": spec_meta(s, setup.thresholds)}
+                      for c, s, _a in runnable]}
+    # Ctrl-C, SIGTERM and SIGHUP stop the arms (run_arms) and reach the bisect's loop, which
+    # keeps the log as it is: every run logged so far was judged whole.
+    results = run_arms(every, run_dir, progress=setup.progress, extra_meta=meta,
+                       cache_dir=setup.cache_dir,
+                       limits=JobLimits(total=max(1, jobs) * setup.arms_per_run))
+    duration = round(time.monotonic() - clock, 3)
+    for commit, spec, arms in runnable:
+        reading, label_, reason = _read(setup, spec, results, run_dir)
+        out.append(Observation(commit.index, commit.sha, commit.subject, reading, label_,
+                               reason, rel, started_at, duration, len(arms)))
+    return out
