@@ -25,7 +25,8 @@ from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
-from difftest.noise import NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
+from difftest.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
+                            flip_test, request_flips)
 from difftest.resolution import Resolution, arm_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
@@ -157,6 +158,9 @@ class LogitFindings:
     rows_nonfinite_one: int = 0  # compared rows with a value non-finite in one arm only
     rows_beyond_band: int = 0  # rows with a value above the noise band: counted, no test asked
     flips_beyond_band: int = 0  # hard flips larger than the noise band: counted, no test asked
+    # the request (index into Comparison.requests) of each of `pairs`' rows: what clustered
+    # statistics group by
+    pair_req: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def resolution(self) -> float | None:
@@ -463,6 +467,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         stats=None, resolution_a=_resolution(a, ia, digits[0]),
         resolution_b=_resolution(b, ib, digits[1]),
         rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
+        pair_req=rows.req[both],
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
                    both, judged)
@@ -545,7 +550,8 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
     findings = _judged_counts(lg.findings, lg, compared)
     if floor is not None:
         lg, findings = _against_floor(lg, findings, floor, compared)
-        status, findings = _flips_against_floor(status, lg, findings, floor)
+        status, findings = _flips_against_floor(status, lg, findings, floor,
+                                                _request_names(al, rows))
     findings = _compared_stats(findings, lg, compared)
 
     def blocks(mask: np.ndarray) -> np.ndarray:
@@ -635,16 +641,28 @@ def flip_size(margin_a: np.ndarray, margin_b: np.ndarray) -> np.ndarray:
     return size
 
 
+def _request_names(al: Alignment, rows: _Rows) -> np.ndarray:
+    """The request name of each row: what the request-clustered flip test groups by."""
+    if al.requests:
+        return np.asarray(np.asarray(al.requests, dtype=object)[rows.req]).astype(str)
+    return rows.req.astype(str)
+
+
 def _flips_against_floor(status: np.ndarray, lg: _Logits, findings: LogitFindings | None,
-                         floor: NoiseFloor) -> tuple[np.ndarray, LogitFindings]:
+                         floor: NoiseFloor, names: np.ndarray
+                         ) -> tuple[np.ndarray, LogitFindings]:
     """Judge the hard flips against A's flips over its reruns: those larger than the noise band
-    count; the others only when B flips significantly more often than A."""
+    count whatever any test says; the others only when B flips significantly more often than A
+    (by the request-clustered test where both sides' flips are known per request, else the
+    exact test)."""
     hard = status == DIFFER
     near = status == NEAR_TIE
     counted = np.isin(status, (SAME, DIFFER, NEAR_TIE))
     with np.errstate(invalid="ignore"):
         big = hard & (flip_size(lg.margin_a, lg.margin_b) > NOISE_BAND * floor.floor)
-    test = flip_test(int(hard.sum()), int(counted.sum()), floor, near_ties=int(near.sum()))
+    flipped = hard | near
+    test = flip_test(int(hard.sum()), int(counted.sum()), floor, near_ties=int(near.sum()),
+                     by_request_b=request_flips(names[counted], flipped[counted]))
     status = status.copy()
     if not test.counts:
         status[hard & ~big] = NOISE_FLIP
@@ -668,9 +686,11 @@ def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.nd
     keep = compared[lg.both]
     p = findings.pairs
     pairs = PairedRows(p.ids_a[keep], p.vals_a[keep], p.ids_b[keep], p.vals_b[keep])
+    pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=pairs, stats=logit_stats(pairs, digits=digits),
+    return replace(findings, pairs=pairs, pair_req=pair_req,
+                   stats=logit_stats(pairs, digits=digits),
                    rows_unresolved=int((unresolved & compared).sum()))
 
 

@@ -35,7 +35,8 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle", "teacher_force")
+                    "noise_runs", "probe", "drafting", "toggle", "teacher_force",
+                    "acceptance")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -206,6 +207,44 @@ class ArmSpec:
         return dataclasses.replace(self, **kw)
 
 
+_ACCEPTANCE_KEYS = ("max_drop", "alpha")
+
+
+@dataclass(frozen=True)
+class AcceptanceGate:
+    """`acceptance = { max_drop = 0.02, alpha = 0.01 }`: B's acceptance at any draft position
+    may fall below A's by at most `max_drop` (a fraction of verifies), judged at `alpha`."""
+
+    max_drop: float
+    alpha: float = 0.01
+
+    def __post_init__(self) -> None:
+        drop = _finite_number("acceptance.max_drop", self.max_drop)
+        if not 0.0 < drop < 1.0:
+            raise InvalidValue("acceptance.max_drop", f"must be in (0, 1), got {drop:g}")
+        alpha = _finite_number("acceptance.alpha", self.alpha)
+        if not 0.0 < alpha < 0.5:
+            raise InvalidValue("acceptance.alpha", f"must be in (0, 0.5), got {alpha:g}")
+        object.__setattr__(self, "max_drop", drop)
+        object.__setattr__(self, "alpha", alpha)
+
+
+def _acceptance(value: object) -> AcceptanceGate | None:
+    if value is None or isinstance(value, AcceptanceGate):
+        return value
+    if not isinstance(value, dict):
+        raise InvalidValue("acceptance", f"must be a table such as {{ max_drop = 0.02, alpha = "
+                                         f"0.01 }}, got {_kind(value)}")
+    for key in value:
+        if key not in _ACCEPTANCE_KEYS:
+            raise InvalidValue("acceptance", f"unknown key {key!r} (known: "
+                                             f"{', '.join(_ACCEPTANCE_KEYS)})")
+    if "max_drop" not in value:
+        raise InvalidValue("acceptance", "missing key 'max_drop' (the largest drop of B's "
+                                         "acceptance allowed, e.g. 0.02)")
+    return AcceptanceGate(**value)
+
+
 @dataclass(frozen=True)
 class ComparisonSpec:
     """A pair of arms and what their drafts must show. Every value is checked when the spec is
@@ -230,6 +269,8 @@ class ComparisonSpec:
     toggle: tuple[str, ...] = ()
     # Run arm B on arm A's committed stream (difftest.force): every position is compared.
     teacher_force: bool = False
+    # Gate B's acceptance per draft position against A's (None: reported, not gated).
+    acceptance: AcceptanceGate | None = None
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -253,6 +294,11 @@ class ComparisonSpec:
         set_(self, "toggle", _toggle("toggle", self.toggle))
         if not isinstance(self.teacher_force, bool):
             raise InvalidValue("teacher_force", f"must be true or false, got {self.teacher_force!r}")
+        set_(self, "acceptance", _acceptance(self.acceptance))
+        if self.acceptance is not None and self.expect is not Expect.SAME:
+            raise InvalidValue("acceptance", "gates a comparison that expects \"same\" (a drop "
+                                             "is a failure there); this one expects "
+                                             f"{self.expect.value!r}")
 
 
 @dataclass(frozen=True)
@@ -639,7 +685,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
     values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "toggle", "teacher_force")
+                                  "noise_runs", "drafting", "toggle", "teacher_force",
+                                  "acceptance")
               if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],

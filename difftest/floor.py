@@ -14,7 +14,7 @@ from difftest.config import ArmSpec
 from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.noise import NoiseFloor, RerunPair, noise_floor
+from difftest.noise import NoiseFloor, RerunPair, noise_floor, request_flips
 from difftest.stats import LogitStats, PairedRows, logit_stats
 
 
@@ -40,8 +40,12 @@ def _pair(i: int, j: int, cmp: Comparison) -> RerunPair:
     flips = int(np.isin(r.status, (DIFFER, NEAR_TIE)).sum())
     identical = (not flips and not cmp.blocks_logit_differing and not cmp.unmatched_a
                  and not cmp.unmatched_b and not cmp.divergences and not cmp.coverage_gaps)
+    keep = r.compared
+    names = np.asarray(cmp.requests, dtype=object)[r.req[keep]] if cmp.requests else \
+        r.req[keep].astype(str)
+    by_request = request_flips(np.asarray(names), np.isin(r.status[keep], (DIFFER, NEAR_TIE)))
     return RerunPair(i, j, int(r.compared.sum()), flips, cmp.logit_rows_compared,
-                     cmp.max_abs_logit_diff, identical)
+                     cmp.max_abs_logit_diff, identical, by_request)
 
 
 def _pooled(cmps: Sequence[Comparison]) -> LogitStats | None:

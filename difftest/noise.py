@@ -14,9 +14,13 @@ comparison is as strict as without it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
+from difftest.clustered import ClusterSums, paired_difference
 from difftest.stats import Interval, LogitStats, wilson
 
 ALPHA = 0.01  # significance level of the flip-rate test
@@ -31,6 +35,25 @@ NOISE_BAND = 4.0
 
 
 @dataclass(frozen=True)
+class RequestFlips:
+    """One request's compared token rows and flips: what the request-clustered flip test
+    groups by."""
+
+    req: str
+    rows: int
+    flips: int
+
+
+def request_flips(names: np.ndarray, flipped: np.ndarray) -> tuple[RequestFlips, ...]:
+    """Per request name (sorted), its rows and flips."""
+    labels, inverse = np.unique(names.astype(str), return_inverse=True)
+    rows = np.bincount(inverse, minlength=labels.size)
+    flips = np.bincount(inverse, weights=flipped.astype(np.float64), minlength=labels.size)
+    return tuple(RequestFlips(str(n), int(r), int(f))
+                 for n, r, f in zip(labels.tolist(), rows.tolist(), flips.tolist(), strict=True))
+
+
+@dataclass(frozen=True)
 class RerunPair:
     """Two reruns of one arm, compared: `run_a` and `run_b` index the reruns from 0."""
 
@@ -41,6 +64,7 @@ class RerunPair:
     logit_rows: int  # rows with logits in both reruns
     max_abs: float | None  # largest |a - b| over the shared top-k ids (None: no logits)
     identical: bool  # every compared token and traced logit equal, nothing unmatched
+    by_request: tuple[RequestFlips, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,7 @@ class NoiseFloor:
     flip_rate: Interval | None
     bit_identical: bool
     logit_stats: LogitStats | None  # pooled over every pair of reruns
+    by_request: tuple[RequestFlips, ...] = ()  # pooled over every pair of reruns
 
     @property
     def zero(self) -> bool:
@@ -97,9 +122,16 @@ def noise_floor(arm: str, runs: int, pairs: list[RerunPair],
     rows = sum(p.rows for p in pairs)
     flips = sum(p.flips for p in pairs)
     seen = [p.max_abs for p in pairs if p.max_abs is not None and math.isfinite(p.max_abs)]
+    pooled: dict[str, tuple[int, int]] = {}
+    for p in pairs:
+        for r in p.by_request:
+            had = pooled.get(r.req, (0, 0))
+            pooled[r.req] = (had[0] + r.rows, had[1] + r.flips)
+    by_request = tuple(RequestFlips(n, r, f) for n, (r, f) in sorted(pooled.items()))
     return NoiseFloor(arm=arm, runs=runs, pairs=tuple(pairs), floor=max(seen, default=0.0),
                       rows=rows, flips=flips, flip_rate=wilson(flips, rows) if rows else None,
-                      bit_identical=all(p.identical for p in pairs), logit_stats=stats)
+                      bit_identical=all(p.identical for p in pairs), logit_stats=stats,
+                      by_request=by_request)
 
 
 def _log_comb(n: int, k: int) -> float:
@@ -141,20 +173,31 @@ class FlipTest:
     p_value: float | None
     counts: bool  # B's flips count as differences
     rule: FlipRule
+    # the request-clustered test, where both sides' flips are known per request (>= 2): the
+    # one-sided lower bound of B's flip rate minus A's A/A rate, and the requests it rests on
+    clustered_low: float | None = None
+    requests: int = 0
 
     def reason(self) -> str:
         if self.rule is FlipRule.STRICT:
             return (f"token flips judged strictly: the A/A floor is zero, so each of B's "
                     f"{self.flips_b} flip(s) counts")
         verdict = "more often than" if self.counts else "not significantly more often than"
-        return (f"token flips: B flipped {self.flips_b}/{self.rows_b}, {verdict} A against "
-                f"itself ({self.flips_a}/{self.rows_a}); one-sided Fisher exact test "
-                f"p = {self.p_value:.3g} at alpha {self.alpha:g}")
+        head = (f"token flips: B flipped {self.flips_b}/{self.rows_b}, {verdict} A against "
+                f"itself ({self.flips_a}/{self.rows_a}); ")
+        exact = f"one-sided Fisher exact test p = {self.p_value:.3g} at alpha {self.alpha:g}"
+        if self.clustered_low is None:
+            return head + exact
+        return (head + f"clustered by request ({self.requests} requests, paired), the "
+                f"one-sided lower bound of B's rate minus A's is {self.clustered_low:+.3g} at "
+                f"alpha {self.alpha:g} (the {exact}, counts rows as independent)")
 
     def to_json(self) -> dict[str, object]:
         return {"flips_b": self.flips_b, "rows_b": self.rows_b, "flips_a": self.flips_a,
                 "rows_a": self.rows_a, "alpha": self.alpha, "p_value": self.p_value,
-                "counts": self.counts, "rule": self.rule.value}
+                "counts": self.counts, "rule": self.rule.value,
+                "clustered_lower_bound": self.clustered_low,
+                "clustered_requests": self.requests}
 
 
 def top_k_p_value(k: int, m: int, n: int) -> float:
@@ -222,15 +265,35 @@ def excess_test(exceed: int, values_b: int, floor: NoiseFloor,
                       fewest_significant(values_b, values_a, alpha))
 
 
+def _sums(flips: Sequence[RequestFlips]) -> tuple[np.ndarray, ClusterSums]:
+    ordered = sorted(flips, key=lambda r: r.req)
+    return (np.array([r.req for r in ordered], dtype=str),
+            ClusterSums(np.array([float(r.flips) for r in ordered]),
+                        np.array([float(r.rows) for r in ordered])))
+
+
 def flip_test(flips_b: int, rows_b: int, floor: NoiseFloor, alpha: float = ALPHA, *,
-              near_ties: int = 0) -> FlipTest:
+              near_ties: int = 0, by_request_b: Sequence[RequestFlips] = ()) -> FlipTest:
     """Do B's flips count? Strictly when the floor is zero (each of the `flips_b` hard flips
-    counts, near-ties never do), else by the exact test at alpha on every flip, near-ties
-    included (A's reruns count theirs alike)."""
+    counts, near-ties never do). Else on every flip, near-ties included (A's reruns count theirs
+    alike): where both sides' flips are known per request (two or more), by the
+    request-clustered paired test (the rows of one request flip together, and the exact test,
+    which counts them as independent, then calls noise a difference several times more often
+    than alpha: docs/statistics.md); else by the exact test at alpha. Flips larger than the
+    noise band are the caller's: no test here may dismiss them."""
     if floor.zero:
         return FlipTest(flips_b, rows_b, floor.flips, floor.rows, alpha, None, flips_b > 0,
                         FlipRule.STRICT)
     flips = flips_b + near_ties
     p = fisher_greater(flips, rows_b, floor.flips, floor.rows)
-    return FlipTest(flips, rows_b, floor.flips, floor.rows, alpha, p, p <= alpha,
-                    FlipRule.EXACT_TEST)
+    pd = None
+    if floor.by_request and by_request_b:
+        la, sa = _sums(floor.by_request)
+        lb, sb = _sums(by_request_b)
+        pd = paired_difference(sa, la, sb, lb)
+    if pd is None:
+        return FlipTest(flips, rows_b, floor.flips, floor.rows, alpha, p, p <= alpha,
+                        FlipRule.EXACT_TEST)
+    low = pd.bounds(alpha)[0]
+    return FlipTest(flips, rows_b, floor.flips, floor.rows, alpha, p, low > 0,
+                    FlipRule.EXACT_TEST, low, pd.clusters)

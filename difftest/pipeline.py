@@ -13,6 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from difftest.acceptance import AcceptanceReport, combine
+from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
@@ -24,6 +26,7 @@ from difftest.floor import measure_floor, rerun_name, reruns
 from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
+from difftest.rates import RateInstruments, rate_instruments
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
@@ -60,6 +63,8 @@ class ComparisonReport:
     run_dir: Path | None = None
     # under teacher forcing: whether B committed A's stream, and each arm's acceptance on it
     forcing: ForceCheck | None = None
+    acceptance: AcceptanceReport | None = None  # None: an arm failed, or no drafted verify
+    rates: RateInstruments | None = None  # None: an arm failed
 
     @property
     def exit_code(self) -> ExitCode:
@@ -179,10 +184,18 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                     min_differing=spec.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
+    acc = measure_acceptance(a.trace, b.trace, (a.name, b.name), spec.acceptance)
+    verdict = combine(verdict, acc, spec.acceptance)
+    rates = rate_instruments(cmp)
+    verdict = verdict.with_reasons(rates.clustering_reasons())
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     if forcing is not None:
         verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
-    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing)
+    mde = rates.mde_sentence(verdict.instruments)
+    if mde is not None and verdict.verdict is VerdictKind.AGREE:
+        verdict = verdict.with_reasons([mde])
+    return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
+                            acc, rates)
 
 
 def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:

@@ -16,8 +16,8 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
               # pipeline both read, built on the foundation alone
               "force", "activations")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
-STAGES = ("config", "trace", "align", "resolution", "stats", "noise", "tolerance", "audit",
-          "compare", "numerics", "verdict", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
+STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise", "tolerance",
+          "audit", "compare", "numerics", "verdict", "acceptance", "rates", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
           "gate", "bisect", "localize",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):

@@ -162,7 +162,8 @@ def test_flip_test_sentences_and_json() -> None:
         "(9/360); one-sided Fisher exact test p = 0.416 at alpha 0.01")
     assert noise_like.to_json() == {
         "flips_b": 4, "rows_b": 120, "flips_a": 9, "rows_a": 360, "alpha": 0.01,
-        "p_value": noise_like.p_value, "counts": False, "rule": "exact-test"}
+        "p_value": noise_like.p_value, "counts": False, "rule": "exact-test",
+        "clustered_lower_bound": None, "clustered_requests": 0}
     assert noise_like.p_value == pytest.approx(float(exact_fisher(4, 120, 9, 360)), rel=1e-9)
     assert flip_test(20, 120, floor).reason() == (
         "token flips: B flipped 20/120, more often than A against itself (9/360); one-sided "
@@ -172,7 +173,8 @@ def test_flip_test_sentences_and_json() -> None:
                                "B's 2 flip(s) counts")
     assert strict.to_json() == {
         "flips_b": 2, "rows_b": 50, "flips_a": 0, "rows_a": 120, "alpha": 0.01,
-        "p_value": None, "counts": True, "rule": "strict"}
+        "p_value": None, "counts": True, "rule": "strict",
+        "clustered_lower_bound": None, "clustered_requests": 0}
     assert flip_test(2, 50, floor, alpha=0.05).alpha == 0.05
     assert flip_test(2, 50, noise_floor("det", 2, [pair(0, 1)], None), alpha=0.05).alpha == 0.05
 

@@ -82,7 +82,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert meta["extra"]["comparison"] == {
         "name": "pair", "arm_a": "base", "arm_b": "cand", "expect": "same", "min_differing": 1,
         "near_tie": 0.0, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
-        "drafting": None, "toggle": []}
+        "drafting": None, "toggle": [], "acceptance": None}
 
     report = json.loads((d / "report.json").read_text())
     assert (report["verdict"], report["exit_code"], report["blocks_compared"]) == ("agree", 0, 7)

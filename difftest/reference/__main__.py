@@ -76,6 +76,9 @@ def parser() -> argparse.ArgumentParser:
                         "differ by float32 rounding as GPU reductions do")
     p.add_argument("--nondet-seed", type=int, default=None,
                    help="with --nondeterministic: fix the drawn order (to reproduce one run)")
+    p.add_argument("--draft-noise", type=float, default=d.draft_noise,
+                   help="a worse drafter: seeded Gaussian noise of this standard deviation added "
+                        "to every block logit before drafting (0: none)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
     return p
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             layers=args.layers, target_layers=args.target_layers, seed=args.seed,
             prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
             nondeterministic=args.nondeterministic or args.nondet_seed is not None,
-            nondet_seed=args.nondet_seed,
+            nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
             layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
             fault=args.fault if args.fault is not None else fault_from_env())
     except DifftestError as exc:

@@ -51,6 +51,9 @@ class RunnerOptions:
     # differ by float32 rounding; `nondet_seed` fixes the draw (None: a fresh one per run).
     nondeterministic: bool = False
     nondet_seed: int | None = None
+    # A drafter made worse on purpose: seeded Gaussian noise of this standard deviation added to
+    # every block logit before drafting (0: none), so fewer drafts survive the verify.
+    draft_noise: float = 0.0
     # One mask per draft layer ("full", "causal" or "sliding:W"); empty means every layer "full".
     layer_masks: tuple[str, ...] = field(default=())
     # A planted fault in one draft-forward module (difftest.reference.faults); "" for none.
@@ -84,6 +87,9 @@ class RunnerOptions:
         for text in self.layer_masks:
             parse_mask(text)
         self.planted()
+        if not (isinstance(self.draft_noise, (int, float)) and self.draft_noise >= 0
+                and self.draft_noise < float("inf")):
+            raise UsageError(f"draft_noise must be a finite number >= 0, got {self.draft_noise!r}")
         if not self.output_multiplier > 0 or not self.final_logit_softcapping > 0:
             raise UsageError("output_multiplier and final_logit_softcapping must be > 0")
 

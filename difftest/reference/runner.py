@@ -139,6 +139,7 @@ def run(options: RunnerOptions, level: int,
     store = make_store(options)
     kernel = make_kernel(options)
     prompts = make_prompts(options)
+    noise = torch.Generator().manual_seed(options.seed + 7919) if options.draft_noise else None
     k = options.k
     tap = fault_tap(options.planted(), options.seed)
     if level >= 1:
@@ -176,6 +177,9 @@ def run(options: RunnerOptions, level: int,
                                            emit_line if level >= 1 else None, capture_dir)
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
                                              kernel, step_tap)
+                if noise is not None:
+                    block = block + options.draft_noise * torch.randn(
+                        block.shape, generator=noise, dtype=block.dtype)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
                 t3 = time.perf_counter()

@@ -107,6 +107,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         **numbers(c),
         # only under teacher forcing: B followed A's stream, and each arm's acceptance on it
         **({"teacher_forcing": rep.forcing.to_json()} if rep.forcing is not None else {}),
+        "acceptance": rep.acceptance.to_json() if rep.acceptance is not None else None,
+        "rates": rep.rates.to_json() if rep.rates is not None else None,
     }
 
 

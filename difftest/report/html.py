@@ -278,6 +278,57 @@ def accepted_figure(rep: ComparisonReport) -> Figure_ | None:
                    "the arms visit.", _encode(fig))
 
 
+def acceptance_figure(rep: ComparisonReport) -> Figure_ | None:
+    """Per draft position j: each arm's share of verifies that accepted at least j drafts with
+    its request-clustered 95% interval, and B - A with its bounds against the gate's margin."""
+    acc = rep.acceptance
+    if acc is None or not acc.deltas:
+        return None
+    fig = _new_figure(9, 3.4)
+    left, right = fig.subplots(1, 2)
+    js = np.array([d.j for d in acc.deltas])
+    for i, (side, arm) in enumerate((("a", acc.arm_a), ("b", acc.arm_b))):
+        rates = [r for r in arm.positions]
+        value = np.array([np.nan if r is None else r.value for r in rates])
+        low = np.array([np.nan if r is None else r.value - r.low for r in rates])
+        high = np.array([np.nan if r is None else r.high - r.value for r in rates])
+        length = "" if arm.mean_length is None else f", mean length {arm.mean_length:.2f}"
+        left.errorbar(js + (i - 0.5) * 0.12, value, yerr=np.vstack([low, high]), capsize=3,
+                      color=_COLOURS[side], linestyle=_LINES[side], marker="o",
+                      label=f"{arm.name} ({arm.verifies} verifies, {arm.requests} requests"
+                            f"{length})")
+    left.set_xticks(js)
+    left.set_ylim(-0.02, 1.02)
+    left.set_xlabel("draft position j")
+    left.set_ylabel("verifies accepting >= j drafts")
+    left.legend(fontsize=7, loc="upper right")
+    diff = np.array([d.diff for d in acc.deltas])
+    known = np.array([d.low is not None for d in acc.deltas])
+    lo = np.array([d.diff - d.low if d.low is not None else 0.0 for d in acc.deltas])
+    hi = np.array([d.high - d.diff if d.high is not None else 0.0 for d in acc.deltas])
+    colours = {None: "#555555", VerdictKind.AGREE: "#1a7f37", VerdictKind.DIFFER: "#cf222e",
+               VerdictKind.UNINFORMATIVE: "#9a6700"}
+    for d, x, y, e0, e1, k in zip(acc.deltas, js, diff, lo, hi, known, strict=True):
+        right.errorbar([x], [y], yerr=[[e0], [e1]] if k else None, capsize=3, marker="s",
+                       color=colours[d.decision])
+    right.axhline(0.0, color="#999999", linewidth=0.8)
+    level = f"{1 - 2 * acc.one_sided_alpha:.4g}"
+    if acc.gate is not None:
+        right.axhline(-acc.gate.max_drop, color="#d7191c", linestyle="--", linewidth=1.2,
+                      label=f"-max_drop = {-acc.gate.max_drop:g}")
+        right.legend(fontsize=7, loc="lower right")
+    right.set_xticks(js)
+    right.set_xlabel("draft position j")
+    right.set_ylabel(f"B - A ({level} interval)")
+    verdict = "" if acc.verdict is None else f" Gate: {acc.verdict.value}."
+    return Figure_("Acceptance per draft position",
+                   "Left: the share of verifies that accepted at least j drafts, per arm, with "
+                   "95% intervals clustered by request (a request's verifies share a context). "
+                   f"Right: B - A per position with its {level} interval, paired by request "
+                   "(green: within the margin, red: a drop beyond it, amber: undecided)."
+                   + verdict, _encode(fig))
+
+
 def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
     """|logit difference| of every compared row against atol (and the noise floor if measured)."""
     r = c.rows
@@ -658,7 +709,7 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
         blind = ("the comparison could not have failed: agreement here shows nothing"
                  if rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not differed(c) else "")
         out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
-    out.append(accepted_figure(rep))
+    out += [accepted_figure(rep), acceptance_figure(rep)]
     return [f for f in out if f is not None]
 
 
