@@ -24,6 +24,7 @@ from difftest.model import ArmTrace, Finding
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
 from difftest.resolution import Resolution, format_digits, resolution
 from difftest.stats import LogitStats, PairedRows, logit_stats
+from difftest.thresholds import derived_near_tie
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
@@ -206,6 +207,10 @@ class Comparison:
     # Each arm's parser findings: those that break its stream leave no verdict to give.
     findings_a: tuple[Finding, ...] = ()
     findings_b: tuple[Finding, ...] = ()
+    # near_tie derived per row from the tolerance (`near_tie` is then 0.0), and the largest
+    # reference margin a near-tie row had (None: no flip was a near-tie)
+    near_tie_derived: bool = False
+    near_tie_admitted: float | None = None
 
     @property
     def stream_breaks(self) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
@@ -315,11 +320,13 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                    joined("exceed"), joined("values"))
 
 
-def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
+def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
+                  near_tie: float | np.ndarray) -> np.ndarray:
     """The near-tie rule, the one place it is written: a flip at a row is a near-tie only when
-    both arms' margins there are known and below `near_tie`. A flip where either margin is
-    unknown is a hard difference. `compare` classifies flips with it and `verdict` asks it
-    whether any compared row could still flip hard."""
+    both arms' margins there are known and below `near_tie` (one value, or one per row when it
+    is derived from the tolerance: `difftest.thresholds.derived_near_tie`). A flip where either
+    margin is unknown is a hard difference. `compare` classifies flips with it and `verdict`
+    asks it whether any compared row could still flip hard."""
     return (margin_a < near_tie) & (margin_b < near_tie)
 
 
@@ -491,7 +498,8 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     return after
 
 
-def row_status(rows: _Rows, lg: _Logits, near_tie: float, drafting: DraftingKind) -> np.ndarray:
+def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
+               drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
 
     A row both arms drafted is same, a near-tie flip or a hard flip; a row one arm drafted is
@@ -509,20 +517,24 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float, drafting: DraftingKind
     return status
 
 
-def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
+def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: float = 0.0,
             rtol: float = 0.0, floor: NoiseFloor | None = None,
             alignment: Alignment | None = None,
             drafting: DraftingKind = DraftingKind.BLOCK, drafting_source: str = "default"
             ) -> Comparison:
     """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
-    A's A/A noise floor, when its reruns were measured."""
+    A's A/A noise floor, when its reruns were measured. `near_tie` None derives it per row
+    from the tolerance (`difftest.thresholds`)."""
     al = alignment or align(a, b)
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
     lg = _row_logits(a, b, al, rows, tol, floor)
 
-    status = row_status(rows, lg, near_tie, drafting)
+    derived = near_tie is None
+    tie = derived_near_tie(tol, lg.logit_b) if near_tie is None else near_tie
+    status = row_status(rows, lg, tie, drafting)
+    admitted = lg.margin_b[status == NEAR_TIE]
     flipped = np.isin(status, (DIFFER, NEAR_TIE))
     findings = lg.findings
     if floor is not None:
@@ -568,7 +580,9 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
+        near_tie=0.0 if near_tie is None else near_tie, atol=atol,
+        coverage_gaps=al.coverage_gaps, rtol=rtol, near_tie_derived=derived,
+        near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),

@@ -21,6 +21,7 @@ from difftest.errors import ConfigError, UsageError
 from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
+from difftest.thresholds import Dtype, ToleranceMode, parse_dtype, tolerance_mode
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -29,11 +30,11 @@ CONFIG_FILE_NAME = "difftest.toml"
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
-             "max_capture_bytes", "evidence")
+             "max_capture_bytes", "evidence", "dtype")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle")
+                    "noise_runs", "probe", "drafting", "toggle", "tolerance")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -139,6 +140,9 @@ class ArmSpec:
     # what the arm's output must show (difftest.evidence): its effective settings, counters,
     # or a line, proving that it ran what its name claims
     evidence: tuple[Rule, ...] = ()
+    # the dtype of the arm's draft logits, as the config states it (None: not stated here; its
+    # `[spec-config]` line may), for `tolerance = "dtype"`
+    dtype: Dtype | None = None
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -169,7 +173,9 @@ class ComparisonSpec:
     arm_b: str
     expect: Expect = Expect.SAME
     min_differing: int = 1
-    near_tie: float = 0.0
+    # a flip is a near-tie below this margin; None derives it per row from the tolerance
+    # (difftest.thresholds), which is no near-tie at all when the comparison is bitwise
+    near_tie: float | None = None
     atol: float = 0.0
     probe: tuple[str, ...] = ()
     # numpy's isclose: |a - b| <= atol + rtol * |b|, with arm B as the reference b
@@ -181,6 +187,10 @@ class ComparisonSpec:
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
     # is about. Arms that report the same value for one of them make the verdict INERT.
     toggle: tuple[str, ...] = ()
+    # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm
+    tolerance: ToleranceMode = ToleranceMode.GIVEN
+    # the arms' dtypes as their config tables state them (filled by the loader, not a key)
+    arm_dtypes: tuple[Dtype | None, Dtype | None] = (None, None)
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -188,7 +198,20 @@ class ComparisonSpec:
         set_ = object.__setattr__
         set_(self, "expect", _expectation("expect", self.expect))
         set_(self, "min_differing", _integer("min_differing", self.min_differing, 1))
-        set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
+        if self.near_tie is not None:
+            set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
+        try:
+            set_(self, "tolerance", tolerance_mode(self.tolerance))
+        except ValueError as exc:
+            raise InvalidValue("tolerance", str(exc)) from None
+        dtypes: object = self.arm_dtypes
+        if not isinstance(dtypes, (list, tuple)) or len(dtypes) != 2:
+            raise InvalidValue("arm_dtypes", f"must be two dtypes (or null), got {dtypes!r}")
+        try:
+            set_(self, "arm_dtypes", tuple(d if d is None or isinstance(d, Dtype)
+                                           else parse_dtype(str(d)) for d in dtypes))
+        except ValueError as exc:
+            raise InvalidValue("arm_dtypes", str(exc)) from None
         set_(self, "atol", _finite_number("atol", self.atol))
         set_(self, "rtol", _finite_number("rtol", self.rtol))
         set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0))
@@ -201,6 +224,9 @@ class ComparisonSpec:
         set_(self, "probe", tuple(_name("probe", m) for m in probe))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
+        if self.tolerance is ToleranceMode.DTYPE and (self.atol or self.rtol):
+            raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
+                                            "set either tolerance or atol/rtol, not both")
 
 
 @dataclass(frozen=True)
@@ -546,9 +572,15 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
             evidence.append(parse_rule(text))
         except RuleError as exc:
             raise check.fail(table, f"key 'evidence': item {i}: {exc}") from None
+    dtype = None
+    if "dtype" in raw:
+        try:
+            dtype = parse_dtype(check.string(table, "dtype", raw["dtype"]))
+        except ValueError as exc:
+            raise check.fail(table, f"key 'dtype': {exc}") from None
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
                    git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap, evidence=tuple(evidence))
+                   max_capture_bytes=cap, evidence=tuple(evidence), dtype=dtype)
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
@@ -570,9 +602,10 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
     values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "toggle") if k in raw}
+                                  "noise_runs", "drafting", "toggle", "tolerance") if k in raw}
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
-                              probe=probe, **values)
+                              probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,
+                                                       arms[sides["arm_b"]].dtype), **values)
     except InvalidValue as exc:
         raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None

@@ -25,6 +25,8 @@ from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
 from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
+from difftest.thresholds import (Source, ThresholdError, arm_dtype, resolve_tolerance,
+                                 threshold_notes)
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,12 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
         floor = measure_floor(a.name, traces)
     drafting, source = drafting_of(spec, a, b)
-    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
+    atol, rtol, said = tolerance_of(spec, a, b)
+    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=atol, rtol=rtol,
                   floor=floor, drafting=drafting, drafting_source=source)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
+    verdict = verdict.with_reasons([*said, *threshold_notes(cmp, floor)])
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
@@ -193,6 +197,27 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
         last.append(f"verdict {kind.value}, not {verdict.verdict.value}: what the drafts show does "
                     "not bear on this comparison's claim (see the first reasons)")
     return replace(verdict, verdict=kind, reasons=(*first, *verdict.reasons, *last))
+
+
+def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
+                 ) -> tuple[float, float, list[str]]:
+    """atol, rtol and the sentence saying where they came from (none for bitwise as
+    configured, the default)."""
+    assert a.trace is not None and b.trace is not None
+    arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
+                           str(o.trace_path))
+                 for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
+    try:
+        source = resolve_tolerance(spec.tolerance, spec.atol, spec.rtol,
+                                   (arms[0], arms[1]), (a.name, b.name))
+    except ThresholdError as exc:
+        raise UsageError(f"comparison {spec.name}: {exc}") from None
+    if source is None:
+        if spec.atol or spec.rtol:
+            return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
+                                                 "the comparison's atol/rtol").describe()]
+        return spec.atol, spec.rtol, []
+    return source.atol, source.rtol, [source.describe()]
 
 
 def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
@@ -261,6 +286,8 @@ def _spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, o
     data["probe"] = list(spec.probe)
     data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
+    data["tolerance"] = spec.tolerance.value
+    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
     return {"comparison": data, "audit": asdict(thresholds)}
 
 
