@@ -21,10 +21,12 @@ from difftest.errors import ConfigError, UsageError
 from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
-from difftest.thresholds import Dtype, ToleranceMode, parse_dtype, tolerance_mode
+from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, parse_dtype,
+                                 read_thresholds, tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
+INPUT_TOKEN = "{seed}"  # replaced by the comparison's gate input, or a calibration input
 CONFIG_FILE_NAME = "difftest.toml"
 
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
@@ -34,7 +36,8 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle", "tolerance")
+                    "noise_runs", "probe", "drafting", "toggle", "tolerance", "thresholds",
+                    "calibration_inputs", "gate_input")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -113,6 +116,16 @@ def _toggle(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _input(key: str, value: object) -> str:
+    """An input for INPUT_TOKEN: an integer seed or a one-word string."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidValue(key, f"must be an integer or a string, got {_kind(value)}")
+    text = str(value)
+    if not text or any(c.isspace() or ord(c) < 32 for c in text):
+        raise InvalidValue(key, f"must be one word, got {text!r}")
+    return text
+
+
 def _name(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidValue(key, f"must be a string, got {_kind(value)}")
@@ -162,6 +175,16 @@ class ArmSpec:
         """A copy with some fields replaced; how probes derive a mutated arm."""
         return dataclasses.replace(self, **kw)
 
+    @property
+    def takes_input(self) -> bool:
+        """Whether INPUT_TOKEN appears in the argv or an env value."""
+        return any(INPUT_TOKEN in a for a in (*self.command, *self.env.values()))
+
+    def with_input(self, value: str) -> ArmSpec:
+        """The arm run on one input: INPUT_TOKEN replaced in its argv and env values."""
+        return self.with_changes(command=tuple(a.replace(INPUT_TOKEN, value) for a in self.command),
+                                 env={k: v.replace(INPUT_TOKEN, value) for k, v in self.env.items()})
+
 
 @dataclass(frozen=True)
 class ComparisonSpec:
@@ -191,6 +214,14 @@ class ComparisonSpec:
     tolerance: ToleranceMode = ToleranceMode.GIVEN
     # the arms' dtypes as their config tables state them (filled by the loader, not a key)
     arm_dtypes: tuple[Dtype | None, Dtype | None] = (None, None)
+    # inputs for arms whose argv/env take INPUT_TOKEN: the one a gate runs on, and the held-out
+    # ones `difftest calibrate` measures thresholds on
+    gate_input: str | None = None
+    calibration_inputs: tuple[str, ...] = ()
+    # a thresholds file `difftest calibrate` wrote ("" when none), and where the spec's
+    # atol/rtol/near_tie came from when it was read ("": not read, or no file)
+    thresholds: str = ""
+    threshold_origin: str = ""
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -224,6 +255,18 @@ class ComparisonSpec:
         set_(self, "probe", tuple(_name("probe", m) for m in probe))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
+        if self.gate_input is not None:
+            set_(self, "gate_input", _input("gate_input", self.gate_input))
+        inputs: object = self.calibration_inputs
+        if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
+            raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
+        set_(self, "calibration_inputs", tuple(_input("calibration_inputs", v) for v in inputs))
+        if self.gate_input is not None and self.gate_input in self.calibration_inputs:
+            raise InvalidValue("calibration_inputs", f"holds the gate input {self.gate_input!r}: "
+                                                     "thresholds must be measured on held-out "
+                                                     "inputs, not on the one they gate")
+        if len(set(self.calibration_inputs)) != len(self.calibration_inputs):
+            raise InvalidValue("calibration_inputs", "names an input twice")
         if self.tolerance is ToleranceMode.DTYPE and (self.atol or self.rtol):
             raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
                                             "set either tolerance or atol/rtol, not both")
@@ -497,7 +540,7 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
     comparisons: dict[str, ComparisonSpec] = {}
     for name, raw in data.get("comparisons", {}).items():
         comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
-                                        arms, mutations)
+                                        arms, mutations, base)
 
     try:
         audit = AuditThresholds.from_mapping(data.get("audit", {}))
@@ -584,7 +627,7 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
-                mutations: Mapping[str, MutationSpec]) -> ComparisonSpec:
+                mutations: Mapping[str, MutationSpec], base: Path) -> ComparisonSpec:
     table = f"comparisons.{name}"
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
@@ -601,8 +644,24 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
-    values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "toggle", "tolerance") if k in raw}
+    values: dict[str, Any] = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
+                                  "noise_runs", "drafting", "toggle", "tolerance", "gate_input",
+                                  "calibration_inputs") if k in raw}
+    if "thresholds" in raw:
+        given = check.string(table, "thresholds", raw["thresholds"])
+        for key in ("atol", "rtol", "near_tie", "tolerance"):
+            if key in raw:
+                raise check.fail(table, f"key {key!r}: set by the thresholds file {given!r}; "
+                                        "remove one of them")
+        file = Path(given) if Path(given).is_absolute() else base / given
+        values["thresholds"] = str(file)
+        if file.is_file():
+            try:
+                read = read_thresholds(file)
+            except ThresholdError as exc:
+                raise check.fail(table, f"key 'thresholds': {exc}") from None
+            values.update(atol=read.atol, rtol=read.rtol, near_tie=read.near_tie,
+                          threshold_origin=read.origin)
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,

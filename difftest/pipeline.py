@@ -13,7 +13,7 @@ from pathlib import Path
 
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
-from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, ExitCode, InterruptedRun, UsageError
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms, signal_of
 from difftest.floor import measure_floor, rerun_name, reruns
@@ -212,6 +212,13 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
                                    (arms[0], arms[1]), (a.name, b.name))
     except ThresholdError as exc:
         raise UsageError(f"comparison {spec.name}: {exc}") from None
+    if spec.thresholds and not spec.threshold_origin:
+        raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
+                         f"not exist yet; run `difftest calibrate -c {spec.name}` first")
+    if spec.threshold_origin:
+        near = f", near_tie {spec.near_tie:g}" if spec.near_tie is not None else ""
+        return spec.atol, spec.rtol, [f"thresholds: atol {spec.atol:g}, rtol {spec.rtol:g}"
+                                      f"{near} from {spec.threshold_origin}"]
     if source is None:
         if spec.atol or spec.rtol:
             return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
@@ -326,8 +333,18 @@ def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSp
 
 def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
     """The two arms a comparison runs, distinct even when it names one arm twice."""
-    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    arm_a, arm_b = (on_gate_input(spec, config.arm(n)) for n in (spec.arm_a, spec.arm_b))
     return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
+
+
+def on_gate_input(spec: ComparisonSpec, arm: ArmSpec) -> ArmSpec:
+    """The arm on the comparison's gate input (unchanged when it takes no input)."""
+    if not arm.takes_input:
+        return arm
+    if spec.gate_input is None:
+        raise UsageError(f"comparison {spec.name}: arm {arm.name} takes {INPUT_TOKEN} in its "
+                         "command or env; set gate_input in the comparison")
+    return arm.with_input(spec.gate_input)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,

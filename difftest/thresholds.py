@@ -16,8 +16,11 @@ tolerance zero (bitwise), no flip is a near-tie.
 
 from __future__ import annotations
 
+import math
+import tomllib
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -218,3 +221,52 @@ def threshold_notes(cmp: Comparison, floor: NoiseFloor | None) -> list[str]:
     if floor is not None and floor.zero:
         notes.append(zero_floor_text(floor.arm, floor.runs))
     return notes
+
+
+# -- a thresholds file, as `difftest calibrate` writes it and a comparison references it -------
+
+THRESHOLDS_KEYS = ("atol", "rtol", "near_tie")
+PROVENANCE_KEYS = ("comparison", "inputs", "n", "multiplier", "method", "coverage",
+                   "confidence", "largest_benign", "largest_benign_margin", "separation",
+                   "weakest_probe", "git_sha", "date")
+
+
+@dataclass(frozen=True)
+class ThresholdsFile:
+    """Calibrated atol/rtol/near_tie and the one-line provenance a report prints."""
+
+    atol: float
+    rtol: float
+    near_tie: float
+    origin: str
+
+
+def read_thresholds(path: Path) -> ThresholdsFile:
+    """A thresholds file; ThresholdError naming the file and key for anything else."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThresholdError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ThresholdError(f"{path}: TOML syntax error: {exc}") from None
+    table = data.get("thresholds")
+    if not isinstance(table, dict):
+        raise ThresholdError(f"{path}: [thresholds]: missing (atol, rtol, near_tie)")
+    values: dict[str, float] = {}
+    for key in THRESHOLDS_KEYS:
+        v = table.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ThresholdError(f"{path}: [thresholds]: key {key!r}: must be a finite number "
+                                 f">= 0, got {v!r}")
+        values[key] = float(v)
+    for key in table:
+        if key not in THRESHOLDS_KEYS:
+            raise ThresholdError(f"{path}: [thresholds]: key {key!r}: unknown key (known: "
+                                 f"{', '.join(THRESHOLDS_KEYS)})")
+    prov = data.get("provenance", {})
+    if not isinstance(prov, dict):
+        raise ThresholdError(f"{path}: [provenance]: must be a table")
+    said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
+                                                 "git_sha", "date") if k in prov)
+    return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
+                          f"{path} (calibrated: {said or 'no provenance recorded'})")
