@@ -187,7 +187,8 @@ def test_good_fixture_every_key() -> None:
                  " missing", id="missing-arm-a"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
-                 "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, toggle, tolerance, thresholds, calibration_inputs, gate_input)",
+                 "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, toggle, "
+                 "tolerance, thresholds, calibration_inputs, gate_input)",
                  id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
