@@ -401,6 +401,9 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
         raise UsageError(f"--runs must be an integer >= 2 (reruns compared pairwise), got {runs!r}")
     spec = config.arm(arm)
+    if spec.takes_input:
+        raise UsageError(f"arm {arm} takes {INPUT_TOKEN} in its command or env; measure its "
+                         "floor through a comparison with gate_input and noise_runs")
     arms = [spec, *reruns(spec, runs, config.arms)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"noise-{arm}",
