@@ -22,9 +22,10 @@ from difftest.errors import UsageError
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
 from difftest.noise import ExcessTest, FlipTest, NoiseFloor, excess_test, flip_test
-from difftest.resolution import Resolution, format_digits, resolution
+from difftest.resolution import (LOSSLESS_DIGITS, Resolution, exact_in_half, format_digits,
+                                 resolution)
 from difftest.stats import LogitStats, PairedRows, logit_stats
-from difftest.thresholds import derived_near_tie
+from difftest.thresholds import Dtype, derived_near_tie, trace_dtype
 from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
@@ -389,7 +390,18 @@ def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
 
 
 def _digits(trace: ArmTrace) -> int | None:
-    return format_digits(trace.logits.sig_digits)
+    """The arm's printed digits; lossless when its `[spec-config]` states a half-precision
+    dtype and every printed value is a number of that dtype (a bf16 value printed at 9 digits
+    often shows 7 or fewer, and would otherwise be read as a coarser print)."""
+    digits = format_digits(trace.logits.sig_digits)
+    if digits is None or digits >= LOSSLESS_DIGITS:
+        return digits
+    stated = trace_dtype(dict(trace.config.values))
+    if stated is not None and stated[0] in (Dtype.FLOAT16, Dtype.BFLOAT16):
+        listed = np.arange(trace.logits.top_vals.shape[1])[None, :] < trace.logits.width[:, None]
+        if exact_in_half(trace.logits.top_vals[listed], stated[0].value):
+            return LOSSLESS_DIGITS
+    return digits
 
 
 def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:

@@ -200,3 +200,37 @@ def test_the_less_precise_arm_sets_the_tolerance_whichever_side(da: Dtype, db: D
     rep = judge_traces(DATA / "agree_a.log", DATA / "agree_b.log", spec)
     assert rep.comparison is not None
     assert (rep.comparison.atol, rep.comparison.rtol) == DTYPE_TOLERANCES[loose]
+
+
+def half_trace(value: str, dtype: str | None) -> object:
+    from difftest.trace import parse_text
+
+    head = f"[spec-config] dtype_logits={dtype}\n" if dtype else ""
+    return parse_text(head + "[spec-propose] rows=1 nqpr=2 drafts/row=1 first=[7 ]\n"
+                      f"[spec-logits] req=r pos=5 row=1 top=[ 7:{value} 3:2 ]\n"
+                      "[SPECTRACE] req=r pos=5 k=1 ns=2 acc=1 draft=[ 7 ] emit=[ 7 9 ]\n",
+                      path=f"{value}-{dtype}")
+
+
+@pytest.mark.parametrize(("dtype", "judged"), [(None, "unresolved"), ("float32", "unresolved"),
+                                                ("bfloat16", "differ")])
+def test_a_stated_half_dtype_makes_its_short_prints_exact(dtype: str | None, judged: str) -> None:
+    # 4.46875 and 4.5 are neighbouring bfloat16 numbers, 0.03125 apart; read as a 6-digit print
+    # each is only known to 5e-6, so against a bound 4e-6 under their difference the row is
+    # unresolved; a bf16 arm's values are the numbers themselves and the row differs
+    a, b = half_trace("4.46875", dtype), half_trace("4.5", dtype)
+    c = compare(a, b, atol=0.03125 - 4e-6, near_tie=0.0)  # type: ignore[arg-type]
+    unresolved = bool(c.rows.logit_unresolved[0])
+    assert ("differ" if c.blocks_logit_differing else
+            "unresolved" if unresolved else "same") == judged
+
+
+def test_a_bf16_claim_with_values_that_are_not_bf16_changes_nothing() -> None:
+    import numpy as np
+
+    from difftest.resolution import exact_in_half
+
+    assert exact_in_half(np.array([4.46875, 4.5, -2.0]), "bfloat16")
+    assert not exact_in_half(np.array([4.46875, 4.49]), "bfloat16")
+    assert exact_in_half(np.array([4.46875, 0.000244140625]), "float16")
+    assert not exact_in_half(np.array([4.4687500001]), "float16")
