@@ -16,10 +16,12 @@ confidence bound on theta is 2S / chi2_{2n}(0.05), and the 0.99 quantile theta *
 bounded by 2 * ln(100) * S / chi2_{2n}(0.05). For n = 3 that is 16.9 times the mean; the
 multiplier reported is the bound over the largest D.
 
-Then each of the comparison's probes (mutations of arm B) runs on the same inputs; its
-difference is its smallest largest-logit-difference over the inputs, and the separation is the
-weakest probe's difference over atol. Below 1 the gate cannot tell benign from wrong: nothing is
-written and the exit code is 3 (uninformative).
+Then each of the comparison's probes (mutations of arm B) runs on the same inputs. A gate
+catches a probe by a logit difference above atol or by a flip whose margin reaches near_tie, so
+a probe's strength on one input is the larger of (its largest logit difference / atol) and (its
+largest flip margin / near_tie); the separation is the smallest strength over probes and
+inputs. Below 1 the gate cannot tell benign from wrong: nothing is written and the exit code is
+3 (uninformative).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from difftest.atomic import write_text_atomic
-from difftest.compare import DIFFER, Comparison, compare
+from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, ExitCode, UsageError
 from difftest.gitinfo import git_head
@@ -112,12 +114,24 @@ def _nonparametric_n(coverage: float, confidence: float) -> int:
 
 @dataclass(frozen=True)
 class ProbeSeparation:
+    """One probe on each input: its largest logit difference (inf: a compared row shared no
+    id) and the largest margin of a row it flipped (0: none flipped)."""
+
     mutation: str
-    differences: tuple[float, ...]  # per input: largest logit difference (inf: no shared id)
+    differences: tuple[float, ...]
+    flip_margins: tuple[float, ...]
 
     @property
     def weakest(self) -> float:
         return min(self.differences)
+
+    def strength(self, atol: float, near_tie: float) -> float:
+        """How far past the thresholds the probe is on its weakest input: a gate catches it by a
+        logit difference above atol or by a flip with a margin at or above near_tie."""
+        def ratio(x: float, t: float) -> float:
+            return math.inf if t == 0.0 and x > 0 else (x / t if t > 0 else 0.0)
+        return min(max(ratio(d, atol), ratio(f, near_tie))
+                   for d, f in zip(self.differences, self.flip_margins, strict=True))
 
 
 @dataclass(frozen=True)
@@ -140,10 +154,11 @@ class Calibration:
         """The weakest probe's difference over atol (None: no probe ran)."""
         if not self.probes:
             return None
-        weakest = min(p.weakest for p in self.probes)
-        if self.atol.value == 0.0:
-            return math.inf if weakest > 0 else 0.0
-        return weakest / self.atol.value
+        return min(p.strength(self.atol.value, self.near_tie) for p in self.probes)
+
+    @property
+    def weakest_probe(self) -> str:
+        return min(self.probes, key=lambda p: p.strength(self.atol.value, self.near_tie)).mutation
 
     @property
     def exit_code(self) -> ExitCode:
@@ -162,20 +177,22 @@ class Calibration:
         lines.append(f"  - atol {self.atol.value:.3g} (x{self.atol.multiplier:.3g} the largest; "
                      f"{self.atol.method}), rtol 0, near_tie {self.near_tie:.3g}")
         for p in self.probes:
-            lines.append(f"  - probe {p.mutation}: smallest difference over the inputs "
-                         f"{p.weakest:.3g}")
+            lines.append(f"  - probe {p.mutation}: logit differences "
+                         + ", ".join(f"{d:.3g}" for d in p.differences) + "; flip margins "
+                         + ", ".join(f"{f:.3g}" for f in p.flip_margins)
+                         + f" (x{p.strength(self.atol.value, self.near_tie):.3g} the thresholds)")
         s = self.separation
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
                          "measured; nothing written (exit 3). Name mutations in `probe`.")
         elif s < 1.0:
-            weakest = min(self.probes, key=lambda p: p.weakest)
-            lines.append(f"  - separation {s:.3g} < 1: probe {weakest.mutation} differs by "
-                         f"{weakest.weakest:.3g}, within the benign threshold {self.atol.value:.3g}"
-                         ": these thresholds cannot tell benign from wrong; nothing written "
-                         "(exit 3)")
+            weakest = self.weakest_probe
+            lines.append(f"  - separation {s:.3g} < 1: on some input probe {weakest} stays within "
+                         f"atol {self.atol.value:.3g} and near_tie {self.near_tie:.3g}: these "
+                         "thresholds cannot tell benign from wrong; nothing written (exit 3)")
         else:
-            lines.append(f"  - separation {s:.3g} (the weakest probe's difference over atol)")
+            lines.append(f"  - separation {s:.3g} (the weakest probe, on its weakest input, "
+                         "over the thresholds)")
         if self.written is not None:
             lines.append(f"  - thresholds written to {self.written}")
         return lines + [f"run directory: {self.run_dir}"]
@@ -190,7 +207,11 @@ def _largest_diff(c: Comparison) -> float:
     traced logits (a difference with no finite size is no small one)."""
     if c.logits is None or c.logit_rows_compared == 0:
         raise UsageError("calibrate needs block logits in both arms (VT_SPEC_TRACE=3)")
-    if c.logits.rows_disjoint:
+    r = c.rows
+    compared = np.isin(r.status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
+    traced = ~np.isnan(r.margin_a) & ~np.isnan(r.margin_b)
+    # rows of a sequential block after a flip ran on another token and are not compared
+    if np.any(compared & traced & np.isnan(r.abs_logit_diff)):
         return math.inf
     return float(c.max_abs_logit_diff or 0.0)
 
@@ -231,6 +252,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     benign: list[float] = []
     margins: list[float] = []
     probe_diffs: dict[str, list[float]] = {m: [] for m in spec.probe}
+    probe_flips: dict[str, list[float]] = {m: [] for m in spec.probe}
     failures: list[ArmFailure] = []
     for value in spec.calibration_inputs:
         na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
@@ -253,14 +275,20 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
                 margins.append(_flip_margin(c))
             else:
                 probe_diffs[mutation].append(_largest_diff(c))
+                probe_flips[mutation].append(_flip_margin(c))
     if failures:
         none = Bound(0.0, 1.0, "")
         return Calibration(spec.name, spec.calibration_inputs, (), (), none, 0.0, (), run_dir,
                            None, tuple(failures))
+    if not all(math.isfinite(d) for d in benign):
+        raise UsageError(f"comparison {spec.name}: on some calibration input the two arms' top "
+                         "lists share no id at a compared row: no logit difference to bound "
+                         "(a wider top-k, or arms that are not a benign pair)")
     atol = upper_bound(benign)
     flips = upper_bound(margins).value
     near_tie = max(2.0 * atol.value, flips)
-    probes = tuple(ProbeSeparation(m, tuple(d)) for m, d in probe_diffs.items())
+    probes = tuple(ProbeSeparation(m, tuple(d), tuple(probe_flips[m]))
+                   for m, d in probe_diffs.items())
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
                       near_tie, probes, run_dir, None)
     if write and cal.exit_code is ExitCode.OK:
@@ -282,13 +310,12 @@ def _toml_value(v: object) -> str:
 
 def thresholds_toml(cal: Calibration, sha: str | None) -> str:
     """The thresholds file: values a comparison reads, and where they came from."""
-    weakest = min(cal.probes, key=lambda p: p.weakest)
     prov: dict[str, object] = {
         "comparison": cal.comparison, "inputs": list(cal.inputs), "n": len(cal.inputs),
         "multiplier": cal.atol.multiplier, "method": cal.atol.method, "coverage": COVERAGE,
         "confidence": CONFIDENCE, "largest_benign": max(cal.benign),
         "largest_benign_margin": max(cal.flip_margins), "separation": cal.separation or 0.0,
-        "weakest_probe": weakest.mutation, "git_sha": sha or "unknown",
+        "weakest_probe": cal.weakest_probe, "git_sha": sha or "unknown",
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     lines = ["# Written by `difftest calibrate`; see docs/thresholds.md.", "[thresholds]",
              f"atol = {cal.atol.value!r}", "rtol = 0.0", f"near_tie = {cal.near_tie!r}", "",
