@@ -1,7 +1,8 @@
 """difftest: compare what two arms of a speculative-decoding runner drafted, and say whether
 the comparison could have failed at all.
 
-The Python API (`difftest.compare_arms`, `compare_traces`, `check`, `probe`, `rejudge`) is
+The Python API (`difftest.compare_arms`, `compare_traces`, `check`, `probe`, `rejudge`,
+`read_diff`) is
 loaded on first use, so `import difftest` and `difftest --help` import no numpy or pandas.
 """
 
@@ -11,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["check", "compare_arms", "compare_traces", "probe", "rejudge"]
+__all__ = ["check", "compare_arms", "compare_traces", "probe", "read_diff", "rejudge"]
 
 if TYPE_CHECKING:
-    from difftest.api import check, compare_arms, compare_traces, probe, rejudge
+    from difftest.api import check, compare_arms, compare_traces, probe, read_diff, rejudge
 
 
 def __getattr__(name: str) -> Any:

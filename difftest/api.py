@@ -22,9 +22,14 @@ from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseRepor
 from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import rundir
 from difftest.report.comparison import write_csv
+from difftest.report.diffread import read_diff
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
+
+__all__ = ["AuditReport", "audit", "check", "compare_arms", "compare_traces", "export_csv",
+           "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
+           "run_comparison"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -105,11 +110,14 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
 def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
             near_tie: float | None = None, atol: float | None = None,
             min_differing: int | None = None, rtol: float | None = None,
-            drafting: DraftingKind | str | None = None) -> ComparisonReport:
-    """Judge a past run again with the thresholds it recorded (or these overrides)."""
+            drafting: DraftingKind | str | None = None,
+            comparison: str | None = None) -> ComparisonReport:
+    """Judge a past run again with the thresholds it recorded (or these overrides); a run of
+    several comparisons (`check`, `probe`) needs `comparison`, by name (`NAME/MUTATION` for a
+    probed mutation)."""
     return rejudge_run(Path(run_dir), expect=expect,
                        near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                       drafting=drafting)
+                       drafting=drafting, comparison=comparison)
 
 
 def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,

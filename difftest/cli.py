@@ -400,13 +400,16 @@ def export(
     min_differing: MinDiffering = None,
     rtol: Rtol = None,
     drafting: DraftingOpt = None,
+    comparison: Annotated[str | None, typer.Option(
+        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
+                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
     report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
                          min_differing=min_differing, rtol=rtol,
-                         drafting=drafting)
+                         drafting=drafting, comparison=comparison)
     _emit_report(report, format, csv, html)
 
 

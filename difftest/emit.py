@@ -36,8 +36,8 @@ from difftest.kinds import DraftingKind
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["DraftingKind", "Tracer", "drafting_header", "level_from_env", "spec_config",
-           "top_pairs"]
+__all__ = ["DraftingKind", "Tracer", "accepted", "drafting_header", "level_from_env",
+           "spec_config", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
@@ -228,6 +228,34 @@ def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
     return [(int(i), float(row[i])) for i in chosen]
 
 
+def accepted(req: str, pos: int, draft: Sequence[int], emit: Sequence[int]) -> int:
+    """How many drafted tokens a verify accepted, refusing a step that contradicts itself.
+
+    A verify emits the drafted tokens the target agreed with, up to the first it did not, then
+    one token of its own (or nothing, at the end of a stream): so the accepted count is the
+    length of the longest prefix draft and emitted share, and it is one less than the emitted
+    count. A target token equal to the draft it replaces, or emitted tokens past a rejected
+    draft, would make `acc` say one thing and the ids another."""
+    shared = 0
+    for d, e in zip(draft, emit, strict=False):
+        if d != e:
+            break
+        shared += 1
+    acc = max(len(emit) - 1, 0)
+    if acc == shared:
+        return acc
+    where = f"step req={req} pos={pos}: drafted {list(draft)}, emitted {list(emit)}"
+    if acc > shared:
+        raise ValueError(f"{where}: emitted[{shared}]={emit[shared]} replaces "
+                         f"drafted[{shared}]={draft[shared] if shared < len(draft) else '(none)'}"
+                         f", yet {acc - shared} more token(s) follow it; a verify emits the "
+                         "accepted drafts (the prefix both share) and then one token of its own")
+    raise ValueError(f"{where}: the target's own token emitted[{acc}]={emit[acc]} equals "
+                     f"drafted[{acc}], so that draft was accepted and the verify would have gone "
+                     "on; a verify emits the accepted drafts (the longest prefix both share) and "
+                     "then one token of its own")
+
+
 class Tracer:
     """Writes one runner's trace lines.
 
@@ -311,7 +339,8 @@ class Tracer:
         (the accepted drafts and the target's own next token). `logits`: optional, shape
         (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
         `bonus=False`: the step emitted no token of the target's own (every draft accepted,
-        the verify cut short), so `emitted` equals `drafted`.
+        the verify cut short), so `emitted` equals `drafted`. Ids that contradict each other
+        are refused with a ValueError (see `accepted`).
         """
         if not self.enabled:
             return
@@ -347,6 +376,8 @@ class Tracer:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
                 lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
-        lines.append(spectrace(name, pos, k, ns, max(ns - 1, 0) if bonus else ns, draft, emit))
+        # without a bonus token every draft was accepted (checked above): acc = ns = k
+        acc = accepted(name, pos, draft, emit) if bonus else ns
+        lines.append(spectrace(name, pos, k, ns, acc, draft, emit))
         self._write(lines)
 

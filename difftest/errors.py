@@ -62,6 +62,7 @@ class ArmFailure:
     message: str
     returncode: int | None = None
     stderr_tail: str = ""
+    cause: str = ""  # one line shared by every arm that failed the same way (a missing module)
 
     def __str__(self) -> str:
         text = f"arm {self.arm!r}: {self.message}"
@@ -92,8 +93,8 @@ class ArmFailedError(DifftestError):
     exit_code = ExitCode.ARM_FAILED
 
     def __init__(self, arm: str, message: str, returncode: int | None = None,
-                 stderr_tail: str = "") -> None:
-        self.failure = ArmFailure(arm, message, returncode, stderr_tail)
+                 stderr_tail: str = "", cause: str = "") -> None:
+        self.failure = ArmFailure(arm, message, returncode, stderr_tail, cause)
         self.arm = arm
         self.returncode = returncode
         self.stderr_tail = stderr_tail

@@ -26,7 +26,8 @@ from difftest.floor import reruns
 from difftest.model import same_drafts
 from difftest.numerics import blind_radius
 from difftest.pipeline import (
-    ArmOutcome, ComparisonReport, Evidence, arm_pair, evaluate, evidence_of, outcomes_from_run,
+    ArmOutcome, ComparisonReport, Evidence, arm_pair, evaluate, evidence_of, judged_meta,
+    outcomes_from_run,
     rerun_outcomes, run_arm_set, self_pair, spec_meta, thresholds_of,
 )
 
@@ -270,7 +271,10 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
                                    progress=progress,
                                    cache_dir=cache_dir or config.defaults.cache,
-                                   extra_meta=spec_meta(spec, th, evidence) | {"probe": names})
+                                   extra_meta=spec_meta(spec, th, evidence) | {
+                                       "probe": names, "comparisons": _judged(
+                                           config, [(replace(spec, probe=tuple(names)),
+                                                     evidence)], True)})
     a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
     baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
     return _probe_from_results(config, spec, names, results, th, run_dir, baseline, evidence)
@@ -308,6 +312,21 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
         raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
                             f"{a.trace_path} found " + ", ".join(found) + "; this is a bug in "
                             "difftest, and no verdict of this run can be trusted")
+
+
+def _judged(config: Config, judged: Sequence[tuple[ComparisonSpec, Evidence]],
+            probes: bool) -> dict[str, dict[str, object]]:
+    """Every comparison a check or probe judges, by name, as meta.json records it so that
+    `export --comparison NAME` can judge it again: each comparison (its arms as they ran, its
+    arms' evidence), and each probed mutation as `NAME/MUTATION` against its mutated arm (arm
+    B's evidence is not asked of a mutated arm, as when it ran)."""
+    out: dict[str, dict[str, object]] = {}
+    for s, evidence in judged:
+        out[s.name] = judged_meta(s, evidence)
+        for m in s.probe if probes else ():
+            mutated = replace(s, name=f"{s.name}/{m}", arm_b=config.mutation(m).arm_name(s.arm_b))
+            out[mutated.name] = judged_meta(mutated, (evidence[0], ()))
+    return out
 
 
 @dataclass(frozen=True)
@@ -361,7 +380,10 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     run_dir, results = run_arm_set(
         list(arms.values()), run_root=run_root, label="check", progress=progress,
         cache_dir=cache_dir or config.defaults.cache, limits=job_limits(config, jobs),
-        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th)})
+        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th),
+                    "comparisons": _judged(config, [
+                        (s, evidence_of(config, c)) for c, s in zip(configured, specs,
+                                                                   strict=True)], probes)})
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
     for configured_spec, s in zip(configured, specs, strict=True):

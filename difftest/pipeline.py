@@ -267,12 +267,29 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
+def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
+    """A comparison as meta.json records it (what `export` reads back)."""
+    data = asdict(spec)
+    data["probe"] = list(spec.probe)
+    data["toggle"] = list(spec.toggle)
+    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
+    data["tolerance"] = spec.tolerance.value
+    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
+    return data
+
+
+def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
+    """Both arms' evidence rules as meta.json records them; None when there are none."""
+    return [[r.text for r in rules] for rules in evidence] if any(evidence) else None
+
+
 def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
               evidence: Evidence = ((), ())) -> dict[str, object]:
     """What a run records of its comparison, so that `export` can judge it again alike."""
-    meta = _spec_meta(spec, thresholds)
-    if any(evidence):
-        meta["evidence"] = [[r.text for r in rules] for rules in evidence]
+    meta: dict[str, object] = {"comparison": comparison_meta(spec), "audit": asdict(thresholds)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        meta["evidence"] = saved
     return meta
 
 
@@ -286,16 +303,6 @@ def _evidence_from(saved: object, where: str) -> Evidence:
         return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
     except RuleError as exc:
         raise UsageError(f"{where}: evidence: {exc}") from None
-
-
-def _spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds) -> dict[str, object]:
-    data = asdict(spec)
-    data["probe"] = list(spec.probe)
-    data["toggle"] = list(spec.toggle)
-    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
-    data["tolerance"] = spec.tolerance.value
-    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
-    return {"comparison": data, "audit": asdict(thresholds)}
 
 
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
@@ -418,23 +425,80 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
+def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
+    """One comparison of a run of several (`check`, `probe`) as meta.json records it under
+    `comparisons`: its table (arms as they ran) and its arms' evidence."""
+    entry: dict[str, object] = {"comparison": comparison_meta(spec)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        entry["evidence"] = saved
+    return entry
+
+
+def _recorded_spec(run_dir: Path, extra: Mapping[str, object], arms: list[str],
+                   comparison: str | None, where: str) -> tuple[ComparisonSpec, Evidence]:
+    """The comparison a run judged (or, for a run of several, the one named) and its arms'
+    evidence: from what meta.json recorded; for a check run written before it recorded its
+    comparisons, from the config file it names."""
+    judged = extra.get("comparisons")
+    recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
+    single = extra.get("comparison")
+    if isinstance(single, dict) and isinstance(single.get("name"), str):
+        recorded.setdefault(str(single["name"]), {"comparison": single,
+                                                  "evidence": extra.get("evidence")})
+    checked = extra.get("check")
+    names = list(recorded) or ([str(n) for n in checked] if isinstance(checked, list) else [])
+    if comparison is None:
+        if isinstance(single, dict):
+            return _spec_from(single, where), _evidence_from(extra.get("evidence"), where)
+        if len(names) > 1:
+            raise UsageError(f"{run_dir}: a run of {len(names)} comparisons; name one with "
+                             f"--comparison ({', '.join(names)})")
+        if len(names) == 1:
+            comparison = names[0]
+        elif len(arms) == 2:
+            return (_spec_from({"name": run_dir.name, "arm_a": arms[0], "arm_b": arms[1]}, where),
+                    ((), ()))
+        else:
+            raise UsageError(f"{where}: names no comparison and holds {len(arms)} arm(s), not 2")
+    if comparison in recorded:
+        entry = recorded[comparison]
+        if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
+            raise UsageError(f"{where}: comparison {comparison!r} is not a table")
+        return _spec_from(entry["comparison"], where), _evidence_from(entry.get("evidence"), where)
+    if comparison in names and isinstance(extra.get("config"), str):
+        return _spec_from_config(Path(str(extra["config"])), comparison, where)
+    known = f"its comparisons: {', '.join(names)}" if names else "it records no comparison by name"
+    raise UsageError(f"{run_dir}: no comparison {comparison!r} in this run ({known})")
+
+
+def _spec_from_config(path: Path, comparison: str,
+                      where: str) -> tuple[ComparisonSpec, Evidence]:
+    """A check run's comparison from the config it ran, when meta.json did not record it."""
+    from difftest.config import load_config
+
+    if not path.is_file():
+        raise UsageError(f"{where}: the run records no comparison table and its config {path} "
+                         "is gone: nothing says which arms to compare")
+    config = load_config(path)
+    configured = config.comparison(comparison)
+    return self_pair(configured, config.arms), evidence_of(config, configured)
+
+
 def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
                 drafting: DraftingKind | str | None = None,
                 thresholds: AuditThresholds | None = None,
-                rtol: float | None = None) -> ComparisonReport:
-    """Judge a past run again, possibly with other thresholds; nothing is re-run."""
+                rtol: float | None = None, comparison: str | None = None) -> ComparisonReport:
+    """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
+    several comparisons (`check`, `probe`) needs `comparison`: one of its names, or
+    `NAME/MUTATION` for a probed mutation."""
     results, meta = load_run(run_dir)
     extra = meta.get("extra", meta)
-    raw = extra.get("comparison") if isinstance(extra, dict) else None
-    if not isinstance(raw, dict):
-        names = list(results)
-        if len(names) != 2:
-            raise UsageError(f"{run_dir}: meta.json names no comparison and holds "
-                             f"{len(names)} arm(s), not 2")
-        raw = {"name": Path(run_dir).name, "arm_a": names[0], "arm_b": names[1]}
+    if not isinstance(extra, dict):
+        extra = {}
     where = str(Path(run_dir) / "meta.json")
-    spec = _spec_from(raw, where)
+    spec, evidence = _recorded_spec(Path(run_dir), extra, list(results), comparison, where)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol,
                           drafting=drafting)
@@ -444,7 +508,6 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
-    evidence = _evidence_from(extra.get("evidence") if isinstance(extra, dict) else None, where)
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
     return evaluate(spec, a, b, thresholds, Path(run_dir),
                     rerun_outcomes(results, spec, thresholds), evidence)

@@ -70,6 +70,7 @@ class DifftestItem(pytest.Item):
         self.gate = gate
 
     def runtest(self) -> None:
+        from difftest.report.gate_report import summary
         from difftest.report.text import strip_ansi
 
         result = self.gate.run(self.session)
@@ -78,8 +79,7 @@ class DifftestItem(pytest.Item):
             v = rep.verdict
             if not v.passed:
                 raise DifftestFailure(strip_ansi(
-                    f"{rep.name}: {v.verdict} (expect {rep.spec.expect}, exit "
-                    f"{int(v.exit_code)})\n" + "\n".join(f"  - {r}" for r in v.reasons)))
+                    f"{rep.name}: {summary(rep)}\n" + "\n".join(f"  - {r}" for r in v.reasons)))
             return
         p = result.probes.get(self.comparison)
         if p is None:

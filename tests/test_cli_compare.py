@@ -56,18 +56,20 @@ def test_agreeing_traces_exit_0_with_the_verdict_first() -> None:
     r = traces("agree_a.log", "agree_b.log")
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
-    assert lines[0] == "traces: AGREE (expect same; passed, exit 0)"
+    assert lines[0] == "traces: AGREE (expect same): passed, exit 0"
     assert "  - the comparison could have failed through: tokens, logits" in lines
     # these traces' values show 4 significant digits; the format is taken to print at least 6
     # (`%.6g`), so "bitwise" holds at that resolution only
-    assert lines[2].startswith("  - bitwise at 6 significant digits: agreement means equal to "
+    assert lines[1] == "  nothing differed in 7 block(s)"
+    assert lines[3].startswith("  - bitwise at 6 significant digits: agreement means equal to "
                                "within the printed resolution 1e-04, not bit-identical")
 
 
 def test_differing_traces_exit_1_and_list_the_differing_rows() -> None:
     r = traces("agree_a.log", "differ_b.log")
     assert r.exit_code == 1, r.output
-    assert r.output.startswith("traces: DIFFER (expect same; FAILED, exit 1)")
+    assert r.output.startswith("traces: DIFFER (expect same): FAILED, exit 1\n"
+                             "  differed: tokens in 2/7 blocks, logits in 2/7 blocks\n")
     assert ("first difference at req b pos 7 row 3: agree_a.log drafted 5, differ_b.log "
             "drafted 77") in r.output
     rows = r.output.split("differences (first rows; all of them in the CSV export):")[1]
@@ -159,7 +161,7 @@ def test_markdown_report_has_verdict_reasons_and_arm_table() -> None:
     r = traces("agree_a.log", "shift_b.log", "--format", "markdown")
     assert r.exit_code == 1
     lines = r.output.splitlines()
-    assert lines[0] == "### difftest `traces`: **differ** (FAIL, exit 1)"
+    assert lines[0] == "### difftest `traces`: **DIFFER** (expect same): FAILED, exit 1"
     assert "- first difference at req a pos 9 row 3: agree_a.log drafted 53, shift_b.log " \
            "drafted 63 (margins 0.02 / 0.005)" in lines
     assert "| arm | blocks | distinct ids | entropy bits | constant | min margin | trace |" in lines

@@ -257,7 +257,9 @@ def test_k0_steps_are_never_unmatched_blocks_and_never_paired(tmp_path: Path) ->
     more_a, more_b = io.StringIO(), io.StringIO()
     Tracer(level=3, file=more_a).step("r0", LAST + 1, [], [21])
     Tracer(level=3, file=more_a).step("r0", LAST + 2, [], [22])
-    Tracer(level=3, file=more_b).step("r0", LAST + 1, [21, 22, 24], [21, 22], lb)
+    # B accepts 21, rejects its 23 and emits 22 instead: the positions A's k=0 steps visit
+    lb2 = np.stack([row_logits(t, 0.5, rng) for t in (21, 23, 24)])
+    Tracer(level=3, file=more_b).step("r0", LAST + 1, [21, 23, 24], [21, 22], lb2)
     a.write_text(a.read_text() + more_a.getvalue())
     b.write_text(b.read_text() + more_b.getvalue())
     code, report, rows, text = judge(a, b, tmp_path)

@@ -40,7 +40,9 @@ def steps(draw: st.DrawFn) -> list[tuple[str, int, list[int], list[int], np.ndar
         k = draw(st.integers(0, 5))
         drafted = draw(st.lists(IDS, min_size=k, max_size=k))
         acc = draw(st.integers(0, k))
-        emitted = drafted[:acc] + [draw(IDS)]
+        # the target's own token replaces a rejected draft: it cannot be that draft
+        own = IDS if acc == k else IDS.filter(lambda t, d=drafted[acc]: t != d)
+        emitted = drafted[:acc] + [draw(own)]
         logits = None
         if k and draw(st.booleans()):
             logits = np.array(draw(st.lists(st.lists(F32, min_size=vocab, max_size=vocab),
@@ -167,6 +169,34 @@ def test_bad_calls_are_clear_errors(call, message: str) -> None:  # type: ignore
         call(Tracer(level=3, file=io.StringIO()))
 
 
+@pytest.mark.parametrize(("drafted", "emitted", "message"), [
+    # acc=2 from the emitted count, but emitted[:2] != drafted[:2]
+    ([5, 6, 7], [5, 9, 8], "emitted[1]=9 replaces drafted[1]=6, yet 1 more token(s) follow it"),
+    ([5, 6], [9, 6, 8], "emitted[0]=9 replaces drafted[0]=5, yet 2 more token(s) follow it"),
+    ([5], [5, 6, 7], "emitted[1]=6 replaces drafted[1]=(none), yet 1 more token(s) follow it"),
+    # the target's own token equals the draft it would replace: that draft was accepted
+    ([5, 6, 7], [5, 6], "the target's own token emitted[1]=6 equals drafted[1]"),
+    ([5], [5], "the target's own token emitted[0]=5 equals drafted[0]"),
+])
+def test_a_step_whose_ids_contradict_each_other_is_refused(
+        drafted: list[int], emitted: list[int], message: str) -> None:
+    buf = io.StringIO()
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        Tracer(level=1, file=buf).step("r0", 4, drafted, emitted)
+    assert str(err.value).startswith(f"step req=r0 pos=4: drafted {drafted}, emitted {emitted}: ")
+    assert buf.getvalue() == ""  # nothing of a refused step is written
+
+
+@pytest.mark.parametrize(("drafted", "emitted", "acc"), [
+    ([5, 6, 7], [5, 6, 7, 8], 3), ([5, 6, 7], [5, 6, 9], 2), ([5, 6, 7], [9], 0),
+    ([5, 6], [], 0), ([], [4], 0), ([], [], 0)])
+def test_the_accepted_count_is_the_longest_shared_prefix(
+        drafted: list[int], emitted: list[int], acc: int) -> None:
+    buf = io.StringIO()
+    Tracer(level=1, file=buf).step("r0", 4, drafted, emitted)
+    assert f" acc={acc} " in buf.getvalue().splitlines()[-1]
+
+
 def test_top_k_below_two_is_refused() -> None:
     with pytest.raises(ValueError, match="top_k"):
         Tracer(level=3, top_k=1)
@@ -288,3 +318,20 @@ def test_a_kind_given_at_construction_is_kept_when_an_adapter_declares_another()
     tracer.declare("sequential")
     tracer.step("r0", 0, [3], [3, 4])
     assert buf.getvalue().splitlines()[0] == "[spec-drafting] kind=block"
+
+
+def test_a_verify_cut_short_by_a_stop_is_traced_without_contradiction() -> None:
+    from difftest.adapters.hf import cut_at_stop
+
+    logits = np.zeros((4, 3))
+    # max length reached after two accepted drafts: no token of the target's own follows
+    drafted, rows = cut_at_stop([5, 6, 7, 8], [5, 6], logits)
+    assert (drafted, rows.shape) == ([5], (1, 3))
+    buf = io.StringIO()
+    Tracer(level=1, file=buf).step("r0", 4, drafted, [5, 6])
+    assert buf.getvalue().splitlines()[-1] == (
+        "[SPECTRACE] req=r0 pos=4 k=1 ns=2 acc=1 draft=[ 5 ] emit=[ 5 6 ]")
+    # an ordinary verify, and one that accepted everything, are left alone
+    assert cut_at_stop([5, 6, 7], [5, 9], logits)[0] == [5, 6, 7]
+    assert cut_at_stop([5, 6], [5, 6, 9], None) == ([5, 6], None)
+    assert cut_at_stop([], [4], None) == ([], None)

@@ -45,10 +45,10 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert root.get("failures") == "0" and all(c.find("failure") is None for c in cases.values())
     text = md.read_text()
     assert "## difftest check: passed (exit 0)" in text
-    assert "| PASS | `lanes` | `paged` vs `materialized` | same | **agree** | 0/" in text
+    assert "| PASS | `lanes` | `paged` vs `materialized` | **AGREE** (expect same): passed, exit 0 | - |" in text
     for probed in ("lanes", "split", "nondet"):  # the numerics lanes agree and are probed too
         assert f"| `{probed}` | score | **1.00** | |" in text
-    assert "| PASS | `nondet` | `paged-nondet` vs `materialized` | same | **agree** | 0/" in text
+    assert "| PASS | `nondet` | `paged-nondet` vs `materialized` | **AGREE** (expect same): passed, exit 0 |" in text
     run_dir = next((tmp_path / "runs").iterdir())
     # six shared arms, three mutated ones and two reruns for the noise floor, each run once
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -109,7 +109,7 @@ def test_check_fails_with_the_right_exit_codes(tmp_path: Path) -> None:
     failures = {c.get("name"): c.find("failure") for c in root.iter("testcase")}
     assert failures["bad"].get("type") == "differ"
     assert failures["blind"].get("type") == "uninformative"
-    assert failures["blind"].get("message").startswith("UNINFORMATIVE (not a pass)")
+    assert failures["blind"].get("message").startswith("UNINFORMATIVE (expect same): FAILED, exit 3")
     # a crash is an error, not a failure: CI views tell a broken arm from a difference
     assert failures["crash"] is None
     error = next(c for c in root.iter("testcase") if c.get("name") == "crash").find("error")

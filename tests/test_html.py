@@ -24,7 +24,8 @@ def _self_contained(text: str) -> None:
     assert "<script" not in text.lower()
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     for ref in re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)""", text):
-        assert ref.startswith("data:image/svg+xml;base64,"), ref
+        # inline figures, and links to a section of the same page
+        assert ref.startswith("data:image/svg+xml;base64,") or re.fullmatch(r"#c\d+", ref), ref
     assert "url(" not in text and "@import" not in text and "@font-face" not in text
 
 
@@ -86,7 +87,7 @@ def test_a_blocked_reference_is_caught_by_the_probe(default_report: Path,
     assert seen["violations"] or seen["errors"], seen
 
 
-def test_differing_traces_show_the_first_difference_and_capped_rows(tmp_path: Path) -> None:
+def test_differing_traces_show_the_first_difference_and_the_flips(tmp_path: Path) -> None:
     base = (DATA / "two_requests_level3.log").read_text()
     changed = base.replace("draft=[ 3790 2978 978 ]", "draft=[ 3790 2978 979 ]", 1)
     assert changed != base
@@ -98,7 +99,7 @@ def test_differing_traces_show_the_first_difference_and_capped_rows(tmp_path: Pa
     text = html.render_comparison(rep)
     _self_contained(text)
     assert "x&lt;script&gt;" in text
-    assert "<h2>First difference</h2>" in text and "differing or unresolved row(s)" in text
+    assert "<h2>First difference</h2>" in text and "Token flips: 1 row(s)" in text
 
 
 def test_check_html_has_one_section_per_comparison_and_probe(tmp_path: Path) -> None:

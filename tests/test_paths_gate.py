@@ -45,7 +45,11 @@ def test_check_judges_with_the_configs_audit_thresholds(tmp_path: Path) -> None:
         ("causal-mask", True, "tokens"), ("skip-kv-write", True, "tokens"),
         ("stale-seq-lens", True, "tokens")]
     assert result.exit_code == ExitCode.OK
-    assert _meta(result.run_dir)["extra"] == {
+    extra = _meta(result.run_dir)["extra"]
+    # every comparison judged, by name, for `export --comparison`
+    assert list(extra.pop("comparisons")) == [  # type: ignore[union-attr]
+        "lanes", "lanes/causal-mask", "lanes/skip-kv-write", "lanes/stale-seq-lens"]
+    assert extra == {
         "check": ["lanes"], "config": str(tmp_path / "strict.toml"),
         "audit": {"min_distinct_ids": 100000, "min_entropy_bits": 0.5, "max_blind_radius": 2.0}}
 
@@ -66,6 +70,7 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
     assert p.baseline.verdict.reasons[-1] == BLIND
     assert [m.name for m in p.mutations] == ["skip-kv-write"] and p.mutation_score == 1.0
     extra = _meta(p.run_dir)["extra"]
+    assert list(extra.pop("comparisons")) == ["lanes", "lanes/skip-kv-write"]  # type: ignore[union-attr]
     assert extra == {
         "comparison": {"name": "lanes", "arm_a": "paged", "arm_b": "materialized",
                        "expect": "same", "min_differing": 1, "near_tie": 0.0, "atol": 0.0,

@@ -87,7 +87,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     report = json.loads((d / "report.json").read_text())
     assert (report["verdict"], report["exit_code"], report["blocks_compared"]) == ("agree", 0, 7)
     assert report["run_dir"] == str(d)
-    assert (d / "report.md").read_text().startswith("### difftest `pair`: **agree**")
+    assert (d / "report.md").read_text().startswith("### difftest `pair`: **AGREE** (expect same): passed")
     assert (d / "diff.csv").read_text().splitlines()[0] == (
         "req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,logits")
     assert len((d / "diff.csv").read_text().splitlines()) == 22

@@ -60,7 +60,7 @@ def test_a_differing_comparison_fails_with_its_verdict_and_reasons(tmp_path: Pat
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     assert "1 failed, 1 passed" in out
-    assert "shifted: differ (expect same, exit 1)" in out
+    assert "shifted: DIFFER (expect same): FAILED, exit 1; differed: tokens in 1/7 blocks" in out
     assert "  - first difference at req a pos 9 row 3: a drafted 53, b drafted 63" in out
     assert "Traceback" not in out
 

@@ -180,7 +180,7 @@ def test_markdown_report_shows_rows_shas_stderr_and_no_none(gate: CheckResult) -
 def test_check_markdown_why_is_a_whole_sentence(gate: CheckResult) -> None:
     text = gate_report.check_markdown(gate)
     rows = {line.split("|")[2].strip(): line for line in text.splitlines()
-            if line.startswith("| ") and line.count("|") == 8}
+            if line.startswith("| ") and line.count("|") == 7}
     assert "first difference at req" in rows["`shift`"]
     assert "could not have failed" in rows["`blind`"]
     assert "exited with an error (exit code 7)" in rows["`crash`"]

@@ -39,8 +39,9 @@ def test_a_misspelt_lane_variable_is_inert_not_agree(tmp_path: Path) -> None:
     assert proc.returncode == ExitCode.UNINFORMATIVE, proc.stdout + proc.stderr
     head = proc.stdout.splitlines()
     assert head[0].startswith("lanes: INERT"), proc.stdout
-    assert "toggle 'lane': both arms report lane=paged (paged:" in head[1]
-    assert "materialized:" in head[1]
+    assert head[1] == "  nothing differed in 30 block(s)"  # what differed, then the reasons
+    assert "toggle 'lane': both arms report lane=paged (paged:" in head[2]
+    assert "materialized:" in head[2]
     assert any("materialized: evidence `lane = materialized` is contradicted" in line
                for line in head), proc.stdout
 

@@ -84,6 +84,18 @@ class HFTrace:
     steps: list[HFStep] = field(default_factory=list)
 
 
+def cut_at_stop(drafted: list[int], emitted: list[int], logits: Any) -> tuple[list[int], Any]:
+    """A verify that a stopping criterion cut short (max length, EOS) emits only drafts: every
+    emitted token is a draft the target accepted, and the step ends without a token of its own.
+    A trace step always ends with one (its `acc` is one less than what it emitted), so the last
+    emitted draft is traced as that token and the rows past it, which the stop made moot, are
+    left out of the step (their logits with them)."""
+    if not emitted or len(emitted) > len(drafted) or drafted[:len(emitted)] != emitted:
+        return drafted, logits
+    keep = len(emitted) - 1
+    return drafted[:keep], (logits[:keep] if logits is not None else None)
+
+
 class _Hook:
     """Wraps one candidate generator instance: remembers the proposal, traces the outcome."""
 
@@ -111,6 +123,7 @@ class _Hook:
             cur_len, drafted, logits = self.pending
             self.pending = None
             emitted = input_ids[0, cur_len:].tolist()
+            drafted, logits = cut_at_stop(drafted, emitted, logits)
             self.tracer.step(self.record.req, cur_len, drafted, emitted, logits=logits)
             self.record.steps.append(HFStep(cur_len, tuple(drafted), tuple(emitted)))
         return self.inner_update(input_ids, *args, **kwargs)

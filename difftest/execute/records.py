@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.errors import ArmFailedError, UsageError
+from difftest.execute.hints import missing_module
 
 META_NAME = "meta.json"
 META_FORMAT = 1
@@ -107,6 +108,10 @@ class ArmResult:
         if self.returncode < 0:
             return ArmFailedError(self.name, f"was killed by {signal_name(-self.returncode)}",
                                   self.returncode, err)
+        missing = missing_module(err, self.argv)
+        if missing is not None:  # the cause in one line; the traceback stays in the capture
+            return ArmFailedError(self.name, f"{missing.cause}; its whole stderr is in "
+                                  f"{self.stderr_path}", self.returncode, cause=missing.cause)
         return ArmFailedError(self.name, "exited with an error", self.returncode, err)
 
     def to_json(self, run_dir: Path) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 # A spreadsheet evaluates a cell that starts with one of these as a formula.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def spreadsheet_safe(text: str) -> str:
     """Text that a spreadsheet shows as text: a formula-like cell gets a leading quote."""
-    if text and text.startswith(_FORMULA_START):
+    if text and text.startswith(FORMULA_START):
         return "'" + text
     return text

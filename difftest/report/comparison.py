@@ -17,6 +17,7 @@ from difftest.jsonout import dumps
 from difftest.numerics import arm_resolutions, numbers, stats_line
 from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
+from difftest.report.headline import differed_text, headline
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
@@ -137,9 +138,8 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
 
     v = rep.verdict
     c = rep.comparison
-    head = (f"{rep.name}: {v.verdict.upper()} (expect {rep.spec.expect}; "
-            f"{'passed' if v.passed else 'FAILED'}, exit {int(v.exit_code)})")
-    out = [head] + [f"  - {r}" for r in v.reasons]
+    out = [f"{rep.name}: {headline(v)}", f"  {differed_text(c)}"]
+    out += [f"  - {r}" for r in v.reasons]
     line = stats_line(c)
     out += [f"  {line}"] if line else []
     out += ["", tabulate(_arm_rows(rep), headers=ARM_HEADERS, tablefmt="simple")]
@@ -200,11 +200,10 @@ def render_markdown(rep: ComparisonReport) -> str:
     """report.md: what a pull-request comment needs, with nothing the runner printed able to
     become markup."""
     v = rep.verdict
-    icon = v.label.replace("-", " ")
-    lines = [f"### difftest {md_code(rep.name)}: **{v.verdict}** ({icon}, exit "
-             f"{int(v.exit_code)})", "",
-             f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}, expect "
-             f"**{rep.spec.expect}**", ""]
+    head = headline(v)
+    lines = [f"### difftest {md_code(rep.name)}: **{head.observed}** {head.qualifier}", "",
+             f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}: "
+             f"{differed_text(rep.comparison)}", ""]
     lines += [f"- {md_inline(r.splitlines()[0] if r else r)}" for r in v.reasons]
     line = stats_line(rep.comparison)
     lines += ["", md_inline(line)] if line else []

@@ -7,12 +7,14 @@ from collections.abc import Sequence
 import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
 
+from difftest.errors import ArmFailure
 from difftest.execute import ArmResult
 from difftest.gate import CheckResult, ProbeReport
 from difftest.jsonout import dumps
 from difftest.kinds import VerdictKind
 from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
+from difftest.report.headline import differed, differed_text, headline
 from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe
 
 
@@ -21,11 +23,10 @@ def label(rep: ComparisonReport) -> str:
     return rep.verdict.label
 
 
-def _counts(rep: ComparisonReport) -> str:
-    c = rep.comparison
-    if c is None:
-        return "-"
-    return f"{c.blocks_differing}/{c.blocks_compared}"
+def summary(rep: ComparisonReport) -> str:
+    """The headline and what differed, on one line: `DIFFER (expect same): FAILED, exit 1;
+    differed: logits in 30/30 blocks`."""
+    return f"{headline(rep.verdict)}; {differed_text(rep.comparison)}"
 
 
 # -- probe -------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ def probe_table(p: ProbeReport) -> str:
     head = (f"probe {p.comparison} ({p.arm_a} vs {p.arm_b} broken on purpose): mutation score "
             f"{p.mutation_score:.2f} ({sum(m.killed for m in p.mutations)}/{len(p.applied)} "
             f"killed), exit {int(p.exit_code)}")
-    lines = [head, f"  baseline: {p.baseline.verdict.verdict} ({_counts(p.baseline)} blocks differ)"]
+    lines = [head, f"  baseline: {summary(p.baseline)}"]
     lines += [f"  - {n}" for n in p.notes]
     rows = [[m.name, m.result, m.killed_by or "-",
              m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
@@ -90,13 +91,45 @@ def render_check_json(result: CheckResult) -> str:
     return dumps(check_dict(result))
 
 
+def _failed_arms(rep: ComparisonReport) -> list[ArmFailure]:
+    return [o.failure for o in (rep.arm_a, rep.arm_b) if o.failure is not None]
+
+
+def arm_failure_lines(reports: Sequence[ComparisonReport]) -> list[str]:
+    """Every arm failure of a gate once: a shared cause (a missing module) in one line naming
+    its arms, any other failure once per arm with its stderr tail (arms are shared between
+    comparisons, so a per-comparison list would repeat them)."""
+    causes: dict[str, list[str]] = {}
+    others: dict[str, ArmFailure] = {}
+    for r in reports:
+        for f in _failed_arms(r):
+            if f.cause:
+                arms = causes.setdefault(f.cause, [])
+                if f.arm not in arms:
+                    arms.append(f.arm)
+            else:
+                others.setdefault(f.arm, f)
+    if not causes and not others:
+        return []
+    lines = ["", "arm failures (each arm's whole stderr is in the run directory):"]
+    lines += [f"  {cause}: arm(s) {', '.join(arms)}" for cause, arms in causes.items()]
+    for f in others.values():
+        first, _, rest = str(f).partition("\n")
+        lines += [f"  {first}"] + [f"    {x}" for x in rest.splitlines()]
+    return lines
+
+
 def check_lines(result: CheckResult) -> str:
     lines = []
     for r in result.reports:
-        lines.append(f"{label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}, expect "
-                     f"{r.spec.expect}: {r.verdict.verdict} ({_counts(r)} blocks differ)")
-        if not r.verdict.passed:
-            lines += [f"{'':15}{reason}" for reason in r.verdict.reasons[-2:]]
+        lines.append(f"{label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}: "
+                     f"{summary(r)}")
+        failed = _failed_arms(r)
+        if failed:
+            lines.append(f"{'':15}arm(s) failed: {', '.join(f.arm for f in failed)} (below)")
+        elif not r.verdict.passed:
+            lines += [f"{'':15}{reason.splitlines()[0]}" for reason in r.verdict.reasons[-2:]
+                      if reason]
         p = result.probes.get(r.name)
         if p is not None:
             state = ("PASS" if p.exit_code == 0 else "NOT-APPLIED" if p.not_applied
@@ -106,6 +139,7 @@ def check_lines(result: CheckResult) -> str:
                                                       if p.survivors else "")
                          + (f"; not applied: {', '.join(p.not_applied)}"
                             if p.not_applied else ""))
+    lines += arm_failure_lines(result.reports)
     passed = sum(r.verdict.passed for r in result.reports)
     lines.append("")
     lines.append(f"{passed}/{len(result.reports)} comparison(s) passed; exit "
@@ -136,12 +170,13 @@ def check_markdown(result: CheckResult) -> str:
     """check.md: a table a pull request can take, then each failing comparison's reasons."""
     ok = result.exit_code == 0
     lines = [f"## difftest check: {'passed' if ok else 'FAILED'} (exit {int(result.exit_code)})",
-             "", "| | comparison | arms | expect | verdict | blocks differing | why |",
-             "|---|---|---|---|---|---|---|"]
+             "", "| | comparison | arms | verdict | what differed | why |",
+             "|---|---|---|---|---|---|"]
     for r in result.reports:
+        head = headline(r.verdict)
         lines.append(f"| {label(r)} | {md_code(r.name)} | {md_code(r.arm_a.name)} vs "
-                     f"{md_code(r.arm_b.name)} | {r.spec.expect} | **{r.verdict.verdict}** | "
-                     f"{_counts(r)} | {md_inline(_why(r))} |")
+                     f"{md_code(r.arm_b.name)} | **{head.observed}** {head.qualifier} | "
+                     f"{', '.join(differed(r.comparison)) or '-'} | {md_inline(_why(r))} |")
     if result.probes:
         lines += ["", "### Mutation probes", "", "| comparison | mutation | result | killed by |",
                   "|---|---|---|---|"]
@@ -154,7 +189,7 @@ def check_markdown(result: CheckResult) -> str:
     for r in result.reports:
         if r.verdict.passed:
             continue
-        lines += ["", f"<details><summary>{md_inline(r.name)}: {r.verdict.verdict}</summary>",
+        lines += ["", f"<details><summary>{md_inline(r.name)}: {headline(r.verdict)}</summary>",
                   ""]
         lines += [f"- {md_inline(x.splitlines()[0] if x else x)}" for x in r.verdict.reasons]
         lines += arm_failure_details(r, nested=True)
@@ -239,12 +274,12 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
                        else "an arm failed", reasons)
         elif not v.passed:
             kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
-            message = ("UNINFORMATIVE (not a pass): the comparison could not have failed"
+            message = (f"{summary(r)}. The comparison could not have failed"
                        if v.verdict is VerdictKind.UNINFORMATIVE
-                       else "INERT (not a pass): the arms did not run what the comparison is "
-                            "about: " + (v.reasons[0] if v.reasons else "")
+                       else f"{summary(r)}. The arms did not run what the comparison is about: "
+                            + (v.reasons[0] if v.reasons else "")
                        if v.verdict is VerdictKind.INERT
-                       else f"{v.verdict}, expected {r.spec.expect}: {_why(r)}")
+                       else f"{summary(r)}. {_why(r)}")
             outcome = ("failure", kind, message, reasons)
         case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
         p = result.probes.get(r.name)

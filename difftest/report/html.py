@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from difftest.kinds import VerdictKind
+from difftest.report.headline import Tone, differed, differed_text, headline
 from difftest.report.text import strip_ansi
 
 if TYPE_CHECKING:
@@ -59,7 +60,17 @@ table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.2em .5em;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:.8em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
-figcaption{color:#57606a;font-size:.9em}pre{background:#f6f8fa;padding:.6em;overflow:auto;
+figcaption{color:#57606a;font-size:.9em}
+tr.flip td{background:#ffebe9}tr.flip td:first-child{border-left:4px solid #cf222e}
+tr.logit td:first-child{border-left:4px solid #8250df}h4{margin:.9em 0 .2em;font-size:1em}
+h4.flip{color:#cf222e}h4.logit{color:#8250df}
+table.summary td{vertical-align:middle}table.summary td:last-child{white-space:nowrap}
+tr.row-pass td{background:#dafbe1}
+tr.row-fail td{background:#ffebe9}tr.row-blind td{background:#fff8c5}
+tr.row-error td{background:#fbefff}
+details{border:1px solid #d0d7de;border-radius:.4em;margin:.6em 0;padding:.3em .8em}
+details>summary{cursor:pointer;font-size:1.05em;padding:.2em 0}
+pre{background:#f6f8fa;padding:.6em;overflow:auto;
 font-size:.85em}.muted{color:#57606a}code{font-size:.92em}
 """
 
@@ -108,12 +119,9 @@ def _num(x: object, digits: int = 4) -> str:
 
 
 def _badge(rep: ComparisonReport) -> str:
-    v = rep.verdict
-    cls = ("error" if v.verdict is VerdictKind.ARM_FAILED else
-           "blind" if v.verdict.uninformative else "pass" if v.passed else "fail")
-    word = "passed" if v.passed else "FAILED"
-    return (f'<span class="verdict {cls}">{_e(v.verdict.upper())}</span> expect '
-            f"<b>{_e(rep.spec.expect)}</b>; {word}, exit {int(v.exit_code)}")
+    head = headline(rep.verdict)
+    return (f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span> '
+            f"{_e(head.qualifier)}; {_e(differed_text(rep.comparison))}")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -237,7 +245,7 @@ def margin_figure(rep: ComparisonReport) -> Figure_ | None:
     ax.set_xlabel("top-1 minus top-2 logit (margin; a perturbation below margin/2 cannot flip "
                   "the row)")
     ax.set_ylabel("rows")
-    ax.legend(fontsize=8, loc="best")
+    fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     return Figure_("Top-1/top-2 margins per arm",
                    "Each arm's margins on a log axis. Dash-dotted: each arm's smallest margin "
                    "(twice its smallest blind radius). Rows left of near_tie may flip as "
@@ -306,10 +314,17 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
     if floor is not None and floor > 0:
         ax.axvline(floor, color="#1a7f37", linestyle=":", linewidth=1.3,
                    label=f"noise floor = {floor:.3g}")
+    from difftest.numerics import blind_radius
+
+    radius = blind_radius(c)
+    if radius.logits is not None and radius.logits > 0:
+        ax.axvline(radius.logits, color="#555555", linestyle="-.", linewidth=1.1,
+                   label=f"blind radius = {radius.logits:.3g} (its {radius.logit_rule}): a "
+                         "change below it goes unseen")
     ax.set_xlabel("max |logit A - logit B| over the shared top-k ids of a row")
     ax.set_ylabel("rows")
     ax.set_title(summary, fontsize=9)
-    ax.legend(fontsize=8)
+    fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     return Figure_("Logit differences against the tolerance",
                    "Per compared row, on a log axis (bit-identical rows cannot be drawn there "
                    "and are counted in the title).", _encode(fig))
@@ -343,11 +358,13 @@ def _map_requests(c: Comparison) -> list[int]:
     return order
 
 
-def row_map_figure(c: Comparison) -> Figure_ | None:
+def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
     """Per request, a step x row map of row status and (with logits) of |logit difference|.
 
     Long requests are binned to MAX_MAP_STEPS columns; a binned cell shows its worst row (any
-    difference beats agreement) and its largest |diff|, so no difference is hidden by binning."""
+    difference beats agreement) and its largest |diff|, so no difference is hidden by binning.
+    `blind`: why the comparison could not have failed, written across each status panel so an
+    all-green map is not read as agreement that means something."""
     from matplotlib.colors import ListedColormap, LogNorm
     from matplotlib.patches import Patch
 
@@ -369,10 +386,11 @@ def row_map_figure(c: Comparison) -> Figure_ | None:
     k = int(r.row.max())
     # laid out by hand: constrained layout costs more than drawing a map of many panels
     panel_h = 0.4 + 0.04 * min(k, 16)
-    height = 1.1 + len(requests) * panels * (panel_h + 0.5)
+    foot = 0.95 if with_logits else 0.55  # room for the x label and the |diff| legend
+    height = 0.55 + foot + len(requests) * panels * (panel_h + 0.5)
     fig = _new_figure(10, height, layout=None)
     fig.subplots_adjust(left=0.06, right=0.9 if with_logits else 0.98, top=1 - 0.55 / height,
-                        bottom=0.55 / height, hspace=0.5 / panel_h)
+                        bottom=foot / height, hspace=0.5 / panel_h)
     axes = fig.subplots(len(requests) * panels, 1, squeeze=False)[:, 0]
     cmap = ListedColormap([colour for _, colour in _MAP_CLASSES])
     dcmap = _diff_cmap()
@@ -397,6 +415,19 @@ def row_map_figure(c: Comparison) -> Figure_ | None:
         ax.set_ylabel("row")
         ax.set_title(f"request {name}: row status{binned}", fontsize=9, loc="left")
         ax.tick_params(labelsize=7)
+        block_pos = _column_positions(r.pos[sel], s, col, cols)
+        _position_ticks(ax, block_pos)
+        if blind:
+            ax.text(0.5, 0.5, blind, transform=ax.transAxes, ha="center", va="center",
+                    fontsize=9, color="#9a6700", fontweight="bold",
+                    bbox={"boxstyle": "round,pad=0.3", "fc": "#fff8c5", "ec": "#9a6700"})
+        first = _first_place(c, req)
+        hit = (np.flatnonzero((r.pos[sel] == first[0]) & (r.row[sel] == first[1]))
+               if first is not None else np.zeros(0, np.int64))
+        # a token flip is marked on the status map, a logit difference on the |diff| map
+        on_status = first is not None and (first[2] == "first token flip" or not with_logits)
+        if first is not None and hit.size and on_status:
+            _mark_first(ax, int(col[hit[0]]), first, k)
         if with_logits:
             d = diffs[sel]
             dgrid = np.full((k, cols), -1.0)
@@ -409,17 +440,25 @@ def row_map_figure(c: Comparison) -> Figure_ | None:
                                norm=norm, aspect="auto", interpolation="nearest",
                                extent=(-0.5, cols - 0.5, k + 0.5, 0.5))
             ax2.set_ylabel("row")
+            _position_ticks(ax2, block_pos)
             ax2.set_title(f"request {name}: |logit difference| (grey: bit-identical, white: "
                           "not compared" + ("" if positive.size else "; no row differs")
                           + ")", fontsize=9, loc="left")
             ax2.tick_params(labelsize=7)
-    axes[-1].set_xlabel("step within the request (column = block; binned when long)")
+            if first is not None and hit.size and not on_status:
+                _mark_first(ax2, int(col[hit[0]]), first, k)
+    axes[-1].set_xlabel("block position pos (the request's token count before the block; one "
+                        "column per block, binned when long)")
     fig.legend(handles=[Patch(facecolor=colour, edgecolor="#999999", label=label)
                         for label, colour in _MAP_CLASSES], loc="upper center",
                ncol=len(_MAP_CLASSES), fontsize=8, frameon=False)
     if image is not None and positive.size:
-        bar = fig.add_axes((0.92, 0.55 / height, 0.015, 1 - 1.1 / height))
-        fig.colorbar(image, cax=bar, label="|diff|", extend="both")
+        bar = fig.add_axes((0.92, (foot + 0.3) / height, 0.015, 1 - (foot + 1.0) / height))
+        fig.colorbar(image, cax=bar, extend="both")
+        _label_colorbar(bar, c, norm)
+    if with_logits:
+        fig.legend(handles=_diff_legend(c), loc="lower center", ncol=4, fontsize=8,
+                   frameon=False)
     drawn = len(requests)
     total = int(np.unique(r.req).size)
     more = f" ({total - drawn} more request(s) not drawn)" if total > drawn else ""
@@ -429,6 +468,88 @@ def row_map_figure(c: Comparison) -> Figure_ | None:
                    "shows its worst row.", _encode(fig))
 
 
+def _column_positions(pos: np.ndarray, step: np.ndarray, col: np.ndarray,
+                      cols: int) -> np.ndarray:
+    """The block position `pos` of each map column (its first block, when binned)."""
+    out = np.full(cols, -1, dtype=np.int64)
+    first = np.full(cols, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, col, step)
+    for c in range(cols):
+        hit = np.flatnonzero((col == c) & (step == first[c]))
+        if hit.size:
+            out[c] = int(pos[hit[0]])
+    return out
+
+
+def _position_ticks(ax: Any, block_pos: np.ndarray, most: int = 12) -> None:
+    """Label columns by the block position they show, at most `most` labels."""
+    cols = block_pos.size
+    ticks = np.unique(np.linspace(0, cols - 1, min(most, cols)).round().astype(np.int64))
+    ticks = ticks[block_pos[ticks] >= 0]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(int(block_pos[t])) for t in ticks])
+
+
+def _first_place(c: Comparison, req: int) -> tuple[int, int, str] | None:
+    """(pos, row, what) of the first difference, when it is in this request."""
+    f = c.first_difference or (c.first_logit_difference if c.blocks_logit_differing else None)
+    if f is None or c.requests[req] != f.req:
+        return None
+    what = "first token flip" if c.first_difference else "first logit difference"
+    return f.pos, f.row, what
+
+
+def _mark_first(ax: Any, column: int, first: tuple[int, int, str], k: int) -> None:
+    pos, row, what = first
+    for edge, width in (("#ffffff", 3.2), ("#000000", 1.6)):  # a halo: seen on any colour
+        ax.plot([column], [row], marker="o", markersize=11, markerfacecolor="none",
+                markeredgecolor=edge, markeredgewidth=width, clip_on=False)
+    ax.annotate(f"{what}: pos {pos} row {row}", xy=(column, row), xytext=(6, 0),
+                textcoords="offset points", fontsize=8, va="center", ha="left",
+                bbox={"boxstyle": "round,pad=0.2", "fc": "#ffffff", "ec": "#000000", "lw": 0.6})
+
+
+def _label_colorbar(bar: Any, c: Comparison, norm: Any) -> None:
+    """Name both triangles and draw the tolerance and noise floor where they fall on the bar."""
+    bar.set_ylabel("|logit difference|", fontsize=8)
+    bar.tick_params(labelsize=7)
+    # beside the triangles, which extend past both ends of the bar
+    bar.text(1.6, 1.03, "over", transform=bar.transAxes, ha="left", va="center", fontsize=7,
+             color="#d7191c")
+    bar.text(1.6, -0.03, "under", transform=bar.transAxes, ha="left", va="center", fontsize=7,
+             color="#555555")
+    lo, hi = norm.vmin, norm.vmax
+    floor = _noise_floor(c)
+    for value, label, colour in ((c.atol, "atol", "#d7191c"), (floor, "floor", "#1a7f37")):
+        if value is not None and value > 0 and lo <= value <= hi:
+            bar.axhline(value, color=colour, linewidth=2)
+            bar.text(-0.3, value, label, transform=bar.get_yaxis_transform(), ha="right",
+                     va="center", fontsize=7, color=colour)
+
+
+def _diff_legend(c: Comparison) -> list[Any]:
+    """What every colour of a |logit difference| panel means, and the lines on its bar."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    out: list[Any] = [
+        Patch(facecolor="#d9d9d9", edgecolor="#999999", label="under (grey): bit-identical"),
+        Patch(facecolor="#d7191c", edgecolor="#999999",
+              label="over (red): nan in one arm, or no shared id"),
+        Patch(facecolor="#ffffff", edgecolor="#999999", label="white: not compared")]
+    if c.atol > 0:
+        out.append(Line2D([], [], color="#d7191c", linewidth=2,
+                          label=f"atol {c.atol:g} on the bar: above it a row differs"))
+    else:
+        out.append(Patch(facecolor="none", edgecolor="none",
+                         label="atol 0: every colour above grey differs"))
+    floor = _noise_floor(c)
+    if floor is not None and floor > 0:
+        out.append(Line2D([], [], color="#1a7f37", linewidth=2,
+                          label=f"noise floor {floor:.3g} on the bar"))
+    return out
+
+
 def _diff_cmap() -> Any:
     from matplotlib import colormaps
 
@@ -436,12 +557,102 @@ def _diff_cmap() -> Any:
     return colormaps["viridis"].with_extremes(under="#d9d9d9", over="#d7191c", bad="#ffffff")
 
 
+def _block_measures(o: ArmOutcome) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per verify step of one arm, in file order: distinct ids in its block, distinct ids
+    drafted so far, whether the block repeats the step before's, and its smallest top-1/top-2
+    margin (nan where no logits were traced)."""
+    assert o.trace is not None
+    v = o.trace.verifies
+    n = len(v)
+    k = np.diff(v.draft_off)
+    block = np.repeat(np.arange(n), k)
+    pairs = np.unique(np.stack([block, v.draft_ids.astype(np.int64)]), axis=1)
+    distinct = np.bincount(pairs[0], minlength=n)
+    _, first_seen = np.unique(v.draft_ids, return_index=True)
+    so_far = np.cumsum(np.bincount(block[first_seen], minlength=n)) if n else np.zeros(0)
+    same = np.zeros(n, dtype=bool)
+    ids = v.draft_ids
+    for i in range(1, n):
+        a0, a1, b0, b1 = v.draft_off[i - 1], v.draft_off[i], v.draft_off[i], v.draft_off[i + 1]
+        same[i] = a1 - a0 == b1 - b0 and b1 > b0 and bool(np.array_equal(ids[a0:a1], ids[b0:b1]))
+    margin = np.full(n, np.nan)
+    lg = o.trace.logits
+    if len(lg):
+        span = int(max(int(lg.pos.max()), int(v.pos.max()) if n else 0)) + 1
+        keys = lg.req.astype(np.int64) * span + lg.pos
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        least = np.full(uniq.size, np.inf)
+        m = lg.margins
+        ok = np.isfinite(m)
+        np.minimum.at(least, inverse[ok], m[ok])
+        vkeys = v.req.astype(np.int64) * span + v.pos
+        at = np.clip(np.searchsorted(uniq, vkeys), 0, max(uniq.size - 1, 0))
+        hit = (uniq[at] == vkeys) & np.isfinite(least[at])
+        margin[hit] = least[at][hit]
+    return distinct, so_far, same, margin
+
+
+def blindness_figure(rep: ComparisonReport) -> Figure_ | None:
+    """Why a comparison could not have failed, step by step: how many distinct ids each block
+    drafted (blocks that repeat the step before marked) and how far each block's top-1 stood
+    above its runner-up, against the margin the audit asks for."""
+    arms = [(side, o) for side, o in (("a", rep.arm_a), ("b", rep.arm_b))
+            if o.trace is not None and len(o.trace.verifies)]
+    if not arms:
+        return None
+    fig = _new_figure(9, 5.2)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    any_margin = False
+    for side, o in arms:
+        distinct, so_far, same, margin = _block_measures(o)
+        x = np.arange(distinct.size)
+        top.step(x, so_far, where="post", color=_COLOURS[side], linestyle=_LINES[side],
+                 linewidth=1.4, label=f"{o.name}: distinct ids drafted so far")
+        top.plot(x, distinct, ".", color=_COLOURS[side], markersize=4,
+                 label=f"{o.name}: distinct ids in the block")
+        if same.any():
+            top.plot(x[same], distinct[same], "x", color="#d7191c", markersize=7,
+                     label=f"{o.name}: block identical to the step before "
+                           f"({int(same.sum())} of {same.size})")
+        if np.isfinite(margin).any():
+            any_margin = True
+            bottom.plot(x, margin, ".", color=_COLOURS[side], markersize=4,
+                        label=f"{o.name}: smallest top-1/top-2 margin of the block")
+    top.set_ylabel("distinct ids")
+    top.set_ylim(bottom=0)
+    need = 2 * rep.thresholds.max_blind_radius
+    if any_margin:
+        bottom.set_yscale("log")
+        bottom.axhline(need, color="#555555", linestyle=":", linewidth=1.2,
+                       label=f"margin {need:g}: above it, no change smaller than the audit's "
+                             f"blind radius {rep.thresholds.max_blind_radius:g} can flip a token")
+    else:
+        bottom.text(0.5, 0.5, "no block logits traced (level < 3): margins unknown, so a wrong "
+                    "change could hide in any of them", ha="center", va="center",
+                    transform=bottom.transAxes, fontsize=9)
+        bottom.set_yticks([])
+    bottom.set_ylabel("margin")
+    bottom.set_xlabel("verify step of the arm, in trace order")
+    fig.legend(fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
+    return Figure_("Why this comparison could not have failed",
+                   "Per verify step: distinct drafted ids (per block and so far) and the "
+                   "smallest margin of each block. Few distinct ids, repeated blocks or margins "
+                   "far above the dotted line leave nothing a wrong arm could change visibly.",
+                   _encode(fig))
+
+
 def figures(rep: ComparisonReport) -> list[Figure_]:
-    """Every figure the comparison has data for, in reading order."""
-    out: list[Figure_ | None] = [margin_figure(rep)]
+    """Every figure the comparison has data for, in reading order (for an uninformative one,
+    first the figure that shows why)."""
+    out: list[Figure_ | None] = []
+    if rep.verdict.verdict is VerdictKind.UNINFORMATIVE:
+        out.append(blindness_figure(rep))
+    out.append(margin_figure(rep))
     c = rep.comparison
     if c is not None:
-        out += [row_map_figure(c), logit_diff_figure(rep, c)]
+        blind = ("the comparison could not have failed: agreement here shows nothing"
+                 if rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not differed(c) else "")
+        out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
     out.append(accepted_figure(rep))
     return [f for f in out if f is not None]
 
@@ -496,28 +707,56 @@ def _top_list(o: ArmOutcome, req: str, pos: int, row: int) -> str:
     return "  ".join(f"{int(lg.top_ids[i, j])}:{float(lg.top_vals[i, j]):.6g}" for j in range(w))
 
 
-def _differing_rows(c: Comparison) -> str:
-    from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES
+def _row_cells(c: Comparison, i: int, judged: Sequence[object]) -> list[object]:
+    from difftest.compare import STATUS_NAMES
 
     r = c.rows
+    return [c.requests[int(r.req[i])], int(r.pos[i]), int(r.row[i]),
+            int(r.token_a[i]) if r.has_a[i] else "-", int(r.token_b[i]) if r.has_b[i] else "-",
+            STATUS_NAMES[int(r.status[i])], getattr(judged[i], "value", "") or "-",
+            _num(float(r.margin_a[i])), _num(float(r.margin_b[i])),
+            _num(float(r.abs_logit_diff[i]))]
+
+
+_ROW_HEADERS = ["req", "pos", "row", "token a", "token b", "status", "logits",
+                "margin a", "margin b", "|logit diff|"]
+_ROW_NUMERIC = [False, True, True, True, True, False, False, True, True, True]
+
+
+def _row_table(c: Comparison, idx: np.ndarray, cls: str) -> str:
+    judged = c.rows.logit_judgements()
+    head = "".join(f"<th>{_e(h)}</th>" for h in _ROW_HEADERS)
+    body = "".join(f'<tr class="{cls}">' + "".join(
+        f'<td class="n">{_e(x)}</td>' if _ROW_NUMERIC[j] else f"<td>{_e(x)}</td>"
+        for j, x in enumerate(_row_cells(c, int(i), judged))) + "</tr>\n" for i in idx)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>"
+
+
+def _differing_rows(c: Comparison) -> str:
+    """Token flips first, in their own table, then the rows whose tokens agree and whose logits
+    differ (or cannot be told apart at the printed resolution)."""
+    from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP
+
+    r = c.rows
+    flips = np.flatnonzero(np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP)))
     # an unresolved row is shown too: its logits are not shown to agree
-    mask = np.isin(r.status, (DIFFER, NEAR_TIE)) | r.logit_differs | r.logit_unresolved
-    idx = np.flatnonzero(mask)
-    if not idx.size:
+    logit_only = np.flatnonzero((r.logit_differs | r.logit_unresolved)
+                                & ~np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP)))
+    if not flips.size and not logit_only.size:
         return "<p>No row differs.</p>"
-    shown = idx[:MAX_DIFF_ROWS]
-    judged = r.logit_judgements()
-    rows = [[c.requests[int(r.req[i])], int(r.pos[i]), int(r.row[i]),
-             int(r.token_a[i]) if r.has_a[i] else "-", int(r.token_b[i]) if r.has_b[i] else "-",
-             STATUS_NAMES[int(r.status[i])], judged[i].value or "-",
-             _num(float(r.margin_a[i])), _num(float(r.margin_b[i])),
-             _num(float(r.abs_logit_diff[i]))] for i in shown]
-    note = (f"<p>{idx.size} differing or unresolved row(s); the first {shown.size} are shown, "
-            "all of them are in the CSV export.</p>" if idx.size > shown.size else
-            f"<p>{idx.size} differing or unresolved row(s).</p>")
-    return note + _table(["req", "pos", "row", "token a", "token b", "status", "logits",
-                          "margin a", "margin b", "|logit diff|"], rows,
-                         [False, True, True, True, True, False, False, True, True, True])
+    out = []
+    for idx, title, cls, what in (
+            (flips, "Token flips", "flip", "the arms drafted different tokens"),
+            (logit_only, "Logit-only differences", "logit",
+             "same token, logits differ or cannot be told apart")):
+        shown = idx[:MAX_DIFF_ROWS]
+        more = (f"; the first {shown.size} are shown, all of them are in the CSV export"
+                if idx.size > shown.size else "")
+        out.append(f'<h4 class="{cls}">{title}: {idx.size} row(s)</h4>'
+                   f'<p class="muted">{_e(what)}{_e(more)}.</p>')
+        if shown.size:
+            out.append(_row_table(c, shown, cls))
+    return "\n".join(out)
 
 
 def comparison_section(rep: ComparisonReport, level: int = 1) -> str:
@@ -566,22 +805,64 @@ def _probe_section(p: ProbeReport) -> str:
                      [False, False, False, True, True, False]) + "</section>")
 
 
-def render_check(result: CheckResult) -> str:
-    """check.html: a summary table, then one section per comparison and per probe."""
-    from difftest.report.gate_report import label
+def _probe_cell(p: ProbeReport | None) -> str:
+    if p is None:
+        return "-"
+    killed = sum(m.killed for m in p.mutations)
+    return f"{p.mutation_score:.2f} ({killed}/{len(p.applied)} killed)"
 
-    ok = int(result.exit_code) == 0
-    rows = [[label(r), r.name, f"{r.arm_a.name} vs {r.arm_b.name}", r.spec.expect,
-             r.verdict.verdict] for r in result.reports]
-    body = [f"<h1>difftest check: {'passed' if ok else 'FAILED'} (exit "
-            f"{int(result.exit_code)})</h1>",
-            f"<p>config <code>{_e(result.config)}</code></p>",
-            _table(["", "comparison", "arms", "expect", "verdict"], rows)]
-    for r in result.reports:
-        body.append(comparison_section(r, level=2))
+
+def _seconds(rep: ComparisonReport) -> float | None:
+    times = [o.result.duration_s for o in (rep.arm_a, rep.arm_b) if o.result is not None]
+    return max(times) if times else None
+
+
+def _summary_table(result: CheckResult) -> str:
+    """One coloured row per comparison, linking to its section: verdict, what could have failed,
+    what differed, the probe's score and the arms' time."""
+    rows = []
+    for n, r in enumerate(result.reports):
+        head = headline(r.verdict)
         p = result.probes.get(r.name)
-        if p is not None:
-            body.append(_probe_section(p))
+        tone = head.tone if p is None or p.exit_code == 0 or not head.passed else Tone.BLIND
+        seconds = _seconds(r)
+        cells = [f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span>',
+                 f'<a href="#c{n}"><code>{_e(r.name)}</code></a>',
+                 f"{_e(r.arm_a.name)} vs {_e(r.arm_b.name)}", _e(head.qualifier),
+                 _e(", ".join(r.verdict.instruments) or "none"),
+                 _e(", ".join(differed(r.comparison)) or ("-" if r.comparison else
+                                                           "nothing compared")),
+                 _e(_probe_cell(p)), "-" if seconds is None else f"{seconds:.1f} s"]
+        rows.append(f'<tr class="row-{tone.value}">' + "".join(f"<td>{c}</td>" for c in cells)
+                    + "</tr>")
+    heads = ["verdict", "comparison", "arms", "expectation", "could have failed through",
+             "differed", "probe score", "time"]
+    return ('<table class="summary"><thead><tr>' + "".join(f"<th>{h}</th>" for h in heads)
+            + "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+
+
+def render_check(result: CheckResult) -> str:
+    """check.html: a coloured summary linking to one section per comparison (and its probe);
+    sections of comparisons that passed are folded, failures open."""
+    code = int(result.exit_code)
+    ok = code == 0
+    took = (f", {result.duration_s:.1f} s in all" if result.duration_s is not None else "")
+    started = f", started {result.started_at}" if result.started_at else ""
+    passed = sum(r.verdict.passed for r in result.reports)
+    body = [f'<h1><span class="verdict {"pass" if ok else "fail"}">difftest check: '
+            f"{'passed' if ok else 'FAILED'}</span> exit {code}</h1>",
+            f"<p>{passed}/{len(result.reports)} comparison(s) passed; config "
+            f"<code>{_e(result.config)}</code>{_e(started)}{_e(took)}.</p>",
+            _summary_table(result)]
+    for n, r in enumerate(result.reports):
+        p = result.probes.get(r.name)
+        inner = comparison_section(r, level=2) + (_probe_section(p) if p is not None else "")
+        fine = r.verdict.passed and (p is None or p.exit_code == 0)
+        head = headline(r.verdict)
+        body.append(f'<details id="c{n}"{"" if fine else " open"}><summary>'
+                    f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span> '
+                    f"<code>{_e(r.name)}</code> {_e(head.qualifier)}</summary>\n{inner}\n"
+                    "</details>")
     if result.run_dir:
         body.append(f"<p>Run directory: <code>{_e(result.run_dir)}</code></p>")
     return _page("difftest check", "\n".join(body))

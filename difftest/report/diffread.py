@@ -1,0 +1,68 @@
+"""Reading a diff CSV back (`diff.csv`, `diff-<comparison>.csv`, `--csv FILE`) as a typed pandas
+DataFrame: token ids as nullable integers, so a row only one arm drafted leaves <NA> instead of
+turning every id of the column into a float, and the two label columns as categoricals of the
+values difftest writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from difftest.compare import STATUS_NAMES, LogitJudgement
+from difftest.errors import UsageError
+from difftest.report.cells import FORMULA_START
+from difftest.report.comparison import CSV_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# column -> dtype; every column of CSV_COLUMNS has one
+DTYPES: dict[str, str] = {
+    "req": "string", "pos": "int64", "row": "int64", "token_a": "Int64", "token_b": "Int64",
+    "status": "category", "margin_a": "float64", "margin_b": "float64", "logit_a": "float64",
+    "logit_b": "float64", "abs_logit_diff": "float64", "logits": "category"}
+_LABELS = {"status": tuple(STATUS_NAMES), "logits": tuple(j.value for j in LogitJudgement)}
+_NUMERIC = [c for c, t in DTYPES.items() if t not in ("string", "category")]
+
+
+def _unquote(name: str) -> str:
+    """A request id as it was before the writer made it safe for a spreadsheet."""
+    return name[1:] if name[:1] == "'" and name[1:2] in FORMULA_START and name[1:] else name
+
+
+def read_diff(path: Path | str) -> pd.DataFrame:
+    """The rows of a diff CSV with one dtype per column (see DTYPES): `Int64` tokens (<NA>
+    where an arm has no row), float64 margins and logits (NaN where unknown), the request id
+    as a string with the writer's spreadsheet quote removed, and `status`/`logits` as
+    categoricals of the values difftest writes."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            header = fh.readline().rstrip("\r\n").split(",")
+            if tuple(header) != CSV_COLUMNS:
+                raise UsageError(f"{path}: not a difftest diff CSV: its header is "
+                                 f"{','.join(header)!r}, expected {','.join(CSV_COLUMNS)!r}")
+            fh.seek(0)
+            frame = pd.read_csv(fh, dtype=str, keep_default_na=False)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    for column, allowed in _LABELS.items():
+        bad = ~frame[column].isin(allowed)
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise UsageError(f"{path}:{line}: column {column}: {frame[column][bad].iloc[0]!r} is "
+                             f"not one of {', '.join(repr(v) for v in allowed)}")
+        frame[column] = pd.Categorical(frame[column], categories=list(allowed))
+    for column in _NUMERIC:
+        text = frame[column]
+        try:
+            numbers = pd.to_numeric(text.where(text != "", None), errors="raise")
+            dtype: Any = DTYPES[column]  # a dtype name pandas reads; the stubs want literals
+            frame[column] = numbers.astype(dtype)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"{path}: column {column}: {exc}") from None
+    frame["req"] = frame["req"].map(_unquote).astype("string")
+    return frame
