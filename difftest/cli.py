@@ -495,6 +495,27 @@ def noise(
 
 @app.command()
 @_guarded
+def calibrate(
+    comparison: Annotated[str, typer.Option(
+        "--comparison", "-c", help="A configured comparison, by name.")],
+    config: ConfigOpt = None,
+    run_root: RunRoot = None,
+    progress: Progress = None,
+) -> None:
+    """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
+    probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
+    differences overlap (or no probe ran)."""
+    from difftest.calibrate import calibrate as run
+    from difftest.config import load_config
+
+    cfg = load_config(config)
+    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
+    typer.echo("\n".join(cal.summary()))
+    raise typer.Exit(int(cal.exit_code))
+
+
+@app.command()
+@_guarded
 def check(
     config: ConfigOpt = None,
     only: Annotated[list[str] | None, typer.Option(

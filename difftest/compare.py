@@ -27,9 +27,11 @@ from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace, Finding
 from difftest.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
-from difftest.resolution import Resolution, arm_digits, resolution
+from difftest.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
+                                 resolution)
 from difftest.stats import LogitStats, PairedRows, logit_stats
-from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
+from difftest.thresholds import Dtype, trace_dtype
+from difftest.tolerance import Tolerance, derived_near_tie, exact_values, finite_max, judge_rows
 
 # Row status codes; STATUS_NAMES[code] is the CSV spelling.
 SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
@@ -225,6 +227,10 @@ class Comparison:
     rows_lost: int = 0
     unmatched_lost_a: int = 0  # of the unmatched blocks, those lost (the rest is acceptance)
     unmatched_lost_b: int = 0
+    # near_tie derived per row from the tolerance (`near_tie` is then 0.0), and the largest
+    # reference margin a near-tie row had (None: no flip was a near-tie)
+    near_tie_derived: bool = False
+    near_tie_admitted: float | None = None
 
     @property
     def rows_noise_flip(self) -> int:
@@ -342,11 +348,13 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                    joined("nonfinite_both"))
 
 
-def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray, near_tie: float) -> np.ndarray:
+def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
+                  near_tie: float | np.ndarray) -> np.ndarray:
     """The near-tie rule, the one place it is written: a flip at a row is a near-tie only when
-    both arms' margins there are known and below `near_tie`. A flip where either margin is
-    unknown is a hard difference. `compare` classifies flips with it and `verdict` asks it
-    whether any compared row could still flip hard."""
+    both arms' margins there are known and below `near_tie` (one value, or one per row when it
+    is derived from the tolerance: `difftest.tolerance.derived_near_tie`). A flip where either
+    margin is unknown is a hard difference. `compare` classifies flips with it and `verdict`
+    asks it whether any compared row could still flip hard."""
     return (margin_a < near_tie) & (margin_b < near_tie)
 
 
@@ -410,7 +418,19 @@ def _compared_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> _Rows:
 
 
 def _digits(trace: ArmTrace) -> int | None:
-    return arm_digits(trace.logits.top_vals, trace.logits.sig_digits)
+    """The arm's printed digits (difftest.resolution.arm_digits); lossless when its
+    `[spec-config]` states a half-precision dtype and every printed value is a number of that
+    dtype (a bf16 value printed at 9 digits often shows 7 or fewer, and would otherwise be read
+    as a coarser print)."""
+    digits = arm_digits(trace.logits.top_vals, trace.logits.sig_digits)
+    if digits is None or digits >= LOSSLESS_DIGITS:
+        return digits
+    stated = trace_dtype(dict(trace.config.values))
+    if stated is not None and stated[0] in (Dtype.FLOAT16, Dtype.BFLOAT16):
+        listed = np.arange(trace.logits.top_vals.shape[1])[None, :] < trace.logits.width[:, None]
+        if exact_in_half(trace.logits.top_vals[listed], stated[0].value):
+            return LOSSLESS_DIGITS
+    return digits
 
 
 def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
@@ -511,7 +531,8 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     return after
 
 
-def row_status(rows: _Rows, lg: _Logits, near_tie: float, drafting: DraftingKind) -> np.ndarray:
+def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
+               drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
 
     A row both arms drafted is same, a near-tie flip or a hard flip; a row one arm drafted is
@@ -529,20 +550,23 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float, drafting: DraftingKind
     return status
 
 
-def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.0,
+def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: float = 0.0,
             rtol: float = 0.0, floor: NoiseFloor | None = None,
             alignment: Alignment | None = None,
             drafting: DraftingKind = DraftingKind.BLOCK, drafting_source: str = "default"
             ) -> Comparison:
     """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
-    A's A/A noise floor, when its reruns were measured."""
+    A's A/A noise floor, when its reruns were measured. `near_tie` None derives it per row
+    from the tolerance (`difftest.thresholds`)."""
     al = alignment or align(a, b)
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
     lg = _row_logits(a, b, al, rows, tol, floor)
 
-    status = row_status(rows, lg, near_tie, drafting)
+    derived = near_tie is None
+    tie = derived_near_tie(tol, lg.logit_b) if near_tie is None else near_tie
+    status = row_status(rows, lg, tie, drafting)
     # only compared rows count: a diverged row's logits ran on another token, and an unmatched
     # row's logits exist in one arm only because its token does
     compared = np.isin(status, (SAME, DIFFER, NEAR_TIE))
@@ -553,6 +577,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         status, findings = _flips_against_floor(status, lg, findings, floor,
                                                 _request_names(al, rows))
     findings = _compared_stats(findings, lg, compared)
+    admitted = lg.margin_b[status == NEAR_TIE]
 
     def blocks(mask: np.ndarray) -> np.ndarray:
         """The aligned blocks with at least one row in `mask`."""
@@ -582,7 +607,9 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float = 0.0, atol: float = 0.
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
+        near_tie=0.0 if near_tie is None else near_tie, atol=atol,
+        coverage_gaps=al.coverage_gaps, rtol=rtol, near_tie_derived=derived,
+        near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),

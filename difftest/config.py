@@ -23,20 +23,23 @@ from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
 from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
+from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, parse_dtype,
+                                 read_thresholds, tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
+INPUT_TOKEN = "{seed}"  # replaced by the comparison's gate input, or a calibration input
 CONFIG_FILE_NAME = "difftest.toml"
 
 _TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
-             "max_capture_bytes", "evidence", "line_prefix")
+             "max_capture_bytes", "evidence", "line_prefix", "dtype")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
                     "noise_runs", "probe", "drafting", "toggle", "teacher_force",
-                    "acceptance")
+                    "acceptance", "tolerance", "thresholds", "calibration_inputs", "gate_input")
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -137,6 +140,16 @@ def _toggle(key: str, value: object) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _input(key: str, value: object) -> str:
+    """An input for INPUT_TOKEN: an integer seed or a one-word string."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidValue(key, f"must be an integer or a string, got {_kind(value)}")
+    text = str(value)
+    if not text or any(c.isspace() or ord(c) < 32 for c in text):
+        raise InvalidValue(key, f"must be one word, got {text!r}")
+    return text
+
+
 def _name(key: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidValue(key, f"must be a string, got {_kind(value)}")
@@ -187,6 +200,9 @@ class ArmSpec:
     # a regular expression for a prefix this arm's lines carry besides the known ones
     # (difftest.trace.grammar.KNOWN_PREFIX), stripped before a tag or `vt:` is looked for
     line_prefix: str | None = None
+    # the dtype of the arm's draft logits, as the config states it (None: not stated here; its
+    # `[spec-config]` line may), for `tolerance = "dtype"`
+    dtype: Dtype | None = None
 
     def __post_init__(self) -> None:
         # Callers build specs by hand (tests, mutated arms): normalise so lists and str paths
@@ -205,6 +221,16 @@ class ArmSpec:
     def with_changes(self, **kw: Any) -> ArmSpec:
         """A copy with some fields replaced; how probes derive a mutated arm."""
         return dataclasses.replace(self, **kw)
+
+    @property
+    def takes_input(self) -> bool:
+        """Whether INPUT_TOKEN appears in the argv or an env value."""
+        return any(INPUT_TOKEN in a for a in (*self.command, *self.env.values()))
+
+    def with_input(self, value: str) -> ArmSpec:
+        """The arm run on one input: INPUT_TOKEN replaced in its argv and env values."""
+        return self.with_changes(command=tuple(a.replace(INPUT_TOKEN, value) for a in self.command),
+                                 env={k: v.replace(INPUT_TOKEN, value) for k, v in self.env.items()})
 
 
 _ACCEPTANCE_KEYS = ("max_drop", "alpha")
@@ -255,7 +281,9 @@ class ComparisonSpec:
     arm_b: str
     expect: Expect = Expect.SAME
     min_differing: int = 1
-    near_tie: float = 0.0
+    # a flip is a near-tie below this margin; None derives it per row from the tolerance
+    # (difftest.thresholds), which is no near-tie at all when the comparison is bitwise
+    near_tie: float | None = None
     atol: float = 0.0
     probe: tuple[str, ...] = ()
     # numpy's isclose: |a - b| <= atol + rtol * |b|, with arm B as the reference b
@@ -271,6 +299,18 @@ class ComparisonSpec:
     teacher_force: bool = False
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
     acceptance: AcceptanceGate | None = None
+    # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm
+    tolerance: ToleranceMode = ToleranceMode.GIVEN
+    # the arms' dtypes as their config tables state them (filled by the loader, not a key)
+    arm_dtypes: tuple[Dtype | None, Dtype | None] = (None, None)
+    # inputs for arms whose argv/env take INPUT_TOKEN: the one a gate runs on, and the held-out
+    # ones `difftest calibrate` measures thresholds on
+    gate_input: str | None = None
+    calibration_inputs: tuple[str, ...] = ()
+    # a thresholds file `difftest calibrate` wrote ("" when none), and where the spec's
+    # atol/rtol/near_tie came from when it was read ("": not read, or no file)
+    thresholds: str = ""
+    threshold_origin: str = ""
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -279,7 +319,20 @@ class ComparisonSpec:
         set_(self, "expect", _expectation("expect", self.expect))
         set_(self, "min_differing", _integer("min_differing", self.min_differing, 1,
                                              MAX_MIN_DIFFERING))
-        set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
+        if self.near_tie is not None:
+            set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
+        try:
+            set_(self, "tolerance", tolerance_mode(self.tolerance))
+        except ValueError as exc:
+            raise InvalidValue("tolerance", str(exc)) from None
+        dtypes: object = self.arm_dtypes
+        if not isinstance(dtypes, (list, tuple)) or len(dtypes) != 2:
+            raise InvalidValue("arm_dtypes", f"must be two dtypes (or null), got {dtypes!r}")
+        try:
+            set_(self, "arm_dtypes", tuple(d if d is None or isinstance(d, Dtype)
+                                           else parse_dtype(str(d)) for d in dtypes))
+        except ValueError as exc:
+            raise InvalidValue("arm_dtypes", str(exc)) from None
         set_(self, "atol", _finite_number("atol", self.atol))
         set_(self, "rtol", _finite_number("rtol", self.rtol))
         set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0, MAX_NOISE_RUNS))
@@ -299,6 +352,21 @@ class ComparisonSpec:
             raise InvalidValue("acceptance", "gates a comparison that expects \"same\" (a drop "
                                              "is a failure there); this one expects "
                                              f"{self.expect.value!r}")
+        if self.gate_input is not None:
+            set_(self, "gate_input", _input("gate_input", self.gate_input))
+        inputs: object = self.calibration_inputs
+        if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
+            raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
+        set_(self, "calibration_inputs", tuple(_input("calibration_inputs", v) for v in inputs))
+        if self.gate_input is not None and self.gate_input in self.calibration_inputs:
+            raise InvalidValue("calibration_inputs", f"holds the gate input {self.gate_input!r}: "
+                                                     "thresholds must be measured on held-out "
+                                                     "inputs, not on the one they gate")
+        if len(set(self.calibration_inputs)) != len(self.calibration_inputs):
+            raise InvalidValue("calibration_inputs", "names an input twice")
+        if self.tolerance is ToleranceMode.DTYPE and (self.atol or self.rtol):
+            raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
+                                            "set either tolerance or atol/rtol, not both")
 
 
 @dataclass(frozen=True)
@@ -573,7 +641,7 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
     comparisons: dict[str, ComparisonSpec] = {}
     for name, raw in data.get("comparisons", {}).items():
         comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
-                                        arms, mutations)
+                                        arms, mutations, base)
 
     try:
         audit = AuditThresholds.from_mapping(data.get("audit", {}))
@@ -658,13 +726,20 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
             line_prefix_pattern(line_prefix)
         except ValueError as exc:
             raise check.fail(table, f"key 'line_prefix': {exc}") from None
+    dtype = None
+    if "dtype" in raw:
+        try:
+            dtype = parse_dtype(check.string(table, "dtype", raw["dtype"]))
+        except ValueError as exc:
+            raise check.fail(table, f"key 'dtype': {exc}") from None
     return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
                    git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap, evidence=tuple(evidence), line_prefix=line_prefix)
+                   max_capture_bytes=cap, evidence=tuple(evidence), line_prefix=line_prefix,
+                   dtype=dtype)
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
-                mutations: Mapping[str, MutationSpec]) -> ComparisonSpec:
+                mutations: Mapping[str, MutationSpec], base: Path) -> ComparisonSpec:
     table = _table_of("comparisons", name)
     why = name_problem(name)
     if why is not None:
@@ -684,12 +759,28 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
-    values = {k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol",
-                                  "noise_runs", "drafting", "toggle", "teacher_force",
-                                  "acceptance")
-              if k in raw}
+    values: dict[str, Any] = {
+        k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol", "noise_runs",
+                            "drafting", "toggle", "teacher_force", "acceptance", "tolerance",
+                            "gate_input", "calibration_inputs") if k in raw}
+    if "thresholds" in raw:
+        given = check.string(table, "thresholds", raw["thresholds"])
+        for key in ("atol", "rtol", "near_tie", "tolerance"):
+            if key in raw:
+                raise check.fail(table, f"key {key!r}: set by the thresholds file {given!r}; "
+                                        "remove one of them")
+        file = Path(given) if Path(given).is_absolute() else base / given
+        values["thresholds"] = str(file)
+        if file.is_file():
+            try:
+                read = read_thresholds(file)
+            except ThresholdError as exc:
+                raise check.fail(table, f"key 'thresholds': {exc}") from None
+            values.update(atol=read.atol, rtol=read.rtol, near_tie=read.near_tie,
+                          threshold_origin=read.origin)
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
-                              probe=probe, **values)
+                              probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,
+                                                       arms[sides["arm_b"]].dtype), **values)
     except InvalidValue as exc:
         raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None

@@ -165,7 +165,10 @@ def _float32_rows(logits: Any) -> np.ndarray:
 
     if hasattr(logits, "detach"):  # a torch tensor: bf16 has no numpy dtype, so upcast first
         logits = logits.detach().float().cpu().numpy()
-    arr = np.asarray(logits, dtype=np.float32)
+    try:
+        arr = np.asarray(logits, dtype=np.float32)
+    except (TypeError, ValueError, RuntimeError) as first:
+        arr = _cast_by_own_library(logits, first)
     if arr.ndim == 3 and arr.shape[0] == 1:  # (batch=1, rows, vocab), as generate() hands them
         arr = arr[0]
     if arr.ndim != 2:
@@ -180,6 +183,35 @@ def _float32_any(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().float().cpu().numpy()
     return np.asarray(value, dtype=np.float32)
+
+
+def _cast_by_own_library(logits: Any, first: Exception) -> np.ndarray:
+    """An array numpy cannot read directly (a bfloat16 array of mlx, jax...), cast to float32
+    by the library that made it: its `astype` with that library's own `float32`. Anything
+    else is refused, naming what was given."""
+    import importlib
+
+    import numpy as np
+
+    what = f"{type(logits).__module__}.{type(logits).__qualname__}"
+    dtype = getattr(logits, "dtype", None)
+    if hasattr(logits, "astype") and dtype is not None:
+        module = type(logits).__module__
+        for name in dict.fromkeys([module, module.split(".")[0], module.split(".")[0] + ".numpy"]):
+            try:
+                float32 = getattr(importlib.import_module(name), "float32", None)
+            except ImportError:
+                continue
+            if float32 is None:
+                continue
+            try:
+                return np.asarray(logits.astype(float32), dtype=np.float32)
+            except (TypeError, ValueError, RuntimeError):
+                continue
+    raise ValueError(f"logits: cannot read a {what}"
+                     + (f" of dtype {dtype}" if dtype is not None else "")
+                     + f" as float32 ({first}); give a numpy array, a torch tensor, nested "
+                       "lists, or an array whose library casts it with .astype(float32)") from None
 
 
 def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -321,7 +353,7 @@ class Tracer:
         return save_dump(Path(folder), index, module, arr, used) if folder is not None else used
 
     def step(self, req: str | int, pos: int, drafted: Any, emitted: Any,
-             logits: Any = None) -> None:
+             logits: Any = None, *, bonus: bool = True) -> None:
         """Trace one verify of request `req`.
 
         `pos`: the request's token count before this step's tokens are appended (the same
@@ -329,10 +361,13 @@ class Tracer:
         verified (empty for a step that drafted nothing). `emitted`: what the step appended
         (the accepted drafts and the target's own next token). `logits`: optional, shape
         (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
-        Ids that contradict each other are refused with a ValueError (see `accepted`).
+        `bonus=False`: the step emitted no token of the target's own (every draft accepted,
+        the verify cut short), so `emitted` equals `drafted`. Ids that contradict each other
+        are refused with a ValueError (see `accepted`).
         """
         if not self.enabled:
             return
+        self.header()  # the header stands even when this first step's input is refused
         name = str(req)
         if not _REQ_RE.match(name):
             raise ValueError(f"req: {name!r} must be non-empty, without spaces or control "
@@ -347,11 +382,10 @@ class Tracer:
         draft = _ids("drafted", drafted)
         emit = _ids("emitted", emitted)
         k, ns = len(draft), len(emit)
+        if not bonus and (emit != draft or not draft):
+            raise ValueError(f"bonus=False: emitted {emit} must be every drafted id {draft} "
+                             "(a step without the target's token accepted all its drafts)")
         lines: list[str] = []
-        if not self._header_done:
-            self._header_done = True
-            if self.drafting is not None:
-                lines.append(drafting_header(self.drafting))
         self._stepped = True
         if k:
             lines.append(spec_propose(1, k + 1, k, draft))
@@ -365,7 +399,8 @@ class Tracer:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
                 lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
-        acc = accepted(name, pos, draft, emit)
+        # without a bonus token every draft was accepted (checked above): acc = ns = k
+        acc = accepted(name, pos, draft, emit) if bonus else ns
         lines.append(spectrace(name, pos, k, ns, acc, draft, emit))
         self._write(lines)
 

@@ -17,7 +17,7 @@ from difftest.acceptance import AcceptanceReport, combine
 from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
-from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
                               signal_of, write_json_atomic)
@@ -34,8 +34,9 @@ from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
 from difftest.align import align
 from difftest.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
-                            explain_forced,
-                            write_force_file)
+                            explain_forced, write_force_file)
+from difftest.threshold_notes import threshold_notes
+from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
 
 
 @dataclass(frozen=True)
@@ -178,10 +179,12 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         b = replace(b, trace=explain_forced(b.trace, forcing.forced))
     assert b.trace is not None and b.audit is not None
     alignment = align(a.trace, b.trace, forced=forcing is not None and forcing.honoured)
-    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=spec.atol, rtol=spec.rtol,
+    atol, rtol, said = tolerance_of(spec, a, b)
+    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=atol, rtol=rtol,
                   floor=floor, drafting=drafting, drafting_source=source, alignment=alignment)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
                     min_differing=spec.min_differing, thresholds=thresholds)
+    verdict = verdict.with_reasons([*said, *threshold_notes(cmp, floor)])
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
     acc = measure_acceptance(a.trace, b.trace, (a.name, b.name), spec.acceptance)
@@ -245,6 +248,34 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
         last.append(f"verdict {kind.value}, not {verdict.verdict.value}: what the drafts show does "
                     "not bear on this comparison's claim (see the first reasons)")
     return replace(verdict, verdict=kind, reasons=(*first, *verdict.reasons, *last))
+
+
+def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
+                 ) -> tuple[float, float, list[str]]:
+    """atol, rtol and the sentence saying where they came from (none for bitwise as
+    configured, the default)."""
+    assert a.trace is not None and b.trace is not None
+    arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
+                           str(o.trace_path))
+                 for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
+    try:
+        source = resolve_tolerance(spec.tolerance, spec.atol, spec.rtol,
+                                   (arms[0], arms[1]), (a.name, b.name))
+    except ThresholdError as exc:
+        raise UsageError(f"comparison {spec.name}: {exc}") from None
+    if spec.thresholds and not spec.threshold_origin:
+        raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
+                         f"not exist yet; run `difftest calibrate -c {spec.name}` first")
+    if spec.threshold_origin:
+        near = f", near_tie {spec.near_tie:g}" if spec.near_tie is not None else ""
+        return spec.atol, spec.rtol, [f"thresholds: atol {spec.atol:g}, rtol {spec.rtol:g}"
+                                      f"{near} from {spec.threshold_origin}"]
+    if source is None:
+        if spec.atol or spec.rtol:
+            return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
+                                                 "the comparison's atol/rtol").describe()]
+        return spec.atol, spec.rtol, []
+    return source.atol, source.rtol, [source.describe()]
 
 
 def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
@@ -326,6 +357,8 @@ def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
     if not spec.teacher_force:  # recorded only when asked for: older records read the same
         del data["teacher_force"]
+    data["tolerance"] = spec.tolerance.value
+    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
     return data
 
 
@@ -391,8 +424,18 @@ def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSp
 
 def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
     """The two arms a comparison runs, distinct even when it names one arm twice."""
-    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    arm_a, arm_b = (on_gate_input(spec, config.arm(n)) for n in (spec.arm_a, spec.arm_b))
     return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
+
+
+def on_gate_input(spec: ComparisonSpec, arm: ArmSpec) -> ArmSpec:
+    """The arm on the comparison's gate input (unchanged when it takes no input)."""
+    if not arm.takes_input:
+        return arm
+    if spec.gate_input is None:
+        raise UsageError(f"comparison {spec.name}: arm {arm.name} takes {INPUT_TOKEN} in its "
+                         "command or env; set gate_input in the comparison")
+    return arm.with_input(spec.gate_input)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
@@ -489,6 +532,9 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
         raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
                          f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
+    if spec.takes_input:
+        raise UsageError(f"arm {arm} takes {INPUT_TOKEN} in its command or env; measure its "
+                         "floor through a comparison with gate_input and noise_runs")
     arms = [spec, *reruns(spec, runs, config.arms)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(arms, run_root=run_root, label=f"noise-{arm}",

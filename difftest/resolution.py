@@ -172,3 +172,25 @@ def arm_digits(values: np.ndarray, sig_digits: np.ndarray) -> int | None:
             values[:FLOAT32_SAMPLE_ROWS], digits):
         return WideDigits(digits)
     return digits
+
+
+def exact_in_half(values: np.ndarray, kind: str) -> bool:
+    """Whether every finite value is exactly a float16 or bfloat16 number (`kind`). Such an
+    arm's print names each value exactly whatever its digit count: a %.6g print moves a value by
+    under 5e-6 of itself, far less than the dtype's spacing (2**-11 of itself for float16,
+    2**-8 for bfloat16), so a printed value that is a number of the dtype is the one the engine
+    held. Equality tests only: the same answer on every CPU."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return False
+    with np.errstate(over="ignore"):
+        as32 = v.astype(np.float32)
+    if not np.array_equal(as32.astype(np.float64), v):
+        return False
+    if kind == "float16":
+        with np.errstate(over="ignore"):
+            return bool(np.array_equal(as32.astype(np.float16).astype(np.float32), as32))
+    if kind == "bfloat16":
+        return bool(np.all((as32.view(np.uint32) & np.uint32(0xFFFF)) == 0))
+    return False

@@ -175,3 +175,27 @@ def finite_max(diff: np.ndarray) -> float | None:
 def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:
     """The values as `judge_rows` sees them (float32-exact at 9 or more digits)."""
     return _exact(values, digits)[0]
+
+
+# -- the derived near-tie rule (difftest.thresholds documents it) ------------------------------
+
+NEAR_TIE_FACTOR = 2.0  # two values each within the tolerance of the reference swap only then
+
+
+def derived_near_tie(tol: Tolerance, top1_b: np.ndarray) -> np.ndarray:
+    """Per row: the margin below which a flip is a near-tie, 2 * the tolerance's bound at arm B's
+    top-1 logit (nan where B traced no logits there: no near-tie without a margin). All zero
+    under a bitwise tolerance, so no flip is excused."""
+    top = np.asarray(top1_b, dtype=np.float64)
+    if tol.bitwise:
+        return np.where(np.isnan(top), np.nan, 0.0)
+    out: np.ndarray = NEAR_TIE_FACTOR * tol.bound(top)
+    return out
+
+
+def derived_rule_text(tol: Tolerance) -> str:
+    """The derived rule in words, with the values it used."""
+    bound = "atol + rtol*|top-1 of B|" + (f", raised to the floor {tol.floor:.3g}"
+                                            if tol.floor else "")
+    return (f"near_tie derived per row: a flip is a near-tie when both margins are below "
+            f"2*({bound}) = 2*({tol.atol:g} + {tol.rtol:g}*|top-1|)")

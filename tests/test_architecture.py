@@ -12,13 +12,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 # Importable from anywhere (in this order among themselves).
 FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo",
               "evidence", "limits",
+              # the per-dtype table and thresholds files: data a config and a comparison read
+              "thresholds",
               # the teacher-forcing stream and activation dumps: files a runner and the
               # pipeline both read, built on the foundation alone
               "force", "activations")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise", "tolerance",
-          "audit", "compare", "numerics", "verdict", "acceptance", "rates", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
-          "gate", "bisect", "localize",
+          "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "rates",
+          "floor", "worktree", "execute", "quantity", "switch", "pipeline", "gate", "calibrate", "bisect", "localize",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):
 # they import the foundation and earlier producers only.

@@ -125,7 +125,7 @@ def test_good_fixture_every_key() -> None:
     pytest.param("[arms]\npaged = 3\n", "[arms]: key 'paged': must be a table", id="arm-not-table"),
     pytest.param(ARM + "timout_s = 10\n", "[arms.paged]: key 'timout_s': unknown key (known: "
                  "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
-                 "max_capture_bytes, evidence, line_prefix)", id="unknown-arm-key"),
+                 "max_capture_bytes, evidence, line_prefix, dtype)", id="unknown-arm-key"),
     pytest.param(ARM + 'timeout_s = "ten"\n', "[arms.paged]: key 'timeout_s': must be a number, "
                  "got a string ('ten')", id="timeout-string"),
     pytest.param(ARM + "timeout_s = true\n", "[arms.paged]: key 'timeout_s': must be a number",
@@ -188,7 +188,8 @@ def test_good_fixture_every_key() -> None:
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
                  "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, toggle, "
-                 "teacher_force, acceptance)",
+                 "teacher_force, acceptance, tolerance, thresholds, calibration_inputs, "
+                 "gate_input)",
                  id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
@@ -227,7 +228,7 @@ def test_unknown_key_message_in_full() -> None:
         parse_config(ARM + "timout_s = 10\n", Path("difftest.toml"))
     assert str(info.value) == ("difftest.toml: [arms.paged]: key 'timout_s': unknown key (known: "
                                "command, env, cwd, timeout_s, git_ref, build, repo, launcher, "
-                               "max_capture_bytes, evidence, line_prefix)")
+                               "max_capture_bytes, evidence, line_prefix, dtype)")
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -209,7 +209,7 @@ def test_a_check_with_noise_flips_writes_every_report(tmp_path: Path) -> None:
     config.write_text(
         f"[arms.a]\ncommand = {json.dumps(['{python}', '-c', CLAIM, str(tmp_path)])}\n"
         + replay_arm("b", tmp_path / "b.log")
-        + '[comparisons.nf]\narm_a = "a"\narm_b = "b"\nnoise_runs = 2\n')
+        + '[comparisons.nf]\narm_a = "a"\narm_b = "b"\nnoise_runs = 2\nnear_tie = 0\n')
     result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
     (report,) = result.reports
     assert cmp_of(report).rows_noise_flip >= 1, report.verdict.reasons

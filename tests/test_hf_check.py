@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from difftest.thresholds import read_thresholds
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +47,10 @@ def test_attention_kernels_agree_within_the_measured_atol(check: dict[str, Any])
     assert c["instruments"] == ["tokens", "logits"]
     assert c["drafting"] == "sequential" and c["drafting_from"] == "traces"
     assert c["blocks_compared"] >= 30 and c["blocks_differing"] == 0
-    # eager and sdpa do differ, in the last float32 places, and within atol
-    assert 0 < c["max_abs_logit_diff"] <= c["atol"] == 3e-6
+    # eager and sdpa do differ, in the last float32 places, and within the atol calibrated on
+    # seeds 1-3 (the gate runs seed 0)
+    calibrated = read_thresholds(CONFIG.parent / "hf-attn.thresholds.toml")
+    assert 0 < c["max_abs_logit_diff"] <= c["atol"] == calibrated.atol
 
 
 def test_a_rerun_is_bitwise_identical(check: dict[str, Any]) -> None:

@@ -73,10 +73,12 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
     assert list(extra.pop("comparisons")) == ["lanes", "lanes/skip-kv-write"]  # type: ignore[union-attr]
     assert extra == {
         "comparison": {"name": "lanes", "arm_a": "paged", "arm_b": "materialized",
-                       "expect": "same", "min_differing": 1, "near_tie": 0.0, "atol": 0.0,
+                       "expect": "same", "min_differing": 1, "near_tie": None, "atol": 0.0,
                        "probe": ["causal-mask", "skip-kv-write", "stale-seq-lens"],
                        "rtol": 0.0, "noise_runs": 0, "drafting": None, "toggle": [],
-                       "acceptance": None},
+                       "acceptance": None,
+                       "tolerance": "given", "arm_dtypes": [None, None], "gate_input": None,
+                       "calibration_inputs": [], "thresholds": "", "threshold_origin": ""},
         "audit": {"min_distinct_ids": 100000, "min_entropy_bits": 0.5, "max_blind_radius": 2.0},
         "probe": ["skip-kv-write"]}
     assert p.run_dir is not None and p.run_dir.name.endswith("-probe-lanes")

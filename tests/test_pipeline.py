@@ -81,8 +81,10 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert base["started_at"] <= base["ended_at"]
     assert meta["extra"]["comparison"] == {
         "name": "pair", "arm_a": "base", "arm_b": "cand", "expect": "same", "min_differing": 1,
-        "near_tie": 0.0, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
-        "drafting": None, "toggle": [], "acceptance": None}
+        "near_tie": None, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
+        "drafting": None, "toggle": [], "acceptance": None, "tolerance": "given",
+        "arm_dtypes": [None, None], "gate_input": None, "calibration_inputs": [],
+        "thresholds": "", "threshold_origin": ""}
 
     report = json.loads((d / "report.json").read_text())
     assert (report["verdict"], report["exit_code"], report["blocks_compared"]) == ("agree", 0, 7)

@@ -99,8 +99,11 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         if c and c.first_logit_difference else None,
         "divergences": [asdict(d) for d in c.divergences] if c else [],
         "alignment": c.mode if c else None,
-        "near_tie": rep.spec.near_tie,
-        "atol": rep.spec.atol,
+        # the effective values: atol from a dtype table or a thresholds file; a near_tie derived
+        # per row is no one number (null) unless the comparison is bitwise, where it is 0
+        "near_tie": (rep.spec.near_tie if rep.spec.near_tie is not None
+                     else 0.0 if c is None or c.tolerance.bitwise else None),
+        "atol": c.atol if c else rep.spec.atol,
         "min_differing": rep.spec.min_differing,
         "reasons": v.reasons,
         "run_dir": str(rep.run_dir) if rep.run_dir else None,

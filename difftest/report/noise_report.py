@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from difftest.jsonout import dumps
 from difftest.pipeline import NoiseReport
+from difftest.threshold_notes import zero_floor_text
 
 
 def render_json(report: NoiseReport) -> str:
@@ -25,8 +26,7 @@ def render_table(report: NoiseReport) -> str:
     f = report.floor
     lines = [f"noise {report.arm}: {f.summary()}"]
     if f.zero:
-        lines.append("  - reruns are deterministic: a comparison against this arm with "
-                     "noise_runs is as strict as without")
+        lines.append("  - " + zero_floor_text(f.arm, f.runs))
     else:
         lines.append(f"  - with noise_runs, a logit difference of B counts only above "
                      f"max(atol + rtol*|b|, {f.floor:.3g}), and B's token flips only when they "

@@ -1,0 +1,139 @@
+"""`difftest calibrate`: the tolerance bound, thresholds measured on held-out inputs of the real
+reference runner, a refusal when benign and wrong overlap, and compare naming the file its
+thresholds came from."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from difftest.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
+from difftest.config import load_config
+from difftest.errors import ConfigError, ExitCode, UsageError
+from difftest.pipeline import run_comparison
+from difftest.calibrate import calibrate
+
+
+def test_chi2_quantile_matches_its_closed_form_and_a_table_value() -> None:
+    # 2 degrees of freedom: P(X <= x) = 1 - exp(-x/2), so x = -2 ln(1 - p)
+    assert chi2_even_quantile(2, 0.05) == pytest.approx(-2 * math.log(0.95), rel=1e-9)
+    assert chi2_even_quantile(6, 0.05) == pytest.approx(1.635383, rel=1e-5)  # standard tables
+
+
+def test_the_distribution_free_bound_needs_299_samples() -> None:
+    assert nonparametric_confidence(298) < 0.95 <= nonparametric_confidence(299)
+    big = upper_bound([1.0] * 299)
+    assert big.value == 1.0 and big.multiplier == 1.0 and "nonparametric" in big.method
+
+
+def test_few_samples_get_the_exponential_bound_sized_by_n() -> None:
+    three = upper_bound([1.0, 1.0, 1.0])
+    assert three.multiplier == pytest.approx(2 * math.log(100) * 3 / 1.635383, rel=1e-5)
+    assert "n = 3 < 299" in three.method
+    ten = upper_bound([1.0] * 10)
+    assert 1.0 < ten.multiplier < three.multiplier  # more inputs, a tighter bound
+
+
+def test_a_zero_sample_stays_bitwise() -> None:
+    assert upper_bound([0.0, 0.0]).value == 0.0
+
+
+RUN = ('"{python}", "-m", "difftest.reference", "--requests", "1", "--steps", "3", '
+       '"--seed", "{seed}"')
+CONFIG = f"""
+[arms.single]
+command = [{RUN}, "--attention-kernel", "single"]
+env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "none" }}
+[arms.split]
+command = [{RUN}, "--attention-kernel", "split"]
+env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "none" }}
+[mutations.reorder]
+args = ["--nondeterministic"]
+[comparisons.kernel]
+arm_a = "single"
+arm_b = "split"
+gate_input = 0
+calibration_inputs = [1, 2]
+probe = ["causal-mask"]
+thresholds = "kernel.toml"
+[comparisons.overlap]
+arm_a = "single"
+arm_b = "split"
+gate_input = 0
+calibration_inputs = [1, 2]
+probe = ["reorder"]
+thresholds = "overlap.toml"
+"""
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cal")
+    (root / "difftest.toml").write_text(CONFIG)
+    return root
+
+
+def test_calibrate_sets_thresholds_on_held_out_inputs_and_compare_names_them(
+        configured: Path) -> None:
+    config = load_config(configured / "difftest.toml")
+    spec = config.comparison("kernel")
+    with pytest.raises(UsageError, match="kernel.toml does not exist yet; run `difftest "
+                                         "calibrate -c kernel`"):
+        run_comparison(config, spec, run_root=configured / "runs", progress=False)
+    cal = calibrate(config, spec, run_root=configured / "runs", progress=False)
+    assert cal.exit_code is ExitCode.OK, cal.summary()
+    assert cal.inputs == ("1", "2") and len(cal.benign) == 2
+    assert 0 < max(cal.benign) < 1e-4  # a float reordering, not a bug
+    assert cal.atol.value == pytest.approx(max(cal.benign) * cal.atol.multiplier)
+    assert cal.separation is not None and cal.separation > 1
+    text = (configured / "kernel.toml").read_text()
+    for key in ("atol =", "near_tie =", "inputs = [\"1\", \"2\"]", "n = 2", "multiplier =",
+                "separation =", "git_sha =", "date ="):
+        assert key in text, key
+    # the gate runs on input 0 with the calibrated thresholds, and says where they came from
+    config = load_config(configured / "difftest.toml")
+    spec = config.comparison("kernel")
+    assert spec.atol == cal.atol.value
+    rep = run_comparison(config, spec, run_root=configured / "runs", progress=False)
+    assert rep.arm_a.trace is not None and rep.arm_a.trace.config.values["seed"] == "0"
+    said = [r for r in rep.verdict.reasons if r.startswith("thresholds:")]
+    assert len(said) == 1 and "kernel.toml (calibrated: inputs" in said[0], rep.verdict.reasons
+    assert rep.exit_code is ExitCode.OK, rep.verdict.reasons
+
+
+def test_calibrate_refuses_when_a_probe_hides_among_benign_differences(configured: Path) -> None:
+    config = load_config(configured / "difftest.toml")
+    cal = calibrate(config, config.comparison("overlap"), run_root=configured / "runs",
+                    progress=False)
+    assert cal.exit_code is ExitCode.UNINFORMATIVE, cal.summary()
+    assert cal.separation is not None and cal.separation < 1
+    assert any("cannot tell benign from wrong" in line for line in cal.summary())
+    assert not (configured / "overlap.toml").exists()
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ("gate_input = 1\ncalibration_inputs = [1, 2]\n", "holds the gate input '1'"),
+    ('thresholds = "t.toml"\natol = 0.1\n', "key 'atol': set by the thresholds file"),
+    ("calibration_inputs = [1, 1]\n", "names an input twice"),
+])
+def test_bad_calibration_keys_name_the_key(tmp_path: Path, extra: str, expected: str) -> None:
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    'arm_b = "a"\n' + extra)
+    with pytest.raises(ConfigError, match="comparisons.c"):
+        load_config(path)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert expected in str(info.value)
+
+
+def test_a_broken_thresholds_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text("[thresholds]\natol = -1\nrtol = 0\nnear_tie = 0\n")
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x"]\n[comparisons.c]\narm_a = "a"\narm_b = "a"\n'
+                    'thresholds = "t.toml"\n')
+    with pytest.raises(ConfigError, match="key 'thresholds': .*t.toml: \\[thresholds\\]: key "
+                                          "'atol': must be a finite number >= 0"):
+        load_config(path)
