@@ -208,6 +208,13 @@ class Comparison:
     def tolerance(self) -> Tolerance:
         floor = self.logits.floor.floor if self.logits and self.logits.floor else 0.0
         return Tolerance(self.atol, self.rtol, floor)
+
+    def row_near_tie(self) -> np.ndarray:
+        """The near-tie threshold each row was judged with: `near_tie` everywhere, or derived
+        per row from the tolerance (nan where B traced no logit there)."""
+        if self.near_tie_derived:
+            return derived_near_tie(self.tolerance, self.rows.logit_b)
+        return np.full(self.rows.req.size, self.near_tie, dtype=np.float64)
     drafting: DraftingKind = DraftingKind.BLOCK
     drafting_source: str = "default"  # config, flag, trace or default
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B

@@ -61,6 +61,12 @@ def _token_radius(cmp: Comparison) -> tuple[float | None, str]:
         return None, ""
     candidates = [(float(margins.min()) / 2, "smallest compared margin / 2"),
                   (cmp.near_tie, "near_tie")]
+    if cmp.near_tie_derived:  # a flip between margins below a row's derived bound passes
+        ties = cmp.row_near_tie()[rows]
+        ties = ties[np.isfinite(ties)]
+        if ties.size:
+            candidates.append((float(ties.max()), "largest derived near_tie, 2 x the row's "
+                                                  "tolerance"))
     lg = cmp.logits
     if lg is not None and lg.flips is not None and lg.flips.rule is FlipRule.EXACT_TEST:
         floor = lg.floor.floor if lg.floor is not None else 0.0

@@ -87,13 +87,17 @@ def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
             logged = margins if np.isfinite(margins).any() else None
             measured = measure_tokens(blocks, logged, th, what="compared")
             blind += [r for r in measured.blind_reasons if r not in blind]
-    if not blind and cmp.near_tie > 0 and expect is Expect.SAME:  # `differ` counts near-ties too
+    ties = cmp.row_near_tie()
+    if not blind and expect is Expect.SAME and bool(np.any(ties[cmp.rows.compared] > 0)):
+        # `differ` counts near-ties too
         r = cmp.rows
         rows = r.compared
         known = np.isfinite(r.margin_a[rows]) | np.isfinite(r.margin_b[rows])
-        if known.any() and near_tie_rows(r.margin_a[rows], r.margin_b[rows], cmp.near_tie).all():
-            blind.append(f"near_tie={cmp.near_tie:g} is above every compared row's margin, so "
-                         "every flip would count as a near-tie")
+        if known.any() and near_tie_rows(r.margin_a[rows], r.margin_b[rows], ties[rows]).all():
+            said = (f"near_tie={cmp.near_tie:g}" if not cmp.near_tie_derived else
+                    "the derived near_tie (2 x each row's tolerance)")
+            blind.append(f"{said} is above every compared row's margin, so every flip would "
+                         "count as a near-tie")
     return blind
 
 

@@ -93,7 +93,7 @@ def outcome(name: str, lines: Sequence[str], th: AuditThresholds) -> ArmOutcome:
 
 
 def judged(a: Sequence[str], b: Sequence[str], *, reruns: Sequence[Sequence[str]] = (),
-           atol: float = 0.0, rtol: float = 0.0, near_tie: float = 0.0,
+           atol: float = 0.0, rtol: float = 0.0, near_tie: float | None = 0.0,
            drafting: DraftingKind | None = None, expect: Expect = Expect.SAME
            ) -> ComparisonReport:
     """Judge arm B against arm A (and A's reruns, for a noise floor) as `compare` does."""
