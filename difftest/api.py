@@ -19,8 +19,9 @@ from difftest.kinds import Expect
 from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
 from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
-                               evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
+                               judge_traces, rejudge_run, run_noise, with_overrides)
 from difftest.pipeline import run_comparison as _run_comparison
+from difftest.plan import evidence_of
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff

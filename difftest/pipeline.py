@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from difftest.acceptance import AcceptanceReport, combine
 from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
-from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
 from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
                               signal_of, write_json_atomic)
-from difftest.limits import MAX_NOISE_RUNS
-from difftest.floor import measure_floor, rerun_name, reruns
+from difftest.floor import measure_floor, rerun_name
 from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
@@ -30,12 +29,15 @@ from difftest.rates import RateInstruments, rate_instruments
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
-from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
 from difftest.align import align
 from difftest.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
                             explain_forced, write_force_file)
 from difftest.threshold_notes import threshold_notes
+from difftest.plan import Evidence as Evidence  # re-exported: the type reports name
+from difftest.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
+from difftest.plan import self_pair as self_pair  # re-exported for callers of the old home
+from difftest.plan import spec_from
 from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
 
 
@@ -76,6 +78,8 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
+_spec_from = spec_from  # difftest.localize reads a run's comparison with it
+
 OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
 
 
@@ -101,24 +105,6 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
             teacher_force=spec.teacher_force if teacher_force is None else teacher_force)
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
-
-
-def _spec_from(raw: dict[str, object], where: str) -> ComparisonSpec:
-    try:
-        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
-    except TypeError as exc:
-        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
-
-
-def _thresholds_from(saved: object, where: str) -> AuditThresholds:
-    if not isinstance(saved, dict):
-        return AuditThresholds()
-    try:
-        return AuditThresholds.from_mapping(saved)
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
@@ -151,9 +137,6 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     except NoTraceLines as exc:
         return ArmFailure(name, f"it printed {exc}")
     return None
-
-
-Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
 
 
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
@@ -278,14 +261,6 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     return source.atol, source.rtol, [source.describe()]
 
 
-def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
-    """The configured arms' evidence rules (none for an arm the config does not define)."""
-    def rules(name: str) -> tuple[Rule, ...]:
-        arm = config.arms.get(name)
-        return arm.evidence if arm is not None else ()
-    return rules(spec.arm_a), rules(spec.arm_b)
-
-
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                 *reruns: ArmOutcome) -> tuple[DraftingKind, str]:
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
@@ -349,55 +324,16 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
-    """A comparison as meta.json records it (what `export` reads back)."""
-    data = asdict(spec)
-    data["probe"] = list(spec.probe)
-    data["toggle"] = list(spec.toggle)
-    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
-    if not spec.teacher_force:  # recorded only when asked for: older records read the same
-        del data["teacher_force"]
-    data["tolerance"] = spec.tolerance.value
-    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
-    return data
-
-
-def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
-    """Both arms' evidence rules as meta.json records them; None when there are none."""
-    return [[r.text for r in rules] for rules in evidence] if any(evidence) else None
-
-
-def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
-              evidence: Evidence = ((), ())) -> dict[str, object]:
-    """What a run records of its comparison, so that `export` can judge it again alike."""
-    meta: dict[str, object] = {"comparison": comparison_meta(spec), "audit": asdict(thresholds)}
-    saved = evidence_meta(evidence)
-    if saved is not None:
-        meta["evidence"] = saved
-    return meta
-
-
-def _evidence_from(saved: object, where: str) -> Evidence:
-    if saved is None:
-        return (), ()
-    if (not isinstance(saved, list) or len(saved) != 2
-            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
-        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
-    try:
-        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
-    except RuleError as exc:
-        raise UsageError(f"{where}: evidence: {exc}") from None
-
-
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
                 progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
-                cache_dir: Path | None = None,
-                limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
-    """Run arms concurrently (up to `limits`) into a fresh run directory."""
+                cache_dir: Path | None = None, limits: JobLimits | None = None,
+                record: Mapping[str, object] | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run arms concurrently (up to `limits`) into a fresh run directory; `record`: the
+    run's plan record (difftest.plan)."""
     run_dir = new_run_dir(run_root, label=label)
     try:
         results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                           cache_dir=cache_dir, limits=limits)
+                           cache_dir=cache_dir, limits=limits, plan=record)
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     return run_dir, results
@@ -410,65 +346,49 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
             _outcome(names[1], b.stderr_path, b, thresholds))
 
 
-def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSpec:
-    """A comparison of an arm with itself (a determinism check) runs the arm twice, the second
-    time under a name no configured arm has."""
-    if spec.arm_a != spec.arm_b:
-        return spec
-    name, n = f"{spec.arm_b}#2", 2
-    while name in taken:
-        n += 1
-        name = f"{spec.arm_b}#{n}"
-    return replace(spec, arm_b=name)
+def run_plan(plan: Plan, options: RunOptions | None = None,
+             limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run every arm of a plan once into a fresh run directory, its record in meta.json. The
+    checkout cache: the options', else the config's [defaults] cache."""
+    options = options or RunOptions()
+    cache = options.cache or plan.cache
+    if plan.teacher_force:
+        return run_forced(plan, options, cache)
+    return run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
+                       progress=options.progress, extra_meta=plan.meta(), cache_dir=cache,
+                       limits=limits, record=plan.record())
 
 
-def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
-    """The two arms a comparison runs, distinct even when it names one arm twice."""
-    arm_a, arm_b = (on_gate_input(spec, config.arm(n)) for n in (spec.arm_a, spec.arm_b))
-    return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
-
-
-def on_gate_input(spec: ComparisonSpec, arm: ArmSpec) -> ArmSpec:
-    """The arm on the comparison's gate input (unchanged when it takes no input)."""
-    if not arm.takes_input:
-        return arm
-    if spec.gate_input is None:
-        raise UsageError(f"comparison {spec.name}: arm {arm.name} takes {INPUT_TOKEN} in its "
-                         "command or env; set gate_input in the comparison")
-    return arm.with_input(spec.gate_input)
+def judge_planned(plan: Plan, name: str, results: Mapping[str, ArmResult],
+                  run_dir: Path) -> ComparisonReport:
+    """One comparison the plan names, judged on the results of its run."""
+    j = plan.comparison(name)
+    th = plan.audit
+    a, b = outcomes_from_run(results, (j.spec.arm_a, j.spec.arm_b), th)
+    return evaluate(j.spec, a, b, th, run_dir, rerun_outcomes(results, j.spec, th), j.evidence)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
                    progress: bool | None = None,
                    cache_dir: Path | None = None) -> ComparisonReport:
     """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
-    th = thresholds_of(config)
-    arm_a, arm_b = arm_pair(config, spec)
-    evidence = evidence_of(config, spec)
-    spec = self_pair(spec, config.arms)
-    more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
-    meta = spec_meta(spec, th, evidence)
-    cache = cache_dir or config.defaults.cache
-    if spec.teacher_force:
-        run_dir, results = run_forced(arm_a, arm_b, more, run_root=run_root, label=spec.name,
-                                      progress=progress, extra_meta=meta, cache_dir=cache)
-    else:
-        run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root,
-                                       label=spec.name, progress=progress, extra_meta=meta,
-                                       cache_dir=cache)
-    a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
+    plan = plan_compare(config, spec)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    return judge_planned(plan, plan.judged[0].name, results, run_dir)
 
 
-def run_forced(arm_a: ArmSpec, arm_b: ArmSpec, more: Sequence[ArmSpec], *,
-               run_root: Path | None, label: str, progress: bool | None,
-               extra_meta: Mapping[str, object], cache_dir: Path | None
-               ) -> tuple[Path, dict[str, ArmResult]]:
+def run_forced(plan: Plan, options: RunOptions,
+               cache_dir: Path | None) -> tuple[Path, dict[str, ArmResult]]:
     """Teacher forcing: arm A (and its reruns) first, then B on A's committed stream, given in
     DIFFTEST_FORCE. One run directory and one meta.json hold both phases. When A failed or
     printed nothing usable, B still runs free so the failure is reported as usual."""
-    run_dir, results = run_arm_set([arm_a, *more], run_root=run_root, label=label,
-                                   progress=progress, extra_meta=extra_meta, cache_dir=cache_dir)
+    spec = plan.judged[0].spec
+    first = [a for a in plan.arms if a.name != spec.arm_b]
+    arm_a, arm_b = plan.arms[0], next(a for a in plan.arms if a.name == spec.arm_b)
+    extra_meta, record = plan.meta(), plan.record()
+    run_dir, results = run_arm_set(first, run_root=options.run_root, label=plan.label,
+                                   progress=options.progress, extra_meta=extra_meta,
+                                   cache_dir=cache_dir, record=record)
     env = dict(arm_b.env)
     a = results[arm_a.name]
     if a.failure() is None:
@@ -482,8 +402,8 @@ def run_forced(arm_a: ArmSpec, arm_b: ArmSpec, more: Sequence[ArmSpec], *,
                                                   run_dir / FORCE_NAME).resolve())
     _, first_meta = load_run(run_dir)
     try:
-        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=progress,
-                          extra_meta=extra_meta, cache_dir=cache_dir)
+        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=options.progress,
+                          extra_meta=extra_meta, cache_dir=cache_dir, plan=record)
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     _, second_meta = load_run(run_dir)
@@ -528,20 +448,9 @@ class NoiseReport:
 def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
               progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
     """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
-        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
-                         f"compared pairwise), got {runs!r}")
-    spec = config.arm(arm)
-    if spec.takes_input:
-        raise UsageError(f"arm {arm} takes {INPUT_TOKEN} in its command or env; measure its "
-                         "floor through a comparison with gate_input and noise_runs")
-    arms = [spec, *reruns(spec, runs, config.arms)]
-    th = thresholds_of(config)
-    run_dir, results = run_arm_set(arms, run_root=run_root, label=f"noise-{arm}",
-                                   progress=progress, extra_meta={"noise": {"arm": arm,
-                                                                            "runs": runs}},
-                                   cache_dir=cache_dir)
-    outs = _rerun_outcomes(results, [a.name for a in arms], th)
+    plan = plan_noise(config, arm, runs)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    outs = _rerun_outcomes(results, [a.name for a in plan.arms], plan.audit)
     failures = tuple(o.failure for o in outs if o.failure is not None)
     if failures:
         return NoiseReport(arm, runs, run_dir, None, failures)
@@ -553,86 +462,23 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
-def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
-    """One comparison of a run of several (`check`, `probe`) as meta.json records it under
-    `comparisons`: its table (arms as they ran) and its arms' evidence."""
-    entry: dict[str, object] = {"comparison": comparison_meta(spec)}
-    saved = evidence_meta(evidence)
-    if saved is not None:
-        entry["evidence"] = saved
-    return entry
-
-
-def _recorded_spec(run_dir: Path, extra: Mapping[str, object], arms: list[str],
-                   comparison: str | None, where: str) -> tuple[ComparisonSpec, Evidence]:
-    """The comparison a run judged (or, for a run of several, the one named) and its arms'
-    evidence: from what meta.json recorded; for a check run written before it recorded its
-    comparisons, from the config file it names."""
-    judged = extra.get("comparisons")
-    recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
-    single = extra.get("comparison")
-    if isinstance(single, dict) and isinstance(single.get("name"), str):
-        recorded.setdefault(str(single["name"]), {"comparison": single,
-                                                  "evidence": extra.get("evidence")})
-    checked = extra.get("check")
-    names = list(recorded) or ([str(n) for n in checked] if isinstance(checked, list) else [])
-    if comparison is None:
-        if isinstance(single, dict):
-            return _spec_from(single, where), _evidence_from(extra.get("evidence"), where)
-        if len(names) > 1:
-            raise UsageError(f"{run_dir}: a run of {len(names)} comparisons; name one with "
-                             f"--comparison ({', '.join(names)})")
-        if len(names) == 1:
-            comparison = names[0]
-        elif len(arms) == 2:
-            return (_spec_from({"name": run_dir.name, "arm_a": arms[0], "arm_b": arms[1]}, where),
-                    ((), ()))
-        else:
-            raise UsageError(f"{where}: names no comparison and holds {len(arms)} arm(s), not 2")
-    if comparison in recorded:
-        entry = recorded[comparison]
-        if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
-            raise UsageError(f"{where}: comparison {comparison!r} is not a table")
-        return _spec_from(entry["comparison"], where), _evidence_from(entry.get("evidence"), where)
-    if comparison in names and isinstance(extra.get("config"), str):
-        return _spec_from_config(Path(str(extra["config"])), comparison, where)
-    known = f"its comparisons: {', '.join(names)}" if names else "it records no comparison by name"
-    raise UsageError(f"{run_dir}: no comparison {comparison!r} in this run ({known})")
-
-
-def _spec_from_config(path: Path, comparison: str,
-                      where: str) -> tuple[ComparisonSpec, Evidence]:
-    """A check run's comparison from the config it ran, when meta.json did not record it."""
-    from difftest.config import load_config
-
-    if not path.is_file():
-        raise UsageError(f"{where}: the run records no comparison table and its config {path} "
-                         "is gone: nothing says which arms to compare")
-    config = load_config(path)
-    configured = config.comparison(comparison)
-    return self_pair(configured, config.arms), evidence_of(config, configured)
-
-
 def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
                 atol: float | None = None, min_differing: int | None = None,
                 drafting: DraftingKind | str | None = None,
                 thresholds: AuditThresholds | None = None,
                 rtol: float | None = None, comparison: str | None = None) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
-    several comparisons (`check`, `probe`) needs `comparison`: one of its names, or
+    several comparisons (`check`, `probe`, `noise`) needs `comparison`: one of its names, or
     `NAME/MUTATION` for a probed mutation."""
     results, meta = load_run(run_dir)
-    extra = meta.get("extra", meta)
-    if not isinstance(extra, dict):
-        extra = {}
-    where = str(Path(run_dir) / "meta.json")
-    spec, evidence = _recorded_spec(Path(run_dir), extra, list(results), comparison, where)
+    recorded = read_run(Path(run_dir), meta, list(results))
+    where = recorded.where
+    spec, evidence = recorded.pick(comparison)
     spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol,
                           drafting=drafting)
     if thresholds is None:
-        thresholds = _thresholds_from(extra.get("audit") if isinstance(extra, dict) else None,
-                                      where)
+        thresholds = recorded.audit
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
