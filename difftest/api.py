@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Unpack
 
 from difftest.audit import TraceAudit, audit_trace
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
-from difftest.kinds import Expect
-from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
-                               judge_traces, rejudge_run, run_noise, with_overrides)
+from difftest.pipeline import (ComparisonReport, Evidence, NoiseReport, judge_traces,
+                               rejudge_run, run_noise)
 from difftest.pipeline import run_comparison as _run_comparison
-from difftest.plan import evidence_of
+from difftest.plan import RunOptions, evidence_of
+from difftest.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
+                            split_keywords)
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
@@ -64,43 +65,40 @@ def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
     return ComparisonSpec(name=f"{arm_a}-vs-{arm_b}", arm_a=arm_a, arm_b=arm_b)
 
 
-def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
-                   progress: bool | None = None,
-                   cache_dir: Path | None = None) -> ComparisonReport:
+def run_comparison(config: Config, spec: ComparisonSpec, *,
+                   options: RunOptions | None = None,
+                   **keywords: Unpack[RunKeywords]) -> ComparisonReport:
     """Run both arms of a comparison, judge them, and write report.json, report.md and
     diff.csv into the run directory."""
-    report = _run_comparison(config, spec, run_root=run_root, progress=progress,
-                             cache_dir=cache_dir)
+    opts = run_options(keywords, options)
+    report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
+                             cache_dir=opts.cache)
     rundir.write_comparison(report)
     return report
 
 
+class CompareKeywords(OverrideKeywords, RunKeywords, total=False):
+    """`compare_arms`' keywords: the overrides and how the arms run."""
+
+
 def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  comparison: str | None = None, config: ConfigLike = None,
-                 expect: Expect | str | None = None, near_tie: float | None = None,
-                 atol: float | None = None, min_differing: int | None = None,
-                 drafting: DraftingKind | str | None = None,
-                 run_root: Path | None = None, progress: bool | None = None,
-                 cache_dir: Path | None = None, rtol: float | None = None,
-                 noise_runs: int | None = None,
-                 teacher_force: bool | None = None) -> ComparisonReport:
+                 overrides: Overrides | None = None, options: RunOptions | None = None,
+                 **keywords: Unpack[CompareKeywords]) -> ComparisonReport:
     """Run two configured arms (or a configured comparison) and judge what they drafted.
-    `teacher_force`: run B on A's committed stream (difftest.force)."""
+    `overrides` (or their keywords: expect, near_tie, atol, rtol, min_differing, drafting,
+    noise_runs, teacher_force) over the configured values; `teacher_force`: run B on A's
+    committed stream (difftest.force)."""
     cfg = _config(config)
-    spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
-                          expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol, noise_runs=noise_runs,
-                          drafting=drafting, teacher_force=teacher_force)
-    return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
+    given, opts = split_keywords(keywords, overrides, options)
+    spec = given.apply(resolve_spec(cfg, arm_a, arm_b, comparison))
+    return run_comparison(cfg, spec, options=opts)
 
 
 def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str | None = None,
-                   config: ConfigLike = None, expect: Expect | str | None = None,
-                   near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None,
-                   rtol: float | None = None,
-                   drafting: DraftingKind | str | None = None,
-                   line_prefix: str | None = None) -> ComparisonReport:
+                   config: ConfigLike = None, overrides: Overrides | None = None,
+                   line_prefix: str | None = None,
+                   **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
     needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
@@ -116,30 +114,27 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
-    spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol, drafting=drafting)
+    spec = Overrides.of(keywords, overrides).apply(spec)
     return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
 
 
-def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
-            near_tie: float | None = None, atol: float | None = None,
-            min_differing: int | None = None, rtol: float | None = None,
-            drafting: DraftingKind | str | None = None,
-            comparison: str | None = None) -> ComparisonReport:
+def rejudge(run_dir: Path | str, *, comparison: str | None = None,
+            overrides: Overrides | None = None,
+            **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides); a run of
-    several comparisons (`check`, `probe`) needs `comparison`, by name (`NAME/MUTATION` for a
-    probed mutation)."""
-    return rejudge_run(Path(run_dir), expect=expect,
-                       near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                       drafting=drafting, comparison=comparison)
+    several comparisons (`check`, `probe`, `noise`) needs `comparison`, by name
+    (`NAME/MUTATION` for a probed mutation)."""
+    return rejudge_run(Path(run_dir), comparison=comparison,
+                       overrides=Overrides.of(keywords, overrides))
 
 
-def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,
-          progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
+def noise(arm: str, *, runs: int = 3, config: ConfigLike = None,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `runs` times and measure its A/A noise floor; writes noise.json into the
     run directory."""
-    report = run_noise(_config(config), arm, runs, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir)
+    opts = run_options(keywords, options)
+    report = run_noise(_config(config), arm, runs, run_root=opts.run_root,
+                       progress=opts.progress, cache_dir=opts.cache)
     rundir.write_noise(report)
     return report
 
@@ -167,35 +162,35 @@ def export_html(report: ComparisonReport, path: Path) -> None:
     rundir.write_comparison_html(report, path)
 
 
-def check(config: ConfigLike = None, *, only: list[str] | None = None,
-          run_root: Path | None = None, probes: bool = True, progress: bool | None = None,
-          junit: Path | None = None, markdown: Path | None = None,
-          html: Path | None = None, cache_dir: Path | None = None,
-          jobs: int | None = None) -> CheckResult:
+def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: bool = True,
+          junit: Path | None = None, markdown: Path | None = None, html: Path | None = None,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
     caps how many arms run at once (default: see gate.job_limits)."""
     cfg = _config(config)
+    opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
-    result = run_check(cfg, only, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir, probes=probes, jobs=jobs)
+    result = run_check(cfg, only, run_root=opts.run_root, progress=opts.progress,
+                       cache_dir=opts.cache, probes=probes, jobs=opts.jobs)
     rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
 
 
 def probe(arm_a: str | None = None, arm_b: str | None = None, *,
           comparison: str | None = None, mutations: list[str] | None = None,
-          config: ConfigLike = None, run_root: Path | None = None,
-          progress: bool | None = None, cache_dir: Path | None = None) -> ProbeReport:
+          config: ConfigLike = None, options: RunOptions | None = None,
+          **keywords: Unpack[RunKeywords]) -> ProbeReport:
     """Break arm B on purpose and check that the comparison notices. Writes the baseline's
     reports and probe.json into the run directory."""
     cfg = _config(config)
+    opts = run_options(keywords, options)
     if comparison is None and (arm_a is None or arm_b is None):
         raise UsageError("name both arms (--arm-a NAME --arm-b NAME) or a --comparison")
     spec = (cfg.comparison(comparison) if comparison is not None
             else resolve_spec(cfg, arm_a, arm_b, None))
-    result = run_probe(cfg, spec, mutations or None, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir)
+    result = run_probe(cfg, spec, mutations or None, run_root=opts.run_root,
+                       progress=opts.progress, cache_dir=opts.cache)
     rundir.write_probe(result)
     return result
 

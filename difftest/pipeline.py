@@ -12,12 +12,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Unpack
 
 from difftest.acceptance import AcceptanceReport, combine
 from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.compare import Comparison, compare
-from difftest.config import ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
                               signal_of, write_json_atomic)
@@ -38,6 +39,7 @@ from difftest.plan import Evidence as Evidence  # re-exported: the type reports 
 from difftest.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
 from difftest.plan import self_pair as self_pair  # re-exported for callers of the old home
 from difftest.plan import spec_from
+from difftest.rules import OVERRIDES, OverrideKeywords, Overrides
 from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
 
 
@@ -80,31 +82,11 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
 
 _spec_from = spec_from  # difftest.localize reads a run's comparison with it
 
-OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
-
-
-def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
-                   near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None, rtol: float | None = None,
-                   noise_runs: int | None = None,
-                   drafting: DraftingKind | str | None = None,
-                   where: str = OVERRIDES,
-                   teacher_force: bool | None = None) -> ComparisonSpec:
-    """The spec with overrides applied (None leaves a value alone), checked by the same rules
-    as a config file's: the one check of an override, whether it came from the command line or
-    from an API caller (a string or a number of any size, never a bare ValueError)."""
-    try:
-        return replace(
-            spec, expect=spec.expect if expect is None else expect,  # type: ignore[arg-type]
-            near_tie=spec.near_tie if near_tie is None else near_tie,
-            atol=spec.atol if atol is None else atol,
-            min_differing=spec.min_differing if min_differing is None else min_differing,
-            rtol=spec.rtol if rtol is None else rtol,
-            noise_runs=spec.noise_runs if noise_runs is None else noise_runs,
-            drafting=spec.drafting if drafting is None else drafting,  # type: ignore[arg-type]  # checked by __post_init__
-            teacher_force=spec.teacher_force if teacher_force is None else teacher_force)
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
+                   **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:
+    """The spec with overrides applied (None leaves a value alone): `Overrides.apply`, the one
+    check of an override, whether it came from the command line or from an API caller."""
+    return Overrides.of(keywords).apply(spec, where)
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
@@ -462,11 +444,9 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
-def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
-                atol: float | None = None, min_differing: int | None = None,
-                drafting: DraftingKind | str | None = None,
-                thresholds: AuditThresholds | None = None,
-                rtol: float | None = None, comparison: str | None = None) -> ComparisonReport:
+def rejudge_run(run_dir: Path, *, comparison: str | None = None,
+                overrides: Overrides | None = None, thresholds: AuditThresholds | None = None,
+                **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
     several comparisons (`check`, `probe`, `noise`) needs `comparison`: one of its names, or
     `NAME/MUTATION` for a probed mutation."""
@@ -474,9 +454,7 @@ def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: 
     recorded = read_run(Path(run_dir), meta, list(results))
     where = recorded.where
     spec, evidence = recorded.pick(comparison)
-    spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol,
-                          drafting=drafting)
+    spec = Overrides.of(keywords, overrides).apply(spec)
     if thresholds is None:
         thresholds = recorded.audit
     for name in (spec.arm_a, spec.arm_b):

@@ -20,7 +20,7 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise", "tolerance",
           "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "rates",
-          "floor", "plan", "worktree", "execute", "quantity", "switch", "pipeline", "gate", "calibrate",
+          "floor", "plan", "rules", "worktree", "execute", "quantity", "switch", "pipeline", "gate", "calibrate",
           "bisect", "localize",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):
