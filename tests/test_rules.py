@@ -51,3 +51,5 @@ def test_keywords_become_records_over_the_ones_passed() -> None:
     with pytest.raises(TypeError, match="not an override: run_root"):
         Overrides.of({"run_root": "x"})
     assert run_options({"cache_dir": "c"}).cache == "c"
+    # a keyword left at None (an option not given) leaves the record's value alone
+    assert Overrides.of({"atol": None, "expect": None}, Overrides(atol=1.0)) == Overrides(atol=1.0)
