@@ -30,8 +30,8 @@ from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
 
-__all__ = ["AuditReport", "audit", "check", "compare_arms", "compare_traces", "export_csv",
-           "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
+__all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
+           "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
            "run_comparison"]
 
 
@@ -116,6 +116,48 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = Overrides.of(keywords, overrides).apply(spec)
     return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
+
+
+@dataclass(frozen=True)
+class Traces:
+    """Two captured traces to judge instead of running arms, and a line prefix they carry."""
+
+    a: Path | str | None = None
+    b: Path | str | None = None
+    line_prefix: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.a is not None or self.b is not None
+
+
+def compare(arm_a: str | None = None, arm_b: str | None = None, *,
+            traces: Traces | None = None, comparison: str | None = None,
+            config: ConfigLike = None, overrides: Overrides | None = None,
+            options: RunOptions | None = None) -> ComparisonReport:
+    """`difftest compare`: two captured traces judged (`traces`), else two arms run and judged;
+    what needs arms (a noise floor, teacher forcing) is refused with traces, what belongs to
+    traces (a line prefix) with arms."""
+    given = overrides or Overrides()
+    traces = traces or Traces()
+    if traces.given:
+        if traces.a is None or traces.b is None:
+            raise UsageError("--trace-a and --trace-b go together")
+        if arm_a or arm_b:
+            raise UsageError("give either --trace-a/--trace-b or arms, not both")
+        if given.noise_runs:
+            raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
+        if given.teacher_force:
+            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
+                             "not traces")
+        # a comparison supplies its expectations, toggle and its arms' evidence
+        return compare_traces(traces.a, traces.b, comparison=comparison, config=config,
+                              overrides=given, line_prefix=traces.line_prefix)
+    if traces.line_prefix is not None:
+        raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
+                         "line_prefix in its config table")
+    return compare_arms(arm_a, arm_b, comparison=comparison, config=config, overrides=given,
+                        options=options)
 
 
 def rejudge(run_dir: Path | str, *, comparison: str | None = None,
@@ -230,33 +272,62 @@ def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
 
 
+class BisectKeywords(RunKeywords, total=False):
+    """`bisect`'s keywords besides its ends: how arms run at each commit, the per-commit test
+    (difftest.bisect.evidence.Sequential) and how the arms run."""
+
+    mode: Mode | str
+    baseline: str | None
+    flake_rate: float
+    error_rate: float
+    max_runs: int
+
+
 def bisect(comparison: str | None = None, *, good: str | None = None, bad: str | None = None,
-           config: ConfigLike = None, mode: Mode | str = Mode.WITHIN,
-           baseline: str | None = None, repo: Path | str | None = None,
-           flake_rate: float = 0.0, error_rate: float = 0.01, max_runs: int = 15,
-           jobs: int | None = None, run_root: Path | None = None,
-           progress: bool | None = False, cache_dir: Path | None = None,
-           resume: Path | str | None = None) -> BisectResult:
+           config: ConfigLike = None, repo: Path | str | None = None,
+           resume: Path | str | None = None, options: RunOptions | None = None,
+           **keywords: Unpack[BisectKeywords]) -> BisectResult:
     """The first commit between `good` and `bad` at which the comparison fails its expectation
     (or, with `resume`, continue a bisect from its directory). Writes bisect.json, bisect.md and
     bisect.html into the bisect's directory."""
+    from difftest.bisect.engine import Ends
+    from difftest.bisect.evidence import Sequential
+
+    search: dict[str, object] = {"mode": Mode.WITHIN, "baseline": None, "flake_rate": 0.0,
+                                 "error_rate": 0.01, "max_runs": 15}
+    # the API draws no progress unless asked (RunOptions passed whole say so themselves)
+    run: dict[str, object] = {"progress": False} if options is None else {}
+    for key, value in keywords.items():
+        (search if key in search else run)[key] = value
+    opts = run_options(run, options)
     if resume is not None:
         if comparison is not None or good is not None or bad is not None:
             raise UsageError("--resume continues a bisect as it was planned: give no "
                              "comparison, --good or --bad with it")
-        result = resume_bisect(Path(resume), jobs=jobs, progress=progress)
+        result = resume_bisect(Path(resume), jobs=opts.jobs, progress=opts.progress)
     else:
         if comparison is None or good is None or bad is None:
             raise UsageError("a bisect needs a comparison (-c NAME), --good REF and --bad REF "
                              "(or --resume DIR)")
         try:
-            how = Mode(mode)
+            how = Mode(str(search["mode"]))
         except ValueError:
-            raise UsageError(f"--mode must be within or against, got {mode!r}") from None
-        result = start_bisect(_config(config), comparison, good=good, bad=bad, mode=how,
-                              baseline=baseline, repo=Path(repo) if repo is not None else None,
-                              flake_rate=flake_rate, error_rate=error_rate, max_runs=max_runs,
-                              jobs=1 if jobs is None else jobs, run_root=run_root,
-                              progress=progress, cache_dir=cache_dir)
+            raise UsageError(f"--mode must be within or against, got {search['mode']!r}") from None
+        test = Sequential(search["flake_rate"], search["error_rate"],  # type: ignore[arg-type]
+                          search["max_runs"])  # type: ignore[arg-type]
+        baseline = search["baseline"]
+        ends = Ends(good, bad, how, str(baseline) if baseline is not None else None,
+                    Path(repo) if repo is not None else None)
+        result = start_bisect(_config(config), comparison, ends, test, opts)
     bisect_report.write_all(result)
     return result
+
+
+def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
+    """The checkout cache a command uses: `cache` when given (no config is read), else the
+    config's [defaults] cache, else $DIFFTEST_CACHE, else ~/.cache/difftest."""
+    from difftest.worktree import default_cache_dir
+
+    if cache is not None:
+        return Path(cache)
+    return _config(config).defaults.cache or default_cache_dir()

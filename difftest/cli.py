@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import io
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
@@ -25,6 +27,8 @@ from difftest.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from difftest.pipeline import ComparisonReport
+    from difftest.plan import RunOptions
+    from difftest.rules import Overrides
 
 class _Group(TyperGroup):
     """The command group with difftest's one error style: every usage error, bad parameter and
@@ -248,6 +252,14 @@ DraftingOpt = Annotated[str | None, typer.Option(
     help="How the engine drafts a block: block (rows independent) or sequential "
          "(row j+1 from row j's token). Default: the comparison's, else the "
          "traces' [spec-drafting] header, else block.")]
+TeacherForce = Annotated[bool, typer.Option(
+    "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so every "
+                            "position is compared.")]
+Jobs = Annotated[int | None, typer.Option(
+    "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
+    "[defaults] launched_jobs for arms run through a launcher).")]
+CompareFormatOpt = Annotated[CompareFormat, typer.Option(
+    "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
 HtmlOpt = Annotated[Path | None, typer.Option(
     "--html", help="Write the HTML report here too (every run directory gets report.html).")]
@@ -259,6 +271,89 @@ LinePrefixOpt = Annotated[str | None, typer.Option(
          "timestamps, LEVEL name:), as a regular expression matched at each line's start.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
+
+
+
+@dataclass(frozen=True)
+class _OptionGroup:
+    """Options that build one record (as argument groups build one object): declared once,
+    offered by every command that takes the record, and handed to it whole."""
+
+    param: str  # the command's parameter that receives the record
+    options: tuple[inspect.Parameter, ...]
+    build: Callable[..., Any]
+
+    def only(self, *names: str) -> _OptionGroup:
+        """The group with these of its options (the rest left at their defaults)."""
+        return replace(self, options=tuple(o for o in self.options if o.name in names))
+
+
+def _option(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=annotation)
+
+
+def _grouped(*groups: _OptionGroup) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Offer each group's options in place of the command's parameter of the group's name,
+    and call the command with the record the group builds from them."""
+
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        params: list[inspect.Parameter] = []
+        for p in inspect.signature(fn, eval_str=True).parameters.values():
+            group = next((g for g in groups if g.param == p.name), None)
+            params += group.options if group is not None else [p]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> R:
+            for g in groups:
+                given = {o.name: kwargs.pop(o.name) for o in g.options}
+                kwargs[g.param] = g.build(**given)
+            return fn(**kwargs)
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])
+        return wrapper
+
+    return decorate
+
+
+def _overrides(**given: Any) -> Overrides:
+    from difftest.rules import Overrides
+
+    return Overrides(**given)
+
+
+def _run_options(**given: Any) -> RunOptions:
+    from difftest.plan import RunOptions
+
+    return RunOptions(**given)
+
+
+# One group, one record: the comparison values set over the config's (difftest.rules), and
+# how the arms run (difftest.plan.RunOptions).
+OVERRIDES = _OptionGroup("overrides", (
+    _option("expect", ExpectOpt), _option("near_tie", NearTie), _option("atol", Atol),
+    _option("min_differing", MinDiffering), _option("drafting", DraftingOpt),
+    _option("rtol", Rtol), _option("noise_runs", NoiseRuns),
+    _option("teacher_force", TeacherForce, False)),
+    lambda teacher_force=None, **given: _overrides(teacher_force=teacher_force or None, **given))
+RUN_OPTIONS = _OptionGroup("options", (
+    _option("run_root", RunRoot), _option("progress", Progress), _option("jobs", Jobs)),
+    _run_options)
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """Where a comparison's report goes: stdout in one format, and files beside it."""
+
+    format: CompareFormat = CompareFormat.table
+    csv: Path | None = None
+    html: Path | None = None
+
+
+OUTPUTS = _OptionGroup("outputs", (
+    _option("format", CompareFormatOpt, CompareFormat.table), _option("csv", CsvOpt),
+    _option("html", HtmlOpt)), _Outputs)
 
 
 @app.command()
@@ -351,12 +446,12 @@ def audit(
     raise typer.Exit(int(result.exit_code))
 
 
-def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
-                 html: Path | None = None) -> None:
+def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
     from difftest import api
     from difftest.errors import RefusedOutput
     from difftest.report import comparison as render
 
+    format, csv, html = outputs.format, outputs.csv, outputs.html
     refused = False
     try:
         if html is not None:
@@ -381,94 +476,63 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
     raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
 
 
+def _traces(trace_a: Path | None = None, trace_b: Path | None = None,
+            line_prefix: str | None = None) -> Any:
+    from difftest.api import Traces
+
+    return Traces(trace_a, trace_b, line_prefix)
+
+
+TRACES = _OptionGroup("traces", (
+    _option("trace_a", Annotated[Path | None, typer.Option(
+        "--trace-a", help="A captured trace: run nothing.")]),
+    _option("trace_b", Annotated[Path | None, typer.Option(
+        "--trace-b", help="The other captured trace (with --trace-a).")]),
+    _option("line_prefix", LinePrefixOpt)), _traces)
+
+
 @app.command()
 @_guarded
+@_grouped(TRACES, OUTPUTS, OVERRIDES, RUN_OPTIONS.only("run_root", "progress"))
 def compare(
     arm_a: Annotated[str | None, typer.Option("--arm-a", help="Arm name from the config.")] = None,
     arm_b: Annotated[str | None, typer.Option("--arm-b", help="Arm name from the config.")] = None,
-    trace_a: Annotated[Path | None, typer.Option(
-        "--trace-a", help="A captured trace: run nothing.")] = None,
-    trace_b: Annotated[Path | None, typer.Option(
-        "--trace-b", help="The other captured trace (with --trace-a).")] = None,
+    traces: Any = None,
     comparison: ComparisonOpt = None,
     config: ConfigOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    csv: CsvOpt = None,
-    html: HtmlOpt = None,
-    expect: ExpectOpt = None,
-    near_tie: NearTie = None,
-    atol: Atol = None,
-    min_differing: MinDiffering = None,
-    drafting: DraftingOpt = None,
-    run_root: RunRoot = None,
-    progress: Progress = None,
-    rtol: Rtol = None,
-    noise_runs: NoiseRuns = None,
-    line_prefix: LinePrefixOpt = None,
-    teacher_force: Annotated[bool, typer.Option(
-        "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so "
-                                "every position is compared.")] = False,
+    outputs: Any = None,
+    overrides: Any = None,
+    options: Any = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
-    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
-    if trace_a is not None or trace_b is not None:
-        if trace_a is None or trace_b is None:
-            raise UsageError("--trace-a and --trace-b go together")
-        if arm_a or arm_b:
-            raise UsageError("give either --trace-a/--trace-b or arms, not both")
-        if noise_runs:
-            raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
-        if teacher_force:
-            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
-                             "not traces")
-        # a --comparison supplies its expectations, toggle and its arms' evidence
-        report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
-                                    expect=expect,
-                                    near_tie=near_tie, atol=atol, min_differing=min_differing,
-                                    rtol=rtol, drafting=drafting, line_prefix=line_prefix)
-    else:
-        if line_prefix is not None:
-            raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
-                             "line_prefix in its config table")
-        report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
-                                  expect=expect, near_tie=near_tie, atol=atol,
-                                  min_differing=min_differing, run_root=run_root,
-                                  progress=progress, rtol=rtol, noise_runs=noise_runs,
-                                  drafting=drafting, teacher_force=teacher_force or None)
-    _emit_report(report, format, csv, html)
+    api.check_outputs(outputs.csv, outputs.html,
+                      reads=[traces.a, traces.b, config or Path("difftest.toml")])
+    report = api.compare(arm_a, arm_b, traces=traces, comparison=comparison, config=config,
+                         overrides=overrides, options=options)
+    _emit_report(report, outputs)
 
 
 @app.command()
 @_guarded
+@_grouped(OUTPUTS, OVERRIDES.only("expect", "near_tie", "atol", "min_differing", "rtol",
+                                  "drafting"))
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (traces/runs/<run-id>).")],
-    csv: CsvOpt = None,
-    html: HtmlOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    expect: ExpectOpt = None,
-    near_tie: NearTie = None,
-    atol: Atol = None,
-    min_differing: MinDiffering = None,
-    rtol: Rtol = None,
-    drafting: DraftingOpt = None,
+    outputs: Any = None,
+    overrides: Any = None,
     comparison: Annotated[str | None, typer.Option(
-        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
-                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+        "--comparison", "-c", help="Which comparison of a run of several (check, probe, "
+                                   "noise): NAME, or NAME/MUTATION for a probed mutation.")
+    ] = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
-    api.check_outputs(csv, html, run_dir=run_dir)
-    report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
-                         min_differing=min_differing, rtol=rtol,
-                         drafting=drafting, comparison=comparison)
-    _emit_report(report, format, csv, html)
+    api.check_outputs(outputs.csv, outputs.html, run_dir=run_dir)
+    report = api.rejudge(run_dir, comparison=comparison, overrides=overrides)
+    _emit_report(report, outputs)
 
 
 @app.command()
@@ -516,6 +580,7 @@ def calibrate(
 
 @app.command()
 @_guarded
+@_grouped(RUN_OPTIONS)
 def check(
     config: ConfigOpt = None,
     only: Annotated[list[str] | None, typer.Option(
@@ -529,11 +594,7 @@ def check(
     format: ReportFormatOpt = ReportFormat.table,
     no_probes: Annotated[bool, typer.Option(
         "--no-probes", help="Skip the probes comparisons require.")] = False,
-    run_root: RunRoot = None,
-    progress: Progress = None,
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
-        "[defaults] launched_jobs for arms run through a launcher).")] = None,
+    options: Any = None,
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
 
@@ -543,9 +604,8 @@ def check(
     from difftest import api
     from difftest.report import gate_report
 
-    result = api.check(config, only=only, run_root=run_root, probes=not no_probes,
-                       progress=progress, junit=junit, markdown=markdown, html=html,
-                       jobs=jobs)
+    result = api.check(config, only=only, probes=not no_probes, junit=junit,
+                       markdown=markdown, html=html, options=options)
     if format is ReportFormat.json:
         typer.echo(gate_report.render_check_json(result))
     else:
@@ -588,47 +648,53 @@ class BisectMode(str, Enum):  # noqa: UP042
     against = "against"
 
 
-@app.command()
-@_guarded
-def bisect(
-    comparison: ComparisonOpt = None,
-    good: Annotated[str | None, typer.Option(
-        "--good", help="A commit where the comparison passes (an ancestor of --bad).")] = None,
-    bad: Annotated[str | None, typer.Option(
-        "--bad", help="A commit where the comparison fails.")] = None,
-    mode: Annotated[BisectMode, typer.Option(
+ENDS = _OptionGroup("ends", (
+    _option("good", Annotated[str | None, typer.Option(
+        "--good", help="A commit where the comparison passes (an ancestor of --bad).")]),
+    _option("bad", Annotated[str | None, typer.Option(
+        "--bad", help="A commit where the comparison fails.")]),
+    _option("mode", Annotated[BisectMode, typer.Option(
         "--mode", help="within: both arms run at each tested commit; against: arm A stays at "
-                       "--good (or --baseline) and arm B runs at each tested commit.")
-    ] = BisectMode.within,
-    baseline: Annotated[str | None, typer.Option(
+                       "--good (or --baseline) and arm B runs at each tested commit.")],
+            BisectMode.within),
+    _option("baseline", Annotated[str | None, typer.Option(
         "--baseline", help="With --mode against: this configured arm, run as configured, "
-                           "replaces arm A.")] = None,
-    repo: Annotated[Path | None, typer.Option(
+                           "replaces arm A.")]),
+    _option("repo", Annotated[Path | None, typer.Option(
         "--repo", help="The repository to bisect (default: the arms' repo, else the one "
-                       "around the current directory).")] = None,
-    flake_rate: Annotated[float, typer.Option(
+                       "around the current directory).")])),
+    lambda mode, **given: {"mode": mode.value, **given})
+SEARCH = _OptionGroup("search", (
+    _option("flake_rate", Annotated[float, typer.Option(
         "--flake-rate", help="Largest chance that one run reads wrong; 0 (deterministic arms) "
                              "runs each commit once, above 0 each commit gets a sequential "
-                             "test over repeated runs.")] = 0.0,
-    error_rate: Annotated[float, typer.Option(
+                             "test over repeated runs.")], 0.0),
+    _option("error_rate", Annotated[float, typer.Option(
         "--error-rate", help="Largest chance that the bisect is misled by a wrong decision "
                              "(with --flake-rate); split over the decisions a bisect of this "
-                             "length makes.")] = 0.01,
-    max_runs: Annotated[int, typer.Option(
-        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
-    ] = 15,
-    jobs: Annotated[int | None, typer.Option(
+                             "length makes.")], 0.01),
+    _option("max_runs", Annotated[int, typer.Option(
+        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")],
+            15),
+    _option("jobs", Annotated[int | None, typer.Option(
         "--jobs", "-j", min=1, help="Commits tested at once (multisection), each with its "
-                                    "arms, locally or through the arms' launcher.")] = None,
+                                    "arms, locally or through the arms' launcher.")])),
+    lambda **given: given)
+
+
+@app.command()
+@_guarded
+@_grouped(ENDS, SEARCH, RUN_OPTIONS.only("run_root", "progress"))
+def bisect(
+    comparison: ComparisonOpt = None,
+    ends: Any = None,
+    search: Any = None,
     resume: Annotated[Path | None, typer.Option(
         "--resume", help="Continue the bisect in this directory; runs already logged are not "
                          "run again.")] = None,
     config: ConfigOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    run_root: RunRoot = None,
-    progress: Progress = None,
+    format: CompareFormatOpt = CompareFormat.table,
+    options: Any = None,
 ) -> None:
     """Find the first commit at which a comparison fails: exit 0 when a commit (or a range
     bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
@@ -636,10 +702,8 @@ def bisect(
     from difftest import api
     from difftest.report import bisect_report
 
-    result = api.bisect(comparison, good=good, bad=bad, config=config, mode=mode.value,
-                        baseline=baseline, repo=repo, flake_rate=flake_rate,
-                        error_rate=error_rate, max_runs=max_runs, jobs=jobs, run_root=run_root,
-                        progress=progress, resume=resume)
+    result = api.bisect(comparison, config=config, resume=resume,
+                        options=replace(options, jobs=search.pop("jobs")), **ends, **search)
     if format is CompareFormat.json:
         typer.echo(bisect_report.render_json(result))
     elif format is CompareFormat.markdown:
@@ -659,37 +723,16 @@ CacheOpt = Annotated[Path | None, typer.Option(
     "$DIFFTEST_CACHE, else ~/.cache/difftest).")]
 
 
-def _cache_dir(cache: Path | None, config: Path | None) -> Path:
-    from difftest.config import load_config
-    from difftest.worktree import default_cache_dir
-
-    if cache is not None:
-        return cache
-    configured: Path | None = load_config(config).defaults.cache
-    return configured or default_cache_dir()
-
-
 @cache_app.command("list")
 @_guarded
 def cache_list(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
     """Every checkout difftest keeps: repository, commit, build recipe, size, last use."""
-    import time
-
-    from tabulate import tabulate
-
+    from difftest.api import cache_folder
+    from difftest.report import cache_report
     from difftest.worktree import list_cache
 
-    where = _cache_dir(cache, config)
-    entries = list_cache(where)
-    if not entries:
-        typer.echo(f"no cached checkouts in {where}")
-        return
-    rows = [(e.repo, e.sha[:12], e.recipe, "yes" if e.built else "no",
-             f"{e.size_bytes / 1e6:.1f} MB",
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)), str(e.path))
-            for e in entries]
-    typer.echo(tabulate(rows, headers=["repository", "commit", "recipe", "built", "size",
-                                       "last used", "path"]))
+    where = cache_folder(cache, config)
+    typer.echo(cache_report.render_table(list_cache(where), where))
 
 
 @cache_app.command("prune")
@@ -703,9 +746,10 @@ def cache_prune(
     config: ConfigOpt = None,
 ) -> None:
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
+    from difftest.api import cache_folder
     from difftest.worktree import prune_cache
 
-    done = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    done = prune_cache(cache_folder(cache, config), max_age_days=0.0 if all_ else older_than)
     for path in done.removed:
         typer.echo(f"removed {path}")
     for path, why in done.skipped:

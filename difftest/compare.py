@@ -16,14 +16,15 @@ judged: an unmatched or context-diverged row enters no test and no reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from typing import TypedDict, Unpack
+from enum import IntEnum, StrEnum
 
 import numpy as np
 
 from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
-from difftest.kinds import DraftingKind
+from difftest.kinds import AlignMode, DraftingKind
 from difftest.model import ArmTrace, Finding
 from difftest.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
@@ -33,10 +34,40 @@ from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.thresholds import Dtype, trace_dtype
 from difftest.tolerance import Tolerance, derived_near_tie, exact_values, finite_max, judge_rows
 
-# Row status codes; STATUS_NAMES[code] is the CSV spelling.
-SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
-STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged",
-                "noise-flip")
+class RowStatus(IntEnum):
+    """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
+    CSV, JSON and HTML reports."""
+
+    SAME = 0
+    DIFFER = 1
+    NEAR_TIE = 2
+    UNMATCHED_A = 3
+    UNMATCHED_B = 4
+    DIVERGED = 5
+    NOISE_FLIP = 6
+
+    @property
+    def csv(self) -> str:
+        return _STATUS_CSV[self]
+
+
+_STATUS_CSV = {RowStatus.SAME: "same", RowStatus.DIFFER: "differ",
+               RowStatus.NEAR_TIE: "near-tie", RowStatus.UNMATCHED_A: "unmatched-a",
+               RowStatus.UNMATCHED_B: "unmatched-b", RowStatus.DIVERGED: "context-diverged",
+               RowStatus.NOISE_FLIP: "noise-flip"}
+# the codes by their short names, and STATUS_NAMES[code], the CSV spelling, for array code
+SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = RowStatus
+STATUS_NAMES = tuple(s.csv for s in RowStatus)
+
+
+class DraftingSource(StrEnum):
+    """Who said how the engine drafts: the comparison (its config key, or --drafting over
+    it), the traces' [spec-drafting] headers, or nobody (the default, block)."""
+
+    COMPARISON = "comparison"
+    FLAG = "flag"
+    TRACES = "traces"
+    DEFAULT = "default"
 
 
 class LogitJudgement(StrEnum):
@@ -182,7 +213,7 @@ class LogitFindings:
 class Comparison:
     """What differed between two arms, before any expectation is applied."""
 
-    mode: str
+    mode: AlignMode
     requests: tuple[str, ...]
     rows: RowTable
     blocks_compared: int
@@ -216,7 +247,7 @@ class Comparison:
             return derived_near_tie(self.tolerance, self.rows.logit_b)
         return np.full(self.rows.req.size, self.near_tie, dtype=np.float64)
     drafting: DraftingKind = DraftingKind.BLOCK
-    drafting_source: str = "default"  # config, flag, trace or default
+    drafting_source: DraftingSource = DraftingSource.DEFAULT
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
     # drafted there (a draft-length difference, not a token flip).
     draft_length_blocks: int = 0
@@ -398,8 +429,8 @@ class _Logits:
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
 
 
-def _blocks(a: ArmTrace, b: ArmTrace, mode: str) -> tuple[Blocks, Blocks]:
-    if mode == "position":
+def _blocks(a: ArmTrace, b: ArmTrace, mode: AlignMode) -> tuple[Blocks, Blocks]:
+    if mode is AlignMode.POSITION:
         return ((a.verifies.draft_ids, a.verifies.draft_off),
                 (b.verifies.draft_ids, b.verifies.draft_off))
     return ((a.proposes.first_ids, a.proposes.first_off),
@@ -455,7 +486,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     logit_a, logit_b = np.full(n, np.nan), np.full(n, np.nan)
     abs_diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
-    if al.mode != "position" or not (len(a.logits) or len(b.logits)):
+    if al.mode is not AlignMode.POSITION or not (len(a.logits) or len(b.logits)):
         return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs)
     one_sided = _one_sided(a, b)
     if one_sided is not None:
@@ -557,15 +588,24 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     return status
 
 
+class Context(TypedDict, total=False):
+    """What the caller knows of a comparison besides its rules: the arms' steps already paired
+    (a teacher-forced pair is aligned knowing B ran on A's stream) and who said how the engine
+    drafts (config, flag, traces or default)."""
+
+    alignment: Alignment | None
+    drafting_source: DraftingSource | str
+
+
 def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: float = 0.0,
             rtol: float = 0.0, floor: NoiseFloor | None = None,
-            alignment: Alignment | None = None,
-            drafting: DraftingKind = DraftingKind.BLOCK, drafting_source: str = "default"
+            drafting: DraftingKind = DraftingKind.BLOCK, **context: Unpack[Context]
             ) -> Comparison:
     """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
     A's A/A noise floor, when its reruns were measured. `near_tie` None derives it per row
     from the tolerance (`difftest.thresholds`)."""
-    al = alignment or align(a, b)
+    al = context.get("alignment") or align(a, b)
+    drafting_source = DraftingSource(context.get("drafting_source", DraftingSource.DEFAULT))
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
@@ -752,7 +792,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         step = np.repeat(np.arange(steps.size), lengths)
         r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         tokens = ids[off[steps][step] + r].astype(np.int64)
-        if al.mode == "position":
+        if al.mode is AlignMode.POSITION:
             rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]

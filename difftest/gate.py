@@ -21,7 +21,7 @@ from difftest.audit import AuditThresholds
 from difftest.config import ComparisonSpec, Config
 from difftest.errors import ExitCode, InternalError, UsageError
 from difftest.execute import ArmResult, JobLimits
-from difftest.kinds import Expect, VerdictKind
+from difftest.kinds import Expect, KilledBy, VerdictKind
 from difftest.limits import MAX_JOBS
 from difftest.model import same_drafts
 from difftest.numerics import blind_radius
@@ -50,8 +50,8 @@ def worst(codes: Sequence[ExitCode]) -> ExitCode:
 class MutationResult:
     name: str
     killed: bool
-    killed_by: str | None  # tokens | logits | emitted | arm-failed; None when it survived
-    measures: tuple[str, ...]
+    killed_by: KilledBy | None  # None when it survived
+    measures: tuple[KilledBy, ...]
     blocks_differing: int
     blocks_logit_differing: int
     report: ComparisonReport
@@ -115,19 +115,19 @@ class ProbeReport:
         return ExitCode.OK
 
 
-def _measures(report: ComparisonReport) -> list[str]:
+def _measures(report: ComparisonReport) -> list[KilledBy]:
     c = report.comparison
     if report.verdict.verdict is VerdictKind.ARM_FAILED:
-        return [str(VerdictKind.ARM_FAILED)]
+        return [KilledBy.ARM_FAILED]
     if c is None:
         return []
     out = []
     if c.blocks_differing:
-        out.append("tokens")
+        out.append(KilledBy.TOKENS)
     if c.blocks_logit_differing:
-        out.append("logits")
+        out.append(KilledBy.LOGITS)
     if c.divergences:
-        out.append("emitted")
+        out.append(KilledBy.EMITTED)
     return out
 
 
@@ -152,7 +152,8 @@ def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapp
     killed = _killed(rep)
     c = rep.comparison
     return MutationResult(name=INERT_PROBE, killed=killed,
-                          killed_by="expectation" if killed else None, measures=("expectation",),
+                          killed_by=KilledBy.EXPECTATION if killed else None,
+                          measures=(KilledBy.EXPECTATION,),
                           blocks_differing=c.blocks_differing if c else 0,
                           blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep)
 
@@ -219,7 +220,7 @@ def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResul
         measures = _measures(rep)
         killed = _killed(rep)
         if killed and spec.expect is not Expect.SAME:
-            measures = ["expectation"]  # caught because the expected difference went away
+            measures = [KilledBy.EXPECTATION]  # caught because the expected difference went away
         c = rep.comparison
         out.append(MutationResult(
             name=name, killed=killed, killed_by=measures[0] if killed else None,

@@ -17,7 +17,7 @@ from typing import Unpack
 from difftest.acceptance import AcceptanceReport, combine
 from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
-from difftest.compare import Comparison, compare
+from difftest.compare import Comparison, DraftingSource, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
@@ -244,12 +244,12 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
-                *reruns: ArmOutcome) -> tuple[DraftingKind, str]:
+                *reruns: ArmOutcome) -> tuple[DraftingKind, DraftingSource]:
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
     traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
     measured on), over the default (block)."""
     if spec.drafting is not None:
-        return spec.drafting, "comparison"
+        return spec.drafting, DraftingSource.COMPARISON
     declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
@@ -258,8 +258,8 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         raise UsageError(f"comparison {spec.name}: the traces disagree on how the engine drafts "
                          f"({said}); set drafting in the comparison or pass --drafting")
     if kinds:
-        return kinds.pop(), "traces"
-    return DraftingKind.BLOCK, "default"
+        return kinds.pop(), DraftingSource.TRACES
+    return DraftingKind.BLOCK, DraftingSource.DEFAULT
 
 
 def _digest(path: Path) -> bytes:

@@ -15,13 +15,13 @@ from typing import TypeVar
 import numpy as np
 
 from difftest.audit import AuditThresholds, TraceAudit, measure_tokens
-from difftest.compare import Comparison, near_tie_rows
+from difftest.compare import Comparison, DraftingSource, near_tie_rows
 from difftest.errors import ArmFailure, ExitCode
-from difftest.kinds import Expect, Outcome, VerdictKind, outcome
+from difftest.kinds import Expect, Instrument, Outcome, VerdictKind, outcome
 from difftest.numerics import blind_radius, logit_reasons
 
-TOKENS = "tokens"
-LOGITS = "logits"
+TOKENS = Instrument.TOKENS
+LOGITS = Instrument.LOGITS
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                + (f"; {cmp.logit_rows_compared} logit row(s) compared, "
                   f"{cmp.blocks_logit_differing} block(s) with logit differences"
                   if cmp.logit_rows_compared else ""))
-    if cmp.drafting_source != "default":
+    if cmp.drafting_source is not DraftingSource.DEFAULT:
         out.append(f"{cmp.drafting.value} drafting (from the {cmp.drafting_source})"
                    + (f": {cmp.rows_context_diverged} row(s) after a block's first flip ran on "
                       "another token and are not compared" if cmp.rows_context_diverged else ""))
