@@ -54,7 +54,7 @@ class _Group(TyperGroup):
                 sys.stdout.flush()
                 code = getattr(exc, "exit_code", 0)
         except aborts:
-            _die("interrupted", ExitCode.INTERRUPTED, prefix="difftest: ")
+            _die(*_said(KeyboardInterrupt()))
         except Exception as exc:
             if isinstance(exc, cx.NoArgsIsHelpError):
                 typer.echo(exc.format_message())  # the help text itself
@@ -62,15 +62,15 @@ class _Group(TyperGroup):
             if isinstance(exc, cx.UsageError):
                 ctx = getattr(exc, "ctx", None)
                 where = ctx.command_path if ctx is not None else "difftest"
-                _die(f"{exc.format_message()} (see '{where} --help')", ExitCode.USAGE)
+                _die(f"difftest: error: {exc.format_message()} (see '{where} --help')",
+                     ExitCode.USAGE)
             if isinstance(exc, cx.ClickException):
-                _die(exc.format_message(), ExitCode.USAGE)
+                _die(f"difftest: error: {exc.format_message()}", ExitCode.USAGE)
             if not isinstance(exc, OSError):
                 raise
             # standard output: a full disk, a closed pipe
             _quiet_stdout()
-            where = exc.filename or "standard output"
-            _die(f"cannot write to {where}: {exc.strerror or exc}", ExitCode.USAGE)
+            _die(*_said(exc, stdout=True))
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -99,9 +99,9 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _die(message: str, code: ExitCode, prefix: str = "difftest: error: ") -> NoReturn:
+def _die(line: str, code: ExitCode) -> NoReturn:
     try:
-        typer.echo(prefix + message, err=True)
+        typer.echo(line, err=True)
     except OSError:
         pass
     sys.exit(int(code))
@@ -155,50 +155,55 @@ R = TypeVar("R")
 
 
 def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn difftest errors into a one-line message and the documented exit code."""
+    """Turn what a command raises into its one line and exit code (`_said`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except DifftestError as exc:
-            from difftest.report.text import strip_ansi
-
-            typer.echo(f"difftest: error: {strip_ansi(str(exc))}", err=True)
-            raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            typer.echo("difftest: interrupted", err=True)
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except (typer.Exit, typer.Abort):
             raise
-        except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT) and exc.filename is None:
+        except (Exception, KeyboardInterrupt) as exc:
+            if isinstance(exc, OSError) and exc.filename is None and \
+                    exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT):
                 raise  # standard output itself: the command group says so
-            typer.echo(f"difftest: error: {_os_error(exc)}", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
-        except RecursionError:
-            typer.echo("difftest: error: input nested too deep", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
-        except Exception as exc:
-            # Exit 1 means "differ" and nothing else, so not even a bug in difftest may exit 1.
-            if os.environ.get("DIFFTEST_TRACEBACK"):
-                # the traceback is shown, the exit code stays the one for errors
-                typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-                raise typer.Exit(int(ExitCode.USAGE)) from None
-            frame = traceback.extract_tb(exc.__traceback__)[-1]
-            typer.echo(f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
-                       f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please "
-                       "report it with the input that caused it (DIFFTEST_TRACEBACK=1 shows "
-                       "the traceback)", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
+            line, code = _said(exc)
+            typer.echo(line, err=True)
+            raise typer.Exit(int(code)) from None
 
     return wrapper
 
 
+def _said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
+    """The one translation of an error into its line on stderr and its exit code. Exit 1
+    means "differ" and nothing else, so not even a bug in difftest may exit 1. `stdout`: an
+    OSError writing standard output (a full disk, a closed pipe)."""
+    if isinstance(exc, DifftestError):
+        from difftest.report.text import strip_ansi
+
+        return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return "difftest: interrupted", ExitCode.INTERRUPTED
+    if isinstance(exc, OSError):
+        if stdout:
+            where = exc.filename or "standard output"
+            return f"difftest: error: cannot write to {where}: {exc.strerror or exc}", \
+                ExitCode.USAGE
+        return f"difftest: error: {_os_error(exc)}", ExitCode.USAGE
+    if isinstance(exc, RecursionError):
+        return "difftest: error: input nested too deep", ExitCode.USAGE
+    if os.environ.get("DIFFTEST_TRACEBACK"):
+        # the traceback is shown, the exit code stays the one for errors
+        return "".join(traceback.format_exception(exc)).rstrip(), ExitCode.USAGE
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return (f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
+            f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please report it "
+            "with the input that caused it (DIFFTEST_TRACEBACK=1 shows the traceback)",
+            ExitCode.USAGE)
+
+
 def _os_error(exc: OSError) -> str:
     """A filesystem failure in words: which file, and why (a full disk is named as such)."""
-    import errno
-
     where = f"{exc.filename}: " if exc.filename is not None else ""
     if exc.errno == errno.ENOSPC:
         return f"{where}the disk is full (no space left on device)"
