@@ -33,7 +33,7 @@ import numpy as np
 from difftest.clustered import (ClusteredRate, ClusterSums,
                                 paired_difference, rate_of, t_quantile)
 from difftest.config import AcceptanceGate
-from difftest.kinds import VerdictKind
+from difftest.kinds import Instrument, VerdictKind
 from difftest.model import ArmTrace
 from difftest.verdict import Verdict
 
@@ -273,6 +273,6 @@ def combine(verdict: Verdict, report: AcceptanceReport | None,
         kind = VerdictKind.UNINFORMATIVE
     instruments = verdict.instruments
     if report.verdict is not VerdictKind.UNINFORMATIVE:
-        instruments = (*instruments, "acceptance")
+        instruments = (*instruments, Instrument.ACCEPTANCE)
     return replace(verdict, verdict=kind, instruments=instruments,
                    reasons=(*verdict.reasons, *report.reasons))

@@ -93,11 +93,12 @@ def outcome(kind: VerdictKind, expect: Expect) -> Outcome:
 
 class Instrument(StrEnum):
     """What shows a difference between two arms: the drafted tokens, the traced logits, the
-    emitted stream."""
+    emitted stream, the acceptance per draft position (when gated)."""
 
     TOKENS = "tokens"
     LOGITS = "logits"
     EMITTED = "emitted"
+    ACCEPTANCE = "acceptance"
 
 
 class KilledBy(StrEnum):

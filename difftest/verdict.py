@@ -31,7 +31,7 @@ class Verdict:
     verdict: VerdictKind
     expect: Expect
     reasons: tuple[str, ...] = ()
-    instruments: tuple[str, ...] = ()  # what could have failed: tokens, logits
+    instruments: tuple[Instrument, ...] = ()  # what could have failed
 
     @property
     def outcome(self) -> Outcome:
@@ -66,7 +66,7 @@ def arm_failed(failures: Sequence[ArmFailure], expect: Expect = Expect.SAME) -> 
 class Instruments:
     """What could have failed, measured on the blocks actually compared."""
 
-    names: tuple[str, ...]
+    names: tuple[Instrument, ...]
     token_blind: tuple[str, ...]  # why the tokens could not have failed
     notes: tuple[str, ...]  # why the logits could not have failed
 
