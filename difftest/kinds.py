@@ -118,3 +118,10 @@ class AlignMode(StrEnum):
 
     POSITION = "position"
     ORDINAL = "ordinal"
+
+
+class AuditVerdict(StrEnum):
+    """What `difftest audit` says of one trace: could a comparison through it ever fail?"""
+
+    INFORMATIVE = "informative"
+    UNINFORMATIVE = "uninformative"

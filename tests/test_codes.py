@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from difftest.compare import STATUS_NAMES, DraftingSource, RowStatus, compare
-from difftest.kinds import AlignMode, Instrument, KilledBy
+from difftest.kinds import AlignMode, AuditVerdict, Instrument, KilledBy
 from difftest.verdict import LOGITS, TOKENS
 from tests.test_compare_logits import arm, block
 
@@ -40,3 +40,16 @@ def test_instrument_and_kill_spellings_are_the_reports() -> None:
     assert [k.value for k in KilledBy] == ["tokens", "logits", "emitted", "expectation",
                                            "arm-failed"]
     assert f"killed by {KilledBy.ARM_FAILED}" == "killed by arm-failed"
+
+
+def test_an_audit_says_its_verdict_with_an_enum_spelt_as_before() -> None:
+    from pathlib import Path
+
+    from difftest.audit import audit_trace
+    from difftest.config import AuditThresholds
+    from difftest.trace import parse_trace
+
+    data = Path(__file__).parent / "data" / "compare"
+    audit = audit_trace(parse_trace(data / "agree_a.log"), AuditThresholds())
+    assert audit.verdict is AuditVerdict.INFORMATIVE and audit.informative
+    assert audit.to_dict()["verdict"] == "informative"
