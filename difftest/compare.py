@@ -229,7 +229,9 @@ class Comparison:
     first_logit_difference: FirstLogitDifference | None
     divergences: tuple[EmitDivergence, ...]
     notes: tuple[str, ...] = ()
-    near_tie: float = 0.0
+    # the near-tie rule the rows were judged with: one margin, or None when derived per row
+    # from the tolerance (the comparison's own record of it; reports read it here)
+    near_tie: float | None = 0.0
     atol: float = 0.0
     coverage_gaps: tuple[CoverageGap, ...] = ()
     rtol: float = 0.0
@@ -243,7 +245,7 @@ class Comparison:
     def row_near_tie(self) -> np.ndarray:
         """The near-tie threshold each row was judged with: `near_tie` everywhere, or derived
         per row from the tolerance (nan where B traced no logit there)."""
-        if self.near_tie_derived:
+        if self.near_tie is None:
             return derived_near_tie(self.tolerance, self.rows.logit_b)
         return np.full(self.rows.req.size, self.near_tie, dtype=np.float64)
     drafting: DraftingKind = DraftingKind.BLOCK
@@ -265,10 +267,13 @@ class Comparison:
     rows_lost: int = 0
     unmatched_lost_a: int = 0  # of the unmatched blocks, those lost (the rest is acceptance)
     unmatched_lost_b: int = 0
-    # near_tie derived per row from the tolerance (`near_tie` is then 0.0), and the largest
-    # reference margin a near-tie row had (None: no flip was a near-tie)
-    near_tie_derived: bool = False
+    # the largest reference margin a near-tie row had (None: no flip was a near-tie)
     near_tie_admitted: float | None = None
+
+    @property
+    def near_tie_derived(self) -> bool:
+        """The near-tie rule is derived per row from the tolerance (difftest.tolerance)."""
+        return self.near_tie is None
 
     @property
     def rows_noise_flip(self) -> int:
@@ -611,7 +616,6 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
     lg = _row_logits(a, b, al, rows, tol, floor)
 
-    derived = near_tie is None
     tie = derived_near_tie(tol, lg.logit_b) if near_tie is None else near_tie
     status = row_status(rows, lg, tie, drafting)
     # only compared rows count: a diverged row's logits ran on another token, and an unmatched
@@ -654,8 +658,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=0.0 if near_tie is None else near_tie, atol=atol,
-        coverage_gaps=al.coverage_gaps, rtol=rtol, near_tie_derived=derived,
+        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
