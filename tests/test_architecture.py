@@ -18,7 +18,7 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
               # pipeline both read, built on the foundation alone
               "force", "activations")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
-STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise", "tolerance",
+STAGES = ("config", "trace", "align", "resolution", "clustered", "stats", "noise", "tolerance",
           "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "rates",
           "floor", "worktree", "execute", "quantity", "switch", "pipeline", "gate", "calibrate",
           "bisect", "localize",
