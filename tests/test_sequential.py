@@ -39,11 +39,12 @@ def _run(design: Design, drop: float, seed: int, requests: int = 20,
     rng = np.random.default_rng(seed)
     p = list(rng.uniform(0.3, 0.8, requests))
     tally = Tally()
-    while True:
+    for _ in range(design.max_runs + 5):  # a test that ran past its maximum fails, not hangs
         tally.add(_counts(rng, requests, verifies, p), _counts(rng, requests, verifies, p, drop))
         seen = look(tally, design)
         if seen.decision is not None:
             return seen.decision, seen.runs
+    raise AssertionError(f"no decision after {tally.runs} runs (maximum {design.max_runs})")
 
 
 def test_the_boundary_is_time_uniform_and_shrinks() -> None:
@@ -63,6 +64,20 @@ def test_no_drop_agrees_and_a_drop_of_the_margin_differs() -> None:
     assert all(d is VerdictKind.DIFFER for d, _ in worse), worse
     # never before MIN_RUNS runs, and well before the maximum
     assert all(MIN_RUNS <= n <= 6 for _, n in same + worse)
+
+
+def test_one_run_decides_nothing() -> None:
+    """However plain the first run, the pair has not yet been seen to vary between runs."""
+    assert MIN_RUNS == 2
+    rng = np.random.default_rng(3)
+    p = [0.7] * 20
+    tally = Tally()
+    tally.add(_counts(rng, 20, 30, p), _counts(rng, 20, 30, p, 0.6))
+    first = look(tally, Design(0.1, 0.01, 5))
+    assert first.decision is None
+    assert first.positions[0].upper is not None and first.positions[0].upper < 0
+    tally.add(_counts(rng, 20, 30, p), _counts(rng, 20, 30, p, 0.6))
+    assert look(tally, Design(0.1, 0.01, 5)).decision is VerdictKind.DIFFER
 
 
 def test_the_maximum_ends_an_undecided_test_uninformative() -> None:
@@ -122,7 +137,7 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
                                progress=False, until_decided=8)
     seq = planted.sequential
     assert seq is not None and seq.decision is VerdictKind.DIFFER
-    assert seq.runs == MIN_RUNS  # a worse drafter is plain after the first two runs
+    assert seq.runs == 2  # a worse drafter is plain after the first two runs
     assert planted.verdict.verdict is VerdictKind.DIFFER
     assert planted.exit_code is ExitCode.DIFFER
     said = " ".join(planted.verdict.reasons)
@@ -179,3 +194,40 @@ def test_until_decided_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["compare", "--trace-a", str(a), "--trace-b", str(a),
                                    "--until-decided", "3"])
     assert res.exit_code == 2 and "needs arms" in res.output
+
+
+def test_identical_runs_keep_a_width_of_the_rates_resolution() -> None:
+    """Two arms whose acceptance matched verify for verify have no paired spread; the bounds
+    still have the width of one verify's change, not none."""
+    rng = np.random.default_rng(5)
+    same = _counts(rng, 20, 30, [0.6] * 20)
+    tally = Tally()
+    tally.add(same, same)
+    tally.add(same, same)
+    seen = look(tally, Design(0.1, 0.01, 5))
+    first = seen.positions[0]
+    assert first.diff == 0.0 and first.upper is not None and first.lower is not None
+    assert first.upper > 1.0 / 1200 and first.lower < -1.0 / 1200
+    assert seen.decision is VerdictKind.AGREE
+
+
+def test_the_decision_folds_into_the_verdict() -> None:
+    """A drop is a difference; an undecided test leaves no agreement; an agreement adds the
+    instrument; an arm failure stands."""
+    from difftest.kinds import Expect
+    from difftest.sequential import Look, SequentialResult, fold
+    from difftest.verdict import Verdict
+
+    design = Design(0.1, 0.01, 4)
+
+    def result(kind: VerdictKind) -> SequentialResult:
+        return SequentialResult(design, (Look(2, (10, 10), 2, (), kind),))
+
+    agree = Verdict(VerdictKind.AGREE, Expect.SAME, instruments=("tokens",))
+    assert fold(agree, result(VerdictKind.DIFFER)).verdict is VerdictKind.DIFFER
+    assert fold(agree, result(VerdictKind.UNINFORMATIVE)).verdict is VerdictKind.UNINFORMATIVE
+    kept = fold(agree, result(VerdictKind.AGREE))
+    assert kept.verdict is VerdictKind.AGREE and kept.instruments == ("tokens", "acceptance")
+    assert "sequential test (--until-decided): agree after 2 run(s)" in kept.reasons[-1]
+    failed = Verdict(VerdictKind.ARM_FAILED, Expect.SAME)
+    assert fold(failed, result(VerdictKind.DIFFER)) == failed
