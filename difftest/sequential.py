@@ -191,8 +191,8 @@ def look(tally: Tally, design: Design) -> Look:
             decision = VerdictKind.DIFFER
         elif agree:
             decision = VerdictKind.AGREE
-    if decision is None and tally.runs >= design.max_runs:
-        decision = VerdictKind.UNINFORMATIVE
+    if decision is None and (tally.runs >= design.max_runs or depth == 0):
+        decision = VerdictKind.UNINFORMATIVE  # the maximum, or no drafted verify to judge
     return Look(tally.runs, (int(ca.acc.size), int(cb.acc.size)), requests, tuple(positions),
                 decision)
 
@@ -236,7 +236,9 @@ class SequentialResult:
                 f"run(s) of each arm (at most {d.max_runs}); alpha {d.alpha:g} (false DIFFER "
                 f"where B accepts as A), beta {d.beta:g} (false AGREE where B's acceptance "
                 f"dropped by max_drop {d.margin:g}); {self.boundary()}")
-        if self.decision is VerdictKind.UNINFORMATIVE:
+        if not self.looks[-1].positions:
+            head += "; neither arm traced a drafted verify, so there is no acceptance to test"
+        elif self.decision is VerdictKind.UNINFORMATIVE:
             head += ("; the maximum was reached before the evidence decided: raise it, or "
                      "run more requests per run")
         return [head]

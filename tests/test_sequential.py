@@ -231,3 +231,16 @@ def test_the_decision_folds_into_the_verdict() -> None:
     assert "sequential test (--until-decided): agree after 2 run(s)" in kept.reasons[-1]
     failed = Verdict(VerdictKind.ARM_FAILED, Expect.SAME)
     assert fold(failed, result(VerdictKind.DIFFER)) == failed
+
+
+def test_no_drafted_verify_ends_the_test_at_once() -> None:
+    from difftest.sequential import SequentialResult
+
+    empty = AcceptanceCounts(np.zeros(0, dtype=str), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    tally = Tally()
+    tally.add(empty, empty)
+    design = Design(0.1, 0.01, 10)
+    seen = look(tally, design)
+    assert seen.decision is VerdictKind.UNINFORMATIVE and seen.runs == 1
+    text = SequentialResult(design, (seen,)).reasons()[0]
+    assert "neither arm traced a drafted verify" in text
