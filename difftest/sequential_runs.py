@@ -6,7 +6,11 @@ the report that counted them.
 Arms that take an input (`{seed}` in their command or env) run each round on the next input
 after the comparison's `gate_input` (an integer: the round's number added to it, skipping the
 calibration inputs, which are held out); their requests are then new every round, and the
-test clusters by input and request. Other arms rerun the same requests, clustered by request.
+test judges the requests such inputs bring. Other arms rerun the same requests, and the test
+judges B against A on those requests. Either way each run of a request is one cluster (paired
+between the arms of its round): the rows of one run of a request share its context, and two
+runs of it are independent draws (what a rerun is), so a rerun adds evidence as a new request
+does.
 """
 
 from __future__ import annotations
@@ -68,10 +72,9 @@ def round_inputs(spec: ComparisonSpec, arms: tuple[ArmSpec, ArmSpec], rounds: in
     return out
 
 
-def _labelled(c: AcceptanceCounts, prefix: str | None) -> AcceptanceCounts:
-    if prefix is None:
-        return c
-    return AcceptanceCounts(np.char.add(f"{prefix}/", c.label.astype(str)), c.k, c.acc)
+def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
+    """Each run of a request its own cluster: reruns are independent draws of it."""
+    return AcceptanceCounts(np.char.add(f"run{run}/", c.label.astype(str)), c.k, c.acc)
 
 
 def continue_until_decided(config: Config, spec: ComparisonSpec, first: ComparisonReport,
@@ -88,8 +91,7 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
     raw = (config.arm(spec.arm_a), config.arm(spec.arm_b))
     inputs = round_inputs(spec, raw, max_runs)
     tally = Tally()
-    tally.add(_labelled(counts_of(a0.trace), inputs[0] if inputs else None),
-              _labelled(counts_of(b0.trace), inputs[0] if inputs else None))
+    tally.add(_labelled(counts_of(a0.trace), 1), _labelled(counts_of(b0.trace), 1))
     looks: list[Look] = [look(tally, design)]
     th = thresholds_of(config)
     cache = cache_dir or config.defaults.cache
@@ -105,8 +107,7 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
         if failures:
             return replace(first, verdict=arm_failed(failures, spec.expect))
         assert a.trace is not None and b.trace is not None
-        tally.add(_labelled(counts_of(a.trace), inputs[r - 1] if inputs else None),
-                  _labelled(counts_of(b.trace), inputs[r - 1] if inputs else None))
+        tally.add(_labelled(counts_of(a.trace), r), _labelled(counts_of(b.trace), r))
         looks.append(look(tally, design))
     result = SequentialResult(design, tuple(looks), tuple(inputs[:tally.runs]) if inputs else ())
     return replace(first, verdict=fold(first.verdict, result), sequential=result)

@@ -175,9 +175,11 @@ def calibrate_acceptance(rng: np.random.Generator, p: Pool, sims: int, requests:
 
 # -- sequential stopping -----------------------------------------------------------------------
 
-def _int_labels(c: AcceptanceCounts, chosen: np.ndarray) -> AcceptanceCounts:
-    """Integer request labels (the same requests every round): the tally sorts fewer strings."""
-    return AcceptanceCounts(np.char.lstrip(c.label.astype(str), "g").astype(np.int64), c.k, c.acc)
+def _int_labels(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
+    """Each run of a request its own cluster, as `difftest.sequential_runs` labels them (as
+    integers: the tally sorts no strings)."""
+    g = np.char.lstrip(c.label.astype(str), "g").astype(np.int64)
+    return AcceptanceCounts(run * 100_000 + g, c.k, c.acc)
 
 
 def calibrate_sequential(rng: np.random.Generator, p: Pool, sims: int, requests: int,
@@ -193,8 +195,9 @@ def calibrate_sequential(rng: np.random.Generator, p: Pool, sims: int, requests:
     def one(chosen: np.ndarray, planted: float) -> tuple[VerdictKind, int]:
         tally = Tally()
         while True:
-            tally.add(_int_labels(acceptance_arm(rng, p, chosen, loss, 0.0), chosen),
-                      _int_labels(acceptance_arm(rng, p, chosen, loss, planted), chosen))
+            run = tally.runs + 1
+            tally.add(_int_labels(acceptance_arm(rng, p, chosen, loss, 0.0), run),
+                      _int_labels(acceptance_arm(rng, p, chosen, loss, planted), run))
             seen = look(tally, design)
             if seen.decision is not None:
                 return seen.decision, seen.runs
