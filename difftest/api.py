@@ -26,6 +26,7 @@ from difftest.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords,
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
+from difftest.sequential_runs import continue_until_decided, design_of
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
@@ -69,10 +70,21 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
                    options: RunOptions | None = None,
                    **keywords: Unpack[RunKeywords]) -> ComparisonReport:
     """Run both arms of a comparison, judge them, and write report.json, report.md and
-    diff.csv into the run directory."""
+    diff.csv into the run directory. `until_decided` (an option): run both arms again until
+    the sequential acceptance test decides, at most this many times each
+    (difftest.sequential)."""
     opts = run_options(keywords, options)
-    report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
-                             cache_dir=opts.cache)
+    if opts.until_decided is not None:
+        design_of(spec, opts.until_decided)  # refused before anything runs
+        # the sequential test takes the place of the fixed-sample acceptance gate
+        report = continue_until_decided(
+            config, spec, _run_comparison(config, replace(spec, acceptance=None),
+                                          run_root=opts.run_root, progress=opts.progress,
+                                          cache_dir=opts.cache),
+            opts.until_decided, progress=opts.progress, cache_dir=opts.cache)
+    else:
+        report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
+                                 cache_dir=opts.cache)
     rundir.write_comparison(report)
     return report
 
@@ -88,7 +100,7 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
     """Run two configured arms (or a configured comparison) and judge what they drafted.
     `overrides` (or their keywords: expect, near_tie, atol, rtol, min_differing, drafting,
     noise_runs, teacher_force) over the configured values; `teacher_force`: run B on A's
-    committed stream (difftest.force)."""
+    committed stream (difftest.force); `until_decided`: see `run_comparison`."""
     cfg = _config(config)
     given, opts = split_keywords(keywords, overrides, options)
     spec = given.apply(resolve_spec(cfg, arm_a, arm_b, comparison))
@@ -150,6 +162,8 @@ def compare(arm_a: str | None = None, arm_b: str | None = None, *,
         if given.teacher_force:
             raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
                              "not traces")
+        if options is not None and options.until_decided is not None:
+            raise UsageError("--until-decided runs the arms again: it needs arms, not traces")
         # a comparison supplies its expectations, toggle and its arms' evidence
         return compare_traces(traces.a, traces.b, comparison=comparison, config=config,
                               overrides=given, line_prefix=traces.line_prefix)

@@ -263,6 +263,11 @@ TeacherForce = Annotated[bool, typer.Option(
 Jobs = Annotated[int | None, typer.Option(
     "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
     "[defaults] launched_jobs for arms run through a launcher).")]
+UntilDecided = Annotated[int | None, typer.Option(
+    "--until-decided", metavar="MAX",
+    help="Nondeterministic arms: run both again until a sequential test of B's acceptance "
+         "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), at "
+         "most MAX runs each.")]
 CompareFormatOpt = Annotated[CompareFormat, typer.Option(
     "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
@@ -343,8 +348,8 @@ OVERRIDES = _OptionGroup("overrides", (
     _option("teacher_force", TeacherForce, False)),
     lambda teacher_force=None, **given: _overrides(teacher_force=teacher_force or None, **given))
 RUN_OPTIONS = _OptionGroup("options", (
-    _option("run_root", RunRoot), _option("progress", Progress), _option("jobs", Jobs)),
-    _run_options)
+    _option("run_root", RunRoot), _option("progress", Progress), _option("jobs", Jobs),
+    _option("until_decided", UntilDecided)), _run_options)
 
 
 @dataclass(frozen=True)
@@ -498,7 +503,7 @@ TRACES = _OptionGroup("traces", (
 
 @app.command()
 @_guarded
-@_grouped(TRACES, OUTPUTS, OVERRIDES, RUN_OPTIONS.only("run_root", "progress"))
+@_grouped(TRACES, OUTPUTS, OVERRIDES, RUN_OPTIONS.only("run_root", "progress", "until_decided"))
 def compare(
     arm_a: Annotated[str | None, typer.Option("--arm-a", help="Arm name from the config.")] = None,
     arm_b: Annotated[str | None, typer.Option("--arm-b", help="Arm name from the config.")] = None,

@@ -53,13 +53,15 @@ class Role(StrEnum):
 class RunOptions:
     """How a plan's arms are run, whatever the plan: where the run directory goes, whether
     progress is drawn, the checkout cache (None: the config's [defaults] cache, else
-    $DIFFTEST_CACHE, else ~/.cache/difftest) and how many arms run at once (None: see
-    `job_limits`)."""
+    $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
+    `job_limits`), and for a compare, whether both arms run again until the sequential test
+    decides (at most this many times each; difftest.sequential)."""
 
     run_root: Path | None = None
     progress: bool | None = None
     cache: Path | None = None
     jobs: int | None = None
+    until_decided: int | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ class RunKeywords(TypedDict, total=False):
     progress: bool | None
     cache_dir: Path | None
     jobs: int | None
+    until_decided: int | None
 
 
 @dataclass(frozen=True)
