@@ -56,7 +56,7 @@ class RunLocalization:
     def render(self) -> str:
         req, pos = self.at
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
-                f"{self.folder}; B teacher-forced on A's stream.\n\n{self.report.render()}\n")
+                f"{self.folder}; both arms teacher-forced on A's stream.\n\n{self.report.render()}\n")
 
 
 def parse_at(text: str) -> tuple[str, int]:
@@ -82,7 +82,7 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None) -> RunLocalization:
-    """Rerun both arms of a run with capture at one step, B teacher-forced on A's recorded
+    """Rerun both arms of a run with capture at one step, teacher-forced on A's recorded
     stream, and compare their draft forwards module by module (beyond `atol`, by default the
     comparison's own)."""
     from difftest.atomic import write_text_atomic
@@ -114,8 +114,10 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         env.update({CAPTURE_ENV: f"{req}:{pos}",
                CAPTURE_DIR_ENV: str(where[key].resolve()),
                     "VT_SPEC_TRACE": res.env_overrides.get("VT_SPEC_TRACE") or "1"})
-        if key == "b":  # A runs free, as it did; B on A's stream
-            env[FORCE_ENV] = str(force.resolve())
+        # both arms on A's stream: A's replay of its own stream is its free run, and a runner
+        # whose forced steps compute on another schedule than its free ones (transformers: one
+        # generate call per step) then captures both arms on the same schedule
+        env[FORCE_ENV] = str(force.resolve())
         arms.append(ArmSpec(name=f"{key}-{res.name}", command=tuple(res.argv), env=env,
                             cwd=Path(res.cwd) if res.cwd else None))
     folder.mkdir(parents=True, exist_ok=True)
@@ -127,7 +129,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     for key in ("a", "b"):
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
-                             f"runner implement {CAPTURE_ENV}? (the reference runner does)")
+                             f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
     tol = spec.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol))
     write_text_atomic(folder / "localize.md", out.render())

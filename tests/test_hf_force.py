@@ -1,0 +1,210 @@
+"""Teacher forcing, one-step activation capture and planted faults in the transformers runner
+(real tiny seeded models, real `generate`): forced replays, the fp32 vs bf16 assistant pair
+compared at every step, and `localize` naming planted modules."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from difftest import api
+from difftest.config import load_config
+from difftest.emit import Tracer
+from difftest.errors import ExitCode
+from difftest.force import FORCE_ENV, committed_stream, write_force_file
+from difftest.hf.options import HFOptions
+from difftest.kinds import VerdictKind
+from difftest.localize import localize_dumps
+from difftest.trace.parser import parse_text
+
+ROOT = Path(__file__).resolve().parents[1]
+HF_TOML = ROOT / "difftest" / "configs" / "hf.toml"
+SMALL = dict(requests=1, max_new_tokens=6)
+AT = ("r0", HFOptions().prompt_len)  # r0's first verify: the prompt's draft forward
+
+
+def traced(force: object = None, capture: tuple[str, int] | None = None,
+           folder: Path | None = None, **options: object) -> str:
+    from difftest.hf.runner import run
+
+    buf = io.StringIO()
+    run(HFOptions(**options), Tracer(level=3, file=buf, top_k=4),  # type: ignore[arg-type]
+        force=force, capture=capture,  # type: ignore[arg-type]
+        capture_dir=str(folder) if folder else None)
+    return buf.getvalue()
+
+
+def own_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines()
+            if not line.startswith(("[spec-forced]", "[spec-config]"))]
+
+
+def test_a_forced_replay_of_its_own_stream_is_the_free_run() -> None:
+    """Forced on the stream it committed free, the pair computes the same drafts to the bit:
+    forced steps keep the assistant's cache as a free run does."""
+    free = traced(requests=2, max_new_tokens=12)
+    stream = committed_stream(parse_text(free))
+    forced = traced(force=stream, requests=2, max_new_tokens=12)
+    assert own_lines(forced) == own_lines(free)
+    assert forced.count("[spec-forced]") == stream.steps() > 4
+    assert "forced=1" in forced and "forced=1" not in free
+
+
+def test_a_forced_run_commits_the_forced_tokens_not_its_own(tmp_path: Path) -> None:
+    """A stream with one token the target would not pick (step 3): the pair traces what it would
+    have emitted there, commits the forced token, and drafts its next step on that context."""
+    from difftest.force import ForcedStep, ForceStream, read_forced_lines
+
+    a = parse_text(traced(requests=1, max_new_tokens=8))
+    steps = list(committed_stream(a).requests["r0"])
+    own = steps[3].tokens
+    steps[3] = ForcedStep(steps[3].pos, ((own[0] + 1) % 256, *own[1:]))
+    stream = ForceStream({"r0": tuple(steps)})
+    text = traced(force=stream, requests=1, max_new_tokens=8)
+    b = parse_text(text)
+    assert [int(p) for p in b.verifies.pos] == [s.pos for s in steps]
+    assert b.verifies.emit(3).tolist() == list(own)  # its would-be: the target's own token
+    (tmp_path / "b.trace").write_text(text)
+    assert [f.tokens for f in read_forced_lines(tmp_path / "b.trace")] == [s.tokens for s in steps]
+    # before the changed token the drafts are the free run's; after it they see another context
+    assert b.verifies.draft(3).tolist() == a.verifies.draft(3).tolist()
+    assert b.verifies.draft(4).tolist() != a.verifies.draft(4).tolist()
+
+
+def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> None:
+    """The fp32 vs bf16 assistant pair of hf.toml, teacher-forced: every step of A has a B step
+    on A's context (none unmatched, none context-diverged), and the verdict follows from the
+    drafts: only near-tie flips, so it agrees."""
+    cfg = load_config(HF_TOML)
+    spec = replace(cfg.comparisons["assistant-dtype"], teacher_force=True)
+    rep = api.run_comparison(cfg, spec, run_root=tmp_path, progress=False)
+    assert rep.forcing is not None and rep.forcing.honoured, rep.verdict.reasons
+    c = rep.comparison
+    assert c is not None and rep.arm_a.trace is not None
+    assert (c.unmatched_a, c.unmatched_b, c.context_diverged) == (0, 0, 0)
+    v = rep.arm_a.trace.verifies
+    assert len(v) == rep.forcing.steps
+    assert c.blocks_compared == int((v.k > 0).sum())  # every step that drafted is compared
+    assert rep.verdict.verdict is VerdictKind.AGREE, rep.verdict.reasons
+    assert any("teacher-forced" in r for r in rep.verdict.reasons)
+
+
+# Planted single-module faults in the built-in assisted draft (2 layers): several modules,
+# layers and kinds. A hit: the first differing module is the planted one or inside it (a mask
+# change first shows in the attention's output projection).
+HF_FAULTS = (
+    "model.embed_tokens:noise",
+    "model.layers.0.input_layernorm:scale",
+    "model.layers.0.self_attn.q_proj:scale",
+    "model.layers.0.self_attn.v_proj:noise",
+    "model.layers.0.self_attn:mask",
+    "model.layers.0.self_attn.o_proj:noise",
+    "model.layers.0.mlp.down_proj:scale",
+    "model.layers.0.mlp:noise",
+    "model.layers.1.self_attn.k_proj:scale",
+    "model.layers.1.self_attn:mask",
+    "model.layers.1.self_attn:scale",
+    "model.layers.1.mlp.act_fn:noise",
+    "model.layers.1.mlp:scale",
+    "model.norm:noise",
+    "lm_head:scale",
+)
+
+
+def capture(tmp_path: Path, fault: str) -> Path:
+    folder = tmp_path / (fault.replace(":", "_") or "clean")
+    text = traced(capture=AT, folder=folder, fault=fault, **SMALL)
+    assert text.count("[spec-act]") > 100
+    return folder
+
+
+def plain(module: str) -> str:
+    """`d0.model.layers.1.mlp` -> `model.layers.1.mlp` (the draft forward's index dropped)."""
+    return module.partition(".")[2]
+
+
+def hf_fault_table(tmp_path: Path) -> list[tuple[str, str | None, bool]]:
+    """(fault, named module, hit) per planted fault, against one clean capture."""
+    clean = capture(tmp_path, "")
+    rows = []
+    for fault in HF_FAULTS:
+        module = fault.split(":")[0]
+        loc = localize_dumps(clean, capture(tmp_path, fault)).localization
+        named = plain(loc.first.module) if loc.first is not None else None
+        hit = named is not None and (named == module or named.startswith(module + "."))
+        order = [plain(m.module) for m in loc.modules]
+        if named is not None and not hit:  # a miss must not name a module before the fault
+            inside = [i for i, m in enumerate(order) if m == module or m.startswith(module + ".")]
+            assert order.index(named) > min(inside), (fault, named)
+        rows.append((fault, named, hit))
+    return rows
+
+
+def test_localize_names_planted_modules_in_the_hf_draft(tmp_path: Path) -> None:
+    rows = hf_fault_table(tmp_path)
+    assert len(rows) >= 12
+    assert all(hit for _, _, hit in rows), [r for r in rows if not r[2]]
+
+
+def test_capture_lists_every_module_in_forward_order(tmp_path: Path) -> None:
+    from difftest.activations import read_dumps
+
+    dumps = read_dumps(capture(tmp_path, ""))
+    names = [d.module for d in dumps]
+    # forward order: a module's children finish before it, layers in turn, the head last
+    assert names.index("d0.model.layers.0.self_attn.q_proj") < names.index(
+        "d0.model.layers.0.self_attn") < names.index("d0.model.layers.1.input_layernorm")
+    assert names[-1].endswith(".lm_head") and names[0] == "d0.model.embed_tokens"
+    assert {n.split(".")[0] for n in names} == {f"d{i}" for i in range(HFOptions().k)}
+
+
+def test_localize_run_names_a_planted_hf_module(tmp_path: Path) -> None:
+    """A red hf comparison of a planted fault; `localize RUN_DIR` reruns both arms forced with
+    capture at the first differing step and names the module."""
+    from difftest.localize import localize_run
+    from test_pipeline import config
+
+    hf = [sys.executable, "-m", "difftest.hf", "--requests", "1", "--max-new-tokens", "8"]
+    cfg = config(tmp_path, {"a": {"command": hf, "env": {"VT_SPEC_TRACE": "3"}},
+                            "b": {"command": [*hf, "--fault", "model.layers.1.mlp:scale:0.05"],
+                                  "env": {"VT_SPEC_TRACE": "3"}}},
+                 {"pair": {"arm_a": "a", "arm_b": "b", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    result = localize_run(rep.run_dir)
+    first = result.report.localization.first
+    assert first is not None and plain(first.module) == "model.layers.1.mlp"
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "difftest.hf", "--requests", "1",
+                           "--max-new-tokens", "4", *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          cwd=ROOT, timeout=300)
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--fault", "model.layers.9.mlp:scale"], {}, "the draft has no module"),
+    (["--fault", "model.norm:mask"], {}, "a mask fault applies to an attention"),
+    (["--drafter", "dflash"], {FORCE_ENV: "FORCE"}, "teacher forcing needs --drafter assisted"),
+    ([], {FORCE_ENV: "FORCE-OTHER"}, "no step of request r0 at position"),
+    ([], {"DIFFTEST_CAPTURE": "r0"}, "expected REQ:POS"),
+])
+def test_bad_fault_force_or_capture_exit_2(tmp_path: Path, args: list[str],
+                                           env: dict[str, str], message: str) -> None:
+    from difftest.force import ForcedStep, ForceStream
+
+    good = write_force_file(ForceStream({"r0": (ForcedStep(8, (1,)),)}), tmp_path / "f.json")
+    other = write_force_file(ForceStream({"r0": (ForcedStep(5, (1,)),)}), tmp_path / "o.json")
+    env = {k: {"FORCE": str(good), "FORCE-OTHER": str(other)}.get(v, v) for k, v in env.items()}
+    out = run_cli(args, env)
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
