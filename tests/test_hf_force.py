@@ -77,6 +77,62 @@ def test_a_forced_run_commits_the_forced_tokens_not_its_own(tmp_path: Path) -> N
     assert b.verifies.draft(4).tolist() != a.verifies.draft(4).tolist()
 
 
+def fresh_first_step(context: list[int], max_length: int) -> str:
+    """The first step of a free run from `context` (a fresh assistant cache over all of it)."""
+    import torch
+
+    from difftest.adapters.hf import traced_generation
+    from difftest.hf.models import load_pair
+
+    options = HFOptions()
+    target, draft = load_pair(options)
+    config = draft.generation_config
+    config.num_assistant_tokens = options.k
+    config.num_assistant_tokens_schedule = "constant"
+    config.assistant_confidence_threshold = options.confidence
+    buf = io.StringIO()
+    ids = torch.tensor([context])
+    with torch.no_grad(), traced_generation(Tracer(level=3, file=buf, top_k=4), req="r0"):
+        target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=draft,
+                        do_sample=False, max_length=max_length)
+    return buf.getvalue()
+
+
+def logits_of(text: str, pos: int) -> list[list[tuple[int, float]]]:
+    rows = []
+    for line in text.splitlines():
+        if line.startswith(f"[spec-logits] req=r0 pos={pos} "):
+            top = line.split("top=[")[1].rstrip(" ]").split()
+            rows.append([(int(t.split(":")[0]), float(t.split(":")[1])) for t in top])
+    return rows
+
+
+def test_after_a_forced_token_the_draft_sees_the_forced_context() -> None:
+    """The assistant's cached keys of a position whose token was forced otherwise are dropped:
+    the next step drafts as a fresh run on the forced context does (same ids, logits within
+    float32 rounding of another schedule)."""
+    from difftest.force import ForcedStep, ForceStream
+    from difftest.hf.runner import prompts
+
+    a = parse_text(traced(requests=1, max_new_tokens=8))
+    free = list(committed_stream(a).requests["r0"])
+    # step 3 commits two tokens, the first not the pair's draft there: the assistant's cache
+    # holds its draft at that position, which its own crop (it drops only what was not
+    # accepted, counted by length) would keep
+    other = (int(a.verifies.draft(3)[0]) + 1) % 256
+    steps = free[:3] + [ForcedStep(free[3].pos, (other, 7))] + [
+        ForcedStep(s.pos + 1, s.tokens) for s in free[4:-1]]
+    text = traced(force=ForceStream({"r0": tuple(steps)}), requests=1, max_new_tokens=8)
+    prompt = prompts(HFOptions(), 256)["r0"]
+    context = prompt + [t for s in steps[:4] for t in s.tokens]
+    fresh = fresh_first_step(context, len(prompt) + 8)
+    forced_rows, fresh_rows = logits_of(text, steps[4].pos), logits_of(fresh, steps[4].pos)
+    assert len(forced_rows) == len(fresh_rows) > 0
+    for got, want in zip(forced_rows, fresh_rows, strict=True):
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert max(abs(x - y) for (_, x), (_, y) in zip(got, want, strict=True)) < 1e-4
+
+
 def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> None:
     """The fp32 vs bf16 assistant pair of hf.toml, teacher-forced: every step of A has a B step
     on A's context (none unmatched, none context-diverged), and the verdict follows from the

@@ -131,6 +131,7 @@ class _Hook:
         finally:
             if armed and self.capture is not None:
                 self.capture.disarm()
+        self.last_candidates = candidate_ids[0].tolist()
         drafted = candidate_ids[0, cur_len:].tolist()
         logits = None
         if candidate_logits is not None and drafted and self.tracer.wants_logits:
