@@ -135,8 +135,9 @@ def test_after_a_forced_token_the_draft_sees_the_forced_context() -> None:
 
 def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> None:
     """The fp32 vs bf16 assistant pair of hf.toml, teacher-forced: every step of A has a B step
-    on A's context (none unmatched, none context-diverged), and the verdict follows from the
-    drafts: only near-tie flips, so it agrees."""
+    on A's context (none unmatched, none context-diverged), every drafted row of A a B row on
+    the same drafted tokens, and the verdict follows from the drafts: only near-tie flips, so
+    it agrees."""
     cfg = load_config(HF_TOML)
     spec = replace(cfg.comparisons["assistant-dtype"], teacher_force=True)
     rep = api.run_comparison(cfg, spec, run_root=tmp_path, progress=False)
@@ -144,6 +145,9 @@ def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> No
     c = rep.comparison
     assert c is not None and rep.arm_a.trace is not None
     assert (c.unmatched_a, c.unmatched_b, c.context_diverged) == (0, 0, 0)
+    # B drafted along A's drafted tokens: no row after an in-block flip is left out either
+    assert c.rows_context_diverged == 0 and c.blocks_near_tie > 0
+    assert c.logit_rows_compared == int(rep.arm_a.trace.verifies.k.sum())
     v = rep.arm_a.trace.verifies
     assert len(v) == rep.forcing.steps
     assert c.blocks_compared == int((v.k > 0).sum())  # every step that drafted is compared
@@ -264,3 +268,45 @@ def test_bad_fault_force_or_capture_exit_2(tmp_path: Path, args: list[str],
     out = run_cli(args, env)
     assert out.returncode == ExitCode.USAGE, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
+    """The emit a draft-along step reports: the target's picks while the own drafts equal the
+    forced ones; an own draft the target accepts but never saw gets its bonus from one more
+    target forward (the real tiny target, greedy)."""
+    import torch
+
+    from difftest.adapters.hf import HFTrace, _Hook
+    from difftest.hf.models import load_pair
+    from difftest.hf.runner import prompts
+
+    target, _ = load_pair(HFOptions())
+    prefix = prompts(HFOptions(), 256)["r0"]
+
+    def greedy(ids: list[int], n: int) -> list[int]:
+        out = list(ids)
+        with torch.no_grad():
+            for _ in range(n):
+                out.append(int(target(torch.tensor([out])).logits[0, -1].argmax()))
+        return out[len(ids):]
+
+    g = greedy(prefix, 3)
+    forced = [g[0], g[1], (g[2] + 1) % 256]  # the other arm's drafts: two right, one wrong
+    with torch.no_grad():
+        scores = target(torch.tensor([prefix + forced])).logits[:, -4:]
+
+    class Generator:  # what _Hook wraps: the two methods transformers' loop calls
+        def get_candidates(self, *a: object) -> None: ...
+        def update_candidate_strategy(self, *a: object) -> None: ...
+
+    hook = _Hook(Generator(), Tracer(level=0), HFTrace("r0"))
+    hook.target = target
+    with torch.no_grad():
+        # own drafts equal to the forced ones: the verify's own picks, bonus at the wrong one
+        assert hook.would_have(prefix, forced, forced, scores) == g
+        # the own row-3 draft is the target's pick, which the forced verify never saw: one
+        # more forward gives the bonus after it
+        assert hook.would_have(prefix, g, forced, scores) == greedy(prefix, 4)
+        # an own first draft the target rejects: its pick, nothing accepted
+        wrong = [(g[0] + 1) % 256, g[1], g[2]]
+        assert hook.would_have(prefix, wrong, forced, scores) == [g[0]]

@@ -118,6 +118,13 @@ class _Hook:
         self.capture = capture
         self.pending: tuple[int, list[int], Any] | None = None
         self.last_candidates: list[int] = []  # the sequence the generator last drafted along
+        # teacher-forced drafts (forced_generation): the recorder sits in the assistant's
+        # logits processors; with `along` set, the draft follows those tokens row by row
+        self.recorder: _DraftRecorder | None = None
+        self.along: list[int] | None = None
+        self.target: Any = None
+        self.budget: int | None = None
+        self.candidates: list[int] = []  # the tokens the generator proposed this step
         self.inner_get: Callable[..., Any] = generator.get_candidates
         self.inner_update: Callable[..., Any] = generator.update_candidate_strategy
         generator.get_candidates = self.get_candidates
@@ -126,6 +133,8 @@ class _Hook:
     def get_candidates(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
         cur_len = int(input_ids.shape[-1])
         armed = self.capture is not None and self.capture.arm(self.record.req, cur_len)
+        if self.recorder is not None:
+            self.recorder.start(cur_len, self.along)
         try:
             candidate_ids, candidate_logits = self.inner_get(input_ids, *args, **kwargs)
         finally:
@@ -133,17 +142,52 @@ class _Hook:
                 self.capture.disarm()
         self.last_candidates = candidate_ids[0].tolist()
         drafted = candidate_ids[0, cur_len:].tolist()
+        self.candidates = drafted
         logits = None
-        if candidate_logits is not None and drafted and self.tracer.wants_logits:
+        if self.along is not None and self.recorder is not None and self.recorder.rows:
+            import torch
+
+            # drafted along another arm's tokens: the trace shows this draft's own picks
+            # and its own (unforced) rows
+            own = torch.cat(self.recorder.rows, dim=0)[: len(drafted)]
+            drafted = own.argmax(dim=-1).tolist()
+            if self.tracer.wants_logits:
+                logits = own
+        elif candidate_logits is not None and drafted and self.tracer.wants_logits:
             logits = candidate_logits[0, : len(drafted)]
         self.pending = (cur_len, drafted, logits)
         return candidate_ids, candidate_logits
+
+    def would_have(self, prefix: list[int], drafted: list[int], candidates: list[int],
+                   scores: Any) -> list[int]:
+        """What this pair would have emitted on its own drafts, from a verify of the forced
+        ones: the target's pick at each row is known while the own drafts equal the forced
+        ones; past an own draft the target accepted but never saw, one more target forward
+        gives the bonus token."""
+        import torch
+
+        picks = scores[0].argmax(dim=-1).tolist()
+        accepted: list[int] = []
+        for j, tok in enumerate(drafted):
+            if tok != picks[j]:
+                return accepted + [int(picks[j])]
+            accepted.append(tok)
+            if j >= len(candidates) or tok != candidates[j]:
+                ids = torch.tensor([prefix + accepted], dtype=torch.long)
+                nxt = self.target(ids, attention_mask=torch.ones_like(ids)).logits[0, -1]
+                return accepted + [int(nxt.argmax())]
+        return accepted + [int(picks[len(drafted)])]
 
     def update_candidate_strategy(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
         if self.pending is not None:
             cur_len, drafted, logits = self.pending
             self.pending = None
             emitted = input_ids[0, cur_len:].tolist()
+            if self.along is not None and args:
+                emitted = self.would_have(input_ids[0, :cur_len].tolist(), drafted,
+                                          self.candidates, args[0])
+                if self.budget is not None:
+                    emitted = emitted[: self.budget]
             drafted, logits = cut_at_stop(drafted, emitted, logits)
             self.tracer.step(self.record.req, cur_len, drafted, emitted, logits=logits)
             self.record.steps.append(HFStep(cur_len, tuple(drafted), tuple(emitted)))
@@ -249,6 +293,31 @@ class ActivationCapture:
         self.handles = []
 
 
+class _DraftRecorder:
+    """A logits processor for the assistant's own `generate`: keeps each row's scores as the
+    assistant computed them and, given tokens to draft along, makes the draft pick those (so
+    row j + 1 runs on the forced row j's token). Its rows are what gets traced."""
+
+    def __init__(self) -> None:
+        self.start_len = 0
+        self.along: list[int] | None = None
+        self.rows: list[Any] = []
+
+    def start(self, cur_len: int, along: list[int] | None) -> None:
+        self.start_len, self.along, self.rows = cur_len, along, []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        self.rows.append(scores.detach().float().clone())
+        j = int(input_ids.shape[-1]) - self.start_len
+        if self.along is None or j >= len(self.along):
+            return scores
+        forced = torch.full_like(scores, float("-inf"))
+        forced[:, self.along[j]] = 0.0
+        return forced
+
+
 def _keep_valid_draft_cache(generator: Any, seen: list[int], context: list[int]) -> None:
     """Before a forced step: the assistant's cache holds the sequence it last drafted along
     (`seen`, but its last token); keep only the prefix the forced context shares with it. When
@@ -271,8 +340,8 @@ def _keep_valid_draft_cache(generator: Any, seen: list[int], context: list[int])
 
 def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt: list[int],
                       steps: Any, max_length: int,
-                      capture: ActivationCapture | None = None, **generate_kwargs: Any
-                      ) -> list[int]:
+                      capture: ActivationCapture | None = None, draft_along: bool = True,
+                      **generate_kwargs: Any) -> list[int]:
     """Replay a committed stream (`steps`: difftest.force.ForcedStep in order) on the pair:
     per step, one verify from the forced context (traced as what this pair would have accepted),
     then that step's tokens committed and a `[spec-forced]` line printed. Returns the committed
@@ -280,7 +349,12 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
 
     Each step is a `generate` call stopped after its first verify; the candidate generator (and
     with it the assistant's cache) lives across the steps, its cache cut back to what the forced
-    context shares with it, so the draft computes as in a free run on the same tokens."""
+    context shares with it, so the draft computes as in a free run on the same tokens.
+
+    With `draft_along` (default) and a sequential drafter, a step that carries the other arm's
+    drafts is drafted along them: row j + 1 runs on the other arm's row-j token, so every row
+    has a counterpart on the same context. The trace shows this draft's own pick and its own
+    logits per row, and the emit it would have committed on its own drafts."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
     from transformers.generation.utils import GenerationMixin
@@ -292,6 +366,7 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
     record = HFTrace(req=req)
     original = GenerationMixin.__dict__["_get_candidate_generator"]
     held: dict[str, Any] = {}
+    state: dict[str, Any] = {"along": None, "budget": None}
     context = list(prompt)
 
     def hooked(model: Any, *args: Any, **kwargs: Any) -> Any:
@@ -301,9 +376,18 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
             record.drafting = drafting_kind_of(generator)
             tracer.declare(record.drafting)
             held["generator"] = generator
-            held["hook"] = _Hook(generator, tracer, record, capture)
+            hook = held["hook"] = _Hook(generator, tracer, record, capture)
+            if record.drafting is DraftingKind.SEQUENTIAL and hasattr(generator,
+                                                                      "logits_processor"):
+                hook.recorder = _DraftRecorder()
+                hook.target = target
+                generator.logits_processor.append(hook.recorder)
         else:
             _keep_valid_draft_cache(held["generator"], held["hook"].last_candidates, context)
+        hook = held["hook"]
+        hook.along, hook.budget = state["along"], state["budget"]
+        if hook.recorder is None:
+            hook.along = None  # a block drafter's rows do not run on each other
         return held["generator"]
 
     setattr(GenerationMixin, "_get_candidate_generator", hooked)  # noqa: B010 - a typed hook
@@ -313,6 +397,8 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
                 raise ValueError(f"the force file has no step of request {req} at position "
                                  f"{len(context)} (next forced step is at {step.pos})")
             before = len(record.steps)
+            state["along"] = list(step.drafts) if draft_along and step.drafts else None
+            state["budget"] = max_length - len(context)
             ids = torch.tensor([context], dtype=torch.long)
             target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=draft,
                             do_sample=False, max_length=max_length,

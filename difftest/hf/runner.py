@@ -58,6 +58,8 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
         settings["fault"] = fault.text
     if force is not None:
         settings["forced"] = True
+        if any(step.drafts for steps in force.requests.values() for step in steps):
+            settings["forced_drafts"] = True  # each row on the forced arm's drafted tokens
     tracer.config(settings)
     hooks = ActivationCapture(draft, tracer, capture, capture_dir) if capture else None
     generated: dict[str, list[int]] = {}
