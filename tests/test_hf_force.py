@@ -290,8 +290,12 @@ def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
                 out.append(int(target(torch.tensor([out])).logits[0, -1].argmax()))
         return out[len(ids):]
 
-    g = greedy(prefix, 3)
-    forced = [g[0], g[1], (g[2] + 1) % 256]  # the other arm's drafts: two right, one wrong
+    g = greedy(prefix, 4)
+    # the other arm's drafts: two right, then one the target rejects and after which it would
+    # pick another token than after its own (so a bonus read off the forced verify is wrong)
+    wrong = next(x for x in range(256) if x != g[2] and greedy([*prefix, g[0], g[1], x], 1)
+                 != [g[3]])
+    forced = [g[0], g[1], wrong]
     with torch.no_grad():
         scores = target(torch.tensor([prefix + forced])).logits[:, -4:]
 
@@ -303,10 +307,10 @@ def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
     hook.target = target
     with torch.no_grad():
         # own drafts equal to the forced ones: the verify's own picks, bonus at the wrong one
-        assert hook.would_have(prefix, forced, forced, scores) == g
+        assert hook.would_have(prefix, forced, forced, scores) == g[:3]
         # the own row-3 draft is the target's pick, which the forced verify never saw: one
         # more forward gives the bonus after it
-        assert hook.would_have(prefix, g, forced, scores) == greedy(prefix, 4)
+        assert hook.would_have(prefix, g[:3], forced, scores) == g
         # an own first draft the target rejects: its pick, nothing accepted
-        wrong = [(g[0] + 1) % 256, g[1], g[2]]
-        assert hook.would_have(prefix, wrong, forced, scores) == [g[0]]
+        first_wrong = [(g[0] + 1) % 256, g[1], g[2]]
+        assert hook.would_have(prefix, first_wrong, forced, scores) == [g[0]]
