@@ -32,7 +32,7 @@ MARKERS = {
     "subprocess": "starts real processes: arms, the difftest command line, a fresh pytest",
     "torch": "runs the reference runner, which imports torch (in-process or as an arm)",
     "transformers": "runs the Hugging Face transformers runner or adapter (the [hf] extra)",
-    "mlx": "runs an MLX runner (Apple silicon)",
+    "mlx": "runs the mlx-lm runner or adapter (the [mlx] extra)",
     "chromium": "loads a page in headless Chromium",
     "slurm": "runs jobs on a Slurm cluster (scripts/slurm-up.sh)",
     "git": "makes git repositories, commits or worktrees",

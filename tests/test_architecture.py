@@ -28,7 +28,7 @@ STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise
 PRODUCERS = ("emit", "adapters")
 # Programs of their own that difftest runs as arms: no stage imports them, and they import
 # nothing but the foundation and the producers.
-OUTSIDE = ("reference", "hf")
+OUTSIDE = ("reference", "hf", "mlx")
 ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 
 

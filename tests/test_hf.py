@@ -78,6 +78,21 @@ def test_mutations_move_the_drafts_not_the_output() -> None:
         assert a.draft_ids.tolist() != b.draft_ids.tolist(), mutation
 
 
+def test_the_heuristic_schedule_and_the_confidence_threshold_vary_k_not_the_output() -> None:
+    """Constant: k drafts every verify but the budget's last; heuristic (transformers' schedule)
+    and a confidence threshold draft fewer where the draft is unsure or was wrong."""
+    options = dict(requests=1, max_new_tokens=12)
+    base_text, base = traced(**options)
+    assert "schedule=constant" in base_text
+    constant = parse_text(base_text).verifies.k.tolist()
+    for extra in (dict(schedule="heuristic"), dict(confidence=0.02)):
+        text, generated = traced(**options, **extra)
+        assert generated == base, extra
+        ks = parse_text(text).verifies.k.tolist()
+        assert ks != constant and set(ks) - {0, 4}, (extra, ks)
+    assert "schedule=heuristic" in traced(**options, schedule="heuristic")[0]
+
+
 def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
     env = {k: v for k, v in os.environ.items() if k != "VT_SPEC_TRACE"}
     env["PYTHONPATH"] = str(ROOT)
@@ -95,6 +110,7 @@ def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
     (["--model", "/nonexistent", "--assistant", "/nonexistent"], "not a model directory"),
     (["--drafter", "dflash", "--assistant-dtype", "bfloat16"], "dflash drafter runs in the"),
     (["--attn", "flash"], "invalid choice"),
+    (["--schedule", "dynamic"], "invalid choice"),
 ])
 def test_bad_options_exit_2_before_torch_loads(argv: list[str], message: str) -> None:
     code = ("import sys, runpy; sys.argv = ['difftest.hf'] + sys.argv[1:]\n"

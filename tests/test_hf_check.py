@@ -1,5 +1,8 @@
 """`difftest check --config configs/hf.toml` for real: transformers' assisted generation and
-DFlash drafter on tiny seeded models, every shipped comparison and its probes, in one run."""
+DFlash drafter on tiny seeded models, shipped comparisons and their probes, in one run. The
+run takes one comparison of each kind (kernels, rerun, dtype, block drafter); the other shipped
+pairs (threads, DFlash kernels, confidence and heuristic drafters) differ from these only by
+their arms' options, and their thresholds files are checked below without running them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "difftest" / "configs" / "hf.toml"
+RUN = ("attn", "rerun", "assistant-dtype", "dflash-rerun")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +30,8 @@ def check(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     start = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "difftest", "check", "--config", str(CONFIG), "--run-root",
-         str(runs), "--no-progress"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+         str(runs), "--no-progress", *(a for name in RUN for a in ("--only", name))],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     elapsed = time.monotonic() - start
     assert out.returncode == 0, out.stdout + out.stderr
@@ -85,3 +91,17 @@ def test_probes_kill_both_mutations(check: dict[str, Any], name: str) -> None:
     assert probe["mutation_score"] == 1.0
     assert {m["name"]: m["killed"] for m in probe["mutations"]} == {
         "broken-mask": True, "sliding-window-4": True}
+
+
+def test_every_shipped_threshold_was_calibrated_away_from_the_gated_seed() -> None:
+    config = tomllib.loads(CONFIG.read_text())
+    calibrated = {name: c for name, c in config["comparisons"].items() if "thresholds" in c}
+    assert set(calibrated) >= {"attn", "assistant-dtype", "threads", "dflash-attn",
+                               "confidence-attn", "heuristic-attn"}
+    for name, comparison in calibrated.items():
+        provenance = tomllib.loads((CONFIG.parent / comparison["thresholds"]).read_text())
+        inputs = provenance["provenance"]["inputs"]
+        assert str(comparison["gate_input"]) not in inputs, name
+        assert inputs == [str(i) for i in comparison["calibration_inputs"]], name
+        assert provenance["provenance"]["separation"] >= 1, name
+        assert comparison["probe"], name

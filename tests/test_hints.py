@@ -92,9 +92,11 @@ def test_only_an_import_failure_that_ended_the_program_is_the_cause() -> None:
     assert hf is not None and hf.extra == "hf"
     tf = missing_module(TRACEBACK.format(module="transformers"))
     assert tf is not None and tf.extra == "hf"
-    other = missing_module(TRACEBACK.format(module="mlx"))
+    mlx = missing_module(TRACEBACK.format(module="mlx_lm.generate"), ["python", "-m", "difftest.mlx"])
+    assert mlx is not None and (mlx.module, mlx.extra) == ("mlx_lm", "mlx")
+    other = missing_module(TRACEBACK.format(module="jax"))
     assert other is not None and other.extra is None
-    assert other.cause.startswith("cannot import mlx: install the package that provides it")
+    assert other.cause.startswith("cannot import jax: install the package that provides it")
     # survived: the program went on and failed later for another reason
     assert missing_module(TRACEBACK.format(module="torch") + "falling back\nKeyError: 3\n") is None
     assert missing_module("plain crash\n") is None and missing_module("") is None

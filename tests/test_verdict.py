@@ -20,7 +20,7 @@ NAMES = ("paged", "materialized")
 
 
 def verdict_of(a: ArmTrace | str, b: ArmTrace | str, *, expect: str = "same",
-               min_differing: int = 1, near_tie: float = 0.0, atol: float = 0.0,
+               min_differing: int = 1, near_tie: float | None = 0.0, atol: float = 0.0,
                thresholds: AuditThresholds | None = None) -> Verdict:
     ta = parse_trace(DATA / a) if isinstance(a, str) else a
     tb = parse_trace(DATA / b) if isinstance(b, str) else b
@@ -241,6 +241,15 @@ def test_a_near_tie_threshold_above_every_margin_leaves_tokens_blind() -> None:
     v = verdict_of("agree_a.log", "differ_b.log", near_tie=1e9, atol=1e9)
     assert "tokens" not in v.instruments
     assert said(v, "near_tie=1e+09 is above every compared row's margin")
+    assert v.exit_code != ExitCode.OK
+
+
+def test_a_derived_near_tie_above_every_margin_leaves_tokens_blind() -> None:
+    # unset near_tie is derived: 2 x (atol + rtol |top-1|) per row, here above every margin
+    v = verdict_of("agree_a.log", "differ_b.log", near_tie=None, atol=1e9)
+    assert "tokens" not in v.instruments
+    assert said(v, "the derived near_tie (2 x each row's tolerance) is above every compared "
+                   "row's margin")
     assert v.exit_code != ExitCode.OK
 
 

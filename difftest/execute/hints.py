@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # module (top-level package) -> the difftest extra that installs it
-EXTRAS = {"torch": "reference", "transformers": "hf"}
+EXTRAS = {"torch": "reference", "transformers": "hf", "mlx": "mlx", "mlx_lm": "mlx"}
 # runners whose imports come from another extra than the table's default
 _RUNNER_EXTRAS = (("difftest.hf", "hf"), ("difftest/hf", "hf"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from difftest.errors import DifftestError, ExitCode, UsageError
 from difftest.faults import FAULT_ENV
 from difftest.force import FORCE_ENV, read_force_file
-from difftest.hf.options import ATTNS, DRAFTERS, DTYPES, MUTATIONS, HFOptions
+from difftest.hf.options import ATTNS, DRAFTERS, DTYPES, MUTATIONS, SCHEDULES, HFOptions
 
 CAPTURE_ENV = "DIFFTEST_CAPTURE"  # difftest.activations' names, without importing numpy here
 CAPTURE_DIR_ENV = "DIFFTEST_CAPTURE_DIR"
@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
                    help="assisted: drafts per step; dflash: block size - 1 (built-in drafter)")
     p.add_argument("--confidence", type=float, default=d.confidence,
                    help="assisted: stop drafting below this draft probability (0: never)")
+    p.add_argument("--schedule", choices=SCHEDULES, default=d.schedule,
+                   help="assisted: k drafts every verify (constant), or transformers' heuristic "
+                        "(k follows the acceptance)")
     p.add_argument("--prompt-len", type=int, default=d.prompt_len)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--threads", type=int, default=d.threads,
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model, assistant=args.assistant, attn=args.attn, dtype=args.dtype,
             assistant_dtype=args.assistant_dtype, drafter=args.drafter, requests=args.requests,
             max_new_tokens=args.max_new_tokens, k=args.k, confidence=args.confidence,
+            schedule=args.schedule,
             prompt_len=args.prompt_len, seed=args.seed, threads=args.threads,
             mutation=args.mutation, top_k=args.top_k,
             fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip())

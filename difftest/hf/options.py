@@ -11,6 +11,10 @@ from difftest.faults import Fault, parse_fault_text
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 DRAFTERS: tuple[str, ...] = ("assisted", "dflash")
+# assisted: how many tokens the draft proposes per verify. constant: always k; heuristic:
+# transformers' schedule (k grows by 2 after a verify that took every draft, shrinks by 1 after
+# one that did not), so the draft length follows the acceptance.
+SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 # broken-mask: the draft's attention mask of the wrong causality (bidirectional for a causal
 # draft, causal for DFlash's bidirectional block); sliding-window-4: each draft query sees only
 # the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
@@ -31,6 +35,7 @@ class HFOptions:
     max_new_tokens: int = 16
     k: int = 4  # assisted: draft tokens per step; dflash: block rows after the anchor
     confidence: float = 0.0  # assisted: stop drafting below this probability (0: never)
+    schedule: str = "constant"  # assisted: draft length per verify (SCHEDULES)
     prompt_len: int = 8
     seed: int = 0
     threads: int = 1
@@ -41,7 +46,7 @@ class HFOptions:
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
-                              ("mutation", MUTATIONS)):
+                              ("mutation", MUTATIONS), ("schedule", SCHEDULES)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"unknown {name} {getattr(self, name)!r}; choose one of "
                                  f"{', '.join(allowed)}")

@@ -48,11 +48,12 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     if options.drafter == "assisted":
         config = draft.generation_config
         config.num_assistant_tokens = options.k
-        config.num_assistant_tokens_schedule = "constant"
+        config.num_assistant_tokens_schedule = options.schedule
         config.assistant_confidence_threshold = options.confidence
     extra = {"speculation_type": "dflash"} if options.drafter == "dflash" else {}
     settings: dict[str, object] = {**resolved_settings(target, draft), "drafter": options.drafter,
-                                   "k": options.k, "mutation": options.mutation,
+                                   "k": options.k, "schedule": options.schedule,
+                                   "confidence": options.confidence, "mutation": options.mutation,
                                    "threads": torch.get_num_threads(), "seed": options.seed}
     if fault is not None:  # keys only when in effect: a plain run prints what it always did
         settings["fault"] = fault.text
