@@ -45,12 +45,14 @@ def own_lines(text: str) -> list[str]:
             if not line.startswith(("[spec-forced]", "[spec-config]"))]
 
 
-def test_a_forced_replay_of_its_own_stream_is_the_free_run() -> None:
-    """Forced on the stream it committed free, the pair computes the same drafts to the bit:
-    forced steps keep the assistant's cache as a free run does."""
-    free = traced(requests=2, max_new_tokens=12)
+@pytest.mark.parametrize("drafter", [{}, {"confidence": 0.02}])
+def test_a_forced_replay_of_its_own_stream_is_the_free_run(drafter: dict[str, object]) -> None:
+    """Forced on the stream it committed free (and along its own drafts), the pair computes the
+    same drafts to the bit: forced steps keep the assistant's cache as a free run does, and a
+    confidence threshold stops the draft where it stopped free."""
+    free = traced(requests=2, max_new_tokens=12, **drafter)
     stream = committed_stream(parse_text(free))
-    forced = traced(force=stream, requests=2, max_new_tokens=12)
+    forced = traced(force=stream, requests=2, max_new_tokens=12, **drafter)
     assert own_lines(forced) == own_lines(free)
     assert forced.count("[spec-forced]") == stream.steps() > 4
     assert "forced=1" in forced and "forced=1" not in free

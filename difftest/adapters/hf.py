@@ -307,14 +307,19 @@ class _DraftRecorder:
         self.start_len, self.along, self.rows = cur_len, along, []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
         self.rows.append(scores.detach().float().clone())
         j = int(input_ids.shape[-1]) - self.start_len
         if self.along is None or j >= len(self.along):
             return scores
-        forced = torch.full_like(scores, float("-inf"))
-        forced[:, self.along[j]] = 0.0
+        # swap the forced token's score with the draft's own top one: the forced token is
+        # picked, and what reads the picked token's probability (a confidence threshold that
+        # stops drafting) reads the draft's own top probability, as it would have free
+        own = int(scores[0].argmax())
+        want = self.along[j]
+        if own == want:
+            return scores
+        forced = scores.clone()
+        forced[:, own], forced[:, want] = scores[:, want], scores[:, own]
         return forced
 
 
