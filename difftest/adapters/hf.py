@@ -320,6 +320,11 @@ class _DraftRecorder:
             return scores
         forced = scores.clone()
         forced[:, own], forced[:, want] = scores[:, want], scores[:, own]
+        if int(forced[0].argmax()) != want:  # a tie with a lower id: one step above it
+            import torch
+
+            top = forced[:, want]
+            forced[:, want] = torch.nextafter(top, torch.full_like(top, float("inf")))
         return forced
 
 
