@@ -316,3 +316,44 @@ def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
         # an own first draft the target rejects: its pick, nothing accepted
         first_wrong = [(g[0] + 1) % 256, g[1], g[2]]
         assert hook.would_have(prefix, first_wrong, forced, scores) == [g[0]]
+
+
+def test_a_heuristic_draft_length_follows_its_own_would_be_acceptance() -> None:
+    """A stream whose drafts are the target's own greedy tokens (every one accepted), replayed
+    by the pair with transformers' heuristic schedule (k + 2 after a verify that took every
+    draft, k - 1 otherwise): its draft length follows what its own drafts would have had
+    accepted, not the forced drafts' verify."""
+    from difftest.force import ForcedStep, ForceStream
+    from difftest.hf.runner import prompts
+
+    options = HFOptions(requests=1, max_new_tokens=16)
+    prompt = prompts(options, 256)["r0"]
+    tokens = plain_greedy(prompt, 16)
+    steps, pos = [], len(prompt)
+    for at in range(0, 16, 5):
+        chunk = tuple(tokens[at:at + 5])
+        steps.append(ForcedStep(pos, chunk, chunk[:-1] if len(chunk) == 5 else ()))
+        pos += len(chunk)
+    text = traced(force=ForceStream({"r0": tuple(steps)}), requests=1, max_new_tokens=16,
+                  schedule="heuristic")
+    v = parse_text(text).verifies
+    ks, accs = [int(k) for k in v.k], [int(a) for a in v.acc]
+    assert ks[0] == HFOptions().k and accs[0] < ks[0]  # its own drafts: not all accepted
+    for i in range(len(ks) - 1):
+        budget = len(prompt) + 16 - int(v.pos[i + 1]) - 1
+        want = ks[i] + 2 if accs[i] == ks[i] else max(1, ks[i] - 1)
+        if ks[i + 1] < budget:
+            assert ks[i + 1] == want, (i, ks, accs)
+
+
+def plain_greedy(prompt: list[int], n: int) -> list[int]:
+    import torch
+
+    from difftest.hf.models import load_pair
+
+    target, _ = load_pair(HFOptions())
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        out = target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=n)
+    return [int(t) for t in out[0, len(prompt):]]

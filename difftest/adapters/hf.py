@@ -188,6 +188,12 @@ class _Hook:
                                           self.candidates, args[0])
                 if self.budget is not None:
                     emitted = emitted[: self.budget]
+                # an adaptive draft length (the heuristic schedule, a learned confidence
+                # threshold) hears how many of its own drafts it would have had accepted
+                if len(args) >= 2:
+                    args = (args[0], len(emitted) - 1, *args[2:])
+                elif "num_matches" in kwargs:
+                    kwargs["num_matches"] = len(emitted) - 1
             drafted, logits = cut_at_stop(drafted, emitted, logits)
             self.tracer.step(self.record.req, cur_len, drafted, emitted, logits=logits)
             self.record.steps.append(HFStep(cur_len, tuple(drafted), tuple(emitted)))
