@@ -24,6 +24,7 @@ from difftest.pipeline import run_comparison as _run_comparison
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
+from difftest.sequential_runs import continue_until_decided, design_of
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
@@ -65,11 +66,22 @@ def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
                    progress: bool | None = None,
-                   cache_dir: Path | None = None) -> ComparisonReport:
+                   cache_dir: Path | None = None,
+                   until_decided: int | None = None) -> ComparisonReport:
     """Run both arms of a comparison, judge them, and write report.json, report.md and
-    diff.csv into the run directory."""
-    report = _run_comparison(config, spec, run_root=run_root, progress=progress,
-                             cache_dir=cache_dir)
+    diff.csv into the run directory. `until_decided`: run both arms again until the
+    sequential acceptance test decides, at most this many times each (difftest.sequential)."""
+    if until_decided is not None:
+        design_of(spec, until_decided)  # refused before anything runs
+        # the sequential test takes the place of the fixed-sample acceptance gate
+        report = continue_until_decided(
+            config, spec, _run_comparison(config, replace(spec, acceptance=None),
+                                          run_root=run_root, progress=progress,
+                                          cache_dir=cache_dir),
+            until_decided, progress=progress, cache_dir=cache_dir)
+    else:
+        report = _run_comparison(config, spec, run_root=run_root, progress=progress,
+                                 cache_dir=cache_dir)
     rundir.write_comparison(report)
     return report
 
@@ -82,15 +94,18 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  run_root: Path | None = None, progress: bool | None = None,
                  cache_dir: Path | None = None, rtol: float | None = None,
                  noise_runs: int | None = None,
-                 teacher_force: bool | None = None) -> ComparisonReport:
+                 teacher_force: bool | None = None,
+                 until_decided: int | None = None) -> ComparisonReport:
     """Run two configured arms (or a configured comparison) and judge what they drafted.
-    `teacher_force`: run B on A's committed stream (difftest.force)."""
+    `teacher_force`: run B on A's committed stream (difftest.force). `until_decided`: see
+    `run_comparison`."""
     cfg = _config(config)
     spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
                           expect=expect, near_tie=near_tie, atol=atol,
                           min_differing=min_differing, rtol=rtol, noise_runs=noise_runs,
                           drafting=drafting, teacher_force=teacher_force)
-    return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir)
+    return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir,
+                          until_decided=until_decided)
 
 
 def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str | None = None,

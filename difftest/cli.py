@@ -417,6 +417,11 @@ def compare(
     teacher_force: Annotated[bool, typer.Option(
         "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so "
                                 "every position is compared.")] = False,
+    until_decided: Annotated[int | None, typer.Option(
+        "--until-decided", metavar="MAX",
+        help="Nondeterministic arms: run both again until a sequential test of B's acceptance "
+             "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), at "
+             "most MAX runs each.")] = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
@@ -432,6 +437,8 @@ def compare(
         if teacher_force:
             raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
                              "not traces")
+        if until_decided is not None:
+            raise UsageError("--until-decided runs the arms again: it needs arms, not traces")
         # a --comparison supplies its expectations, toggle and its arms' evidence
         report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
                                     expect=expect,
@@ -445,7 +452,8 @@ def compare(
                                   expect=expect, near_tie=near_tie, atol=atol,
                                   min_differing=min_differing, run_root=run_root,
                                   progress=progress, rtol=rtol, noise_runs=noise_runs,
-                                  drafting=drafting, teacher_force=teacher_force or None)
+                                  drafting=drafting, teacher_force=teacher_force or None,
+                                  until_decided=until_decided)
     _emit_report(report, format, csv, html)
 
 

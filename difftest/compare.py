@@ -724,7 +724,7 @@ def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.nd
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
     return replace(findings, pairs=pairs, pair_req=pair_req,
-                   stats=logit_stats(pairs, digits=digits),
+                   stats=logit_stats(pairs, digits=digits, cluster=pair_req),
                    rows_unresolved=int((unresolved & compared).sum()))
 
 

@@ -59,12 +59,17 @@ def _pooled(cmps: Sequence[Comparison]) -> LogitStats | None:
         return np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill)
 
     lg = next(c.logits for c in cmps if c.logits is not None)
+    # the same request in every pair of reruns is one cluster: its context is shared
+    named = [np.asarray(c.requests, dtype=object)[c.logits.pair_req].astype(str)
+             for c in cmps if c.logits is not None and c.logits.pairs is not None
+             and len(c.logits.pairs) and c.logits.pair_req is not None and c.requests]
+    cluster = np.concatenate(named) if len(named) == len(parts) else None
     return logit_stats(PairedRows(
         np.concatenate([pad(p.ids_a, -1) for p in parts]),
         np.concatenate([pad(p.vals_a, np.nan) for p in parts]),
         np.concatenate([pad(p.ids_b, -1) for p in parts]),
         np.concatenate([pad(p.vals_b, np.nan) for p in parts])),
-        digits=(lg.resolution_a.digits, lg.resolution_b.digits))
+        digits=(lg.resolution_a.digits, lg.resolution_b.digits), cluster=cluster)
 
 
 def measure_floor(arm: str, traces: Sequence[ArmTrace],

@@ -27,6 +27,7 @@ from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
 from difftest.rates import RateInstruments, rate_instruments
+from difftest.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
@@ -66,6 +67,7 @@ class ComparisonReport:
     forcing: ForceCheck | None = None
     acceptance: AcceptanceReport | None = None  # None: an arm failed, or no drafted verify
     rates: RateInstruments | None = None  # None: an arm failed
+    sequential: SequentialResult | None = None  # under --until-decided: every look, the decision
 
     @property
     def exit_code(self) -> ExitCode:

@@ -31,6 +31,7 @@ class RateInstruments:
     top1_mde: float | None  # the smallest drop of top-1 agreement detectable at this size
     alpha: float = ALPHA
     power: float = POWER
+    logit_note: str | None = None  # why KL or top-k overlap have wider request-clustered errors
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -50,6 +51,8 @@ class RateInstruments:
             if (rate is not None and rate.wider and rate.clusters >= 2
                     and 0.0 < rate.value < 1.0):
                 out.append(rate.describe(name))
+        if self.logit_note is not None:
+            out.append(self.logit_note)
         return out
 
     def mde_sentence(self, instruments: tuple[str, ...] = (TOKENS, LOGITS)) -> str | None:
@@ -106,5 +109,6 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
         top1 = clustered_rate(same, groups)
         top1_mde = (_within(mde_two_sample(top1, alpha), top1.value) if top1 is not None
                     else None)
+    note = lg.stats.clustering_note() if lg is not None and lg.stats is not None else None
     return RateInstruments(flip, flip_mde, "strict" if strict else "noise floor", top1, top1_mde,
-                           alpha)
+                           alpha, logit_note=note)

@@ -20,8 +20,15 @@ Definitions (a row pair is one (request, pos, row) traced by both arms; B is the
   the ids both lists hold. The rest of the vocabulary is not traced, so both distributions are
   renormalised over the shared ids: this is the divergence of the traced head only, zero exactly
   when the shared values agree up to a common shift (float rounding below zero is clamped to 0).
-  The standard error is the sample standard deviation over sqrt(rows), llama.cpp's formula.
   Row pairs with no shared id are `rows_disjoint`: counted, never given a divergence.
+- Standard errors of `kl_mean` and `topk_overlap`: where the rows' requests are known
+  (`cluster`) and there are at least two, request-clustered: the delete-one-request jackknife
+  of the mean (`difftest.clustered`, the estimator of the clustered rates), since the rows of
+  one request share a context and move together (never below the independent-rows error: a
+  design effect of at least 1, as the clustered rates take it). Beside it, the independent-rows error (the
+  sample standard deviation over sqrt(rows), llama.cpp's formula), which is also the error
+  given where no request is known. `kl_mean_ci`, `topk_overlap_ci`: 95% intervals, Student t at
+  the requests less one (normal with independent rows), clipped to the quantity's range.
 - Under `MIN_ROWS` row pairs every figure is still given, and `significant` is false.
 """
 
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from difftest.clustered import ClusterSums, t_quantile
 from difftest.resolution import snapped_difference, value_quanta
 
 MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
@@ -105,6 +113,39 @@ class LogitStats:
     kl_max: float | None
     significant: bool
     min_rows: int = MIN_ROWS
+    topk_overlap_se: float | None = None
+    kl_mean_se_rows: float | None = None  # as if every row were independent
+    topk_overlap_se_rows: float | None = None
+    requests: int = 0  # the requests the errors are clustered by (0: not clustered)
+    kl_mean_ci: tuple[float, float] | None = None
+    topk_overlap_ci: tuple[float, float] | None = None
+
+    @property
+    def clustered(self) -> bool:
+        return self.requests >= 2
+
+    def widened(self) -> list[str]:
+        """Which of KL and top-k overlap clustering gave a larger error than independent rows."""
+        out = []
+        for name, se, rows in (("KL", self.kl_mean_se, self.kl_mean_se_rows),
+                               ("top-k overlap", self.topk_overlap_se, self.topk_overlap_se_rows)):
+            if self.clustered and se is not None and rows is not None and se > rows * (1 + 1e-9):
+                out.append(name)
+        return out
+
+    def clustering_note(self) -> str | None:
+        """Why an error is wider than the independent-rows one (None: none is)."""
+        wide = self.widened()
+        if not wide:
+            return None
+        parts = []
+        for name, se, rows in (("KL", self.kl_mean_se, self.kl_mean_se_rows),
+                               ("top-k overlap", self.topk_overlap_se, self.topk_overlap_se_rows)):
+            if name in wide:
+                parts.append(f"{name} ± {_g(se)}, not ± {_g(rows)}")
+        return (f"logit statistics clustered by request ({self.requests} requests, {self.rows} "
+                f"rows): {', '.join(parts)} as for independent rows: the rows of one request "
+                "moved together, so they carry less evidence than as many independent rows")
 
     def to_json(self) -> dict[str, object]:
         t1 = self.top1_agreement
@@ -118,6 +159,15 @@ class LogitStats:
             "topk_overlap": self.topk_overlap, "kl_rows": self.kl_rows, "kl_mean": self.kl_mean,
             "kl_mean_se": self.kl_mean_se, "kl_max": self.kl_max,
             "significant": self.significant, "min_rows": self.min_rows,
+            "topk_overlap_se": self.topk_overlap_se,
+            "kl_mean_ci95": None if self.kl_mean_ci is None else list(self.kl_mean_ci),
+            "topk_overlap_ci95": (None if self.topk_overlap_ci is None
+                                  else list(self.topk_overlap_ci)),
+            "kl_mean_se_independent_rows": self.kl_mean_se_rows,
+            "topk_overlap_se_independent_rows": self.topk_overlap_se_rows,
+            "se_requests": self.requests,
+            "se_method": ("delete-one-request jackknife (request-clustered)" if self.clustered
+                          else "sample standard deviation over sqrt(rows) (independent rows)"),
         }
 
     def summary(self) -> str:
@@ -131,15 +181,21 @@ class LogitStats:
         if t1 is not None:
             parts.append(f"top-1 same {t1.value:.4f} [{t1.low:.4f}, {t1.high:.4f}]")
         if self.topk_overlap is not None:
-            parts.append(f"top-k overlap {self.topk_overlap:.4f}")
+            se = "" if self.topk_overlap_se is None else f" ± {_g(self.topk_overlap_se)}"
+            parts.append(f"top-k overlap {self.topk_overlap:.4f}{se}")
         if self.kl_mean is not None:
             se = "" if self.kl_mean_se is None else f" ± {_g(self.kl_mean_se)}"
             parts.append(f"KL {_g(self.kl_mean)}{se}")
+        if self.clustered and (self.kl_mean_se is not None or self.topk_overlap_se is not None):
+            parts.append(f"errors clustered by request ({self.requests})")
         if self.rows_disjoint:
             parts.append(f"{self.rows_disjoint} disjoint")
         line = "logit stats: " + ", ".join(parts)
         if not self.significant:
             line += f" (not significant: under {self.min_rows} rows)"
+        note = self.clustering_note()
+        if note is not None:
+            line += f"; {note}"
         return line
 
 
@@ -164,27 +220,70 @@ class _Acc:
     diffs: list[np.ndarray]
     rels: list[np.ndarray]
     kls: list[np.ndarray]
-    overlap_sum: float = 0.0
-    overlap_rows: int = 0
+    kl_at: list[np.ndarray]  # the row of each KL value
+    overlaps: list[np.ndarray]
+    overlap_at: list[np.ndarray]
     top1: int = 0
     disjoint: int = 0
     nonfinite: int = 0
 
 
+@dataclass(frozen=True)
+class MeanError:
+    """A mean of per-row values, its standard errors and its 95% interval."""
+
+    se: float | None
+    se_rows: float | None  # independent rows
+    ci: tuple[float, float] | None
+    requests: int  # clustered by this many requests (0: not clustered)
+
+
+def mean_error(values: np.ndarray, cluster: np.ndarray | None,
+               bounds: tuple[float, float]) -> MeanError:
+    """The error of `values.mean()`: request-clustered (jackknife over requests) where at least
+    two requests are known, else over independent rows; the interval clipped to `bounds`."""
+    n = values.size
+    if n < 2:
+        return MeanError(None, None, None, 0)
+    mean = math.fsum(values.tolist()) / n
+    se_rows = math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (n - 1) / n)
+    se, q, groups = se_rows, Z95, 0
+    if cluster is not None:
+        sums = ClusterSums.of(values, cluster)
+        if sums.clusters >= 2:
+            groups = sums.clusters
+            # every row alike: no request can differ from another (the jackknife would only
+            # show the rounding of its sums)
+            # and never below the independent-rows error (a design effect of at least 1, as
+            # for the clustered rates): few requests can make the jackknife small by chance
+            se = max(math.sqrt(sums.variance()), se_rows) if se_rows > 0 else 0.0
+            q = t_quantile(0.975, groups - 1.0)
+    ci = (max(bounds[0], mean - q * se), min(bounds[1], mean + q * se))
+    return MeanError(se, se_rows, ci, groups)
+
+
 def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
-                digits: tuple[int | None, int | None] = (None, None)) -> LogitStats:
+                digits: tuple[int | None, int | None] = (None, None),
+                cluster: np.ndarray | None = None) -> LogitStats:
     """The statistics of the module docstring over every row pair; `digits` are the arms'
-    printed significant digits, which put each difference on the grid the tolerance uses."""
-    acc = _Acc([], [], [])
+    printed significant digits, which put each difference on the grid the tolerance uses;
+    `cluster` the request of each row pair, which the errors of KL and top-k overlap are
+    clustered by."""
+    acc = _Acc([], [], [], [], [], [])
     for start in range(0, len(pairs), _BLOCK_ROWS):
         block = slice(start, start + _BLOCK_ROWS)
         va, vb = pairs.vals_a[block], pairs.vals_b[block]
         _accumulate(acc, pairs.ids_a[block], va, pairs.ids_b[block], vb,
-                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]))
+                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
     rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
+    kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
+    ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
+    ov_at = np.concatenate(acc.overlap_at) if acc.overlap_at else np.zeros(0, np.int64)
+    kl_err = mean_error(kl, None if cluster is None else cluster[kl_at], (0.0, math.inf))
+    ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
     return LogitStats(
         rows=n, values=int(d.size), rows_disjoint=acc.disjoint, rows_nonfinite=acc.nonfinite,
         max_abs=float(d.max()) if d.size else None,
@@ -192,15 +291,17 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
         mean_abs=float(d.mean()) if d.size else None,
         max_rel=float(rel.max()) if rel.size else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
-        topk_overlap=acc.overlap_sum / acc.overlap_rows if acc.overlap_rows else None,
-        kl_rows=int(kl.size), kl_mean=float(kl.mean()) if kl.size else None,
-        kl_mean_se=float(kl.std(ddof=1) / math.sqrt(kl.size)) if kl.size > 1 else None,
-        kl_max=float(kl.max()) if kl.size else None,
-        significant=n >= min_rows, min_rows=min_rows)
+        topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
+        kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
+        kl_mean_se=kl_err.se, kl_max=float(kl.max()) if kl.size else None,
+        significant=n >= min_rows, min_rows=min_rows, topk_overlap_se=ov_err.se,
+        kl_mean_se_rows=kl_err.se_rows, topk_overlap_se_rows=ov_err.se_rows,
+        requests=max(kl_err.requests, ov_err.requests), kl_mean_ci=kl_err.ci,
+        topk_overlap_ci=ov_err.ci)
 
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
-                vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray) -> None:
+                vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray, start: int = 0) -> None:
     valid_a, valid_b = ids_a >= 0, ids_b >= 0
     shared, where = match_ids(ids_a, ids_b)  # (n, Ka): A's entry is in B's list, and where
     # B's value for each of A's shared ids
@@ -211,8 +312,8 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
     acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
     has_width = width > 0
-    acc.overlap_sum += float(np.sum(count[has_width] / width[has_width]))
-    acc.overlap_rows += int(has_width.sum())
+    acc.overlaps.append(count[has_width] / width[has_width])
+    acc.overlap_at.append(start + np.flatnonzero(has_width))
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
     finite = np.isfinite(va) & np.isfinite(vb)
@@ -234,6 +335,7 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
         with np.errstate(invalid="ignore"):
             terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
         acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+        acc.kl_at.append(start + np.flatnonzero(rows))
 
 
 def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:

@@ -20,7 +20,13 @@ Instruments:
 - top-1 agreement: the same paired test on the logit rows' top-1 ids, at the higher
   disagreement of a perturbed-logit comparison.
 
-Run: python scripts/calibrate_stats.py            (1,000 comparisons per figure, ~1-2 minutes)
+- sequential acceptance test (`--until-decided`, `difftest.sequential`): reruns of a pair on
+  fixed requests, each round resampled with clustered loss as above, looked at after every
+  round until it decides: false DIFFER with B as A (against alpha), DIFFER and false AGREE
+  with B's acc@1 lower by max_drop (against 1 - beta and beta), the runs each took.
+
+Run: python scripts/calibrate_stats.py            (1,000 comparisons per figure, ~7 minutes)
+     python scripts/calibrate_stats.py --only sequential   (the sequential test alone)
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from difftest.clustered import ClusterSums, paired_difference, wilson_bounds
 from difftest.config import AcceptanceGate
 from difftest.kinds import VerdictKind
 from difftest.noise import fisher_greater
+from difftest.sequential import Design, Tally, look
 from difftest.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +173,67 @@ def calibrate_acceptance(rng: np.random.Generator, p: Pool, sims: int, requests:
                       "target >= 0.80")]
 
 
+# -- sequential stopping -----------------------------------------------------------------------
+
+def _int_labels(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
+    """Each run of a request its own cluster, as `difftest.sequential_runs` labels them (as
+    integers: the tally sorts no strings)."""
+    g = np.char.lstrip(c.label.astype(str), "g").astype(np.int64)
+    return AcceptanceCounts(run * 100_000 + g, c.k, c.acc)
+
+
+def calibrate_sequential(rng: np.random.Generator, p: Pool, sims: int, requests: int,
+                         alpha: float, margin: float, max_runs: int,
+                         loss: float = 0.3) -> list[str]:
+    """Reruns of a nondeterministic pair on fixed requests: each round, each arm's verifies
+    resampled within request with its own clustered loss (as `acceptance_arm`); looks after every
+    round until `difftest.sequential.look` decides. Null: B as A. Effect: B's acc@1 lower by
+    the margin (a planted loss of margin / acc@1 of the accepting verifies)."""
+    usable = np.flatnonzero([a.size > 0 for a in p.acc])
+    design = Design(margin, alpha, max_runs)
+
+    def one(chosen: np.ndarray, planted: float) -> tuple[VerdictKind, int]:
+        tally = Tally()
+        while True:
+            run = tally.runs + 1
+            tally.add(_int_labels(acceptance_arm(rng, p, chosen, loss, 0.0), run),
+                      _int_labels(acceptance_arm(rng, p, chosen, loss, planted), run))
+            seen = look(tally, design)
+            if seen.decision is not None:
+                return seen.decision, seen.runs
+
+    out: dict[str, list[tuple[VerdictKind, int]]] = {"null": [], "effect": []}
+    base = []
+    for _ in range(sims):
+        chosen = rng.choice(usable, requests)
+        p1 = float(np.mean(np.concatenate([p.acc[r] for r in chosen]) >= 1)) * (1 - loss / 2)
+        base.append(p1)
+        out["null"].append(one(chosen, 0.0))
+        out["effect"].append(one(chosen, min(1.0, margin / p1)))
+
+    def count(kind: str, v: VerdictKind) -> int:
+        return sum(d is v for d, _ in out[kind])
+
+    def runs(kind: str) -> str:
+        r = np.array([n for _, n in out[kind]])
+        return f"runs median {np.median(r):g}, 90th percentile {np.percentile(r, 90):g}"
+
+    return [f"sequential acceptance test (acc@1 {np.mean(base):.3f}, {requests} requests per "
+            f"run, alpha {alpha:g}, beta {design.beta:g}, max_drop {margin:g}, at most "
+            f"{max_runs} runs)",
+            rate_line("false reds (DIFFER, B as A)", count("null", VerdictKind.DIFFER), sims,
+                      f"target <= {alpha:g}"),
+            f"    B as A: AGREE {count('null', VerdictKind.AGREE) / sims:.4f}, UNINFORMATIVE "
+            f"{count('null', VerdictKind.UNINFORMATIVE) / sims:.4f}; {runs('null')}",
+            rate_line("detection (DIFFER, acc@1 down by max_drop)",
+                      count("effect", VerdictKind.DIFFER), sims,
+                      f"target >= {1 - design.beta:.2f}"),
+            rate_line("false AGREE at a drop of max_drop", count("effect", VerdictKind.AGREE),
+                      sims, f"target <= {design.beta:g}"),
+            f"    drop of max_drop: UNINFORMATIVE "
+            f"{count('effect', VerdictKind.UNINFORMATIVE) / sims:.4f}; {runs('effect')}"]
+
+
 # -- flips and top-1 agreement -----------------------------------------------------------------
 
 def _flip_probability(m: np.ndarray, sigma: float) -> np.ndarray:
@@ -248,16 +316,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--traces", type=Path, default=ROOT / "traces" / "calibration",
                     help="where the reference traces are captured (and reused from)")
+    ap.add_argument("--only", choices=("all", "fixed", "sequential"), default="all",
+                    help="the fixed-sample instruments, the sequential test, or both")
+    ap.add_argument("--margin", type=float, default=0.05,
+                    help="max_drop of the sequential test (acc@1)")
+    ap.add_argument("--max-runs", type=int, default=30,
+                    help="most runs of each arm the sequential test may take")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     p = pool(capture(args.traces))
     rng = np.random.default_rng(args.seed)
+    # the sequential figures draw from their own stream: the fixed-sample ones stay as they were
+    seq_rng = np.random.default_rng([args.seed, 1])
     print(f"pool: {len(p.acc)} real requests from {len(CAPTURES)} traces (3 reference runner, "
           "1 transformers runner) "
           f"({sum(a.size for a in p.acc)} verifies, {sum(m.size for m in p.margins)} logit "
           f"rows); {args.sims} simulated comparisons per figure, seed {args.seed}")
     print("  figure                                          rate    95% interval (sims)")
     for alpha in (0.05, 0.01):
+        if args.only != "fixed":
+            for line in calibrate_sequential(seq_rng, p, args.sims, args.requests, alpha,
+                                             args.margin, args.max_runs):
+                print(line, flush=True)
+        if args.only == "sequential":
+            continue
         for line in calibrate_acceptance(rng, p, args.sims, args.requests, alpha):
             print(line)
         for line in calibrate_rate(rng, p, args.sims, args.requests, alpha,

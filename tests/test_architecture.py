@@ -18,10 +18,10 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
               # pipeline both read, built on the foundation alone
               "force", "activations", "faults")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
-STAGES = ("config", "trace", "align", "resolution", "stats", "clustered", "noise", "tolerance",
-          "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "rates",
-          "floor", "worktree", "execute", "quantity", "switch", "pipeline", "gate", "calibrate",
-          "bisect", "localize",
+STAGES = ("config", "trace", "align", "resolution", "clustered", "stats", "noise", "tolerance",
+          "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "sequential",
+          "rates", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
+          "sequential_runs", "gate", "calibrate", "bisect", "localize",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):
 # they import the foundation and earlier producers only.

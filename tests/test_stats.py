@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from difftest.stats import MIN_ROWS, PairedRows, logit_stats, wilson
+from difftest.stats import MIN_ROWS, Z95, PairedRows, logit_stats, wilson
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -211,6 +211,9 @@ def test_every_figure_of_mixed_rows() -> None:
     mean = sum(kls) / 3
     se = math.sqrt(sum((x - mean) ** 2 for x in kls) / 2) / math.sqrt(3)
     top1 = wilson(3, 5)
+    overlaps = [2 / 3, 1.0, 1.0, 0.0]
+    ov_mean = sum(overlaps) / 4
+    ov_se = math.sqrt(sum((x - ov_mean) ** 2 for x in overlaps) / 3) / 2
     got = s.to_json()
     assert got == {
         "rows": 5, "values": 5, "rows_disjoint": 2, "rows_nonfinite": 0, "max_abs": 0.5,
@@ -222,12 +225,21 @@ def test_every_figure_of_mixed_rows() -> None:
         "topk_overlap": pytest.approx((2 / 3 + 1 + 1 + 0) / 4),
         "kl_rows": 3, "kl_mean": pytest.approx(mean, rel=1e-12),
         "kl_mean_se": pytest.approx(se, rel=1e-9), "kl_max": pytest.approx(max(kls), rel=1e-12),
-        "significant": True, "min_rows": 3}
+        "significant": True, "min_rows": 3,
+        # no requests given: every error is the independent-rows one, normal 95% intervals
+        "topk_overlap_se": pytest.approx(ov_se, rel=1e-9),
+        "topk_overlap_se_independent_rows": pytest.approx(ov_se, rel=1e-9),
+        "topk_overlap_ci95": [pytest.approx(ov_mean - Z95 * ov_se, rel=1e-9),
+                              pytest.approx(min(1.0, ov_mean + Z95 * ov_se), rel=1e-9)],
+        "kl_mean_se_independent_rows": pytest.approx(se, rel=1e-9),
+        "kl_mean_ci95": [0.0, pytest.approx(mean + Z95 * se, rel=1e-9)],
+        "se_requests": 0,
+        "se_method": "sample standard deviation over sqrt(rows) (independent rows)"}
     assert s.top1_same == 3
     assert s.summary() == (
         "logit stats: 5 row(s), max |d| 0.5, p99 0.49, mean 0.15, max rel 0.143, "
-        "top-1 same 0.6000 [0.2307, 0.8824], top-k overlap 0.6667, KL 0.00557 ± 0.00296, "
-        "2 disjoint")
+        "top-1 same 0.6000 [0.2307, 0.8824], top-k overlap 0.6667 ± 0.236, "
+        "KL 0.00557 ± 0.00296, 2 disjoint")
     # two rows with a divergence already have a standard error
     two = logit_stats(PairedRows(*(x[:2] for x in (mixed_rows().ids_a, mixed_rows().vals_a,
                                                    mixed_rows().ids_b, mixed_rows().vals_b))))
@@ -240,7 +252,7 @@ def test_summary_of_rows_with_nothing_shared_and_of_too_few_rows() -> None:
     assert s.mean_abs is None and s.kl_mean is None and s.kl_rows == 0
     assert s.summary() == (
         "logit stats: 2 row(s), max |d| n/a, p99 n/a, mean n/a, max rel n/a, "
-        "top-1 same 0.0000 [0.0000, 0.6576], top-k overlap 0.0000, 2 disjoint "
+        "top-1 same 0.0000 [0.0000, 0.6576], top-k overlap 0.0000 ± 0, 2 disjoint "
         "(not significant: under 100 rows)")
     one = logit_stats(PairedRows(ids[:1], np.ones((1, 2)), ids[:1], np.ones((1, 2))))
     assert one.summary() == (
@@ -256,7 +268,10 @@ def test_empty_pairs_give_no_figure() -> None:
         "p99_abs": None, "mean_abs": None, "max_rel": None, "top1_agreement": None,
         "top1_agreement_ci95": None, "top1_agreement_method": None, "topk_overlap": None,
         "kl_rows": 0, "kl_mean": None, "kl_mean_se": None, "kl_max": None,
-        "significant": False, "min_rows": 5}
+        "significant": False, "min_rows": 5, "topk_overlap_se": None, "kl_mean_ci95": None,
+        "topk_overlap_ci95": None, "kl_mean_se_independent_rows": None,
+        "topk_overlap_se_independent_rows": None, "se_requests": 0,
+        "se_method": "sample standard deviation over sqrt(rows) (independent rows)"}
 
 
 def test_rows_past_one_block_add_up() -> None:

@@ -113,6 +113,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         **({"teacher_forcing": rep.forcing.to_json()} if rep.forcing is not None else {}),
         "acceptance": rep.acceptance.to_json() if rep.acceptance is not None else None,
         "rates": rep.rates.to_json() if rep.rates is not None else None,
+        # only under --until-decided: the runs, every look and the decision boundary
+        **({"sequential": rep.sequential.to_json()} if rep.sequential is not None else {}),
     }
 
 
