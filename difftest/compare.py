@@ -68,6 +68,8 @@ class DraftingSource(StrEnum):
     FLAG = "flag"
     TRACES = "traces"
     DEFAULT = "default"
+    # a teacher-forced B that drafted along A's drafted tokens: rows compare like a block's
+    FORCED_ALONG = "teacher forcing: B drafted along A's drafted tokens"
 
 
 class LogitJudgement(StrEnum):
