@@ -72,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     from difftest.emit import Tracer
     from difftest.hf.runner import run  # torch and transformers load only for a valid run
 
-    run(options, Tracer(top_k=options.top_k), out=sys.stdout)
+    try:
+        run(options, Tracer(top_k=options.top_k), out=sys.stdout)
+    except DifftestError as exc:  # a model folder that does not load
+        print(f"python -m difftest.hf: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     return int(ExitCode.OK)
 
 
