@@ -160,10 +160,45 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         # equal prints are equal: the blindness below the resolution is reported once, as a
         # tolerance finer than the resolution, not as every unchanged value
         possible = shared & finite & (d > 0) & (d + half > bound)
-    differs = certain.any(axis=1) | disjoint
+    # an id one arm lists and the other does not: the other's value is at most its last listed
+    # one, so a listed value above that by more than the bound is a certain difference too
+    # (ids below 0 are matched by no rule, as in match_ids: left out)
+    shared_b, _ = match_ids(ids_b, ids_a)
+    vb_own, qb_own = _exact(vb_list, digits_b)
+    drop_a = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
+    drop_b = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
+    dropped = drop_a.any(axis=1) | drop_b.any(axis=1)
+    differs = certain.any(axis=1) | disjoint | dropped
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
-                    certain.sum(axis=1), shared.sum(axis=1), beyond.sum(axis=1), nonfinite_both)
+                    certain.sum(axis=1) + drop_a.sum(axis=1) + drop_b.sum(axis=1),
+                    shared.sum(axis=1), beyond.sum(axis=1) + drop_a.sum(axis=1)
+                    + drop_b.sum(axis=1), nonfinite_both)
+
+
+def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
+             other: tuple[np.ndarray, np.ndarray], tol: Tolerance) -> np.ndarray:
+    """Per entry of one arm's rows (values, quanta): listed there, absent from the other arm's
+    list, and above the other's last listed value by more than the bound (at the larger of the
+    two values) plus half of each row's coarsest quantum. Top lists are sorted, so an absent id
+    lies at or below the last listed value: such an entry certainly moved by more than the
+    tolerance allows."""
+    vals, quanta = arm
+    o_vals, o_quanta = other
+    with np.errstate(invalid="ignore", all="ignore"):
+        finite = np.isfinite(o_vals)
+        has = finite.any(axis=1)
+        last = np.full(o_vals.shape[0], np.inf)
+        last[has] = np.nanmin(np.where(finite, o_vals, np.nan)[has], axis=1)
+
+        def coarsest(q: np.ndarray) -> np.ndarray:
+            return np.asarray(np.max(np.where(np.isfinite(q), q, 0.0), axis=1, initial=0.0))
+
+        half = ((coarsest(quanta) + coarsest(o_quanta)) / 2)[:, None]
+        excess = vals - last[:, None]
+        ref = np.maximum(np.abs(vals), np.abs(last[:, None]))
+        return np.asarray(~shared & np.isfinite(vals) & np.isfinite(excess)
+                          & (excess - half > tol.bound(ref)), dtype=bool)
 
 
 def finite_max(diff: np.ndarray) -> float | None:

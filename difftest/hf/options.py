@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.errors import UsageError
+from difftest.faults import Fault, parse_fault_text
 from difftest.limits import check_seed
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
@@ -41,6 +42,8 @@ class HFOptions:
     threads: int = 1
     mutation: str = "none"
     top_k: int = 8
+    # A planted fault in one draft module (difftest.hf.faults), MODULE:KIND[:SIZE]; "" for none.
+    fault: str = ""
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
@@ -77,6 +80,18 @@ class HFOptions:
             raise UsageError("--schedule and --confidence apply to the assisted drafter only; "
                              "the dflash drafter drafts a full block every verify (drop them "
                              "or use --drafter assisted)")
+        fault = self.planted()
+        if fault is not None and fault.kind == "mask":
+            if not fault.module.endswith(".self_attn"):
+                raise UsageError(f"fault {self.fault!r}: a mask fault applies to an attention "
+                                 "module (model.layers.N.self_attn)")
+            if self.attn != "sdpa" or self.mutation != "none":
+                raise UsageError(f"fault {self.fault!r}: a mask fault needs --attn sdpa and no "
+                                 "--mutation (it routes one layer through a changed sdpa mask)")
+
+    def planted(self) -> Fault | None:
+        """The planted fault, parsed (its module is checked against the loaded draft)."""
+        return parse_fault_text(self.fault) if self.fault else None
 
     @property
     def draft_dtype(self) -> str:
