@@ -69,6 +69,9 @@ class RowTable:
     # bool: a difference the printed resolution cannot place above or below the tolerance
     # (neither counted nor shown to agree)
     logit_unresolved: np.ndarray
+    # the largest difference the print makes certain (difftest.tolerance.resolved_difference):
+    # what a tolerance is judged by; nan where abs_logit_diff is
+    resolved_logit_diff: np.ndarray
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -335,6 +338,7 @@ class _Judged:
     values: np.ndarray
     beyond: np.ndarray
     nonfinite_both: np.ndarray
+    resolved: np.ndarray
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
@@ -352,7 +356,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
                    joined("unresolved"), joined("one_quantum"),
                    joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"))
+                   joined("nonfinite_both"), joined("resolved"))
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -393,6 +397,7 @@ class _Logits:
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
     judged: _Judged | None = None  # per pair of logit rows (the rows in `both`)
+    resolved: np.ndarray | None = None  # per row, as RowTable.resolved_logit_diff
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -480,6 +485,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     digits = (_digits(a), _digits(b))
     judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
     abs_diff[both] = judged.diff
+    resolved = np.full(n, np.nan)
+    resolved[both] = judged.resolved
     differs[both] = judged.differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
@@ -497,7 +504,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         pair_req=rows.req[both],
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged)
+                   both, judged, resolved)
 
 
 def _resolution(trace: ArmTrace, rows: np.ndarray, digits: int | None) -> Resolution:
@@ -601,7 +608,9 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
                  logit_differs=lg.differs,
                  logit_unresolved=(lg.unresolved if lg.unresolved is not None
-                                   else np.zeros(rows.row.size, dtype=bool)) & compared),
+                                   else np.zeros(rows.row.size, dtype=bool)) & compared,
+                 resolved_logit_diff=(lg.resolved if lg.resolved is not None
+                                      else np.full(rows.row.size, np.nan))),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table,
@@ -770,7 +779,8 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         status=np.full(n, status, dtype=np.int8), margin_a=nan, margin_b=nan.copy(),
                         logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
                         logit_differs=np.zeros(n, dtype=bool),
-                        logit_unresolved=np.zeros(n, dtype=bool))
+                        logit_unresolved=np.zeros(n, dtype=bool),
+                        resolved_logit_diff=nan.copy())
 
     parts += [block_rows(a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
               block_rows(b, blocks_b, al.unmatched_b, False, UNMATCHED_B)]

@@ -14,6 +14,7 @@ from difftest.config import load_config
 from difftest.errors import ConfigError, ExitCode, UsageError
 from difftest.pipeline import run_comparison
 from difftest.calibrate import calibrate
+from difftest import api
 
 
 def test_chi2_quantile_matches_its_closed_form_and_a_table_value() -> None:
@@ -137,3 +138,49 @@ def test_a_broken_thresholds_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="key 'thresholds': .*t.toml: \\[thresholds\\]: key "
                                           "'atol': must be a finite number >= 0"):
         load_config(path)
+
+
+PRINTED_ARM = Path(__file__).parent / "data" / "arms" / "printed_arm.py"
+
+
+def _printed_config(root: Path, shift: str) -> Path:
+    """Arms printing `%.6g` (a quantum of 1e-4 near 10), B off by at most 2e-5, so each benign
+    difference prints as one quantum; the probe moves large top-1 logits by `shift`."""
+    arm = f'"{{python}}", "{PRINTED_ARM}", "--seed", "{{seed}}"'
+    path = root / "difftest.toml"
+    path.write_text(f"""
+[arms.a]
+command = [{arm}]
+[arms.b]
+command = [{arm}, "--noise", "2e-5"]
+[mutations.bump]
+args = ["--mut", "{shift}"]
+[comparisons.pair]
+arm_a = "a"
+arm_b = "b"
+gate_input = 0
+calibration_inputs = [1, 2, 3]
+thresholds = "pair.thresholds.toml"
+probe = ["bump"]
+""")
+    return path
+
+
+@pytest.mark.parametrize(("shift", "writes"), [("0.00165", False), ("0.0019", True)])
+def test_separation_is_judged_as_the_gate_judges(tmp_path: Path, shift: str,
+                                                 writes: bool) -> None:
+    # atol is 16.9 x the 1e-4 benign print; the 0.00165 probe prints 0.0017 above it, but once
+    # the half quanta are taken off (what the gate does) it is 0.0016, within atol: calibrate
+    # must refuse, or `check` would find its own probe survive the thresholds it wrote
+    path = _printed_config(tmp_path, shift)
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    assert cal.atol.value == pytest.approx(16.8958e-4, rel=1e-4), cal.summary()
+    assert (cal.exit_code is ExitCode.OK) is writes, cal.summary()
+    assert (tmp_path / "pair.thresholds.toml").exists() is writes
+    assert cal.separation is not None and (cal.separation >= 1) is writes
+    if writes:
+        # what calibrate wrote, the gate holds: its probe fails the comparison there
+        result = api.check(load_config(path), run_root=tmp_path / "runs", progress=False)
+        assert result.exit_code is ExitCode.OK, [r.verdict.reasons for r in result.reports]
