@@ -23,8 +23,8 @@ from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
 from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
-from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, parse_dtype,
-                                 read_thresholds, tolerance_mode)
+from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
+                                 parse_dtype, read_thresholds, tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -41,6 +41,8 @@ _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "at
                     "noise_runs", "probe", "drafting", "toggle", "teacher_force",
                     "acceptance", "tolerance", "thresholds", "calibration_inputs", "gate_input")
 _MUTATION_KEYS = ("env", "args")
+# the thresholds an override may set in place of the config's, the dtype table's or a file's
+OVERRIDABLE = ("atol", "rtol", "near_tie")
 
 
 class InvalidValue(UsageError):
@@ -311,6 +313,9 @@ class ComparisonSpec:
     # atol/rtol/near_tie came from when it was read ("": not read, or no file)
     thresholds: str = ""
     threshold_origin: str = ""
+    # which of atol/rtol/near_tie an override (command line, API argument) set: those win over
+    # the config, the dtype table and a thresholds file, and the report credits the override
+    overridden: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -358,13 +363,28 @@ class ComparisonSpec:
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
             raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
         set_(self, "calibration_inputs", tuple(_input("calibration_inputs", v) for v in inputs))
-        if self.gate_input is not None and self.gate_input in self.calibration_inputs:
-            raise InvalidValue("calibration_inputs", f"holds the gate input {self.gate_input!r}: "
-                                                     "thresholds must be measured on held-out "
-                                                     "inputs, not on the one they gate")
-        if len(set(self.calibration_inputs)) != len(self.calibration_inputs):
-            raise InvalidValue("calibration_inputs", "names an input twice")
-        if self.tolerance is ToleranceMode.DTYPE and (self.atol or self.rtol):
+        # inputs are compared as the runner reads them: "00" and 0 are one seed
+        seen: dict[str, str] = {}
+        for value in self.calibration_inputs:
+            key = canonical_input(value)
+            if self.gate_input is not None and key == canonical_input(self.gate_input):
+                shown = "" if value == self.gate_input else f" (as {value!r})"
+                raise InvalidValue("calibration_inputs", f"holds the gate input "
+                                                         f"{self.gate_input!r}{shown}: thresholds "
+                                                         "must be measured on held-out inputs, "
+                                                         "not on the one they gate")
+            if key in seen:
+                raise InvalidValue("calibration_inputs", f"names an input twice ({seen[key]!r} "
+                                                         f"and {value!r})")
+            seen[key] = value
+        given: object = self.overridden
+        if isinstance(given, str) or not isinstance(given, (list, tuple)) or any(
+                k not in OVERRIDABLE for k in given):
+            raise InvalidValue("overridden", f"must list keys among {', '.join(OVERRIDABLE)}, "
+                                             f"got {given!r}")
+        set_(self, "overridden", tuple(k for k in OVERRIDABLE if k in given))
+        if self.tolerance is ToleranceMode.DTYPE and any(
+                getattr(self, k) and k not in self.overridden for k in ("atol", "rtol")):
             raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
                                             "set either tolerance or atol/rtol, not both")
 
@@ -763,6 +783,16 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol", "noise_runs",
                             "drafting", "toggle", "teacher_force", "acceptance", "tolerance",
                             "gate_input", "calibration_inputs") if k in raw}
+    if "tolerance" in raw:
+        try:
+            dtype_mode = tolerance_mode(raw["tolerance"]) is ToleranceMode.DTYPE
+        except ValueError:
+            dtype_mode = False  # the spec names the bad value
+        for key in ("atol", "rtol"):
+            if dtype_mode and key in raw:  # 0 too: it would be silently replaced by the table
+                raise check.fail(table, f"key 'tolerance': \"dtype\" takes atol and rtol from "
+                                        "the dtype table: set either tolerance or atol/rtol, not "
+                                        f"both (key {key!r} is set, to {raw[key]!r})")
     if "thresholds" in raw:
         given = check.string(table, "thresholds", raw["thresholds"])
         for key in ("atol", "rtol", "near_tie", "tolerance"):
@@ -774,6 +804,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         if file.is_file():
             try:
                 read = read_thresholds(file)
+                gate = raw.get("gate_input")
+                read.check_for(file, name, None if gate is None else str(gate))
             except ThresholdError as exc:
                 raise check.fail(table, f"key 'thresholds': {exc}") from None
             values.update(atol=read.atol, rtol=read.rtol, near_tie=read.near_tie,

@@ -37,7 +37,8 @@ from difftest.align import align
 from difftest.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
                             explain_forced, write_force_file)
 from difftest.threshold_notes import threshold_notes
-from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
+from difftest.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
+                                 resolve_tolerance)
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,11 @@ def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
     """The spec with overrides applied (None leaves a value alone), checked by the same rules
     as a config file's: the one check of an override, whether it came from the command line or
     from an API caller (a string or a number of any size, never a bare ValueError)."""
+    said = {"atol": atol, "rtol": rtol, "near_tie": near_tie}
     try:
         return replace(
-            spec, expect=spec.expect if expect is None else expect,  # type: ignore[arg-type]
+            spec, overridden=(*spec.overridden, *(k for k, v in said.items() if v is not None)),
+            expect=spec.expect if expect is None else expect,  # type: ignore[arg-type]
             near_tie=spec.near_tie if near_tie is None else near_tie,
             atol=spec.atol if atol is None else atol,
             min_differing=spec.min_differing if min_differing is None else min_differing,
@@ -260,24 +263,31 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
                            str(o.trace_path))
                  for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
+    over = set(spec.overridden)
     try:
-        source = resolve_tolerance(spec.tolerance, spec.atol, spec.rtol,
-                                   (arms[0], arms[1]), (a.name, b.name))
+        source = (None if {"atol", "rtol"} <= over else
+                  resolve_tolerance(spec.tolerance, spec.atol, spec.rtol, (arms[0], arms[1]),
+                                    (a.name, b.name)))
     except ThresholdError as exc:
         raise UsageError(f"comparison {spec.name}: {exc}") from None
     if spec.thresholds and not spec.threshold_origin:
         raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
                          f"not exist yet; run `difftest calibrate -c {spec.name}` first")
     if spec.threshold_origin:
-        near = f", near_tie {spec.near_tie:g}" if spec.near_tie is not None else ""
-        return spec.atol, spec.rtol, [f"thresholds: atol {spec.atol:g}, rtol {spec.rtol:g}"
-                                      f"{near} from {spec.threshold_origin}"]
-    if source is None:
-        if spec.atol or spec.rtol:
-            return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
-                                                 "the comparison's atol/rtol").describe()]
-        return spec.atol, spec.rtol, []
-    return source.atol, source.rtol, [source.describe()]
+        base = Source(spec.atol, spec.rtol, spec.threshold_origin)
+    elif source is not None:
+        base = source
+    else:
+        base = Source(spec.atol, spec.rtol, "the comparison's atol/rtol")
+    atol = spec.atol if "atol" in over else base.atol
+    rtol = spec.rtol if "rtol" in over else base.rtol
+    near = (("near_tie", spec.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
+    values = [("atol", atol), ("rtol", rtol), *near]
+    if (spec.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
+            and not (atol or rtol)):
+        return atol, rtol, []  # bitwise, the default: nothing to say
+    return atol, rtol, [credited([(k, v, OVERRIDES if k in over else base.origin)
+                                  for k, v in values if v is not None])]
 
 
 def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
