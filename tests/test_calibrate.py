@@ -184,3 +184,64 @@ def test_separation_is_judged_as_the_gate_judges(tmp_path: Path, shift: str,
         # what calibrate wrote, the gate holds: its probe fails the comparison there
         result = api.check(load_config(path), run_root=tmp_path / "runs", progress=False)
         assert result.exit_code is ExitCode.OK, [r.verdict.reasons for r in result.reports]
+
+
+GOOD_PROVENANCE = ('[provenance]\ncomparison = "c"\ninputs = ["1", "2"]\nn = 2\n'
+                   'separation = 3.5\n')
+
+
+def _with_thresholds(tmp_path: Path, file_text: str, gate: str = "0") -> Path:
+    (tmp_path / "t.toml").write_text("[thresholds]\natol = 0.002\nrtol = 0.0\nnear_tie = 0.004\n"
+                                     + file_text)
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    f'arm_b = "a"\ngate_input = {gate}\nthresholds = "t.toml"\n')
+    return path
+
+
+def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path) -> None:
+    spec = load_config(_with_thresholds(tmp_path, GOOD_PROVENANCE)).comparison("c")
+    assert (spec.atol, spec.near_tie) == (0.002, 0.004)
+    assert "separation 3.5" in spec.threshold_origin
+
+
+@pytest.mark.parametrize(("file_text", "gate", "expected"), [
+    (GOOD_PROVENANCE.replace('"c"', '"other"'), "0",
+     "[provenance]: key 'comparison': calibrated for comparison 'other', not 'c'"),
+    (GOOD_PROVENANCE, "1", "[provenance]: key 'inputs': holds the gate input '1'"),
+    (GOOD_PROVENANCE.replace('"1"', '"01"'), '"1"', "holds the gate input '1' (as '01')"),
+    (GOOD_PROVENANCE.replace("3.5", "0.2"), "0",
+     "[provenance]: key 'separation': 0.2 < 1: these thresholds cannot tell benign from wrong"),
+    ("", "0", "[provenance]: missing: nothing says what these thresholds were calibrated for"),
+    (GOOD_PROVENANCE + "[extra]\nx = 1\n", "0", "[extra]: unknown table"),
+    (GOOD_PROVENANCE + "hand_tuned = true\n", "0", "[provenance]: key 'hand_tuned': unknown key"),
+    (GOOD_PROVENANCE.replace("separation = 3.5\n", ""), "0",
+     "[provenance]: key 'separation': missing"),
+])
+def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
+        tmp_path: Path, file_text: str, gate: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(_with_thresholds(tmp_path, file_text, gate))
+    said = str(info.value)
+    assert "comparisons.c" in said and "key 'thresholds'" in said and "t.toml" in said, said
+    assert expected in said, said
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ('gate_input = 0\ncalibration_inputs = ["00", 1, 2]\n', "holds the gate input '0' (as '00')"),
+    ('gate_input = "+2"\ncalibration_inputs = [1, 2]\n', "holds the gate input '+2' (as '2')"),
+    ('calibration_inputs = [1, "01"]\n', "names an input twice ('1' and '01')"),
+])
+def test_inputs_are_compared_as_the_runner_reads_them(tmp_path: Path, extra: str,
+                                                      expected: str) -> None:
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    'arm_b = "a"\n' + extra)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "comparisons.c" in str(info.value) and "key 'calibration_inputs'" in str(info.value)
+    assert expected in str(info.value), str(info.value)
+    # names that are no integers stay as written: "a" and "A" are two inputs
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    'arm_b = "a"\ngate_input = "a"\ncalibration_inputs = ["A", "b"]\n')
+    assert load_config(path).comparison("c").calibration_inputs == ("A", "b")
