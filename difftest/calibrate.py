@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.atomic import write_text_atomic
+from difftest.atomic import check_writable, write_text_atomic
 from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, ExitCode, UsageError
@@ -277,6 +277,8 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     if not spec.thresholds:
         raise UsageError(f"comparison {spec.name}: set thresholds = \"FILE.toml\" (where "
                          "calibrate writes them)")
+    if write:  # before the runs: a file that cannot be written would waste every one of them
+        check_writable(Path(spec.thresholds))
     arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
     if not (arm_a.takes_input or arm_b.takes_input):
         raise UsageError(f"comparison {spec.name}: neither arm takes {INPUT_TOKEN} in its "

@@ -491,8 +491,11 @@ def _packaged_dir() -> Path:
     return default_config_path().parent
 
 
-def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
-    """An explicit file, else ./difftest.toml when present, else the packaged default."""
+def load_config(path: Path | None = None, *, cwd: Path | None = None,
+                unread_thresholds: str | None = None) -> Config:
+    """An explicit file, else ./difftest.toml when present, else the packaged default.
+    `unread_thresholds`: a comparison whose thresholds file is not read (calibrate, about to
+    write it: a stale or broken file must not stop the one command that replaces it)."""
     base = Path(cwd) if cwd is not None else Path.cwd()
     if path is not None:
         path = Path(path)
@@ -500,22 +503,22 @@ def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
         if not full.is_file():
             what = "is a directory" if full.is_dir() else "does not exist"
             raise ConfigError(path, f"config file {what}")
-        return _load_file(path, full, base)
+        return _load_file(path, full, base, unread_thresholds)
     local = base / CONFIG_FILE_NAME
     if local.is_file():
-        return _load_file(local, local, base)
+        return _load_file(local, local, base, unread_thresholds)
     default = default_config_path()
-    return _load_file(default, default, base)
+    return _load_file(default, default, base, unread_thresholds)
 
 
-def _load_file(shown: Path, full: Path, cwd: Path) -> Config:
+def _load_file(shown: Path, full: Path, cwd: Path, unread: str | None = None) -> Config:
     try:
         text = full.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(shown, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(shown, f"cannot read: {exc.strerror or exc}") from None
-    return _parse(text, shown, full.resolve().parent, cwd)
+    return _parse(text, shown, full.resolve().parent, cwd, unread)
 
 
 def parse_config(text: str, path: Path) -> Config:
@@ -622,7 +625,7 @@ def _substitute(argv: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a.replace(PYTHON_TOKEN, sys.executable) for a in argv)
 
 
-def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
+def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = None) -> Config:
     check = _Checker(path)
     try:
         data = tomllib.loads(text)
@@ -661,7 +664,7 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
     comparisons: dict[str, ComparisonSpec] = {}
     for name, raw in data.get("comparisons", {}).items():
         comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
-                                        arms, mutations, base)
+                                        arms, mutations, base, read=name != unread)
 
     try:
         audit = AuditThresholds.from_mapping(data.get("audit", {}))
@@ -759,7 +762,8 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
-                mutations: Mapping[str, MutationSpec], base: Path) -> ComparisonSpec:
+                mutations: Mapping[str, MutationSpec], base: Path, *,
+                read: bool = True) -> ComparisonSpec:
     table = _table_of("comparisons", name)
     why = name_problem(name)
     if why is not None:
@@ -801,15 +805,15 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                                         "remove one of them")
         file = Path(given) if Path(given).is_absolute() else base / given
         values["thresholds"] = str(file)
-        if file.is_file():
+        if read and file.is_file():
             try:
-                read = read_thresholds(file)
+                found = read_thresholds(file)
                 gate = raw.get("gate_input")
-                read.check_for(file, name, None if gate is None else str(gate))
+                found.check_for(file, name, None if gate is None else str(gate))
             except ThresholdError as exc:
                 raise check.fail(table, f"key 'thresholds': {exc}") from None
-            values.update(atol=read.atol, rtol=read.rtol, near_tie=read.near_tie,
-                          threshold_origin=read.origin)
+            values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
+                          threshold_origin=found.origin)
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,

@@ -5,13 +5,15 @@ thresholds came from."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from difftest.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
-from difftest.errors import ConfigError, ExitCode, UsageError
+from difftest.errors import ConfigError, ExitCode, RefusedOutput, UsageError
 from difftest.pipeline import run_comparison
 from difftest.calibrate import calibrate
 from difftest import api
@@ -245,3 +247,30 @@ def test_inputs_are_compared_as_the_runner_reads_them(tmp_path: Path, extra: str
     path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
                     'arm_b = "a"\ngate_input = "a"\ncalibration_inputs = ["A", "b"]\n')
     assert load_config(path).comparison("c").calibration_inputs == ("A", "b")
+
+
+def test_calibrate_replaces_a_broken_thresholds_file(tmp_path: Path) -> None:
+    # the documented fix for a bad file is to recalibrate: loading the config must not stop it
+    path = _printed_config(tmp_path, "0.0019")
+    target = tmp_path / "pair.thresholds.toml"
+    target.write_text("[thresholds]\natol = -1\n")
+    with pytest.raises(ConfigError, match="key 'thresholds'"):
+        load_config(path)
+    r = subprocess.run([sys.executable, "-m", "difftest", "calibrate", "--config", str(path),
+                        "-c", "pair", "--run-root", str(tmp_path / "runs"), "--no-progress"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"thresholds written to {target}" in r.stdout
+    assert load_config(path).comparison("pair").threshold_origin.startswith(str(target))
+
+
+def test_calibrate_refuses_a_file_it_cannot_write_before_running_anything(
+        tmp_path: Path) -> None:
+    path = _printed_config(tmp_path, "0.0019")
+    (tmp_path / "plain").write_text("a file, not a folder\n")
+    path.write_text(path.read_text().replace('"pair.thresholds.toml"', '"plain/t.toml"'))
+    config = load_config(path)
+    with pytest.raises(RefusedOutput, match=f"{tmp_path / 'plain' / 't.toml'}: cannot be written: "
+                                            f"{tmp_path / 'plain'} is not a folder"):
+        calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs", progress=False)
+    assert not (tmp_path / "runs").exists()  # no arm ran
