@@ -288,8 +288,12 @@ def localize(
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
+    from difftest.report.rundir import write_localization
+
     result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
+    figure = write_localization(result)
     typer.echo(result.render())
+    typer.echo(f"figure: {figure}; the run's report.md and report.html have the section")
     raise typer.Exit(int(result.exit_code))
 
 
@@ -374,7 +378,10 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:
-        typer.echo(render.render_markdown(report))
+        from difftest.localize import saved_localizations
+
+        typer.echo(render.render_markdown(
+            report, saved_localizations(report.run_dir) if report.run_dir else ()))
     else:
         typer.echo(render.render_table(report))
     # a path the writer refused is a usage error, whatever the verdict

@@ -398,6 +398,11 @@ class _Logits:
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
     judged: _Judged | None = None  # per pair of logit rows (the rows in `both`)
     resolved: np.ndarray | None = None  # per row, as RowTable.resolved_logit_diff
+    # per row and arm: that arm's logit of its own token minus its logit of the other arm's
+    # token (the margin a flip between the two had to cross; see _flip_margins), nan where the
+    # arm traced no logits there (None: no logits at all)
+    flip_a: np.ndarray | None = None
+    flip_b: np.ndarray | None = None
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -503,8 +508,39 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
         pair_req=rows.req[both],
         max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
+    flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
+    flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged, resolved)
+                   both, judged, resolved, flip_a, flip_b)
+
+
+def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
+                  other: np.ndarray) -> np.ndarray:
+    """Per row: |the arm's logit of its own token - its logit of the other arm's token|; where
+    the other token is not in the arm's top list, its own value less the list's last (what the
+    gap is at least); inf where its own token is not listed; nan where it traced no logits."""
+    out = np.full(sel.size, np.nan)
+    if not sel.any():
+        return out
+    ids = arm.logits.top_ids[at[sel]]
+    vals = arm.logits.top_vals[at[sel]]
+    listed = np.arange(ids.shape[1])[None, :] < arm.logits.width[at[sel]][:, None]
+
+    def value_of(tokens: np.ndarray) -> np.ndarray:
+        hit = (ids == tokens[:, None]) & listed
+        got = vals[np.arange(ids.shape[0]), hit.argmax(axis=1)]
+        return np.where(hit.any(axis=1), got, np.nan)
+
+    own_v, other_v = value_of(own[sel]), value_of(other[sel])
+    with np.errstate(all="ignore"):
+        last = np.nanmin(np.where(listed, vals, np.nan), axis=1)
+    # the other token unlisted: its value is at most the last listed one, so the gap is at
+    # least own - last (a lower bound; the logit comparison sees a larger drop as a difference)
+    gap = np.where(np.isnan(other_v), own_v - last, np.abs(own_v - other_v))
+    gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
+    # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
+    out[sel] = np.where(arm.logits.width[at[sel]] < 2, np.nan, gap)
+    return out
 
 
 def _resolution(trace: ArmTrace, rows: np.ndarray, digits: int | None) -> Resolution:
@@ -556,7 +592,11 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     flipped = both & (rows.tok_a != rows.tok_b)
     status = np.full(rows.row.size, SAME, dtype=np.int8)
     status[flipped] = DIFFER
-    status[flipped & near_tie_rows(lg.margin_a, lg.margin_b, near_tie)] = NEAR_TIE
+    # a near-tie is judged on the margin between the two flipped tokens in each arm, not on
+    # the arm's top-1/top-2 margin: the other token may sit far below the second
+    flip_a = lg.flip_a if lg.flip_a is not None else lg.margin_a
+    flip_b = lg.flip_b if lg.flip_b is not None else lg.margin_b
+    status[flipped & near_tie_rows(flip_a, flip_b, near_tie)] = NEAR_TIE
     status[rows.has_a & ~rows.has_b] = UNMATCHED_A
     status[rows.has_b & ~rows.has_a] = UNMATCHED_B
     if drafting is DraftingKind.SEQUENTIAL:

@@ -352,6 +352,14 @@ class Tracer:
             self._write([capture_line(str(req), int(pos), index, module, arr)])
         return save_dump(Path(folder), index, module, arr, used) if folder is not None else used
 
+    def forced(self, req: str | int, pos: int, committed: Any) -> None:
+        """Under teacher forcing (`DIFFTEST_FORCE`, difftest.force), after the step's trace: the
+        tokens committed instead of the emitted ones (a `[spec-forced]` line)."""
+        from difftest.force import forced_line
+
+        if self.enabled:
+            self._write([forced_line(str(req), int(pos), _ids("committed", committed))])
+
     def step(self, req: str | int, pos: int, drafted: Any, emitted: Any,
              logits: Any = None, *, bonus: bool = True) -> None:
         """Trace one verify of request `req`.

@@ -39,10 +39,13 @@ _FORCED_RE = re.compile(r"\[spec-forced\] req=(\S+) pos=(\d{1,13}) commit=\[((?:
 
 @dataclass(frozen=True)
 class ForcedStep:
-    """One verify step of the stream: at `pos` (the anchor sits at pos - 1), commit `tokens`."""
+    """One verify step of the stream: at `pos` (the anchor sits at pos - 1), commit `tokens`.
+    `drafts`: what A drafted there, for a sequential drafter to draft along (each of its rows
+    then runs on A's drafted tokens before it, as A's row did); empty when A drafted nothing."""
 
     pos: int
     tokens: tuple[int, ...]
+    drafts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,14 +71,17 @@ def committed_stream(trace: ArmTrace) -> ForceStream:
     for i in range(len(v)):
         req = trace.requests[int(v.req[i])]
         tokens = tuple(int(t) for t in v.emit_ids[int(v.emit_off[i]):int(v.emit_off[i + 1])])
-        out.setdefault(req, []).append(ForcedStep(int(v.pos[i]), tokens))
+        drafts = tuple(int(t) for t in v.draft(i))
+        out.setdefault(req, []).append(ForcedStep(int(v.pos[i]), tokens, drafts))
     return ForceStream({r: tuple(s) for r, s in out.items()})
 
 
 def write_force_file(stream: ForceStream, path: Path) -> Path:
-    """The protocol file B reads: `{"format", "requests": {req: [[pos, [tokens...]], ...]}}`."""
+    """The protocol file B reads: `{"format", "requests": {req: [[pos, [tokens...], [drafts...]],
+    ...]}}` (the drafts left out where A drafted nothing)."""
     data = {"format": FORCE_FORMAT,
-            "requests": {r: [[s.pos, list(s.tokens)] for s in steps]
+            "requests": {r: [[s.pos, list(s.tokens)] + ([list(s.drafts)] if s.drafts else [])
+                             for s in steps]
                          for r, steps in stream.requests.items()}}
     write_json_atomic(path, data)
     return path
@@ -117,13 +123,17 @@ def _is_int(x: object) -> bool:
 
 def _step(path: Path, req: str, i: int, value: object) -> ForcedStep:
     where = f"{FORCE_ENV}={path}: requests.{req}[{i}]"
-    if not (isinstance(value, list) and len(value) == 2 and _is_int(value[0])
-            and isinstance(value[1], list) and value[1] and all(_is_int(t) for t in value[1])):
-        raise UsageError(f"{where}: must be [pos, [token, ...]] with integers, got {value!r}")
-    pos, tokens = value
-    if pos < 1 or any(t < 0 for t in tokens):
+    if not (isinstance(value, list) and len(value) in (2, 3) and _is_int(value[0])
+            and isinstance(value[1], list) and value[1] and all(_is_int(t) for t in value[1])
+            and (len(value) == 2 or (isinstance(value[2], list)
+                                     and all(_is_int(t) for t in value[2])))):
+        raise UsageError(f"{where}: must be [pos, [token, ...]] or [pos, [token, ...], "
+                         f"[draft, ...]] with integers, got {value!r}")
+    pos, tokens = value[0], value[1]
+    drafts = value[2] if len(value) == 3 else []
+    if pos < 1 or any(t < 0 for t in tokens) or any(t < 0 for t in drafts):
         raise UsageError(f"{where}: positions are >= 1 and token ids >= 0")
-    return ForcedStep(int(pos), tuple(int(t) for t in tokens))
+    return ForcedStep(int(pos), tuple(int(t) for t in tokens), tuple(int(t) for t in drafts))
 
 
 def forced_line(req: str, pos: int, tokens: Sequence[int]) -> str:

@@ -11,8 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from difftest.activations import Localization, first_divergence, read_dumps
+from difftest.activations import Localization, ModuleDiff, first_divergence, read_dumps
 from difftest.errors import ExitCode
+
+LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
+LOCALIZE_JSON = "localize.json"
+LOCALIZE_MD = "localize.md"
+LOCALIZE_FORMAT = "difftest-localize/1"
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,56 @@ class RunLocalization:
     def render(self) -> str:
         req, pos = self.at
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
-                f"{self.folder}; B teacher-forced on A's stream.\n\n{self.report.render()}\n")
+                f"{self.folder}; both arms teacher-forced on A's stream.\n\n{self.report.render()}\n")
+
+    def to_json(self) -> dict[str, object]:
+        loc = self.report.localization
+        first = loc.first
+        return {"format": LOCALIZE_FORMAT, "req": self.at[0], "pos": self.at[1],
+                "atol": loc.atol, "rows": list(loc.rows),
+                "first": None if first is None else first.module,
+                "modules": [{"module": m.module, "shape": list(m.shape),
+                             "max_abs_diff": m.max_abs_diff,
+                             "where": None if m.where is None else list(m.where)}
+                            for m in loc.modules]}
+
+
+@dataclass(frozen=True)
+class SavedLocalization:
+    """A localisation read back from its folder (for the run's reports)."""
+
+    at: tuple[str, int]
+    folder: Path
+    localization: Localization
+
+
+def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
+    """Every `localize.json` under RUN_DIR/localize/, in step order; an unreadable one is
+    skipped (a report is no place to fail over a side file)."""
+    import json
+
+    base = Path(run_dir) / LOCALIZE_DIR
+    out: list[SavedLocalization] = []
+    if not base.is_dir():
+        return out
+    for path in sorted(base.glob(f"*/{LOCALIZE_JSON}")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != LOCALIZE_FORMAT:
+                continue
+            mods = tuple(ModuleDiff(str(m["module"]), tuple(int(x) for x in m["shape"]),
+                                    float(m["max_abs_diff"]),
+                                    None if m["where"] is None
+                                    else tuple(int(x) for x in m["where"]))
+                         for m in data["modules"])
+            first = next((m for m in mods if m.module == data["first"]), None)
+            loc = Localization(mods, first, float(data["atol"]),
+                               tuple(int(r) for r in data["rows"]))
+            out.append(SavedLocalization((str(data["req"]), int(data["pos"])), path.parent,
+                                         loc))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return sorted(out, key=lambda s: (s.at[0], s.at[1]))
 
 
 def parse_at(text: str) -> tuple[str, int]:
@@ -82,10 +136,10 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None) -> RunLocalization:
-    """Rerun both arms of a run with capture at one step, B teacher-forced on A's recorded
+    """Rerun both arms of a run with capture at one step, teacher-forced on A's recorded
     stream, and compare their draft forwards module by module (beyond `atol`, by default the
     comparison's own)."""
-    from difftest.atomic import write_text_atomic
+    from difftest.atomic import write_json_atomic, write_text_atomic
     from difftest.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
     from difftest.errors import UsageError
@@ -103,7 +157,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     spec = _spec_from(raw, str(run_dir / "meta.json"))
     req, pos = at if at is not None else first_differing_step(run_dir)
     a, b = results[spec.arm_a], results[spec.arm_b]
-    folder = run_dir / "localize" / f"{req}-{pos}"
+    folder = run_dir / LOCALIZE_DIR / f"{req}-{pos}"
     force = run_dir / FORCE_NAME
     if not force.is_file():
         force = write_force_file(committed_stream(parse_trace(a.stderr_path)), folder / FORCE_NAME)
@@ -114,8 +168,10 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         env.update({CAPTURE_ENV: f"{req}:{pos}",
                CAPTURE_DIR_ENV: str(where[key].resolve()),
                     "VT_SPEC_TRACE": res.env_overrides.get("VT_SPEC_TRACE") or "1"})
-        if key == "b":  # A runs free, as it did; B on A's stream
-            env[FORCE_ENV] = str(force.resolve())
+        # both arms on A's stream: A's replay of its own stream is its free run, and a runner
+        # whose forced steps compute on another schedule than its free ones (transformers: one
+        # generate call per step) then captures both arms on the same schedule
+        env[FORCE_ENV] = str(force.resolve())
         arms.append(ArmSpec(name=f"{key}-{res.name}", command=tuple(res.argv), env=env,
                             cwd=Path(res.cwd) if res.cwd else None))
     folder.mkdir(parents=True, exist_ok=True)
@@ -127,8 +183,9 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     for key in ("a", "b"):
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
-                             f"runner implement {CAPTURE_ENV}? (the reference runner does)")
+                             f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
     tol = spec.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol))
-    write_text_atomic(folder / "localize.md", out.render())
+    write_text_atomic(folder / LOCALIZE_MD, out.render())
+    write_json_atomic(folder / LOCALIZE_JSON, out.to_json())
     return out

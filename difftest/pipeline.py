@@ -182,6 +182,11 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                if spec.teacher_force else None)
     if forcing is not None and forcing.honoured:
         b = replace(b, trace=explain_forced(b.trace, forcing.forced))
+        if b.trace is not None and b.trace.config.values.get("forced_drafts") == "1":
+            # B drafted along A's drafted tokens: each row of either arm ran on A's tokens
+            # before it, so rows after an in-block flip are compared like a block's
+            drafting, source = (DraftingKind.BLOCK,
+                                "teacher forcing: B drafted along A's drafted tokens")
     assert b.trace is not None and b.audit is not None
     alignment = align(a.trace, b.trace, forced=forcing is not None and forcing.honoured)
     atol, rtol, said = tolerance_of(spec, a, b)

@@ -160,6 +160,15 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         lower = np.where(finite, resolved_difference(d, half), d)
     row_resolved = np.maximum(np.where(shared, lower, -np.inf).max(axis=1), 0.0)
     row_resolved = np.where(disjoint, np.nan, row_resolved)
+    # an id one arm lists and the other does not: the other's value is at most its last listed
+    # one, so a listed value above that by more than the bound is a certain difference too
+    # (ids below 0 are matched by no rule, as in match_ids: left out)
+    shared_b, _ = match_ids(ids_b, ids_a)
+    vb_own, qb_own = _exact(vb_list, digits_b)
+    drop_a, drop_a_by = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
+    drop_b, drop_b_by = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
+    # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)
+    row_resolved = np.fmax(row_resolved, np.fmax(drop_a_by, drop_b_by))
     if tol.bitwise:
         over = shared & (d > 0)
         same_list = np.all(ids_a == ids_b, axis=1)
@@ -167,7 +176,8 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         coarse = np.maximum(qa, qb)
         one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
-                        row_resolved, over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1), nonfinite_both)
+                        row_resolved, over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1),
+                        nonfinite_both)
     # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
     with np.errstate(invalid="ignore"):
         bound = tol.bound(vb)
@@ -176,10 +186,46 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         # equal prints are equal: the blindness below the resolution is reported once, as a
         # tolerance finer than the resolution, not as every unchanged value
         possible = shared & finite & (d > 0) & (d + half > bound)
-    differs = certain.any(axis=1) | disjoint
+    dropped = drop_a.any(axis=1) | drop_b.any(axis=1)
+    differs = certain.any(axis=1) | disjoint | dropped
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
-                    row_resolved, certain.sum(axis=1), shared.sum(axis=1), beyond.sum(axis=1), nonfinite_both)
+                    row_resolved, certain.sum(axis=1) + drop_a.sum(axis=1) + drop_b.sum(axis=1),
+                    shared.sum(axis=1), beyond.sum(axis=1) + drop_a.sum(axis=1)
+                    + drop_b.sum(axis=1), nonfinite_both)
+
+
+def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
+             other: tuple[np.ndarray, np.ndarray], tol: Tolerance
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry of one arm's rows (values, quanta): listed there, absent from the other arm's
+    list, and above the other's last listed value by more than the bound (at the larger of the
+    two values) plus half of each row's coarsest quantum. Top lists are sorted, so an absent id
+    lies at or below the last listed value: such an entry certainly moved by more than the
+    tolerance allows. Also, per row, the largest such certain move (`resolved_difference` of
+    the excess; nan where no entry is dropped)."""
+    vals, quanta = arm
+    o_vals, o_quanta = other
+    with np.errstate(invalid="ignore", all="ignore"):
+        finite = np.isfinite(o_vals)
+        has = finite.any(axis=1)
+        last = np.full(o_vals.shape[0], np.inf)
+        last[has] = np.nanmin(np.where(finite, o_vals, np.nan)[has], axis=1)
+
+        def coarsest(q: np.ndarray) -> np.ndarray:
+            return np.asarray(np.max(np.where(np.isfinite(q), q, 0.0), axis=1, initial=0.0))
+
+        half = ((coarsest(quanta) + coarsest(o_quanta)) / 2)[:, None]
+        excess = vals - last[:, None]
+        ref = np.maximum(np.abs(vals), np.abs(last[:, None]))
+        eligible = ~shared & np.isfinite(vals) & np.isfinite(excess)
+        lower = resolved_difference(excess, half)
+        dropped = np.asarray(eligible & (lower > tol.bound(ref)), dtype=bool)
+        by = np.where(eligible, lower, np.nan)
+        row_by = np.full(vals.shape[0], np.nan)
+        some = eligible.any(axis=1)
+        row_by[some] = np.nanmax(by[some], axis=1)
+    return dropped, row_by
 
 
 def finite_max(diff: np.ndarray) -> float | None:

@@ -16,7 +16,7 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
               "thresholds",
               # the teacher-forcing stream and activation dumps: files a runner and the
               # pipeline both read, built on the foundation alone
-              "force", "activations")
+              "force", "activations", "faults")
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "clustered", "stats", "noise", "tolerance",
           "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "sequential",

@@ -159,6 +159,27 @@ def test_a_margin_equal_to_near_tie_is_not_a_near_tie(margin_a: str, margin_b: s
     assert statuses(compare(a, b, near_tie=0.5)) == [status]
 
 
+def test_a_flip_to_a_token_the_other_arm_ranks_far_below_is_no_near_tie() -> None:
+    # each arm's own top-1/top-2 margin is 1e-5, under the derived near-tie 2e-5, but A lists
+    # B's token 21 nowhere: A's logit for it is at most 2, B's is 10. The flip crossed 8.
+    a = arm(block("r", 5, [22], [22, 1], ["22:9.99999 26:9.99998 23:3 24:2"]))
+    b = arm(block("r", 5, [21], [21, 1], ["21:10 22:9.99999 23:3 24:2"]))
+    c = compare(a, b, near_tie=None, atol=1e-5)
+    assert statuses(c) == ["differ"]
+    # the second choice being the other token keeps the near-tie
+    a = arm(block("r", 5, [22], [22, 1], ["22:9.99999 21:9.99998 23:3 24:2"]))
+    assert statuses(compare(a, b, near_tie=None, atol=1e-5)) == ["near-tie"]
+
+
+def test_an_id_one_top_list_drops_far_below_the_other_is_a_logit_difference() -> None:
+    # B lists 12 at 9.5; A does not list it, so A's value is at most its last, 1.9
+    a = arm(block("r", 5, [11], [11, 1], ["11:10 13:3 14:2 15:1.9"]))
+    b = arm(block("r", 5, [11], [11, 1], ["11:10 12:9.5 13:3 14:2"]))
+    assert cells(compare(a, b, atol=1e-5), "logit_differs") == [True]
+    assert cells(compare(a, b, atol=8), "logit_differs") == [False]  # 9.5 - 1.9 is within 8
+    assert cells(compare(b, a, atol=1e-5), "logit_differs") == [True]  # either side
+
+
 # --- rows of steps that were not compared ----------------------------------------------------
 
 def test_diverged_steps_of_unequal_count_keep_each_arms_rows_apart() -> None:

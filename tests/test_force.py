@@ -94,7 +94,7 @@ def test_runner_that_ignores_the_variable_is_refused(tmp_path: Path) -> None:
 
 
 def test_force_file_round_trip_and_bad_files(tmp_path: Path) -> None:
-    stream = ForceStream({"r0": (ForcedStep(5, (1, 2)), ForcedStep(7, (3,)))})
+    stream = ForceStream({"r0": (ForcedStep(5, (1, 2)), ForcedStep(7, (3,), (3, 4)))})
     path = write_force_file(stream, tmp_path / "force.json")
     assert read_force_file(path) == stream
     for text, why in (("{", "not valid JSON"), ('{"format": "x"}', "key 'format'"),
@@ -130,7 +130,7 @@ def test_committed_stream_reads_the_emits(tmp_path: Path) -> None:
     trace.write_text("[SPECTRACE] req=r0 pos=3 k=2 ns=2 acc=1 draft=[ 5 6 ] emit=[ 5 9 ]\n"
                      "[SPECTRACE] req=r0 pos=5 k=2 ns=1 acc=0 draft=[ 1 1 ] emit=[ 4 ]\n")
     stream = committed_stream(parse_trace(trace))
-    assert stream.requests == {"r0": (ForcedStep(3, (5, 9)), ForcedStep(5, (4,)))}
+    assert stream.requests == {"r0": (ForcedStep(3, (5, 9), (5, 6)), ForcedStep(5, (4,), (1, 1)))}
 
 
 def test_teacher_force_must_be_a_boolean(tmp_path: Path) -> None:

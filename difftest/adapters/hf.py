@@ -20,6 +20,17 @@ budget leaves no room to draft; those steps are traced as `k=0` verifies.
 
 The one private name this relies on is `GenerationMixin._get_candidate_generator`, present
 from transformers 5.0 through the versions the `difftest[hf]` extra admits.
+
+Two parts of difftest's protocol (docs/trace-format.md) come with it:
+
+- `forced_generation` replays another arm's committed stream (`DIFFTEST_FORCE`, difftest.force):
+  at each of its steps the pair drafts and verifies from that arm's context, the step is traced
+  as what this pair would have accepted, and the other arm's tokens are committed instead (one
+  `[spec-forced]` line). Each step is one `generate` call stopped after its first verify, so the
+  draft runs from a fresh cache on the forced context: the same schedule for every forced arm.
+- `ActivationCapture` (`DIFFTEST_CAPTURE=REQ:POS`) hooks every module of the draft model and, at
+  that one verify step only, hands each module's output in forward order (the order their
+  forwards finish) to `Tracer.activation`, named `dJ.MODULE` for the step's J-th draft forward.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ from collections.abc import Callable, Iterator
 from difftest.emit import Tracer
 from difftest.kinds import DraftingKind
 
-__all__ = ["HFStep", "HFTrace", "drafting_kind_of", "resolved_settings", "traced_generation"]
+__all__ = ["ActivationCapture", "HFStep", "HFTrace", "drafting_kind_of", "forced_generation",
+           "resolved_settings", "traced_generation"]
 
 # Generators whose rows come from one forward pass; everything else drafts row by row.
 _BLOCK_GENERATORS = ("DFlashTokenCandidateGenerator",)
@@ -99,30 +111,89 @@ def cut_at_stop(drafted: list[int], emitted: list[int], logits: Any) -> tuple[li
 class _Hook:
     """Wraps one candidate generator instance: remembers the proposal, traces the outcome."""
 
-    def __init__(self, generator: Any, tracer: Tracer, record: HFTrace) -> None:
+    def __init__(self, generator: Any, tracer: Tracer, record: HFTrace,
+                 capture: ActivationCapture | None = None) -> None:
         self.tracer = tracer
         self.record = record
+        self.capture = capture
         self.pending: tuple[int, list[int], Any] | None = None
+        self.last_candidates: list[int] = []  # the sequence the generator last drafted along
+        # teacher-forced drafts (forced_generation): the recorder sits in the assistant's
+        # logits processors; with `along` set, the draft follows those tokens row by row
+        self.recorder: _DraftRecorder | None = None
+        self.along: list[int] | None = None
+        self.target: Any = None
+        self.budget: int | None = None
+        self.candidates: list[int] = []  # the tokens the generator proposed this step
         self.inner_get: Callable[..., Any] = generator.get_candidates
         self.inner_update: Callable[..., Any] = generator.update_candidate_strategy
         generator.get_candidates = self.get_candidates
         generator.update_candidate_strategy = self.update_candidate_strategy
 
     def get_candidates(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
-        candidate_ids, candidate_logits = self.inner_get(input_ids, *args, **kwargs)
         cur_len = int(input_ids.shape[-1])
+        armed = self.capture is not None and self.capture.arm(self.record.req, cur_len)
+        if self.recorder is not None:
+            self.recorder.start(cur_len, self.along)
+        try:
+            candidate_ids, candidate_logits = self.inner_get(input_ids, *args, **kwargs)
+        finally:
+            if armed and self.capture is not None:
+                self.capture.disarm()
+        self.last_candidates = candidate_ids[0].tolist()
         drafted = candidate_ids[0, cur_len:].tolist()
+        self.candidates = drafted
         logits = None
-        if candidate_logits is not None and drafted and self.tracer.wants_logits:
+        if self.along is not None and self.recorder is not None and self.recorder.rows:
+            import torch
+
+            # drafted along another arm's tokens: the trace shows this draft's own picks
+            # and its own (unforced) rows
+            own = torch.cat(self.recorder.rows, dim=0)[: len(drafted)]
+            drafted = own.argmax(dim=-1).tolist()
+            if self.tracer.wants_logits:
+                logits = own
+        elif candidate_logits is not None and drafted and self.tracer.wants_logits:
             logits = candidate_logits[0, : len(drafted)]
         self.pending = (cur_len, drafted, logits)
         return candidate_ids, candidate_logits
+
+    def would_have(self, prefix: list[int], drafted: list[int], candidates: list[int],
+                   scores: Any) -> list[int]:
+        """What this pair would have emitted on its own drafts, from a verify of the forced
+        ones: the target's pick at each row is known while the own drafts equal the forced
+        ones; past an own draft the target accepted but never saw, one more target forward
+        gives the bonus token."""
+        import torch
+
+        picks = scores[0].argmax(dim=-1).tolist()
+        accepted: list[int] = []
+        for j, tok in enumerate(drafted):
+            if tok != picks[j]:
+                return accepted + [int(picks[j])]
+            accepted.append(tok)
+            if j >= len(candidates) or tok != candidates[j]:
+                ids = torch.tensor([prefix + accepted], dtype=torch.long)
+                nxt = self.target(ids, attention_mask=torch.ones_like(ids)).logits[0, -1]
+                return accepted + [int(nxt.argmax())]
+        return accepted + [int(picks[len(drafted)])]
 
     def update_candidate_strategy(self, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
         if self.pending is not None:
             cur_len, drafted, logits = self.pending
             self.pending = None
             emitted = input_ids[0, cur_len:].tolist()
+            if self.along is not None and args:
+                emitted = self.would_have(input_ids[0, :cur_len].tolist(), drafted,
+                                          self.candidates, args[0])
+                if self.budget is not None:
+                    emitted = emitted[: self.budget]
+                # an adaptive draft length (the heuristic schedule, a learned confidence
+                # threshold) hears how many of its own drafts it would have had accepted
+                if len(args) >= 2:
+                    args = (args[0], len(emitted) - 1, *args[2:])
+                elif "num_matches" in kwargs:
+                    kwargs["num_matches"] = len(emitted) - 1
             drafted, logits = cut_at_stop(drafted, emitted, logits)
             self.tracer.step(self.record.req, cur_len, drafted, emitted, logits=logits)
             self.record.steps.append(HFStep(cur_len, tuple(drafted), tuple(emitted)))
@@ -130,11 +201,13 @@ class _Hook:
 
 
 @contextmanager
-def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[HFTrace]:
+def traced_generation(tracer: Tracer, req: str = "r0",
+                      capture: ActivationCapture | None = None) -> Iterator[HFTrace]:
     """Trace every speculative `generate` call made inside the block as request `req`.
 
     The tracer's drafting kind, when it has none, is set from the first generator built (and
-    printed in its header); a tracer declared otherwise keeps its declaration.
+    printed in its header); a tracer declared otherwise keeps its declaration. With `capture`,
+    the draft forward of the step it names is captured module by module.
     """
     from transformers.generation.utils import GenerationMixin
 
@@ -146,7 +219,7 @@ def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[HFTrace]:
         record.generator = type(generator).__name__
         record.drafting = drafting_kind_of(generator)
         tracer.declare(record.drafting)
-        _Hook(generator, tracer, record)
+        _Hook(generator, tracer, record, capture)
         return generator
 
     setattr(GenerationMixin, "_get_candidate_generator", hooked)  # noqa: B010 - a typed hook
@@ -154,3 +227,204 @@ def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[HFTrace]:
         yield record
     finally:
         setattr(GenerationMixin, "_get_candidate_generator", original)  # noqa: B010
+
+
+def _first_tensor(output: Any) -> Any:
+    """The tensor a module hands on: itself, a tuple's first element, a model output's first."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    return None
+
+
+class ActivationCapture:
+    """Forward hooks on every submodule of a draft model, recording only while armed: at the
+    step `at` = (req, pos), each module's output as its forward finishes (forward order),
+    through `Tracer.activation` (a `[spec-act]` line, and `NNN-dJ.MODULE.npy` in `folder`).
+    Call `remove()` when done."""
+
+    def __init__(self, model: Any, tracer: Tracer, at: tuple[str, int],
+                 folder: str | None = None) -> None:
+        self.tracer = tracer
+        self.at = at
+        self.folder = folder
+        self.armed_at: tuple[str, int] | None = None
+        self.index = 0
+        self.used = 0
+        self.forward = -1
+        self.done = False
+        self.handles = [model.register_forward_pre_hook(self._count)]
+        for name, module in model.named_modules():
+            if name:
+                self.handles.append(module.register_forward_hook(self._hook(name)))
+
+    def arm(self, req: str, pos: int) -> bool:
+        """Start recording if (req, pos) is the captured step (once: a later visit is not)."""
+        if self.done or (req, pos) != self.at:
+            return False
+        self.armed_at = (req, pos)
+        return True
+
+    def disarm(self) -> None:
+        self.armed_at = None
+        self.done = True
+
+    def _count(self, module: Any, args: Any) -> None:
+        if self.armed_at is not None:
+            self.forward += 1
+
+    def _hook(self, name: str) -> Callable[[Any, Any, Any], None]:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            if self.armed_at is None:
+                return
+            tensor = _first_tensor(output)
+            if tensor is None:
+                return
+            req, pos = self.armed_at
+            self.used = self.tracer.activation(req, pos, self.index,
+                                               f"d{max(self.forward, 0)}.{name}",
+                                               tensor.detach().float().cpu().numpy(),
+                                               self.folder, self.used)
+            self.index += 1
+        return hook
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+class _DraftRecorder:
+    """A logits processor for the assistant's own `generate`: keeps each row's scores as the
+    assistant computed them and, given tokens to draft along, makes the draft pick those (so
+    row j + 1 runs on the forced row j's token). Its rows are what gets traced."""
+
+    def __init__(self) -> None:
+        self.start_len = 0
+        self.along: list[int] | None = None
+        self.rows: list[Any] = []
+
+    def start(self, cur_len: int, along: list[int] | None) -> None:
+        self.start_len, self.along, self.rows = cur_len, along, []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.rows.append(scores.detach().float().clone())
+        j = int(input_ids.shape[-1]) - self.start_len
+        if self.along is None or j >= len(self.along):
+            return scores
+        # swap the forced token's score with the draft's own top one: the forced token is
+        # picked, and what reads the picked token's probability (a confidence threshold that
+        # stops drafting) reads the draft's own top probability, as it would have free
+        own = int(scores[0].argmax())
+        want = self.along[j]
+        if own == want:
+            return scores
+        forced = scores.clone()
+        forced[:, own], forced[:, want] = scores[:, want], scores[:, own]
+        if int(forced[0].argmax()) != want:  # a tie with a lower id: one step above it
+            import torch
+
+            top = forced[:, want]
+            forced[:, want] = torch.nextafter(top, torch.full_like(top, float("inf")))
+        return forced
+
+
+def _keep_valid_draft_cache(generator: Any, seen: list[int], context: list[int]) -> None:
+    """Before a forced step: the assistant's cache holds the sequence it last drafted along
+    (`seen`, but its last token); keep only the prefix the forced context shares with it. When
+    the forced tokens are what the pair would have committed, the generator's own crop keeps no
+    more than that, and the step runs exactly as it would have free."""
+    cache = getattr(generator, "assistant_kwargs", {}).get("cache")
+    if cache is None or not seen:
+        return
+    shared = 0
+    for x, y in zip(seen, context, strict=False):
+        if x != y:
+            break
+        shared += 1
+    held = int(cache.get_seq_length())
+    kept = min(len(context) - 1, int(generator._last_ids_length) - 1, held)
+    if shared < kept:
+        cache.crop(-(held - shared))
+        generator._last_ids_length = 0  # its own crop would now cut valid entries
+
+
+def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt: list[int],
+                      steps: Any, max_length: int,
+                      capture: ActivationCapture | None = None, draft_along: bool = True,
+                      **generate_kwargs: Any) -> list[int]:
+    """Replay a committed stream (`steps`: difftest.force.ForcedStep in order) on the pair:
+    per step, one verify from the forced context (traced as what this pair would have accepted),
+    then that step's tokens committed and a `[spec-forced]` line printed. Returns the committed
+    ids (the prompt excluded). A step not at the context's end raises ValueError.
+
+    Each step is a `generate` call stopped after its first verify; the candidate generator (and
+    with it the assistant's cache) lives across the steps, its cache cut back to what the forced
+    context shares with it, so the draft computes as in a free run on the same tokens.
+
+    With `draft_along` (default) and a sequential drafter, a step that carries the other arm's
+    drafts is drafted along them: row j + 1 runs on the other arm's row-j token, so every row
+    has a counterpart on the same context. The trace shows this draft's own pick and its own
+    logits per row, and the emit it would have committed on its own drafts."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+    from transformers.generation.utils import GenerationMixin
+
+    class _AfterOneVerify(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    record = HFTrace(req=req)
+    original = GenerationMixin.__dict__["_get_candidate_generator"]
+    held: dict[str, Any] = {}
+    state: dict[str, Any] = {"along": None, "budget": None}
+    context = list(prompt)
+
+    def hooked(model: Any, *args: Any, **kwargs: Any) -> Any:
+        if "generator" not in held:
+            generator = original(model, *args, **kwargs)
+            record.generator = type(generator).__name__
+            record.drafting = drafting_kind_of(generator)
+            tracer.declare(record.drafting)
+            held["generator"] = generator
+            hook = held["hook"] = _Hook(generator, tracer, record, capture)
+            if record.drafting is DraftingKind.SEQUENTIAL and hasattr(generator,
+                                                                      "logits_processor"):
+                hook.recorder = _DraftRecorder()
+                hook.target = target
+                generator.logits_processor.append(hook.recorder)
+        else:
+            _keep_valid_draft_cache(held["generator"], held["hook"].last_candidates, context)
+        hook = held["hook"]
+        hook.along, hook.budget = state["along"], state["budget"]
+        if hook.recorder is None:
+            hook.along = None  # a block drafter's rows do not run on each other
+        return held["generator"]
+
+    setattr(GenerationMixin, "_get_candidate_generator", hooked)  # noqa: B010 - a typed hook
+    try:
+        for step in steps:
+            if step.pos != len(context):
+                raise ValueError(f"the force file has no step of request {req} at position "
+                                 f"{len(context)} (next forced step is at {step.pos})")
+            before = len(record.steps)
+            state["along"] = list(step.drafts) if draft_along and step.drafts else None
+            state["budget"] = max_length - len(context)
+            ids = torch.tensor([context], dtype=torch.long)
+            target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=draft,
+                            do_sample=False, max_length=max_length,
+                            stopping_criteria=StoppingCriteriaList([_AfterOneVerify()]),
+                            **generate_kwargs)
+            if len(record.steps) != before + 1:
+                raise ValueError(f"request {req} at position {step.pos}: generate verified "
+                                 f"{len(record.steps) - before} times, expected once")
+            tracer.forced(req, step.pos, list(step.tokens))
+            context.extend(step.tokens)
+    finally:
+        setattr(GenerationMixin, "_get_candidate_generator", original)  # noqa: B010
+    return context[len(prompt):]

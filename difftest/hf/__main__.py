@@ -7,8 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from difftest.errors import DifftestError, ExitCode
+from difftest.errors import DifftestError, ExitCode, UsageError
+from difftest.faults import FAULT_ENV
+from difftest.force import FORCE_ENV, read_force_file
 from difftest.hf.options import ATTNS, DRAFTERS, DTYPES, MUTATIONS, SCHEDULES, HFOptions
+
+CAPTURE_ENV = "DIFFTEST_CAPTURE"  # difftest.activations' names, without importing numpy here
+CAPTURE_DIR_ENV = "DIFFTEST_CAPTURE_DIR"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,7 +28,9 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m difftest.hf",
                 description="Greedy speculative decoding with Hugging Face transformers. Trace "
                             "lines go to stderr at the level of VT_SPEC_TRACE (unset/0: none; 1; "
-                            "3 with draft logits), generated ids to stdout.")
+                            "3 with draft logits), generated ids to stdout. DIFFTEST_FORCE=FILE "
+                            "replays another arm's committed stream (teacher forcing); "
+                            "DIFFTEST_CAPTURE=REQ:POS captures that step's draft forward.")
     p.add_argument("--model", type=Path, help="target model directory (default: built-in tiny model)")
     p.add_argument("--assistant", type=Path, help="draft model directory (with --model)")
     p.add_argument("--drafter", choices=DRAFTERS, default=d.drafter,
@@ -49,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mutation", choices=MUTATIONS, default="none",
                    help="a known-wrong draft attention, for probes")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
+    p.add_argument("--fault", default=None,
+                   help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
+                        "noise or mask, MODULE e.g. model.layers.1.mlp (default: DIFFTEST_FAULT, "
+                        "unset = none)")
     return p
 
 
@@ -61,7 +72,18 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens, k=args.k, confidence=args.confidence,
             schedule=args.schedule,
             prompt_len=args.prompt_len, seed=args.seed, threads=args.threads,
-            mutation=args.mutation, top_k=args.top_k)
+            mutation=args.mutation, top_k=args.top_k,
+            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip())
+        force, force_path = None, os.environ.get(FORCE_ENV, "").strip()
+        if force_path:
+            force = read_force_file(Path(force_path))
+        capture = None
+        at = os.environ.get(CAPTURE_ENV, "").strip()
+        if at:
+            req, sep, pos = at.rpartition(":")
+            if not sep or not req or not pos.isdigit():
+                raise UsageError(f"{CAPTURE_ENV}={at!r}: expected REQ:POS, e.g. r0:13")
+            capture = (req, int(pos))
     except DifftestError as exc:
         print(f"python -m difftest.hf: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
@@ -70,9 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep the trace stream quiet
     os.environ.setdefault("TQDM_DISABLE", "1")
     from difftest.emit import Tracer
-    from difftest.hf.runner import run  # torch and transformers load only for a valid run
+    from difftest.hf.runner import ForceMismatch, run  # torch loads only for a valid run
 
-    run(options, Tracer(top_k=options.top_k), out=sys.stdout)
+    try:
+        run(options, Tracer(top_k=options.top_k), out=sys.stdout, force=force, capture=capture,
+            capture_dir=os.environ.get(CAPTURE_DIR_ENV, "").strip() or None)
+    except ForceMismatch as exc:
+        print(f"python -m difftest.hf: error: {FORCE_ENV}={force_path}: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except DifftestError as exc:
+        print(f"python -m difftest.hf: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     return int(ExitCode.OK)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.errors import UsageError
+from difftest.faults import Fault, parse_fault_text
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -40,6 +41,8 @@ class HFOptions:
     threads: int = 1
     mutation: str = "none"
     top_k: int = 8
+    # A planted fault in one draft module (difftest.hf.faults), MODULE:KIND[:SIZE]; "" for none.
+    fault: str = ""
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
@@ -68,6 +71,19 @@ class HFOptions:
             # transformers hands the target's hidden states to the DFlash drafter as they are
             raise UsageError("the dflash drafter runs in the target's dtype; drop "
                              "--assistant-dtype or use --drafter assisted")
+
+        fault = self.planted()
+        if fault is not None and fault.kind == "mask":
+            if not fault.module.endswith(".self_attn"):
+                raise UsageError(f"fault {self.fault!r}: a mask fault applies to an attention "
+                                 "module (model.layers.N.self_attn)")
+            if self.attn != "sdpa" or self.mutation != "none":
+                raise UsageError(f"fault {self.fault!r}: a mask fault needs --attn sdpa and no "
+                                 "--mutation (it routes one layer through a changed sdpa mask)")
+
+    def planted(self) -> Fault | None:
+        """The planted fault, parsed (its module is checked against the loaded draft)."""
+        return parse_fault_text(self.fault) if self.fault else None
 
     @property
     def draft_dtype(self) -> str:

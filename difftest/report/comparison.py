@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
 from difftest.errors import UsageError
 from difftest.atomic import write_text_atomic
 from difftest.jsonout import dumps
+from difftest.localize import SavedLocalization
 from difftest.numerics import arm_resolutions, numbers, stats_line
 from difftest.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
@@ -129,20 +130,62 @@ def _num(x: object, digits: int = 4) -> str:
     return str(x)
 
 
+def acceptance_cells(rep: ComparisonReport) -> tuple[str, str] | None:
+    """Under teacher forcing, each arm's mean accepted drafts per step on A's contexts: A's as
+    it ran, B's as it would have accepted (None without forcing: the column is left out)."""
+    f = rep.forcing
+    if f is None:
+        return None
+    b = _num(f.acceptance_b, 3)
+    return _num(f.acceptance_a, 3), (f"{b} (would have)" if f.acceptance_b is not None else b)
+
+
 def _arm_rows(rep: ComparisonReport) -> list[list[object]]:
     rows: list[list[object]] = []
-    for o in (rep.arm_a, rep.arm_b):
+    accepted = acceptance_cells(rep)
+    for n, o in enumerate((rep.arm_a, rep.arm_b)):
         d = arm_dict(o)
         state = ("failed" if o.failure else
                  ("informative" if d["informative"] else "uninformative"))
         rows.append([o.name, _num(d["blocks"]), _num(d["distinct_ids"]),
                      _num(d["entropy_bits"], 3),
                      {True: "yes", False: "no", None: "-"}[d["constant_blocks"]],  # type: ignore[index]
-                     _num(d["min_margin"]), state])
+                     _num(d["min_margin"]), state, *([accepted[n]] if accepted else [])])
     return rows
 
 
 ARM_HEADERS = ["arm", "blocks", "distinct ids", "entropy bits", "constant", "min margin", "trace"]
+ACCEPTED_HEADER = "accepted/step"  # only under teacher forcing
+
+
+def arm_headers(rep: ComparisonReport) -> list[str]:
+    return ARM_HEADERS + ([ACCEPTED_HEADER] if rep.forcing is not None else [])
+
+
+MD_MODULES_AROUND = 3  # modules shown before and after the first differing one in report.md
+
+
+def localization_markdown(saved: Sequence[SavedLocalization]) -> list[str]:
+    """A section per localisation of the run (`difftest localize`): the first differing module
+    and the modules around it; every module is in its folder's localize.md."""
+    out: list[str] = []
+    for s in saved:
+        loc = s.localization
+        req, pos = s.at
+        out += ["", f"#### Localisation at {md_code(req)}:{pos}", "", md_inline(loc.describe()),
+                ""]
+        if loc.first is not None:
+            at = loc.modules.index(loc.first)
+            lo, hi = max(0, at - MD_MODULES_AROUND), min(len(loc.modules), at + MD_MODULES_AROUND + 1)
+            out += ["| # | module | max \\|diff\\| |", "|---|---|---|"]
+            for i in range(lo, hi):
+                m = loc.modules[i]
+                name = md_code(m.module) + (" **first**" if m is loc.first else "")
+                out.append(f"| {i} | {name} | {_num(m.max_abs_diff, 3)} |")
+            out.append("")
+        out.append(f"{len(loc.modules)} modules compared within {loc.atol:g}; all of them, and "
+                   f"the figure, in {md_code(str(s.folder))}.")
+    return out
 
 
 def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
@@ -154,7 +197,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
     out += [f"  - {r}" for r in v.reasons]
     line = stats_line(c)
     out += [f"  {line}"] if line else []
-    out += ["", tabulate(_arm_rows(rep), headers=ARM_HEADERS, tablefmt="simple")]
+    out += ["", tabulate(_arm_rows(rep), headers=arm_headers(rep), tablefmt="simple")]
     if c is not None:
         rows = c.rows
         idx = [i for i in range(len(rows)) if rows.status[i] in (DIFFER, NEAR_TIE)
@@ -208,9 +251,10 @@ def arm_failure_details(rep: ComparisonReport, nested: bool = False) -> list[str
     return out
 
 
-def render_markdown(rep: ComparisonReport) -> str:
+def render_markdown(rep: ComparisonReport,
+                    localized: Sequence[SavedLocalization] = ()) -> str:
     """report.md: what a pull-request comment needs, with nothing the runner printed able to
-    become markup."""
+    become markup. `localized`: the run's `difftest localize` results, a section each."""
     v = rep.verdict
     head = headline(v)
     lines = [f"### difftest {md_code(rep.name)}: **{head.observed}** {head.qualifier}", "",
@@ -221,7 +265,7 @@ def render_markdown(rep: ComparisonReport) -> str:
     lines += ["", md_inline(line)] if line else []
     shas = [o.result.git_sha if o.result is not None and o.result.git_ref else None
             for o in (rep.arm_a, rep.arm_b)]
-    headers = ARM_HEADERS + (["git sha"] if any(shas) else [])
+    headers = arm_headers(rep) + (["git sha"] if any(shas) else [])
     lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row, sha in zip(_arm_rows(rep), shas, strict=True):
         cells = [md_inline(str(x)) for x in row]
@@ -246,6 +290,7 @@ def render_markdown(rep: ComparisonReport) -> str:
                      _num(_finite(float(r.abs_logit_diff[i])))]
             lines.append("| " + " | ".join(cells) + " |")
     lines += arm_failure_details(rep)
+    lines += localization_markdown(localized)
     if rep.run_dir:
         lines += ["", f"Run directory: {md_code(str(rep.run_dir))}"]
     return "\n".join(lines) + "\n"

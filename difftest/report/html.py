@@ -29,8 +29,10 @@ from difftest.report.text import strip_ansi
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from difftest.activations import Localization
     from difftest.compare import Comparison
     from difftest.gate import CheckResult, ProbeReport
+    from difftest.localize import SavedLocalization
     from difftest.pipeline import ArmOutcome, ComparisonReport
 
 REPORT_HTML = "report.html"
@@ -136,6 +138,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]],
 
 
 def _arms_table(rep: ComparisonReport) -> str:
+    from difftest.report.comparison import ACCEPTED_HEADER, acceptance_cells
+
+    accepted = acceptance_cells(rep)
     rows = []
     for o in (rep.arm_a, rep.arm_b):
         au, r = o.audit, o.result
@@ -149,9 +154,13 @@ def _arms_table(rep: ComparisonReport) -> str:
                      r.returncode if r and r.returncode is not None else "-",
                      f"{r.duration_s:.1f}" if r else "-",
                      (r.git_sha or "")[:12] or "-" if r else "-"])
-    table = _table(["arm", "level", "blocks", "distinct ids", "entropy bits", "constant",
-                    "min margin", "trace", "exit", "seconds", "git sha"], rows,
-                   [False, True, True, True, True, False, True, False, True, True, False])
+    heads = ["arm", "level", "blocks", "distinct ids", "entropy bits", "constant",
+             "min margin", "trace", "exit", "seconds", "git sha"]
+    numeric = [False, True, True, True, True, False, True, False, True, True, False]
+    if accepted is not None:  # under teacher forcing: B's would-be acceptance beside A's
+        rows = [row + [cell] for row, cell in zip(rows, accepted, strict=True)]
+        heads, numeric = heads + [ACCEPTED_HEADER], numeric + [False]
+    table = _table(heads, rows, numeric)
     fails = ""
     for o in (rep.arm_a, rep.arm_b):
         f = o.failure
@@ -713,6 +722,64 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
     return [f for f in out if f is not None]
 
 
+def _localization_drawing(loc: Localization) -> Figure:
+    """Per module in forward order its max |A - B| (log scale; exact zeros at the bottom), the
+    tolerance as a line and the first module beyond it marked."""
+    diffs = np.array([m.max_abs_diff for m in loc.modules], dtype=np.float64)
+    positive = diffs[diffs > 0]
+    floor = float(positive.min()) / 10 if positive.size else 1e-12
+    if loc.atol > 0:
+        floor = min(floor, loc.atol / 10)
+    shown = np.where(diffs > 0, diffs, floor)
+    x = np.arange(diffs.size)
+    fig = _new_figure(9, 3.2)
+    ax = fig.subplots()
+    ax.step(x, shown, where="mid", color=_COLOURS["a"], lw=1.2, label="max |A - B| per module")
+    ax.set_yscale("log")
+    if loc.atol > 0:
+        ax.axhline(loc.atol, color="#555555", ls=":", lw=1, label=f"tolerance {loc.atol:g}")
+    if loc.first is not None:
+        i = loc.modules.index(loc.first)
+        ax.axvline(i, color="#d7191c", lw=1, ls="--")
+        ax.plot([i], [shown[i]], "o", color="#d7191c", label=f"first: {loc.first.module}")
+    ax.set_xlabel("module, in forward order")
+    ax.set_ylabel("max |A - B| (0 drawn at the bottom)")
+    ax.set_xlim(-0.5, max(diffs.size - 0.5, 0.5))
+    fig.legend(fontsize=8, loc="outside upper center", ncol=3, frameon=False)
+    return fig
+
+
+def localization_figure(loc: Localization) -> Figure_:
+    """The per-module figure of one localisation, for the page."""
+    return Figure_("Max |A - B| per module, in forward order",
+                   "Modules before the first marked one agree within the tolerance; from it on, "
+                   "its difference flows on.", _encode(_localization_drawing(loc)))
+
+
+def localization_svg(loc: Localization) -> bytes:
+    """The same figure as an SVG file's bytes (`difftest localize` writes it beside its
+    captures)."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "difftest", "svg.fonttype": "path"}):
+        _localization_drawing(loc).savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def _localization_section(saved: Sequence[SavedLocalization], h2: str) -> list[str]:
+    out: list[str] = []
+    for s in saved:
+        req, pos = s.at
+        fig = localization_figure(s.localization)
+        out += [f"<{h2}>Localisation at {_e(req)}:{pos}</{h2}>",
+                f"<p>{_e(s.localization.describe())}</p>",
+                f'<figure><img alt="{_e(fig.title)}" src="{fig.uri}">'
+                f"<figcaption><b>{_e(fig.title)}.</b> {_e(fig.caption)} Captures and every "
+                f"module in <code>{_e(s.folder)}</code>.</figcaption></figure>"]
+    return out
+
+
 # -- sections ----------------------------------------------------------------------------------
 
 def _first_difference(rep: ComparisonReport, c: Comparison) -> str:
@@ -815,8 +882,10 @@ def _differing_rows(c: Comparison) -> str:
     return "\n".join(out)
 
 
-def comparison_section(rep: ComparisonReport, level: int = 1) -> str:
-    """The body of one comparison: verdict and reasons, arms, figures, first difference, rows."""
+def comparison_section(rep: ComparisonReport, level: int = 1,
+                       localized: Sequence[SavedLocalization] = ()) -> str:
+    """The body of one comparison: verdict and reasons, arms, figures, first difference, rows,
+    and the run's localisations (`difftest localize`)."""
     h, h2 = f"h{level}", f"h{level + 1}"
     v = rep.verdict
     out = [f"<section><{h}>difftest <code>{_e(rep.name)}</code>: {_e(rep.arm_a.name)} vs "
@@ -837,14 +906,17 @@ def comparison_section(rep: ComparisonReport, level: int = 1) -> str:
                        "logit-difference figure.</p>")
         out += [f"<{h2}>First difference</{h2}>", _first_difference(rep, c),
                 f"<{h2}>Differing rows</{h2}>", _differing_rows(c)]
+    out += _localization_section(localized, h2)
     if rep.run_dir:
         out.append(f"<p>Run directory: <code>{_e(rep.run_dir)}</code></p>")
     out.append("</section>")
     return "\n".join(out)
 
 
-def render_comparison(rep: ComparisonReport) -> str:
-    return _page(f"difftest {rep.name}: {rep.verdict.verdict}", comparison_section(rep))
+def render_comparison(rep: ComparisonReport,
+                      localized: Sequence[SavedLocalization] = ()) -> str:
+    return _page(f"difftest {rep.name}: {rep.verdict.verdict}",
+                 comparison_section(rep, localized=localized))
 
 
 def _probe_section(p: ProbeReport) -> str:

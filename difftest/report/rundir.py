@@ -9,11 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from difftest.atomic import check_target
+from difftest.atomic import check_target, write_bytes_atomic
 from difftest.errors import DifftestError, RefusedOutput, UsageError
 from difftest.execute import write_json_atomic, write_text_atomic
 from difftest.execute.records import META_NAME
 from difftest.gate import CheckResult, ProbeReport
+from difftest.localize import RunLocalization, saved_localizations
 from difftest.pipeline import ComparisonReport, NoiseReport
 from difftest.report import comparison as render
 from difftest.report import gate_report, html
@@ -98,16 +99,33 @@ def write_comparison(report: ComparisonReport) -> None:
         return
     d = report.run_dir
     r = reads_of(report)
+    found = saved_localizations(d)  # `difftest localize` results: a section each
     writers: list[tuple[Path, Callable[[Path], None]]] = [
         (d / REPORT_JSON, lambda p: write_json_atomic(p, render.to_dict(report), reads=r,
                                                       inside=d)),
-        (d / REPORT_MD, lambda p: write_text_atomic(p, render.render_markdown(report), reads=r,
-                                                    inside=d)),
-        (d / REPORT_HTML, lambda p: write_text_atomic(p, html.render_comparison(report),
+        (d / REPORT_MD, lambda p: write_text_atomic(p, render.render_markdown(report, found),
+                                                    reads=r, inside=d)),
+        (d / REPORT_HTML, lambda p: write_text_atomic(p, html.render_comparison(report, found),
                                                       reads=r, inside=d))]
     if report.comparison is not None:
         writers.append((d / DIFF_CSV, lambda p: render.write_csv(report, p, reads=r, inside=d)))
     _each(writers)
+
+
+LOCALIZE_SVG = "modules.svg"
+
+
+def write_localization(result: RunLocalization) -> Path:
+    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and the
+    run's report.md and report.html written again with a localisation section. Returns the
+    figure's path."""
+    from difftest.pipeline import rejudge_run
+
+    figure = result.folder / LOCALIZE_SVG
+    write_bytes_atomic(figure, html.localization_svg(result.report.localization),
+                       inside=result.run_dir)
+    write_comparison(rejudge_run(result.run_dir))
+    return figure
 
 
 def _csv_writer(rep: ComparisonReport, reads: list[Path],
@@ -116,8 +134,9 @@ def _csv_writer(rep: ComparisonReport, reads: list[Path],
 
 
 def write_comparison_html(report: ComparisonReport, path: Path) -> None:
-    """report.html wherever the caller asked (`--html FILE`)."""
-    write_text(path, html.render_comparison(report), reads_of(report))
+    """report.html wherever the caller asked (`--html FILE`), with the run's localisations."""
+    found = saved_localizations(report.run_dir) if report.run_dir is not None else []
+    write_text(path, html.render_comparison(report, found), reads_of(report))
 
 
 def write_check(result: CheckResult, *, junit: Path | None = None,

@@ -1,0 +1,63 @@
+"""`difftest localize RUN_DIR` leaves its figure in the run directory and a localisation section
+in the run's report.md and report.html; under teacher forcing the arms tables show B's would-be
+acceptance beside A's. Real reference-runner arms."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from difftest import api
+from difftest.errors import ExitCode
+from difftest.kinds import VerdictKind
+from difftest.report.comparison import ACCEPTED_HEADER
+from test_pipeline import config
+
+REF = [sys.executable, "-m", "difftest.reference", "--requests", "2", "--steps", "4"]
+LEVEL3 = {"VT_SPEC_TRACE": "3"}
+FAULT = "layers.0.o_proj:noise:0.01"
+
+
+def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
+    cfg = config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
+                            "cand": {"command": [*REF, "--fault", FAULT], "env": LEVEL3}},
+                 {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
+    return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                              progress=False)
+
+
+def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> None:
+    rep = judged(tmp_path, teacher_force=True)
+    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    run_dir = rep.run_dir
+    md = (run_dir / "report.md").read_text()
+    assert "Localisation" not in md
+    # B's would-be acceptance beside A's in both tables
+    assert f"| {ACCEPTED_HEADER} |" in md and "(would have)" in md
+    assert f"<th>{ACCEPTED_HEADER}</th>" in (run_dir / "report.html").read_text()
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "first differing module: layers.0.o_proj" in out.stdout
+    figures = list((run_dir / "localize").glob("*/modules.svg"))
+    assert len(figures) == 1 and b"<svg" in figures[0].read_bytes()[:400]
+    md = (run_dir / "report.md").read_text()
+    assert "#### Localisation at `r" in md
+    assert "`layers.0.o_proj` **first**" in md
+    page = (run_dir / "report.html").read_text()
+    assert "Localisation at r" in page and "first differing module: layers.0.o_proj" in page
+    # judged again from the run directory (export), the section stays
+    out = subprocess.run([sys.executable, "-m", "difftest", "export", str(run_dir), "-f",
+                          "markdown", "--html", str(tmp_path / "again.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "#### Localisation at" in out.stdout
+    assert "Localisation at r" in (tmp_path / "again.html").read_text()
+
+
+def test_a_free_run_has_no_acceptance_column(tmp_path: Path) -> None:
+    rep = judged(tmp_path, teacher_force=False)
+    assert rep.run_dir is not None
+    md = (rep.run_dir / "report.md").read_text()
+    assert ACCEPTED_HEADER not in md and "(would have)" not in md
