@@ -261,7 +261,8 @@ def _flip_margin(c: Comparison) -> float:
     flipped = r.status == DIFFER
     if not flipped.any():
         return 0.0
-    margins = np.fmax(r.margin_a[flipped], r.margin_b[flipped])
+    # the margins the near-tie rule judges a flip on (difftest.compare.flip_margins)
+    margins = np.fmax(r.flip_margin_a[flipped], r.flip_margin_b[flipped])
     return float(np.nanmax(margins)) if np.isfinite(margins).any() else math.inf
 
 

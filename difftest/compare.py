@@ -72,6 +72,10 @@ class RowTable:
     # the largest difference the print makes certain (difftest.tolerance.resolved_difference):
     # what a tolerance is judged by; nan where abs_logit_diff is
     resolved_logit_diff: np.ndarray
+    # per arm: the margin between the two flipped tokens that the near-tie rule judges
+    # (`flip_margins`; the top-1/top-2 margin where it is not known), nan where not traced
+    flip_margin_a: np.ndarray
+    flip_margin_b: np.ndarray
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -581,6 +585,13 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     return after
 
 
+def flip_margins(lg: _Logits) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and arm, the margin the near-tie rule judges a flip on: the gap between the two
+    flipped tokens, or the top-1/top-2 margin where that gap was not computed."""
+    return (lg.flip_a if lg.flip_a is not None else lg.margin_a,
+            lg.flip_b if lg.flip_b is not None else lg.margin_b)
+
+
 def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
                drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
@@ -594,8 +605,7 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     status[flipped] = DIFFER
     # a near-tie is judged on the margin between the two flipped tokens in each arm, not on
     # the arm's top-1/top-2 margin: the other token may sit far below the second
-    flip_a = lg.flip_a if lg.flip_a is not None else lg.margin_a
-    flip_b = lg.flip_b if lg.flip_b is not None else lg.margin_b
+    flip_a, flip_b = flip_margins(lg)
     status[flipped & near_tie_rows(flip_a, flip_b, near_tie)] = NEAR_TIE
     status[rows.has_a & ~rows.has_b] = UNMATCHED_A
     status[rows.has_b & ~rows.has_a] = UNMATCHED_B
@@ -650,7 +660,8 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
                  logit_unresolved=(lg.unresolved if lg.unresolved is not None
                                    else np.zeros(rows.row.size, dtype=bool)) & compared,
                  resolved_logit_diff=(lg.resolved if lg.resolved is not None
-                                      else np.full(rows.row.size, np.nan))),
+                                      else np.full(rows.row.size, np.nan)),
+                 flip_margin_a=flip_margins(lg)[0], flip_margin_b=flip_margins(lg)[1]),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table,
@@ -820,7 +831,8 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
                         logit_differs=np.zeros(n, dtype=bool),
                         logit_unresolved=np.zeros(n, dtype=bool),
-                        resolved_logit_diff=nan.copy())
+                        resolved_logit_diff=nan.copy(), flip_margin_a=nan.copy(),
+                        flip_margin_b=nan.copy())
 
     parts += [block_rows(a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
               block_rows(b, blocks_b, al.unmatched_b, False, UNMATCHED_B)]

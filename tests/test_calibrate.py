@@ -274,3 +274,19 @@ def test_calibrate_refuses_a_file_it_cannot_write_before_running_anything(
                                             f"{tmp_path / 'plain'} is not a folder"):
         calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs", progress=False)
     assert not (tmp_path / "runs").exists()  # no arm ran
+
+
+def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
+    # B drafts A's third token: A's top-1/top-2 margin is 0.1, but the gap between the two
+    # flipped tokens, the margin a near-tie is judged on, is 2.0 in A (and 0.3 in B); a
+    # calibration must measure what the gate compares, or its near_tie would not match the gate
+    from spec_traces import Step, trace_lines
+
+    from difftest.calibrate import _flip_margin
+    from difftest.compare import compare as compare_traces
+    from difftest.trace import parse_lines
+
+    a = [Step("r", 0, (((5, 10.0), (6, 9.9), (7, 8.0)),))]
+    b = [Step("r", 0, (((7, 10.0), (5, 9.7), (6, 9.6)),))]
+    c = compare_traces(parse_lines(trace_lines(a)), parse_lines(trace_lines(b)), near_tie=0.0)
+    assert _flip_margin(c) == pytest.approx(2.0)
