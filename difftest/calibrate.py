@@ -3,7 +3,8 @@ known-wrong arm from a harmless one.
 
 The pair is run on each of the comparison's `calibration_inputs` (never its `gate_input`) and
 compared bitwise. Per input i, D_i is the largest logit difference and F_i the largest margin of
-a row whose token flipped (0 without a flip). atol is an upper tolerance bound on D (coverage
+a row whose token flipped (0 without a flip), the margin the near-tie rule judges: the larger
+arm's gap between the two flipped tokens. atol is an upper tolerance bound on D (coverage
 0.99 of the inputs' population at confidence 0.95), rtol is 0, and near_tie is the larger of
 2 * atol (the derived rule) and the same bound on F.
 
