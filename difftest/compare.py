@@ -227,6 +227,9 @@ class Comparison:
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
     # drafted there (a draft-length difference, not a token flip).
     draft_length_blocks: int = 0
+    # Aligned blocks where either arm drafted a row: the set draft-length differences are
+    # counted over (a block one arm drafted with k=0 is here but not in blocks_compared).
+    blocks_drafted: int = 0
     draft_length_rows_a: int = 0
     draft_length_rows_b: int = 0
     # Rows of compared blocks left out because an earlier row of a sequential block flipped.
@@ -679,6 +682,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
+        blocks_drafted=int(np.unique(rows.step).size),
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),

@@ -92,6 +92,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "rows_context_diverged": c.rows_context_diverged if c else 0,
         "draft_length_differences": {
             "blocks": c.draft_length_blocks if c else 0,
+            "of_blocks": c.blocks_drafted if c else 0,  # either arm drafted (the denominator)
             "rows_a": c.draft_length_rows_a if c else 0,
             "rows_b": c.draft_length_rows_b if c else 0},
         "coverage_gaps": [asdict(g) for g in c.coverage_gaps] if c else [],
