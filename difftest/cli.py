@@ -589,7 +589,7 @@ def calibrate(
     from difftest.calibrate import calibrate as run
     from difftest.config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
     cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
     typer.echo("\n".join(cal.summary()))
     raise typer.Exit(int(cal.exit_code))

@@ -102,6 +102,13 @@ class RowTable:
     # bool: a difference the printed resolution cannot place above or below the tolerance
     # (neither counted nor shown to agree)
     logit_unresolved: np.ndarray
+    # the largest difference the print makes certain (difftest.tolerance.resolved_difference):
+    # what a tolerance is judged by; nan where abs_logit_diff is
+    resolved_logit_diff: np.ndarray
+    # per arm: the margin between the two flipped tokens that the near-tie rule judges
+    # (`flip_margins`; the top-1/top-2 margin where it is not known), nan where not traced
+    flip_margin_a: np.ndarray
+    flip_margin_b: np.ndarray
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -376,6 +383,7 @@ class _Judged:
     values: np.ndarray
     beyond: np.ndarray
     nonfinite_both: np.ndarray
+    resolved: np.ndarray
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
@@ -393,7 +401,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
                    joined("unresolved"), joined("one_quantum"),
                    joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"))
+                   joined("nonfinite_both"), joined("resolved"))
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -434,6 +442,7 @@ class _Logits:
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
     judged: _Judged | None = None  # per pair of logit rows (the rows in `both`)
+    resolved: np.ndarray | None = None  # per row, as RowTable.resolved_logit_diff
     # per row and arm: that arm's logit of its own token minus its logit of the other arm's
     # token (the margin a flip between the two had to cross; see _flip_margins), nan where the
     # arm traced no logits there (None: no logits at all)
@@ -526,6 +535,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     digits = (_digits(a), _digits(b))
     judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
     abs_diff[both] = judged.diff
+    resolved = np.full(n, np.nan)
+    resolved[both] = judged.resolved
     differs[both] = judged.differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
@@ -545,7 +556,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged, flip_a, flip_b)
+                   both, judged, resolved, flip_a, flip_b)
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
@@ -615,6 +626,13 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     return after
 
 
+def flip_margins(lg: _Logits) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and arm, the margin the near-tie rule judges a flip on: the gap between the two
+    flipped tokens, or the top-1/top-2 margin where that gap was not computed."""
+    return (lg.flip_a if lg.flip_a is not None else lg.margin_a,
+            lg.flip_b if lg.flip_b is not None else lg.margin_b)
+
+
 def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
                drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
@@ -628,8 +646,7 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     status[flipped] = DIFFER
     # a near-tie is judged on the margin between the two flipped tokens in each arm, not on
     # the arm's top-1/top-2 margin: the other token may sit far below the second
-    flip_a = lg.flip_a if lg.flip_a is not None else lg.margin_a
-    flip_b = lg.flip_b if lg.flip_b is not None else lg.margin_b
+    flip_a, flip_b = flip_margins(lg)
     status[flipped & near_tie_rows(flip_a, flip_b, near_tie)] = NEAR_TIE
     status[rows.has_a & ~rows.has_b] = UNMATCHED_A
     status[rows.has_b & ~rows.has_a] = UNMATCHED_B
@@ -690,7 +707,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
                  logit_differs=lg.differs,
                  logit_unresolved=(lg.unresolved if lg.unresolved is not None
-                                   else np.zeros(rows.row.size, dtype=bool)) & compared),
+                                   else np.zeros(rows.row.size, dtype=bool)) & compared,
+                 resolved_logit_diff=(lg.resolved if lg.resolved is not None
+                                      else np.full(rows.row.size, np.nan)),
+                 flip_margin_a=flip_margins(lg)[0], flip_margin_b=flip_margins(lg)[1]),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table,
@@ -859,7 +879,9 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         status=np.full(n, status, dtype=np.int8), margin_a=nan, margin_b=nan.copy(),
                         logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
                         logit_differs=np.zeros(n, dtype=bool),
-                        logit_unresolved=np.zeros(n, dtype=bool))
+                        logit_unresolved=np.zeros(n, dtype=bool),
+                        resolved_logit_diff=nan.copy(), flip_margin_a=nan.copy(),
+                        flip_margin_b=nan.copy())
 
     parts += [block_rows(a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
               block_rows(b, blocks_b, al.unmatched_b, False, UNMATCHED_B)]

@@ -41,7 +41,8 @@ from difftest.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
 from difftest.plan import self_pair as self_pair  # re-exported for callers of the old home
 from difftest.plan import spec_from
 from difftest.rules import OVERRIDES, OverrideKeywords, Overrides
-from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
+from difftest.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
+                                 resolve_tolerance)
 
 
 @dataclass(frozen=True)
@@ -229,24 +230,31 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
                            str(o.trace_path))
                  for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
+    over = set(spec.overridden)
     try:
-        source = resolve_tolerance(spec.tolerance, spec.atol, spec.rtol,
-                                   (arms[0], arms[1]), (a.name, b.name))
+        source = (None if {"atol", "rtol"} <= over else
+                  resolve_tolerance(spec.tolerance, spec.atol, spec.rtol, (arms[0], arms[1]),
+                                    (a.name, b.name)))
     except ThresholdError as exc:
         raise UsageError(f"comparison {spec.name}: {exc}") from None
     if spec.thresholds and not spec.threshold_origin:
         raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
                          f"not exist yet; run `difftest calibrate -c {spec.name}` first")
     if spec.threshold_origin:
-        near = f", near_tie {spec.near_tie:g}" if spec.near_tie is not None else ""
-        return spec.atol, spec.rtol, [f"thresholds: atol {spec.atol:g}, rtol {spec.rtol:g}"
-                                      f"{near} from {spec.threshold_origin}"]
-    if source is None:
-        if spec.atol or spec.rtol:
-            return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
-                                                 "the comparison's atol/rtol").describe()]
-        return spec.atol, spec.rtol, []
-    return source.atol, source.rtol, [source.describe()]
+        base = Source(spec.atol, spec.rtol, spec.threshold_origin)
+    elif source is not None:
+        base = source
+    else:
+        base = Source(spec.atol, spec.rtol, "the comparison's atol/rtol")
+    atol = spec.atol if "atol" in over else base.atol
+    rtol = spec.rtol if "rtol" in over else base.rtol
+    near = (("near_tie", spec.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
+    values = [("atol", atol), ("rtol", rtol), *near]
+    if (spec.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
+            and not (atol or rtol)):
+        return atol, rtol, []  # bitwise, the default: nothing to say
+    return atol, rtol, [credited([(k, v, OVERRIDES if k in over else base.origin)
+                                  for k, v in values if v is not None])]
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,

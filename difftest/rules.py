@@ -79,8 +79,12 @@ class Overrides:
         """The spec with these values set, checked by the rules a config file's values meet:
         the one check of an override (a string or a number of any size, never a bare
         ValueError)."""
+        given = self.given()
+        # the tolerance keys set here outrank a dtype table or a thresholds file (config)
+        said = tuple(k for k in ("atol", "rtol", "near_tie") if k in given)
         try:
-            return replace(spec, **self.given())  # type: ignore[arg-type]  # checked by __post_init__
+            return replace(spec, overridden=(*spec.overridden, *said),
+                           **given)  # type: ignore[arg-type]  # checked by __post_init__
         except InvalidValue as exc:
             raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
 
