@@ -577,11 +577,12 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
         return np.where(hit.any(axis=1), got, np.nan)
 
     own_v, other_v = value_of(own[sel]), value_of(other[sel])
-    with np.errstate(all="ignore"):
-        last = np.nanmin(np.where(listed, vals, np.nan), axis=1)
+    last = np.min(np.where(listed & ~np.isnan(vals), vals, np.inf), axis=1)
     # the other token unlisted: its value is at most the last listed one, so the gap is at
     # least own - last (a lower bound; the logit comparison sees a larger drop as a difference)
-    gap = np.where(np.isnan(other_v), own_v - last, np.abs(own_v - other_v))
+    with np.errstate(invalid="ignore"):
+        below = np.where(np.isinf(last), np.nan, own_v - last)
+        gap = np.where(np.isnan(other_v), below, np.abs(own_v - other_v))
     gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
     # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
     out[sel] = np.where(arm.logits.width[at[sel]] < 2, np.nan, gap)

@@ -210,7 +210,7 @@ def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
         finite = np.isfinite(o_vals)
         has = finite.any(axis=1)
         last = np.full(o_vals.shape[0], np.inf)
-        last[has] = np.nanmin(np.where(finite, o_vals, np.nan)[has], axis=1)
+        last[has] = np.min(np.where(finite, o_vals, np.inf)[has], axis=1)
 
         def coarsest(q: np.ndarray) -> np.ndarray:
             return np.asarray(np.max(np.where(np.isfinite(q), q, 0.0), axis=1, initial=0.0))
