@@ -147,6 +147,8 @@ def test_bf16_draft_keeps_faults_and_capture(tmp_path: Path) -> None:
     def capture(options: RunnerOptions, name: str) -> Path:
         result = run(options, 1, capture=at, capture_dir=tmp_path / name)
         assert sum(line.startswith("[spec-act]") for line in result.lines) == len(order)
+        # the block logits come back widened, so selection and noise run in float32
+        assert all(r.logits.dtype == torch.float32 for r in result.records)
         return tmp_path / name
 
     clean = capture(base, "clean")
