@@ -6,7 +6,8 @@ gate on it.
 Acceptance decays by position (the first draft survives far more often than the last), so a
 single mean hides where it fell: the gate judges every position. A verify's accepted count is
 all a level-1 trace needs (`acc=` of each `[SPECTRACE]` line); verifies that drafted nothing
-(`k=0`) are not drafted blocks and are left out.
+(`k=0`) are not drafted blocks and are left out. A verify's depth is bounded by the drafts its
+line lists (`counts_of`), never by its header's `k=` alone.
 
 The gate, at each position j with the one-sided level alpha / J (Bonferroni over the J
 positions, so the whole gate keeps alpha):
@@ -33,7 +34,7 @@ import numpy as np
 from difftest.clustered import (ClusteredRate, ClusterSums,
                                 paired_difference, rate_of, t_quantile)
 from difftest.config import AcceptanceGate
-from difftest.kinds import VerdictKind
+from difftest.kinds import Instrument, VerdictKind
 from difftest.model import ArmTrace
 from difftest.verdict import Verdict
 
@@ -50,13 +51,20 @@ class AcceptanceCounts:
 
 
 def counts_of(trace: ArmTrace) -> AcceptanceCounts:
-    """The drafted verifies of a trace (k > 0), as the instrument counts them."""
+    """The drafted verifies of a trace, as the instrument counts them.
+
+    A verify's depth is the drafts its line lists, capped by its `k=`: `k` is one number in a
+    header the parser reports (not refuses) when it disagrees with the list, and the
+    per-position loops run to the deepest depth, so a hostile `k=1000000000` beside four ids
+    must cost four positions, not a billion."""
     v = trace.verifies
-    drafted = v.k > 0
+    listed = np.diff(v.draft_off).astype(np.int64)
+    depth = np.minimum(v.k.astype(np.int64), listed)
+    drafted = depth > 0
     names = np.asarray(trace.requests, dtype=object)
     label = (names[v.req[drafted]] if len(trace.requests) else np.zeros(0, dtype=object))
-    return AcceptanceCounts(label.astype(str), v.k[drafted].astype(np.int64),
-                   np.minimum(v.acc[drafted], v.k[drafted]).astype(np.int64))
+    return AcceptanceCounts(label.astype(str), depth[drafted],
+                            np.minimum(v.acc[drafted].astype(np.int64), depth[drafted]))
 
 
 @dataclass(frozen=True)
@@ -273,6 +281,6 @@ def combine(verdict: Verdict, report: AcceptanceReport | None,
         kind = VerdictKind.UNINFORMATIVE
     instruments = verdict.instruments
     if report.verdict is not VerdictKind.UNINFORMATIVE:
-        instruments = (*instruments, "acceptance")
+        instruments = (*instruments, Instrument.ACCEPTANCE)
     return replace(verdict, verdict=kind, instruments=instruments,
                    reasons=(*verdict.reasons, *report.reasons))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from difftest.kinds import AlignMode
 from difftest.model import ArmTrace
 
 POS_BITS = 40  # positions below 2**40; requests below 2**23 in a composite int64 key
@@ -53,7 +54,7 @@ class Alignment:
     steps); `req`/`pos` name the pair. Unmatched and diverged steps keep their own index arrays.
     """
 
-    mode: str  # "position" (keyed by req, pos) or "ordinal" (proposing-step order)
+    mode: AlignMode  # keyed by (req, pos), or by proposing-step order
     requests: tuple[str, ...]  # unified names; `req` arrays index this list
     req: np.ndarray
     pos: np.ndarray
@@ -215,7 +216,7 @@ def _align_positions(a: ArmTrace, b: ArmTrace, forced: bool = False) -> Alignmen
     order = np.argsort(a.verifies.line[a_idx[keep]])  # line numbers are unique
     d_order = np.argsort(a_idx[diverged])  # pairs stay pairs
     return Alignment(
-        mode="position", requests=tuple(names), coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
+        mode=AlignMode.POSITION, requests=tuple(names), coverage_gaps=_coverage_gaps(a, ca, b, cb, names),
         req=req_of[keep][order], pos=pos_of[keep][order],
         a_index=a_idx[keep][order], b_index=b_idx[keep][order],
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
@@ -232,6 +233,6 @@ def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:
              "proposing steps, which is only sound for a single request, and only the first "
              "proposing row of each step is known"]
     return Alignment(
-        mode="ordinal", requests=("",), req=np.zeros(n, np.int64), pos=np.arange(n, dtype=np.int64),
+        mode=AlignMode.ORDINAL, requests=("",), req=np.zeros(n, np.int64), pos=np.arange(n, dtype=np.int64),
         a_index=pa[:n], b_index=pb[:n], unmatched_a=pa[n:], unmatched_b=pb[n:],
         diverged_a=np.zeros(0, np.int64), diverged_b=np.zeros(0, np.int64), notes=tuple(notes))

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Unpack
 
 from difftest.audit import TraceAudit, audit_trace
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.errors import ExitCode, UsageError
 from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
-from difftest.kinds import Expect
-from difftest.kinds import DraftingKind
 from difftest.model import ArmTrace
-from difftest.pipeline import (OVERRIDES, ComparisonReport, Evidence, NoiseReport,
-                               evidence_of, judge_traces, rejudge_run, run_noise, with_overrides)
+from difftest.pipeline import (ComparisonReport, Evidence, NoiseReport, judge_traces,
+                               rejudge_run, run_noise)
 from difftest.pipeline import run_comparison as _run_comparison
+from difftest.plan import RunOptions, evidence_of
+from difftest.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
+                            split_keywords)
 from difftest.report import bisect_report, rundir
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
@@ -29,8 +31,8 @@ from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
 
-__all__ = ["AuditReport", "audit", "check", "compare_arms", "compare_traces", "export_csv",
-           "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
+__all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
+           "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
            "run_comparison"]
 
 
@@ -64,57 +66,51 @@ def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
     return ComparisonSpec(name=f"{arm_a}-vs-{arm_b}", arm_a=arm_a, arm_b=arm_b)
 
 
-def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
-                   progress: bool | None = None,
-                   cache_dir: Path | None = None,
-                   until_decided: int | None = None) -> ComparisonReport:
+def run_comparison(config: Config, spec: ComparisonSpec, *,
+                   options: RunOptions | None = None,
+                   **keywords: Unpack[RunKeywords]) -> ComparisonReport:
     """Run both arms of a comparison, judge them, and write report.json, report.md and
-    diff.csv into the run directory. `until_decided`: run both arms again until the
-    sequential acceptance test decides, at most this many times each (difftest.sequential)."""
-    if until_decided is not None:
-        design_of(spec, until_decided)  # refused before anything runs
+    diff.csv into the run directory. `until_decided` (an option): run both arms again until
+    the sequential acceptance test decides, at most this many times each
+    (difftest.sequential)."""
+    opts = run_options(keywords, options)
+    if opts.until_decided is not None:
+        design_of(spec, opts.until_decided)  # refused before anything runs
         # the sequential test takes the place of the fixed-sample acceptance gate
         report = continue_until_decided(
             config, spec, _run_comparison(config, replace(spec, acceptance=None),
-                                          run_root=run_root, progress=progress,
-                                          cache_dir=cache_dir),
-            until_decided, progress=progress, cache_dir=cache_dir)
+                                          run_root=opts.run_root, progress=opts.progress,
+                                          cache_dir=opts.cache),
+            opts.until_decided, progress=opts.progress, cache_dir=opts.cache)
     else:
-        report = _run_comparison(config, spec, run_root=run_root, progress=progress,
-                                 cache_dir=cache_dir)
+        report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
+                                 cache_dir=opts.cache)
     rundir.write_comparison(report)
     return report
 
 
+class CompareKeywords(OverrideKeywords, RunKeywords, total=False):
+    """`compare_arms`' keywords: the overrides and how the arms run."""
+
+
 def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
                  comparison: str | None = None, config: ConfigLike = None,
-                 expect: Expect | str | None = None, near_tie: float | None = None,
-                 atol: float | None = None, min_differing: int | None = None,
-                 drafting: DraftingKind | str | None = None,
-                 run_root: Path | None = None, progress: bool | None = None,
-                 cache_dir: Path | None = None, rtol: float | None = None,
-                 noise_runs: int | None = None,
-                 teacher_force: bool | None = None,
-                 until_decided: int | None = None) -> ComparisonReport:
+                 overrides: Overrides | None = None, options: RunOptions | None = None,
+                 **keywords: Unpack[CompareKeywords]) -> ComparisonReport:
     """Run two configured arms (or a configured comparison) and judge what they drafted.
-    `teacher_force`: run B on A's committed stream (difftest.force). `until_decided`: see
-    `run_comparison`."""
+    `overrides` (or their keywords: expect, near_tie, atol, rtol, min_differing, drafting,
+    noise_runs, teacher_force) over the configured values; `teacher_force`: run B on A's
+    committed stream (difftest.force); `until_decided`: see `run_comparison`."""
     cfg = _config(config)
-    spec = with_overrides(resolve_spec(cfg, arm_a, arm_b, comparison),
-                          expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol, noise_runs=noise_runs,
-                          drafting=drafting, teacher_force=teacher_force)
-    return run_comparison(cfg, spec, run_root=run_root, progress=progress, cache_dir=cache_dir,
-                          until_decided=until_decided)
+    given, opts = split_keywords(keywords, overrides, options)
+    spec = given.apply(resolve_spec(cfg, arm_a, arm_b, comparison))
+    return run_comparison(cfg, spec, options=opts)
 
 
 def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str | None = None,
-                   config: ConfigLike = None, expect: Expect | str | None = None,
-                   near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None,
-                   rtol: float | None = None,
-                   drafting: DraftingKind | str | None = None,
-                   line_prefix: str | None = None) -> ComparisonReport:
+                   config: ConfigLike = None, overrides: Overrides | None = None,
+                   line_prefix: str | None = None,
+                   **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge two captured traces; nothing is run, nothing is written. The audit thresholds come
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
     needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
@@ -130,30 +126,71 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
-    spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol, drafting=drafting)
+    spec = Overrides.of(keywords, overrides).apply(spec)
     return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
 
 
-def rejudge(run_dir: Path | str, *, expect: Expect | str | None = None,
-            near_tie: float | None = None, atol: float | None = None,
-            min_differing: int | None = None, rtol: float | None = None,
-            drafting: DraftingKind | str | None = None,
-            comparison: str | None = None) -> ComparisonReport:
+@dataclass(frozen=True)
+class Traces:
+    """Two captured traces to judge instead of running arms, and a line prefix they carry."""
+
+    a: Path | str | None = None
+    b: Path | str | None = None
+    line_prefix: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.a is not None or self.b is not None
+
+
+def compare(arm_a: str | None = None, arm_b: str | None = None, *,
+            traces: Traces | None = None, comparison: str | None = None,
+            config: ConfigLike = None, overrides: Overrides | None = None,
+            options: RunOptions | None = None) -> ComparisonReport:
+    """`difftest compare`: two captured traces judged (`traces`), else two arms run and judged;
+    what needs arms (a noise floor, teacher forcing) is refused with traces, what belongs to
+    traces (a line prefix) with arms."""
+    given = overrides or Overrides()
+    traces = traces or Traces()
+    if traces.given:
+        if traces.a is None or traces.b is None:
+            raise UsageError("--trace-a and --trace-b go together")
+        if arm_a or arm_b:
+            raise UsageError("give either --trace-a/--trace-b or arms, not both")
+        if given.noise_runs:
+            raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
+        if given.teacher_force:
+            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
+                             "not traces")
+        if options is not None and options.until_decided is not None:
+            raise UsageError("--until-decided runs the arms again: it needs arms, not traces")
+        # a comparison supplies its expectations, toggle and its arms' evidence
+        return compare_traces(traces.a, traces.b, comparison=comparison, config=config,
+                              overrides=given, line_prefix=traces.line_prefix)
+    if traces.line_prefix is not None:
+        raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
+                         "line_prefix in its config table")
+    return compare_arms(arm_a, arm_b, comparison=comparison, config=config, overrides=given,
+                        options=options)
+
+
+def rejudge(run_dir: Path | str, *, comparison: str | None = None,
+            overrides: Overrides | None = None,
+            **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides); a run of
-    several comparisons (`check`, `probe`) needs `comparison`, by name (`NAME/MUTATION` for a
-    probed mutation)."""
-    return rejudge_run(Path(run_dir), expect=expect,
-                       near_tie=near_tie, atol=atol, min_differing=min_differing, rtol=rtol,
-                       drafting=drafting, comparison=comparison)
+    several comparisons (`check`, `probe`, `noise`) needs `comparison`, by name
+    (`NAME/MUTATION` for a probed mutation)."""
+    return rejudge_run(Path(run_dir), comparison=comparison,
+                       overrides=Overrides.of(keywords, overrides))
 
 
-def noise(arm: str, *, runs: int = 3, config: ConfigLike = None, run_root: Path | None = None,
-          progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
+def noise(arm: str, *, runs: int = 3, config: ConfigLike = None,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `runs` times and measure its A/A noise floor; writes noise.json into the
     run directory."""
-    report = run_noise(_config(config), arm, runs, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir)
+    opts = run_options(keywords, options)
+    report = run_noise(_config(config), arm, runs, run_root=opts.run_root,
+                       progress=opts.progress, cache_dir=opts.cache)
     rundir.write_noise(report)
     return report
 
@@ -181,35 +218,35 @@ def export_html(report: ComparisonReport, path: Path) -> None:
     rundir.write_comparison_html(report, path)
 
 
-def check(config: ConfigLike = None, *, only: list[str] | None = None,
-          run_root: Path | None = None, probes: bool = True, progress: bool | None = None,
-          junit: Path | None = None, markdown: Path | None = None,
-          html: Path | None = None, cache_dir: Path | None = None,
-          jobs: int | None = None) -> CheckResult:
+def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: bool = True,
+          junit: Path | None = None, markdown: Path | None = None, html: Path | None = None,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
     caps how many arms run at once (default: see gate.job_limits)."""
     cfg = _config(config)
+    opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
-    result = run_check(cfg, only, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir, probes=probes, jobs=jobs)
+    result = run_check(cfg, only, run_root=opts.run_root, progress=opts.progress,
+                       cache_dir=opts.cache, probes=probes, jobs=opts.jobs)
     rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
 
 
 def probe(arm_a: str | None = None, arm_b: str | None = None, *,
           comparison: str | None = None, mutations: list[str] | None = None,
-          config: ConfigLike = None, run_root: Path | None = None,
-          progress: bool | None = None, cache_dir: Path | None = None) -> ProbeReport:
+          config: ConfigLike = None, options: RunOptions | None = None,
+          **keywords: Unpack[RunKeywords]) -> ProbeReport:
     """Break arm B on purpose and check that the comparison notices. Writes the baseline's
     reports and probe.json into the run directory."""
     cfg = _config(config)
+    opts = run_options(keywords, options)
     if comparison is None and (arm_a is None or arm_b is None):
         raise UsageError("name both arms (--arm-a NAME --arm-b NAME) or a --comparison")
     spec = (cfg.comparison(comparison) if comparison is not None
             else resolve_spec(cfg, arm_a, arm_b, None))
-    result = run_probe(cfg, spec, mutations or None, run_root=run_root, progress=progress,
-                       cache_dir=cache_dir)
+    result = run_probe(cfg, spec, mutations or None, run_root=opts.run_root,
+                       progress=opts.progress, cache_dir=opts.cache)
     rundir.write_probe(result)
     return result
 
@@ -249,33 +286,62 @@ def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
 
 
+class BisectKeywords(RunKeywords, total=False):
+    """`bisect`'s keywords besides its ends: how arms run at each commit, the per-commit test
+    (difftest.bisect.evidence.Sequential) and how the arms run."""
+
+    mode: Mode | str
+    baseline: str | None
+    flake_rate: float
+    error_rate: float
+    max_runs: int
+
+
 def bisect(comparison: str | None = None, *, good: str | None = None, bad: str | None = None,
-           config: ConfigLike = None, mode: Mode | str = Mode.WITHIN,
-           baseline: str | None = None, repo: Path | str | None = None,
-           flake_rate: float = 0.0, error_rate: float = 0.01, max_runs: int = 15,
-           jobs: int | None = None, run_root: Path | None = None,
-           progress: bool | None = False, cache_dir: Path | None = None,
-           resume: Path | str | None = None) -> BisectResult:
+           config: ConfigLike = None, repo: Path | str | None = None,
+           resume: Path | str | None = None, options: RunOptions | None = None,
+           **keywords: Unpack[BisectKeywords]) -> BisectResult:
     """The first commit between `good` and `bad` at which the comparison fails its expectation
     (or, with `resume`, continue a bisect from its directory). Writes bisect.json, bisect.md and
     bisect.html into the bisect's directory."""
+    from difftest.bisect.engine import Ends
+    from difftest.bisect.evidence import Sequential
+
+    search: dict[str, object] = {"mode": Mode.WITHIN, "baseline": None, "flake_rate": 0.0,
+                                 "error_rate": 0.01, "max_runs": 15}
+    # the API draws no progress unless asked (RunOptions passed whole say so themselves)
+    run: dict[str, object] = {"progress": False} if options is None else {}
+    for key, value in keywords.items():
+        (search if key in search else run)[key] = value
+    opts = run_options(run, options)
     if resume is not None:
         if comparison is not None or good is not None or bad is not None:
             raise UsageError("--resume continues a bisect as it was planned: give no "
                              "comparison, --good or --bad with it")
-        result = resume_bisect(Path(resume), jobs=jobs, progress=progress)
+        result = resume_bisect(Path(resume), jobs=opts.jobs, progress=opts.progress)
     else:
         if comparison is None or good is None or bad is None:
             raise UsageError("a bisect needs a comparison (-c NAME), --good REF and --bad REF "
                              "(or --resume DIR)")
         try:
-            how = Mode(mode)
+            how = Mode(str(search["mode"]))
         except ValueError:
-            raise UsageError(f"--mode must be within or against, got {mode!r}") from None
-        result = start_bisect(_config(config), comparison, good=good, bad=bad, mode=how,
-                              baseline=baseline, repo=Path(repo) if repo is not None else None,
-                              flake_rate=flake_rate, error_rate=error_rate, max_runs=max_runs,
-                              jobs=1 if jobs is None else jobs, run_root=run_root,
-                              progress=progress, cache_dir=cache_dir)
+            raise UsageError(f"--mode must be within or against, got {search['mode']!r}") from None
+        test = Sequential(search["flake_rate"], search["error_rate"],  # type: ignore[arg-type]
+                          search["max_runs"])  # type: ignore[arg-type]
+        baseline = search["baseline"]
+        ends = Ends(good, bad, how, str(baseline) if baseline is not None else None,
+                    Path(repo) if repo is not None else None)
+        result = start_bisect(_config(config), comparison, ends, test, opts)
     bisect_report.write_all(result)
     return result
+
+
+def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
+    """The checkout cache a command uses: `cache` when given (no config is read), else the
+    config's [defaults] cache, else $DIFFTEST_CACHE, else ~/.cache/difftest."""
+    from difftest.worktree import default_cache_dir
+
+    if cache is not None:
+        return Path(cache)
+    return _config(config).defaults.cache or default_cache_dir()

@@ -77,6 +77,27 @@ def check_target(path: Path, *, reads: Iterable[Path] = (), inside: Path | None 
             raise RefusedOutput(f"{path}: leads outside the run directory {inside}")
 
 
+def check_writable(path: Path) -> None:
+    """Refuse (RefusedOutput) now a target the writer could not create later: checked as
+    `check_target` does, then its nearest existing folder must be a folder that takes a new file
+    (tried by creating and removing one temp file there; folders still missing are made by the
+    writer). For a result that takes a long run to produce."""
+    path = Path(path)
+    check_target(path)
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise RefusedOutput(f"{path}: cannot be written: {folder} is not a folder")
+    try:
+        fd, tmp = _exclusive_temp(folder, path.name)
+    except OSError as exc:
+        raise RefusedOutput(f"{path}: cannot be written: {folder}: "
+                            f"{exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 @contextmanager
 def atomic_output(path: Path, *, make_parents: bool = True, reads: Iterable[Path] = (),
                   inside: Path | None = None) -> Iterator[IO[bytes]]:
@@ -92,7 +113,10 @@ def atomic_output(path: Path, *, make_parents: bool = True, reads: Iterable[Path
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     check_target(path, reads=reads, inside=inside)
-    fd, tmp = _exclusive_temp(path.parent, path.name)
+    try:
+        fd, tmp = _exclusive_temp(path.parent, path.name)
+    except OSError as exc:  # the temp file's name means nothing to the reader: name the target
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from difftest.config import AuditThresholds
+from difftest.kinds import AuditVerdict
 from difftest.model import ArmTrace
 from difftest.resolution import resolution
 
@@ -96,7 +97,7 @@ class TraceAudit:
     logit_spread: float | None  # max - min of every finite traced logit
     tokens_informative: bool
     logits_informative: bool
-    verdict: str
+    verdict: AuditVerdict
     reasons: list[str] = field(default_factory=list)
     token_blind_reasons: list[str] = field(default_factory=list)  # why tokens cannot fail
     logit_blind_reasons: list[str] = field(default_factory=list)  # why logits cannot fail
@@ -110,7 +111,7 @@ class TraceAudit:
 
     @property
     def informative(self) -> bool:
-        return self.verdict == "informative"
+        return self.verdict is AuditVerdict.INFORMATIVE
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -267,7 +268,8 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         min_margin=tokens.min_margin, median_margin=tokens.median_margin,
         blind_radius_min=tokens.blind_radius_min, blind_radius_median=tokens.blind_radius_median,
         logits_vary=logits_vary, logit_spread=spread, tokens_informative=tokens.informative,
-        logits_informative=logits_vary, verdict="informative" if informative else "uninformative",
+        logits_informative=logits_vary,
+        verdict=AuditVerdict.INFORMATIVE if informative else AuditVerdict.UNINFORMATIVE,
         reasons=reasons, token_blind_reasons=tokens.blind_reasons,
         logit_blind_reasons=logit_blind, findings=len(trace.findings),
         skipped_lines=trace.lines_skipped,

@@ -3,7 +3,8 @@ known-wrong arm from a harmless one.
 
 The pair is run on each of the comparison's `calibration_inputs` (never its `gate_input`) and
 compared bitwise. Per input i, D_i is the largest logit difference and F_i the largest margin of
-a row whose token flipped (0 without a flip). atol is an upper tolerance bound on D (coverage
+a row whose token flipped (0 without a flip), the margin the near-tie rule judges: the larger
+arm's gap between the two flipped tokens. atol is an upper tolerance bound on D (coverage
 0.99 of the inputs' population at confidence 0.95), rtol is 0, and near_tie is the larger of
 2 * atol (the derived rule) and the same bound on F.
 
@@ -17,11 +18,14 @@ bounded by 2 * ln(100) * S / chi2_{2n}(0.05). For n = 3 that is 16.9 times the m
 multiplier reported is the bound over the largest D.
 
 Then each of the comparison's probes (mutations of arm B) runs on the same inputs. A gate
-catches a probe by a logit difference above atol or by a flip whose margin reaches near_tie, so
-a probe's strength on one input is the larger of (its largest logit difference / atol) and (its
-largest flip margin / near_tie); the separation is the smallest strength over probes and
-inputs. Below 1 the gate cannot tell benign from wrong: nothing is written and the exit code is
-3 (uninformative).
+catches a probe by a logit difference above atol or by a flip whose margin reaches near_tie, and
+it judges a printed difference by what the print makes certain, the difference minus the arms'
+half quanta (`difftest.tolerance.resolved_difference`, the same function). So a probe's strength
+on one input is the larger of (its largest certain logit difference / atol) and (its largest
+flip margin / near_tie); the separation is the smallest strength over probes and inputs. The
+file is written only when the gate, by those rules, catches every probe on every input
+(separation at least 1, and no certain difference exactly at atol); otherwise nothing is written
+and the exit code is 3 (uninformative).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.atomic import write_text_atomic
+from difftest.atomic import check_writable, write_text_atomic
 from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, ExitCode, UsageError
@@ -114,24 +118,42 @@ def _nonparametric_n(coverage: float, confidence: float) -> int:
 
 @dataclass(frozen=True)
 class ProbeSeparation:
-    """One probe on each input: its largest logit difference (inf: a compared row shared no
-    id) and the largest margin of a row it flipped (0: none flipped)."""
+    """One probe on each input: its largest printed logit difference, the largest difference
+    that print makes certain (what a tolerance is judged by, `difftest.tolerance`; inf: a
+    compared row shared no id), and the largest margin of a row it flipped (0: none flipped)."""
 
     mutation: str
     differences: tuple[float, ...]
     flip_margins: tuple[float, ...]
+    resolved: tuple[float, ...]
 
     @property
     def weakest(self) -> float:
         return min(self.differences)
 
+    def _per_input(self, atol: float, near_tie: float) -> list[tuple[float, bool]]:
+        """Per input: how far past the thresholds the probe is, and whether the gate catches it
+        there. By the gate's rules: a logit difference counts when what the print makes certain
+        is above atol (bitwise, any printed difference counts), and a flip is no near-tie when
+        its margin reaches near_tie."""
+        out = []
+        for d, r, f in zip(self.differences, self.resolved, self.flip_margins, strict=True):
+            if atol > 0:
+                logit, by_logit = r / atol, r > atol
+            else:
+                logit, by_logit = (math.inf, True) if d > 0 else (0.0, False)
+            flip = math.inf if near_tie == 0.0 and f > 0 else (f / near_tie if near_tie else 0.0)
+            out.append((max(logit, flip), by_logit or flip >= 1.0))
+        return out
+
     def strength(self, atol: float, near_tie: float) -> float:
-        """How far past the thresholds the probe is on its weakest input: a gate catches it by a
-        logit difference above atol or by a flip with a margin at or above near_tie."""
-        def ratio(x: float, t: float) -> float:
-            return math.inf if t == 0.0 and x > 0 else (x / t if t > 0 else 0.0)
-        return min(max(ratio(d, atol), ratio(f, near_tie))
-                   for d, f in zip(self.differences, self.flip_margins, strict=True))
+        """How far past the thresholds the probe is on its weakest input."""
+        return min(s for s, _ in self._per_input(atol, near_tie))
+
+    def caught(self, atol: float, near_tie: float) -> bool:
+        """Whether the gate, at these thresholds, catches the probe on every input (a certain
+        difference exactly at atol is no difference: the gate counts only those above it)."""
+        return all(c for _, c in self._per_input(atol, near_tie))
 
 
 @dataclass(frozen=True)
@@ -161,11 +183,16 @@ class Calibration:
         return min(self.probes, key=lambda p: p.strength(self.atol.value, self.near_tie)).mutation
 
     @property
+    def caught(self) -> bool:
+        """Every probe fails the gate at these thresholds, on every input."""
+        return bool(self.probes) and all(p.caught(self.atol.value, self.near_tie)
+                                         for p in self.probes)
+
+    @property
     def exit_code(self) -> ExitCode:
         if self.failures:
             return ExitCode.ARM_FAILED
-        s = self.separation
-        return ExitCode.OK if s is not None and s >= 1.0 else ExitCode.UNINFORMATIVE
+        return ExitCode.OK if self.caught else ExitCode.UNINFORMATIVE
 
     def summary(self) -> list[str]:
         lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "
@@ -178,18 +205,21 @@ class Calibration:
                      f"{self.atol.method}), rtol 0, near_tie {self.near_tie:.3g}")
         for p in self.probes:
             lines.append(f"  - probe {p.mutation}: logit differences "
-                         + ", ".join(f"{d:.3g}" for d in p.differences) + "; flip margins "
+                         + ", ".join(f"{d:.3g}" for d in p.differences) + " (certain "
+                         + ", ".join(f"{r:.3g}" for r in p.resolved) + "); flip margins "
                          + ", ".join(f"{f:.3g}" for f in p.flip_margins)
                          + f" (x{p.strength(self.atol.value, self.near_tie):.3g} the thresholds)")
         s = self.separation
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
                          "measured; nothing written (exit 3). Name mutations in `probe`.")
-        elif s < 1.0:
+        elif not self.caught:
             weakest = self.weakest_probe
-            lines.append(f"  - separation {s:.3g} < 1: on some input probe {weakest} stays within "
-                         f"atol {self.atol.value:.3g} and near_tie {self.near_tie:.3g}: these "
-                         "thresholds cannot tell benign from wrong; nothing written (exit 3)")
+            lines.append(f"  - separation {s:.3g}{' < 1' if s < 1 else ''}: on some input probe "
+                         f"{weakest} stays within atol {self.atol.value:.3g} and near_tie "
+                         f"{self.near_tie:.3g} (a difference counts only when its printed value "
+                         "minus the arms' half quanta is above atol): these thresholds cannot "
+                         "tell benign from wrong; nothing written (exit 3)")
         else:
             lines.append(f"  - separation {s:.3g} (the weakest probe, on its weakest input, "
                          "over the thresholds)")
@@ -216,12 +246,24 @@ def _largest_diff(c: Comparison) -> float:
     return float(c.max_abs_logit_diff or 0.0)
 
 
+def _largest_resolved(c: Comparison) -> float:
+    """The largest logit difference the print makes certain, over the compared rows (inf as
+    for `_largest_diff`)."""
+    largest = _largest_diff(c)
+    if math.isinf(largest):
+        return math.inf
+    r = c.rows
+    compared = r.compared & ~np.isnan(r.resolved_logit_diff)
+    return float(r.resolved_logit_diff[compared].max()) if compared.any() else 0.0
+
+
 def _flip_margin(c: Comparison) -> float:
     r = c.rows
     flipped = r.status == DIFFER
     if not flipped.any():
         return 0.0
-    margins = np.fmax(r.margin_a[flipped], r.margin_b[flipped])
+    # the margins the near-tie rule judges a flip on (difftest.compare.flip_margins)
+    margins = np.fmax(r.flip_margin_a[flipped], r.flip_margin_b[flipped])
     return float(np.nanmax(margins)) if np.isfinite(margins).any() else math.inf
 
 
@@ -237,6 +279,8 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     if not spec.thresholds:
         raise UsageError(f"comparison {spec.name}: set thresholds = \"FILE.toml\" (where "
                          "calibrate writes them)")
+    if write:  # before the runs: a file that cannot be written would waste every one of them
+        check_writable(Path(spec.thresholds))
     arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
     if not (arm_a.takes_input or arm_b.takes_input):
         raise UsageError(f"comparison {spec.name}: neither arm takes {INPUT_TOKEN} in its "
@@ -253,6 +297,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     margins: list[float] = []
     probe_diffs: dict[str, list[float]] = {m: [] for m in spec.probe}
     probe_flips: dict[str, list[float]] = {m: [] for m in spec.probe}
+    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.probe}
     failures: list[ArmFailure] = []
     for value in spec.calibration_inputs:
         na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
@@ -276,6 +321,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
             else:
                 probe_diffs[mutation].append(_largest_diff(c))
                 probe_flips[mutation].append(_flip_margin(c))
+                probe_resolved[mutation].append(_largest_resolved(c))
     if failures:
         none = Bound(0.0, 1.0, "")
         return Calibration(spec.name, spec.calibration_inputs, (), (), none, 0.0, (), run_dir,
@@ -287,7 +333,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     atol = upper_bound(benign)
     flips = upper_bound(margins).value
     near_tie = max(2.0 * atol.value, flips)
-    probes = tuple(ProbeSeparation(m, tuple(d), tuple(probe_flips[m]))
+    probes = tuple(ProbeSeparation(m, tuple(d), tuple(probe_flips[m]), tuple(probe_resolved[m]))
                    for m, d in probe_diffs.items())
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
                       near_tie, probes, run_dir, None)

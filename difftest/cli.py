@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import io
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
@@ -25,6 +27,8 @@ from difftest.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from difftest.pipeline import ComparisonReport
+    from difftest.plan import RunOptions
+    from difftest.rules import Overrides
 
 class _Group(TyperGroup):
     """The command group with difftest's one error style: every usage error, bad parameter and
@@ -50,7 +54,7 @@ class _Group(TyperGroup):
                 sys.stdout.flush()
                 code = getattr(exc, "exit_code", 0)
         except aborts:
-            _die("interrupted", ExitCode.INTERRUPTED, prefix="difftest: ")
+            _die(*_said(KeyboardInterrupt()))
         except Exception as exc:
             if isinstance(exc, cx.NoArgsIsHelpError):
                 typer.echo(exc.format_message())  # the help text itself
@@ -58,15 +62,15 @@ class _Group(TyperGroup):
             if isinstance(exc, cx.UsageError):
                 ctx = getattr(exc, "ctx", None)
                 where = ctx.command_path if ctx is not None else "difftest"
-                _die(f"{exc.format_message()} (see '{where} --help')", ExitCode.USAGE)
+                _die(f"difftest: error: {exc.format_message()} (see '{where} --help')",
+                     ExitCode.USAGE)
             if isinstance(exc, cx.ClickException):
-                _die(exc.format_message(), ExitCode.USAGE)
+                _die(f"difftest: error: {exc.format_message()}", ExitCode.USAGE)
             if not isinstance(exc, OSError):
                 raise
             # standard output: a full disk, a closed pipe
             _quiet_stdout()
-            where = exc.filename or "standard output"
-            _die(f"cannot write to {where}: {exc.strerror or exc}", ExitCode.USAGE)
+            _die(*_said(exc, stdout=True))
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -95,9 +99,9 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _die(message: str, code: ExitCode, prefix: str = "difftest: error: ") -> NoReturn:
+def _die(line: str, code: ExitCode) -> NoReturn:
     try:
-        typer.echo(prefix + message, err=True)
+        typer.echo(line, err=True)
     except OSError:
         pass
     sys.exit(int(code))
@@ -151,50 +155,55 @@ R = TypeVar("R")
 
 
 def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn difftest errors into a one-line message and the documented exit code."""
+    """Turn what a command raises into its one line and exit code (`_said`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except DifftestError as exc:
-            from difftest.report.text import strip_ansi
-
-            typer.echo(f"difftest: error: {strip_ansi(str(exc))}", err=True)
-            raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            typer.echo("difftest: interrupted", err=True)
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except (typer.Exit, typer.Abort):
             raise
-        except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT) and exc.filename is None:
+        except (Exception, KeyboardInterrupt) as exc:
+            if isinstance(exc, OSError) and exc.filename is None and \
+                    exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT):
                 raise  # standard output itself: the command group says so
-            typer.echo(f"difftest: error: {_os_error(exc)}", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
-        except RecursionError:
-            typer.echo("difftest: error: input nested too deep", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
-        except Exception as exc:
-            # Exit 1 means "differ" and nothing else, so not even a bug in difftest may exit 1.
-            if os.environ.get("DIFFTEST_TRACEBACK"):
-                # the traceback is shown, the exit code stays the one for errors
-                typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
-                raise typer.Exit(int(ExitCode.USAGE)) from None
-            frame = traceback.extract_tb(exc.__traceback__)[-1]
-            typer.echo(f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
-                       f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please "
-                       "report it with the input that caused it (DIFFTEST_TRACEBACK=1 shows "
-                       "the traceback)", err=True)
-            raise typer.Exit(int(ExitCode.USAGE)) from None
+            line, code = _said(exc)
+            typer.echo(line, err=True)
+            raise typer.Exit(int(code)) from None
 
     return wrapper
 
 
+def _said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
+    """The one translation of an error into its line on stderr and its exit code. Exit 1
+    means "differ" and nothing else, so not even a bug in difftest may exit 1. `stdout`: an
+    OSError writing standard output (a full disk, a closed pipe)."""
+    if isinstance(exc, DifftestError):
+        from difftest.report.text import strip_ansi
+
+        return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return "difftest: interrupted", ExitCode.INTERRUPTED
+    if isinstance(exc, OSError):
+        if stdout:
+            where = exc.filename or "standard output"
+            return f"difftest: error: cannot write to {where}: {exc.strerror or exc}", \
+                ExitCode.USAGE
+        return f"difftest: error: {_os_error(exc)}", ExitCode.USAGE
+    if isinstance(exc, RecursionError):
+        return "difftest: error: input nested too deep", ExitCode.USAGE
+    if os.environ.get("DIFFTEST_TRACEBACK"):
+        # the traceback is shown, the exit code stays the one for errors
+        return "".join(traceback.format_exception(exc)).rstrip(), ExitCode.USAGE
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return (f"difftest: error: internal error {type(exc).__name__}: {exc} (at "
+            f"{Path(frame.filename).name}:{frame.lineno}); a bug in difftest, please report it "
+            "with the input that caused it (DIFFTEST_TRACEBACK=1 shows the traceback)",
+            ExitCode.USAGE)
+
+
 def _os_error(exc: OSError) -> str:
     """A filesystem failure in words: which file, and why (a full disk is named as such)."""
-    import errno
-
     where = f"{exc.filename}: " if exc.filename is not None else ""
     if exc.errno == errno.ENOSPC:
         return f"{where}the disk is full (no space left on device)"
@@ -248,6 +257,19 @@ DraftingOpt = Annotated[str | None, typer.Option(
     help="How the engine drafts a block: block (rows independent) or sequential "
          "(row j+1 from row j's token). Default: the comparison's, else the "
          "traces' [spec-drafting] header, else block.")]
+TeacherForce = Annotated[bool, typer.Option(
+    "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so every "
+                            "position is compared.")]
+Jobs = Annotated[int | None, typer.Option(
+    "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
+    "[defaults] launched_jobs for arms run through a launcher).")]
+UntilDecided = Annotated[int | None, typer.Option(
+    "--until-decided", metavar="MAX",
+    help="Nondeterministic arms: run both again until a sequential test of B's acceptance "
+         "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), at "
+         "most MAX runs each.")]
+CompareFormatOpt = Annotated[CompareFormat, typer.Option(
+    "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")]
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
 HtmlOpt = Annotated[Path | None, typer.Option(
     "--html", help="Write the HTML report here too (every run directory gets report.html).")]
@@ -259,6 +281,89 @@ LinePrefixOpt = Annotated[str | None, typer.Option(
          "timestamps, LEVEL name:), as a regular expression matched at each line's start.")]
 ComparisonOpt = Annotated[str | None, typer.Option(
     "--comparison", "-c", help="A configured comparison, by name.")]
+
+
+
+@dataclass(frozen=True)
+class _OptionGroup:
+    """Options that build one record (as argument groups build one object): declared once,
+    offered by every command that takes the record, and handed to it whole."""
+
+    param: str  # the command's parameter that receives the record
+    options: tuple[inspect.Parameter, ...]
+    build: Callable[..., Any]
+
+    def only(self, *names: str) -> _OptionGroup:
+        """The group with these of its options (the rest left at their defaults)."""
+        return replace(self, options=tuple(o for o in self.options if o.name in names))
+
+
+def _option(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=annotation)
+
+
+def _grouped(*groups: _OptionGroup) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Offer each group's options in place of the command's parameter of the group's name,
+    and call the command with the record the group builds from them."""
+
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        params: list[inspect.Parameter] = []
+        for p in inspect.signature(fn, eval_str=True).parameters.values():
+            group = next((g for g in groups if g.param == p.name), None)
+            params += group.options if group is not None else [p]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> R:
+            for g in groups:
+                given = {o.name: kwargs.pop(o.name) for o in g.options}
+                kwargs[g.param] = g.build(**given)
+            return fn(**kwargs)
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])
+        return wrapper
+
+    return decorate
+
+
+def _overrides(**given: Any) -> Overrides:
+    from difftest.rules import Overrides
+
+    return Overrides(**given)
+
+
+def _run_options(**given: Any) -> RunOptions:
+    from difftest.plan import RunOptions
+
+    return RunOptions(**given)
+
+
+# One group, one record: the comparison values set over the config's (difftest.rules), and
+# how the arms run (difftest.plan.RunOptions).
+OVERRIDES = _OptionGroup("overrides", (
+    _option("expect", ExpectOpt), _option("near_tie", NearTie), _option("atol", Atol),
+    _option("min_differing", MinDiffering), _option("drafting", DraftingOpt),
+    _option("rtol", Rtol), _option("noise_runs", NoiseRuns),
+    _option("teacher_force", TeacherForce, False)),
+    lambda teacher_force=None, **given: _overrides(teacher_force=teacher_force or None, **given))
+RUN_OPTIONS = _OptionGroup("options", (
+    _option("run_root", RunRoot), _option("progress", Progress), _option("jobs", Jobs),
+    _option("until_decided", UntilDecided)), _run_options)
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """Where a comparison's report goes: stdout in one format, and files beside it."""
+
+    format: CompareFormat = CompareFormat.table
+    csv: Path | None = None
+    html: Path | None = None
+
+
+OUTPUTS = _OptionGroup("outputs", (
+    _option("format", CompareFormatOpt, CompareFormat.table), _option("csv", CsvOpt),
+    _option("html", HtmlOpt)), _Outputs)
 
 
 @app.command()
@@ -355,12 +460,12 @@ def audit(
     raise typer.Exit(int(result.exit_code))
 
 
-def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | None,
-                 html: Path | None = None) -> None:
+def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
     from difftest import api
     from difftest.errors import RefusedOutput
     from difftest.report import comparison as render
 
+    format, csv, html = outputs.format, outputs.csv, outputs.html
     refused = False
     try:
         if html is not None:
@@ -388,102 +493,63 @@ def _emit_report(report: ComparisonReport, format: CompareFormat, csv: Path | No
     raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
 
 
+def _traces(trace_a: Path | None = None, trace_b: Path | None = None,
+            line_prefix: str | None = None) -> Any:
+    from difftest.api import Traces
+
+    return Traces(trace_a, trace_b, line_prefix)
+
+
+TRACES = _OptionGroup("traces", (
+    _option("trace_a", Annotated[Path | None, typer.Option(
+        "--trace-a", help="A captured trace: run nothing.")]),
+    _option("trace_b", Annotated[Path | None, typer.Option(
+        "--trace-b", help="The other captured trace (with --trace-a).")]),
+    _option("line_prefix", LinePrefixOpt)), _traces)
+
+
 @app.command()
 @_guarded
+@_grouped(TRACES, OUTPUTS, OVERRIDES, RUN_OPTIONS.only("run_root", "progress", "until_decided"))
 def compare(
     arm_a: Annotated[str | None, typer.Option("--arm-a", help="Arm name from the config.")] = None,
     arm_b: Annotated[str | None, typer.Option("--arm-b", help="Arm name from the config.")] = None,
-    trace_a: Annotated[Path | None, typer.Option(
-        "--trace-a", help="A captured trace: run nothing.")] = None,
-    trace_b: Annotated[Path | None, typer.Option(
-        "--trace-b", help="The other captured trace (with --trace-a).")] = None,
+    traces: Any = None,
     comparison: ComparisonOpt = None,
     config: ConfigOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    csv: CsvOpt = None,
-    html: HtmlOpt = None,
-    expect: ExpectOpt = None,
-    near_tie: NearTie = None,
-    atol: Atol = None,
-    min_differing: MinDiffering = None,
-    drafting: DraftingOpt = None,
-    run_root: RunRoot = None,
-    progress: Progress = None,
-    rtol: Rtol = None,
-    noise_runs: NoiseRuns = None,
-    line_prefix: LinePrefixOpt = None,
-    teacher_force: Annotated[bool, typer.Option(
-        "--teacher-force", help="Run arm B on arm A's committed stream (DIFFTEST_FORCE), so "
-                                "every position is compared.")] = False,
-    until_decided: Annotated[int | None, typer.Option(
-        "--until-decided", metavar="MAX",
-        help="Nondeterministic arms: run both again until a sequential test of B's acceptance "
-             "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), at "
-             "most MAX runs each.")] = None,
+    outputs: Any = None,
+    overrides: Any = None,
+    options: Any = None,
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
 
-    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
-    if trace_a is not None or trace_b is not None:
-        if trace_a is None or trace_b is None:
-            raise UsageError("--trace-a and --trace-b go together")
-        if arm_a or arm_b:
-            raise UsageError("give either --trace-a/--trace-b or arms, not both")
-        if noise_runs:
-            raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
-        if teacher_force:
-            raise UsageError("--teacher-force runs arm B on arm A's stream: it needs arms, "
-                             "not traces")
-        if until_decided is not None:
-            raise UsageError("--until-decided runs the arms again: it needs arms, not traces")
-        # a --comparison supplies its expectations, toggle and its arms' evidence
-        report = api.compare_traces(trace_a, trace_b, comparison=comparison, config=config,
-                                    expect=expect,
-                                    near_tie=near_tie, atol=atol, min_differing=min_differing,
-                                    rtol=rtol, drafting=drafting, line_prefix=line_prefix)
-    else:
-        if line_prefix is not None:
-            raise UsageError("--line-prefix is for --trace-a/--trace-b; an arm sets "
-                             "line_prefix in its config table")
-        report = api.compare_arms(arm_a, arm_b, comparison=comparison, config=config,
-                                  expect=expect, near_tie=near_tie, atol=atol,
-                                  min_differing=min_differing, run_root=run_root,
-                                  progress=progress, rtol=rtol, noise_runs=noise_runs,
-                                  drafting=drafting, teacher_force=teacher_force or None,
-                                  until_decided=until_decided)
-    _emit_report(report, format, csv, html)
+    api.check_outputs(outputs.csv, outputs.html,
+                      reads=[traces.a, traces.b, config or Path("difftest.toml")])
+    report = api.compare(arm_a, arm_b, traces=traces, comparison=comparison, config=config,
+                         overrides=overrides, options=options)
+    _emit_report(report, outputs)
 
 
 @app.command()
 @_guarded
+@_grouped(OUTPUTS, OVERRIDES.only("expect", "near_tie", "atol", "min_differing", "rtol",
+                                  "drafting"))
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (traces/runs/<run-id>).")],
-    csv: CsvOpt = None,
-    html: HtmlOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    expect: ExpectOpt = None,
-    near_tie: NearTie = None,
-    atol: Atol = None,
-    min_differing: MinDiffering = None,
-    rtol: Rtol = None,
-    drafting: DraftingOpt = None,
+    outputs: Any = None,
+    overrides: Any = None,
     comparison: Annotated[str | None, typer.Option(
-        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
-                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+        "--comparison", "-c", help="Which comparison of a run of several (check, probe, "
+                                   "noise): NAME, or NAME/MUTATION for a probed mutation.")
+    ] = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
 
-    api.check_outputs(csv, html, run_dir=run_dir)
-    report = api.rejudge(run_dir, expect=expect, near_tie=near_tie, atol=atol,
-                         min_differing=min_differing, rtol=rtol,
-                         drafting=drafting, comparison=comparison)
-    _emit_report(report, format, csv, html)
+    api.check_outputs(outputs.csv, outputs.html, run_dir=run_dir)
+    report = api.rejudge(run_dir, comparison=comparison, overrides=overrides)
+    _emit_report(report, outputs)
 
 
 @app.command()
@@ -523,7 +589,7 @@ def calibrate(
     from difftest.calibrate import calibrate as run
     from difftest.config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
     cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
     typer.echo("\n".join(cal.summary()))
     raise typer.Exit(int(cal.exit_code))
@@ -531,6 +597,7 @@ def calibrate(
 
 @app.command()
 @_guarded
+@_grouped(RUN_OPTIONS)
 def check(
     config: ConfigOpt = None,
     only: Annotated[list[str] | None, typer.Option(
@@ -544,11 +611,7 @@ def check(
     format: ReportFormatOpt = ReportFormat.table,
     no_probes: Annotated[bool, typer.Option(
         "--no-probes", help="Skip the probes comparisons require.")] = False,
-    run_root: RunRoot = None,
-    progress: Progress = None,
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
-        "[defaults] launched_jobs for arms run through a launcher).")] = None,
+    options: Any = None,
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
 
@@ -558,9 +621,8 @@ def check(
     from difftest import api
     from difftest.report import gate_report
 
-    result = api.check(config, only=only, run_root=run_root, probes=not no_probes,
-                       progress=progress, junit=junit, markdown=markdown, html=html,
-                       jobs=jobs)
+    result = api.check(config, only=only, probes=not no_probes, junit=junit,
+                       markdown=markdown, html=html, options=options)
     if format is ReportFormat.json:
         typer.echo(gate_report.render_check_json(result))
     else:
@@ -603,47 +665,53 @@ class BisectMode(str, Enum):  # noqa: UP042
     against = "against"
 
 
-@app.command()
-@_guarded
-def bisect(
-    comparison: ComparisonOpt = None,
-    good: Annotated[str | None, typer.Option(
-        "--good", help="A commit where the comparison passes (an ancestor of --bad).")] = None,
-    bad: Annotated[str | None, typer.Option(
-        "--bad", help="A commit where the comparison fails.")] = None,
-    mode: Annotated[BisectMode, typer.Option(
+ENDS = _OptionGroup("ends", (
+    _option("good", Annotated[str | None, typer.Option(
+        "--good", help="A commit where the comparison passes (an ancestor of --bad).")]),
+    _option("bad", Annotated[str | None, typer.Option(
+        "--bad", help="A commit where the comparison fails.")]),
+    _option("mode", Annotated[BisectMode, typer.Option(
         "--mode", help="within: both arms run at each tested commit; against: arm A stays at "
-                       "--good (or --baseline) and arm B runs at each tested commit.")
-    ] = BisectMode.within,
-    baseline: Annotated[str | None, typer.Option(
+                       "--good (or --baseline) and arm B runs at each tested commit.")],
+            BisectMode.within),
+    _option("baseline", Annotated[str | None, typer.Option(
         "--baseline", help="With --mode against: this configured arm, run as configured, "
-                           "replaces arm A.")] = None,
-    repo: Annotated[Path | None, typer.Option(
+                           "replaces arm A.")]),
+    _option("repo", Annotated[Path | None, typer.Option(
         "--repo", help="The repository to bisect (default: the arms' repo, else the one "
-                       "around the current directory).")] = None,
-    flake_rate: Annotated[float, typer.Option(
+                       "around the current directory).")])),
+    lambda mode, **given: {"mode": mode.value, **given})
+SEARCH = _OptionGroup("search", (
+    _option("flake_rate", Annotated[float, typer.Option(
         "--flake-rate", help="Largest chance that one run reads wrong; 0 (deterministic arms) "
                              "runs each commit once, above 0 each commit gets a sequential "
-                             "test over repeated runs.")] = 0.0,
-    error_rate: Annotated[float, typer.Option(
+                             "test over repeated runs.")], 0.0),
+    _option("error_rate", Annotated[float, typer.Option(
         "--error-rate", help="Largest chance that the bisect is misled by a wrong decision "
                              "(with --flake-rate); split over the decisions a bisect of this "
-                             "length makes.")] = 0.01,
-    max_runs: Annotated[int, typer.Option(
-        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
-    ] = 15,
-    jobs: Annotated[int | None, typer.Option(
+                             "length makes.")], 0.01),
+    _option("max_runs", Annotated[int, typer.Option(
+        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")],
+            15),
+    _option("jobs", Annotated[int | None, typer.Option(
         "--jobs", "-j", min=1, help="Commits tested at once (multisection), each with its "
-                                    "arms, locally or through the arms' launcher.")] = None,
+                                    "arms, locally or through the arms' launcher.")])),
+    lambda **given: given)
+
+
+@app.command()
+@_guarded
+@_grouped(ENDS, SEARCH, RUN_OPTIONS.only("run_root", "progress"))
+def bisect(
+    comparison: ComparisonOpt = None,
+    ends: Any = None,
+    search: Any = None,
     resume: Annotated[Path | None, typer.Option(
         "--resume", help="Continue the bisect in this directory; runs already logged are not "
                          "run again.")] = None,
     config: ConfigOpt = None,
-    format: Annotated[CompareFormat, typer.Option(
-        "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")
-    ] = CompareFormat.table,
-    run_root: RunRoot = None,
-    progress: Progress = None,
+    format: CompareFormatOpt = CompareFormat.table,
+    options: Any = None,
 ) -> None:
     """Find the first commit at which a comparison fails: exit 0 when a commit (or a range
     bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
@@ -651,10 +719,8 @@ def bisect(
     from difftest import api
     from difftest.report import bisect_report
 
-    result = api.bisect(comparison, good=good, bad=bad, config=config, mode=mode.value,
-                        baseline=baseline, repo=repo, flake_rate=flake_rate,
-                        error_rate=error_rate, max_runs=max_runs, jobs=jobs, run_root=run_root,
-                        progress=progress, resume=resume)
+    result = api.bisect(comparison, config=config, resume=resume,
+                        options=replace(options, jobs=search.pop("jobs")), **ends, **search)
     if format is CompareFormat.json:
         typer.echo(bisect_report.render_json(result))
     elif format is CompareFormat.markdown:
@@ -674,37 +740,16 @@ CacheOpt = Annotated[Path | None, typer.Option(
     "$DIFFTEST_CACHE, else ~/.cache/difftest).")]
 
 
-def _cache_dir(cache: Path | None, config: Path | None) -> Path:
-    from difftest.config import load_config
-    from difftest.worktree import default_cache_dir
-
-    if cache is not None:
-        return cache
-    configured: Path | None = load_config(config).defaults.cache
-    return configured or default_cache_dir()
-
-
 @cache_app.command("list")
 @_guarded
 def cache_list(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
     """Every checkout difftest keeps: repository, commit, build recipe, size, last use."""
-    import time
-
-    from tabulate import tabulate
-
+    from difftest.api import cache_folder
+    from difftest.report import cache_report
     from difftest.worktree import list_cache
 
-    where = _cache_dir(cache, config)
-    entries = list_cache(where)
-    if not entries:
-        typer.echo(f"no cached checkouts in {where}")
-        return
-    rows = [(e.repo, e.sha[:12], e.recipe, "yes" if e.built else "no",
-             f"{e.size_bytes / 1e6:.1f} MB",
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)), str(e.path))
-            for e in entries]
-    typer.echo(tabulate(rows, headers=["repository", "commit", "recipe", "built", "size",
-                                       "last used", "path"]))
+    where = cache_folder(cache, config)
+    typer.echo(cache_report.render_table(list_cache(where), where))
 
 
 @cache_app.command("prune")
@@ -718,9 +763,10 @@ def cache_prune(
     config: ConfigOpt = None,
 ) -> None:
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
+    from difftest.api import cache_folder
     from difftest.worktree import prune_cache
 
-    done = prune_cache(_cache_dir(cache, config), max_age_days=0.0 if all_ else older_than)
+    done = prune_cache(cache_folder(cache, config), max_age_days=0.0 if all_ else older_than)
     for path in done.removed:
         typer.echo(f"removed {path}")
     for path, why in done.skipped:

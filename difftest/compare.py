@@ -16,14 +16,15 @@ judged: an unmatched or context-diverged row enters no test and no reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from typing import TypedDict, Unpack
+from enum import IntEnum, StrEnum
 
 import numpy as np
 
 from difftest.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.audit import DraftedBlocks
 from difftest.errors import UsageError
-from difftest.kinds import DraftingKind
+from difftest.kinds import AlignMode, DraftingKind
 from difftest.model import ArmTrace, Finding
 from difftest.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
@@ -33,10 +34,42 @@ from difftest.stats import LogitStats, PairedRows, logit_stats
 from difftest.thresholds import Dtype, trace_dtype
 from difftest.tolerance import Tolerance, derived_near_tie, exact_values, finite_max, judge_rows
 
-# Row status codes; STATUS_NAMES[code] is the CSV spelling.
-SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = range(7)
-STATUS_NAMES = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged",
-                "noise-flip")
+class RowStatus(IntEnum):
+    """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
+    CSV, JSON and HTML reports."""
+
+    SAME = 0
+    DIFFER = 1
+    NEAR_TIE = 2
+    UNMATCHED_A = 3
+    UNMATCHED_B = 4
+    DIVERGED = 5
+    NOISE_FLIP = 6
+
+    @property
+    def csv(self) -> str:
+        return _STATUS_CSV[self]
+
+
+_STATUS_CSV = {RowStatus.SAME: "same", RowStatus.DIFFER: "differ",
+               RowStatus.NEAR_TIE: "near-tie", RowStatus.UNMATCHED_A: "unmatched-a",
+               RowStatus.UNMATCHED_B: "unmatched-b", RowStatus.DIVERGED: "context-diverged",
+               RowStatus.NOISE_FLIP: "noise-flip"}
+# the codes by their short names, and STATUS_NAMES[code], the CSV spelling, for array code
+SAME, DIFFER, NEAR_TIE, UNMATCHED_A, UNMATCHED_B, DIVERGED, NOISE_FLIP = RowStatus
+STATUS_NAMES = tuple(s.csv for s in RowStatus)
+
+
+class DraftingSource(StrEnum):
+    """Who said how the engine drafts: the comparison (its config key, or --drafting over
+    it), the traces' [spec-drafting] headers, or nobody (the default, block)."""
+
+    COMPARISON = "comparison"
+    FLAG = "flag"
+    TRACES = "traces"
+    DEFAULT = "default"
+    # a teacher-forced B that drafted along A's drafted tokens: rows compare like a block's
+    FORCED_ALONG = "teacher forcing: B drafted along A's drafted tokens"
 
 
 class LogitJudgement(StrEnum):
@@ -69,6 +102,13 @@ class RowTable:
     # bool: a difference the printed resolution cannot place above or below the tolerance
     # (neither counted nor shown to agree)
     logit_unresolved: np.ndarray
+    # the largest difference the print makes certain (difftest.tolerance.resolved_difference):
+    # what a tolerance is judged by; nan where abs_logit_diff is
+    resolved_logit_diff: np.ndarray
+    # per arm: the margin between the two flipped tokens that the near-tie rule judges
+    # (`flip_margins`; the top-1/top-2 margin where it is not known), nan where not traced
+    flip_margin_a: np.ndarray
+    flip_margin_b: np.ndarray
 
     def __len__(self) -> int:
         return int(self.req.shape[0])
@@ -182,7 +222,7 @@ class LogitFindings:
 class Comparison:
     """What differed between two arms, before any expectation is applied."""
 
-    mode: str
+    mode: AlignMode
     requests: tuple[str, ...]
     rows: RowTable
     blocks_compared: int
@@ -198,7 +238,9 @@ class Comparison:
     first_logit_difference: FirstLogitDifference | None
     divergences: tuple[EmitDivergence, ...]
     notes: tuple[str, ...] = ()
-    near_tie: float = 0.0
+    # the near-tie rule the rows were judged with: one margin, or None when derived per row
+    # from the tolerance (the comparison's own record of it; reports read it here)
+    near_tie: float | None = 0.0
     atol: float = 0.0
     coverage_gaps: tuple[CoverageGap, ...] = ()
     rtol: float = 0.0
@@ -212,14 +254,17 @@ class Comparison:
     def row_near_tie(self) -> np.ndarray:
         """The near-tie threshold each row was judged with: `near_tie` everywhere, or derived
         per row from the tolerance (nan where B traced no logit there)."""
-        if self.near_tie_derived:
+        if self.near_tie is None:
             return derived_near_tie(self.tolerance, self.rows.logit_b)
         return np.full(self.rows.req.size, self.near_tie, dtype=np.float64)
     drafting: DraftingKind = DraftingKind.BLOCK
-    drafting_source: str = "default"  # config, flag, trace or default
+    drafting_source: DraftingSource = DraftingSource.DEFAULT
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
     # drafted there (a draft-length difference, not a token flip).
     draft_length_blocks: int = 0
+    # Aligned blocks where either arm drafted a row: the set draft-length differences are
+    # counted over (a block one arm drafted with k=0 is here but not in blocks_compared).
+    blocks_drafted: int = 0
     draft_length_rows_a: int = 0
     draft_length_rows_b: int = 0
     # Rows of compared blocks left out because an earlier row of a sequential block flipped.
@@ -234,10 +279,13 @@ class Comparison:
     rows_lost: int = 0
     unmatched_lost_a: int = 0  # of the unmatched blocks, those lost (the rest is acceptance)
     unmatched_lost_b: int = 0
-    # near_tie derived per row from the tolerance (`near_tie` is then 0.0), and the largest
-    # reference margin a near-tie row had (None: no flip was a near-tie)
-    near_tie_derived: bool = False
+    # the largest reference margin a near-tie row had (None: no flip was a near-tie)
     near_tie_admitted: float | None = None
+
+    @property
+    def near_tie_derived(self) -> bool:
+        """The near-tie rule is derived per row from the tolerance (difftest.tolerance)."""
+        return self.near_tie is None
 
     @property
     def rows_noise_flip(self) -> int:
@@ -335,6 +383,7 @@ class _Judged:
     values: np.ndarray
     beyond: np.ndarray
     nonfinite_both: np.ndarray
+    resolved: np.ndarray
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
@@ -352,7 +401,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
                    joined("unresolved"), joined("one_quantum"),
                    joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"))
+                   joined("nonfinite_both"), joined("resolved"))
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -393,6 +442,7 @@ class _Logits:
     unresolved: np.ndarray | None = None  # per row, as RowTable.logit_unresolved
     both: np.ndarray | None = None  # per row: both arms traced its logits (the pairs' rows)
     judged: _Judged | None = None  # per pair of logit rows (the rows in `both`)
+    resolved: np.ndarray | None = None  # per row, as RowTable.resolved_logit_diff
     # per row and arm: that arm's logit of its own token minus its logit of the other arm's
     # token (the margin a flip between the two had to cross; see _flip_margins), nan where the
     # arm traced no logits there (None: no logits at all)
@@ -403,8 +453,8 @@ class _Logits:
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
 
 
-def _blocks(a: ArmTrace, b: ArmTrace, mode: str) -> tuple[Blocks, Blocks]:
-    if mode == "position":
+def _blocks(a: ArmTrace, b: ArmTrace, mode: AlignMode) -> tuple[Blocks, Blocks]:
+    if mode is AlignMode.POSITION:
         return ((a.verifies.draft_ids, a.verifies.draft_off),
                 (b.verifies.draft_ids, b.verifies.draft_off))
     return ((a.proposes.first_ids, a.proposes.first_off),
@@ -460,7 +510,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     logit_a, logit_b = np.full(n, np.nan), np.full(n, np.nan)
     abs_diff = np.full(n, np.nan)
     differs = np.zeros(n, dtype=bool)
-    if al.mode != "position" or not (len(a.logits) or len(b.logits)):
+    if al.mode is not AlignMode.POSITION or not (len(a.logits) or len(b.logits)):
         return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs)
     one_sided = _one_sided(a, b)
     if one_sided is not None:
@@ -485,6 +535,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     digits = (_digits(a), _digits(b))
     judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
     abs_diff[both] = judged.diff
+    resolved = np.full(n, np.nan)
+    resolved[both] = judged.resolved
     differs[both] = judged.differs
     # a row traced in one arm only is a difference in what was traced
     differs |= sel_a ^ sel_b
@@ -504,7 +556,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged, flip_a, flip_b)
+                   both, judged, resolved, flip_a, flip_b)
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
@@ -525,11 +577,12 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
         return np.where(hit.any(axis=1), got, np.nan)
 
     own_v, other_v = value_of(own[sel]), value_of(other[sel])
-    with np.errstate(all="ignore"):
-        last = np.nanmin(np.where(listed, vals, np.nan), axis=1)
+    last = np.min(np.where(listed & ~np.isnan(vals), vals, np.inf), axis=1)
     # the other token unlisted: its value is at most the last listed one, so the gap is at
     # least own - last (a lower bound; the logit comparison sees a larger drop as a difference)
-    gap = np.where(np.isnan(other_v), own_v - last, np.abs(own_v - other_v))
+    with np.errstate(invalid="ignore"):
+        below = np.where(np.isinf(last), np.nan, own_v - last)
+        gap = np.where(np.isnan(other_v), below, np.abs(own_v - other_v))
     gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
     # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
     out[sel] = np.where(arm.logits.width[at[sel]] < 2, np.nan, gap)
@@ -574,6 +627,13 @@ def after_first_flip(step: np.ndarray, flipped: np.ndarray) -> np.ndarray:
     return after
 
 
+def flip_margins(lg: _Logits) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and arm, the margin the near-tie rule judges a flip on: the gap between the two
+    flipped tokens, or the top-1/top-2 margin where that gap was not computed."""
+    return (lg.flip_a if lg.flip_a is not None else lg.margin_a,
+            lg.flip_b if lg.flip_b is not None else lg.margin_b)
+
+
 def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
                drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
@@ -587,8 +647,7 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     status[flipped] = DIFFER
     # a near-tie is judged on the margin between the two flipped tokens in each arm, not on
     # the arm's top-1/top-2 margin: the other token may sit far below the second
-    flip_a = lg.flip_a if lg.flip_a is not None else lg.margin_a
-    flip_b = lg.flip_b if lg.flip_b is not None else lg.margin_b
+    flip_a, flip_b = flip_margins(lg)
     status[flipped & near_tie_rows(flip_a, flip_b, near_tie)] = NEAR_TIE
     status[rows.has_a & ~rows.has_b] = UNMATCHED_A
     status[rows.has_b & ~rows.has_a] = UNMATCHED_B
@@ -597,21 +656,29 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
     return status
 
 
+class Context(TypedDict, total=False):
+    """What the caller knows of a comparison besides its rules: the arms' steps already paired
+    (a teacher-forced pair is aligned knowing B ran on A's stream) and who said how the engine
+    drafts (config, flag, traces or default)."""
+
+    alignment: Alignment | None
+    drafting_source: DraftingSource | str
+
+
 def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: float = 0.0,
             rtol: float = 0.0, floor: NoiseFloor | None = None,
-            alignment: Alignment | None = None,
-            drafting: DraftingKind = DraftingKind.BLOCK, drafting_source: str = "default"
+            drafting: DraftingKind = DraftingKind.BLOCK, **context: Unpack[Context]
             ) -> Comparison:
     """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
     A's A/A noise floor, when its reruns were measured. `near_tie` None derives it per row
     from the tolerance (`difftest.thresholds`)."""
-    al = alignment or align(a, b)
+    al = context.get("alignment") or align(a, b)
+    drafting_source = DraftingSource(context.get("drafting_source", DraftingSource.DEFAULT))
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
     lg = _row_logits(a, b, al, rows, tol, floor)
 
-    derived = near_tie is None
     tie = derived_near_tie(tol, lg.logit_b) if near_tie is None else near_tie
     status = row_status(rows, lg, tie, drafting)
     # only compared rows count: a diverged row's logits ran on another token, and an unmatched
@@ -641,7 +708,10 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
                  logit_a=lg.logit_a, logit_b=lg.logit_b, abs_logit_diff=lg.abs_diff,
                  logit_differs=lg.differs,
                  logit_unresolved=(lg.unresolved if lg.unresolved is not None
-                                   else np.zeros(rows.row.size, dtype=bool)) & compared),
+                                   else np.zeros(rows.row.size, dtype=bool)) & compared,
+                 resolved_logit_diff=(lg.resolved if lg.resolved is not None
+                                      else np.full(rows.row.size, np.nan)),
+                 flip_margin_a=flip_margins(lg)[0], flip_margin_b=flip_margins(lg)[1]),
         a, b, al, blocks_a, blocks_b)
     return Comparison(
         mode=al.mode, requests=al.requests, rows=table,
@@ -654,11 +724,11 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=0.0 if near_tie is None else near_tie, atol=atol,
-        coverage_gaps=al.coverage_gaps, rtol=rtol, near_tie_derived=derived,
+        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
+        blocks_drafted=int(np.unique(rows.step).size),
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
@@ -792,7 +862,7 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         step = np.repeat(np.arange(steps.size), lengths)
         r = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         tokens = ids[off[steps][step] + r].astype(np.int64)
-        if al.mode == "position":
+        if al.mode is AlignMode.POSITION:
             rmap = np.array([index[n] for n in trace.requests], dtype=np.int64)
             req = rmap[trace.verifies.req[steps]][step]
             pos = trace.verifies.pos[steps][step]
@@ -810,7 +880,9 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
                         status=np.full(n, status, dtype=np.int8), margin_a=nan, margin_b=nan.copy(),
                         logit_a=nan.copy(), logit_b=nan.copy(), abs_logit_diff=nan.copy(),
                         logit_differs=np.zeros(n, dtype=bool),
-                        logit_unresolved=np.zeros(n, dtype=bool))
+                        logit_unresolved=np.zeros(n, dtype=bool),
+                        resolved_logit_diff=nan.copy(), flip_margin_a=nan.copy(),
+                        flip_margin_b=nan.copy())
 
     parts += [block_rows(a, blocks_a, al.unmatched_a, True, UNMATCHED_A),
               block_rows(b, blocks_b, al.unmatched_b, False, UNMATCHED_B)]

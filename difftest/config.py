@@ -23,8 +23,8 @@ from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.kinds import DraftingKind, Expect
 from difftest.gitinfo import git_toplevel
 from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
-from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, parse_dtype,
-                                 read_thresholds, tolerance_mode)
+from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
+                                 parse_dtype, read_thresholds, tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -41,6 +41,8 @@ _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "at
                     "noise_runs", "probe", "drafting", "toggle", "teacher_force",
                     "acceptance", "tolerance", "thresholds", "calibration_inputs", "gate_input")
 _MUTATION_KEYS = ("env", "args")
+# the thresholds an override may set in place of the config's, the dtype table's or a file's
+OVERRIDABLE = ("atol", "rtol", "near_tie")
 
 
 class InvalidValue(UsageError):
@@ -311,6 +313,9 @@ class ComparisonSpec:
     # atol/rtol/near_tie came from when it was read ("": not read, or no file)
     thresholds: str = ""
     threshold_origin: str = ""
+    # which of atol/rtol/near_tie an override (command line, API argument) set: those win over
+    # the config, the dtype table and a thresholds file, and the report credits the override
+    overridden: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -358,13 +363,28 @@ class ComparisonSpec:
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
             raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
         set_(self, "calibration_inputs", tuple(_input("calibration_inputs", v) for v in inputs))
-        if self.gate_input is not None and self.gate_input in self.calibration_inputs:
-            raise InvalidValue("calibration_inputs", f"holds the gate input {self.gate_input!r}: "
-                                                     "thresholds must be measured on held-out "
-                                                     "inputs, not on the one they gate")
-        if len(set(self.calibration_inputs)) != len(self.calibration_inputs):
-            raise InvalidValue("calibration_inputs", "names an input twice")
-        if self.tolerance is ToleranceMode.DTYPE and (self.atol or self.rtol):
+        # inputs are compared as the runner reads them: "00" and 0 are one seed
+        seen: dict[str, str] = {}
+        for value in self.calibration_inputs:
+            key = canonical_input(value)
+            if self.gate_input is not None and key == canonical_input(self.gate_input):
+                shown = "" if value == self.gate_input else f" (as {value!r})"
+                raise InvalidValue("calibration_inputs", f"holds the gate input "
+                                                         f"{self.gate_input!r}{shown}: thresholds "
+                                                         "must be measured on held-out inputs, "
+                                                         "not on the one they gate")
+            if key in seen:
+                raise InvalidValue("calibration_inputs", f"names an input twice ({seen[key]!r} "
+                                                         f"and {value!r})")
+            seen[key] = value
+        given: object = self.overridden
+        if isinstance(given, str) or not isinstance(given, (list, tuple)) or any(
+                k not in OVERRIDABLE for k in given):
+            raise InvalidValue("overridden", f"must list keys among {', '.join(OVERRIDABLE)}, "
+                                             f"got {given!r}")
+        set_(self, "overridden", tuple(k for k in OVERRIDABLE if k in given))
+        if self.tolerance is ToleranceMode.DTYPE and any(
+                getattr(self, k) and k not in self.overridden for k in ("atol", "rtol")):
             raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
                                             "set either tolerance or atol/rtol, not both")
 
@@ -471,8 +491,11 @@ def _packaged_dir() -> Path:
     return default_config_path().parent
 
 
-def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
-    """An explicit file, else ./difftest.toml when present, else the packaged default."""
+def load_config(path: Path | None = None, *, cwd: Path | None = None,
+                unread_thresholds: str | None = None) -> Config:
+    """An explicit file, else ./difftest.toml when present, else the packaged default.
+    `unread_thresholds`: a comparison whose thresholds file is not read (calibrate, about to
+    write it: a stale or broken file must not stop the one command that replaces it)."""
     base = Path(cwd) if cwd is not None else Path.cwd()
     if path is not None:
         path = Path(path)
@@ -480,22 +503,22 @@ def load_config(path: Path | None = None, *, cwd: Path | None = None) -> Config:
         if not full.is_file():
             what = "is a directory" if full.is_dir() else "does not exist"
             raise ConfigError(path, f"config file {what}")
-        return _load_file(path, full, base)
+        return _load_file(path, full, base, unread_thresholds)
     local = base / CONFIG_FILE_NAME
     if local.is_file():
-        return _load_file(local, local, base)
+        return _load_file(local, local, base, unread_thresholds)
     default = default_config_path()
-    return _load_file(default, default, base)
+    return _load_file(default, default, base, unread_thresholds)
 
 
-def _load_file(shown: Path, full: Path, cwd: Path) -> Config:
+def _load_file(shown: Path, full: Path, cwd: Path, unread: str | None = None) -> Config:
     try:
         text = full.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(shown, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(shown, f"cannot read: {exc.strerror or exc}") from None
-    return _parse(text, shown, full.resolve().parent, cwd)
+    return _parse(text, shown, full.resolve().parent, cwd, unread)
 
 
 def parse_config(text: str, path: Path) -> Config:
@@ -602,7 +625,7 @@ def _substitute(argv: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a.replace(PYTHON_TOKEN, sys.executable) for a in argv)
 
 
-def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
+def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = None) -> Config:
     check = _Checker(path)
     try:
         data = tomllib.loads(text)
@@ -641,7 +664,7 @@ def _parse(text: str, path: Path, base: Path, cwd: Path) -> Config:
     comparisons: dict[str, ComparisonSpec] = {}
     for name, raw in data.get("comparisons", {}).items():
         comparisons[name] = _comparison(check, name, check.table("comparisons", name, raw),
-                                        arms, mutations, base)
+                                        arms, mutations, base, read=name != unread)
 
     try:
         audit = AuditThresholds.from_mapping(data.get("audit", {}))
@@ -739,7 +762,8 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
 
 
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
-                mutations: Mapping[str, MutationSpec], base: Path) -> ComparisonSpec:
+                mutations: Mapping[str, MutationSpec], base: Path, *,
+                read: bool = True) -> ComparisonSpec:
     table = _table_of("comparisons", name)
     why = name_problem(name)
     if why is not None:
@@ -763,6 +787,16 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol", "noise_runs",
                             "drafting", "toggle", "teacher_force", "acceptance", "tolerance",
                             "gate_input", "calibration_inputs") if k in raw}
+    if "tolerance" in raw:
+        try:
+            dtype_mode = tolerance_mode(raw["tolerance"]) is ToleranceMode.DTYPE
+        except ValueError:
+            dtype_mode = False  # the spec names the bad value
+        for key in ("atol", "rtol"):
+            if dtype_mode and key in raw:  # 0 too: it would be silently replaced by the table
+                raise check.fail(table, f"key 'tolerance': \"dtype\" takes atol and rtol from "
+                                        "the dtype table: set either tolerance or atol/rtol, not "
+                                        f"both (key {key!r} is set, to {raw[key]!r})")
     if "thresholds" in raw:
         given = check.string(table, "thresholds", raw["thresholds"])
         for key in ("atol", "rtol", "near_tie", "tolerance"):
@@ -771,13 +805,15 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                                         "remove one of them")
         file = Path(given) if Path(given).is_absolute() else base / given
         values["thresholds"] = str(file)
-        if file.is_file():
+        if read and file.is_file():
             try:
-                read = read_thresholds(file)
+                found = read_thresholds(file)
+                gate = raw.get("gate_input")
+                found.check_for(file, name, None if gate is None else str(gate))
             except ThresholdError as exc:
                 raise check.fail(table, f"key 'thresholds': {exc}") from None
-            values.update(atol=read.atol, rtol=read.rtol, near_tie=read.near_tie,
-                          threshold_origin=read.origin)
+            values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
+                          threshold_origin=found.origin)
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
                               probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,

@@ -13,24 +13,23 @@ import os
 import time
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
 
 from difftest.audit import AuditThresholds
-from difftest.config import BUILTIN_MUTATIONS, ArmSpec, ComparisonSpec, Config
+from difftest.config import ComparisonSpec, Config
 from difftest.errors import ExitCode, InternalError, UsageError
 from difftest.execute import ArmResult, JobLimits
-from difftest.kinds import Expect, VerdictKind
+from difftest.kinds import Expect, KilledBy, VerdictKind
 from difftest.limits import MAX_JOBS
-from difftest.floor import reruns
 from difftest.model import same_drafts
 from difftest.numerics import blind_radius
 from difftest.pipeline import (
-    ArmOutcome, ComparisonReport, Evidence, arm_pair, evaluate, evidence_of, judged_meta,
-    outcomes_from_run,
-    rerun_outcomes, run_arm_set, self_pair, spec_meta, thresholds_of,
+    ArmOutcome, ComparisonReport, Evidence, evaluate, judge_planned, outcomes_from_run,
+    rerun_outcomes, run_plan,
 )
+from difftest.plan import Judged, Plan, RunOptions, plan_check, plan_probe
 
 # The built-in probe of an `expect = "differ"` comparison: arm B replaced by arm A. A gate that
 # stays green when both sides are one arm cannot tell the toggle from no toggle.
@@ -51,8 +50,8 @@ def worst(codes: Sequence[ExitCode]) -> ExitCode:
 class MutationResult:
     name: str
     killed: bool
-    killed_by: str | None  # tokens | logits | emitted | arm-failed; None when it survived
-    measures: tuple[str, ...]
+    killed_by: KilledBy | None  # None when it survived
+    measures: tuple[KilledBy, ...]
     blocks_differing: int
     blocks_logit_differing: int
     report: ComparisonReport
@@ -116,23 +115,19 @@ class ProbeReport:
         return ExitCode.OK
 
 
-def mutated_arm(config: Config, arm: ArmSpec, mutation: str) -> ArmSpec:
-    return config.mutation(mutation).apply(arm)
-
-
-def _measures(report: ComparisonReport) -> list[str]:
+def _measures(report: ComparisonReport) -> list[KilledBy]:
     c = report.comparison
     if report.verdict.verdict is VerdictKind.ARM_FAILED:
-        return [str(VerdictKind.ARM_FAILED)]
+        return [KilledBy.ARM_FAILED]
     if c is None:
         return []
     out = []
     if c.blocks_differing:
-        out.append("tokens")
+        out.append(KilledBy.TOKENS)
     if c.blocks_logit_differing:
-        out.append("logits")
+        out.append(KilledBy.LOGITS)
     if c.divergences:
-        out.append("emitted")
+        out.append(KilledBy.EMITTED)
     return out
 
 
@@ -157,7 +152,8 @@ def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapp
     killed = _killed(rep)
     c = rep.comparison
     return MutationResult(name=INERT_PROBE, killed=killed,
-                          killed_by="expectation" if killed else None, measures=("expectation",),
+                          killed_by=KilledBy.EXPECTATION if killed else None,
+                          measures=(KilledBy.EXPECTATION,),
                           blocks_differing=c.blocks_differing if c else 0,
                           blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep)
 
@@ -199,10 +195,9 @@ def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationRe
     return out
 
 
-def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequence[str],
-                        results: Mapping[str, ArmResult], thresholds: AuditThresholds,
-                        run_dir: Path, baseline: ComparisonReport,
-                        evidence: Evidence = ((), ())) -> ProbeReport:
+def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResult],
+                        run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
+    spec, thresholds, evidence = base.spec, plan.audit, base.evidence
     notes = []
     if spec.expect is not Expect.SAME:
         notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
@@ -211,13 +206,11 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
     out: list[MutationResult] = []
     if spec.expect is Expect.DIFFER and baseline.comparison is not None:
         out.append(_inert_probe(spec, baseline, results, thresholds, run_dir, evidence))
-    for name in mutations:
-        arm_b = config.mutation(name).arm_name(spec.arm_b)
-        mspec = replace(spec, name=f"{spec.name}/{name}", arm_b=arm_b)
-        a, b = outcomes_from_run(results, (spec.arm_a, arm_b), thresholds)
-        # a mutation changes arm B on purpose: B's evidence is not asked of the mutated arm
+    for m in plan.mutations_of(base):
+        name, mspec = m.mutation or "", m.spec
+        a, b = outcomes_from_run(results, (mspec.arm_a, mspec.arm_b), thresholds)
         rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
-                       (evidence[0], ()))
+                       m.evidence)
         if _not_applied(baseline, b):
             notes.append(_not_applied_note(name, spec.arm_b, baseline))
             out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),
@@ -227,7 +220,7 @@ def _probe_from_results(config: Config, spec: ComparisonSpec, mutations: Sequenc
         measures = _measures(rep)
         killed = _killed(rep)
         if killed and spec.expect is not Expect.SAME:
-            measures = ["expectation"]  # caught because the expected difference went away
+            measures = [KilledBy.EXPECTATION]  # caught because the expected difference went away
         c = rep.comparison
         out.append(MutationResult(
             name=name, killed=killed, killed_by=measures[0] if killed else None,
@@ -261,24 +254,11 @@ def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | N
     """Run A, B and one mutated B per mutation side by side, and judge each against A. An
     `expect = "differ"` comparison also gets the built-in probe (B replaced by A), and only that
     when no mutation is named: breaking B's attention says little about a toggle's effect."""
-    default = BUILTIN_MUTATIONS if spec.expect is Expect.SAME else ()
-    names = list(mutations or spec.probe or default)
-    th = thresholds_of(config)
-    arm_a, arm_b = arm_pair(config, spec)
-    evidence = evidence_of(config, spec)
-    spec = self_pair(spec, config.arms)
-    arms = [arm_a, arm_b] + [mutated_arm(config, arm_b, m) for m in names]
-    arms += reruns(arm_a, spec.noise_runs, {a.name for a in arms} | set(config.arms))
-    run_dir, results = run_arm_set(arms, run_root=run_root, label=f"probe-{spec.name}",
-                                   progress=progress,
-                                   cache_dir=cache_dir or config.defaults.cache,
-                                   extra_meta=spec_meta(spec, th, evidence) | {
-                                       "probe": names, "comparisons": _judged(
-                                           config, [(replace(spec, probe=tuple(names)),
-                                                     evidence)], True)})
-    a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    baseline = evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
-    return _probe_from_results(config, spec, names, results, th, run_dir, baseline, evidence)
+    plan = plan_probe(config, spec, mutations)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    base = plan.judged[0]
+    baseline = judge_planned(plan, base.name, results, run_dir)
+    return _probe_from_results(plan, base, results, run_dir, baseline)
 
 
 def self_differences(rep: ComparisonReport) -> list[str]:
@@ -315,21 +295,6 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
                             "difftest, and no verdict of this run can be trusted")
 
 
-def _judged(config: Config, judged: Sequence[tuple[ComparisonSpec, Evidence]],
-            probes: bool) -> dict[str, dict[str, object]]:
-    """Every comparison a check or probe judges, by name, as meta.json records it so that
-    `export --comparison NAME` can judge it again: each comparison (its arms as they ran, its
-    arms' evidence), and each probed mutation as `NAME/MUTATION` against its mutated arm (arm
-    B's evidence is not asked of a mutated arm, as when it ran)."""
-    out: dict[str, dict[str, object]] = {}
-    for s, evidence in judged:
-        out[s.name] = judged_meta(s, evidence)
-        for m in s.probe if probes else ():
-            mutated = replace(s, name=f"{s.name}/{m}", arm_b=config.mutation(m).arm_name(s.arm_b))
-            out[mutated.name] = judged_meta(mutated, (evidence[0], ()))
-    return out
-
-
 @dataclass(frozen=True)
 class CheckResult:
     config: Path
@@ -364,39 +329,19 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
     most `jobs` at a time (see job_limits)."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-    names = list(only) if only else list(config.comparisons)
-    if not names:
-        raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
-    configured = [config.comparison(n) for n in names]
-    specs = [self_pair(s, config.arms) for s in configured]
-    arms: dict[str, ArmSpec] = {}
-    for configured_spec, s in zip(configured, specs, strict=True):
-        for arm in arm_pair(config, configured_spec):
-            arms.setdefault(arm.name, arm)
-        if probes:
-            for m in s.probe:
-                mutated = mutated_arm(config, arms[s.arm_b], m)
-                arms.setdefault(mutated.name, mutated)
-        for rerun in reruns(arms[s.arm_a], s.noise_runs, config.arms):
-            arms.setdefault(rerun.name, rerun)
-    th = thresholds_of(config)
-    run_dir, results = run_arm_set(
-        list(arms.values()), run_root=run_root, label="check", progress=progress,
-        cache_dir=cache_dir or config.defaults.cache, limits=job_limits(config, jobs),
-        extra_meta={"check": names, "config": str(config.path), "audit": asdict(th),
-                    "comparisons": _judged(config, [
-                        (s, evidence_of(config, c)) for c, s in zip(configured, specs,
-                                                                   strict=True)], probes)})
+    plan = plan_check(config, only, probes=probes)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir),
+                                job_limits(config, jobs))
+    th = plan.audit
     reports: list[ComparisonReport] = []
     probe_reports: dict[str, ProbeReport] = {}
-    for configured_spec, s in zip(configured, specs, strict=True):
-        evidence = evidence_of(config, configured_spec)
+    for base in plan.bases():
+        s = base.spec
         a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
         self_check(s, a, th)
-        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), evidence)
+        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), base.evidence)
         reports.append(rep)
         if probes and (s.probe or s.expect is Expect.DIFFER):
-            probe_reports[s.name] = _probe_from_results(config, s, s.probe, results, th,
-                                                        run_dir, rep, evidence)
+            probe_reports[s.name] = _probe_from_results(plan, base, results, run_dir, rep)
     return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
                        time.monotonic() - clock)

@@ -89,3 +89,39 @@ def outcome(kind: VerdictKind, expect: Expect) -> Outcome:
         return Outcome(False, ExitCode.UNINFORMATIVE, "INERT")
     passed = (kind is VerdictKind.AGREE) == (expect is Expect.SAME)
     return Outcome(passed, ExitCode.OK if passed else ExitCode.DIFFER, "PASS" if passed else "FAIL")
+
+
+class Instrument(StrEnum):
+    """What shows a difference between two arms: the drafted tokens, the traced logits, the
+    emitted stream, the acceptance per draft position (when gated)."""
+
+    TOKENS = "tokens"
+    LOGITS = "logits"
+    EMITTED = "emitted"
+    ACCEPTANCE = "acceptance"
+
+
+class KilledBy(StrEnum):
+    """What caught a probe's mutation: an instrument, the expectation of a `differ` comparison
+    (the difference it expects went away), or the mutated arm failing."""
+
+    TOKENS = "tokens"
+    LOGITS = "logits"
+    EMITTED = "emitted"
+    EXPECTATION = "expectation"
+    ARM_FAILED = "arm-failed"
+
+
+class AlignMode(StrEnum):
+    """How the arms' steps were paired: by (request, position) from their verify lines, or by
+    proposing-step order when either arm lacks verifies."""
+
+    POSITION = "position"
+    ORDINAL = "ordinal"
+
+
+class AuditVerdict(StrEnum):
+    """What `difftest audit` says of one trace: could a comparison through it ever fail?"""
+
+    INFORMATIVE = "informative"
+    UNINFORMATIVE = "uninformative"

@@ -59,9 +59,10 @@ def _token_radius(cmp: Comparison) -> tuple[float | None, str]:
     margins = margins[np.isfinite(margins)]
     if not margins.size:
         return None, ""
-    candidates = [(float(margins.min()) / 2, "smallest compared margin / 2"),
-                  (cmp.near_tie, "near_tie")]
-    if cmp.near_tie_derived:  # a flip between margins below a row's derived bound passes
+    candidates = [(float(margins.min()) / 2, "smallest compared margin / 2")]
+    if cmp.near_tie is not None:
+        candidates.append((cmp.near_tie, "near_tie"))
+    else:  # a flip between margins below a row's derived bound passes
         ties = cmp.row_near_tie()[rows]
         ties = ties[np.isfinite(ties)]
         if ties.size:

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Unpack
 
 from difftest.acceptance import AcceptanceReport, combine
 from difftest.acceptance import measure as measure_acceptance
 from difftest.audit import AuditThresholds, TraceAudit, audit_trace
-from difftest.compare import Comparison, compare
-from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, InvalidValue
+from difftest.compare import Comparison, DraftingSource, compare
+from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
                               signal_of, write_json_atomic)
-from difftest.limits import MAX_NOISE_RUNS
-from difftest.floor import measure_floor, rerun_name, reruns
+from difftest.floor import measure_floor, rerun_name
 from difftest.kinds import DraftingKind, Expect, VerdictKind
 from difftest.model import ArmTrace
 from difftest.noise import NoiseFloor
@@ -31,13 +31,18 @@ from difftest.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.verdict import Verdict, arm_failed, judge
 from difftest import quantity
-from difftest.evidence import Rule, RuleError, parse_rule
 from difftest.switch import Side, check_switch
 from difftest.align import align
 from difftest.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
                             explain_forced, write_force_file)
 from difftest.threshold_notes import threshold_notes
-from difftest.thresholds import Source, ThresholdError, arm_dtype, resolve_tolerance
+from difftest.plan import Evidence as Evidence  # re-exported: the type reports name
+from difftest.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
+from difftest.plan import self_pair as self_pair  # re-exported for callers of the old home
+from difftest.plan import spec_from
+from difftest.rules import OVERRIDES, OverrideKeywords, Overrides
+from difftest.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
+                                 resolve_tolerance)
 
 
 @dataclass(frozen=True)
@@ -78,49 +83,13 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
+_spec_from = spec_from  # difftest.localize reads a run's comparison with it
 
-
-def with_overrides(spec: ComparisonSpec, *, expect: Expect | str | None = None,
-                   near_tie: float | None = None, atol: float | None = None,
-                   min_differing: int | None = None, rtol: float | None = None,
-                   noise_runs: int | None = None,
-                   drafting: DraftingKind | str | None = None,
-                   where: str = OVERRIDES,
-                   teacher_force: bool | None = None) -> ComparisonSpec:
-    """The spec with overrides applied (None leaves a value alone), checked by the same rules
-    as a config file's: the one check of an override, whether it came from the command line or
-    from an API caller (a string or a number of any size, never a bare ValueError)."""
-    try:
-        return replace(
-            spec, expect=spec.expect if expect is None else expect,  # type: ignore[arg-type]
-            near_tie=spec.near_tie if near_tie is None else near_tie,
-            atol=spec.atol if atol is None else atol,
-            min_differing=spec.min_differing if min_differing is None else min_differing,
-            rtol=spec.rtol if rtol is None else rtol,
-            noise_runs=spec.noise_runs if noise_runs is None else noise_runs,
-            drafting=spec.drafting if drafting is None else drafting,  # type: ignore[arg-type]  # checked by __post_init__
-            teacher_force=spec.teacher_force if teacher_force is None else teacher_force)
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
-
-
-def _spec_from(raw: dict[str, object], where: str) -> ComparisonSpec:
-    try:
-        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
-    except TypeError as exc:
-        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
-
-
-def _thresholds_from(saved: object, where: str) -> AuditThresholds:
-    if not isinstance(saved, dict):
-        return AuditThresholds()
-    try:
-        return AuditThresholds.from_mapping(saved)
-    except InvalidValue as exc:
-        raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
+def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
+                   **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:
+    """The spec with overrides applied (None leaves a value alone): `Overrides.apply`, the one
+    check of an override, whether it came from the command line or from an API caller."""
+    return Overrides.of(keywords).apply(spec, where)
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
@@ -155,9 +124,6 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
     return None
 
 
-Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
-
-
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
              reruns_of_a: Sequence[ArmOutcome] = (),
@@ -182,8 +148,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         if b.trace is not None and b.trace.config.values.get("forced_drafts") == "1":
             # B drafted along A's drafted tokens: each row of either arm ran on A's tokens
             # before it, so rows after an in-block flip are compared like a block's
-            drafting, source = (DraftingKind.BLOCK,
-                                "teacher forcing: B drafted along A's drafted tokens")
+            drafting, source = DraftingKind.BLOCK, DraftingSource.FORCED_ALONG
     assert b.trace is not None and b.audit is not None
     alignment = align(a.trace, b.trace, forced=forcing is not None and forcing.honoured)
     atol, rtol, said = tolerance_of(spec, a, b)
@@ -265,41 +230,40 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
                            str(o.trace_path))
                  for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
+    over = set(spec.overridden)
     try:
-        source = resolve_tolerance(spec.tolerance, spec.atol, spec.rtol,
-                                   (arms[0], arms[1]), (a.name, b.name))
+        source = (None if {"atol", "rtol"} <= over else
+                  resolve_tolerance(spec.tolerance, spec.atol, spec.rtol, (arms[0], arms[1]),
+                                    (a.name, b.name)))
     except ThresholdError as exc:
         raise UsageError(f"comparison {spec.name}: {exc}") from None
     if spec.thresholds and not spec.threshold_origin:
         raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
                          f"not exist yet; run `difftest calibrate -c {spec.name}` first")
     if spec.threshold_origin:
-        near = f", near_tie {spec.near_tie:g}" if spec.near_tie is not None else ""
-        return spec.atol, spec.rtol, [f"thresholds: atol {spec.atol:g}, rtol {spec.rtol:g}"
-                                      f"{near} from {spec.threshold_origin}"]
-    if source is None:
-        if spec.atol or spec.rtol:
-            return spec.atol, spec.rtol, [Source(spec.atol, spec.rtol,
-                                                 "the comparison's atol/rtol").describe()]
-        return spec.atol, spec.rtol, []
-    return source.atol, source.rtol, [source.describe()]
-
-
-def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
-    """The configured arms' evidence rules (none for an arm the config does not define)."""
-    def rules(name: str) -> tuple[Rule, ...]:
-        arm = config.arms.get(name)
-        return arm.evidence if arm is not None else ()
-    return rules(spec.arm_a), rules(spec.arm_b)
+        base = Source(spec.atol, spec.rtol, spec.threshold_origin)
+    elif source is not None:
+        base = source
+    else:
+        base = Source(spec.atol, spec.rtol, "the comparison's atol/rtol")
+    atol = spec.atol if "atol" in over else base.atol
+    rtol = spec.rtol if "rtol" in over else base.rtol
+    near = (("near_tie", spec.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
+    values = [("atol", atol), ("rtol", rtol), *near]
+    if (spec.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
+            and not (atol or rtol)):
+        return atol, rtol, []  # bitwise, the default: nothing to say
+    return atol, rtol, [credited([(k, v, OVERRIDES if k in over else base.origin)
+                                  for k, v in values if v is not None])]
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
-                *reruns: ArmOutcome) -> tuple[DraftingKind, str]:
+                *reruns: ArmOutcome) -> tuple[DraftingKind, DraftingSource]:
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
     traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
     measured on), over the default (block)."""
     if spec.drafting is not None:
-        return spec.drafting, "comparison"
+        return spec.drafting, DraftingSource.COMPARISON
     declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
@@ -308,8 +272,8 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         raise UsageError(f"comparison {spec.name}: the traces disagree on how the engine drafts "
                          f"({said}); set drafting in the comparison or pass --drafting")
     if kinds:
-        return kinds.pop(), "traces"
-    return DraftingKind.BLOCK, "default"
+        return kinds.pop(), DraftingSource.TRACES
+    return DraftingKind.BLOCK, DraftingSource.DEFAULT
 
 
 def _digest(path: Path) -> bytes:
@@ -356,55 +320,16 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
-    """A comparison as meta.json records it (what `export` reads back)."""
-    data = asdict(spec)
-    data["probe"] = list(spec.probe)
-    data["toggle"] = list(spec.toggle)
-    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
-    if not spec.teacher_force:  # recorded only when asked for: older records read the same
-        del data["teacher_force"]
-    data["tolerance"] = spec.tolerance.value
-    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
-    return data
-
-
-def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
-    """Both arms' evidence rules as meta.json records them; None when there are none."""
-    return [[r.text for r in rules] for rules in evidence] if any(evidence) else None
-
-
-def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
-              evidence: Evidence = ((), ())) -> dict[str, object]:
-    """What a run records of its comparison, so that `export` can judge it again alike."""
-    meta: dict[str, object] = {"comparison": comparison_meta(spec), "audit": asdict(thresholds)}
-    saved = evidence_meta(evidence)
-    if saved is not None:
-        meta["evidence"] = saved
-    return meta
-
-
-def _evidence_from(saved: object, where: str) -> Evidence:
-    if saved is None:
-        return (), ()
-    if (not isinstance(saved, list) or len(saved) != 2
-            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
-        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
-    try:
-        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
-    except RuleError as exc:
-        raise UsageError(f"{where}: evidence: {exc}") from None
-
-
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
                 progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
-                cache_dir: Path | None = None,
-                limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
-    """Run arms concurrently (up to `limits`) into a fresh run directory."""
+                cache_dir: Path | None = None, limits: JobLimits | None = None,
+                record: Mapping[str, object] | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run arms concurrently (up to `limits`) into a fresh run directory; `record`: the
+    run's plan record (difftest.plan)."""
     run_dir = new_run_dir(run_root, label=label)
     try:
         results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                           cache_dir=cache_dir, limits=limits)
+                           cache_dir=cache_dir, limits=limits, plan=record)
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     return run_dir, results
@@ -417,65 +342,49 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
             _outcome(names[1], b.stderr_path, b, thresholds))
 
 
-def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSpec:
-    """A comparison of an arm with itself (a determinism check) runs the arm twice, the second
-    time under a name no configured arm has."""
-    if spec.arm_a != spec.arm_b:
-        return spec
-    name, n = f"{spec.arm_b}#2", 2
-    while name in taken:
-        n += 1
-        name = f"{spec.arm_b}#{n}"
-    return replace(spec, arm_b=name)
+def run_plan(plan: Plan, options: RunOptions | None = None,
+             limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run every arm of a plan once into a fresh run directory, its record in meta.json. The
+    checkout cache: the options', else the config's [defaults] cache."""
+    options = options or RunOptions()
+    cache = options.cache or plan.cache
+    if plan.teacher_force:
+        return run_forced(plan, options, cache)
+    return run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
+                       progress=options.progress, extra_meta=plan.meta(), cache_dir=cache,
+                       limits=limits, record=plan.record())
 
 
-def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
-    """The two arms a comparison runs, distinct even when it names one arm twice."""
-    arm_a, arm_b = (on_gate_input(spec, config.arm(n)) for n in (spec.arm_a, spec.arm_b))
-    return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
-
-
-def on_gate_input(spec: ComparisonSpec, arm: ArmSpec) -> ArmSpec:
-    """The arm on the comparison's gate input (unchanged when it takes no input)."""
-    if not arm.takes_input:
-        return arm
-    if spec.gate_input is None:
-        raise UsageError(f"comparison {spec.name}: arm {arm.name} takes {INPUT_TOKEN} in its "
-                         "command or env; set gate_input in the comparison")
-    return arm.with_input(spec.gate_input)
+def judge_planned(plan: Plan, name: str, results: Mapping[str, ArmResult],
+                  run_dir: Path) -> ComparisonReport:
+    """One comparison the plan names, judged on the results of its run."""
+    j = plan.comparison(name)
+    th = plan.audit
+    a, b = outcomes_from_run(results, (j.spec.arm_a, j.spec.arm_b), th)
+    return evaluate(j.spec, a, b, th, run_dir, rerun_outcomes(results, j.spec, th), j.evidence)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
                    progress: bool | None = None,
                    cache_dir: Path | None = None) -> ComparisonReport:
     """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
-    th = thresholds_of(config)
-    arm_a, arm_b = arm_pair(config, spec)
-    evidence = evidence_of(config, spec)
-    spec = self_pair(spec, config.arms)
-    more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
-    meta = spec_meta(spec, th, evidence)
-    cache = cache_dir or config.defaults.cache
-    if spec.teacher_force:
-        run_dir, results = run_forced(arm_a, arm_b, more, run_root=run_root, label=spec.name,
-                                      progress=progress, extra_meta=meta, cache_dir=cache)
-    else:
-        run_dir, results = run_arm_set([arm_a, arm_b, *more], run_root=run_root,
-                                       label=spec.name, progress=progress, extra_meta=meta,
-                                       cache_dir=cache)
-    a, b = outcomes_from_run(results, (arm_a.name, arm_b.name), th)
-    return evaluate(spec, a, b, th, run_dir, rerun_outcomes(results, spec, th), evidence)
+    plan = plan_compare(config, spec)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    return judge_planned(plan, plan.judged[0].name, results, run_dir)
 
 
-def run_forced(arm_a: ArmSpec, arm_b: ArmSpec, more: Sequence[ArmSpec], *,
-               run_root: Path | None, label: str, progress: bool | None,
-               extra_meta: Mapping[str, object], cache_dir: Path | None
-               ) -> tuple[Path, dict[str, ArmResult]]:
+def run_forced(plan: Plan, options: RunOptions,
+               cache_dir: Path | None) -> tuple[Path, dict[str, ArmResult]]:
     """Teacher forcing: arm A (and its reruns) first, then B on A's committed stream, given in
     DIFFTEST_FORCE. One run directory and one meta.json hold both phases. When A failed or
     printed nothing usable, B still runs free so the failure is reported as usual."""
-    run_dir, results = run_arm_set([arm_a, *more], run_root=run_root, label=label,
-                                   progress=progress, extra_meta=extra_meta, cache_dir=cache_dir)
+    spec = plan.judged[0].spec
+    first = [a for a in plan.arms if a.name != spec.arm_b]
+    arm_a, arm_b = plan.arms[0], next(a for a in plan.arms if a.name == spec.arm_b)
+    extra_meta, record = plan.meta(), plan.record()
+    run_dir, results = run_arm_set(first, run_root=options.run_root, label=plan.label,
+                                   progress=options.progress, extra_meta=extra_meta,
+                                   cache_dir=cache_dir, record=record)
     env = dict(arm_b.env)
     a = results[arm_a.name]
     if a.failure() is None:
@@ -489,8 +398,8 @@ def run_forced(arm_a: ArmSpec, arm_b: ArmSpec, more: Sequence[ArmSpec], *,
                                                   run_dir / FORCE_NAME).resolve())
     _, first_meta = load_run(run_dir)
     try:
-        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=progress,
-                          extra_meta=extra_meta, cache_dir=cache_dir)
+        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=options.progress,
+                          extra_meta=extra_meta, cache_dir=cache_dir, plan=record)
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     _, second_meta = load_run(run_dir)
@@ -535,20 +444,9 @@ class NoiseReport:
 def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
               progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
     """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
-        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
-                         f"compared pairwise), got {runs!r}")
-    spec = config.arm(arm)
-    if spec.takes_input:
-        raise UsageError(f"arm {arm} takes {INPUT_TOKEN} in its command or env; measure its "
-                         "floor through a comparison with gate_input and noise_runs")
-    arms = [spec, *reruns(spec, runs, config.arms)]
-    th = thresholds_of(config)
-    run_dir, results = run_arm_set(arms, run_root=run_root, label=f"noise-{arm}",
-                                   progress=progress, extra_meta={"noise": {"arm": arm,
-                                                                            "runs": runs}},
-                                   cache_dir=cache_dir)
-    outs = _rerun_outcomes(results, [a.name for a in arms], th)
+    plan = plan_noise(config, arm, runs)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    outs = _rerun_outcomes(results, [a.name for a in plan.arms], plan.audit)
     failures = tuple(o.failure for o in outs if o.failure is not None)
     if failures:
         return NoiseReport(arm, runs, run_dir, None, failures)
@@ -560,86 +458,19 @@ def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None 
     return NoiseReport(arm, runs, run_dir, floor)
 
 
-def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
-    """One comparison of a run of several (`check`, `probe`) as meta.json records it under
-    `comparisons`: its table (arms as they ran) and its arms' evidence."""
-    entry: dict[str, object] = {"comparison": comparison_meta(spec)}
-    saved = evidence_meta(evidence)
-    if saved is not None:
-        entry["evidence"] = saved
-    return entry
-
-
-def _recorded_spec(run_dir: Path, extra: Mapping[str, object], arms: list[str],
-                   comparison: str | None, where: str) -> tuple[ComparisonSpec, Evidence]:
-    """The comparison a run judged (or, for a run of several, the one named) and its arms'
-    evidence: from what meta.json recorded; for a check run written before it recorded its
-    comparisons, from the config file it names."""
-    judged = extra.get("comparisons")
-    recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
-    single = extra.get("comparison")
-    if isinstance(single, dict) and isinstance(single.get("name"), str):
-        recorded.setdefault(str(single["name"]), {"comparison": single,
-                                                  "evidence": extra.get("evidence")})
-    checked = extra.get("check")
-    names = list(recorded) or ([str(n) for n in checked] if isinstance(checked, list) else [])
-    if comparison is None:
-        if isinstance(single, dict):
-            return _spec_from(single, where), _evidence_from(extra.get("evidence"), where)
-        if len(names) > 1:
-            raise UsageError(f"{run_dir}: a run of {len(names)} comparisons; name one with "
-                             f"--comparison ({', '.join(names)})")
-        if len(names) == 1:
-            comparison = names[0]
-        elif len(arms) == 2:
-            return (_spec_from({"name": run_dir.name, "arm_a": arms[0], "arm_b": arms[1]}, where),
-                    ((), ()))
-        else:
-            raise UsageError(f"{where}: names no comparison and holds {len(arms)} arm(s), not 2")
-    if comparison in recorded:
-        entry = recorded[comparison]
-        if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
-            raise UsageError(f"{where}: comparison {comparison!r} is not a table")
-        return _spec_from(entry["comparison"], where), _evidence_from(entry.get("evidence"), where)
-    if comparison in names and isinstance(extra.get("config"), str):
-        return _spec_from_config(Path(str(extra["config"])), comparison, where)
-    known = f"its comparisons: {', '.join(names)}" if names else "it records no comparison by name"
-    raise UsageError(f"{run_dir}: no comparison {comparison!r} in this run ({known})")
-
-
-def _spec_from_config(path: Path, comparison: str,
-                      where: str) -> tuple[ComparisonSpec, Evidence]:
-    """A check run's comparison from the config it ran, when meta.json did not record it."""
-    from difftest.config import load_config
-
-    if not path.is_file():
-        raise UsageError(f"{where}: the run records no comparison table and its config {path} "
-                         "is gone: nothing says which arms to compare")
-    config = load_config(path)
-    configured = config.comparison(comparison)
-    return self_pair(configured, config.arms), evidence_of(config, configured)
-
-
-def rejudge_run(run_dir: Path, *, expect: Expect | str | None = None, near_tie: float | None = None,
-                atol: float | None = None, min_differing: int | None = None,
-                drafting: DraftingKind | str | None = None,
-                thresholds: AuditThresholds | None = None,
-                rtol: float | None = None, comparison: str | None = None) -> ComparisonReport:
+def rejudge_run(run_dir: Path, *, comparison: str | None = None,
+                overrides: Overrides | None = None, thresholds: AuditThresholds | None = None,
+                **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
-    several comparisons (`check`, `probe`) needs `comparison`: one of its names, or
+    several comparisons (`check`, `probe`, `noise`) needs `comparison`: one of its names, or
     `NAME/MUTATION` for a probed mutation."""
     results, meta = load_run(run_dir)
-    extra = meta.get("extra", meta)
-    if not isinstance(extra, dict):
-        extra = {}
-    where = str(Path(run_dir) / "meta.json")
-    spec, evidence = _recorded_spec(Path(run_dir), extra, list(results), comparison, where)
-    spec = with_overrides(spec, expect=expect, near_tie=near_tie, atol=atol,
-                          min_differing=min_differing, rtol=rtol,
-                          drafting=drafting)
+    recorded = read_run(Path(run_dir), meta, list(results))
+    where = recorded.where
+    spec, evidence = recorded.pick(comparison)
+    spec = Overrides.of(keywords, overrides).apply(spec)
     if thresholds is None:
-        thresholds = _thresholds_from(extra.get("audit") if isinstance(extra, dict) else None,
-                                      where)
+        thresholds = recorded.audit
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")

@@ -15,6 +15,7 @@ import numpy as np
 from difftest.clustered import (POWER, ClusteredRate, clustered_rate, mde_two_sample,
                                 mde_zero_events)
 from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP, Comparison
+from difftest.kinds import AlignMode
 from difftest.verdict import LOGITS, TOKENS
 
 ALPHA = 0.01  # the level of the flip test, and of the detectable effects stated here
@@ -84,7 +85,7 @@ def _within(mde: float, room: float) -> float | None:
 
 
 def _groups(cmp: Comparison, req: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return req if cmp.mode == "position" else pos
+    return req if cmp.mode is AlignMode.POSITION else pos
 
 
 def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
@@ -105,7 +106,7 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
     if lg is not None and lg.pairs is not None and lg.pair_req is not None and len(lg.pairs):
         p = lg.pairs
         same = (p.ids_a[:, 0] >= 0) & (p.ids_a[:, 0] == p.ids_b[:, 0])
-        groups = lg.pair_req if cmp.mode == "position" else np.zeros(len(p), np.int64)
+        groups = lg.pair_req if cmp.mode is AlignMode.POSITION else np.zeros(len(p), np.int64)
         top1 = clustered_rate(same, groups)
         top1_mde = (_within(mde_two_sample(top1, alpha), top1.value) if top1 is not None
                     else None)

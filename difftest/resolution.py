@@ -38,9 +38,18 @@ def lossless(digits: int | None) -> bool:
     return digits >= (DOUBLE_DIGITS if wide(digits) else LOSSLESS_DIGITS)
 # The coarsest format a producer prints (`%.6g`, the first version of the line). A trace whose
 # values all happen to be short (`5`, `4.25`) shows fewer digits than its format printed;
-# inferring a coarser format from them would swallow real differences as rounding, so the
-# inference never goes below this.
+# inferring a coarser format from them would swallow real differences as rounding, so without
+# evidence (below) the inference never goes below this.
 MIN_FORMAT_DIGITS = 6
+# Evidence that a print really is shorter (`%.4g`): values that are not short binary fractions
+# (not a multiple of 2**-SHORT_BINARY_BITS: `12.34`, not `12.5` or `4.25`) yet show at most d < 6
+# digits. A `%.6g` print of such a value shows d digits only when its last 6 - d digits are
+# zero, about one time in 10**(6 - d); SHORT_PRINT_EVIDENCE of them all short would happen by
+# chance about once in 10**8, so the arm is read at the d digits it shows (coarser, never finer
+# than the print). Short binary fractions are what hand-written traces and half-precision
+# engines print at any format, so they are no evidence either way.
+SHORT_PRINT_EVIDENCE = 8
+SHORT_BINARY_BITS = 10
 
 
 @dataclass(frozen=True)
@@ -123,19 +132,35 @@ def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndar
     return d
 
 
-def format_digits(sig_digits: np.ndarray) -> int | None:
-    """The significant digits an arm's format printed: the most any row shows, and never fewer
-    than MIN_FORMAT_DIGITS (None when no finite value was printed)."""
+def format_digits(sig_digits: np.ndarray, values: np.ndarray | None = None) -> int | None:
+    """The significant digits an arm's format printed: the most any row shows; fewer than
+    MIN_FORMAT_DIGITS only when `values` (the arm's printed values, any shape, nan padding
+    ignored) hold SHORT_PRINT_EVIDENCE that the print is that short (None when no finite value
+    was printed)."""
     if sig_digits.size == 0 or int(sig_digits.max()) <= 0:
         return None
-    return max(int(sig_digits.max()), MIN_FORMAT_DIGITS)
+    shown = int(sig_digits.max())
+    if shown >= MIN_FORMAT_DIGITS:
+        return shown
+    if values is not None and _not_binary_short(values) >= SHORT_PRINT_EVIDENCE:
+        return shown
+    return MIN_FORMAT_DIGITS
+
+
+def _not_binary_short(values: np.ndarray) -> int:
+    """How many finite values are not a multiple of 2**-SHORT_BINARY_BITS (exact: scaling by a
+    power of two and flooring round nothing)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    scaled = v * float(1 << SHORT_BINARY_BITS)
+    return int(np.count_nonzero(scaled != np.floor(scaled)))
 
 
 def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
                compared: np.ndarray) -> Resolution:
     """An arm's resolution from its top values (n, K), the entries per row, the significant
     digits each row printed (n,), and a mask of the rows compared (n,)."""
-    digits = format_digits(sig_digits)
+    digits = format_digits(sig_digits, values)
     if digits is None:
         return Resolution(None, None)
     listed = np.arange(values.shape[1])[None, :] < width[:, None]
@@ -167,7 +192,7 @@ FLOAT32_SAMPLE_ROWS = 1 << 12
 def arm_digits(values: np.ndarray, sig_digits: np.ndarray) -> int | None:
     """An arm's printed digits as the comparison uses them: WideDigits where 9 or more digits
     print values that are not float32 (judged on the first FLOAT32_SAMPLE_ROWS rows)."""
-    digits = format_digits(sig_digits)
+    digits = format_digits(sig_digits, values)
     if digits is not None and digits >= LOSSLESS_DIGITS and not float32_prints(
             values[:FLOAT32_SAMPLE_ROWS], digits):
         return WideDigits(digits)

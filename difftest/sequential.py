@@ -47,7 +47,7 @@ import numpy as np
 
 from difftest.acceptance import AcceptanceCounts
 from difftest.clustered import POWER, ClusterSums, paired_difference, t_quantile, z_quantile
-from difftest.kinds import VerdictKind
+from difftest.kinds import Instrument, VerdictKind
 from difftest.limits import MAX_SEQUENTIAL_RUNS
 from difftest.verdict import Verdict
 
@@ -262,6 +262,6 @@ def fold(verdict: Verdict, result: SequentialResult) -> Verdict:
         kind = VerdictKind.UNINFORMATIVE
     instruments = verdict.instruments
     if result.decision is not VerdictKind.UNINFORMATIVE:
-        instruments = (*instruments, "acceptance")
+        instruments = (*instruments, Instrument.ACCEPTANCE)
     return replace(verdict, verdict=kind, instruments=instruments,
                    reasons=(*verdict.reasons, *result.reasons()))

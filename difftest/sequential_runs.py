@@ -26,7 +26,8 @@ from difftest.errors import InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, load_run, run_arms, signal_of,
                               write_json_atomic)
 from difftest.limits import MAX_SEQUENTIAL_RUNS
-from difftest.pipeline import ComparisonReport, arm_pair, outcomes_from_run, thresholds_of
+from difftest.pipeline import ComparisonReport, outcomes_from_run, thresholds_of
+from difftest.plan import arm_pair
 from difftest.sequential import MIN_RUNS, Design, Look, SequentialResult, Tally, fold, look
 from difftest.verdict import arm_failed
 
@@ -115,11 +116,12 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
 
 def _run_round(run_dir: Path, arms: list[ArmSpec], progress: bool | None,
                cache: Path | None) -> dict[str, ArmResult]:
-    """One round's two runs into the run directory; meta.json keeps every earlier arm."""
+    """One round's two runs into the run directory; meta.json keeps every earlier arm and the
+    run's plan record."""
     _, before = load_run(run_dir)
     try:
         results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
-                           cache_dir=cache)
+                           cache_dir=cache, plan=before.get("plan"))
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     _, after = load_run(run_dir)

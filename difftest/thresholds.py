@@ -122,6 +122,15 @@ class Source:
         return f"thresholds: atol {self.atol:g}, rtol {self.rtol:g} from {self.origin}"
 
 
+def credited(values: list[tuple[str, float, str]]) -> str:
+    """The report's thresholds sentence, each value credited to where it came from:
+    `thresholds: atol 0.6 from the overrides; rtol 0, near_tie 0.004 from FILE (...)`."""
+    groups: dict[str, list[str]] = {}
+    for key, value, origin in values:
+        groups.setdefault(origin, []).append(f"{key} {value:g}")
+    return "thresholds: " + "; ".join(f"{', '.join(v)} from {o}" for o, v in groups.items())
+
+
 def dtype_tolerance(a: ArmDtype, b: ArmDtype) -> Source:
     """atol/rtol for two arms' dtypes: the table's entry for the less precise one."""
     loose = less_precise(a, b)
@@ -175,14 +184,51 @@ PROVENANCE_KEYS = ("comparison", "inputs", "n", "multiplier", "method", "coverag
                    "weakest_probe", "git_sha", "date")
 
 
+THRESHOLDS_TABLES = ("thresholds", "provenance")
+# what a file must record to be checked against the comparison that reads it
+REQUIRED_PROVENANCE = ("comparison", "inputs", "separation")
+
+
+def canonical_input(text: str) -> str:
+    """An input as a runner reads it: text that is an integer, by its value ("00", "+0" and "0"
+    are one seed, as `int()` reads them), anything else as written."""
+    try:
+        return str(int(text))
+    except ValueError:
+        return text
+
+
 @dataclass(frozen=True)
 class ThresholdsFile:
-    """Calibrated atol/rtol/near_tie and the one-line provenance a report prints."""
+    """Calibrated atol/rtol/near_tie, the one-line provenance a report prints, and what the
+    provenance says it was calibrated for."""
 
     atol: float
     rtol: float
     near_tie: float
     origin: str
+    comparison: str = ""
+    inputs: tuple[str, ...] = ()
+    separation: float = math.inf
+
+    def check_for(self, path: Path, comparison: str, gate_input: str | None) -> None:
+        """ThresholdError, naming the file and key, when the file was not calibrated for this
+        comparison as this comparison gates: another comparison's, measured on its gate input,
+        or thresholds calibrate itself refused (separation below 1)."""
+        where = f"{path}: [provenance]"
+        if self.comparison != comparison:
+            raise ThresholdError(f"{where}: key 'comparison': calibrated for comparison "
+                                 f"{self.comparison!r}, not {comparison!r}")
+        if gate_input is not None:
+            gate = canonical_input(gate_input)
+            same = [i for i in self.inputs if canonical_input(i) == gate]
+            if same:
+                raise ThresholdError(f"{where}: key 'inputs': holds the gate input {gate_input!r}"
+                                     f" (as {same[0]!r}): thresholds must be measured on "
+                                     "held-out inputs; recalibrate")
+        if not self.separation >= 1.0:
+            raise ThresholdError(f"{where}: key 'separation': {self.separation:g} < 1: these "
+                                 "thresholds cannot tell benign from wrong; recalibrate")
 
 
 def read_thresholds(path: Path) -> ThresholdsFile:
@@ -207,10 +253,37 @@ def read_thresholds(path: Path) -> ThresholdsFile:
         if key not in THRESHOLDS_KEYS:
             raise ThresholdError(f"{path}: [thresholds]: key {key!r}: unknown key (known: "
                                  f"{', '.join(THRESHOLDS_KEYS)})")
-    prov = data.get("provenance", {})
+    for name in data:
+        if name not in THRESHOLDS_TABLES:
+            raise ThresholdError(f"{path}: [{name}]: unknown table (known: "
+                                 f"{', '.join(THRESHOLDS_TABLES)})")
+    prov = data.get("provenance")
+    if prov is None:
+        raise ThresholdError(f"{path}: [provenance]: missing: nothing says what these thresholds "
+                             "were calibrated for; run `difftest calibrate` to write them")
     if not isinstance(prov, dict):
         raise ThresholdError(f"{path}: [provenance]: must be a table")
+    for key in prov:
+        if key not in PROVENANCE_KEYS:
+            raise ThresholdError(f"{path}: [provenance]: key {key!r}: unknown key (known: "
+                                 f"{', '.join(PROVENANCE_KEYS)})")
+    for key in REQUIRED_PROVENANCE:
+        if key not in prov:
+            raise ThresholdError(f"{path}: [provenance]: key {key!r}: missing")
+    comparison, inputs, separation = prov["comparison"], prov["inputs"], prov["separation"]
+    if not isinstance(comparison, str):
+        raise ThresholdError(f"{path}: [provenance]: key 'comparison': must be a string, got "
+                             f"{comparison!r}")
+    if not isinstance(inputs, list) or not all(
+            isinstance(i, (int, str)) and not isinstance(i, bool) for i in inputs):
+        raise ThresholdError(f"{path}: [provenance]: key 'inputs': must be a list of inputs, "
+                             f"got {inputs!r}")
+    if isinstance(separation, bool) or not isinstance(separation, (int, float)) or math.isnan(
+            separation):
+        raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
+                             f"{separation!r}")
     said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
                                                  "git_sha", "date") if k in prov)
     return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
-                          f"{path} (calibrated: {said or 'no provenance recorded'})")
+                          f"{path} (calibrated: {said})", comparison,
+                          tuple(str(i) for i in inputs), float(separation))

@@ -94,6 +94,9 @@ class RowDiffs:
     disjoint: np.ndarray  # bool: the top lists share no id
     unresolved: np.ndarray  # bool: a difference the printed resolution cannot decide
     one_quantum: np.ndarray  # bool: counted, but by no more than one quantum (bitwise only)
+    # float64: the largest difference the print makes certain (`resolved_difference`; nan for
+    # disjoint rows, inf for a value non-finite in one arm only)
+    resolved: np.ndarray
     exceed: np.ndarray  # int: shared values certainly above the bound, per row
     values: np.ndarray  # int: shared values compared, per row
     # int: shared values certainly above the noise band, or non-finite in one arm only (they
@@ -115,6 +118,14 @@ def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarr
     return values, value_quanta(values, digits)
 
 
+def resolved_difference(d: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """The part of a printed difference `d` that is certain: the true one is at least
+    `d - (qa + qb) / 2`. A value counts against a tolerance only when this is above the bound:
+    the gate's rule, and the one `difftest calibrate` sizes its probes by."""
+    out: np.ndarray = d - half
+    return out
+
+
 def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
                digits_b: int | None) -> RowDiffs:
     """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
@@ -125,8 +136,8 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     if n == 0 or ids_a.shape[1] == 0:
         z = np.zeros(n, dtype=bool)
         zi = np.zeros(n, dtype=np.int64)
-        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), zi, zi.copy(),
-                        zi.copy(), zi.copy())
+        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), np.full(n, np.nan),
+                        zi, zi.copy(), zi.copy(), zi.copy())
     shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
     vb = vb_list[np.arange(n)[:, None], where]
     va, qa = _exact(va, digits_a)
@@ -144,6 +155,20 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     row_diff = np.where(shared, d, 0.0).max(axis=1)
     disjoint = np.asarray(~shared.any(axis=1))
     row_diff = np.where(disjoint, np.nan, row_diff)
+    with np.errstate(invalid="ignore"):
+        # a non-finite value has no quantum: its difference is 0 (the same) or inf (not)
+        lower = np.where(finite, resolved_difference(d, half), d)
+    row_resolved = np.maximum(np.where(shared, lower, -np.inf).max(axis=1), 0.0)
+    row_resolved = np.where(disjoint, np.nan, row_resolved)
+    # an id one arm lists and the other does not: the other's value is at most its last listed
+    # one, so a listed value above that by more than the bound is a certain difference too
+    # (ids below 0 are matched by no rule, as in match_ids: left out)
+    shared_b, _ = match_ids(ids_b, ids_a)
+    vb_own, qb_own = _exact(vb_list, digits_b)
+    drop_a, drop_a_by = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
+    drop_b, drop_b_by = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
+    # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)
+    row_resolved = np.fmax(row_resolved, np.fmax(drop_a_by, drop_b_by))
     if tol.bitwise:
         over = shared & (d > 0)
         same_list = np.all(ids_a == ids_b, axis=1)
@@ -151,45 +176,41 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         coarse = np.maximum(qa, qb)
         one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
-                        over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1), nonfinite_both)
+                        row_resolved, over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1),
+                        nonfinite_both)
     # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
     with np.errstate(invalid="ignore"):
         bound = tol.bound(vb)
-        certain = shared & ((d - half > bound) | mismatch)
-        beyond = shared & ((d - half > tol.band(vb)) | mismatch)
+        certain = shared & ((lower > bound) | mismatch)
+        beyond = shared & ((lower > tol.band(vb)) | mismatch)
         # equal prints are equal: the blindness below the resolution is reported once, as a
         # tolerance finer than the resolution, not as every unchanged value
         possible = shared & finite & (d > 0) & (d + half > bound)
-    # an id one arm lists and the other does not: the other's value is at most its last listed
-    # one, so a listed value above that by more than the bound is a certain difference too
-    # (ids below 0 are matched by no rule, as in match_ids: left out)
-    shared_b, _ = match_ids(ids_b, ids_a)
-    vb_own, qb_own = _exact(vb_list, digits_b)
-    drop_a = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
-    drop_b = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
     dropped = drop_a.any(axis=1) | drop_b.any(axis=1)
     differs = certain.any(axis=1) | disjoint | dropped
     unresolved = possible.any(axis=1) & ~differs
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
-                    certain.sum(axis=1) + drop_a.sum(axis=1) + drop_b.sum(axis=1),
+                    row_resolved, certain.sum(axis=1) + drop_a.sum(axis=1) + drop_b.sum(axis=1),
                     shared.sum(axis=1), beyond.sum(axis=1) + drop_a.sum(axis=1)
                     + drop_b.sum(axis=1), nonfinite_both)
 
 
 def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
-             other: tuple[np.ndarray, np.ndarray], tol: Tolerance) -> np.ndarray:
+             other: tuple[np.ndarray, np.ndarray], tol: Tolerance
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Per entry of one arm's rows (values, quanta): listed there, absent from the other arm's
     list, and above the other's last listed value by more than the bound (at the larger of the
     two values) plus half of each row's coarsest quantum. Top lists are sorted, so an absent id
     lies at or below the last listed value: such an entry certainly moved by more than the
-    tolerance allows."""
+    tolerance allows. Also, per row, the largest such certain move (`resolved_difference` of
+    the excess; nan where no entry is dropped)."""
     vals, quanta = arm
     o_vals, o_quanta = other
     with np.errstate(invalid="ignore", all="ignore"):
         finite = np.isfinite(o_vals)
         has = finite.any(axis=1)
         last = np.full(o_vals.shape[0], np.inf)
-        last[has] = np.nanmin(np.where(finite, o_vals, np.nan)[has], axis=1)
+        last[has] = np.min(np.where(finite, o_vals, np.inf)[has], axis=1)
 
         def coarsest(q: np.ndarray) -> np.ndarray:
             return np.asarray(np.max(np.where(np.isfinite(q), q, 0.0), axis=1, initial=0.0))
@@ -197,8 +218,14 @@ def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
         half = ((coarsest(quanta) + coarsest(o_quanta)) / 2)[:, None]
         excess = vals - last[:, None]
         ref = np.maximum(np.abs(vals), np.abs(last[:, None]))
-        return np.asarray(~shared & np.isfinite(vals) & np.isfinite(excess)
-                          & (excess - half > tol.bound(ref)), dtype=bool)
+        eligible = ~shared & np.isfinite(vals) & np.isfinite(excess)
+        lower = resolved_difference(excess, half)
+        dropped = np.asarray(eligible & (lower > tol.bound(ref)), dtype=bool)
+        by = np.where(eligible, lower, np.nan)
+        row_by = np.full(vals.shape[0], np.nan)
+        some = eligible.any(axis=1)
+        row_by[some] = np.nanmax(by[some], axis=1)
+    return dropped, row_by
 
 
 def finite_max(diff: np.ndarray) -> float | None:

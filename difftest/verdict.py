@@ -15,13 +15,13 @@ from typing import TypeVar
 import numpy as np
 
 from difftest.audit import AuditThresholds, TraceAudit, measure_tokens
-from difftest.compare import Comparison, near_tie_rows
+from difftest.compare import Comparison, DraftingSource, near_tie_rows
 from difftest.errors import ArmFailure, ExitCode
-from difftest.kinds import Expect, Outcome, VerdictKind, outcome
+from difftest.kinds import Expect, Instrument, Outcome, VerdictKind, outcome
 from difftest.numerics import blind_radius, logit_reasons
 
-TOKENS = "tokens"
-LOGITS = "logits"
+TOKENS = Instrument.TOKENS
+LOGITS = Instrument.LOGITS
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Verdict:
     verdict: VerdictKind
     expect: Expect
     reasons: tuple[str, ...] = ()
-    instruments: tuple[str, ...] = ()  # what could have failed: tokens, logits
+    instruments: tuple[Instrument, ...] = ()  # what could have failed
 
     @property
     def outcome(self) -> Outcome:
@@ -66,7 +66,7 @@ def arm_failed(failures: Sequence[ArmFailure], expect: Expect = Expect.SAME) -> 
 class Instruments:
     """What could have failed, measured on the blocks actually compared."""
 
-    names: tuple[str, ...]
+    names: tuple[Instrument, ...]
     token_blind: tuple[str, ...]  # why the tokens could not have failed
     notes: tuple[str, ...]  # why the logits could not have failed
 
@@ -94,7 +94,7 @@ def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
         rows = r.compared
         known = np.isfinite(r.margin_a[rows]) | np.isfinite(r.margin_b[rows])
         if known.any() and near_tie_rows(r.margin_a[rows], r.margin_b[rows], ties[rows]).all():
-            said = (f"near_tie={cmp.near_tie:g}" if not cmp.near_tie_derived else
+            said = (f"near_tie={cmp.near_tie:g}" if cmp.near_tie is not None else
                     "the derived near_tie (2 x each row's tolerance)")
             blind.append(f"{said} is above every compared row's margin, so every flip would "
                          "count as a near-tie")
@@ -220,7 +220,7 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                + (f"; {cmp.logit_rows_compared} logit row(s) compared, "
                   f"{cmp.blocks_logit_differing} block(s) with logit differences"
                   if cmp.logit_rows_compared else ""))
-    if cmp.drafting_source != "default":
+    if cmp.drafting_source is not DraftingSource.DEFAULT:
         out.append(f"{cmp.drafting.value} drafting (from the {cmp.drafting_source})"
                    + (f": {cmp.rows_context_diverged} row(s) after a block's first flip ran on "
                       "another token and are not compared" if cmp.rows_context_diverged else ""))

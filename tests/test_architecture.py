@@ -20,7 +20,10 @@ FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "git
 # The data flow, first stage first. A stage may import the foundation and earlier stages.
 STAGES = ("config", "trace", "align", "resolution", "clustered", "stats", "noise", "tolerance",
           "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "sequential",
-          "rates", "floor", "worktree", "execute", "quantity", "switch", "pipeline",
+          "rates", "floor",
+          # the run plan (which arms run, each one's role) and the overrides of its rules
+          "plan", "rules",
+          "worktree", "execute", "quantity", "switch", "pipeline",
           "sequential_runs", "gate", "calibrate", "bisect", "localize",
           "report", "api", "cli", "pytest_plugin", "__main__")
 # What an engine calls to print a trace (the emitter, then the hooks into engines built on it):

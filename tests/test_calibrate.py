@@ -5,15 +5,18 @@ thresholds came from."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from difftest.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
-from difftest.errors import ConfigError, ExitCode, UsageError
+from difftest.errors import ConfigError, ExitCode, RefusedOutput, UsageError
 from difftest.pipeline import run_comparison
 from difftest.calibrate import calibrate
+from difftest import api
 
 
 def test_chi2_quantile_matches_its_closed_form_and_a_table_value() -> None:
@@ -137,3 +140,153 @@ def test_a_broken_thresholds_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="key 'thresholds': .*t.toml: \\[thresholds\\]: key "
                                           "'atol': must be a finite number >= 0"):
         load_config(path)
+
+
+PRINTED_ARM = Path(__file__).parent / "data" / "arms" / "printed_arm.py"
+
+
+def _printed_config(root: Path, shift: str) -> Path:
+    """Arms printing `%.6g` (a quantum of 1e-4 near 10), B off by at most 2e-5, so each benign
+    difference prints as one quantum; the probe moves large top-1 logits by `shift`."""
+    arm = f'"{{python}}", "{PRINTED_ARM}", "--seed", "{{seed}}"'
+    path = root / "difftest.toml"
+    path.write_text(f"""
+[arms.a]
+command = [{arm}]
+[arms.b]
+command = [{arm}, "--noise", "2e-5"]
+[mutations.bump]
+args = ["--mut", "{shift}"]
+[comparisons.pair]
+arm_a = "a"
+arm_b = "b"
+gate_input = 0
+calibration_inputs = [1, 2, 3]
+thresholds = "pair.thresholds.toml"
+probe = ["bump"]
+""")
+    return path
+
+
+@pytest.mark.parametrize(("shift", "writes"), [("0.00165", False), ("0.0019", True)])
+def test_separation_is_judged_as_the_gate_judges(tmp_path: Path, shift: str,
+                                                 writes: bool) -> None:
+    # atol is 16.9 x the 1e-4 benign print; the 0.00165 probe prints 0.0017 above it, but once
+    # the half quanta are taken off (what the gate does) it is 0.0016, within atol: calibrate
+    # must refuse, or `check` would find its own probe survive the thresholds it wrote
+    path = _printed_config(tmp_path, shift)
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    assert cal.atol.value == pytest.approx(16.8958e-4, rel=1e-4), cal.summary()
+    assert (cal.exit_code is ExitCode.OK) is writes, cal.summary()
+    assert (tmp_path / "pair.thresholds.toml").exists() is writes
+    assert cal.separation is not None and (cal.separation >= 1) is writes
+    if writes:
+        # what calibrate wrote, the gate holds: its probe fails the comparison there
+        result = api.check(load_config(path), run_root=tmp_path / "runs", progress=False)
+        assert result.exit_code is ExitCode.OK, [r.verdict.reasons for r in result.reports]
+
+
+GOOD_PROVENANCE = ('[provenance]\ncomparison = "c"\ninputs = ["1", "2"]\nn = 2\n'
+                   'separation = 3.5\n')
+
+
+def _with_thresholds(tmp_path: Path, file_text: str, gate: str = "0") -> Path:
+    (tmp_path / "t.toml").write_text("[thresholds]\natol = 0.002\nrtol = 0.0\nnear_tie = 0.004\n"
+                                     + file_text)
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    f'arm_b = "a"\ngate_input = {gate}\nthresholds = "t.toml"\n')
+    return path
+
+
+def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path) -> None:
+    spec = load_config(_with_thresholds(tmp_path, GOOD_PROVENANCE)).comparison("c")
+    assert (spec.atol, spec.near_tie) == (0.002, 0.004)
+    assert "separation 3.5" in spec.threshold_origin
+
+
+@pytest.mark.parametrize(("file_text", "gate", "expected"), [
+    (GOOD_PROVENANCE.replace('"c"', '"other"'), "0",
+     "[provenance]: key 'comparison': calibrated for comparison 'other', not 'c'"),
+    (GOOD_PROVENANCE, "1", "[provenance]: key 'inputs': holds the gate input '1'"),
+    (GOOD_PROVENANCE.replace('"1"', '"01"'), '"1"', "holds the gate input '1' (as '01')"),
+    (GOOD_PROVENANCE.replace("3.5", "0.2"), "0",
+     "[provenance]: key 'separation': 0.2 < 1: these thresholds cannot tell benign from wrong"),
+    ("", "0", "[provenance]: missing: nothing says what these thresholds were calibrated for"),
+    (GOOD_PROVENANCE + "[extra]\nx = 1\n", "0", "[extra]: unknown table"),
+    (GOOD_PROVENANCE + "hand_tuned = true\n", "0", "[provenance]: key 'hand_tuned': unknown key"),
+    (GOOD_PROVENANCE.replace("separation = 3.5\n", ""), "0",
+     "[provenance]: key 'separation': missing"),
+])
+def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
+        tmp_path: Path, file_text: str, gate: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(_with_thresholds(tmp_path, file_text, gate))
+    said = str(info.value)
+    assert "comparisons.c" in said and "key 'thresholds'" in said and "t.toml" in said, said
+    assert expected in said, said
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ('gate_input = 0\ncalibration_inputs = ["00", 1, 2]\n', "holds the gate input '0' (as '00')"),
+    ('gate_input = "+2"\ncalibration_inputs = [1, 2]\n', "holds the gate input '+2' (as '2')"),
+    ('calibration_inputs = [1, "01"]\n', "names an input twice ('1' and '01')"),
+])
+def test_inputs_are_compared_as_the_runner_reads_them(tmp_path: Path, extra: str,
+                                                      expected: str) -> None:
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    'arm_b = "a"\n' + extra)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "comparisons.c" in str(info.value) and "key 'calibration_inputs'" in str(info.value)
+    assert expected in str(info.value), str(info.value)
+    # names that are no integers stay as written: "a" and "A" are two inputs
+    path.write_text('[arms.a]\ncommand = ["x", "{seed}"]\n[comparisons.c]\narm_a = "a"\n'
+                    'arm_b = "a"\ngate_input = "a"\ncalibration_inputs = ["A", "b"]\n')
+    assert load_config(path).comparison("c").calibration_inputs == ("A", "b")
+
+
+def test_calibrate_replaces_a_broken_thresholds_file(tmp_path: Path) -> None:
+    # the documented fix for a bad file is to recalibrate: loading the config must not stop it
+    path = _printed_config(tmp_path, "0.0019")
+    target = tmp_path / "pair.thresholds.toml"
+    target.write_text("[thresholds]\natol = -1\n")
+    with pytest.raises(ConfigError, match="key 'thresholds'"):
+        load_config(path)
+    r = subprocess.run([sys.executable, "-m", "difftest", "calibrate", "--config", str(path),
+                        "-c", "pair", "--run-root", str(tmp_path / "runs"), "--no-progress"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"thresholds written to {target}" in r.stdout
+    assert load_config(path).comparison("pair").threshold_origin.startswith(str(target))
+
+
+def test_calibrate_refuses_a_file_it_cannot_write_before_running_anything(
+        tmp_path: Path) -> None:
+    path = _printed_config(tmp_path, "0.0019")
+    (tmp_path / "plain").write_text("a file, not a folder\n")
+    path.write_text(path.read_text().replace('"pair.thresholds.toml"', '"plain/t.toml"'))
+    config = load_config(path)
+    with pytest.raises(RefusedOutput, match=f"{tmp_path / 'plain' / 't.toml'}: cannot be written: "
+                                            f"{tmp_path / 'plain'} is not a folder"):
+        calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs", progress=False)
+    assert not (tmp_path / "runs").exists()  # no arm ran
+
+
+def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
+    # B drafts A's third token: A's top-1/top-2 margin is 0.1, but the gap between the two
+    # flipped tokens, the margin a near-tie is judged on, is 2.0 in A (and 0.3 in B); a
+    # calibration must measure what the gate compares, or its near_tie would not match the gate
+    from spec_traces import Step, trace_lines
+
+    from difftest.calibrate import _flip_margin
+    from difftest.compare import compare as compare_traces
+    from difftest.trace import parse_lines
+
+    a = [Step("r", 0, (((5, 10.0), (6, 9.9), (7, 8.0)),))]
+    b = [Step("r", 0, (((7, 10.0), (5, 9.7), (6, 9.6)),))]
+    c = compare_traces(parse_lines(trace_lines(a)), parse_lines(trace_lines(b)), near_tie=0.0)
+    assert _flip_margin(c) == pytest.approx(2.0)

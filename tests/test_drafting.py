@@ -205,7 +205,8 @@ def test_a_row_only_one_arm_drafted_is_a_draft_length_difference(tmp_path: Path)
     assert code == 1, text
     assert report["verdict"] == "differ"
     assert report["blocks_differing"] == 0  # no token flipped
-    assert report["draft_length_differences"] == {"blocks": 1, "rows_a": 1, "rows_b": 0}
+    assert report["draft_length_differences"] == {"blocks": 1, "of_blocks": 9, "rows_a": 1,
+                                                  "rows_b": 0}
     assert any("draft length" in reason for reason in report["reasons"])
     assert statuses(rows, LAST) == ["same", "same", "unmatched-a"]
     row3 = [r for r in rows if int(r["pos"]) == LAST][2]
@@ -273,7 +274,8 @@ def test_k0_steps_are_never_unmatched_blocks_and_never_paired(tmp_path: Path) ->
     b.write_text(b.read_text() + more_b.getvalue())
     code, report, rows, text = judge(a, b, tmp_path)
     assert report["unmatched"] == {"a": 0, "b": 0}, text
-    assert report["draft_length_differences"] == {"blocks": 2, "rows_a": 0, "rows_b": 6}
+    assert report["draft_length_differences"] == {"blocks": 2, "of_blocks": 10, "rows_a": 0,
+                                                  "rows_b": 6}
     assert report["coverage_gaps"] == []
     assert code == 1  # a different draft length is a different draft
     al = align(parse_trace(a), parse_trace(b))

@@ -78,3 +78,32 @@ def test_tone_follows_the_outcome_so_a_new_verdict_kind_gets_one() -> None:
     assert str(headline(blind.verdict)) == "UNINFORMATIVE (expect same): FAILED, exit 3"
     assert observed(VerdictKind.DIFFER, Expect.DIFFER) == "DIFFER"
     assert observed(VerdictKind.AGREE, Expect.DIFFER) == "NO DIFFERENCE"
+
+
+def _k0_pair(tmp: Path, b_drafts_on: set[int]) -> ComparisonReport:
+    """Ten verifies of one request: A drafts two ids every step, B only on the steps given
+    (k=0 elsewhere); both emit the same token, so positions stay aligned."""
+    from conftest import verify_line
+
+    a_lines, b_lines = [], []
+    for s in range(10):
+        emit = [50 + s]
+        a_lines.append(verify_line("r0", s, [7, 8], emit))
+        b_lines.append(verify_line("r0", s, [7, 8] if s in b_drafts_on else [], emit))
+    (tmp / "a.log").write_text("\n".join(a_lines) + "\n")
+    (tmp / "b.log").write_text("\n".join(b_lines) + "\n")
+    return api.compare_traces(tmp / "a.log", tmp / "b.log", config=CONFIG)
+
+
+def test_draft_lengths_are_counted_over_the_blocks_either_arm_drafted(tmp_path: Path) -> None:
+    """A block B drafted with k=0 is a draft-length difference but no compared block: the
+    count's denominator is the blocks either arm drafted, so it never exceeds it."""
+    some = _k0_pair(tmp_path, {0, 5})
+    c = some.comparison
+    assert c is not None
+    assert (c.blocks_compared, c.draft_length_blocks, c.blocks_drafted) == (2, 8, 10)
+    assert differed(c) == ("draft lengths in 8/10 blocks",)
+    assert "draft lengths in 8/10 blocks" in comparison.render_table(some)
+    none = _k0_pair(tmp_path, set()).comparison
+    assert none is not None and none.blocks_compared == 0
+    assert differed(none) == ("draft lengths in 10/10 blocks",)

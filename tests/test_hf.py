@@ -111,6 +111,10 @@ def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
     (["--drafter", "dflash", "--assistant-dtype", "bfloat16"], "dflash drafter runs in the"),
     (["--attn", "flash"], "invalid choice"),
     (["--schedule", "dynamic"], "invalid choice"),
+    (["--seed", "99999999999999999999999"], "seed must be an integer >= 0 and <= 4294967295"),
+    (["--seed", "-1"], "seed must be an integer >= 0"),
+    (["--drafter", "dflash", "--schedule", "heuristic"], "apply to the assisted drafter only"),
+    (["--drafter", "dflash", "--confidence", "0.4"], "apply to the assisted drafter only"),
 ])
 def test_bad_options_exit_2_before_torch_loads(argv: list[str], message: str) -> None:
     code = ("import sys, runpy; sys.argv = ['difftest.hf'] + sys.argv[1:]\n"
@@ -122,6 +126,22 @@ def test_bad_options_exit_2_before_torch_loads(argv: list[str], message: str) ->
     assert out.returncode == 2
     assert message in out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_a_folder_that_is_not_a_model_exits_2_naming_it(tmp_path: Path) -> None:
+    """A directory transformers cannot load (no config.json): one line naming the flag and the
+    folder, exit 2, no traceback."""
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("hello\n")
+    out = subprocess.run([sys.executable, "-m", "difftest.hf", "--model", str(folder),
+                          "--assistant", str(folder)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert f"--model {folder}: transformers cannot load a model from this folder" in lines[0]
 
 
 def test_local_model_directories_run_like_the_built_in_pair(tmp_path: Path) -> None:

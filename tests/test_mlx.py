@@ -135,6 +135,7 @@ def test_tracer_step_reads_a_real_mlx_half_array(dtype: str, values: list[float]
 @pytest.mark.parametrize("argv, message", [
     (["--k", "0"], "k must be an integer >= 1"),
     (["--seed", "-1"], "seed must be an integer >= 0"),
+    (["--seed", "18446744073709551616"], "seed must be an integer >= 0 and <= 4294967295"),
     (["--draft-dtype", "float8"], "invalid choice"),
     (["--mutation", "everything"], "invalid choice"),
 ])

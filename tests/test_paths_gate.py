@@ -78,7 +78,7 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
                        "rtol": 0.0, "noise_runs": 0, "drafting": None, "toggle": [],
                        "acceptance": None,
                        "tolerance": "given", "arm_dtypes": [None, None], "gate_input": None,
-                       "calibration_inputs": [], "thresholds": "", "threshold_origin": ""},
+                       "calibration_inputs": [], "thresholds": "", "threshold_origin": "", "overridden": []},
         "audit": {"min_distinct_ids": 100000, "min_entropy_bits": 0.5, "max_blind_radius": 2.0},
         "probe": ["skip-kv-write"]}
     assert p.run_dir is not None and p.run_dir.name.endswith("-probe-lanes")

@@ -84,7 +84,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
         "near_tie": None, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
         "drafting": None, "toggle": [], "acceptance": None, "tolerance": "given",
         "arm_dtypes": [None, None], "gate_input": None, "calibration_inputs": [],
-        "thresholds": "", "threshold_origin": ""}
+        "thresholds": "", "threshold_origin": "", "overridden": []}
 
     report = json.loads((d / "report.json").read_text())
     assert (report["verdict"], report["exit_code"], report["blocks_compared"]) == ("agree", 0, 7)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import logits_line, verify_line
+from difftest import api
+from difftest.report import comparison
 from difftest.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
+
+CONFIG = Path(__file__).parent.parent / "difftest" / "configs" / "default.toml"
 
 
 @pytest.mark.parametrize("value, digits, quantum", [
@@ -84,3 +90,60 @@ def test_decimal_exponent_is_exact_at_powers_of_ten() -> None:
     assert np.array_equal(decimal_exponent(p), np.arange(-300, 300, dtype=float))
     below = np.nextafter(p, 0.0)
     assert np.array_equal(decimal_exponent(below), np.arange(-301, 299, dtype=float))
+
+
+def _short_print(values: list[float], digits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values as a `%.<digits>g` print leaves them (one per row) and the digits each shows."""
+    printed = [float(f"{v:.{digits}g}") for v in values]
+    shown = [len(f"{v:.{digits}g}".lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+                 .rstrip("0")) or 1 for v in values]
+    return np.array(printed)[:, None], np.array(shown, dtype=np.int8)
+
+
+def test_a_shorter_print_is_read_at_the_digits_it_shows_on_evidence() -> None:
+    """A `%.4g` print of ordinary logits: no value shows more than 4 digits and many are not
+    short binary fractions, which a `%.6g` print would almost never leave so; the resolution
+    is the print's 1e-2 at 12.34, never the 1e-4 six digits would claim."""
+    logits = [12.3441, 12.3362, 10.0173, 9.00411, 11.7729, 8.41923, 13.0561, 12.9017, 7.30214]
+    vals, shown = _short_print(logits, 4)
+    assert int(shown.max()) == 4
+    assert format_digits(shown, vals) == 4
+    r = resolution(vals, np.ones(len(logits), dtype=int), shown, np.ones(len(logits), bool))
+    assert r == Resolution(4, pytest.approx(1e-2, rel=1e-12))
+    # seven such values are not yet evidence: the format is not read below six digits
+    assert format_digits(shown[:7], vals[:7]) == 6
+
+
+def test_short_binary_fractions_are_no_evidence_of_a_short_print() -> None:
+    """`12.5`, `4.25`, `5`: what hand-written traces and half-precision engines print at any
+    format; however many there are, the format stays at six digits."""
+    vals = np.array([[12.5, 4.25, 5.0, -3.75, 0.125, 100.0, 2.5, 7.0, 9.5, 1.0625]])
+    shown = np.array([5], dtype=np.int8)
+    assert format_digits(shown, vals) == 6
+    assert format_digits(shown) == 6
+
+
+
+@pytest.mark.parametrize("pure", ["1", "0"])
+def test_a_compare_of_percent_4g_traces_states_the_prints_resolution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str) -> None:
+    """Each reader's digit counts, end to end: a `%.4g` trace pair is compared at 1e-2 (values
+    near 12), and the report says so, not 1e-04."""
+    monkeypatch.setenv("DIFFTEST_PURE_PARSER", pure)
+    rng = np.random.default_rng(7)
+    lines = []
+    for s in range(6):
+        lines.append(verify_line("r0", s, [3, 4], [50 + s]))
+        for row, top in ((1, 3), (2, 4)):
+            vals = sorted((float(x) for x in 8.0 + 5.0 * rng.random(3)), reverse=True)
+            cells = [(top, f"{vals[0]:.4g}")] + [(90 + i, f"{v:.4g}")
+                                                 for i, v in enumerate(vals[1:])]
+            lines.append(logits_line("r0", s, row, cells))
+    (tmp_path / "a.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.log").write_text("\n".join(lines) + "\nanother run\n")
+    rep = api.compare_traces(tmp_path / "a.log", tmp_path / "b.log", config=CONFIG)
+    assert rep.comparison is not None and rep.comparison.logits is not None
+    assert rep.comparison.logits.resolution_a == Resolution(4, 1e-2)
+    assert rep.comparison.logits.resolution_b == Resolution(4, 1e-2)
+    text = comparison.render_table(rep)
+    assert "printed resolution 1e-02" in text and "1e-04" not in text

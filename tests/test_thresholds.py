@@ -13,7 +13,7 @@ from difftest.compare import NEAR_TIE, STATUS_NAMES, compare
 from difftest.config import ComparisonSpec, load_config
 from difftest.errors import ConfigError, UsageError
 from difftest.floor import measure_floor
-from difftest.pipeline import ArmOutcome, evaluate, judge_traces
+from difftest.pipeline import ArmOutcome, evaluate, judge_traces, with_overrides
 from difftest.thresholds import DTYPE_TOLERANCES, Dtype, ToleranceMode, parse_dtype
 from difftest.tolerance import Tolerance, derived_near_tie
 from difftest.trace import parse_trace
@@ -70,6 +70,12 @@ def test_config_arm_dtype_reaches_the_comparison(tmp_path: Path) -> None:
     ('[arms.z]\ncommand = ["x"]\ndtype = "int8"\n', "[arms.z]: key 'dtype': unknown dtype 'int8'"),
     ('[comparisons.c]\narm_a = "a"\narm_b = "b"\ntolerance = "dtype"\natol = 0.1\n',
      "[comparisons.c]: key 'tolerance': \"dtype\" takes atol and rtol from the dtype table"),
+    # zero is a value too: the table would replace it silently
+    ('[comparisons.c]\narm_a = "a"\narm_b = "b"\ntolerance = "dtype"\natol = 0.0\n',
+     "[comparisons.c]: key 'tolerance': \"dtype\" takes atol and rtol from the dtype table: set "
+     "either tolerance or atol/rtol, not both (key 'atol' is set, to 0.0)"),
+    ('[comparisons.c]\narm_a = "a"\narm_b = "b"\nrtol = 0\ntolerance = "dtype"\n',
+     "(key 'rtol' is set, to 0)"),
     ('[comparisons.c]\narm_a = "a"\narm_b = "b"\ntolerance = "loose"\n',
      "[comparisons.c]: key 'tolerance': must be \"dtype\""),
 ])
@@ -155,6 +161,43 @@ def test_dtype_tolerance_without_a_dtype_is_refused_naming_the_arm() -> None:
                           arm_dtypes=(Dtype.FLOAT32, None))
     with pytest.raises(UsageError, match="comparison c: .*B states none"):
         judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", spec)
+
+
+def thresholds_said(rep: object) -> list[str]:
+    return [r for r in rep.verdict.reasons if r.startswith("thresholds:")]  # type: ignore[attr-defined]
+
+
+def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
+        tmp_path: Path) -> None:
+    # under bf16 a@8 is a near-tie; --atol 0 --rtol 0 must make the comparison bitwise, not be
+    # taken for "unset" and replaced by the table
+    a = with_config_line(tmp_path, "agree_a.log", "[spec-config] dtype_logits=bfloat16")
+    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
+                          arm_dtypes=(None, Dtype.FLOAT32))
+    rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.0, rtol=0.0))
+    assert rep.comparison is not None
+    assert (rep.comparison.atol, rep.comparison.rtol) == (0.0, 0.0)
+    assert status_at(rep.comparison, "a", 8, 3) == "differ"
+    assert thresholds_said(rep) == ["thresholds: atol 0, rtol 0 from the overrides"]
+    # one override: the other value still comes from the table, and each is credited
+    rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.5))
+    assert rep.comparison is not None
+    assert (rep.comparison.atol, rep.comparison.rtol) == (0.5, 1.6e-2)
+    said = thresholds_said(rep)
+    assert len(said) == 1 and said[0].startswith("thresholds: atol 0.5 from the overrides; rtol "
+                                                 "0.016 from the dtype table (bfloat16"), said
+
+
+def test_an_override_of_a_thresholds_file_value_is_credited_to_the_override() -> None:
+    spec = ComparisonSpec("c", "A", "B", atol=0.002, near_tie=0.004, thresholds="t.toml",
+                          threshold_origin="t.toml (calibrated: n 3)")
+    rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", with_overrides(spec, atol=0.6))
+    assert rep.comparison is not None and rep.comparison.atol == 0.6
+    assert thresholds_said(rep) == ["thresholds: atol 0.6 from the overrides; rtol 0, near_tie "
+                                    "0.004 from t.toml (calibrated: n 3)"]
+    rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", spec)
+    assert thresholds_said(rep) == ["thresholds: atol 0.002, rtol 0, near_tie 0.004 from t.toml "
+                                    "(calibrated: n 3)"]
 
 
 def test_bitwise_by_default_says_nothing_about_thresholds() -> None:

@@ -355,9 +355,7 @@ def _keep_valid_draft_cache(generator: Any, seen: list[int], context: list[int])
 
 
 def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt: list[int],
-                      steps: Any, max_length: int,
-                      capture: ActivationCapture | None = None, draft_along: bool = True,
-                      **generate_kwargs: Any) -> list[int]:
+                      steps: Any, max_length: int, **generate_kwargs: Any) -> list[int]:
     """Replay a committed stream (`steps`: difftest.force.ForcedStep in order) on the pair:
     per step, one verify from the forced context (traced as what this pair would have accepted),
     then that step's tokens committed and a `[spec-forced]` line printed. Returns the committed
@@ -370,7 +368,16 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
     With `draft_along` (default) and a sequential drafter, a step that carries the other arm's
     drafts is drafted along them: row j + 1 runs on the other arm's row-j token, so every row
     has a counterpart on the same context. The trace shows this draft's own pick and its own
-    logits per row, and the emit it would have committed on its own drafts."""
+    logits per row, and the emit it would have committed on its own drafts.
+
+    Two keywords are read here, the rest go to `generate`: `capture` (an ActivationCapture, or
+    None) and `draft_along` (default True)."""
+    capture = generate_kwargs.pop("capture", None)
+    if capture is not None and not isinstance(capture, ActivationCapture):
+        raise TypeError(f"capture must be an ActivationCapture, got {type(capture).__name__}")
+    draft_along = generate_kwargs.pop("draft_along", True)
+    if not isinstance(draft_along, bool):
+        raise TypeError(f"draft_along must be true or false, got {draft_along!r}")
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
     from transformers.generation.utils import GenerationMixin

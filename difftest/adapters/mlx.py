@@ -114,15 +114,15 @@ class _Seen:
         return sample
 
 
-def traced_steps(tracer: Tracer, req: str, inner: Callable[..., Iterator[Any]], prompt: Any,
-                 model: Any, draft_model: Any, *args: Any, record: MLXTrace | None = None,
+def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator[Any]],
+                 prompt: Any, model: Any, draft_model: Any, *args: Any,
                  **kwargs: Any) -> Iterator[Any]:
     """`inner(prompt, model, draft_model, ...)` (mlx-lm's speculative_generate_step) with every
-    verify traced as request `req`; yields what `inner` yields."""
+    verify traced as request `record.req` and kept in `record`; yields what `inner` yields."""
     import mlx.core as mx
 
     sample_utils = importlib.import_module("mlx_lm.sample_utils")
-    record = record if record is not None else MLXTrace(req=req)
+    req = record.req
     tracer.declare(DraftingKind.SEQUENTIAL)
     seen = _Seen()
     kwargs["sampler"] = seen.sampler(kwargs.get("sampler") or sample_utils.greedy_sampler)
@@ -165,8 +165,8 @@ def traced_generation(tracer: Tracer, req: str = "r0") -> Iterator[MLXTrace]:
 
     def hooked(prompt: Any, model: Any, draft_model: Any, *args: Any, **kwargs: Any
                ) -> Iterator[Any]:
-        return traced_steps(tracer, req, original, prompt, model, draft_model, *args,
-                            record=record, **kwargs)
+        return traced_steps(tracer, record, original, prompt, model, draft_model, *args,
+                            **kwargs)
 
     setattr(module, HOOKED, hooked)
     try:

@@ -25,6 +25,7 @@ from difftest.errors import ExitCode, InterruptedRun, UsageError
 from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
 from difftest.gitinfo import git_toplevel
 from difftest.pipeline import thresholds_of
+from difftest.plan import RunOptions
 
 
 class BisectInterrupted(InterruptedRun):
@@ -100,15 +101,26 @@ def _repo_of(config: Config, arms: Sequence[str], repo: Path | None) -> Path:
     return top
 
 
-def start_bisect(config: Config, comparison: str, *, good: str, bad: str,
-                 mode: Mode = Mode.WITHIN, baseline: str | None = None,
-                 repo: Path | None = None, flake_rate: float = 0.0, error_rate: float = 0.01,
-                 max_runs: int = 15, jobs: int = 1, run_root: Path | None = None,
-                 progress: bool | None = False,
-                 cache_dir: Path | None = None) -> BisectResult:
-    """Search the first-parent history from `good` to `bad` for the first commit at which the
-    configured comparison fails its expectation."""
-    Sequential(flake_rate, error_rate, max_runs)  # refuse bad settings before anything runs
+@dataclass(frozen=True)
+class Ends:
+    """What a bisect searches between: a good and a bad commit, how the arms run at each tested
+    commit (`mode`, and the arm that stays put against it), and the repository."""
+
+    good: str
+    bad: str
+    mode: Mode = Mode.WITHIN
+    baseline: str | None = None
+    repo: Path | None = None
+
+
+def start_bisect(config: Config, comparison: str, ends: Ends, test: Sequential,
+                 options: RunOptions) -> BisectResult:
+    """Search the first-parent history from `ends.good` to `ends.bad` for the first commit at
+    which the configured comparison fails its expectation, each commit judged by `test`."""
+    good, bad, mode, baseline, repo = ends.good, ends.bad, ends.mode, ends.baseline, ends.repo
+    flake_rate, error_rate, max_runs = test.flake_rate, test.error_rate, test.max_runs
+    jobs = 1 if options.jobs is None else options.jobs
+    run_root, progress, cache_dir = options.run_root, options.progress, options.cache
     if isinstance(jobs, bool) or jobs < 1:
         raise UsageError(f"-j must be at least 1, got {jobs}")
     spec = config.comparison(comparison)

@@ -20,7 +20,8 @@ from difftest.errors import DifftestError, ExitCode, UsageError
 from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
 from difftest.floor import reruns
-from difftest.pipeline import evaluate, outcomes_from_run, rerun_outcomes, spec_meta
+from difftest.pipeline import evaluate, outcomes_from_run, rerun_outcomes
+from difftest.plan import spec_meta
 
 
 class Mode(StrEnum):

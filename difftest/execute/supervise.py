@@ -389,8 +389,10 @@ def _supervise(arms: Sequence[_Arm], limits: JobLimits, bar: Progress,
 def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None = None,
              extra_meta: Mapping[str, object] | None = None,
              cache_dir: Path | None = None,
-             limits: JobLimits | None = None) -> dict[str, ArmResult]:
+             limits: JobLimits | None = None,
+             plan: Mapping[str, object] | None = None) -> dict[str, ArmResult]:
     """Run the arms (all at once unless `limits` caps them); return when all ended.
+    `extra_meta` and `plan` (the run's plan record, difftest.plan) go into meta.json.
 
     Ctrl-C, SIGTERM and SIGHUP stop every arm's whole process tree, record how the run ended
     in meta.json, and re-raise (KeyboardInterrupt, or RunSignal for the other two).
@@ -406,6 +408,8 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
 
     def record(status: RunStatus, signum: int | None = None) -> None:
         meta = _meta(arms, run_dir, status, created_at, extra_meta, signum)
+        if plan is not None:
+            meta["plan"] = dict(plan)
         try:
             write_json_atomic(meta_path, meta)
         except OSError as exc:

@@ -8,10 +8,12 @@ layers 1 and 3. Weights are drawn with a wide initializer (0.1) so the greedy st
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from difftest.errors import UsageError
 from difftest.hf.options import HFOptions
 
 VOCAB = 256
@@ -69,9 +71,9 @@ def load_pair(options: HFOptions) -> tuple[Any, Any]:
     if options.model is not None and options.assistant is not None:
         from transformers import AutoModel, AutoModelForCausalLM
 
-        target = AutoModelForCausalLM.from_pretrained(options.model, local_files_only=True)
+        target = _load(AutoModelForCausalLM, options.model, "--model")
         loader = AutoModel if options.drafter == "dflash" else AutoModelForCausalLM
-        draft = loader.from_pretrained(options.assistant, local_files_only=True)
+        draft = _load(loader, options.assistant, "--assistant")
     else:
         target = builtin_target(options)
         draft = (builtin_dflash_draft(options) if options.drafter == "dflash"
@@ -83,6 +85,17 @@ def load_pair(options: HFOptions) -> tuple[Any, Any]:
     if options.mutation != "none":
         mutate(draft, options.mutation)
     return target, draft
+
+
+def _load(loader: Any, folder: Path, flag: str) -> Any:
+    """One local model; a folder transformers cannot load is a usage error naming it, in one
+    line (exit 2), not the loader's traceback."""
+    try:
+        return loader.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any loader failure means the same: not a model
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise UsageError(f"{flag} {folder}: transformers cannot load a model from this folder "
+                         f"({type(exc).__name__}: {said})") from None
 
 
 def mutated_mask(query: torch.Tensor, key: torch.Tensor, causal: bool, mutation: str

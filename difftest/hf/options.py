@@ -7,6 +7,7 @@ from pathlib import Path
 
 from difftest.errors import UsageError
 from difftest.faults import Fault, parse_fault_text
+from difftest.limits import check_seed
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -59,6 +60,7 @@ class HFOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise UsageError(f"{name.replace('_', '-')} must be an integer >= {low}, "
                                  f"got {value!r}")
+        check_seed(self.seed)
         if not 0.0 <= self.confidence < 1.0:
             raise UsageError(f"confidence must be in [0, 1), got {self.confidence!r}")
         if (self.model is None) != (self.assistant is None):
@@ -72,6 +74,12 @@ class HFOptions:
             raise UsageError("the dflash drafter runs in the target's dtype; drop "
                              "--assistant-dtype or use --drafter assisted")
 
+        if self.drafter == "dflash" and (self.schedule != "constant" or self.confidence != 0.0):
+            # the runner sets them on the assisted drafter's generation config only; DFlash
+            # drafts a whole block every verify, so its [spec-config] says constant and 0
+            raise UsageError("--schedule and --confidence apply to the assisted drafter only; "
+                             "the dflash drafter drafts a full block every verify (drop them "
+                             "or use --drafter assisted)")
         fault = self.planted()
         if fault is not None and fault.kind == "mask":
             if not fault.module.endswith(".self_attn"):

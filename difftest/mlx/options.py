@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from difftest.errors import UsageError
+from difftest.limits import check_seed
 
 # The draft's attention: mlx's fused kernel (`sdpa`, what mlx-lm runs) or a split-K one that
 # sums the keys in chunks and merges the partial softmaxes (a harmless reordering of floats).
@@ -43,5 +44,4 @@ class MLXOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise UsageError(f"{name.replace('_', '-')} must be an integer >= {low}, "
                                  f"got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise UsageError(f"seed must be an integer >= 0, got {self.seed!r}")
+        check_seed(self.seed)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from difftest.emit import level_from_env
 from difftest.errors import UsageError
+from difftest.limits import MAX_NONDET_SEED, check_seed
 from difftest.reference.faults import Fault, flipped_mask, parse_fault
 
 # VT_SPEC_TRACE is read by the one rule every producer shares.
@@ -83,6 +84,9 @@ class RunnerOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise UsageError(f"{name} must be an integer >= {low}, got {value!r}")
+        check_seed(self.seed)
+        if self.nondet_seed is not None:
+            check_seed(self.nondet_seed, "nondet_seed", MAX_NONDET_SEED)
         if self.topk > self.vocab:
             raise UsageError(f"topk ({self.topk}) cannot exceed vocab ({self.vocab})")
         if self.layer_masks and len(self.layer_masks) != self.layers:

@@ -92,6 +92,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "rows_context_diverged": c.rows_context_diverged if c else 0,
         "draft_length_differences": {
             "blocks": c.draft_length_blocks if c else 0,
+            "of_blocks": c.blocks_drafted if c else 0,  # either arm drafted (the denominator)
             "rows_a": c.draft_length_rows_a if c else 0,
             "rows_b": c.draft_length_rows_b if c else 0},
         "coverage_gaps": [asdict(g) for g in c.coverage_gaps] if c else [],
@@ -102,8 +103,9 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "alignment": c.mode if c else None,
         # the effective values: atol from a dtype table or a thresholds file; a near_tie derived
         # per row is no one number (null) unless the comparison is bitwise, where it is 0
-        "near_tie": (rep.spec.near_tie if rep.spec.near_tie is not None
-                     else 0.0 if c is None or c.tolerance.bitwise else None),
+        "near_tie": ((0.0 if rep.spec.near_tie is None else rep.spec.near_tie) if c is None
+                     else c.near_tie if c.near_tie is not None
+                     else 0.0 if c.tolerance.bitwise else None),
         "atol": c.atol if c else rep.spec.atol,
         "min_differing": rep.spec.min_differing,
         "reasons": v.reasons,

@@ -86,10 +86,13 @@ def differed(c: Comparison | None) -> tuple[str, ...]:
     `logits in 30/30 blocks`, `draft lengths in 1/7 blocks`, ... (empty when none did)."""
     if c is None:
         return ()
-    n = c.blocks_compared
-    out = [f"{what} in {count}/{n} blocks" for what, count in (
-        ("tokens", c.blocks_differing), ("near-tie flips", c.blocks_near_tie),
-        ("logits", c.blocks_logit_differing), ("draft lengths", c.draft_length_blocks))
+    # each count over the set it was counted in: flips and logits over the blocks both arms
+    # drafted, draft lengths over the blocks either arm drafted (one may have drafted none)
+    out = [f"{what} in {count}/{n} blocks" for what, count, n in (
+        ("tokens", c.blocks_differing, c.blocks_compared),
+        ("near-tie flips", c.blocks_near_tie, c.blocks_compared),
+        ("logits", c.blocks_logit_differing, c.blocks_compared),
+        ("draft lengths", c.draft_length_blocks, c.blocks_drafted))
         if count]
     if c.divergences:
         out.append(f"emitted streams of {len(c.divergences)} request(s)")

@@ -240,7 +240,8 @@ def margin_figure(rep: ComparisonReport) -> Figure_ | None:
             ax.stairs(counts, bins, color=_COLOURS[side], linewidth=1.6,
                       linestyle=_LINES[side], label=f"{o.name} ({m.size} rows{radius}{tie})")
         ax.set_xscale("log")
-    near_tie = rep.spec.near_tie or 0.0  # None: derived per row, no one line to draw
+    judged = rep.comparison.near_tie if rep.comparison is not None else rep.spec.near_tie
+    near_tie = judged or 0.0  # None: derived per row, no one line to draw
     if near_tie > 0:
         ax.axvline(near_tie, color="#d7191c", linestyle="--", linewidth=1.2,
                    label=f"near_tie = {near_tie:g} (flips below it are near-ties)")

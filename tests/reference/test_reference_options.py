@@ -39,6 +39,9 @@ def test_unknown_mutation_in_environment_is_a_usage_error() -> None:
     (dict(layer_masks=("full",)), "1 masks for 2 draft layers"),
     (dict(layer_masks=("full", "sliding:x")), "bad layer mask 'sliding:x'"),
     (dict(final_logit_softcapping=0.0), "must be > 0"),
+    (dict(seed=10**23), "seed must be an integer >= 0 and <= 4294967295, got 1000"),
+    (dict(seed=-1), "seed must be an integer >= 0"),
+    (dict(nondet_seed=2**64), "nondet_seed must be an integer >= 0 and <= 9223372036854775807"),
 ])
 def test_bad_options_raise_usage_errors(changes: dict, needle: str) -> None:
     with pytest.raises(UsageError) as info:
