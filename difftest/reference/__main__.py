@@ -11,7 +11,8 @@ from pathlib import Path
 
 from difftest.errors import DifftestError, ExitCode
 from difftest.force import FORCE_ENV, read_force_file
-from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTATIONS,
+from difftest.reference.options import (DRAFT_DTYPES, DRAFTERS, FIXTURES, KERNELS, LANES,
+                                        MUTATIONS,
                                         RunnerOptions, fault_from_env, lane_from_env,
                                         mutation_from_env,
                                         trace_level_from_env)
@@ -71,6 +72,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--attention-kernel", choices=KERNELS, default=d.attention_kernel,
                    help="draft attention: one softmax over all keys, or chunks of 16 keys combined "
                         "with an online softmax (equal in exact arithmetic, not in rounding)")
+    p.add_argument("--draft-dtype", choices=DRAFT_DTYPES, default=d.draft_dtype,
+                   help="dtype of the draft forward (weights, activations, K/V store); the "
+                        "target stays float32, block logits are printed as float32")
     p.add_argument("--nondeterministic", action="store_true",
                    help="reduce the attention keys in an order drawn afresh each run, so reruns "
                         "differ by float32 rounding as GPU reductions do")
@@ -94,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
             layers=args.layers, target_layers=args.target_layers, seed=args.seed,
             prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
+            draft_dtype=args.draft_dtype,
             nondeterministic=args.nondeterministic or args.nondet_seed is not None,
             nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
             layer_masks=tuple(m for m in args.layer_masks.split(",") if m),

@@ -6,13 +6,18 @@ a projection and a norm, then each draft layer's fused K/V projection (K gets th
 and RoPE at its absolute position, V neither). A query block `[anchor, mask, ..., mask]` at the
 next positions runs through the draft layers, attending over `[context K/V ; block K/V]` with
 each layer's mask, and the target's LM head turns the result into block logits.
+
+The draft may run in another dtype than the target (`RunnerOptions.draft_dtype`): its weights,
+the target embeddings and LM head it reads, its RoPE tables, its K/V store and every activation
+are then in that dtype, and only the block logits come back as float32, holding the draft
+dtype's values exactly.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -40,12 +45,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 class Rope:
     """Rotate-half RoPE with tables built once for every position a run can reach."""
 
-    def __init__(self, max_positions: int, head_dim: int) -> None:
+    def __init__(self, max_positions: int, head_dim: int, dtype: torch.dtype = DTYPE) -> None:
         inv = 1.0 / ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv[None, :]
         angles = torch.cat([angles, angles], dim=-1)
-        self.cos = angles.cos().to(DTYPE)
-        self.sin = angles.sin().to(DTYPE)
+        self.cos = angles.cos().to(dtype)
+        self.sin = angles.sin().to(dtype)
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x is `[T, H, D]`; positions `[T]` are absolute."""
@@ -152,6 +157,14 @@ class Drafter:
     head_bias: torch.Tensor  # [V]; zero except in the degenerate fixture
     edge: torch.Tensor  # [d, d] DFlash2 pairwise edge form over the target embeddings
     target: Target
+    # The target's embeddings, LM head and RoPE as the draft reads them: in the draft's dtype.
+    embed: torch.Tensor
+    head: torch.Tensor
+    rope: Rope
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fc.dtype
 
     def context_kv(self, features: torch.Tensor, start: int
                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -160,10 +173,11 @@ class Drafter:
         Row by row, for the reason `Target.consume` gives.
         """
         per_row = []
+        features = features.to(self.dtype)
         for j in range(features.shape[0]):
             h = rms_norm(features[j:j + 1] @ self.fc.T, self.hidden_norm)
             pos = torch.tensor([start + j])
-            per_row.append([layer.project_kv(h, pos, self.target.rope) for layer in self.layers])
+            per_row.append([layer.project_kv(h, pos, self.rope) for layer in self.layers])
         return [(torch.cat([row[i][0] for row in per_row]), torch.cat([row[i][1] for row in per_row]))
                 for i in range(len(self.layers))]
 
@@ -173,7 +187,8 @@ class Drafter:
         """Logits `[1+k, V]` of the block `[anchor, mask x k]` that follows the stored context.
 
         `tap(name, output)` sees each module's output in forward order (difftest.reference.faults
-        names them) and returns what the forward goes on with: a planted fault, or a capture."""
+        names them) and returns what the forward goes on with: a planted fault, or a capture.
+        The logits come back as float32 whatever the draft's dtype (exact: a widening)."""
         def out_of(name: str, value: torch.Tensor) -> torch.Tensor:
             return value if tap is None else tap(name, value)
 
@@ -182,11 +197,11 @@ class Drafter:
             raise ValueError(f"request {req!r} has no context in the store")
         tq = 1 + k
         q_pos = torch.arange(ctx, ctx + tq)
-        x = out_of("embed", torch.cat([self.target.embed[anchor][None, :],
+        x = out_of("embed", torch.cat([self.embed[anchor][None, :],
                                        self.mask_embed[None, :].expand(k, -1)]))
         n_keys = 0
         for i, layer in enumerate(self.layers):
-            q, blk_k, blk_v = layer.qkv(x, q_pos, self.target.rope)
+            q, blk_k, blk_v = layer.qkv(x, q_pos, self.rope)
             q = out_of(f"layers.{i}.q", q)
             k_all, v_all = store.block_kv(req, i, blk_k, blk_v, mutation)
             kind, window = self.masks[i]
@@ -200,12 +215,12 @@ class Drafter:
             x = out_of(f"layers.{i}.mlp", layer.mlp(x))
         store.count(tq, n_keys)
         out = out_of("final_norm", rms_norm(x, self.final_norm))
-        return out_of("head", out @ self.target.head.T + self.head_bias)
+        return out_of("head", out @ self.head.T + self.head_bias).to(torch.float32)
 
     def edge_scores(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """`[len(a), len(b)]` scores of candidate a followed by candidate b."""
-        ea = torch.nn.functional.normalize(self.target.embed[a], dim=-1)
-        eb = torch.nn.functional.normalize(self.target.embed[b], dim=-1)
+        ea = torch.nn.functional.normalize(self.embed[a], dim=-1)
+        eb = torch.nn.functional.normalize(self.embed[b], dim=-1)
         return ea @ self.edge @ eb.T
 
 
@@ -311,6 +326,15 @@ def build(options: RunnerOptions, max_positions: int, tuning: Tuning = Tuning())
     head_bias = torch.zeros(vocab, dtype=DTYPE)
     if options.fixture == "degenerate":
         head_bias[DEGENERATE_ID] = DEGENERATE_BIAS
-    return Drafter(fc=fc, hidden_norm=torch.ones(d, dtype=DTYPE), mask_embed=mask_embed,
-                   layers=d_layers, masks=options.masks(), final_norm=torch.ones(d, dtype=DTYPE),
-                   head_bias=head_bias, edge=edge, target=target)
+    # Drawn in float32 whatever the draft dtype, so both dtypes round the same weights.
+    dt = getattr(torch, options.draft_dtype)
+    return Drafter(fc=fc.to(dt), hidden_norm=torch.ones(d, dtype=dt), mask_embed=mask_embed.to(dt),
+                   layers=[_cast(layer, dt) for layer in d_layers], masks=options.masks(),
+                   final_norm=torch.ones(d, dtype=dt), head_bias=head_bias.to(dt),
+                   edge=edge.to(dt), target=target, embed=embed.to(dt), head=head.to(dt),
+                   rope=Rope(max_positions, HEAD_DIM, dt))
+
+
+def _cast(layer: AttnLayer, dtype: torch.dtype) -> AttnLayer:
+    """The layer with every weight in dtype (the same tensors when it is theirs already)."""
+    return AttnLayer(**{f.name: getattr(layer, f.name).to(dtype) for f in fields(layer)})

@@ -23,6 +23,9 @@ MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
 # combined with an online softmax (the flash-decoding shape): equal in exact arithmetic, not in
 # float32 rounding.
 KERNELS: tuple[str, ...] = ("single", "split")
+# The dtype the draft forward runs in (weights, activations, its K/V store); the target stays
+# float32 and the block logits are widened back to float32 for selecting and printing.
+DRAFT_DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 
 # The id the degenerate fixture drafts at every position: the constant block of the motivating trace.
 DEGENERATE_ID = 19
@@ -48,6 +51,7 @@ class RunnerOptions:
     target_layers: int = 2
     topk: int = 4
     attention_kernel: str = "single"
+    draft_dtype: str = "float32"
     # Reduce the attention keys in an order drawn afresh each run (as GPU atomics do), so reruns
     # differ by float32 rounding; `nondet_seed` fixes the draw (None: a fresh one per run).
     nondeterministic: bool = False
@@ -70,7 +74,7 @@ class RunnerOptions:
         """Raise UsageError naming the first bad field, so a caller never gets a torch traceback."""
         for name, allowed in (("lane", LANES), ("drafter", DRAFTERS), ("fixture", FIXTURES),
                               ("mutation", MUTATIONS),
-                              ("attention_kernel", KERNELS)):
+                              ("attention_kernel", KERNELS), ("draft_dtype", DRAFT_DTYPES)):
             value = getattr(self, name)
             if value not in allowed:
                 raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")

@@ -65,8 +65,14 @@ def make_store(options: RunnerOptions, lane: str | None = None) -> KVStore:
     if lane == "paged":
         return PagedKVStore(options.layers, N_HEADS, HEAD_DIM,
                             pages_needed(max_positions(options), options.requests),
-                            options.seed, DTYPE)
-    return MaterializedKVStore(options.layers, N_HEADS, HEAD_DIM, DTYPE)
+                            options.seed, draft_dtype(options))
+    return MaterializedKVStore(options.layers, N_HEADS, HEAD_DIM, draft_dtype(options))
+
+
+def draft_dtype(options: RunnerOptions) -> torch.dtype:
+    """The torch dtype the draft forward and its K/V store run in."""
+    dtype: torch.dtype = getattr(torch, options.draft_dtype)
+    return dtype
 
 
 def make_prompts(options: RunnerOptions) -> dict[str, list[int]]:
