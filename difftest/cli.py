@@ -597,7 +597,7 @@ def calibrate(
 
 @app.command()
 @_guarded
-@_grouped(RUN_OPTIONS)
+@_grouped(RUN_OPTIONS.only("run_root", "progress", "jobs"))
 def check(
     config: ConfigOpt = None,
     only: Annotated[list[str] | None, typer.Option(

@@ -39,8 +39,22 @@ class LocalizeReport:
         return "\n".join(lines)
 
 
+def checked_atol(atol: float) -> float:
+    """A tolerance localize can judge with: a finite number >= 0 (nan or inf would call every
+    module equal, a negative one every module different)."""
+    import math
+
+    from difftest.errors import UsageError
+
+    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not math.isfinite(atol) \
+            or atol < 0:
+        raise UsageError(f"--atol must be a finite number >= 0, got {atol!r}")
+    return float(atol)
+
+
 def localize_dumps(a: Path, b: Path, atol: float = 0.0) -> LocalizeReport:
     """Compare two capture folders module by module, in forward order."""
+    atol = checked_atol(atol)
     return LocalizeReport((Path(a), Path(b)), first_divergence(read_dumps(Path(a)),
                                                                read_dumps(Path(b)), atol))
 
@@ -114,9 +128,13 @@ def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
 
 
 def parse_at(text: str) -> tuple[str, int]:
-    from difftest.activations import parse_at as parse
+    """`--at REQ:POS`, its errors naming the option."""
+    from difftest.errors import UsageError
 
-    return parse(text)
+    req, sep, pos = text.strip().rpartition(":")
+    if not sep or not req or not pos.isdigit():
+        raise UsageError(f"--at {text!r}: expected REQ:POS, e.g. r0:13")
+    return req, int(pos)
 
 
 def first_differing_step(run_dir: Path) -> tuple[str, int]:
@@ -149,6 +167,8 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     from difftest.trace import parse_trace
 
     run_dir = Path(run_dir)
+    if atol is not None:
+        atol = checked_atol(atol)
     results, meta = load_run(run_dir)
     extra = meta.get("extra", {})
     raw = extra.get("comparison") if isinstance(extra, dict) else None
@@ -157,10 +177,18 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     spec = _spec_from(raw, str(run_dir / "meta.json"))
     req, pos = at if at is not None else first_differing_step(run_dir)
     a, b = results[spec.arm_a], results[spec.arm_b]
+    stream = committed_stream(parse_trace(a.stderr_path))
+    steps = stream.requests.get(req)
+    if not steps or pos not in {s.pos for s in steps}:
+        known = (f"its steps of {req} are at positions {steps[0].pos}..{steps[-1].pos}"
+                 if steps else f"it traced no request {req!r} (requests: "
+                               f"{', '.join(list(stream.requests)[:8])})")
+        raise UsageError(f"--at {req}:{pos}: arm {spec.arm_a} traced no verify step there; "
+                         f"{known}")
     folder = run_dir / LOCALIZE_DIR / f"{req}-{pos}"
     force = run_dir / FORCE_NAME
     if not force.is_file():
-        force = write_force_file(committed_stream(parse_trace(a.stderr_path)), folder / FORCE_NAME)
+        force = write_force_file(stream, folder / FORCE_NAME)
     where = {"a": folder / "capture-a", "b": folder / "capture-b"}
     arms = []
     for key, res in (("a", a), ("b", b)):

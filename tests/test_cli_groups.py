@@ -44,3 +44,11 @@ def test_a_group_hands_the_command_one_record() -> None:
     command(name="x", **{p: v.default for p, v in params.items() if p != "name"} | {
         "atol": 0.5, "teacher_force": True, "jobs": 2})
     assert seen == ["x", Overrides(atol=0.5, teacher_force=True), RunOptions(jobs=2)]
+
+
+def test_only_compare_offers_until_decided() -> None:
+    """Sequential stopping runs for one comparison (`compare`); a command that would take the
+    option and ignore it would print a fixed-sample verdict under a sequential promise."""
+    assert "until_decided" in _params("compare")
+    for name in ("check", "probe", "noise", "export", "bisect"):
+        assert "until_decided" not in _params(name), name

@@ -61,3 +61,28 @@ def test_a_free_run_has_no_acceptance_column(tmp_path: Path) -> None:
     assert rep.run_dir is not None
     md = (rep.run_dir / "report.md").read_text()
     assert ACCEPTED_HEADER not in md and "(would have)" not in md
+
+
+def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(tmp_path: Path) -> None:
+    """A tolerance that calls every module equal (nan, inf) or different (< 0), and a step arm
+    A never verified, are bad input: exit 2, one line, and nothing rerun or overwritten."""
+    rep = judged(tmp_path, teacher_force=False)
+    assert rep.run_dir is not None
+    run_dir = rep.run_dir
+
+    def localize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "difftest", "localize", *args],
+                              capture_output=True, text=True, timeout=300)
+
+    for atol in ("nan", "inf", "-1"):
+        out = localize(str(run_dir), "--atol", atol)
+        assert out.returncode == ExitCode.USAGE, (atol, out.stdout, out.stderr)
+        assert "--atol must be a finite number >= 0" in out.stderr
+        out = localize("--dumps", str(tmp_path), str(tmp_path), "--atol", atol)
+        assert out.returncode == ExitCode.USAGE and "--atol" in out.stderr
+    for at, said in (("r9:13", "traced no request 'r9'"), ("r0:99999", "positions"),
+                     ("foo", "--at 'foo': expected REQ:POS")):
+        out = localize(str(run_dir), "--at", at)
+        assert out.returncode == ExitCode.USAGE, (at, out.stderr)
+        assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (run_dir / "localize").exists()  # nothing was rerun
