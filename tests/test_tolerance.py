@@ -258,3 +258,14 @@ def test_flags_are_boolean_and_counts_integers(tol: Tolerance) -> None:
     for flags in (r.differs, r.disjoint, r.unresolved, r.one_quantum):
         assert flags.dtype == bool
     assert r.exceed.dtype.kind == "i" and r.values.dtype.kind == "i"
+
+
+def test_a_dropped_id_makes_its_row_differ_and_counts_stay_over_the_shared_values() -> None:
+    # B lists 12 at 9.5, A does not (A's value is at most its last, 1.9): the row differs, and
+    # the exceed count (what the excess test weighs) stays out of the shared values it counts
+    p = rows([[(11, 10.0), (13, 3.0), (14, 2.0), (15, 1.9)]],
+             [[(11, 10.0), (12, 9.5), (13, 3.0), (14, 2.0)]])
+    r = judge_rows(p, Tolerance(atol=1e-3), None, None)
+    assert r.differs.tolist() == [True] and r.disjoint.tolist() == [False]
+    assert r.values.tolist() == [3] and r.exceed.tolist() == [0]
+    assert (r.exceed <= r.values).all() and (r.beyond <= r.values).all()
