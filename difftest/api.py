@@ -153,10 +153,10 @@ def compare(arm_a: str | None = None, arm_b: str | None = None, *,
     given = overrides or Overrides()
     traces = traces or Traces()
     if traces.given:
-        if traces.a is None or traces.b is None:
-            raise UsageError("--trace-a and --trace-b go together")
         if arm_a or arm_b:
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
+        if traces.a is None or traces.b is None:
+            raise UsageError("--trace-a and --trace-b go together")
         if given.noise_runs:
             raise UsageError("--noise-runs runs arm A again: it needs arms, not traces")
         if given.teacher_force:

@@ -73,6 +73,8 @@ def test_no_color_means_no_escape_sequences() -> None:
     (["audit", "/nonexistent/trace.log"], "no such trace file"),
     (["check", "--config", DATA / "configs" / "bad_syntax.toml"], "TOML syntax error"),
     (["compare", "--trace-a", COMPARE / "agree_a.log"], "--trace-a and --trace-b go together"),
+    (["compare", "--arm-a", "paged", "--trace-b", COMPARE / "agree_b.log"],
+     "give either --trace-a/--trace-b or arms, not both"),
 ])
 def test_one_error_style_for_usage_errors_and_bad_input(args: list[object],
                                                         message: str) -> None:
