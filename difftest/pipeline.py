@@ -484,5 +484,31 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
                          f"compared with itself ({same}); it would agree whatever the engine "
                          "did")
     a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
-    return evaluate(spec, a, b, thresholds, Path(run_dir),
-                    rerun_outcomes(results, spec, thresholds), evidence)
+    report = evaluate(spec, a, b, thresholds, Path(run_dir),
+                      rerun_outcomes(results, spec, thresholds), evidence)
+    rounds = sequential_rounds(results, spec)
+    return report if rounds is None else _unjudged_sequential(report, rounds)
+
+
+def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
+    """How many rounds an `--until-decided` run of `spec` holds (its `ARM#seqN` arms), or None
+    where it was not such a run."""
+    rounds = [int(n.rsplit("#seq", 1)[1]) for n in names
+              if "#seq" in n and n.rsplit("#seq", 1)[0] in (spec.arm_a, spec.arm_b)
+              and n.rsplit("#seq", 1)[1].isdigit()]
+    return max(rounds) if rounds else None
+
+
+def _unjudged_sequential(report: ComparisonReport, rounds: int) -> ComparisonReport:
+    """A re-judged `--until-decided` run: what was judged is its first round alone, without
+    the sequential test that gated it, so an agreement is not this judgement's to give."""
+    verdict = report.verdict
+    if verdict.verdict is VerdictKind.ARM_FAILED:
+        return report
+    kind = VerdictKind.UNINFORMATIVE if verdict.verdict is VerdictKind.AGREE else verdict.verdict
+    why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
+           "re-judging takes its first round alone and does not re-run the sequential test "
+           "that gated it, so it gives no agreement; the run's own decision is the "
+           "`sequential` entry of its report.json")
+    return replace(report, verdict=replace(verdict, verdict=kind,
+                                           reasons=(*verdict.reasons, why)))

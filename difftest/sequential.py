@@ -14,7 +14,10 @@ and clustered by request (`difftest.clustered`), and decides:
   accepts there at most max_drop, so no larger drop fits): a drop of the margin or more is
   then excluded, and calling AGREE where B dropped by the margin happens with probability at
   most beta (one position must escape its bound, each at level beta);
-- UNINFORMATIVE when the maximum number of runs is reached first.
+- UNINFORMATIVE when the maximum number of runs is reached first, or when a round's reruns
+  repeat, in both arms, every request's stream an earlier round traced (deterministic arms:
+  the same draw again is no new evidence; `difftest.sequential_runs`), unless the evidence
+  counted already shows a drop (DIFFER).
 
 A drop between 0 and max_drop is the indifference zone of any such test (Wald's): it may end
 either way. Where both ends are reached at one look, DIFFER is reported.
@@ -158,9 +161,13 @@ def _joined(parts: list[AcceptanceCounts]) -> AcceptanceCounts:
                             np.concatenate([p.acc for p in parts]))
 
 
-def look(tally: Tally, design: Design) -> Look:
+def look(tally: Tally, design: Design, *, repeated: bool = False) -> Look:
     """Judge what the tally holds: DIFFER, AGREE, or None to run another round (the module
-    docstring gives the rule; no decision under MIN_RUNS runs, UNINFORMATIVE at the maximum)."""
+    docstring gives the rule; no decision under MIN_RUNS runs, UNINFORMATIVE at the maximum).
+    `repeated`: the last round added nothing (its reruns repeated earlier streams), so no
+    later one will: the tally's evidence is final, a drop it shows at this look is DIFFER
+    (the bounds hold at any look), anything else UNINFORMATIVE, never an AGREE resting on
+    one draw counted as several."""
     ca, cb = _joined(tally.a), _joined(tally.b)
     depth = int(max(ca.k.max(initial=0), cb.k.max(initial=0)))
     rho = design.margin ** 2
@@ -186,7 +193,9 @@ def look(tally: Tally, design: Design) -> Look:
         differ = differ or upper < 0.0
         agree = agree and (lower > -design.margin or pd.a <= design.margin)
     decision: VerdictKind | None = None
-    if tally.runs >= MIN_RUNS:
+    if repeated:
+        decision = VerdictKind.DIFFER if differ else VerdictKind.UNINFORMATIVE
+    elif tally.runs >= MIN_RUNS:
         if differ:
             decision = VerdictKind.DIFFER
         elif agree:
@@ -204,6 +213,8 @@ class SequentialResult:
     design: Design
     looks: tuple[Look, ...]
     inputs: tuple[str, ...] = ()  # the input of each round, where the arms take one
+    repeated: int = 0  # request reruns not counted: both arms' streams repeated a past round's
+    deterministic: bool = False  # the last round repeated every request: the test stopped
 
     @property
     def decision(self) -> VerdictKind:
@@ -230,14 +241,43 @@ class SequentialResult:
         return (f"at run {last.runs}, acc@{pick.j}: B - A {pick.diff:+.4f}; DIFFER below "
                 f"{differ_at:+.4f}, AGREE above {agree_at:+.4f}")
 
+    def _agreed_by_ceiling(self) -> str:
+        """Where AGREE rests on A's acceptance being at most the margin (no larger drop fits)
+        rather than on a bound: the sentence that says so, else ''."""
+        m = self.design.margin
+        low = [p for p in self.looks[-1].positions
+               if p.lower is None or p.lower <= -m]
+        if not low:
+            return ""
+        top = max(p.a for p in low)
+        if len(low) == len(self.looks[-1].positions):
+            return (f"; A accepted at most {top:.4f} at every position: no drop larger than "
+                    f"max_drop {m:g} is possible, so AGREE says only that, not that B "
+                    "accepts as A does")
+        where = ", ".join(f"acc@{p.j}" for p in low)
+        return (f"; at {where} A accepted at most {top:.4f}: no drop larger than max_drop "
+                f"{m:g} is possible there, so those positions agree without a bound")
+
     def reasons(self) -> list[str]:
         d = self.design
         head = (f"sequential test (--until-decided): {self.decision.value} after {self.runs} "
                 f"run(s) of each arm (at most {d.max_runs}); alpha {d.alpha:g} (false DIFFER "
                 f"where B accepts as A), beta {d.beta:g} (false AGREE where B's acceptance "
                 f"dropped by max_drop {d.margin:g}); {self.boundary()}")
+        if self.decision is VerdictKind.AGREE:
+            head += self._agreed_by_ceiling()
+        if self.repeated:
+            head += (f"; {self.repeated} rerun(s) of a request not counted: both arms drafted "
+                     "and emitted there exactly what an earlier round traced, the same draw "
+                     "again")
         if not self.looks[-1].positions:
             head += "; neither arm traced a drafted verify, so there is no acceptance to test"
+        elif self.deterministic:
+            head += (f"; run {self.runs} repeated every request's drafted and emitted stream "
+                     "of an earlier run in both arms: the arms are deterministic on these "
+                     "inputs, so reruns add nothing; run more requests instead (more per run, "
+                     "or arms taking a {seed} input with gate_input, which run each round on "
+                     "new inputs)")
         elif self.decision is VerdictKind.UNINFORMATIVE:
             head += ("; the maximum was reached before the evidence decided: raise it, or "
                      "run more requests per run")
@@ -246,7 +286,8 @@ class SequentialResult:
     def to_json(self) -> dict[str, object]:
         return {"decision": self.decision.value, "runs": self.runs,
                 "design": self.design.to_json(), "boundary": self.boundary(),
-                "inputs": list(self.inputs), "looks": [x.to_json() for x in self.looks]}
+                "inputs": list(self.inputs), "repeated": self.repeated,
+                "deterministic": self.deterministic, "looks": [x.to_json() for x in self.looks]}
 
 
 def fold(verdict: Verdict, result: SequentialResult) -> Verdict:

@@ -10,12 +10,16 @@ test judges the requests such inputs bring. Other arms rerun the same requests, 
 judges B against A on those requests. Either way each run of a request is one cluster (paired
 between the arms of its round): the rows of one run of a request share its context, and two
 runs of it are independent draws (what a rerun is), so a rerun adds evidence as a new request
-does.
+does -- where it differs. A rerun of a request whose drafted and emitted stream repeats, in
+both arms, one an earlier round traced for it is the same draw again, not a new one: it is not
+counted. A round in which every request repeats ends the test: UNINFORMATIVE unless what was
+counted already shows a drop (the arms are deterministic on these inputs: reruns add nothing,
+more requests do).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ from difftest.errors import InterruptedRun, UsageError
 from difftest.execute import (META_NAME, ArmResult, load_run, run_arms, signal_of,
                               write_json_atomic)
 from difftest.limits import MAX_SEQUENTIAL_RUNS
+from difftest.model import ArmTrace
 from difftest.pipeline import ComparisonReport, outcomes_from_run, thresholds_of
 from difftest.plan import arm_pair
 from difftest.sequential import MIN_RUNS, Design, Look, SequentialResult, Tally, fold, look
@@ -78,6 +83,45 @@ def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
     return AcceptanceCounts(np.char.add(f"run{run}/", c.label.astype(str)), c.k, c.acc)
 
 
+def streams(trace: ArmTrace) -> dict[str, bytes]:
+    """Each request's traced stream, verify by verify (position, depth, accepted, drafted and
+    emitted ids), as bytes: two runs that drafted and emitted alike give equal bytes."""
+    v = trace.verifies
+    parts: dict[str, list[bytes]] = {}
+    for i in range(len(v)):
+        name = str(trace.requests[int(v.req[i])]) if len(trace.requests) else ""
+        row = np.array([v.pos[i], v.k[i], v.ns[i], v.acc[i]], dtype=np.int64).tobytes()
+        parts.setdefault(name, []).append(
+            row + b"|" + v.draft(i).astype(np.int32).tobytes() + b"|"
+            + v.emit(i).astype(np.int32).tobytes() + b";")
+    return {name: b"".join(rows) for name, rows in parts.items()}
+
+
+@dataclass
+class Seen:
+    """The streams each arm traced for each request in the rounds so far."""
+
+    a: dict[str, set[bytes]] = field(default_factory=dict)
+    b: dict[str, set[bytes]] = field(default_factory=dict)
+
+    def fresh(self, a: ArmTrace, b: ArmTrace) -> set[str]:
+        """The requests of this round whose stream, in one arm or the other, no earlier round
+        traced; the round's streams are remembered."""
+        sa, sb = streams(a), streams(b)
+        out = {name for name in set(sa) | set(sb)
+               if sa.get(name) not in self.a.get(name, set())
+               or sb.get(name) not in self.b.get(name, set())}
+        for seen, now in ((self.a, sa), (self.b, sb)):
+            for name, stream in now.items():
+                seen.setdefault(name, set()).add(stream)
+        return out
+
+
+def _only(c: AcceptanceCounts, requests: set[str]) -> AcceptanceCounts:
+    keep = np.isin(c.label.astype(str), np.asarray(sorted(requests), dtype=str))
+    return AcceptanceCounts(c.label[keep], c.k[keep], c.acc[keep])
+
+
 def continue_until_decided(config: Config, spec: ComparisonSpec, first: ComparisonReport,
                            max_runs: int, *, progress: bool | None = None,
                            cache_dir: Path | None = None) -> ComparisonReport:
@@ -92,6 +136,9 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
     raw = (config.arm(spec.arm_a), config.arm(spec.arm_b))
     inputs = round_inputs(spec, raw, max_runs)
     tally = Tally()
+    seen = Seen()
+    seen.fresh(a0.trace, b0.trace)
+    repeated = 0  # request reruns not counted: their streams repeated an earlier round's
     tally.add(_labelled(counts_of(a0.trace), 1), _labelled(counts_of(b0.trace), 1))
     looks: list[Look] = [look(tally, design)]
     th = thresholds_of(config)
@@ -108,9 +155,18 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
         if failures:
             return replace(first, verdict=arm_failed(failures, spec.expect))
         assert a.trace is not None and b.trace is not None
-        tally.add(_labelled(counts_of(a.trace), r), _labelled(counts_of(b.trace), r))
-        looks.append(look(tally, design))
-    result = SequentialResult(design, tuple(looks), tuple(inputs[:tally.runs]) if inputs else ())
+        new = seen.fresh(a.trace, b.trace)
+        ca, cb = counts_of(a.trace), counts_of(b.trace)
+        repeated += len((set(ca.label.astype(str)) | set(cb.label.astype(str))) - new)
+        if not new:  # the same draws again: nothing to add, and no later rerun would
+            looks.append(replace(look(tally, design, repeated=True), runs=r))
+            break
+        tally.add(_labelled(_only(ca, new), r), _labelled(_only(cb, new), r))
+        looks.append(replace(look(tally, design), runs=r))
+    ran = looks[-1].runs
+    result = SequentialResult(design, tuple(looks), tuple(inputs[:ran]) if inputs else (),
+                              repeated=repeated,
+                              deterministic=looks[-1].runs > tally.runs)
     return replace(first, verdict=fold(first.verdict, result), sequential=result)
 
 

@@ -97,9 +97,11 @@ def test_the_design_refuses_what_it_cannot_state() -> None:
 
 # -- real nondeterministic arms ----------------------------------------------------------------
 
-def _config(tmp: Path, input_arm: bool = False) -> Path:
+def _config(tmp: Path, input_arm: bool = False, nondeterministic: bool = True,
+            requests: int = 30) -> Path:
     seed = ', "--seed", "{seed}"' if input_arm else ""
-    ref = ('["{python}", "-m", "difftest.reference", "--nondeterministic", "--requests", "30", '
+    nondet = '"--nondeterministic", ' if nondeterministic else ""
+    ref = (f'["{{python}}", "-m", "difftest.reference", {nondet}"--requests", "{requests}", '
            f'"--steps", "6"{seed}')
     text = f"""
 [arms.ref]
@@ -155,6 +157,12 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
     meta = json.loads((planted.run_dir / "meta.json").read_text(encoding="utf-8"))
     assert {"ref", "worse", "ref#run2", "ref#seq2", "worse#seq2"} <= set(meta["arms"])
 
+    # --nondeterministic changes float rounding, seldom a token: these reruns repeat the first
+    # run's streams, add nothing, and the drop the first run shows decides
+    assert seq.deterministic and seq.repeated == 30
+
+    # on the next input each round, every round brings new requests
+    cfg = _config(tmp_path, input_arm=True)
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False, until_decided=8)
     seq = aa.sequential
@@ -162,6 +170,43 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
     assert MIN_RUNS <= seq.runs <= 8
     assert "acceptance" in aa.verdict.instruments
     assert aa.verdict.verdict is not VerdictKind.DIFFER
+    assert not seq.deterministic and seq.repeated == 0
+
+    # re-judging (export) takes round 1 without the sequential gate: it says so, and gives no
+    # agreement of its own
+    assert aa.run_dir is not None
+    again = api.rejudge(aa.run_dir)
+    assert again.verdict.verdict is not VerdictKind.AGREE
+    assert "this run was sequential (--until-decided" in " ".join(again.verdict.reasons)
+
+
+def test_reruns_of_a_deterministic_pair_add_nothing(tmp_path: Path) -> None:
+    """Bit-identical reruns are one draw, not several: they end the test UNINFORMATIVE with
+    the reason, never AGREE on the same verifies counted again."""
+    cfg = _config(tmp_path, nondeterministic=False, requests=6)
+    aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
+                          progress=False, until_decided=5)
+    seq = aa.sequential
+    assert seq is not None and seq.decision is VerdictKind.UNINFORMATIVE
+    assert seq.deterministic and seq.runs == 2 and seq.repeated == 6
+    assert aa.verdict.verdict is VerdictKind.UNINFORMATIVE
+    said = " ".join(aa.verdict.reasons)
+    assert "the arms are deterministic on these inputs, so reruns add nothing" in said
+    assert "run more requests instead" in said
+    assert aa.run_dir is not None
+    data = json.loads((aa.run_dir / "report.json").read_text(encoding="utf-8"))
+    assert data["sequential"]["deterministic"] is True
+    res = CliRunner().invoke(app, ["export", str(aa.run_dir)])
+    assert res.exit_code == ExitCode.UNINFORMATIVE and "this run was sequential" in res.output
+
+
+def test_deterministic_arms_on_new_inputs_do_add(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, input_arm=True, nondeterministic=False, requests=6)
+    aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
+                          progress=False, until_decided=3)
+    seq = aa.sequential
+    assert seq is not None and not seq.deterministic and seq.repeated == 0
+    assert seq.looks[-1].requests == 6 * seq.runs
 
 
 def test_arms_that_take_an_input_run_each_round_on_the_next(tmp_path: Path) -> None:
@@ -231,6 +276,23 @@ def test_the_decision_folds_into_the_verdict() -> None:
     assert "sequential test (--until-decided): agree after 2 run(s)" in kept.reasons[-1]
     failed = Verdict(VerdictKind.ARM_FAILED, Expect.SAME)
     assert fold(failed, result(VerdictKind.DIFFER)) == failed
+
+
+def test_an_agreement_where_a_accepts_nothing_says_why() -> None:
+    """A accepting at most max_drop everywhere leaves no room for a larger drop: the AGREE is
+    valid, and its reason says that is all it rests on."""
+    from difftest.sequential import SequentialResult
+
+    rng = np.random.default_rng(3)
+    none = _counts(rng, 1, 4, [0.0])
+    tally = Tally()
+    tally.add(none, none)
+    tally.add(none, none)
+    design = Design(0.05, 0.01, 3)
+    seen = look(tally, design)
+    assert seen.decision is VerdictKind.AGREE
+    text = SequentialResult(design, (seen,)).reasons()[0]
+    assert "A accepted at most 0.0000 at every position: no drop larger than max_drop" in text
 
 
 def test_no_drafted_verify_ends_the_test_at_once() -> None:
