@@ -27,6 +27,7 @@ UNINFORMATIVE (see `combine`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -274,13 +275,21 @@ def combine(verdict: Verdict, report: AcceptanceReport | None,
                                          VerdictKind.DIFFER else VerdictKind.UNINFORMATIVE),
                        reasons=(*verdict.reasons, "acceptance gate: neither arm traced a "
                                 "drafted verify, so acceptance could not be judged"))
+    return join_decision(verdict, report.verdict, report.reasons)
+
+
+def join_decision(verdict: Verdict, decision: VerdictKind,
+                  reasons: Sequence[str]) -> Verdict:
+    """An acceptance decision joined into the comparison's verdict (the fixed-sample gate's or
+    the sequential test's): a drop is a difference; an undecided test leaves no agreement
+    standing; a decided one adds acceptance to the instruments that could have failed."""
     kind = verdict.verdict
-    if report.verdict is VerdictKind.DIFFER:
+    if decision is VerdictKind.DIFFER:
         kind = VerdictKind.DIFFER
-    elif report.verdict is VerdictKind.UNINFORMATIVE and kind is VerdictKind.AGREE:
+    elif decision is VerdictKind.UNINFORMATIVE and kind is VerdictKind.AGREE:
         kind = VerdictKind.UNINFORMATIVE
     instruments = verdict.instruments
-    if report.verdict is not VerdictKind.UNINFORMATIVE:
+    if decision is not VerdictKind.UNINFORMATIVE:
         instruments = (*instruments, Instrument.ACCEPTANCE)
     return replace(verdict, verdict=kind, instruments=instruments,
-                   reasons=(*verdict.reasons, *report.reasons))
+                   reasons=(*verdict.reasons, *reasons))

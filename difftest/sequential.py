@@ -44,13 +44,13 @@ wider than a fixed-sample interval (a factor of about 1.5 to 2 at these levels).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from difftest.acceptance import AcceptanceCounts
+from difftest.acceptance import AcceptanceCounts, join_decision
 from difftest.clustered import POWER, ClusterSums, paired_difference, t_quantile, z_quantile
-from difftest.kinds import Instrument, VerdictKind
+from difftest.kinds import VerdictKind
 from difftest.limits import MAX_SEQUENTIAL_RUNS
 from difftest.verdict import Verdict
 
@@ -296,13 +296,4 @@ def fold(verdict: Verdict, result: SequentialResult) -> Verdict:
     standing."""
     if verdict.verdict is VerdictKind.ARM_FAILED:
         return verdict
-    kind = verdict.verdict
-    if result.decision is VerdictKind.DIFFER:
-        kind = VerdictKind.DIFFER
-    elif result.decision is VerdictKind.UNINFORMATIVE and kind is VerdictKind.AGREE:
-        kind = VerdictKind.UNINFORMATIVE
-    instruments = verdict.instruments
-    if result.decision is not VerdictKind.UNINFORMATIVE:
-        instruments = (*instruments, Instrument.ACCEPTANCE)
-    return replace(verdict, verdict=kind, instruments=instruments,
-                   reasons=(*verdict.reasons, *result.reasons()))
+    return join_decision(verdict, result.decision, result.reasons())
