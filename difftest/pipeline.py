@@ -396,17 +396,27 @@ def run_forced(plan: Plan, options: RunOptions,
         if trace is not None and len(trace.verifies):
             env[FORCE_ENV] = str(write_force_file(committed_stream(trace),
                                                   run_dir / FORCE_NAME).resolve())
-    _, first_meta = load_run(run_dir)
+    second = run_more(run_dir, [arm_b.with_changes(env=env)], progress=options.progress,
+                      cache_dir=cache_dir)
+    return run_dir, {**results, **second}
+
+
+def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
+             cache_dir: Path | None) -> dict[str, ArmResult]:
+    """More arms run into an existing run directory (teacher forcing's second phase, a
+    sequential round): meta.json keeps every earlier arm, the run's metadata and plan record,
+    and when the run was created."""
+    _, before = load_run(run_dir)
     try:
-        second = run_arms([arm_b.with_changes(env=env)], run_dir, progress=options.progress,
-                          extra_meta=extra_meta, cache_dir=cache_dir, plan=record)
+        results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
+                           cache_dir=cache_dir, plan=before.get("plan"))
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
-    _, second_meta = load_run(run_dir)
-    second_meta["arms"] = {**first_meta["arms"], **second_meta["arms"]}
-    second_meta["created_at"] = first_meta.get("created_at", second_meta.get("created_at"))
-    write_json_atomic(run_dir / META_NAME, second_meta)
-    return run_dir, {**results, **second}
+    _, after = load_run(run_dir)
+    after["arms"] = {**before["arms"], **after["arms"]}
+    after["created_at"] = before.get("created_at", after.get("created_at"))
+    write_json_atomic(run_dir / META_NAME, after)
+    return results
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,

@@ -26,12 +26,10 @@ import numpy as np
 
 from difftest.acceptance import AcceptanceCounts, counts_of
 from difftest.config import ArmSpec, ComparisonSpec, Config
-from difftest.errors import InterruptedRun, UsageError
-from difftest.execute import (META_NAME, ArmResult, load_run, run_arms, signal_of,
-                              write_json_atomic)
+from difftest.errors import UsageError
 from difftest.limits import MAX_SEQUENTIAL_RUNS
 from difftest.model import ArmTrace
-from difftest.pipeline import ComparisonReport, outcomes_from_run, thresholds_of
+from difftest.pipeline import ComparisonReport, outcomes_from_run, run_more, thresholds_of
 from difftest.plan import arm_pair
 from difftest.sequential import MIN_RUNS, Design, Look, SequentialResult, Tally, fold, look
 from difftest.verdict import arm_failed
@@ -149,7 +147,7 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
         for base, arm in ((base_a, raw[0]), (base_b, raw[1])):
             run = arm.with_input(inputs[r - 1]) if inputs and arm.takes_input else base
             pair.append(run.with_changes(name=f"{base.name}#seq{r}"))
-        results = _run_round(first.run_dir, pair, progress, cache)
+        results = run_more(first.run_dir, pair, progress=progress, cache_dir=cache)
         a, b = outcomes_from_run(results, (pair[0].name, pair[1].name), th)
         failures = [o.failure for o in (a, b) if o.failure is not None]
         if failures:
@@ -168,20 +166,3 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
                               repeated=repeated,
                               deterministic=looks[-1].runs > tally.runs)
     return replace(first, verdict=fold(first.verdict, result), sequential=result)
-
-
-def _run_round(run_dir: Path, arms: list[ArmSpec], progress: bool | None,
-               cache: Path | None) -> dict[str, ArmResult]:
-    """One round's two runs into the run directory; meta.json keeps every earlier arm and the
-    run's plan record."""
-    _, before = load_run(run_dir)
-    try:
-        results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
-                           cache_dir=cache, plan=before.get("plan"))
-    except KeyboardInterrupt as exc:
-        raise InterruptedRun(run_dir, signal_of(exc)) from None
-    _, after = load_run(run_dir)
-    after["arms"] = {**before["arms"], **after["arms"]}
-    after["created_at"] = before.get("created_at", after.get("created_at"))
-    write_json_atomic(run_dir / META_NAME, after)
-    return results
