@@ -55,21 +55,6 @@ def plant(draft: Any, fault: Fault, seed: int) -> None:
 
 def _plant_mask(draft: Any, module: Any) -> None:
     """Route attention through an sdpa function that changes the mask of `module`'s layer only."""
-    from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+    from difftest.hf.models import route_masked_attention
 
-    from difftest.hf.models import mutated_mask
-
-    def attention(mod: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  attention_mask: torch.Tensor | None, **kwargs: Any) -> Any:
-        if mod is not module:
-            return sdpa_attention_forward(mod, query, key, value, attention_mask, **kwargs)
-        mask = mutated_mask(query, key, bool(getattr(mod, "is_causal", True)), "broken-mask")
-        kwargs.pop("is_causal", None)
-        kwargs.pop("sliding_window", None)
-        return sdpa_attention_forward(mod, query, key, value, mask, is_causal=False, **kwargs)
-
-    AttentionInterface.register(FAULTED_ATTN, attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(FAULTED_ATTN, sdpa_mask)
-    draft.set_attn_implementation(FAULTED_ATTN)
+    route_masked_attention(draft, FAULTED_ATTN, "broken-mask", only=module)

@@ -120,17 +120,26 @@ def mutated_mask(query: torch.Tensor, key: torch.Tensor, causal: bool, mutation:
 
 def mutate(draft: Any, mutation: str) -> None:
     """Route the draft's attention through a known-wrong mask (transformers' attention registry)."""
+    route_masked_attention(draft, MUTATED_ATTN, mutation)
+
+
+def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = None) -> None:
+    """Register, as attention implementation `name`, sdpa with the mask `mutation` makes
+    (mutated_mask), in every attention module or in `only` (a planted one-layer fault; the
+    others keep their own mask), and route the draft's attention through it."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
     def attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, **kwargs: Any) -> Any:
+        if only is not None and module is not only:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
         mask = mutated_mask(query, key, bool(getattr(module, "is_causal", True)), mutation)
         kwargs.pop("is_causal", None)
         kwargs.pop("sliding_window", None)
         return sdpa_attention_forward(module, query, key, value, mask, is_causal=False, **kwargs)
 
-    AttentionInterface.register(MUTATED_ATTN, attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(MUTATED_ATTN, sdpa_mask)
-    draft.set_attn_implementation(MUTATED_ATTN)
+    AttentionInterface.register(name, attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+    draft.set_attn_implementation(name)
