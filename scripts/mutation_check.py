@@ -228,7 +228,7 @@ M = [
   "            emitted = input_ids[0, cur_len:].tolist()",
   "            emitted = input_ids[0, cur_len + 1:].tolist()", "tests/test_hf.py"),
  ("T2 hf mutation not applied", "difftest/hf/models.py",
-  "    draft.set_attn_implementation(MUTATED_ATTN)", "    pass", "tests/test_hf.py"),
+  "    route_masked_attention(draft, MUTATED_ATTN, mutation)", "    pass", "tests/test_hf.py"),
 ]
 
 
