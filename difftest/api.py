@@ -11,22 +11,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
 
-from difftest.audit import TraceAudit, audit_trace
+from difftest.analysis.audit import TraceAudit, audit_trace
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
-from difftest.errors import ExitCode, UsageError
-from difftest.gate import CheckResult, ProbeReport, run_check, run_probe
-from difftest.model import ArmTrace
-from difftest.pipeline import (ComparisonReport, Evidence, NoiseReport, judge_traces,
+from difftest.core.errors import ExitCode, UsageError
+from difftest.flow.gate import CheckResult, ProbeReport, run_check, run_probe
+from difftest.core.model import ArmTrace
+from difftest.flow.pipeline import (ComparisonReport, Evidence, NoiseReport, judge_traces,
                                rejudge_run, run_noise)
-from difftest.pipeline import run_comparison as _run_comparison
-from difftest.plan import RunOptions, evidence_of
-from difftest.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
+from difftest.flow.pipeline import run_comparison as _run_comparison
+from difftest.flow.plan import RunOptions, evidence_of
+from difftest.flow.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
-from difftest.report import bisect_report, rundir
+from difftest.report import bisect_report, outputs
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
-from difftest.sequential_runs import continue_until_decided, design_of
+from difftest.flow.sequential_runs import continue_until_decided, design_of
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
@@ -72,7 +72,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     """Run both arms of a comparison, judge them, and write report.json, report.md and
     diff.csv into the run directory. `until_decided` (an option): run both arms again until
     the sequential acceptance test decides, at most this many times each
-    (difftest.sequential)."""
+    (difftest.analysis.sequential)."""
     opts = run_options(keywords, options)
     if opts.until_decided is not None:
         design_of(spec, opts.until_decided)  # refused before anything runs
@@ -85,7 +85,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     else:
         report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
                                  cache_dir=opts.cache)
-    rundir.write_comparison(report)
+    outputs.write_comparison(report)
     return report
 
 
@@ -100,7 +100,7 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
     """Run two configured arms (or a configured comparison) and judge what they drafted.
     `overrides` (or their keywords: expect, near_tie, atol, rtol, min_differing, drafting,
     noise_runs, teacher_force) over the configured values; `teacher_force`: run B on A's
-    committed stream (difftest.force); `until_decided`: see `run_comparison`."""
+    committed stream (difftest.core.force); `until_decided`: see `run_comparison`."""
     cfg = _config(config)
     given, opts = split_keywords(keywords, overrides, options)
     spec = given.apply(resolve_spec(cfg, arm_a, arm_b, comparison))
@@ -191,7 +191,7 @@ def noise(arm: str, *, runs: int = 3, config: ConfigLike = None,
     opts = run_options(keywords, options)
     report = run_noise(_config(config), arm, runs, run_root=opts.run_root,
                        progress=opts.progress, cache_dir=opts.cache)
-    rundir.write_noise(report)
+    outputs.write_noise(report)
     return report
 
 
@@ -199,7 +199,7 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
     """Write the per-row diff; False when an arm failed and nothing was compared."""
     if report.comparison is None:
         return False
-    write_csv(report, path, reads=rundir.reads_of(report))
+    write_csv(report, path, reads=outputs.reads_of(report))
     return True
 
 
@@ -209,13 +209,13 @@ def check_outputs(*paths: Path | None, reads: list[Path | str | None] | None = N
     regular file, or a file the run reads (`reads`, and a `run_dir`'s meta.json and
     captures). The writer checks again when it writes."""
     known = [Path(p) for p in reads or [] if p is not None]
-    known += rundir.run_reads(Path(run_dir) if run_dir is not None else None)
-    rundir.check_outputs(list(paths), known)
+    known += outputs.run_reads(Path(run_dir) if run_dir is not None else None)
+    outputs.check_outputs(list(paths), known)
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:
     """Write report.html of a comparison to `path`."""
-    rundir.write_comparison_html(report, path)
+    outputs.write_comparison_html(report, path)
 
 
 def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: bool = True,
@@ -229,7 +229,7 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
     check_outputs(junit, markdown, html, reads=[cfg.path])
     result = run_check(cfg, only, run_root=opts.run_root, progress=opts.progress,
                        cache_dir=opts.cache, probes=probes, jobs=opts.jobs)
-    rundir.write_check(result, junit=junit, markdown=markdown, html_path=html)
+    outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
 
 
@@ -247,7 +247,7 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
             else resolve_spec(cfg, arm_a, arm_b, None))
     result = run_probe(cfg, spec, mutations or None, run_root=opts.run_root,
                        progress=opts.progress, cache_dir=opts.cache)
-    rundir.write_probe(result)
+    outputs.write_probe(result)
     return result
 
 
@@ -340,7 +340,7 @@ def bisect(comparison: str | None = None, *, good: str | None = None, bad: str |
 def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
     """The checkout cache a command uses: `cache` when given (no config is read), else the
     config's [defaults] cache, else $DIFFTEST_CACHE, else ~/.cache/difftest."""
-    from difftest.worktree import default_cache_dir
+    from difftest.execute.worktree import default_cache_dir
 
     if cache is not None:
         return Path(cache)

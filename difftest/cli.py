@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from difftest.errors import DifftestError, ExitCode, UsageError
+from difftest.core.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from difftest.pipeline import ComparisonReport
-    from difftest.plan import RunOptions
-    from difftest.rules import Overrides
+    from difftest.flow.pipeline import ComparisonReport
+    from difftest.flow.plan import RunOptions
+    from difftest.flow.rules import Overrides
 
 class _Group(TyperGroup):
     """The command group with difftest's one error style: every usage error, bad parameter and
@@ -328,19 +328,19 @@ def _grouped(*groups: _OptionGroup) -> Callable[[Callable[..., R]], Callable[...
 
 
 def _overrides(**given: Any) -> Overrides:
-    from difftest.rules import Overrides
+    from difftest.flow.rules import Overrides
 
     return Overrides(**given)
 
 
 def _run_options(**given: Any) -> RunOptions:
-    from difftest.plan import RunOptions
+    from difftest.flow.plan import RunOptions
 
     return RunOptions(**given)
 
 
-# One group, one record: the comparison values set over the config's (difftest.rules), and
-# how the arms run (difftest.plan.RunOptions).
+# One group, one record: the comparison values set over the config's (difftest.flow.rules), and
+# how the arms run (difftest.flow.plan.RunOptions).
 OVERRIDES = _OptionGroup("overrides", (
     _option("expect", ExpectOpt), _option("near_tie", NearTie), _option("atol", Atol),
     _option("min_differing", MinDiffering), _option("drafting", DraftingOpt),
@@ -382,7 +382,7 @@ def localize(
 ) -> None:
     """Name the first draft-forward module whose output differs between the arms
     (exit 1 when one differs, 0 when all agree)."""
-    from difftest import localize as loc
+    from difftest.flow import localize as loc
 
     if (run_dir is None) == (dumps is None):
         raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
@@ -393,7 +393,7 @@ def localize(
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
-    from difftest.report.rundir import write_localization
+    from difftest.report.outputs import write_localization
 
     result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
     figure = write_localization(result)
@@ -462,7 +462,7 @@ def audit(
 
 def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
     from difftest import api
-    from difftest.errors import RefusedOutput
+    from difftest.core.errors import RefusedOutput
     from difftest.report import comparison as render
 
     format, csv, html = outputs.format, outputs.csv, outputs.html
@@ -483,7 +483,7 @@ def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:
-        from difftest.localize import saved_localizations
+        from difftest.flow.localize import saved_localizations
 
         typer.echo(render.render_markdown(
             report, saved_localizations(report.run_dir) if report.run_dir else ()))
@@ -586,7 +586,7 @@ def calibrate(
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
     probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
     differences overlap (or no probe ran)."""
-    from difftest.calibrate import calibrate as run
+    from difftest.flow.calibrate import calibrate as run
     from difftest.config import load_config
 
     cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
@@ -648,7 +648,7 @@ def probe(
     """Break arm B on purpose and check that the comparison notices: exit 0 when every
     mutation was killed, 3 when any survived."""
     from difftest import api
-    from difftest.jsonout import dumps
+    from difftest.core.jsonout import dumps
     from difftest.report import gate_report
 
     result = api.probe(arm_a, arm_b, comparison=comparison, mutations=mutation, config=config,
@@ -746,7 +746,7 @@ def cache_list(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
     """Every checkout difftest keeps: repository, commit, build recipe, size, last use."""
     from difftest.api import cache_folder
     from difftest.report import cache_report
-    from difftest.worktree import list_cache
+    from difftest.execute.worktree import list_cache
 
     where = cache_folder(cache, config)
     typer.echo(cache_report.render_table(list_cache(where), where))
@@ -764,7 +764,7 @@ def cache_prune(
 ) -> None:
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest.api import cache_folder
-    from difftest.worktree import prune_cache
+    from difftest.execute.worktree import prune_cache
 
     done = prune_cache(cache_folder(cache, config), max_age_days=0.0 if all_ else older_than)
     for path in done.removed:

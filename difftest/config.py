@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from difftest.errors import ConfigError, UsageError
-from difftest.evidence import Rule, RuleError, check_toggle_key, parse_rule
-from difftest.kinds import DraftingKind, Expect
-from difftest.gitinfo import git_toplevel
-from difftest.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
-from difftest.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
+from difftest.core.errors import ConfigError, UsageError
+from difftest.core.evidence import Rule, RuleError, check_toggle_key, parse_rule
+from difftest.core.kinds import DraftingKind, Expect
+from difftest.core.gitinfo import git_toplevel
+from difftest.core.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
+from difftest.core.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
                                  parse_dtype, read_thresholds, tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
@@ -196,7 +196,7 @@ class ArmSpec:
     repo: Path | None = None
     launcher: tuple[str, ...] | None = None  # argv prefix, e.g. ("srun", "-Q", "--")
     max_capture_bytes: int | None = None  # stdout + stderr together; past it the arm fails
-    # what the arm's output must show (difftest.evidence): its effective settings, counters,
+    # what the arm's output must show (difftest.core.evidence): its effective settings, counters,
     # or a line, proving that it ran what its name claims
     evidence: tuple[Rule, ...] = ()
     # a regular expression for a prefix this arm's lines carry besides the known ones
@@ -284,7 +284,7 @@ class ComparisonSpec:
     expect: Expect = Expect.SAME
     min_differing: int = 1
     # a flip is a near-tie below this margin; None derives it per row from the tolerance
-    # (difftest.thresholds), which is no near-tie at all when the comparison is bitwise
+    # (difftest.core.thresholds), which is no near-tie at all when the comparison is bitwise
     near_tie: float | None = None
     atol: float = 0.0
     probe: tuple[str, ...] = ()
@@ -297,7 +297,7 @@ class ComparisonSpec:
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
     # is about. Arms that report the same value for one of them make the verdict INERT.
     toggle: tuple[str, ...] = ()
-    # Run arm B on arm A's committed stream (difftest.force): every position is compared.
+    # Run arm B on arm A's committed stream (difftest.core.force): every position is compared.
     teacher_force: bool = False
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
     acceptance: AcceptanceGate | None = None
@@ -702,7 +702,7 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
     check.keys(table, raw, _ARM_KEYS)
     if "command" not in raw:
         raise check.fail(table, "key 'command': missing (an argv list, e.g. "
-                                '["{python}", "-m", "difftest.reference"])')
+                                '["{python}", "-m", "difftest.runners.reference"])')
     command = _substitute(check.argv(table, "command", raw["command"]))
     env = check.env(table, "env", raw["env"]) if "env" in raw else {}
     timeout = (check.number(table, "timeout_s", raw["timeout_s"], strict=True)

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 
-from difftest.kinds import DraftingKind
+from difftest.core.kinds import DraftingKind
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -342,10 +342,10 @@ class Tracer:
                    folder: str | os.PathLike[str] | None = None, used: int = 0) -> int:
         """At a captured step (`DIFFTEST_CAPTURE=REQ:POS`), one module's output in forward order:
         a `[spec-act]` summary line and, with a folder, `NNN-module.npy` in it (bounded, see
-        difftest.activations). Returns the bytes the folder holds after, to pass back next."""
+        difftest.core.activations). Returns the bytes the folder holds after, to pass back next."""
         from pathlib import Path
 
-        from difftest.activations import capture_line, save_dump
+        from difftest.core.activations import capture_line, save_dump
 
         arr = _float32_any(output)
         if self.enabled:
@@ -353,9 +353,9 @@ class Tracer:
         return save_dump(Path(folder), index, module, arr, used) if folder is not None else used
 
     def forced(self, req: str | int, pos: int, committed: Any) -> None:
-        """Under teacher forcing (`DIFFTEST_FORCE`, difftest.force), after the step's trace: the
+        """Under teacher forcing (`DIFFTEST_FORCE`, difftest.core.force), after the step's trace: the
         tokens committed instead of the emitted ones (a `[spec-forced]` line)."""
-        from difftest.force import forced_line
+        from difftest.core.force import forced_line
 
         if self.enabled:
             self._write([forced_line(str(req), int(pos), _ids("committed", committed))])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from difftest.gate import CheckResult
+    from difftest.flow.gate import CheckResult
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,7 +43,7 @@ class _Gate:
     def run(self, session: pytest.Session) -> CheckResult:
         if self.result is None:
             from difftest.config import load_config
-            from difftest.gate import run_check
+            from difftest.flow.gate import run_check
 
             items = [i for i in session.items if isinstance(i, DifftestItem)]
             names = list(dict.fromkeys(i.comparison for i in items))
@@ -98,7 +98,7 @@ class DifftestItem(pytest.Item):
                      style: Any = None) -> str:
         if isinstance(excinfo.value, DifftestFailure):
             return str(excinfo.value)
-        from difftest.errors import DifftestError
+        from difftest.core.errors import DifftestError
 
         if isinstance(excinfo.value, DifftestError):
             return f"difftest: error: {excinfo.value}"
@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not config.getoption("difftest"):
         return
     from difftest.config import load_config
-    from difftest.errors import DifftestError
+    from difftest.core.errors import DifftestError
 
     try:
         path = load_config(_config_path(config)).path

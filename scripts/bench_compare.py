@@ -69,11 +69,11 @@ result = {"verifies": len(a.verifies) + len(b.verifies)}
 """
 
 FULL = """
-from difftest.align import align
-from difftest.audit import audit_trace
-from difftest.compare import compare
+from difftest.trace.align import align
+from difftest.analysis.audit import audit_trace
+from difftest.analysis.compare import compare
 from difftest.trace import parse_trace
-from difftest.verdict import judge
+from difftest.analysis.verdict import judge
 t0 = time.perf_counter()
 a = parse_trace(A); b = parse_trace(B)
 t1 = time.perf_counter()

@@ -40,7 +40,7 @@ print(total)
 
 def _reference_available() -> bool:
     try:
-        return importlib.util.find_spec("difftest.reference.__main__") is not None
+        return importlib.util.find_spec("difftest.runners.reference.__main__") is not None
     except ImportError:
         return False
 
@@ -49,7 +49,7 @@ def _specs(fallback: bool, extra: list[str]) -> list[ArmSpec]:
     if fallback:
         return [ArmSpec(lane, (sys.executable, "-c", CPU_SNIPPET), env={"LANE": lane})
                 for lane in ("paged", "materialized")]
-    return [ArmSpec(lane, (sys.executable, "-m", "difftest.reference", "--lane", lane, *extra),
+    return [ArmSpec(lane, (sys.executable, "-m", "difftest.runners.reference", "--lane", lane, *extra),
                     env={"VT_SPEC_TRACE": "3", "VT_DFLASH_PAGED": "0" if lane == "materialized"
                          else "1", "DIFFTEST_MUTATION": "none"})
             for lane in ("paged", "materialized")]

@@ -72,8 +72,8 @@ def judge_peaks(values: int = 200 * 1024) -> None:
 
     import numpy as np
 
-    from difftest.stats import PairedRows, logit_stats
-    from difftest.tolerance import Tolerance, judge_rows
+    from difftest.numerics.stats import PairedRows, logit_stats
+    from difftest.numerics.tolerance import Tolerance, judge_rows
 
     print(f"row judgement + statistics, {values} values:")
     for k in (1, 8, 64, 1024):

@@ -2,7 +2,7 @@
 
     python scripts/bench_reference.py [--reps 5] [--no-mutations]
 
-Part 1 starts `python -m difftest.reference` (VT_SPEC_TRACE=3, default options) as a fresh process
+Part 1 starts `python -m difftest.runners.reference` (VT_SPEC_TRACE=3, default options) as a fresh process
 per repetition, so `import torch` is inside the figure, for both lanes and both fixtures, and
 prints median/min/max wall seconds. Part 2 runs each mutation against its baseline in-process
 and counts, at equal (request, position), the blocks whose drafts differ and the largest absolute
@@ -41,8 +41,8 @@ def time_process(argv: list[str], reps: int) -> list[float]:
 
 
 def time_in_process(lane: str, fixture: str, reps: int) -> list[float]:
-    from difftest.reference.options import RunnerOptions
-    from difftest.reference.runner import run
+    from difftest.runners.reference.options import RunnerOptions
+    from difftest.runners.reference.runner import run
 
     times = []
     for _ in range(reps):
@@ -53,8 +53,8 @@ def time_in_process(lane: str, fixture: str, reps: int) -> list[float]:
 
 
 def mutation_table() -> list[list[object]]:
-    from difftest.reference.options import RunnerOptions
-    from difftest.reference.runner import run
+    from difftest.runners.reference.options import RunnerOptions
+    from difftest.runners.reference.runner import run
 
     rows = []
     for fixture in FIXTURES:
@@ -81,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     cases = [("(import torch only)", "", [sys.executable, "-c", "import torch"])]
-    cases += [(lane, fixture, [sys.executable, "-m", "difftest.reference", "--lane", lane,
+    cases += [(lane, fixture, [sys.executable, "-m", "difftest.runners.reference", "--lane", lane,
                                "--fixture", fixture])
               for fixture in FIXTURES for lane in LANES]
     for lane, fixture, argv in cases:

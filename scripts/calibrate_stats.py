@@ -12,15 +12,15 @@ pool, each arm's verifies resampled within its request, and noise that is cluste
 rows of one request move together as they do in an engine.
 
 Instruments:
-- acceptance: the acceptance gate of `difftest.acceptance` (B - A per draft position, paired by
+- acceptance: the acceptance gate of `difftest.analysis.acceptance` (B - A per draft position, paired by
   request, Bonferroni over positions), with a margin of ~0 so that it tests "B accepts less";
 - token flip rate: B's flips against A minus A's flips against its own rerun, paired by request
-  (`difftest.clustered.paired_difference`); beside it, the exact test that counts rows as
-  independent (`difftest.noise.fisher_greater`), to show what clustering does to it;
+  (`difftest.numerics.clustered.paired_difference`); beside it, the exact test that counts rows as
+  independent (`difftest.numerics.noise.fisher_greater`), to show what clustering does to it;
 - top-1 agreement: the same paired test on the logit rows' top-1 ids, at the higher
   disagreement of a perturbed-logit comparison.
 
-- sequential acceptance test (`--until-decided`, `difftest.sequential`): reruns of a pair on
+- sequential acceptance test (`--until-decided`, `difftest.analysis.sequential`): reruns of a pair on
   fixed requests, each round resampled with clustered loss as above, looked at after every
   round until it decides: false DIFFER with B as A (against alpha), DIFFER and false AGREE
   with B's acc@1 lower by max_drop (against 1 - beta and beta), the runs each took.
@@ -43,21 +43,21 @@ from statistics import NormalDist
 
 import numpy as np
 
-from difftest.acceptance import AcceptanceCounts, measure_counts
-from difftest.clustered import ClusterSums, paired_difference, wilson_bounds
+from difftest.analysis.acceptance import AcceptanceCounts, measure_counts
+from difftest.numerics.clustered import ClusterSums, paired_difference, wilson_bounds
 from difftest.config import AcceptanceGate
-from difftest.kinds import VerdictKind
-from difftest.noise import fisher_greater
-from difftest.sequential import Design, Tally, look
+from difftest.core.kinds import VerdictKind
+from difftest.numerics.noise import fisher_greater
+from difftest.analysis.sequential import Design, Tally, look
 from difftest.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # (file, runner argv): the reference runner at three seeds, and the transformers runner (a tiny
 # seeded model built from its config, no download)
 CAPTURES = tuple((f"reference-seed{seed}.log",
-                  ("-m", "difftest.reference", "--requests", "40", "--steps", "15", "--seed",
+                  ("-m", "difftest.runners.reference", "--requests", "40", "--steps", "15", "--seed",
                    str(seed))) for seed in (0, 1, 2)) + (
-    ("transformers-seed0.log", ("-m", "difftest.hf", "--requests", "40",
+    ("transformers-seed0.log", ("-m", "difftest.runners.hf", "--requests", "40",
                                 "--max-new-tokens", "40", "--seed", "0")),)
 TINY_MARGIN = 1e-9  # the gate's margin: "any drop", so that alpha is the test's level
 
@@ -176,7 +176,7 @@ def calibrate_acceptance(rng: np.random.Generator, p: Pool, sims: int, requests:
 # -- sequential stopping -----------------------------------------------------------------------
 
 def _int_labels(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
-    """Each run of a request its own cluster, as `difftest.sequential_runs` labels them (as
+    """Each run of a request its own cluster, as `difftest.flow.sequential_runs` labels them (as
     integers: the tally sorts no strings)."""
     g = np.char.lstrip(c.label.astype(str), "g").astype(np.int64)
     return AcceptanceCounts(run * 100_000 + g, c.k, c.acc)
@@ -187,7 +187,7 @@ def calibrate_sequential(rng: np.random.Generator, p: Pool, sims: int, requests:
                          loss: float = 0.3) -> list[str]:
     """Reruns of a nondeterministic pair on fixed requests: each round, each arm's verifies
     resampled within request with its own clustered loss (as `acceptance_arm`); looks after every
-    round until `difftest.sequential.look` decides. Null: B as A. Effect: B's acc@1 lower by
+    round until `difftest.analysis.sequential.look` decides. Null: B as A. Effect: B's acc@1 lower by
     the margin (a planted loss of margin / acc@1 of the accepting verifies)."""
     usable = np.flatnonzero([a.size > 0 for a in p.acc])
     design = Design(margin, alpha, max_runs)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from difftest.config import load_config, parse_config
-from difftest.gate import run_check
+from difftest.flow.gate import run_check
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "gate"
@@ -22,17 +22,17 @@ CONFIGS = REPO / "difftest" / "configs"
 # level 1 arms of the failing-gate test: a broken lane, and degenerate drafts
 LEVEL1 = """
 [arms.paged]
-command = ["{python}", "-m", "difftest.reference", "--lane", "paged", "--requests", "2"]
+command = ["{python}", "-m", "difftest.runners.reference", "--lane", "paged", "--requests", "2"]
 env = { VT_SPEC_TRACE = "1" }
 [arms.broken]
-command = ["{python}", "-m", "difftest.reference", "--lane", "materialized", "--requests", "2",
+command = ["{python}", "-m", "difftest.runners.reference", "--lane", "materialized", "--requests", "2",
            "--mutation", "skip-kv-write"]
 env = { VT_SPEC_TRACE = "1" }
 [arms.deg-paged]
-command = ["{python}", "-m", "difftest.reference", "--fixture", "degenerate", "--requests", "2"]
+command = ["{python}", "-m", "difftest.runners.reference", "--fixture", "degenerate", "--requests", "2"]
 env = { VT_SPEC_TRACE = "1" }
 [arms.deg-materialized]
-command = ["{python}", "-m", "difftest.reference", "--fixture", "degenerate", "--requests", "2",
+command = ["{python}", "-m", "difftest.runners.reference", "--fixture", "degenerate", "--requests", "2",
            "--lane", "materialized"]
 env = { VT_SPEC_TRACE = "1" }
 [comparisons.bad]

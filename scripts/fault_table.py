@@ -30,7 +30,7 @@ HF_FAULTS = (
 
 def _judge(runner: str, fault: str, clean: Path, faulty: Path, strip: bool
            ) -> tuple[str, str, str, str, str]:
-    from difftest.localize import localize_dumps
+    from difftest.flow.localize import localize_dumps
 
     module, kind = fault.split(":")[:2]
     loc = localize_dumps(clean, faulty).localization
@@ -51,9 +51,9 @@ def _judge(runner: str, fault: str, clean: Path, faulty: Path, strip: bool
 
 
 def reference_rows(out: Path) -> list[tuple[str, str, str, str, str]]:
-    from difftest.reference.faults import module_names
-    from difftest.reference.options import RunnerOptions
-    from difftest.reference.runner import run
+    from difftest.runners.reference.faults import module_names
+    from difftest.runners.reference.options import RunnerOptions
+    from difftest.runners.reference.runner import run
 
     base = RunnerOptions(requests=1, steps=1, layers=3)
     at = ("r0", base.prompt_len + 1)
@@ -71,8 +71,8 @@ def reference_rows(out: Path) -> list[tuple[str, str, str, str, str]]:
 
 def hf_rows(out: Path) -> list[tuple[str, str, str, str, str]]:
     from difftest.emit import Tracer
-    from difftest.hf.options import HFOptions
-    from difftest.hf.runner import run
+    from difftest.runners.hf.options import HFOptions
+    from difftest.runners.hf.runner import run
 
     at = ("r0", HFOptions().prompt_len)
 

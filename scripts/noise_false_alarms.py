@@ -15,10 +15,10 @@ import argparse
 import random
 import time
 
-from difftest.compare import compare
-from difftest.floor import measure_floor
-from difftest.reference.options import RunnerOptions
-from difftest.reference.runner import run
+from difftest.analysis.compare import compare
+from difftest.analysis.floor import measure_floor
+from difftest.runners.reference.options import RunnerOptions
+from difftest.runners.reference.runner import run
 from difftest.trace.parser import parse_lines
 
 

@@ -72,6 +72,25 @@ def stage_graph() -> dict[str, set[str]]:
     return graph
 
 
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the other difftest modules it imports: the same layering at file grain, so
+    figures stay comparable when modules move into folders."""
+    files = {_module(p) for p in _files()}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in _files():
+        module = _module(path)
+        if module == "difftest":
+            continue
+        graph[module]
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for target in _imports(tree, module, path.name == "__init__.py"):
+            while target not in files and "." in target:
+                target = target.rpartition(".")[0]  # `from pkg import name` names pkg
+            if target not in (module, "difftest"):
+                graph[module].add(target)
+    return graph
+
+
 def layers(graph: dict[str, set[str]]) -> int:
     depth: dict[str, int] = {}
 
@@ -131,6 +150,7 @@ def walk(name: str) -> dict[str, object]:
 
 def report() -> dict[str, object]:
     graph = stage_graph()
+    modules = module_graph()
     cli = PACKAGE / "cli.py"
     if not cli.exists():
         cli = PACKAGE / "cli" / "__init__.py"
@@ -139,6 +159,9 @@ def report() -> dict[str, object]:
         "modules": len(_files()),
         "arrows": sum(len(v) for v in graph.values()),
         "layers": layers(graph),
+        "module_arrows": sum(len(v) for v in modules.values()),
+        "module_layers": layers(modules),
+        "flat_modules": sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"),
         "cli_lines": len(cli.read_text(encoding="utf-8").splitlines()),
         "wide_signatures": [{"params": n, "where": w} for n, w in signatures()],
         "near_tie": walk("near_tie"),
@@ -156,6 +179,11 @@ def main() -> int:
         return 0
     print(f"stages (first-level modules and folders): {r['stages']}; .py files: {r['modules']}")
     print(f"import arrows between stages: {r['arrows']}; import layers: {r['layers']}")
+    print(f"import arrows between modules: {r['module_arrows']}; module layers: "
+          f"{r['module_layers']}")
+    flat = r["flat_modules"]
+    assert isinstance(flat, list)
+    print(f"modules flat in difftest/: {len(flat)} ({', '.join(flat)})")
     print(f"cli lines: {r['cli_lines']}")
     wide = r["wide_signatures"]
     assert isinstance(wide, list)

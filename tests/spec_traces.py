@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from difftest.audit import AuditThresholds, audit_trace
+from difftest.analysis.audit import AuditThresholds, audit_trace
 from difftest.config import ComparisonSpec
-from difftest.kinds import DraftingKind, Expect
-from difftest.pipeline import ArmOutcome, ComparisonReport, evaluate
+from difftest.core.kinds import DraftingKind, Expect
+from difftest.flow.pipeline import ArmOutcome, ComparisonReport, evaluate
 from difftest.trace import parse_lines
 
 Top = tuple[tuple[int, float], ...]  # (id, logit), highest first

@@ -12,17 +12,17 @@ import pytest
 
 from conftest import verify_line
 from difftest import api
-from difftest.acceptance import AcceptanceCounts, combine, measure_counts
-from difftest.clustered import (ClusterSums, chi2_median, clustered_rate, effective_clusters,
+from difftest.analysis.acceptance import AcceptanceCounts, combine, measure_counts
+from difftest.numerics.clustered import (ClusterSums, chi2_median, clustered_rate, effective_clusters,
                                 mde_two_sample, mde_zero_events, paired_difference, t_quantile)
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
-from difftest.errors import ConfigError, ExitCode
-from difftest.jsonout import dumps
-from difftest.kinds import Expect, VerdictKind
-from difftest.noise import NoiseFloor, RequestFlips, RerunPair, flip_test, noise_floor
+from difftest.core.errors import ConfigError, ExitCode
+from difftest.core.jsonout import dumps
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.numerics.noise import NoiseFloor, RequestFlips, RerunPair, flip_test, noise_floor
 from difftest.report import html as html_report
 from difftest.report.comparison import to_dict
-from difftest.verdict import Verdict
+from difftest.analysis.verdict import Verdict
 
 # -- the statistics ---------------------------------------------------------------------------
 
@@ -127,11 +127,11 @@ def test_the_acceptance_gate_applies_to_same_only() -> None:
 
 # -- the gate on real arms ---------------------------------------------------------------------
 
-_REF = '["{python}", "-m", "difftest.reference", "--requests", "40", "--steps", "15"'
+_REF = '["{python}", "-m", "difftest.runners.reference", "--requests", "40", "--steps", "15"'
 
 
 def _config(tmp: Path, max_drop: float, small: bool = False) -> Path:
-    ref = ('["{python}", "-m", "difftest.reference", "--requests", "5", "--steps", "5"'
+    ref = ('["{python}", "-m", "difftest.runners.reference", "--requests", "5", "--steps", "5"'
            if small else _REF)
     text = f"""
 [arms.ref]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.align import Alignment, EmitDivergence, align
-from difftest.model import ArmTrace
+from difftest.trace.align import Alignment, EmitDivergence, align
+from difftest.core.model import ArmTrace
 from difftest.trace import parse_lines, parse_trace
 
 DATA = Path(__file__).parent / "data" / "compare"

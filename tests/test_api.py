@@ -14,7 +14,7 @@ import pytest
 
 import difftest
 from conftest import TESTS, replay_arm
-from difftest.errors import ExitCode
+from difftest.core.errors import ExitCode
 
 DATA = TESTS / "data" / "compare"
 

@@ -9,35 +9,53 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "difftest"
 
-# Importable from anywhere (in this order among themselves).
-FOUNDATION = ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo",
-              "evidence", "limits",
-              # the per-dtype table and thresholds files: data a config and a comparison read
-              "thresholds",
-              # the teacher-forcing stream and activation dumps: files a runner and the
-              # pipeline both read, built on the foundation alone
-              "force", "activations", "faults")
-# The data flow, first stage first. A stage may import the foundation and earlier stages.
-STAGES = ("config", "trace", "align", "resolution", "clustered", "stats", "noise", "tolerance",
-          "audit", "compare", "threshold_notes", "numerics", "verdict", "acceptance", "sequential",
-          "rates", "floor",
-          # the run plan (which arms run, each one's role) and the overrides of its rules
-          "plan", "rules",
-          "worktree", "execute", "quantity", "switch", "pipeline",
-          "sequential_runs", "gate", "calibrate", "bisect", "localize",
-          "report", "api", "cli", "pytest_plugin", "__main__")
-# What an engine calls to print a trace (the emitter, then the hooks into engines built on it):
-# they import the foundation and earlier producers only.
+# The folders (and the few top-level modules) in data-flow order: each imports only those before
+# it. The foundation first, importable from anywhere.
+FOUNDATION = ("core",)
+# What an engine calls to print a trace (the emitter, then the hooks into engines built on it).
 PRODUCERS = ("emit", "adapters")
+STAGES = ("config", "trace", "numerics", "analysis", "execute", "flow", "bisect", "report",
+          "api", "cli", "pytest_plugin", "__main__")
 # Programs of their own that difftest runs as arms: no stage imports them, and they import
 # nothing but the foundation and the producers.
-OUTSIDE = ("reference", "hf", "mlx")
+OUTSIDE = ("runners",)
+# Old spellings kept for one release: each imports only what it is now called.
+ALIASES = {"reference": "runners", "hf": "runners", "mlx": "runners"}
 ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
+
+# Inside a folder, the modules in the order they may import each other: first the module that
+# imports no sibling. Every module of these folders is listed (a new one must be placed).
+MODULES = {
+    "core": ("errors", "jsonout", "kinds", "model", "atomic", "procgroup", "gitinfo", "evidence",
+             "limits",
+             # the per-dtype table and thresholds files: data a config and a comparison read
+             "thresholds",
+             # the teacher-forcing stream, activation dumps and planted faults: files a runner
+             # and the flow both read
+             "force", "activations", "faults"),
+    "trace": ("grammar", "numbers", "bulk", "parser", "align"),
+    "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
+    "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
+                 "acceptance", "sequential", "rates", "floor"),
+    "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
+                "progress", "supervise"),
+    "flow": ("plan", "rules", "switch", "pipeline", "sequential_runs", "gate", "calibrate",
+             "localize"),
+    "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
+    "report": ("text", "cells", "headline", "comparison", "audit_report", "bisect_report",
+               "cache_report", "diffread", "events", "gate_report", "noise_report", "html",
+               "outputs"),
+}
 
 
 def _stage(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""  # "" is the package root
+
+
+def _leaf(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""  # "" is the folder's own __init__
 
 
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:
@@ -63,6 +81,19 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
     return out
 
 
+def _inside(folder: str, here: str, there: str, where: str) -> list[str]:
+    """The order of two modules of one folder."""
+    order = MODULES.get(folder)
+    if order is None or "" in (here, there) or here == there:
+        return []
+    unplaced = [m for m in (here, there) if m not in order]
+    if unplaced:
+        return [f"{where}: place {unplaced[0]!r} in MODULES[{folder!r}]"]
+    if order.index(there) >= order.index(here):
+        return [f"{where}: {folder}.{there} comes after {folder}.{here} in the folder's order"]
+    return []
+
+
 def violations(package: Path = PACKAGE) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
@@ -73,6 +104,7 @@ def violations(package: Path = PACKAGE) -> list[str]:
             there = _stage(target)
             where = f"{path.relative_to(package.parent)}:{line}: {module} imports {target}"
             if there == here:
+                found += _inside(here, _leaf(module), _leaf(target), where)
                 continue
             if here == "":  # the package root loads the API lazily, and nothing else
                 if there != "api":
@@ -80,6 +112,13 @@ def violations(package: Path = PACKAGE) -> list[str]:
                 continue
             if there == "":
                 continue  # `from difftest import __version__`
+            if here in ALIASES:
+                if there != ALIASES[here]:
+                    found.append(f"{where}: an old spelling imports only {ALIASES[here]}")
+                continue
+            if there in ALIASES:
+                found.append(f"{where}: {there} is an old spelling; import {ALIASES[there]}")
+                continue
             if here in OUTSIDE or there in OUTSIDE:
                 if there not in FOUNDATION + PRODUCERS:
                     found.append(f"{where}: {there} is outside the stages")
@@ -92,6 +131,15 @@ def violations(package: Path = PACKAGE) -> list[str]:
     return found
 
 
+def test_every_folder_module_is_placed() -> None:
+    """A module added to an ordered folder must be given its place, imports or not."""
+    missing = [f"{folder}/{m.stem}" for folder, order in MODULES.items()
+               for m in sorted((PACKAGE / folder).iterdir())
+               if ((m.suffix == ".py" and m.stem != "__init__") or
+                   (m.is_dir() and (m / "__init__.py").exists())) and m.stem not in order]
+    assert not missing, f"place these in MODULES: {missing}"
+
+
 def test_every_import_follows_the_stage_order() -> None:
     found = violations()
     assert not found, "imports against the stage order:\n" + "\n".join(found)
@@ -100,10 +148,45 @@ def test_every_import_follows_the_stage_order() -> None:
 def test_the_check_sees_a_backward_import(tmp_path: Path) -> None:
     """The checker itself: a stage importing a later one (the old pipeline -> report cycle)."""
     copy = tmp_path / "difftest"
-    (copy / "report").mkdir(parents=True)
+    for folder in ("report", "flow"):
+        (copy / folder).mkdir(parents=True)
+        (copy / folder / "__init__.py").write_text("")
     (copy / "__init__.py").write_text("")
-    (copy / "report" / "__init__.py").write_text("")
-    (copy / "report" / "comparison.py").write_text("from difftest.pipeline import evaluate\n")
-    (copy / "pipeline.py").write_text("def f():\n    from difftest.report import comparison\n")
+    (copy / "report" / "comparison.py").write_text("from difftest.flow.pipeline import evaluate\n")
+    (copy / "flow" / "pipeline.py").write_text(
+        "def f():\n    from difftest.report import comparison\n")
     found = violations(copy)
-    assert len(found) == 1 and "report comes after pipeline" in found[0], found
+    assert len(found) == 1 and "report comes after flow" in found[0], found
+
+
+def test_the_check_sees_a_backward_import_inside_a_folder(tmp_path: Path) -> None:
+    """Folders group modules; the order inside one still holds (compare may not import verdict)."""
+    copy = tmp_path / "difftest"
+    (copy / "analysis").mkdir(parents=True)
+    for name in ("__init__", "verdict"):
+        (copy / "analysis" / f"{name}.py").write_text("")
+    (copy / "__init__.py").write_text("")
+    (copy / "analysis" / "compare.py").write_text("from difftest.analysis.verdict import x\n")
+    found = violations(copy)
+    assert len(found) == 1 and "analysis.verdict comes after analysis.compare" in found[0], found
+
+
+def test_the_check_sees_a_folder_importing_a_later_folder(tmp_path: Path) -> None:
+    copy = tmp_path / "difftest"
+    for folder in ("numerics", "flow"):
+        (copy / folder).mkdir(parents=True)
+        (copy / folder / "__init__.py").write_text("")
+    (copy / "__init__.py").write_text("")
+    (copy / "flow" / "plan.py").write_text("")
+    (copy / "numerics" / "stats.py").write_text("import difftest.flow.plan\n")
+    found = violations(copy)
+    assert len(found) == 1 and "flow comes after numerics" in found[0], found
+
+
+def test_an_old_spelling_only_forwards(tmp_path: Path) -> None:
+    copy = tmp_path / "difftest"
+    (copy / "reference").mkdir(parents=True)
+    (copy / "__init__.py").write_text("")
+    (copy / "reference" / "__main__.py").write_text("from difftest.flow import pipeline\n")
+    found = violations(copy)
+    assert len(found) == 1 and "an old spelling imports only runners" in found[0], found

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.audit import AuditThresholds, audit_trace, drafted_blocks, entropy_bits
+from difftest.analysis.audit import AuditThresholds, audit_trace, drafted_blocks, entropy_bits
 from difftest.trace import parse_lines, parse_trace
 
 DATA = Path(__file__).parent / "data"

@@ -19,7 +19,7 @@ from difftest import api
 from difftest.bisect import Decision, Mode, Reading, Sequential, Status, Tally
 from difftest.bisect.evidence import decision_budget, per_decision, posterior
 from difftest.bisect.journal import LOG
-from difftest.errors import ExitCode, UsageError
+from difftest.core.errors import ExitCode, UsageError
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]

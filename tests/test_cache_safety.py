@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from difftest.worktree import checkout_for, prune_cache
+from difftest.execute.worktree import checkout_for, prune_cache
 
 TESTS = Path(__file__).resolve().parent
 PY = sys.executable
@@ -152,7 +152,7 @@ def test_the_cache_marker_must_be_a_regular_file(tmp_path: Path, kind: str) -> N
 
 
 def test_a_link_planted_at_a_build_log_is_never_written_through(tmp_path: Path) -> None:
-    from difftest.worktree import recipe_key
+    from difftest.execute.worktree import recipe_key
 
     repo = _repo(tmp_path)
     cache = tmp_path / "cache"
@@ -172,7 +172,7 @@ def test_first_users_racing_for_the_cache_id_all_read_the_one_that_landed(tmp_pa
     # (no id): 176 of 300 four-thread races here before the marker was linked into place whole.
     import threading
 
-    from difftest.worktree import cache_id
+    from difftest.execute.worktree import cache_id
 
     for trial in range(100):
         base = tmp_path / str(trial)

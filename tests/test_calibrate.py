@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from difftest.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
+from difftest.flow.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
-from difftest.errors import ConfigError, ExitCode, RefusedOutput, UsageError
-from difftest.pipeline import run_comparison
-from difftest.calibrate import calibrate
+from difftest.core.errors import ConfigError, ExitCode, RefusedOutput, UsageError
+from difftest.flow.pipeline import run_comparison
+from difftest.flow.calibrate import calibrate
 from difftest import api
 
 
@@ -43,7 +43,7 @@ def test_a_zero_sample_stays_bitwise() -> None:
     assert upper_bound([0.0, 0.0]).value == 0.0
 
 
-RUN = ('"{python}", "-m", "difftest.reference", "--requests", "1", "--steps", "3", '
+RUN = ('"{python}", "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3", '
        '"--seed", "{seed}"')
 CONFIG = f"""
 [arms.single]
@@ -282,8 +282,8 @@ def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
     # calibration must measure what the gate compares, or its near_tie would not match the gate
     from spec_traces import Step, trace_lines
 
-    from difftest.calibrate import _flip_margin
-    from difftest.compare import compare as compare_traces
+    from difftest.flow.calibrate import _flip_margin
+    from difftest.analysis.compare import compare as compare_traces
     from difftest.trace import parse_lines
 
     a = [Step("r", 0, (((5, 10.0), (6, 9.9), (7, 8.0)),))]

@@ -229,7 +229,7 @@ def test_csv_escapes_request_ids_a_spreadsheet_would_evaluate(tmp_path: Path) ->
      "[comparisons.lanes]", "key 'atoll': unknown key"),
     ('[arms.slow]\ncommand = ["x"]\ntimeout_s = "ten"\n', "[arms.slow]",
      "key 'timeout_s': must be a number, got a string ('ten')"),
-    ('[arms.sh]\ncommand = "python -m difftest.reference"\n', "[arms.sh]",
+    ('[arms.sh]\ncommand = "python -m difftest.runners.reference"\n', "[arms.sh]",
      "key 'command': must be an argv list of strings, not a shell string"),
     ('[arms.a]\ncommand = ["x"\n', "TOML syntax error", ""),
 ], ids=["unknown-key", "wrong-type", "shell-string", "syntax"])

@@ -11,8 +11,8 @@ from typing import Any
 import typer
 
 from difftest import cli
-from difftest.plan import RunOptions
-from difftest.rules import Overrides
+from difftest.flow.plan import RunOptions
+from difftest.flow.rules import Overrides
 
 
 def _params(name: str) -> dict[str, Any]:

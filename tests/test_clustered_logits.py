@@ -12,7 +12,7 @@ import pytest
 from conftest import logits_line, verify_line
 from difftest import api
 from difftest.report.comparison import to_dict
-from difftest.stats import PairedRows, logit_stats
+from difftest.numerics.stats import PairedRows, logit_stats
 
 REQUESTS, ROWS = 10, 20
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from difftest.compare import STATUS_NAMES, DraftingSource, RowStatus, compare
-from difftest.kinds import AlignMode, AuditVerdict, Instrument, KilledBy
-from difftest.verdict import LOGITS, TOKENS
+from difftest.analysis.compare import STATUS_NAMES, DraftingSource, RowStatus, compare
+from difftest.core.kinds import AlignMode, AuditVerdict, Instrument, KilledBy
+from difftest.analysis.verdict import LOGITS, TOKENS
 from tests.test_compare_logits import arm, block
 
 CSV = ("same", "differ", "near-tie", "unmatched-a", "unmatched-b", "context-diverged",
@@ -45,7 +45,7 @@ def test_instrument_and_kill_spellings_are_the_reports() -> None:
 def test_an_audit_says_its_verdict_with_an_enum_spelt_as_before() -> None:
     from pathlib import Path
 
-    from difftest.audit import audit_trace
+    from difftest.analysis.audit import audit_trace
     from difftest.config import AuditThresholds
     from difftest.trace import parse_trace
 

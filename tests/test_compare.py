@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from difftest.align import EmitDivergence
-from difftest.compare import STATUS_NAMES, Comparison, FirstDifference, compare
-from difftest.model import ArmTrace
+from difftest.trace.align import EmitDivergence
+from difftest.analysis.compare import STATUS_NAMES, Comparison, FirstDifference, compare
+from difftest.core.model import ArmTrace
 from difftest.trace import parse_text, parse_trace
 
 DATA = Path(__file__).parent / "data" / "compare"

@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from difftest.compare import (DIFFER, NOISE_FLIP, SAME, STATUS_NAMES, Comparison,
+from difftest.analysis.compare import (DIFFER, NOISE_FLIP, SAME, STATUS_NAMES, Comparison,
                               FirstLogitDifference, OneSided, compare)
-from difftest.model import ArmTrace
-from difftest.noise import ExcessTest, FlipRule, FlipTest, NoiseFloor
-from difftest.resolution import Resolution
-from difftest.stats import logit_stats
+from difftest.core.model import ArmTrace
+from difftest.numerics.noise import ExcessTest, FlipRule, FlipTest, NoiseFloor
+from difftest.numerics.resolution import Resolution
+from difftest.numerics.stats import logit_stats
 from difftest.trace import parse_lines
 
 NAN = math.nan
@@ -51,7 +51,7 @@ def floor_of(value: float, flips: int = 0, rows: int = 0, values: int | None = N
     if values is not None:
         ids = np.arange(values, dtype=np.int64).reshape(values, 1)
         vals = np.zeros((values, 1))
-        from difftest.stats import PairedRows
+        from difftest.numerics.stats import PairedRows
         stats = logit_stats(PairedRows(ids, vals, ids, vals))
     return NoiseFloor(arm="a", runs=3, pairs=(), floor=value, rows=rows, flips=flips,
                       flip_rate=None, bit_identical=False, logit_stats=stats)
@@ -329,7 +329,7 @@ def test_near_ties_count_as_flips_and_unmatched_rows_do_not_count_as_rows() -> N
 # --- what the reports read per row, and the statistics of the compared rows -----------------
 
 def test_each_rows_logit_judgement_as_the_reports_spell_it() -> None:
-    from difftest.compare import LogitJudgement as J
+    from difftest.analysis.compare import LogitJudgement as J
     a = arm(block("r", 5, [1, 2, 3, 4], [1, 2], ["1:5 9:1.5", "2:5.12345 9:1.5", "3:5 9:1", None]),
             block("r", 6, [5, 6], [5], ["5:5 9:1", "6:5 9:1"]))
     b = arm(block("r", 5, [1, 2, 3, 4], [1, 2], ["1:5 9:1.5", "2:5.12346 9:1.5", "3:6 9:1", None]),
@@ -349,7 +349,7 @@ def test_statistics_and_unresolved_counts_are_of_the_compared_rows_only() -> Non
     # sequential: the flip at row 1 leaves rows 2 and 3 context-diverged, logits and all
     a = arm(block("r", 5, [1, 2, 3], [1], ["1:5 7:4", "2:5 9:1", "3:5.12345 9:1"]))
     b = arm(block("r", 5, [7, 2, 3], [1], ["7:5 1:4", "2:9 9:1", "3:5.12346 9:1"]))
-    from difftest.kinds import DraftingKind
+    from difftest.core.kinds import DraftingKind
     c = compare(a, b, atol=5e-6, drafting=DraftingKind.SEQUENTIAL)
     assert statuses_of(c) == ["differ", "context-diverged", "context-diverged"]
     lg = c.logits

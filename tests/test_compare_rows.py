@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import difftest.compare as compare_module
-from difftest.compare import STATUS_NAMES, Comparison, _RowKeys, compare
-from difftest.errors import UsageError
-from difftest.kinds import DraftingKind
+import difftest.analysis.compare as compare_module
+from difftest.analysis.compare import STATUS_NAMES, Comparison, _RowKeys, compare
+from difftest.core.errors import UsageError
+from difftest.core.kinds import DraftingKind
 from difftest.trace import parse_lines
 from tests.test_compare_logits import arm, block, cells
 

@@ -10,7 +10,7 @@ import pytest
 
 from difftest.config import (BUILTIN_MUTATIONS, ArmSpec, AuditThresholds, MutationSpec,
                              default_config_path, load_config, parse_config)
-from difftest.errors import ConfigError, ExitCode, UsageError
+from difftest.core.errors import ConfigError, ExitCode, UsageError
 from conftest import git
 
 DATA = Path(__file__).parent / "data" / "configs"
@@ -34,7 +34,7 @@ def test_default_config_arms_and_comparisons() -> None:
     assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off",
                               "paged-split", "paged-nondet"]
     for arm in cfg.arms.values():
-        assert arm.command[:3] == (sys.executable, "-m", "difftest.reference")
+        assert arm.command[:3] == (sys.executable, "-m", "difftest.runners.reference")
         assert arm.env["VT_SPEC_TRACE"] == "3"
         assert arm.git_ref is None and arm.build is None
     # the lanes are chosen as vllm.cpp chooses them, by VT_DFLASH_PAGED alone, and each arm's

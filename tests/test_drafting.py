@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from difftest.cli import app
 from difftest.emit import Tracer
-from difftest.kinds import DraftingKind
+from difftest.core.kinds import DraftingKind
 
 runner = CliRunner()
 VOCAB = 64
@@ -165,7 +165,7 @@ def test_the_trace_header_decides_when_no_flag_or_config_does(tmp_path: Path) ->
 
 def test_drafting_from_a_config_comparison(tmp_path: Path) -> None:
     from difftest import api
-    from difftest.errors import ConfigError
+    from difftest.core.errors import ConfigError
 
     a, b = pair(tmp_path, [flip_block(near=True)])
     config = tmp_path / "c.toml"
@@ -258,7 +258,7 @@ def test_identical_arms_agree_under_either_kind(tmp_path: Path, drafting: str) -
 def test_k0_steps_are_never_unmatched_blocks_and_never_paired(tmp_path: Path) -> None:
     """A drafts nothing where B drafts (a draft-length difference), and reaches a position B
     never visits with a k=0 step (not an unmatched block)."""
-    from difftest.align import align
+    from difftest.trace.align import align
     from difftest.trace.parser import parse_trace
 
     rng = np.random.default_rng(5)
@@ -283,7 +283,7 @@ def test_k0_steps_are_never_unmatched_blocks_and_never_paired(tmp_path: Path) ->
 
 
 def test_two_k0_steps_at_one_position_are_no_pair(tmp_path: Path) -> None:
-    from difftest.align import align
+    from difftest.trace.align import align
     from difftest.trace.parser import parse_trace
 
     a, b = pair(tmp_path, [([], [], [9], None, None)])

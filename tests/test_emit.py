@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from difftest.emit import Tracer, top_pairs
-from difftest.kinds import DraftingKind
+from difftest.core.kinds import DraftingKind
 from difftest.trace.parser import parse_text
 
 # Request names as a runner may spell them: any printable text without whitespace.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from difftest.config import ArmSpec
-from difftest.errors import ArmFailedError, ExitCode, UsageError
+from difftest.core.errors import ArmFailedError, ExitCode, UsageError
 from difftest.execute import (ArmResult, load_run, new_run_dir, run_arms, safe_name,
                               write_json_atomic)
 from conftest import git, wait_dead
@@ -425,7 +425,7 @@ def _repo_with_script(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_git_ref_arm_runs_in_its_checkout(tmp_path: Path) -> None:
-    pytest.importorskip("difftest.worktree")
+    pytest.importorskip("difftest.execute.worktree")
     repo, sha = _repo_with_script(tmp_path)
     build = (PY, "-c", "open('tools/built.txt', 'w').write('built')")
     spec = ArmSpec("main", (PY, "run.py"), git_ref="main", build=build, repo=repo, cwd="tools")
@@ -444,7 +444,7 @@ def test_git_ref_arm_runs_in_its_checkout(tmp_path: Path) -> None:
 
 
 def test_git_ref_errors_become_arm_errors(tmp_path: Path) -> None:
-    pytest.importorskip("difftest.worktree")
+    pytest.importorskip("difftest.execute.worktree")
     repo, _ = _repo_with_script(tmp_path)
     specs = [ArmSpec("badref", (PY, "run.py"), git_ref="no-such-branch", repo=repo),
              ArmSpec("badbuild", (PY, "run.py"), git_ref="main", repo=repo,
@@ -515,7 +515,7 @@ def test_a_failed_write_names_the_file_it_was_writing(tmp_path: Path) -> None:
     full disk is never reported as a failure to write to standard output."""
     import errno
 
-    from difftest.atomic import write_with
+    from difftest.core.atomic import write_with
 
     def full(_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

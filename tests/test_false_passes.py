@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from difftest import api
 from difftest.cli import app
-from difftest.compare import DIVERGED, NOISE_FLIP, Comparison
-from difftest.errors import UsageError
-from difftest.kinds import DraftingKind, VerdictKind
-from difftest.numerics import blind_radius
-from difftest.pipeline import ComparisonReport
+from difftest.analysis.compare import DIVERGED, NOISE_FLIP, Comparison
+from difftest.core.errors import UsageError
+from difftest.core.kinds import DraftingKind, VerdictKind
+from difftest.analysis.logit_instrument import blind_radius
+from difftest.flow.pipeline import ComparisonReport
 from difftest.report import comparison as render
 from spec_traces import Step, blocks, chain, f32, judged, shifted, trace_lines
 from conftest import replay_arm
@@ -373,7 +373,7 @@ def test_an_internal_error_is_exit_2_with_the_traceback_shown(
 def test_float32_prints_are_told_from_wider_ones() -> None:
     import numpy as np
 
-    from difftest.resolution import WideDigits, arm_digits, float32_prints
+    from difftest.numerics.resolution import WideDigits, arm_digits, float32_prints
 
     rnd = np.random.default_rng(3)
     x32 = (10.0 ** rnd.uniform(-20, 20, 5000)).astype(np.float32)

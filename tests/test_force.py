@@ -13,15 +13,15 @@ import pytest
 
 from difftest import api
 from difftest.config import Config
-from difftest.errors import DifftestError, ExitCode, UsageError
-from difftest.force import (FORCE_ENV, ForcedStep, ForceStream, committed_stream, forced_line,
+from difftest.core.errors import DifftestError, ExitCode, UsageError
+from difftest.core.force import (FORCE_ENV, ForcedStep, ForceStream, committed_stream, forced_line,
                             read_force_file, read_forced_lines, write_force_file)
-from difftest.kinds import VerdictKind
+from difftest.core.kinds import VerdictKind
 from difftest.trace import parse_trace
 from test_pipeline import config
 
 SMALL = ["--requests", "2", "--steps", "5"]
-REF = [sys.executable, "-m", "difftest.reference", *SMALL]
+REF = [sys.executable, "-m", "difftest.runners.reference", *SMALL]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 
 
@@ -150,7 +150,7 @@ def test_teacher_force_needs_arms_not_traces(tmp_path: Path) -> None:
 def test_forced_alignment_marks_no_step_context_diverged(tmp_path: Path) -> None:
     """B's would-be emit differs from A's at pos 4 (another target): free, its later step is
     context-diverged; forced, its context was A's and the step is compared."""
-    from difftest.align import align
+    from difftest.trace.align import align
 
     a, b = tmp_path / "a.trace", tmp_path / "b.trace"
     a.write_text("[SPECTRACE] req=r0 pos=3 k=2 ns=2 acc=1 draft=[ 5 6 ] emit=[ 5 9 ]\n"
@@ -168,7 +168,7 @@ def test_forced_alignment_marks_no_step_context_diverged(tmp_path: Path) -> None
 def test_localize_run_names_the_planted_module(tmp_path: Path) -> None:
     """A red run of a planted fault; `difftest localize RUN_DIR` reruns both arms with capture
     at the first differing step, B forced, and names the faulty module."""
-    from difftest.localize import localize_run
+    from difftest.flow.localize import localize_run
 
     faulty = {"command": [*REF, "--fault", "layers.1.mlp:scale:0.05"], "env": LEVEL3}
     rep = judge(tmp_path, pair(tmp_path, faulty, teacher_force=True))

@@ -14,20 +14,20 @@ import pytest
 import torch
 
 from difftest import api
-from difftest.activations import read_dumps
+from difftest.core.activations import read_dumps
 from difftest.config import Config
-from difftest.errors import ExitCode, UsageError
-from difftest.kinds import VerdictKind
-from difftest.localize import localize_dumps
-from difftest.reference.faults import module_names
-from difftest.reference.options import RunnerOptions
-from difftest.reference.runner import run
+from difftest.core.errors import ExitCode, UsageError
+from difftest.core.kinds import VerdictKind
+from difftest.flow.localize import localize_dumps
+from difftest.runners.reference.faults import module_names
+from difftest.runners.reference.options import RunnerOptions
+from difftest.runners.reference.runner import run
 from test_pipeline import config
 
 # DFlash1 drafts the argmax of each row, so a drafted-token flip is a flip of the logits'
 # order and the near-tie rule (logit margins) applies to it; see the DFlash2 test for the walk.
 SMALL = ["--requests", "2", "--steps", "5", "--drafter", "dflash1"]
-REF = [sys.executable, "-m", "difftest.reference", *SMALL]
+REF = [sys.executable, "-m", "difftest.runners.reference", *SMALL]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 BF16 = {"command": [*REF, "--draft-dtype", "bfloat16"], "env": LEVEL3}
 STEPS = 10  # 2 requests x 5 steps

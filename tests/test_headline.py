@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from difftest import api
-from difftest.errors import ExitCode
-from difftest.gate import CheckResult
-from difftest.kinds import Expect, VerdictKind
-from difftest.pipeline import ComparisonReport
+from difftest.core.errors import ExitCode
+from difftest.flow.gate import CheckResult
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.flow.pipeline import ComparisonReport
 from difftest.report import comparison, gate_report, html
 from difftest.report.headline import Headline, Tone, differed, headline, observed
 

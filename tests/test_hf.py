@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from difftest.emit import Tracer
-from difftest.hf.options import HFOptions
-from difftest.kinds import DraftingKind
+from difftest.runners.hf.options import HFOptions
+from difftest.core.kinds import DraftingKind
 from difftest.trace.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def traced(**options: object) -> tuple[str, dict[str, list[int]]]:
-    from difftest.hf.runner import run
+    from difftest.runners.hf.runner import run
 
     buf = io.StringIO()
     generated = run(HFOptions(**options), Tracer(level=3, file=buf, top_k=4))  # type: ignore[arg-type]
@@ -31,8 +31,8 @@ def plain_greedy(options: HFOptions) -> dict[str, list[int]]:
     """The target alone, no drafts: what a lossless speculative run must emit."""
     import torch
 
-    from difftest.hf.models import load_pair
-    from difftest.hf.runner import prompts
+    from difftest.runners.hf.models import load_pair
+    from difftest.runners.hf.runner import prompts
 
     target, _ = load_pair(options)
     out = {}
@@ -96,7 +96,7 @@ def test_the_heuristic_schedule_and_the_confidence_threshold_vary_k_not_the_outp
 def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
     env = {k: v for k, v in os.environ.items() if k != "VT_SPEC_TRACE"}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([sys.executable, "-m", "difftest.hf", "--requests", "1",
+    out = subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--requests", "1",
                           "--max-new-tokens", "4"], capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -117,8 +117,8 @@ def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
     (["--drafter", "dflash", "--confidence", "0.4"], "apply to the assisted drafter only"),
 ])
 def test_bad_options_exit_2_before_torch_loads(argv: list[str], message: str) -> None:
-    code = ("import sys, runpy; sys.argv = ['difftest.hf'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_module('difftest.hf', run_name='__main__')\n"
+    code = ("import sys, runpy; sys.argv = ['difftest.runners.hf'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('difftest.runners.hf', run_name='__main__')\n"
             "except SystemExit as e:\n"
             "    print('torch' in sys.modules, 'transformers' in sys.modules); raise\n")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
@@ -134,7 +134,7 @@ def test_a_folder_that_is_not_a_model_exits_2_naming_it(tmp_path: Path) -> None:
     folder = tmp_path / "not-a-model"
     folder.mkdir()
     (folder / "notes.txt").write_text("hello\n")
-    out = subprocess.run([sys.executable, "-m", "difftest.hf", "--model", str(folder),
+    out = subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--model", str(folder),
                           "--assistant", str(folder)], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=300)
     assert out.returncode == 2, out.stderr
@@ -145,7 +145,7 @@ def test_a_folder_that_is_not_a_model_exits_2_naming_it(tmp_path: Path) -> None:
 
 
 def test_local_model_directories_run_like_the_built_in_pair(tmp_path: Path) -> None:
-    from difftest.hf.models import builtin_assisted_draft, builtin_target
+    from difftest.runners.hf.models import builtin_assisted_draft, builtin_target
 
     target = builtin_target(HFOptions())
     target.save_pretrained(tmp_path / "target")

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from difftest.thresholds import read_thresholds
+from difftest.core.thresholds import read_thresholds
 
 import pytest
 

@@ -16,11 +16,11 @@ import pytest
 from difftest import api
 from difftest.config import load_config
 from difftest.emit import Tracer
-from difftest.errors import ExitCode
-from difftest.force import FORCE_ENV, committed_stream, write_force_file
-from difftest.hf.options import HFOptions
-from difftest.kinds import VerdictKind
-from difftest.localize import localize_dumps
+from difftest.core.errors import ExitCode
+from difftest.core.force import FORCE_ENV, committed_stream, write_force_file
+from difftest.runners.hf.options import HFOptions
+from difftest.core.kinds import VerdictKind
+from difftest.flow.localize import localize_dumps
 from difftest.trace.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ AT = ("r0", HFOptions().prompt_len)  # r0's first verify: the prompt's draft for
 
 def traced(force: object = None, capture: tuple[str, int] | None = None,
            folder: Path | None = None, **options: object) -> str:
-    from difftest.hf.runner import run
+    from difftest.runners.hf.runner import run
 
     buf = io.StringIO()
     run(HFOptions(**options), Tracer(level=3, file=buf, top_k=4),  # type: ignore[arg-type]
@@ -61,7 +61,7 @@ def test_a_forced_replay_of_its_own_stream_is_the_free_run(drafter: dict[str, ob
 def test_a_forced_run_commits_the_forced_tokens_not_its_own(tmp_path: Path) -> None:
     """A stream with one token the target would not pick (step 3): the pair traces what it would
     have emitted there, commits the forced token, and drafts its next step on that context."""
-    from difftest.force import ForcedStep, ForceStream, read_forced_lines
+    from difftest.core.force import ForcedStep, ForceStream, read_forced_lines
 
     a = parse_text(traced(requests=1, max_new_tokens=8))
     steps = list(committed_stream(a).requests["r0"])
@@ -84,7 +84,7 @@ def fresh_first_step(context: list[int], max_length: int) -> str:
     import torch
 
     from difftest.adapters.hf import traced_generation
-    from difftest.hf.models import load_pair
+    from difftest.runners.hf.models import load_pair
 
     options = HFOptions()
     target, draft = load_pair(options)
@@ -113,8 +113,8 @@ def test_after_a_forced_token_the_draft_sees_the_forced_context() -> None:
     """The assistant's cached keys of a position whose token was forced otherwise are dropped:
     the next step drafts as a fresh run on the forced context does (same ids, logits within
     float32 rounding of another schedule)."""
-    from difftest.force import ForcedStep, ForceStream
-    from difftest.hf.runner import prompts
+    from difftest.core.force import ForcedStep, ForceStream
+    from difftest.runners.hf.runner import prompts
 
     a = parse_text(traced(requests=1, max_new_tokens=8))
     free = list(committed_stream(a).requests["r0"])
@@ -215,7 +215,7 @@ def test_localize_names_planted_modules_in_the_hf_draft(tmp_path: Path) -> None:
 
 
 def test_capture_lists_every_module_in_forward_order(tmp_path: Path) -> None:
-    from difftest.activations import read_dumps
+    from difftest.core.activations import read_dumps
 
     dumps = read_dumps(capture(tmp_path, ""))
     names = [d.module for d in dumps]
@@ -229,10 +229,10 @@ def test_capture_lists_every_module_in_forward_order(tmp_path: Path) -> None:
 def test_localize_run_names_a_planted_hf_module(tmp_path: Path) -> None:
     """A red hf comparison of a planted fault; `localize RUN_DIR` reruns both arms forced with
     capture at the first differing step and names the module."""
-    from difftest.localize import localize_run
+    from difftest.flow.localize import localize_run
     from test_pipeline import config
 
-    hf = [sys.executable, "-m", "difftest.hf", "--requests", "1", "--max-new-tokens", "8"]
+    hf = [sys.executable, "-m", "difftest.runners.hf", "--requests", "1", "--max-new-tokens", "8"]
     cfg = config(tmp_path, {"a": {"command": hf, "env": {"VT_SPEC_TRACE": "3"}},
                             "b": {"command": [*hf, "--fault", "model.layers.1.mlp:scale:0.05"],
                                   "env": {"VT_SPEC_TRACE": "3"}}},
@@ -247,7 +247,7 @@ def test_localize_run_names_a_planted_hf_module(tmp_path: Path) -> None:
 
 def run_cli(args: list[str], env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "difftest.hf", "--requests", "1",
+    return subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--requests", "1",
                            "--max-new-tokens", "4", *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                           cwd=ROOT, timeout=300)
@@ -262,7 +262,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None
 ])
 def test_bad_fault_force_or_capture_exit_2(tmp_path: Path, args: list[str],
                                            env: dict[str, str], message: str) -> None:
-    from difftest.force import ForcedStep, ForceStream
+    from difftest.core.force import ForcedStep, ForceStream
 
     good = write_force_file(ForceStream({"r0": (ForcedStep(8, (1,)),)}), tmp_path / "f.json")
     other = write_force_file(ForceStream({"r0": (ForcedStep(5, (1,)),)}), tmp_path / "o.json")
@@ -279,8 +279,8 @@ def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
     import torch
 
     from difftest.adapters.hf import HFTrace, _Hook
-    from difftest.hf.models import load_pair
-    from difftest.hf.runner import prompts
+    from difftest.runners.hf.models import load_pair
+    from difftest.runners.hf.runner import prompts
 
     target, _ = load_pair(HFOptions())
     prefix = prompts(HFOptions(), 256)["r0"]
@@ -323,8 +323,8 @@ def test_a_heuristic_draft_length_follows_its_own_would_be_acceptance() -> None:
     by the pair with transformers' heuristic schedule (k + 2 after a verify that took every
     draft, k - 1 otherwise): its draft length follows what its own drafts would have had
     accepted, not the forced drafts' verify."""
-    from difftest.force import ForcedStep, ForceStream
-    from difftest.hf.runner import prompts
+    from difftest.core.force import ForcedStep, ForceStream
+    from difftest.runners.hf.runner import prompts
 
     options = HFOptions(requests=1, max_new_tokens=16)
     prompt = prompts(options, 256)["r0"]
@@ -349,7 +349,7 @@ def test_a_heuristic_draft_length_follows_its_own_would_be_acceptance() -> None:
 def plain_greedy(prompt: list[int], n: int) -> list[int]:
     import torch
 
-    from difftest.hf.models import load_pair
+    from difftest.runners.hf.models import load_pair
 
     target, _ = load_pair(HFOptions())
     with torch.no_grad():

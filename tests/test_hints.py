@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from conftest import replay_arm
 from difftest import api
 from difftest.cli import app
-from difftest.errors import ExitCode
+from difftest.core.errors import ExitCode
 from difftest.execute.hints import missing_module
 from difftest.report import gate_report
 
@@ -29,7 +29,7 @@ ModuleNotFoundError: No module named '{module}'
 def _no_torch_arm(name: str) -> str:
     """The reference runner under `python -S`: no site-packages, so torch is really missing
     (difftest itself comes from the repository on PYTHONPATH)."""
-    argv = ["{python}", "-S", "-m", "difftest.reference", "--steps", "2", "--lane", name]
+    argv = ["{python}", "-S", "-m", "difftest.runners.reference", "--steps", "2", "--lane", name]
     return (f"[arms.{name}]\ncommand = {json.dumps(argv)}\n"
             f"env = {{ PYTHONPATH = {json.dumps(str(REPO))}, VT_SPEC_TRACE = \"1\" }}\n")
 
@@ -86,13 +86,14 @@ def test_other_failures_are_listed_once_per_arm_with_their_stderr(tmp_path: Path
 
 
 def test_only_an_import_failure_that_ended_the_program_is_the_cause() -> None:
-    found = missing_module(TRACEBACK.format(module="torch.nn"), ["python", "-m", "difftest.reference"])
+    found = missing_module(TRACEBACK.format(module="torch.nn"),
+                           ["python", "-m", "difftest.runners.reference"])
     assert found is not None and (found.module, found.extra) == ("torch", "reference")
-    hf = missing_module(TRACEBACK.format(module="torch"), ["python", "-m", "difftest.hf"])
+    hf = missing_module(TRACEBACK.format(module="torch"), ["python", "-m", "difftest.runners.hf"])
     assert hf is not None and hf.extra == "hf"
     tf = missing_module(TRACEBACK.format(module="transformers"))
     assert tf is not None and tf.extra == "hf"
-    mlx = missing_module(TRACEBACK.format(module="mlx_lm.generate"), ["python", "-m", "difftest.mlx"])
+    mlx = missing_module(TRACEBACK.format(module="mlx_lm.generate"), ["python", "-m", "difftest.runners.mlx"])
     assert mlx is not None and (mlx.module, mlx.extra) == ("mlx_lm", "mlx")
     other = missing_module(TRACEBACK.format(module="jax"))
     assert other is not None and other.extra is None

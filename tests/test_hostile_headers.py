@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from conftest import verify_line
-from difftest.acceptance import counts_of, measure
+from difftest.analysis.acceptance import counts_of, measure
 from difftest.trace import parse_trace
 
 REPO = Path(__file__).resolve().parent.parent

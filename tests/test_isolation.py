@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from difftest.cli import app
 from difftest.config import ArmSpec
 from difftest.execute import run_arms
-from difftest.worktree import checkout_for, list_cache
+from difftest.execute.worktree import checkout_for, list_cache
 
 PY = sys.executable
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.kinds import FindingKind
+from difftest.core.kinds import FindingKind
 from difftest.trace import parse_text
 from difftest.trace.parser import fast_path_available
 

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from difftest import api
-from difftest.errors import ExitCode
-from difftest.kinds import VerdictKind
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import VerdictKind
 from difftest.report.comparison import ACCEPTED_HEADER
 from test_pipeline import config
 
-REF = [sys.executable, "-m", "difftest.reference", "--requests", "2", "--steps", "4"]
+REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 FAULT = "layers.0.o_proj:noise:0.01"
 

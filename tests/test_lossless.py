@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from difftest.reference import trace
+from difftest.runners.reference import trace
 from difftest.trace.parser import parse_text
 
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.audit import AuditThresholds
+from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec
 from difftest.execute import ArmResult
-from difftest.gate import CheckResult
-from difftest.pipeline import ComparisonReport, _outcome, evaluate
+from difftest.flow.gate import CheckResult
+from difftest.flow.pipeline import ComparisonReport, _outcome, evaluate
 from difftest.report import comparison, gate_report
 from difftest.report.text import md_code, md_inline
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from difftest.limits import MAX_JOBS, MAX_NOISE_RUNS, MAX_TOP_K
-from difftest.stats import PairedRows, logit_stats
-from difftest.tolerance import Tolerance, judge_rows
+from difftest.core.limits import MAX_JOBS, MAX_NOISE_RUNS, MAX_TOP_K
+from difftest.numerics.stats import PairedRows, logit_stats
+from difftest.numerics.tolerance import Tolerance, judge_rows
 from difftest.trace import parse_text
 
 TESTS = Path(__file__).resolve().parent
@@ -99,7 +99,7 @@ def test_topk_comparison_memory_per_value_does_not_grow_with_k() -> None:
 
 
 def test_topk_matching_agrees_with_the_pairwise_definition() -> None:
-    from difftest.stats import match_ids
+    from difftest.numerics.stats import match_ids
 
     rng = np.random.default_rng(7)
     for _ in range(200):

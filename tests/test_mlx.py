@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from difftest.emit import Tracer
-from difftest.kinds import DraftingKind
-from difftest.mlx.options import MLXOptions
-from difftest.thresholds import read_thresholds
+from difftest.core.kinds import DraftingKind
+from difftest.runners.mlx.options import MLXOptions
+from difftest.core.thresholds import read_thresholds
 from difftest.trace.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_T
 
 
 def traced(**options: Any) -> tuple[str, dict[str, list[int]]]:
-    from difftest.mlx.runner import run
+    from difftest.runners.mlx.runner import run
 
     buf = io.StringIO()
     generated = run(MLXOptions(**options), Tracer(level=3, file=buf, top_k=4))
@@ -40,8 +40,8 @@ def plain_greedy(options: MLXOptions) -> dict[str, list[int]]:
 
     import mlx.core as mx
 
-    from difftest.mlx.models import load_pair
-    from difftest.mlx.runner import prompts
+    from difftest.runners.mlx.models import load_pair
+    from difftest.runners.mlx.runner import prompts
 
     generate = importlib.import_module("mlx_lm.generate")
     target, _ = load_pair(options)
@@ -101,7 +101,7 @@ def test_a_verify_that_took_every_draft_at_the_budget_is_traced_without_a_bonus(
     import mlx.core as mx
 
     from difftest.adapters.mlx import traced_generation
-    from difftest.mlx.models import builtin_target
+    from difftest.runners.mlx.models import builtin_target
 
     generate = importlib.import_module("mlx_lm.generate")
     target = builtin_target(0)
@@ -140,8 +140,8 @@ def test_tracer_step_reads_a_real_mlx_half_array(dtype: str, values: list[float]
     (["--mutation", "everything"], "invalid choice"),
 ])
 def test_bad_options_exit_2_before_mlx_loads(argv: list[str], message: str) -> None:
-    code = ("import sys, runpy; sys.argv = ['difftest.mlx'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_module('difftest.mlx', run_name='__main__')\n"
+    code = ("import sys, runpy; sys.argv = ['difftest.runners.mlx'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('difftest.runners.mlx', run_name='__main__')\n"
             "except SystemExit as e:\n"
             "    print('mlx' in sys.modules, 'mlx_lm' in sys.modules); raise\n")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,

@@ -8,10 +8,10 @@ from math import comb
 import numpy as np
 import pytest
 
-from difftest.noise import (ALPHA, FlipRule, NoiseFloor, RerunPair, excess_test,
+from difftest.numerics.noise import (ALPHA, FlipRule, NoiseFloor, RerunPair, excess_test,
                             fewest_significant, fisher_greater, flip_test, noise_floor,
                             top_k_p_value)
-from difftest.stats import PairedRows, logit_stats, wilson
+from difftest.numerics.stats import PairedRows, logit_stats, wilson
 
 
 def exact_fisher(xb: int, nb: int, xa: int, na: int) -> Fraction:

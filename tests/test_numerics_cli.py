@@ -142,7 +142,7 @@ SMALL = ["--requests", "2", "--steps", "4"]
 
 def small_config(tmp_path: Path, b_mutation: str = "none") -> Path:
     def arm(name: str, lane: str, *extra: str, mutation: str = "none") -> str:
-        argv = ", ".join(f'"{x}"' for x in ["{python}", "-m", "difftest.reference", "--lane",
+        argv = ", ".join(f'"{x}"' for x in ["{python}", "-m", "difftest.runners.reference", "--lane",
                                              lane, *SMALL, *extra])
         return (f"[arms.{name}]\ncommand = [{argv}]\n"
                 f'env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "{mutation}", '
@@ -213,9 +213,9 @@ def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Pa
 
 
 def test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them(tmp_path: Path) -> None:
-    from difftest.compare import compare
-    from difftest.noise import RerunPair, noise_floor
-    from difftest.stats import PairedRows, logit_stats
+    from difftest.analysis.compare import compare
+    from difftest.numerics.noise import RerunPair, noise_floor
+    from difftest.numerics.stats import PairedRows, logit_stats
     from difftest.trace.parser import parse_trace
 
     a = parse_trace(LEVEL3)
@@ -244,7 +244,7 @@ def test_values_above_a_floor_count_only_when_a_rerun_would_not_show_them(tmp_pa
 
 
 def test_no_json_number_is_ever_a_string() -> None:
-    from difftest.jsonout import dumps
+    from difftest.core.jsonout import dumps
 
     text = dumps({"max": float("inf"), "rows": [float("-inf"), float("nan"), 1.5, 2]})
     assert json.loads(text) == {"max": None, "rows": [None, None, 1.5, 2]}

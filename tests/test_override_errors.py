@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import difftest
 from difftest.cli import app
-from difftest.errors import ExitCode, UsageError
+from difftest.core.errors import ExitCode, UsageError
 from conftest import replay_arm
 
 DATA = Path(__file__).parent / "data" / "compare"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from difftest.audit import (
+from difftest.analysis.audit import (
     AuditThresholds, DraftedBlocks, audit_trace, drafted_blocks, measure_tokens,
 )
 from difftest.trace import parse_lines
@@ -211,7 +211,7 @@ def test_without_margins_no_margin_figure_is_made_up() -> None:
 
 
 def test_no_ids_have_no_entropy() -> None:
-    from difftest.audit import entropy_bits
+    from difftest.analysis.audit import entropy_bits
 
     assert entropy_bits(np.zeros(0, dtype=np.int32)) == 0.0
     assert entropy_bits(np.array([9])) == 0.0

@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from difftest.align import CoverageGap, EmitDivergence, align, step_keys
-from difftest.audit import audit_trace
-from difftest.compare import STATUS_NAMES, Comparison, FirstLogitDifference, compare
-from difftest.kinds import VerdictKind
+from difftest.trace.align import CoverageGap, EmitDivergence, align, step_keys
+from difftest.analysis.audit import audit_trace
+from difftest.analysis.compare import STATUS_NAMES, Comparison, FirstLogitDifference, compare
+from difftest.core.kinds import VerdictKind
 from difftest.trace import parse_lines
-from difftest.verdict import Verdict, judge
+from difftest.analysis.verdict import Verdict, judge
 from conftest import logits_line, verify_line
 
 Row = tuple[str, int, int, int, int, str, float, bool]

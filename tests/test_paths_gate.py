@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from difftest.config import parse_config
-from difftest.errors import ExitCode, UsageError
+from difftest.core.errors import ExitCode, UsageError
 from difftest.execute import JobLimits
-from difftest.gate import job_limits, run_check, run_probe
+from difftest.flow.gate import job_limits, run_check, run_probe
 from test_gate import LANES, replayed_mutations, replays
 
 STRICT = "[audit]\nmin_distinct_ids = 100000\nmin_entropy_bits = 0.5\nmax_blind_radius = 2.0\n"
@@ -134,7 +134,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
         tmp_path: Path) -> None:
     """What a check hands each comparison and each probe: the run directory under run_root,
     the config's thresholds, its arm names as configured, and the reruns noise_runs asks for."""
-    from difftest.audit import AuditThresholds
+    from difftest.analysis.audit import AuditThresholds
 
     config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
     cfg = parse_config(config, tmp_path / "c.toml")
@@ -164,7 +164,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
 
 
 def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> None:
-    from difftest.audit import AuditThresholds
+    from difftest.analysis.audit import AuditThresholds
 
     config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
     cfg = parse_config(config, tmp_path / "p.toml")
@@ -186,14 +186,14 @@ def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> 
 ])
 def test_what_a_kill_is_measured_by(b: str, measures: list[str]) -> None:
     import difftest
-    from difftest.gate import _measures
+    from difftest.flow.gate import _measures
 
     data = Path(__file__).parent / "data" / "compare"
     assert _measures(difftest.compare_traces(data / "agree_a.log", data / b)) == measures
 
 
 def test_a_failed_mutated_arm_is_measured_as_arm_failed(tmp_path: Path) -> None:
-    from difftest.gate import _measures, _not_applied
+    from difftest.flow.gate import _measures, _not_applied
 
     cfg = parse_config(_config("") + '[arms.crash]\ncommand = ["false"]\n'
                        '[comparisons.crash]\narm_a = "paged"\narm_b = "crash"\n',

@@ -11,13 +11,13 @@ import math
 import numpy as np
 import pytest
 
-import difftest.compare as compare_module
-from difftest.compare import STATUS_NAMES, LogitFindings, OneSided, compare
-from difftest.kinds import DraftingKind
-from difftest.noise import ExcessTest, FlipRule, NoiseFloor, RerunPair, flip_test, noise_floor
-from difftest.resolution import Resolution
-from difftest.stats import PairedRows, logit_stats
-from difftest.tolerance import Tolerance
+import difftest.analysis.compare as compare_module
+from difftest.analysis.compare import STATUS_NAMES, LogitFindings, OneSided, compare
+from difftest.core.kinds import DraftingKind
+from difftest.numerics.noise import ExcessTest, FlipRule, NoiseFloor, RerunPair, flip_test, noise_floor
+from difftest.numerics.resolution import Resolution
+from difftest.numerics.stats import PairedRows, logit_stats
+from difftest.numerics.tolerance import Tolerance
 from difftest.trace import parse_lines
 from conftest import logits_line, verify_line
 

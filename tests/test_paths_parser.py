@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.model import ArmTrace
+from difftest.core.model import ArmTrace
 from difftest.trace import parse_lines, parse_text, parse_trace
 
 pytestmark = pytest.mark.usefixtures("each_reader")  # every test under both readers

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from difftest.compare import STATUS_NAMES, Comparison, compare
-from difftest.kinds import DraftingKind
+from difftest.analysis.compare import STATUS_NAMES, Comparison, compare
+from difftest.core.kinds import DraftingKind
 from difftest.trace import parse_lines
 from conftest import logits_line, verify_line
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from difftest.audit import audit_trace
-from difftest.compare import compare
-from difftest.errors import ExitCode
-from difftest.kinds import Expect, VerdictKind
-from difftest.model import ArmTrace
+from difftest.analysis.audit import audit_trace
+from difftest.analysis.compare import compare
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.model import ArmTrace
 from difftest.trace import parse_lines, parse_trace
-from difftest.verdict import Verdict, judge
+from difftest.analysis.verdict import Verdict, judge
 
 DATA = Path(__file__).parent / "data" / "compare"
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from difftest import api, pipeline
-from difftest.report import rundir
+from difftest import api
+from difftest.flow import pipeline
+from difftest.report import outputs
 from difftest.config import ComparisonSpec, Config, parse_config
-from difftest.errors import ExitCode, TraceError, UsageError
+from difftest.core.errors import ExitCode, TraceError, UsageError
 from conftest import REPLAY, replay_command
 
 DATA = Path(__file__).parent / "data" / "compare"
@@ -199,7 +200,7 @@ def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -
     rep = pipeline.judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
     assert rep.run_dir is None and rep.arm_a.result is None
     assert (rep.verdict.verdict, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
-    rundir.write_comparison(rep)  # no run dir: nothing to write, no error
+    outputs.write_comparison(rep)  # no run dir: nothing to write, no error
     assert list(tmp_path.iterdir()) == []
 
 

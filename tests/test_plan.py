@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from difftest.config import Config, parse_config
-from difftest.errors import UsageError
-from difftest.plan import (PLAN_FORMAT, Judged, PlanKind, Role, plan_check, plan_compare,
+from difftest.core.errors import UsageError
+from difftest.flow.plan import (PLAN_FORMAT, Judged, PlanKind, Role, plan_check, plan_compare,
                            plan_noise, plan_probe, read_run)
 
 ARMS = "".join(f'[arms.{n}]\ncommand = ["true"]\nevidence = ["lane = {n}"]\n'

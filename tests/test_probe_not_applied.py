@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from difftest.cli import app
 from difftest.config import parse_config
-from difftest.errors import ExitCode
-from difftest.gate import run_check, run_probe
+from difftest.core.errors import ExitCode
+from difftest.flow.gate import run_check, run_probe
 from difftest.report.gate_report import check_lines, junit_xml
 from test_gate import LANES, MUTATIONS, replayed_mutations, replays
 

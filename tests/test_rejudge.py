@@ -14,13 +14,13 @@ import difftest
 from conftest import logits_line, replay_arm, verify_line
 from difftest import api
 from difftest.cli import app
-from difftest.errors import UsageError
+from difftest.core.errors import UsageError
 
 DATA = Path(__file__).parent / "data" / "compare"
 runner = CliRunner()
 
 
-def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.gate.CheckResult]:
+def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.gate.CheckResult]:
     """A check of two comparisons; `logits` probes a mutation whose arm replays other drafts
     (a replay arm replays the file its last argument names)."""
     config = tmp_path / "difftest.toml"

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import Golden
-from difftest.audit import AuditThresholds
+from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec
-from difftest.errors import RefusedOutput
+from difftest.core.errors import RefusedOutput
 from difftest.execute import ArmResult
-from difftest.gate import CheckResult, MutationResult, ProbeReport
-from difftest.pipeline import ComparisonReport, _outcome, evaluate
+from difftest.flow.gate import CheckResult, MutationResult, ProbeReport
+from difftest.flow.pipeline import ComparisonReport, _outcome, evaluate
 from difftest.report import comparison, gate_report
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi, xml_safe
 

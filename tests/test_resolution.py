@@ -11,7 +11,7 @@ import pytest
 from conftest import logits_line, verify_line
 from difftest import api
 from difftest.report import comparison
-from difftest.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
+from difftest.numerics.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
 
 CONFIG = Path(__file__).parent.parent / "difftest" / "configs" / "default.toml"
 
@@ -85,7 +85,7 @@ def test_quanta_are_the_decimal_literals_on_every_cpu(digits: int) -> None:
 
 
 def test_decimal_exponent_is_exact_at_powers_of_ten() -> None:
-    from difftest.resolution import decimal_exponent
+    from difftest.numerics.resolution import decimal_exponent
     p = np.array([float(f"1e{k}") for k in range(-300, 300)])
     assert np.array_equal(decimal_exponent(p), np.arange(-300, 300, dtype=float))
     below = np.nextafter(p, 0.0)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from difftest.api import compare_traces
-from difftest.kinds import VerdictKind
+from difftest.core.kinds import VerdictKind
 
 
 def _trace(path: Path, top1: str, top2: str) -> Path:

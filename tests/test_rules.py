@@ -7,10 +7,10 @@ from dataclasses import fields
 import pytest
 
 from difftest.config import ComparisonSpec
-from difftest.errors import UsageError
-from difftest.kinds import DraftingKind, Expect
-from difftest.plan import RunOptions
-from difftest.rules import (OverrideKeywords, Overrides, RunKeywords, run_options,
+from difftest.core.errors import UsageError
+from difftest.core.kinds import DraftingKind, Expect
+from difftest.flow.plan import RunOptions
+from difftest.flow.rules import (OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 
 SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", atol=0.5)

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from difftest import api
 from difftest.cli import app
-from difftest.plan import PLAN_FORMAT
+from difftest.flow.plan import PLAN_FORMAT
 
-ARM = ('command = ["{python}", "-m", "difftest.reference", "--drafter", "dflash2", '
+ARM = ('command = ["{python}", "-m", "difftest.runners.reference", "--drafter", "dflash2", '
        '"--scalars", "on", "--fixture", "informative", "--requests", "2", "--steps", "4"]\n')
 CONFIG = (f"[arms.paged]\n{ARM}"
           'env = { VT_SPEC_TRACE = "3", VT_DFLASH_PAGED = "1", DIFFTEST_MUTATION = "none" }\n'
@@ -123,8 +123,8 @@ def test_a_sequential_round_keeps_the_plan_record(tmp_path: Path) -> None:
     """`--until-decided` runs more rounds into the run directory: meta.json keeps the plan."""
     from conftest import TESTS, replay_arm
     from difftest.config import parse_config
-    from difftest.pipeline import run_more, run_plan
-    from difftest.plan import RunOptions, plan_compare
+    from difftest.flow.pipeline import run_more, run_plan
+    from difftest.flow.plan import RunOptions, plan_compare
 
     data = TESTS / "data" / "compare"
     cfg = parse_config(replay_arm("a", data / "agree_a.log") + replay_arm("b", data / "agree_b.log")

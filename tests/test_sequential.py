@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from difftest import api
-from difftest.acceptance import AcceptanceCounts
+from difftest.analysis.acceptance import AcceptanceCounts
 from difftest.cli import app
-from difftest.errors import ExitCode, UsageError
-from difftest.kinds import VerdictKind
-from difftest.limits import MAX_SEQUENTIAL_RUNS
-from difftest.sequential import MIN_RUNS, Design, Tally, half_width, look
+from difftest.core.errors import ExitCode, UsageError
+from difftest.core.kinds import VerdictKind
+from difftest.core.limits import MAX_SEQUENTIAL_RUNS
+from difftest.analysis.sequential import MIN_RUNS, Design, Tally, half_width, look
 
 
 def _counts(rng: np.random.Generator, requests: int, verifies: int, p: list[float],
@@ -101,7 +101,7 @@ def _config(tmp: Path, input_arm: bool = False, nondeterministic: bool = True,
             requests: int = 30) -> Path:
     seed = ', "--seed", "{seed}"' if input_arm else ""
     nondet = '"--nondeterministic", ' if nondeterministic else ""
-    ref = (f'["{{python}}", "-m", "difftest.reference", {nondet}"--requests", "{requests}", '
+    ref = (f'["{{python}}", "-m", "difftest.runners.reference", {nondet}"--requests", "{requests}", '
            f'"--steps", "6"{seed}')
     text = f"""
 [arms.ref]
@@ -259,9 +259,9 @@ def test_identical_runs_keep_a_width_of_the_rates_resolution() -> None:
 def test_the_decision_folds_into_the_verdict() -> None:
     """A drop is a difference; an undecided test leaves no agreement; an agreement adds the
     instrument; an arm failure stands."""
-    from difftest.kinds import Expect
-    from difftest.sequential import Look, SequentialResult, fold
-    from difftest.verdict import Verdict
+    from difftest.core.kinds import Expect
+    from difftest.analysis.sequential import Look, SequentialResult, fold
+    from difftest.analysis.verdict import Verdict
 
     design = Design(0.1, 0.01, 4)
 
@@ -281,7 +281,7 @@ def test_the_decision_folds_into_the_verdict() -> None:
 def test_an_agreement_where_a_accepts_nothing_says_why() -> None:
     """A accepting at most max_drop everywhere leaves no room for a larger drop: the AGREE is
     valid, and its reason says that is all it rests on."""
-    from difftest.sequential import SequentialResult
+    from difftest.analysis.sequential import SequentialResult
 
     rng = np.random.default_rng(3)
     none = _counts(rng, 1, 4, [0.0])
@@ -296,7 +296,7 @@ def test_an_agreement_where_a_accepts_nothing_says_why() -> None:
 
 
 def test_no_drafted_verify_ends_the_test_at_once() -> None:
-    from difftest.sequential import SequentialResult
+    from difftest.analysis.sequential import SequentialResult
 
     empty = AcceptanceCounts(np.zeros(0, dtype=str), np.zeros(0, np.int64), np.zeros(0, np.int64))
     tally = Tally()

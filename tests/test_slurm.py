@@ -81,7 +81,7 @@ def _untimed(data: bytes) -> bytes:
     return re.sub(rb"=[0-9]+\.[0-9]+ms", b"=<t>ms", data)
 
 
-REFERENCE = ["{python}", "-m", "difftest.reference", "--lane", "paged", "--requests", "2",
+REFERENCE = ["{python}", "-m", "difftest.runners.reference", "--lane", "paged", "--requests", "2",
              "--steps", "4"]
 
 

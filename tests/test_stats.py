@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from difftest.stats import MIN_ROWS, Z95, PairedRows, logit_stats, wilson
+from difftest.numerics.stats import MIN_ROWS, Z95, PairedRows, logit_stats, wilson
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0

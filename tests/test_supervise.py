@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from difftest.config import ArmSpec, parse_config
-from difftest.errors import ConfigError, UsageError
+from difftest.core.errors import ConfigError, UsageError
 from conftest import process_dead, wait_dead
 from difftest.execute import load_run, new_run_dir, run_arms
 

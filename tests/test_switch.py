@@ -13,10 +13,10 @@ from conftest import logits_line, verify_line
 from difftest import api
 from difftest.config import parse_config
 from difftest.emit import Tracer, spec_config
-from difftest.errors import ConfigError, ExitCode, TraceError
-from difftest.evidence import RuleError, parse_rule
-from difftest.kinds import VerdictKind
-from difftest.switch import Side, check_switch, effective, lane_of
+from difftest.core.errors import ConfigError, ExitCode, TraceError
+from difftest.core.evidence import RuleError, parse_rule
+from difftest.core.kinds import VerdictKind
+from difftest.flow.switch import Side, check_switch, effective, lane_of
 from difftest.trace import parse_text
 from difftest.trace import parser as trace_parser
 
@@ -138,8 +138,8 @@ def test_tracer_refuses_a_value_the_line_cannot_carry() -> None:
 
 def test_reference_runner_prints_what_it_applied() -> None:
     pytest.importorskip("torch")
-    from difftest.reference.options import RunnerOptions, lane_from_env
-    from difftest.reference.runner import run
+    from difftest.runners.reference.options import RunnerOptions, lane_from_env
+    from difftest.runners.reference.runner import run
 
     # a misspelt variable selects nothing: the runner stays on the paged lane and says so
     options = RunnerOptions(lane=lane_from_env({"VT_DFLASH_PAGE": "0"}), steps=1, requests=1,
@@ -349,8 +349,8 @@ def test_inert_replaces_a_difference_between_arms_on_one_lane(tmp_path: Path) ->
 
 def test_the_transformers_runner_prints_what_transformers_resolved() -> None:
     pytest.importorskip("transformers")
-    from difftest.hf.options import HFOptions
-    from difftest.hf.runner import run
+    from difftest.runners.hf.options import HFOptions
+    from difftest.runners.hf.runner import run
 
     buf = io.StringIO()
     run(HFOptions(attn="eager", assistant_dtype="bfloat16", requests=1, max_new_tokens=4),

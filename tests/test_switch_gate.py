@@ -13,10 +13,10 @@ from conftest import replay_arm
 
 from difftest import api
 from difftest.config import load_config
-from difftest.errors import ExitCode, InternalError
-from difftest.gate import INERT_PROBE, run_probe, self_check, self_differences
-from difftest.kinds import VerdictKind
-from difftest.pipeline import judge_traces
+from difftest.core.errors import ExitCode, InternalError
+from difftest.flow.gate import INERT_PROBE, run_probe, self_check, self_differences
+from difftest.core.kinds import VerdictKind
+from difftest.flow.pipeline import judge_traces
 from difftest.config import ComparisonSpec
 from difftest.trace import parse_trace
 from test_switch import ROUTE_MATERIALIZED, ROUTE_PAGED, steps, trace_file
@@ -69,15 +69,15 @@ def test_a_green_probe_states_its_detection_margin(tmp_path: Path) -> None:
 
 
 def _outcome(path: Path, name: str) -> object:
-    from difftest.audit import AuditThresholds, audit_trace
-    from difftest.pipeline import ArmOutcome
+    from difftest.analysis.audit import AuditThresholds, audit_trace
+    from difftest.flow.pipeline import ArmOutcome
 
     t = parse_trace(path)
     return ArmOutcome(name, path, trace=t, audit=audit_trace(t, AuditThresholds()))
 
 
 def test_the_self_check_passes_on_one_capture_and_can_fail(tmp_path: Path) -> None:
-    from difftest.audit import AuditThresholds
+    from difftest.analysis.audit import AuditThresholds
 
     a = trace_file(tmp_path, "a.log", [*steps(), ROUTE_PAGED])
     spec = ComparisonSpec(name="lanes", arm_a="a", arm_b="b", toggle=("lane",))
@@ -133,7 +133,7 @@ def test_a_rejudged_run_keeps_its_arms_evidence(tmp_path: Path) -> None:
 
 def test_two_refs_that_resolve_to_one_commit_are_inert(tmp_path: Path) -> None:
     from conftest import git
-    from difftest.gate import run_check
+    from difftest.flow.gate import run_check
     from test_gate import _make_repo
 
     repo = _make_repo(tmp_path / "repo")

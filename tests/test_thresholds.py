@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from difftest.audit import AuditThresholds, audit_trace
-from difftest.compare import NEAR_TIE, STATUS_NAMES, compare
+from difftest.analysis.audit import AuditThresholds, audit_trace
+from difftest.analysis.compare import NEAR_TIE, STATUS_NAMES, compare
 from difftest.config import ComparisonSpec, load_config
-from difftest.errors import ConfigError, UsageError
-from difftest.floor import measure_floor
-from difftest.pipeline import ArmOutcome, evaluate, judge_traces, with_overrides
-from difftest.thresholds import DTYPE_TOLERANCES, Dtype, ToleranceMode, parse_dtype
-from difftest.tolerance import Tolerance, derived_near_tie
+from difftest.core.errors import ConfigError, UsageError
+from difftest.analysis.floor import measure_floor
+from difftest.flow.pipeline import ArmOutcome, evaluate, judge_traces, with_overrides
+from difftest.core.thresholds import DTYPE_TOLERANCES, Dtype, ToleranceMode, parse_dtype
+from difftest.numerics.tolerance import Tolerance, derived_near_tie
 from difftest.trace import parse_trace
 
 DATA = Path(__file__).parent / "data" / "compare"
@@ -270,7 +270,7 @@ def test_a_stated_half_dtype_makes_its_short_prints_exact(dtype: str | None, jud
 def test_a_bf16_claim_with_values_that_are_not_bf16_changes_nothing() -> None:
     import numpy as np
 
-    from difftest.resolution import exact_in_half
+    from difftest.numerics.resolution import exact_in_half
 
     assert exact_in_half(np.array([4.46875, 4.5, -2.0]), "bfloat16")
     assert not exact_in_half(np.array([4.46875, 4.49]), "bfloat16")

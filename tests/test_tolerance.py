@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from difftest.stats import PairedRows
-from difftest.tolerance import Tolerance, exact_values, finite_max, judge_rows
+from difftest.numerics.stats import PairedRows
+from difftest.numerics.tolerance import Tolerance, exact_values, finite_max, judge_rows
 
 
 def rows(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> PairedRows:

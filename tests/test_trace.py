@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from difftest.errors import TraceError, UsageError
+from difftest.core.errors import TraceError, UsageError
 from difftest.trace import parse_lines, parse_text, parse_trace
 
 pytestmark = pytest.mark.usefixtures("each_reader")  # every test under both readers
@@ -286,7 +286,7 @@ def test_verifies_that_draft_nothing_are_read_in_both_list_forms() -> None:
 
 
 def test_drafting_kind_header() -> None:
-    from difftest.model import DraftingKind
+    from difftest.core.model import DraftingKind
 
     assert parse_lines(["[SPECTRACE] req=a pos=0 k=0 ns=1 acc=0 draft=[ ] emit=[ 1 ]"]).drafting is None
     t = parse_lines(["[spec-drafting] kind=block", "[spec-drafting] kind=block"])
@@ -362,7 +362,7 @@ def test_a_long_line_is_gathered_piecewise(tmp_path: Path) -> None:
                                      b"\x00\x01\x02\xff" * 100, b"hello\nworld\n",
                                      b"[dflash-route] paged_seam=1\n"])
 def test_a_file_without_trace_lines_is_named(tmp_path: Path, content: bytes) -> None:
-    from difftest.errors import NoTraceLines
+    from difftest.core.errors import NoTraceLines
 
     path = tmp_path / "stream.log"
     path.write_bytes(content)

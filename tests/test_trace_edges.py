@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from difftest.errors import NoTraceLines, TraceError, UsageError
+from difftest.core.errors import NoTraceLines, TraceError, UsageError
 from difftest.trace import parse_lines, parse_text, parse_trace, require_trace_lines
 from difftest.trace import parser
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from difftest import api
-from difftest.audit import audit_trace
-from difftest.compare import compare
-from difftest.errors import ExitCode
-from difftest.kinds import FindingKind, VerdictKind
-from difftest.model import ArmTrace
+from difftest.analysis.audit import audit_trace
+from difftest.analysis.compare import compare
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import FindingKind, VerdictKind
+from difftest.core.model import ArmTrace
 from difftest.report.comparison import to_dict
 from difftest.trace import fast_path_available, parse_text, parse_trace
-from difftest.verdict import Verdict, judge
+from difftest.analysis.verdict import Verdict, judge
 
 DATA = Path(__file__).parent / "data" / "compare"
 NAMES = ("paged", "materialized")

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from difftest.errors import DifftestError, TraceError
-from difftest.model import ArmTrace
+from difftest.core.errors import DifftestError, TraceError
+from difftest.core.model import ArmTrace
 from difftest.trace import fast_path_available, parse_text, parse_trace
 from difftest.trace import grammar as g
 from tests.trace_strategies import logit_text, mutated_trace, valid_trace

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from difftest.audit import AuditThresholds, audit_trace
-from difftest.compare import compare
-from difftest.errors import ArmFailure, ExitCode
-from difftest.kinds import Expect
-from difftest.model import ArmTrace
+from difftest.analysis.audit import AuditThresholds, audit_trace
+from difftest.analysis.compare import compare
+from difftest.core.errors import ArmFailure, ExitCode
+from difftest.core.kinds import Expect
+from difftest.core.model import ArmTrace
 from difftest.trace import parse_lines, parse_text, parse_trace
-from difftest.verdict import Verdict, arm_failed, judge
+from difftest.analysis.verdict import Verdict, arm_failed, judge
 
 DATA = Path(__file__).parent / "data" / "compare"
 NAMES = ("paged", "materialized")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from difftest.errors import BuildError, ExitCode, GitError, UsageError
-from difftest.worktree import Checkout, checkout_for, default_cache_dir, prune, resolve_ref
+from difftest.core.errors import BuildError, ExitCode, GitError, UsageError
+from difftest.execute.worktree import Checkout, checkout_for, default_cache_dir, prune, resolve_ref
 from conftest import git
 
 REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -242,7 +242,7 @@ def test_a_pre_commit_hook_can_check_out_without_touching_the_commit(repo: Repo,
     hook = repo.path / ".git" / "hooks" / "pre-commit"
     hook.parent.mkdir(exist_ok=True)
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-              "from difftest.worktree import checkout_for; "
+              "from difftest.execute.worktree import checkout_for; "
               f"co = checkout_for({str(repo.path)!r}, 'v1', None); print(co.path)")
     hook.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"{script}\"\n")
     hook.chmod(0o755)
@@ -455,7 +455,7 @@ def test_two_processes_preparing_one_sha_share_one_build(repo: Repo, tmp_path: P
     counter = tmp_path / "count"
     argv = counting_build(counter, sleep_s=0.4)
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-              "from difftest.worktree import checkout_for; "
+              "from difftest.execute.worktree import checkout_for; "
               f"co = checkout_for({str(repo.path)!r}, 'main', {argv!r}); print(co.built_now)")
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]

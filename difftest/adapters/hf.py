@@ -23,7 +23,7 @@ from transformers 5.0 through the versions the `difftest[hf]` extra admits.
 
 Two parts of difftest's protocol (docs/trace-format.md) come with it:
 
-- `forced_generation` replays another arm's committed stream (`DIFFTEST_FORCE`, difftest.force):
+- `forced_generation` replays another arm's committed stream (`DIFFTEST_FORCE`, difftest.core.force):
   at each of its steps the pair drafts and verifies from that arm's context, the step is traced
   as what this pair would have accepted, and the other arm's tokens are committed instead (one
   `[spec-forced]` line). Each step is one `generate` call stopped after its first verify, so the
@@ -41,7 +41,7 @@ from typing import Any
 from collections.abc import Callable, Iterator
 
 from difftest.emit import Tracer
-from difftest.kinds import DraftingKind
+from difftest.core.kinds import DraftingKind
 
 __all__ = ["ActivationCapture", "HFStep", "HFTrace", "drafting_kind_of", "forced_generation",
            "resolved_settings", "traced_generation"]
@@ -356,7 +356,7 @@ def _keep_valid_draft_cache(generator: Any, seen: list[int], context: list[int])
 
 def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt: list[int],
                       steps: Any, max_length: int, **generate_kwargs: Any) -> list[int]:
-    """Replay a committed stream (`steps`: difftest.force.ForcedStep in order) on the pair:
+    """Replay a committed stream (`steps`: difftest.core.force.ForcedStep in order) on the pair:
     per step, one verify from the forced context (traced as what this pair would have accepted),
     then that step's tokens committed and a `[spec-forced]` line printed. Returns the committed
     ids (the prompt excluded). A step not at the context's end raises ValueError.

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from difftest.emit import Tracer
-from difftest.kinds import DraftingKind
+from difftest.core.kinds import DraftingKind
 
 __all__ = ["MLXStep", "MLXTrace", "resolved_settings", "traced_generation", "traced_steps"]
 

@@ -21,11 +21,11 @@ from difftest.bisect.journal import Plan
 from difftest.bisect.search import Bounds, bounds, next_tests
 from difftest.bisect.trial import Mode, Observation, Setup, run_round
 from difftest.config import Config, load_config
-from difftest.errors import ExitCode, InterruptedRun, UsageError
+from difftest.core.errors import ExitCode, InterruptedRun, UsageError
 from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
-from difftest.gitinfo import git_toplevel
-from difftest.pipeline import thresholds_of
-from difftest.plan import RunOptions
+from difftest.core.gitinfo import git_toplevel
+from difftest.flow.pipeline import thresholds_of
+from difftest.flow.plan import RunOptions
 
 
 class BisectInterrupted(InterruptedRun):

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from difftest.errors import UsageError
+from difftest.core.errors import UsageError
 
 
 class Reading(StrEnum):

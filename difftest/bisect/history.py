@@ -7,8 +7,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from difftest.errors import GitError, UsageError
-from difftest.worktree import _clean_env, resolve_ref
+from difftest.core.errors import GitError, UsageError
+from difftest.execute.worktree import _clean_env, resolve_ref
 
 _SEP = "\x1f"
 

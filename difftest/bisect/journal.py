@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from difftest.atomic import write_json_atomic
+from difftest.core.atomic import write_json_atomic
 from difftest.bisect.history import Commit
 from difftest.bisect.trial import Mode, Observation
-from difftest.errors import UsageError
+from difftest.core.errors import UsageError
 
 PLAN = "plan.json"
 LOG = "log.jsonl"

@@ -12,16 +12,16 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from difftest.audit import AuditThresholds
+from difftest.analysis.audit import AuditThresholds
 from difftest.bisect.evidence import Reading
 from difftest.bisect.history import Commit
 from difftest.config import ArmSpec, ComparisonSpec
-from difftest.errors import DifftestError, ExitCode, UsageError
+from difftest.core.errors import DifftestError, ExitCode, UsageError
 from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
-from difftest.floor import reruns
-from difftest.pipeline import evaluate, outcomes_from_run, rerun_outcomes
-from difftest.plan import spec_meta
+from difftest.analysis.floor import reruns
+from difftest.flow.pipeline import evaluate, outcomes_from_run, rerun_outcomes
+from difftest.flow.plan import spec_meta
 
 
 class Mode(StrEnum):

@@ -8,15 +8,15 @@
 - `rundir`: run directories and capture file names
 - `progress`: the progress display
 
-The one atomic file writer (`difftest.atomic`), process-group killer (`difftest.procgroup`) and
-git top-level lookup (`difftest.gitinfo`) sit below every stage, so `worktree` and `config` use
+The one atomic file writer (`difftest.core.atomic`), process-group killer (`difftest.core.procgroup`) and
+git top-level lookup (`difftest.core.gitinfo`) sit below every stage, so `worktree` and `config` use
 them too; their names are re-exported here.
 """
 
-from difftest.atomic import (
+from difftest.core.atomic import (
     atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
 )
-from difftest.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
+from difftest.core.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
 from difftest.execute.records import (
     META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
 )

@@ -1,5 +1,5 @@
 """Where an arm runs: its own working directory (and that tree's HEAD), or a checkout of its
-`git_ref` prepared (and built) by `difftest.worktree`.
+`git_ref` prepared (and built) by `difftest.execute.worktree`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.config import ArmSpec
-from difftest.errors import ArmFailedError, BuildError, DifftestError
-from difftest.gitinfo import git_head, git_toplevel
+from difftest.core.errors import ArmFailedError, BuildError, DifftestError
+from difftest.core.gitinfo import git_head, git_toplevel
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def local_placement(spec: ArmSpec, heads: dict[Path, str | None]) -> Placement:
 
 def git_placement(spec: ArmSpec, cache_dir: Path | None) -> Placement:
     """Check the arm's ref out (and build it) in the cache; failures become the arm's error."""
-    from difftest import worktree
+    from difftest.execute import worktree
 
     cwd = Path.cwd()
     repo = Path(spec.repo) if spec.repo is not None else (git_toplevel(cwd) or cwd)

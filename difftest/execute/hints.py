@@ -14,7 +14,7 @@ from dataclasses import dataclass
 # module (top-level package) -> the difftest extra that installs it
 EXTRAS = {"torch": "reference", "transformers": "hf", "mlx": "mlx", "mlx_lm": "mlx"}
 # runners whose imports come from another extra than the table's default
-_RUNNER_EXTRAS = (("difftest.hf", "hf"), ("difftest/hf", "hf"))
+_RUNNER_EXTRAS = (("difftest.runners.hf", "hf"), ("difftest/hf", "hf"))
 
 # the last line of an uncaught import failure, as Python prints it
 _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([^']+)'\s*\Z")

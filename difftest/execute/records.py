@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from difftest.errors import ArmFailedError, UsageError
+from difftest.core.errors import ArmFailedError, UsageError
 from difftest.execute.hints import missing_module
 
 META_NAME = "meta.json"

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from difftest.errors import UsageError
+from difftest.core.errors import UsageError
 from difftest.execute.records import META_NAME
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

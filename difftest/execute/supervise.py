@@ -25,12 +25,12 @@ from typing import Any
 
 from difftest import __version__
 from difftest.config import ArmSpec
-from difftest.errors import UsageError
+from difftest.core.errors import UsageError
 from difftest.execute import launcher as launchers
-from difftest.atomic import write_json_atomic
+from difftest.core.atomic import write_json_atomic
 from difftest.execute.capture import Budget, Capture
 from difftest.execute.gitprep import Placement, git_placement, local_placement
-from difftest.procgroup import (
+from difftest.core.procgroup import (
     KILL_GRACE_S, POLL_S, group_alive, processes_with_env, signal_group,
 )
 from difftest.execute.progress import ArmState, ArmStatus, Progress
@@ -392,7 +392,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
              limits: JobLimits | None = None,
              plan: Mapping[str, object] | None = None) -> dict[str, ArmResult]:
     """Run the arms (all at once unless `limits` caps them); return when all ended.
-    `extra_meta` and `plan` (the run's plan record, difftest.plan) go into meta.json.
+    `extra_meta` and `plan` (the run's plan record, difftest.flow.plan) go into meta.json.
 
     Ctrl-C, SIGTERM and SIGHUP stop every arm's whole process tree, record how the run ended
     in meta.json, and re-raise (KeyboardInterrupt, or RunSignal for the other two).

@@ -1,61 +1,13 @@
-"""`python -m difftest.mlx`: options are checked before mlx is imported."""
+"""`python -m difftest.mlx`: the old spelling of `python -m difftest.runners.mlx`, kept for one
+release. It says so on stderr, once, and runs the runner unchanged."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from difftest.errors import DifftestError, ExitCode
-from difftest.mlx.options import ATTNS, DTYPES, MUTATIONS, MLXOptions
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad option in one line (exit 2), without the usage block."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
-
-
-def parser() -> argparse.ArgumentParser:
-    d = MLXOptions()
-    p = _Parser(prog="python -m difftest.mlx",
-                description="Greedy speculative decoding with mlx-lm on a tiny seeded model "
-                            "pair. Trace lines go to stderr at the level of VT_SPEC_TRACE "
-                            "(unset/0: none; 1; 3 with draft logits), generated ids to stdout.")
-    p.add_argument("--attn", choices=ATTNS, default=d.attn,
-                   help="the draft's attention: mlx's fused kernel or split-K chunks")
-    p.add_argument("--split", type=int, default=d.split, help="split-k: keys per chunk")
-    p.add_argument("--draft-dtype", choices=DTYPES, default=d.draft_dtype,
-                   help="the draft model's dtype (the target stays float32)")
-    p.add_argument("--requests", type=int, default=d.requests)
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    p.add_argument("--k", type=int, default=d.k, help="drafts per verify")
-    p.add_argument("--prompt-len", type=int, default=d.prompt_len)
-    p.add_argument("--seed", type=int, default=d.seed, help="weights and prompts")
-    p.add_argument("--mutation", choices=MUTATIONS, default="none",
-                   help="a known-wrong draft, for probes")
-    p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        options = MLXOptions(
-            attn=args.attn, draft_dtype=args.draft_dtype, requests=args.requests,
-            max_new_tokens=args.max_new_tokens, k=args.k, prompt_len=args.prompt_len,
-            seed=args.seed, mutation=args.mutation, top_k=args.top_k, split=args.split)
-    except DifftestError as exc:
-        print(f"python -m difftest.mlx: error: {exc}", file=sys.stderr)
-        return int(ExitCode.USAGE)
-    from difftest.emit import Tracer
-    # mlx loads only for a valid run; without it the import fails as Python says, and difftest
-    # names the extra to install for an arm that fails so (difftest.execute.hints)
-    from difftest.mlx.runner import run
-
-    run(options, Tracer(top_k=options.top_k), out=sys.stdout)
-    return int(ExitCode.OK)
-
+from difftest.runners.mlx.__main__ import main
 
 if __name__ == "__main__":
+    print("difftest: `python -m difftest.mlx` is deprecated and goes in difftest 0.3; "
+          "run `python -m difftest.runners.mlx`", file=sys.stderr)
     sys.exit(main())

@@ -1,12 +1,2 @@
-"""difftest's embedded reference runner: a seeded DFlash/DFlash2 speculative-decoding loop in
-PyTorch with a paged and a materialized attention lane, selector scalars, a degenerate fixture
-and three known-wrong attentions. The only package of difftest that imports torch; importing this
-package itself does not (the runner modules do), so option errors are reported before torch loads.
-"""
-
-from difftest.reference.options import (DRAFTERS, FIXTURES, KERNELS, LANES, MUTATIONS,
-                                        RunnerOptions, lane_from_env, mutation_from_env,
-                                        trace_level_from_env)
-
-__all__ = ["DRAFTERS", "FIXTURES", "KERNELS", "LANES", "MUTATIONS", "RunnerOptions",
-           "lane_from_env", "mutation_from_env", "trace_level_from_env"]
+"""Deprecated spelling of `difftest.runners.reference` (the reference runner):
+`python -m difftest.reference` still runs it, with a warning, until difftest 0.3."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from difftest.jsonout import dumps
+from difftest.core.jsonout import dumps
 
-from difftest.audit import TraceAudit
-from difftest.model import ArmTrace
+from difftest.analysis.audit import TraceAudit
+from difftest.core.model import ArmTrace
 
 
 def _num(x: float | None, digits: int = 4) -> str:

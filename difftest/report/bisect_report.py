@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from difftest.bisect import BisectResult, Status
-from difftest.jsonout import dumps
+from difftest.core.jsonout import dumps
 from difftest.report.text import md_fence, md_inline, strip_ansi
 
 BISECT_JSON = "bisect.json"
@@ -135,7 +135,7 @@ def render_html(r: BisectResult) -> str:
 
 def write_all(r: BisectResult) -> list[Path]:
     """bisect.json, bisect.md and bisect.html into the bisect's directory."""
-    from difftest.atomic import write_text_atomic
+    from difftest.core.atomic import write_text_atomic
 
     paths = []
     for name, text in ((BISECT_JSON, render_json(r) + "\n"), (BISECT_MD, render_markdown(r)),

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from difftest.worktree import CacheEntry
+from difftest.execute.worktree import CacheEntry
 
 
 def render_table(entries: Sequence[CacheEntry], where: Path) -> str:

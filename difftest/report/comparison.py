@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
-from difftest.errors import UsageError
-from difftest.atomic import write_text_atomic
-from difftest.jsonout import dumps
-from difftest.localize import SavedLocalization
-from difftest.numerics import arm_resolutions, numbers, stats_line
-from difftest.pipeline import ArmOutcome, ComparisonReport
+from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
+from difftest.core.errors import UsageError
+from difftest.core.atomic import write_text_atomic
+from difftest.core.jsonout import dumps
+from difftest.flow.localize import SavedLocalization
+from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
+from difftest.flow.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
 from difftest.report.headline import differed_text, headline
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
@@ -333,7 +333,7 @@ def csv_text(rep: ComparisonReport) -> str:
 def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
               inside: Path | None = None) -> None:
     """Write the CSV diff atomically, through a temp file created exclusively beside it (a
-    link planted at any name there is never followed; see difftest.atomic for what else is
+    link planted at any name there is never followed; see difftest.core.atomic for what else is
     refused)."""
     path = Path(path)
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from difftest.compare import STATUS_NAMES, LogitJudgement
-from difftest.errors import UsageError
+from difftest.analysis.compare import STATUS_NAMES, LogitJudgement
+from difftest.core.errors import UsageError
 from difftest.report.cells import FORMULA_START
 from difftest.report.comparison import CSV_COLUMNS
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import TextIO
 
-from difftest.jsonout import dumps, json_safe
-from difftest.model import ArmTrace
+from difftest.core.jsonout import dumps, json_safe
+from difftest.core.model import ArmTrace
 from difftest.report.cells import spreadsheet_safe
 
 EVENT_COLUMNS = ("line", "kind", "req", "pos", "row", "k", "ns", "acc", "ids", "emit", "values")

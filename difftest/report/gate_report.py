@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
 
-from difftest.errors import ArmFailure
+from difftest.core.errors import ArmFailure
 from difftest.execute import ArmResult
-from difftest.gate import CheckResult, ProbeReport
-from difftest.jsonout import dumps
-from difftest.kinds import VerdictKind
-from difftest.pipeline import ArmOutcome, ComparisonReport
+from difftest.flow.gate import CheckResult, ProbeReport
+from difftest.core.jsonout import dumps
+from difftest.core.kinds import VerdictKind
+from difftest.flow.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
 from difftest.report.headline import differed, differed_text, headline
 from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from difftest.errors import ExitCode
-from difftest.kinds import Expect, VerdictKind
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import Expect, VerdictKind
 
 if TYPE_CHECKING:
-    from difftest.compare import Comparison
-    from difftest.verdict import Verdict
+    from difftest.analysis.compare import Comparison
+    from difftest.analysis.verdict import Verdict
 
 # What was observed, by verdict kind and expectation.
 _OBSERVED: dict[VerdictKind, dict[Expect, str]] = {

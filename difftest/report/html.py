@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from difftest.kinds import VerdictKind
+from difftest.core.kinds import VerdictKind
 from difftest.report.headline import Tone, differed, differed_text, headline
 from difftest.report.text import strip_ansi
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from difftest.activations import Localization
-    from difftest.compare import Comparison
-    from difftest.gate import CheckResult, ProbeReport
-    from difftest.localize import SavedLocalization
-    from difftest.pipeline import ArmOutcome, ComparisonReport
+    from difftest.core.activations import Localization
+    from difftest.analysis.compare import Comparison
+    from difftest.flow.gate import CheckResult, ProbeReport
+    from difftest.flow.localize import SavedLocalization
+    from difftest.flow.pipeline import ArmOutcome, ComparisonReport
 
 REPORT_HTML = "report.html"
 CHECK_HTML = "check.html"
@@ -376,7 +376,7 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
     if floor is not None and floor > 0:
         ax.axvline(floor, color="#1a7f37", linestyle=":", linewidth=1.3,
                    label=f"noise floor = {floor:.3g}")
-    from difftest.numerics import blind_radius
+    from difftest.analysis.logit_instrument import blind_radius
 
     radius = blind_radius(c)
     if radius.logits is not None and radius.logits > 0:
@@ -402,7 +402,7 @@ def _noise_floor(c: Comparison) -> float | None:
 def _map_requests(c: Comparison) -> list[int]:
     """The requests to draw: those with differences first (in order of appearance), then the
     rest, at most MAX_MAP_REQUESTS."""
-    from difftest.compare import DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP
+    from difftest.analysis.compare import DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP
 
     r = c.rows
     bad = np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP, DIVERGED)) | r.logit_differs
@@ -430,7 +430,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
     from matplotlib.colors import ListedColormap, LogNorm
     from matplotlib.patches import Patch
 
-    from difftest.compare import (DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP, SAME, STATUS_NAMES,
+    from difftest.analysis.compare import (DIFFER, DIVERGED, NEAR_TIE, NOISE_FLIP, SAME, STATUS_NAMES,
                                   UNMATCHED_A, UNMATCHED_B)
 
     r = c.rows
@@ -832,7 +832,7 @@ def _top_list(o: ArmOutcome, req: str, pos: int, row: int) -> str:
 
 
 def _row_cells(c: Comparison, i: int, judged: Sequence[object]) -> list[object]:
-    from difftest.compare import STATUS_NAMES
+    from difftest.analysis.compare import STATUS_NAMES
 
     r = c.rows
     return [c.requests[int(r.req[i])], int(r.pos[i]), int(r.row[i]),
@@ -859,7 +859,7 @@ def _row_table(c: Comparison, idx: np.ndarray, cls: str) -> str:
 def _differing_rows(c: Comparison) -> str:
     """Token flips first, in their own table, then the rows whose tokens agree and whose logits
     differ (or cannot be told apart at the printed resolution)."""
-    from difftest.compare import DIFFER, NEAR_TIE, NOISE_FLIP
+    from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP
 
     r = c.rows
     flips = np.flatnonzero(np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP)))

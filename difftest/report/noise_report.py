@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from difftest.jsonout import dumps
-from difftest.pipeline import NoiseReport
-from difftest.threshold_notes import zero_floor_text
+from difftest.core.jsonout import dumps
+from difftest.flow.pipeline import NoiseReport
+from difftest.analysis.threshold_notes import zero_floor_text
 
 
 def render_json(report: NoiseReport) -> str:

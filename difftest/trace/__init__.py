@@ -1,6 +1,6 @@
 """Parsing of VT_SPEC_TRACE streams (vllm.cpp's lines and difftest's `[spec-logits]`)."""
 
-from difftest.errors import NoTraceLines, TraceError
+from difftest.core.errors import NoTraceLines, TraceError
 from difftest.trace.parser import (
     MAX_LINE_BYTES,
     fast_path_available,

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from difftest.model import DraftingKind
+from difftest.core.model import DraftingKind
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1

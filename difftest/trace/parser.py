@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from difftest.config import line_prefix_pattern
-from difftest.errors import NoTraceLines, TraceError, UsageError
-from difftest.limits import MAX_PAD_RATIO, MAX_TOP_K, PAD_SLACK
-from difftest.model import (
+from difftest.core.errors import NoTraceLines, TraceError, UsageError
+from difftest.core.limits import MAX_PAD_RATIO, MAX_TOP_K, PAD_SLACK
+from difftest.core.model import (
     ArmTrace,
     DraftingKind,
     Finding,

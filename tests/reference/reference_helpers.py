@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from difftest.reference.options import RunnerOptions
-    from difftest.reference.runner import RunResult
+    from difftest.runners.reference.options import RunnerOptions
+    from difftest.runners.reference.runner import RunResult
 
 ID = r"-?\d+"
 IDS = rf"(?:{ID} )*"  # every id followed by exactly one space, as the engine prints them
@@ -98,7 +98,7 @@ _RUNS: dict = {}
 
 def cached_run(options: RunnerOptions, level: int = 3) -> RunResult:
     """A direct run, computed once per test session for each (options, level)."""
-    from difftest.reference.runner import run
+    from difftest.runners.reference.runner import run
 
     key = (options, level)
     if key not in _RUNS:

@@ -1,4 +1,4 @@
-"""`python -m difftest.reference` as a real subprocess: environment defaults, stderr/stdout split,
+"""`python -m difftest.runners.reference` as a real subprocess: environment defaults, stderr/stdout split,
 bad options, and agreement with the direct Python API."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from difftest.reference.options import RunnerOptions
+from difftest.runners.reference.options import RunnerOptions
 from reference_helpers import cached_run, parse, without_timings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ def start(args: list[str], **env: str) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if k not in CONTROL}
     full["PYTHONPATH"] = str(ROOT) + os.pathsep + full.get("PYTHONPATH", "")
     full.update(env)
-    return subprocess.Popen([sys.executable, "-m", "difftest.reference", *args], cwd=ROOT, env=full,
+    return subprocess.Popen([sys.executable, "-m", "difftest.runners.reference", *args], cwd=ROOT, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -97,7 +97,7 @@ def test_bad_input_exits_2_with_one_line(args: list[str], env: dict[str, str], n
 
 def test_bad_option_and_help_do_not_import_torch() -> None:
     code = ("import sys\n"
-            "from difftest.reference.__main__ import main\n"
+            "from difftest.runners.reference.__main__ import main\n"
             "for argv in (['--mutation', 'bogus'], ['--help']):\n"
             "    try:\n"
             "        main(argv)\n"

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from difftest.activations import read_dumps
-from difftest.errors import ExitCode, UsageError
-from difftest.localize import localize_dumps
-from difftest.reference.faults import module_names, parse_fault
-from difftest.reference.options import RunnerOptions
-from difftest.reference.runner import run
+from difftest.core.activations import read_dumps
+from difftest.core.errors import ExitCode, UsageError
+from difftest.flow.localize import localize_dumps
+from difftest.runners.reference.faults import module_names, parse_fault
+from difftest.runners.reference.options import RunnerOptions
+from difftest.runners.reference.runner import run
 
 BASE = RunnerOptions(requests=1, steps=1, layers=3)
 AT = ("r0", BASE.prompt_len + 1)  # r0's first verify step
@@ -100,7 +100,7 @@ def test_tracer_activation_prints_the_line_and_bounds_the_dumps(tmp_path: Path,
                                                                  ) -> None:
     import io
 
-    from difftest import activations
+    from difftest.core import activations
     from difftest.emit import Tracer
 
     out = io.StringIO()

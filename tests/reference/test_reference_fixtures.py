@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from difftest.reference.options import DEGENERATE_ID, MUTATIONS, RunnerOptions
+from difftest.runners.reference.options import DEGENERATE_ID, MUTATIONS, RunnerOptions
 from reference_helpers import cached_run, entropy_bits, parse
 
 DEFAULT = RunnerOptions()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from difftest.reference.attention import attend, attend_split, allowed_keys
-from difftest.reference.options import MUTATIONS, RunnerOptions
-from difftest.reference.runner import draft_blocks, feature_width, run
+from difftest.runners.reference.attention import attend, attend_split, allowed_keys
+from difftest.runners.reference.options import MUTATIONS, RunnerOptions
+from difftest.runners.reference.runner import draft_blocks, feature_width, run
 
 DEFAULT = RunnerOptions()
 LENGTHS = {"a": 40, "b": 45, "c": 50}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from difftest.reference.attention import PAGE_SIZE
-from difftest.reference.options import MUTATIONS, RunnerOptions
-from difftest.reference.runner import draft_blocks, feature_width
+from difftest.runners.reference.attention import PAGE_SIZE
+from difftest.runners.reference.options import MUTATIONS, RunnerOptions
+from difftest.runners.reference.runner import draft_blocks, feature_width
 from reference_helpers import cached_run, parse, without_timings
 
 DEFAULT = RunnerOptions()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from difftest.reference.options import DEGENERATE_ID, RunnerOptions
+from difftest.runners.reference.options import DEGENERATE_ID, RunnerOptions
 from reference_helpers import cached_run, parse
 
 DEFAULT = RunnerOptions()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from difftest.errors import UsageError
-from difftest.reference.options import RunnerOptions, lane_from_env, mutation_from_env
+from difftest.core.errors import UsageError
+from difftest.runners.reference.options import RunnerOptions, lane_from_env, mutation_from_env
 
 
 @pytest.mark.parametrize("value, lane", [

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from difftest.reference import trace
-from difftest.reference.options import RunnerOptions, trace_level_from_env
+from difftest.runners.reference import trace
+from difftest.runners.reference.options import RunnerOptions, trace_level_from_env
 from reference_helpers import cached_run, parse, without_timings
 
 DEFAULT = RunnerOptions()
@@ -101,7 +101,7 @@ def test_logits_lines_are_the_raw_top8() -> None:
 
 
 def test_two_runs_print_the_same_lines_but_timings() -> None:
-    from difftest.reference.runner import run
+    from difftest.runners.reference.runner import run
 
     opts = DEFAULT.with_(seed=5)
     a, b = run(opts, 3), run(opts, 3)
@@ -138,8 +138,8 @@ def test_trace_level_from_environment(value: str | None, level: int) -> None:
 ], ids=["informative", "degenerate", "stale-seq-lens", "dflash1-materialized"])
 def test_generated_text_is_the_targets_own_greedy_text(options: RunnerOptions) -> None:
     """Speculation is lossless: whatever was drafted, the ids are those the target alone picks."""
-    from difftest.reference.model import build
-    from difftest.reference.runner import max_positions
+    from difftest.runners.reference.model import build
+    from difftest.runners.reference.runner import max_positions
 
     result = cached_run(options, 1)
     target = build(options, max_positions(options)).target

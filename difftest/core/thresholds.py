@@ -1,0 +1,290 @@
+"""Where a comparison's thresholds come from: the per-dtype tolerance table and the thresholds
+file `difftest calibrate` writes. Data only, importable from every stage: the derived near-tie
+rule is in difftest.numerics.tolerance, the sentences that say which applied in
+difftest.analysis.threshold_notes.
+
+A comparison with `tolerance = "dtype"` takes atol/rtol from the table below for the draft-logit
+dtype of the less precise arm. The table is torch.testing's default for `assert_close`
+(`torch/testing/_comparison.py`, `_DTYPE_PRECISIONS`, {dtype: (rtol, atol)}): single-op
+tolerances, a floor for what a reordering of floats may move, not a bound for whole forwards in
+half precision (those are what `difftest calibrate` measures).
+
+Unless `near_tie` is set, a flip is a near-tie when both arms' margins at that row are below
+`2 * bound`, where bound is the row's tolerance at arm B's top-1 logit (`atol + rtol * |top-1|`,
+raised to the noise floor): two values that each lie within the tolerance of the reference can
+swap order only when the reference's top-1/top-2 gap is at most twice that tolerance. With every
+tolerance zero (bitwise), no flip is a near-tie.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+
+
+class Dtype(Enum):
+    """A draft-logit dtype, ordered from the most precise to the least."""
+
+    FLOAT64 = "float64"
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+
+# torch.testing.assert_close defaults (torch/testing/_comparison.py, _DTYPE_PRECISIONS),
+# as (atol, rtol). Checked against the installed torch by tests/test_thresholds.py.
+DTYPE_TOLERANCES: dict[Dtype, tuple[float, float]] = {
+    Dtype.FLOAT64: (1e-7, 1e-7),
+    Dtype.FLOAT32: (1e-5, 1.3e-6),
+    Dtype.FLOAT16: (1e-5, 1e-3),
+    Dtype.BFLOAT16: (1e-5, 1.6e-2),
+}
+
+# Spellings a config or a runner may use, after lower-casing and dropping a "torch."/"np."
+# prefix.
+_SPELLINGS: dict[str, Dtype] = {
+    "float64": Dtype.FLOAT64, "fp64": Dtype.FLOAT64, "f64": Dtype.FLOAT64, "double": Dtype.FLOAT64,
+    "float32": Dtype.FLOAT32, "fp32": Dtype.FLOAT32, "f32": Dtype.FLOAT32, "float": Dtype.FLOAT32,
+    "float16": Dtype.FLOAT16, "fp16": Dtype.FLOAT16, "f16": Dtype.FLOAT16, "half": Dtype.FLOAT16,
+    "bfloat16": Dtype.BFLOAT16, "bf16": Dtype.BFLOAT16,
+}
+
+# `[spec-config]` keys that state the draft logits' dtype, the most specific first.
+DTYPE_KEYS: tuple[str, ...] = ("dtype_logits", "dtype_draft", "dtype")
+
+
+class ToleranceMode(Enum):
+    """How a comparison's atol/rtol are set."""
+
+    GIVEN = "given"  # atol/rtol as configured (both zero: bitwise, the default)
+    DTYPE = "dtype"  # from DTYPE_TOLERANCES, for the less precise arm's dtype
+
+
+def parse_dtype(text: str) -> Dtype:
+    """A dtype from any usual spelling (`bf16`, `torch.bfloat16`, `float32`); ValueError names
+    the accepted ones."""
+    key = text.strip().lower().removeprefix("torch.").removeprefix("np.").removeprefix("numpy.")
+    try:
+        return _SPELLINGS[key]
+    except KeyError:
+        raise ValueError(f"unknown dtype {text!r} (known: {', '.join(d.value for d in Dtype)}, "
+                         "or bf16/fp16/fp32/fp64)") from None
+
+
+def tolerance_mode(text: object) -> ToleranceMode:
+    """The `tolerance` key's value; ValueError for anything else."""
+    for mode in ToleranceMode:
+        if text == mode.value or text is mode:
+            return mode
+    raise ValueError(f"must be \"dtype\" (atol/rtol from the arms' dtypes) or \"given\", "
+                     f"got {text!r}")
+
+
+@dataclass(frozen=True)
+class ArmDtype:
+    """One arm's draft-logit dtype and who stated it."""
+
+    arm: str
+    dtype: Dtype
+    source: str  # "config" or "[spec-config] KEY (file:line)"
+
+
+def trace_dtype(values: dict[str, str] | None) -> tuple[Dtype, str] | None:
+    """The dtype a `[spec-config]` line states, and the key that stated it (None: none does,
+    or the value is no dtype this table knows)."""
+    for key in DTYPE_KEYS:
+        if values and key in values:
+            try:
+                return parse_dtype(values[key]), key
+            except ValueError:
+                return None
+    return None
+
+
+def less_precise(a: ArmDtype, b: ArmDtype) -> ArmDtype:
+    """The arm whose dtype has the looser tolerance (A on a tie)."""
+    order = list(Dtype)
+    return b if order.index(b.dtype) > order.index(a.dtype) else a
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a comparison's atol/rtol came from, as the report says it."""
+
+    atol: float
+    rtol: float
+    origin: str
+
+    def describe(self) -> str:
+        return f"thresholds: atol {self.atol:g}, rtol {self.rtol:g} from {self.origin}"
+
+
+def credited(values: list[tuple[str, float, str]]) -> str:
+    """The report's thresholds sentence, each value credited to where it came from:
+    `thresholds: atol 0.6 from the overrides; rtol 0, near_tie 0.004 from FILE (...)`."""
+    groups: dict[str, list[str]] = {}
+    for key, value, origin in values:
+        groups.setdefault(origin, []).append(f"{key} {value:g}")
+    return "thresholds: " + "; ".join(f"{', '.join(v)} from {o}" for o, v in groups.items())
+
+
+def dtype_tolerance(a: ArmDtype, b: ArmDtype) -> Source:
+    """atol/rtol for two arms' dtypes: the table's entry for the less precise one."""
+    loose = less_precise(a, b)
+    atol, rtol = DTYPE_TOLERANCES[loose.dtype]
+    return Source(atol, rtol, f"the dtype table ({loose.dtype.value}, arm {loose.arm}'s draft "
+                              f"logits, stated by {loose.source}; torch.testing.assert_close "
+                              "defaults)")
+
+
+class ThresholdError(ValueError):
+    """A comparison asks for thresholds its arms do not state enough to give."""
+
+
+def arm_dtype(arm: str, declared: Dtype | None, spec_config: dict[str, str],
+              lines: dict[str, int], path: str) -> ArmDtype | None:
+    """An arm's draft-logit dtype: the config's statement over its trace's `[spec-config]`."""
+    if declared is not None:
+        return ArmDtype(arm, declared, f"arms.{arm}.dtype in the config")
+    found = trace_dtype(spec_config)
+    if found is None:
+        return None
+    dtype, key = found
+    return ArmDtype(arm, dtype, f"[spec-config] {key} ({path}:{lines.get(key, 0)})")
+
+
+def resolve_tolerance(mode: ToleranceMode, atol: float, rtol: float,
+                      arms: tuple[ArmDtype | None, ArmDtype | None],
+                      names: tuple[str, str]) -> Source | None:
+    """The atol/rtol a comparison judges with and where they came from (None: as configured,
+    nothing to say). ThresholdError when `tolerance = "dtype"` and an arm states no dtype:
+    the less precise arm cannot be told, and guessing float32 would be bitwise-strict for a
+    bfloat16 arm or loose for a float64 one."""
+    if mode is ToleranceMode.GIVEN:
+        return None
+    missing = [n for n, d in zip(names, arms, strict=True) if d is None]
+    if missing:
+        raise ThresholdError(
+            f"tolerance = \"dtype\" needs each arm's draft-logit dtype; {' and '.join(missing)} "
+            f"states none (set dtype = \"bfloat16\" etc. on the arm, or print it in the "
+            f"[spec-config] line as {DTYPE_KEYS[0]})")
+    a, b = arms
+    assert a is not None and b is not None
+    return dtype_tolerance(a, b)
+
+
+# -- a thresholds file, as `difftest calibrate` writes it and a comparison references it -------
+
+THRESHOLDS_KEYS = ("atol", "rtol", "near_tie")
+PROVENANCE_KEYS = ("comparison", "inputs", "n", "multiplier", "method", "coverage",
+                   "confidence", "largest_benign", "largest_benign_margin", "separation",
+                   "weakest_probe", "git_sha", "date")
+
+
+THRESHOLDS_TABLES = ("thresholds", "provenance")
+# what a file must record to be checked against the comparison that reads it
+REQUIRED_PROVENANCE = ("comparison", "inputs", "separation")
+
+
+def canonical_input(text: str) -> str:
+    """An input as a runner reads it: text that is an integer, by its value ("00", "+0" and "0"
+    are one seed, as `int()` reads them), anything else as written."""
+    try:
+        return str(int(text))
+    except ValueError:
+        return text
+
+
+@dataclass(frozen=True)
+class ThresholdsFile:
+    """Calibrated atol/rtol/near_tie, the one-line provenance a report prints, and what the
+    provenance says it was calibrated for."""
+
+    atol: float
+    rtol: float
+    near_tie: float
+    origin: str
+    comparison: str = ""
+    inputs: tuple[str, ...] = ()
+    separation: float = math.inf
+
+    def check_for(self, path: Path, comparison: str, gate_input: str | None) -> None:
+        """ThresholdError, naming the file and key, when the file was not calibrated for this
+        comparison as this comparison gates: another comparison's, measured on its gate input,
+        or thresholds calibrate itself refused (separation below 1)."""
+        where = f"{path}: [provenance]"
+        if self.comparison != comparison:
+            raise ThresholdError(f"{where}: key 'comparison': calibrated for comparison "
+                                 f"{self.comparison!r}, not {comparison!r}")
+        if gate_input is not None:
+            gate = canonical_input(gate_input)
+            same = [i for i in self.inputs if canonical_input(i) == gate]
+            if same:
+                raise ThresholdError(f"{where}: key 'inputs': holds the gate input {gate_input!r}"
+                                     f" (as {same[0]!r}): thresholds must be measured on "
+                                     "held-out inputs; recalibrate")
+        if not self.separation >= 1.0:
+            raise ThresholdError(f"{where}: key 'separation': {self.separation:g} < 1: these "
+                                 "thresholds cannot tell benign from wrong; recalibrate")
+
+
+def read_thresholds(path: Path) -> ThresholdsFile:
+    """A thresholds file; ThresholdError naming the file and key for anything else."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThresholdError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ThresholdError(f"{path}: TOML syntax error: {exc}") from None
+    table = data.get("thresholds")
+    if not isinstance(table, dict):
+        raise ThresholdError(f"{path}: [thresholds]: missing (atol, rtol, near_tie)")
+    values: dict[str, float] = {}
+    for key in THRESHOLDS_KEYS:
+        v = table.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ThresholdError(f"{path}: [thresholds]: key {key!r}: must be a finite number "
+                                 f">= 0, got {v!r}")
+        values[key] = float(v)
+    for key in table:
+        if key not in THRESHOLDS_KEYS:
+            raise ThresholdError(f"{path}: [thresholds]: key {key!r}: unknown key (known: "
+                                 f"{', '.join(THRESHOLDS_KEYS)})")
+    for name in data:
+        if name not in THRESHOLDS_TABLES:
+            raise ThresholdError(f"{path}: [{name}]: unknown table (known: "
+                                 f"{', '.join(THRESHOLDS_TABLES)})")
+    prov = data.get("provenance")
+    if prov is None:
+        raise ThresholdError(f"{path}: [provenance]: missing: nothing says what these thresholds "
+                             "were calibrated for; run `difftest calibrate` to write them")
+    if not isinstance(prov, dict):
+        raise ThresholdError(f"{path}: [provenance]: must be a table")
+    for key in prov:
+        if key not in PROVENANCE_KEYS:
+            raise ThresholdError(f"{path}: [provenance]: key {key!r}: unknown key (known: "
+                                 f"{', '.join(PROVENANCE_KEYS)})")
+    for key in REQUIRED_PROVENANCE:
+        if key not in prov:
+            raise ThresholdError(f"{path}: [provenance]: key {key!r}: missing")
+    comparison, inputs, separation = prov["comparison"], prov["inputs"], prov["separation"]
+    if not isinstance(comparison, str):
+        raise ThresholdError(f"{path}: [provenance]: key 'comparison': must be a string, got "
+                             f"{comparison!r}")
+    if not isinstance(inputs, list) or not all(
+            isinstance(i, (int, str)) and not isinstance(i, bool) for i in inputs):
+        raise ThresholdError(f"{path}: [provenance]: key 'inputs': must be a list of inputs, "
+                             f"got {inputs!r}")
+    if isinstance(separation, bool) or not isinstance(separation, (int, float)) or math.isnan(
+            separation):
+        raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
+                             f"{separation!r}")
+    said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
+                                                 "git_sha", "date") if k in prov)
+    return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
+                          f"{path} (calibrated: {said})", comparison,
+                          tuple(str(i) for i in inputs), float(separation))

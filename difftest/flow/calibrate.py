@@ -1,0 +1,370 @@
+"""`difftest calibrate`: thresholds measured on held-out inputs, and proof that they still tell a
+known-wrong arm from a harmless one.
+
+The pair is run on each of the comparison's `calibration_inputs` (never its `gate_input`) and
+compared bitwise. Per input i, D_i is the largest logit difference and F_i the largest margin of
+a row whose token flipped (0 without a flip), the margin the near-tie rule judges: the larger
+arm's gap between the two flipped tokens. atol is an upper tolerance bound on D (coverage
+0.99 of the inputs' population at confidence 0.95), rtol is 0, and near_tie is the larger of
+2 * atol (the derived rule) and the same bound on F.
+
+The bound: with n samples, the sample maximum covers a fraction p of the population with
+confidence 1 - p**n, distribution-free; for p = 0.99 that reaches 0.95 only from n = 299 on.
+Below that, D is modelled as exponential with unknown scale (a heavier tail than the half-normal
+that sums of rounding errors give, so the bound errs on the loose side): the sum S of n samples
+is Gamma(n, theta), 2S/theta is chi-square with 2n degrees of freedom, a one-sided 95% upper
+confidence bound on theta is 2S / chi2_{2n}(0.05), and the 0.99 quantile theta * ln(100) is
+bounded by 2 * ln(100) * S / chi2_{2n}(0.05). For n = 3 that is 16.9 times the mean; the
+multiplier reported is the bound over the largest D.
+
+Then each of the comparison's probes (mutations of arm B) runs on the same inputs. A gate
+catches a probe by a logit difference above atol or by a flip whose margin reaches near_tie, and
+it judges a printed difference by what the print makes certain, the difference minus the arms'
+half quanta (`difftest.numerics.tolerance.resolved_difference`, the same function). So a probe's strength
+on one input is the larger of (its largest certain logit difference / atol) and (its largest
+flip margin / near_tie); the separation is the smallest strength over probes and inputs. The
+file is written only when the gate, by those rules, catches every probe on every input
+(separation at least 1, and no certain difference exactly at atol); otherwise nothing is written
+and the exit code is 3 (uninformative).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from difftest.core.atomic import check_writable, write_text_atomic
+from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
+from difftest.core.errors import ArmFailure, ExitCode, UsageError
+from difftest.core.gitinfo import git_head
+from difftest.core.kinds import Expect
+from difftest.flow.pipeline import (ArmOutcome, drafting_of, outcomes_from_run, run_arm_set,
+                               thresholds_of)
+
+COVERAGE = 0.99
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An upper tolerance bound on a sample and how it was had."""
+
+    value: float
+    multiplier: float  # value / max(sample); 1.0 for a zero sample
+    method: str
+
+
+def chi2_even_quantile(dof: int, prob: float) -> float:
+    """The `prob` quantile of chi-square with an even number of degrees of freedom, by bisection
+    on its closed form: P(X <= x) = 1 - exp(-x/2) * sum_{k < dof/2} (x/2)**k / k!."""
+    if dof <= 0 or dof % 2:
+        raise ValueError(f"dof must be even and positive, got {dof}")
+    m = dof // 2
+
+    def cdf(x: float) -> float:
+        h = x / 2
+        term, total = 1.0, 1.0
+        for k in range(1, m):
+            term *= h / k
+            total += term
+        return 1.0 - math.exp(-h) * total
+
+    lo, hi = 0.0, max(1.0, 4.0 * dof)
+    while cdf(hi) < prob:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if cdf(mid) < prob:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def nonparametric_confidence(n: int, coverage: float = COVERAGE) -> float:
+    """Confidence that the largest of n samples covers `coverage` of the population."""
+    return 1.0 - coverage ** n
+
+
+def upper_bound(sample: Sequence[float], coverage: float = COVERAGE,
+                confidence: float = CONFIDENCE) -> Bound:
+    """An upper bound covering `coverage` of the population at `confidence` (module docstring)."""
+    n = len(sample)
+    if n == 0:
+        raise ValueError("no sample")
+    top = max(sample)
+    if top == 0.0:
+        return Bound(0.0, 1.0, "every sample is zero: bitwise")
+    if nonparametric_confidence(n, coverage) >= confidence:
+        return Bound(top, 1.0, f"nonparametric: the largest of {n} covers {coverage} at "
+                               f"{nonparametric_confidence(n, coverage):.3f}")
+    chi2 = chi2_even_quantile(2 * n, 1.0 - confidence)
+    value = 2.0 * math.log(1.0 / (1.0 - coverage)) * math.fsum(sample) / chi2
+    return Bound(value, value / top,
+                 f"exponential model: 2*ln(1/(1-{coverage}))*sum/chi2_{2 * n}({1 - confidence:.2f}) "
+                 f"(n = {n} < {_nonparametric_n(coverage, confidence)}, too few for the "
+                 f"distribution-free bound: confidence {nonparametric_confidence(n, coverage):.3f})")
+
+
+def _nonparametric_n(coverage: float, confidence: float) -> int:
+    return math.ceil(math.log(1 - confidence) / math.log(coverage))
+
+
+@dataclass(frozen=True)
+class ProbeSeparation:
+    """One probe on each input: its largest printed logit difference, the largest difference
+    that print makes certain (what a tolerance is judged by, `difftest.numerics.tolerance`; inf: a
+    compared row shared no id), and the largest margin of a row it flipped (0: none flipped)."""
+
+    mutation: str
+    differences: tuple[float, ...]
+    flip_margins: tuple[float, ...]
+    resolved: tuple[float, ...]
+
+    @property
+    def weakest(self) -> float:
+        return min(self.differences)
+
+    def _per_input(self, atol: float, near_tie: float) -> list[tuple[float, bool]]:
+        """Per input: how far past the thresholds the probe is, and whether the gate catches it
+        there. By the gate's rules: a logit difference counts when what the print makes certain
+        is above atol (bitwise, any printed difference counts), and a flip is no near-tie when
+        its margin reaches near_tie."""
+        out = []
+        for d, r, f in zip(self.differences, self.resolved, self.flip_margins, strict=True):
+            if atol > 0:
+                logit, by_logit = r / atol, r > atol
+            else:
+                logit, by_logit = (math.inf, True) if d > 0 else (0.0, False)
+            flip = math.inf if near_tie == 0.0 and f > 0 else (f / near_tie if near_tie else 0.0)
+            out.append((max(logit, flip), by_logit or flip >= 1.0))
+        return out
+
+    def strength(self, atol: float, near_tie: float) -> float:
+        """How far past the thresholds the probe is on its weakest input."""
+        return min(s for s, _ in self._per_input(atol, near_tie))
+
+    def caught(self, atol: float, near_tie: float) -> bool:
+        """Whether the gate, at these thresholds, catches the probe on every input (a certain
+        difference exactly at atol is no difference: the gate counts only those above it)."""
+        return all(c for _, c in self._per_input(atol, near_tie))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `calibrate` measured and decided."""
+
+    comparison: str
+    inputs: tuple[str, ...]
+    benign: tuple[float, ...]  # D_i
+    flip_margins: tuple[float, ...]  # F_i
+    atol: Bound
+    near_tie: float
+    probes: tuple[ProbeSeparation, ...]
+    run_dir: Path
+    written: Path | None
+    failures: tuple[ArmFailure, ...] = ()
+
+    @property
+    def separation(self) -> float | None:
+        """The weakest probe's difference over atol (None: no probe ran)."""
+        if not self.probes:
+            return None
+        return min(p.strength(self.atol.value, self.near_tie) for p in self.probes)
+
+    @property
+    def weakest_probe(self) -> str:
+        return min(self.probes, key=lambda p: p.strength(self.atol.value, self.near_tie)).mutation
+
+    @property
+    def caught(self) -> bool:
+        """Every probe fails the gate at these thresholds, on every input."""
+        return bool(self.probes) and all(p.caught(self.atol.value, self.near_tie)
+                                         for p in self.probes)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.failures:
+            return ExitCode.ARM_FAILED
+        return ExitCode.OK if self.caught else ExitCode.UNINFORMATIVE
+
+    def summary(self) -> list[str]:
+        lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "
+                 f"{len(self.inputs)})"]
+        if self.failures:
+            return lines + [f"  - ARM-FAILED: {f}" for f in self.failures]
+        lines.append("  - largest benign logit difference per input: "
+                     + ", ".join(f"{d:.3g}" for d in self.benign))
+        lines.append(f"  - atol {self.atol.value:.3g} (x{self.atol.multiplier:.3g} the largest; "
+                     f"{self.atol.method}), rtol 0, near_tie {self.near_tie:.3g}")
+        for p in self.probes:
+            lines.append(f"  - probe {p.mutation}: logit differences "
+                         + ", ".join(f"{d:.3g}" for d in p.differences) + " (certain "
+                         + ", ".join(f"{r:.3g}" for r in p.resolved) + "); flip margins "
+                         + ", ".join(f"{f:.3g}" for f in p.flip_margins)
+                         + f" (x{p.strength(self.atol.value, self.near_tie):.3g} the thresholds)")
+        s = self.separation
+        if s is None:
+            lines.append("  - no probe configured: the separation of benign and wrong cannot be "
+                         "measured; nothing written (exit 3). Name mutations in `probe`.")
+        elif not self.caught:
+            weakest = self.weakest_probe
+            lines.append(f"  - separation {s:.3g}{' < 1' if s < 1 else ''}: on some input probe "
+                         f"{weakest} stays within atol {self.atol.value:.3g} and near_tie "
+                         f"{self.near_tie:.3g} (a difference counts only when its printed value "
+                         "minus the arms' half quanta is above atol): these thresholds cannot "
+                         "tell benign from wrong; nothing written (exit 3)")
+        else:
+            lines.append(f"  - separation {s:.3g} (the weakest probe, on its weakest input, "
+                         "over the thresholds)")
+        if self.written is not None:
+            lines.append(f"  - thresholds written to {self.written}")
+        return lines + [f"run directory: {self.run_dir}"]
+
+
+def _name(arm: str, value: str) -> str:
+    return f"{arm}@{value}"
+
+
+def _largest_diff(c: Comparison) -> float:
+    """The largest logit difference of a comparison; inf when rows share no id or only one arm
+    traced logits (a difference with no finite size is no small one)."""
+    if c.logits is None or c.logit_rows_compared == 0:
+        raise UsageError("calibrate needs block logits in both arms (VT_SPEC_TRACE=3)")
+    r = c.rows
+    compared = np.isin(r.status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
+    traced = ~np.isnan(r.margin_a) & ~np.isnan(r.margin_b)
+    # rows of a sequential block after a flip ran on another token and are not compared
+    if np.any(compared & traced & np.isnan(r.abs_logit_diff)):
+        return math.inf
+    return float(c.max_abs_logit_diff or 0.0)
+
+
+def _largest_resolved(c: Comparison) -> float:
+    """The largest logit difference the print makes certain, over the compared rows (inf as
+    for `_largest_diff`)."""
+    largest = _largest_diff(c)
+    if math.isinf(largest):
+        return math.inf
+    r = c.rows
+    compared = r.compared & ~np.isnan(r.resolved_logit_diff)
+    return float(r.resolved_logit_diff[compared].max()) if compared.any() else 0.0
+
+
+def _flip_margin(c: Comparison) -> float:
+    r = c.rows
+    flipped = r.status == DIFFER
+    if not flipped.any():
+        return 0.0
+    # the margins the near-tie rule judges a flip on (difftest.analysis.compare.flip_margins)
+    margins = np.fmax(r.flip_margin_a[flipped], r.flip_margin_b[flipped])
+    return float(np.nanmax(margins)) if np.isfinite(margins).any() else math.inf
+
+
+def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
+              progress: bool | None = None, write: bool = True) -> Calibration:
+    """Run the pair and its probes on the held-out inputs and set thresholds from them."""
+    if spec.expect is not Expect.SAME:
+        raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
+                         "\"same\" comparisons")
+    if not spec.calibration_inputs:
+        raise UsageError(f"comparison {spec.name}: set calibration_inputs (held-out inputs, "
+                         f"e.g. [1, 2, 3]) to calibrate")
+    if not spec.thresholds:
+        raise UsageError(f"comparison {spec.name}: set thresholds = \"FILE.toml\" (where "
+                         "calibrate writes them)")
+    if write:  # before the runs: a file that cannot be written would waste every one of them
+        check_writable(Path(spec.thresholds))
+    arm_a, arm_b = config.arm(spec.arm_a), config.arm(spec.arm_b)
+    if not (arm_a.takes_input or arm_b.takes_input):
+        raise UsageError(f"comparison {spec.name}: neither arm takes {INPUT_TOKEN} in its "
+                         "command or env, so every input would run the same thing")
+    runs: list[ArmSpec] = []
+    for value in spec.calibration_inputs:
+        a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value))
+        b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value))
+        runs += [a, b, *(config.mutation(m).apply(b) for m in spec.probe)]
+    th = thresholds_of(config)
+    run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
+                                   progress=progress, extra_meta={"calibrate": spec.name})
+    benign: list[float] = []
+    margins: list[float] = []
+    probe_diffs: dict[str, list[float]] = {m: [] for m in spec.probe}
+    probe_flips: dict[str, list[float]] = {m: [] for m in spec.probe}
+    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.probe}
+    failures: list[ArmFailure] = []
+    for value in spec.calibration_inputs:
+        na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
+        a_out, b_out = outcomes_from_run(results, (na, nb), th)
+        pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
+        for m in spec.probe:
+            _, m_out = outcomes_from_run(results, (na, config.mutation(m).arm_name(nb)), th)
+            pairs.append((m, m_out))
+        for mutation, other in pairs:
+            bad = [o.failure for o in (a_out, other) if o.failure is not None]
+            if bad:
+                failures += [f for f in bad if f not in failures]
+                continue
+            assert a_out.trace is not None and other.trace is not None
+            drafting, source = drafting_of(spec, a_out, other)
+            c = compare(a_out.trace, other.trace, near_tie=0.0, drafting=drafting,
+                        drafting_source=source)
+            if mutation is None:
+                benign.append(_largest_diff(c))
+                margins.append(_flip_margin(c))
+            else:
+                probe_diffs[mutation].append(_largest_diff(c))
+                probe_flips[mutation].append(_flip_margin(c))
+                probe_resolved[mutation].append(_largest_resolved(c))
+    if failures:
+        none = Bound(0.0, 1.0, "")
+        return Calibration(spec.name, spec.calibration_inputs, (), (), none, 0.0, (), run_dir,
+                           None, tuple(failures))
+    if not all(math.isfinite(d) for d in benign):
+        raise UsageError(f"comparison {spec.name}: on some calibration input the two arms' top "
+                         "lists share no id at a compared row: no logit difference to bound "
+                         "(a wider top-k, or arms that are not a benign pair)")
+    atol = upper_bound(benign)
+    flips = upper_bound(margins).value
+    near_tie = max(2.0 * atol.value, flips)
+    probes = tuple(ProbeSeparation(m, tuple(d), tuple(probe_flips[m]), tuple(probe_resolved[m]))
+                   for m, d in probe_diffs.items())
+    cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
+                      near_tie, probes, run_dir, None)
+    if write and cal.exit_code is ExitCode.OK:
+        path = Path(spec.thresholds)
+        write_text_atomic(path, thresholds_toml(cal, git_head(config.path.resolve().parent)))
+        cal = replace(cal, written=path)
+    return cal
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return str(v)
+
+
+def thresholds_toml(cal: Calibration, sha: str | None) -> str:
+    """The thresholds file: values a comparison reads, and where they came from."""
+    prov: dict[str, object] = {
+        "comparison": cal.comparison, "inputs": list(cal.inputs), "n": len(cal.inputs),
+        "multiplier": cal.atol.multiplier, "method": cal.atol.method, "coverage": COVERAGE,
+        "confidence": CONFIDENCE, "largest_benign": max(cal.benign),
+        "largest_benign_margin": max(cal.flip_margins), "separation": cal.separation or 0.0,
+        "weakest_probe": cal.weakest_probe, "git_sha": sha or "unknown",
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    lines = ["# Written by `difftest calibrate`; see docs/thresholds.md.", "[thresholds]",
+             f"atol = {cal.atol.value!r}", "rtol = 0.0", f"near_tie = {cal.near_tie!r}", "",
+             "[provenance]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in prov.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,347 @@
+"""The pre-merge gate: every configured comparison in one run (`check`), and mutation probes
+that prove a comparison can fail (`probe`).
+
+A probe runs arm B broken on purpose against arm A. A comparison that stays green under a
+known-wrong arm is blind to that kind of change; the probe says so instead of letting the gate
+claim a coverage it does not have.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, UTC
+from pathlib import Path
+
+from difftest.analysis.audit import AuditThresholds
+from difftest.config import ComparisonSpec, Config
+from difftest.core.errors import ExitCode, InternalError, UsageError
+from difftest.execute import ArmResult, JobLimits
+from difftest.core.kinds import Expect, KilledBy, VerdictKind
+from difftest.core.limits import MAX_JOBS
+from difftest.core.model import same_drafts
+from difftest.analysis.logit_instrument import blind_radius
+from difftest.flow.pipeline import (
+    ArmOutcome, ComparisonReport, Evidence, evaluate, judge_planned, outcomes_from_run,
+    rerun_outcomes, run_plan,
+)
+from difftest.flow.plan import Judged, Plan, RunOptions, plan_check, plan_probe
+
+# The built-in probe of an `expect = "differ"` comparison: arm B replaced by arm A. A gate that
+# stays green when both sides are one arm cannot tell the toggle from no toggle.
+INERT_PROBE = "arm-b-as-a"
+
+# Severity for the worst-of rule: an arm that failed hides everything else.
+# A probe whose mutation never reached the runner (exit 2) is a set-up error: it outranks a
+# difference, since the gate's coverage claim is unfounded, but not a failed arm.
+SEVERITY = {ExitCode.ARM_FAILED: 4, ExitCode.USAGE: 3, ExitCode.DIFFER: 2,
+            ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
+
+
+def worst(codes: Sequence[ExitCode]) -> ExitCode:
+    return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
+
+
+@dataclass(frozen=True)
+class MutationResult:
+    name: str
+    killed: bool
+    killed_by: KilledBy | None  # None when it survived
+    measures: tuple[KilledBy, ...]
+    blocks_differing: int
+    blocks_logit_differing: int
+    report: ComparisonReport
+    applied: bool = True  # False: the mutated arm printed exactly what the baseline printed
+
+    @property
+    def result(self) -> str:
+        """The label every report shows for this mutation."""
+        if not self.applied:
+            return "NOT-APPLIED"
+        return "killed" if self.killed else "SURVIVED"
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    comparison: str
+    arm_a: str
+    arm_b: str
+    baseline: ComparisonReport
+    mutations: tuple[MutationResult, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.baseline.run_dir
+
+    @property
+    def applied(self) -> list[MutationResult]:
+        """The mutations that reached the runner: only these are scored."""
+        return [m for m in self.mutations if m.applied]
+
+    @property
+    def not_applied(self) -> list[str]:
+        return [m.name for m in self.mutations if not m.applied]
+
+    @property
+    def mutation_score(self) -> float:
+        scored = self.applied
+        return sum(m.killed for m in scored) / len(scored) if scored else 0.0
+
+    @property
+    def survivors(self) -> list[str]:
+        return [m.name for m in self.applied if not m.killed]
+
+    @property
+    def failed_arms(self) -> list[str]:
+        return [m.name for m in self.mutations
+                if m.report.verdict.verdict is VerdictKind.ARM_FAILED]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.baseline.verdict.exit_code == ExitCode.ARM_FAILED or self.failed_arms:
+            return ExitCode.ARM_FAILED
+        if not self.baseline.verdict.passed:
+            # the comparison already fails without any mutation: its sensitivity is unmeasured
+            return self.baseline.verdict.exit_code
+        if self.not_applied:
+            return ExitCode.USAGE
+        if not self.mutations or self.survivors:
+            return ExitCode.UNINFORMATIVE
+        return ExitCode.OK
+
+
+def _measures(report: ComparisonReport) -> list[KilledBy]:
+    c = report.comparison
+    if report.verdict.verdict is VerdictKind.ARM_FAILED:
+        return [KilledBy.ARM_FAILED]
+    if c is None:
+        return []
+    out = []
+    if c.blocks_differing:
+        out.append(KilledBy.TOKENS)
+    if c.blocks_logit_differing:
+        out.append(KilledBy.LOGITS)
+    if c.divergences:
+        out.append(KilledBy.EMITTED)
+    return out
+
+
+def _killed(rep: ComparisonReport) -> bool:
+    """Did the comparison go red because of what the mutated arm drafted?"""
+    v = rep.verdict
+    if v.verdict is VerdictKind.ARM_FAILED:
+        return False
+    if rep.spec.expect is Expect.SAME:
+        return v.verdict is VerdictKind.DIFFER
+    return not v.passed  # a `differ` comparison is caught when the difference disappears
+
+
+def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapping[str, ArmResult],
+                 thresholds: AuditThresholds, run_dir: Path, evidence: Evidence) -> MutationResult:
+    """Arm B replaced by arm A's own capture (nothing is run): the comparison must go red."""
+    a = baseline.arm_a
+    b = replace(a, name=f"{spec.arm_a}(as {spec.arm_b})")
+    mspec = replace(spec, name=f"{spec.name}/{INERT_PROBE}", arm_b=b.name)
+    rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
+                   evidence)
+    killed = _killed(rep)
+    c = rep.comparison
+    return MutationResult(name=INERT_PROBE, killed=killed,
+                          killed_by=KilledBy.EXPECTATION if killed else None,
+                          measures=(KilledBy.EXPECTATION,),
+                          blocks_differing=c.blocks_differing if c else 0,
+                          blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep)
+
+
+def _three_figures(x: float) -> str:
+    """A ratio to three significant figures (its inputs carry no more), with thousands marked."""
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 2 - math.floor(math.log10(x))
+    rounded = round(x, digits)
+    return f"{rounded:,.{max(digits, 0)}f}"
+
+
+def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationResult]) -> list[str]:
+    """Per instrument, how far above its blind radius the weakest caught mutation was: how much
+    room a green has before a wrong change of that size would slip through."""
+    if not baseline.verdict.passed or baseline.comparison is None:
+        return []
+    radius = blind_radius(baseline.comparison)
+    out: list[str] = []
+    for instrument, r, what in (("logits", radius.logits, "logit radius"),
+                                ("tokens", radius.tokens, "token radius (smallest margin / 2)")):
+        caught = [(m.report.comparison.max_abs_logit_diff, m.name) for m in mutations
+                  if m.applied and m.killed and instrument in m.measures
+                  and m.report.comparison is not None]
+        sized = [(d, n) for d, n in caught if d is not None and d == d]
+        if not caught:
+            continue
+        if not sized or r is None:
+            names = ", ".join(sorted(n for _, n in caught))
+            out.append(f"detection margin, {instrument}: caught {names} (no logit size "
+                       "traced to set against the radius)")
+            continue
+        size, name = min(sized)
+        ratio = (f"{_three_figures(size / r)}x the {what} ({r:.3g})" if r > 0 else
+                 f"above a {what} of 0 (any change shows)")
+        out.append(f"detection margin, {instrument}: the weakest caught mutation, {name}, "
+                   f"moved the logits by max |d| {size:.3g}, {ratio}")
+    return out
+
+
+def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResult],
+                        run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
+    spec, thresholds, evidence = base.spec, plan.audit, base.evidence
+    notes = []
+    if spec.expect is not Expect.SAME:
+        notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
+                     f"comparison stops seeing the difference it expects; the built-in probe "
+                     f"{INERT_PROBE} judges {spec.arm_a} against itself in {spec.arm_b}'s place")
+    out: list[MutationResult] = []
+    if spec.expect is Expect.DIFFER and baseline.comparison is not None:
+        out.append(_inert_probe(spec, baseline, results, thresholds, run_dir, evidence))
+    for m in plan.mutations_of(base):
+        name, mspec = m.mutation or "", m.spec
+        a, b = outcomes_from_run(results, (mspec.arm_a, mspec.arm_b), thresholds)
+        rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
+                       m.evidence)
+        if _not_applied(baseline, b):
+            notes.append(_not_applied_note(name, spec.arm_b, baseline))
+            out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),
+                                      blocks_differing=0, blocks_logit_differing=0, report=rep,
+                                      applied=False))
+            continue
+        measures = _measures(rep)
+        killed = _killed(rep)
+        if killed and spec.expect is not Expect.SAME:
+            measures = [KilledBy.EXPECTATION]  # caught because the expected difference went away
+        c = rep.comparison
+        out.append(MutationResult(
+            name=name, killed=killed, killed_by=measures[0] if killed else None,
+            measures=tuple(measures), blocks_differing=c.blocks_differing if c else 0,
+            blocks_logit_differing=c.blocks_logit_differing if c else 0, report=rep))
+    notes += detection_margins(baseline, out)
+    return ProbeReport(spec.name, spec.arm_a, spec.arm_b, baseline, tuple(out), tuple(notes))
+
+
+def _not_applied(baseline: ComparisonReport, mutated: ArmOutcome) -> bool:
+    """A mutated arm that printed exactly what the unmutated arm printed, on a comparison that
+    could have failed: the mutation never reached the runner (a runner that ignores
+    DIFFTEST_MUTATION, a config without that mutation). On a blind comparison an identical trace
+    is what any mutation would show, so that stays a survivor of a blind comparison."""
+    base = baseline.arm_b.trace
+    if base is None or mutated.trace is None or mutated.failure is not None:
+        return False
+    return bool(baseline.verdict.instruments) and same_drafts(base, mutated.trace)
+
+
+def _not_applied_note(name: str, arm_b: str, baseline: ComparisonReport) -> str:
+    logits = ", logits" if baseline.comparison and baseline.comparison.logit_rows_compared else ""
+    return (f"mutation {name}: the mutated arm printed exactly what {arm_b} printed (drafts, "
+            f"emitted tokens{logits}): the mutation does not reach the runner (does it read "
+            "DIFFTEST_MUTATION, or the mutation's env and args?); it is not scored")
+
+
+def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,
+              run_root: Path | None = None, progress: bool | None = None,
+              cache_dir: Path | None = None) -> ProbeReport:
+    """Run A, B and one mutated B per mutation side by side, and judge each against A. An
+    `expect = "differ"` comparison also gets the built-in probe (B replaced by A), and only that
+    when no mutation is named: breaking B's attention says little about a toggle's effect."""
+    plan = plan_probe(config, spec, mutations)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
+    base = plan.judged[0]
+    baseline = judge_planned(plan, base.name, results, run_dir)
+    return _probe_from_results(plan, base, results, run_dir, baseline)
+
+
+def self_differences(rep: ComparisonReport) -> list[str]:
+    """What a comparison of one capture with itself found; anything at all is a bug."""
+    c = rep.comparison
+    if c is None:
+        return []
+    found = {"differing blocks": c.blocks_differing, "near-tie blocks": c.blocks_near_tie,
+             "blocks with logit differences": c.blocks_logit_differing,
+             "draft-length differences": c.draft_length_blocks,
+             "emitted-stream divergences": len(c.divergences),
+             "coverage gaps": len(c.coverage_gaps),
+             "unmatched steps": c.unmatched_a + c.unmatched_b,
+             "context-diverged steps": c.context_diverged}
+    out = [f"{n} {what}" for what, n in found.items() if n]
+    if c.max_abs_logit_diff:
+        out.append(f"max |d| {c.max_abs_logit_diff:.3g}")
+    if rep.verdict.verdict in (VerdictKind.DIFFER, VerdictKind.INERT):
+        out.append(f"verdict {rep.verdict.verdict}")
+    return out
+
+
+def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds) -> None:
+    """Arm A judged against its own capture through the whole analysis, bitwise: anything but
+    zero differences is an internal error, and no verdict of this run could be trusted."""
+    if a.trace is None:
+        return
+    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name, expect=Expect.SAME, atol=0.0,
+                rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
+    found = self_differences(evaluate(s, a, a, thresholds))
+    if found:
+        raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
+                            f"{a.trace_path} found " + ", ".join(found) + "; this is a bug in "
+                            "difftest, and no verdict of this run can be trusted")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    config: Path
+    run_dir: Path | None
+    reports: tuple[ComparisonReport, ...]
+    probes: Mapping[str, ProbeReport]
+    started_at: str | None = None  # ISO 8601 UTC, when the gate started
+    duration_s: float | None = None  # wall time of the whole gate, arms and analysis
+
+    @property
+    def exit_code(self) -> ExitCode:
+        codes = [r.verdict.exit_code for r in self.reports]
+        codes += [p.exit_code for p in self.probes.values()]
+        return worst(codes)
+
+
+def job_limits(config: Config, jobs: int | None) -> JobLimits:
+    """-j N caps all arms at N; by default local arms are capped at the CPU count and arms run
+    through a launcher at [defaults] launched_jobs (the cluster, not this machine, runs them)."""
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+            raise UsageError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
+        return JobLimits(total=jobs)
+    return JobLimits(local=os.cpu_count() or 1, launched=config.defaults.launched_jobs)
+
+
+def run_check(config: Config, only: Sequence[str] | None = None, *,
+              run_root: Path | None = None, progress: bool | None = None,
+              cache_dir: Path | None = None, probes: bool = True,
+              jobs: int | None = None) -> CheckResult:
+    """Every configured comparison (or `only` those), arms shared between them run once, at
+    most `jobs` at a time (see job_limits)."""
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
+    plan = plan_check(config, only, probes=probes)
+    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir),
+                                job_limits(config, jobs))
+    th = plan.audit
+    reports: list[ComparisonReport] = []
+    probe_reports: dict[str, ProbeReport] = {}
+    for base in plan.bases():
+        s = base.spec
+        a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
+        self_check(s, a, th)
+        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), base.evidence)
+        reports.append(rep)
+        if probes and (s.probe or s.expect is Expect.DIFFER):
+            probe_reports[s.name] = _probe_from_results(plan, base, results, run_dir, rep)
+    return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
+                       time.monotonic() - clock)

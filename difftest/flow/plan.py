@@ -1,0 +1,484 @@
+"""The run plan: which arms a command runs, each once, and what every arm is to each comparison
+the run judges (arm A, arm B, a rerun of A for the noise floor, a mutated B).
+
+`plan_compare`, `plan_check`, `plan_probe` and `plan_noise` are the one place that names the
+arms a run adds to the configured ones: the second run of a self-pair (`p#2`), the reruns of
+arm A (`a#run2`), the mutated arms (`b+causal-mask`). A plan is written into the run's
+meta.json before any arm starts (`Plan.meta` under `extra`, `Plan.record` as `plan`), and
+`read_run` reads it back, old run records too, so any comparison a run judged can be judged
+again (`difftest export RUN --comparison NAME`) without running anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThresholds,
+                             ComparisonSpec, Config, InvalidValue)
+from difftest.core.errors import UsageError
+from difftest.core.evidence import Rule, RuleError, parse_rule
+from difftest.analysis.floor import rerun_name, reruns
+from difftest.core.kinds import Expect
+
+# The version of the `plan` record in meta.json (runs written before it have none: they are
+# read from their `extra` alone, whose shape this version keeps).
+PLAN_FORMAT = 1
+
+Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
+NO_EVIDENCE: Evidence = ((), ())
+
+
+class PlanKind(StrEnum):
+    """The command a run was planned for."""
+
+    COMPARE = "compare"
+    CHECK = "check"
+    PROBE = "probe"
+    NOISE = "noise"
+
+
+class Role(StrEnum):
+    """What an arm is to one comparison."""
+
+    A = "a"
+    B = "b"
+    RERUN_OF_A = "rerun-of-a"  # runs 2..N of arm A: its A/A noise floor
+    MUTATED_B = "mutated-b"  # arm B broken on purpose (a probe)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a plan's arms are run, whatever the plan: where the run directory goes, whether
+    progress is drawn, the checkout cache (None: the config's [defaults] cache, else
+    $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
+    `job_limits`), and for a compare, whether both arms run again until the sequential test
+    decides (at most this many times each; difftest.analysis.sequential)."""
+
+    run_root: Path | None = None
+    progress: bool | None = None
+    cache: Path | None = None
+    jobs: int | None = None
+    until_decided: int | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One comparison a plan judges: its spec with the arms as they run, the rules each arm's
+    output must show, the mutation arm B carries (a probe) and arm A's reruns."""
+
+    spec: ComparisonSpec
+    evidence: Evidence = NO_EVIDENCE
+    mutation: str | None = None
+    reruns: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def roles(self) -> dict[str, Role]:
+        out = {self.spec.arm_a: Role.A,
+               self.spec.arm_b: Role.MUTATED_B if self.mutation is not None else Role.B}
+        out.update({n: Role.RERUN_OF_A for n in self.reruns})
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every arm a run starts (each once, under a name unique in the run) and every comparison
+    it judges. `selected`: the comparisons a check was asked for, or the mutations a probe
+    runs; `noise`: the arm and run count of a noise run."""
+
+    kind: PlanKind
+    label: str
+    arms: tuple[ArmSpec, ...]
+    judged: tuple[Judged, ...]
+    audit: AuditThresholds
+    config: Path | None = None
+    cache: Path | None = None  # the config's [defaults] cache
+    selected: tuple[str, ...] = ()
+    noise: tuple[str, int] | None = None
+
+    def comparison(self, name: str) -> Judged:
+        for j in self.judged:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+    def bases(self) -> tuple[Judged, ...]:
+        """The comparisons as configured (no mutated arm), in the plan's order."""
+        return tuple(j for j in self.judged if j.mutation is None)
+
+    def mutations_of(self, base: Judged) -> tuple[Judged, ...]:
+        """The comparisons of `base` against its mutated arms B."""
+        return tuple(j for j in self.judged if j.mutation is not None
+                     and j.name == f"{base.name}/{j.mutation}")
+
+    @property
+    def teacher_force(self) -> bool:
+        """A compare plan whose arm B runs on arm A's committed stream, after A."""
+        return self.kind is PlanKind.COMPARE and self.judged[0].spec.teacher_force
+
+    def record(self) -> dict[str, object]:
+        """meta.json's `plan`: its format, its kind, and each arm's role per comparison."""
+        return {"format": PLAN_FORMAT, "kind": self.kind.value,
+                "roles": {j.name: {arm: role.value for arm, role in j.roles().items()}
+                          for j in self.judged}}
+
+    def meta(self) -> dict[str, object]:
+        """meta.json's `extra`: the comparisons as `read_run` reads them back (the shape runs
+        recorded before the plan had a format, so older difftests read it too)."""
+        audit = asdict(self.audit)
+        if self.kind is PlanKind.CHECK:
+            return {"check": list(self.selected), "config": str(self.config), "audit": audit,
+                    "comparisons": self._comparisons()}
+        if self.kind is PlanKind.NOISE:
+            assert self.noise is not None
+            return {"noise": {"arm": self.noise[0], "runs": self.noise[1]}, "audit": audit,
+                    "comparisons": self._comparisons()}
+        first = self.judged[0]
+        out = spec_meta(first.spec, self.audit, first.evidence)
+        if self.kind is PlanKind.PROBE:
+            out["probe"] = list(self.selected)
+            out["comparisons"] = self._comparisons()
+        return out
+
+    def _comparisons(self) -> dict[str, dict[str, object]]:
+        out = {j.name: judged_meta(j.spec, j.evidence) for j in self.judged}
+        if self.kind is PlanKind.PROBE:  # the baseline as probed: with the mutations run
+            base = self.judged[0]
+            out[base.name] = judged_meta(replace(base.spec, probe=self.selected), base.evidence)
+        return out
+
+
+def evidence_of(config: Config, spec: ComparisonSpec) -> Evidence:
+    """The configured arms' evidence rules (none for an arm the config does not define)."""
+    def rules(name: str) -> tuple[Rule, ...]:
+        arm = config.arms.get(name)
+        return arm.evidence if arm is not None else ()
+    return rules(spec.arm_a), rules(spec.arm_b)
+
+
+def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSpec:
+    """A comparison of an arm with itself (a determinism check) runs the arm twice, the second
+    time under a name no configured arm has."""
+    if spec.arm_a != spec.arm_b:
+        return spec
+    name, n = f"{spec.arm_b}#2", 2
+    while name in taken:
+        n += 1
+        name = f"{spec.arm_b}#{n}"
+    return replace(spec, arm_b=name)
+
+
+def on_gate_input(spec: ComparisonSpec, arm: ArmSpec) -> ArmSpec:
+    """The arm on the comparison's gate input (unchanged when it takes no input)."""
+    if not arm.takes_input:
+        return arm
+    if spec.gate_input is None:
+        raise UsageError(f"comparison {spec.name}: arm {arm.name} takes {INPUT_TOKEN} in its "
+                         "command or env; set gate_input in the comparison")
+    return arm.with_input(spec.gate_input)
+
+
+def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
+    """The two arms a comparison runs, distinct even when it names one arm twice."""
+    arm_a, arm_b = (on_gate_input(spec, config.arm(n)) for n in (spec.arm_a, spec.arm_b))
+    return arm_a, arm_b.with_changes(name=self_pair(spec, config.arms).arm_b)
+
+
+def _rerun_names(spec: ComparisonSpec, ran: Collection[str]) -> tuple[str, ...]:
+    names = (rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1))
+    return tuple(n for n in names if n in ran)
+
+
+def mutated(config: Config, judged: Judged, mutation: str) -> Judged:
+    """A comparison against arm B broken by `mutation`, named `NAME/MUTATION`; arm B's evidence
+    is not asked of a mutated arm."""
+    spec = judged.spec
+    arm_b = config.mutation(mutation).arm_name(spec.arm_b)
+    return Judged(replace(spec, name=f"{spec.name}/{mutation}", arm_b=arm_b),
+                  (judged.evidence[0], ()), mutation, judged.reruns)
+
+
+def plan_compare(config: Config, spec: ComparisonSpec) -> Plan:
+    """Arms A and B of one comparison, and A's reruns when it measures a noise floor."""
+    arm_a, arm_b = arm_pair(config, spec)
+    evidence = evidence_of(config, spec)
+    spec = self_pair(spec, config.arms)
+    more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
+    judged = Judged(spec, evidence, reruns=tuple(a.name for a in more))
+    return Plan(PlanKind.COMPARE, spec.name, (arm_a, arm_b, *more), (judged,), config.audit,
+                config.path, config.defaults.cache)
+
+
+def probe_mutations(spec: ComparisonSpec, mutations: Sequence[str] | None) -> tuple[str, ...]:
+    """The mutations a probe runs: those named, else the comparison's `probe` list, else the
+    built-ins (a `differ` comparison has no built-in mutation, only the built-in probe)."""
+    default = BUILTIN_MUTATIONS if spec.expect is Expect.SAME else ()
+    return tuple(mutations or spec.probe or default)
+
+
+def plan_probe(config: Config, spec: ComparisonSpec,
+               mutations: Sequence[str] | None = None) -> Plan:
+    """A, B, one mutated B per mutation, and A's reruns: the baseline first, then one
+    comparison per mutation."""
+    names = probe_mutations(spec, mutations)
+    arm_a, arm_b = arm_pair(config, spec)
+    evidence = evidence_of(config, spec)
+    spec = self_pair(spec, config.arms)
+    arms = [arm_a, arm_b] + [config.mutation(m).apply(arm_b) for m in names]
+    arms += reruns(arm_a, spec.noise_runs, {a.name for a in arms} | set(config.arms))
+    base = Judged(spec, evidence, reruns=_rerun_names(spec, {a.name for a in arms}))
+    judged = (base, *(mutated(config, base, m) for m in names))
+    return Plan(PlanKind.PROBE, f"probe-{spec.name}", tuple(arms), judged, config.audit,
+                config.path, config.defaults.cache, selected=names)
+
+
+def plan_check(config: Config, only: Sequence[str] | None = None, *,
+               probes: bool = True) -> Plan:
+    """Every configured comparison (or `only` those), each arm run once however many
+    comparisons share it, with the mutated arms of the probes they require."""
+    names = list(only) if only else list(config.comparisons)
+    if not names:
+        raise UsageError(f"{config.path} configures no [comparisons.*]: nothing to check")
+    arms: dict[str, ArmSpec] = {}
+    bases: list[tuple[ComparisonSpec, Evidence]] = []
+    for name in names:
+        configured = config.comparison(name)
+        s = self_pair(configured, config.arms)
+        for arm in arm_pair(config, configured):
+            arms.setdefault(arm.name, arm)
+        if probes:
+            for m in s.probe:
+                arm = config.mutation(m).apply(arms[s.arm_b])
+                arms.setdefault(arm.name, arm)
+        for rerun in reruns(arms[s.arm_a], s.noise_runs, config.arms):
+            arms.setdefault(rerun.name, rerun)
+        bases.append((s, evidence_of(config, configured)))
+    judged: list[Judged] = []
+    for s, evidence in bases:
+        base = Judged(s, evidence, reruns=_rerun_names(s, arms))
+        judged.append(base)
+        judged += [mutated(config, base, m) for m in (s.probe if probes else ())]
+    return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
+                config.path, config.defaults.cache, selected=tuple(names))
+
+
+def plan_noise(config: Config, arm: str, runs: int) -> Plan:
+    """One arm run `runs` times; each rerun is judged against the first run, `ARM-vs-ARM#runK`
+    (expect same), so a noise run can be exported like any other."""
+    from difftest.core.limits import MAX_NOISE_RUNS
+
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
+        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+                         f"compared pairwise), got {runs!r}")
+    spec = config.arm(arm)
+    if spec.takes_input:
+        raise UsageError(f"arm {arm} takes {INPUT_TOKEN} in its command or env; measure its "
+                         "floor through a comparison with gate_input and noise_runs")
+    more = reruns(spec, runs, config.arms)
+    rules = spec.evidence
+    judged = tuple(Judged(ComparisonSpec(name=f"{arm}-vs-{r.name}", arm_a=arm, arm_b=r.name),
+                          (rules, rules)) for r in more)
+    return Plan(PlanKind.NOISE, f"noise-{arm}", (spec, *more), judged, config.audit,
+                config.path, config.defaults.cache, noise=(arm, runs))
+
+
+# -- reading a run's record back --------------------------------------------------------------
+
+
+def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
+    """A comparison as meta.json records it (what `export` reads back)."""
+    data = asdict(spec)
+    data["probe"] = list(spec.probe)
+    data["toggle"] = list(spec.toggle)
+    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
+    if not spec.teacher_force:  # recorded only when asked for: older records read the same
+        del data["teacher_force"]
+    data["tolerance"] = spec.tolerance.value
+    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
+    return data
+
+
+def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
+    """Both arms' evidence rules as meta.json records them; None when there are none."""
+    return [[r.text for r in rules] for rules in evidence] if any(evidence) else None
+
+
+def spec_meta(spec: ComparisonSpec, thresholds: AuditThresholds,
+              evidence: Evidence = NO_EVIDENCE) -> dict[str, object]:
+    """What a run records of its comparison, so that `export` can judge it again alike."""
+    meta: dict[str, object] = {"comparison": comparison_meta(spec), "audit": asdict(thresholds)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        meta["evidence"] = saved
+    return meta
+
+
+def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
+    """One comparison of a run of several as meta.json records it under `comparisons`: its
+    table (arms as they ran) and its arms' evidence."""
+    entry: dict[str, object] = {"comparison": comparison_meta(spec)}
+    saved = evidence_meta(evidence)
+    if saved is not None:
+        entry["evidence"] = saved
+    return entry
+
+
+def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
+    try:
+        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
+    except InvalidValue as exc:
+        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+    except TypeError as exc:
+        raise UsageError(f"{where}: comparison is not readable: {exc}") from None
+
+
+def thresholds_from(saved: object, where: str) -> AuditThresholds:
+    if not isinstance(saved, dict):
+        return AuditThresholds()
+    try:
+        return AuditThresholds.from_mapping(saved)
+    except InvalidValue as exc:
+        raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
+
+
+def evidence_from(saved: object, where: str) -> Evidence:
+    if saved is None:
+        return NO_EVIDENCE
+    if (not isinstance(saved, list) or len(saved) != 2
+            or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
+        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
+    try:
+        return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
+    except RuleError as exc:
+        raise UsageError(f"{where}: evidence: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What a run's meta.json says it judged: its kind (read from `plan`, or from the shape
+    of `extra` in a run recorded before the plan had a format), its audit thresholds, and the
+    comparisons by name (raw: each is read, and checked, when it is picked)."""
+
+    run_dir: Path
+    kind: PlanKind
+    audit: AuditThresholds
+    extra: Mapping[str, object]
+    arms: tuple[str, ...]
+    where: str
+
+    def names(self) -> list[str]:
+        recorded = self._recorded()
+        if recorded:
+            return list(recorded)
+        checked = self.extra.get("check")
+        return [str(n) for n in checked] if isinstance(checked, list) else []
+
+    def _recorded(self) -> dict[str, object]:
+        judged = self.extra.get("comparisons")
+        recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
+        single = self.extra.get("comparison")
+        if isinstance(single, dict) and isinstance(single.get("name"), str):
+            recorded.setdefault(str(single["name"]), {"comparison": single,
+                                                      "evidence": self.extra.get("evidence")})
+        if not recorded and self.kind is PlanKind.NOISE:
+            recorded = _noise_comparisons(self.extra.get("noise"), self.where)
+        return recorded
+
+    def pick(self, comparison: str | None) -> tuple[ComparisonSpec, Evidence]:
+        """The comparison the run judged (or, for a run of several, the one named) and its
+        arms' evidence; for a check run written before it recorded its comparisons, from the
+        config file it names."""
+        where, extra = self.where, self.extra
+        recorded = self._recorded()
+        names = self.names()
+        single = extra.get("comparison")
+        if comparison is None:
+            if isinstance(single, dict):
+                return spec_from(single, where), evidence_from(extra.get("evidence"), where)
+            if len(names) > 1:
+                raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
+                                 f"with --comparison ({', '.join(names)})")
+            if len(names) == 1:
+                comparison = names[0]
+            elif len(self.arms) == 2:
+                return (spec_from({"name": self.run_dir.name, "arm_a": self.arms[0],
+                                   "arm_b": self.arms[1]}, where), NO_EVIDENCE)
+            else:
+                raise UsageError(f"{where}: names no comparison and holds {len(self.arms)} "
+                                 "arm(s), not 2")
+        if comparison in recorded:
+            entry = recorded[comparison]
+            if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
+                raise UsageError(f"{where}: comparison {comparison!r} is not a table")
+            return (spec_from(entry["comparison"], where),
+                    evidence_from(entry.get("evidence"), where))
+        if comparison in names and isinstance(extra.get("config"), str):
+            return _spec_from_config(Path(str(extra["config"])), comparison, where)
+        known = (f"its comparisons: {', '.join(names)}" if names
+                 else "it records no comparison by name")
+        raise UsageError(f"{self.run_dir}: no comparison {comparison!r} in this run ({known})")
+
+
+def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
+    """A noise run recorded before its comparisons were: each rerun against the first run,
+    as `plan_noise` names them."""
+    if not isinstance(saved, dict):
+        return {}
+    arm, runs = saved.get("arm"), saved.get("runs")
+    if not isinstance(arm, str) or isinstance(runs, bool) or not isinstance(runs, int):
+        raise UsageError(f"{where}: noise must name an arm and a run count, got {saved!r}")
+    out: dict[str, object] = {}
+    for i in range(2, runs + 1):
+        name = f"{arm}-vs-{rerun_name(arm, i)}"
+        out[name] = {"comparison": {"name": name, "arm_a": arm, "arm_b": rerun_name(arm, i)}}
+    return out
+
+
+def _kind(record: object, extra: Mapping[str, object], where: str) -> PlanKind:
+    if isinstance(record, dict):
+        version = record.get("format")
+        if isinstance(version, bool) or not isinstance(version, int) or version > PLAN_FORMAT:
+            raise UsageError(f"{where}: plan format {version!r} is newer than this difftest "
+                             f"reads ({PLAN_FORMAT}); upgrade difftest to judge this run")
+        try:
+            return PlanKind(str(record.get("kind")))
+        except ValueError:
+            raise UsageError(f"{where}: plan kind must be one of "
+                             f"{', '.join(k.value for k in PlanKind)}, got "
+                             f"{record.get('kind')!r}") from None
+    if "check" in extra:
+        return PlanKind.CHECK
+    if "noise" in extra:
+        return PlanKind.NOISE
+    if "probe" in extra:
+        return PlanKind.PROBE
+    return PlanKind.COMPARE
+
+
+def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> RecordedRun:
+    """A run's record, from its meta.json (as `execute.load_run` read it)."""
+    where = str(Path(run_dir) / "meta.json")
+    extra = meta.get("extra", meta)
+    if not isinstance(extra, dict):
+        extra = {}
+    kind = _kind(meta.get("plan"), extra, where)
+    audit = thresholds_from(extra.get("audit"), where)
+    return RecordedRun(Path(run_dir), kind, audit, extra, tuple(arms), where)
+
+
+def _spec_from_config(path: Path, comparison: str,
+                      where: str) -> tuple[ComparisonSpec, Evidence]:
+    """A check run's comparison from the config it ran, when meta.json did not record it."""
+    from difftest.config import load_config
+
+    if not path.is_file():
+        raise UsageError(f"{where}: the run records no comparison table and its config {path} "
+                         "is gone: nothing says which arms to compare")
+    config = load_config(path)
+    configured = config.comparison(comparison)
+    return self_pair(configured, config.arms), evidence_of(config, configured)

@@ -1,0 +1,367 @@
+"""Statistics of the logit differences between paired block rows, with error bars.
+
+Modelled on llama.cpp's KL-divergence mode (mean KLD with its standard error, same-top-token
+rate, percentiles, and no claim of significance under 100 tokens), adapted to what a trace holds:
+the top-K entries of each row, not the full vocabulary.
+
+Definitions (a row pair is one (request, pos, row) traced by both arms; B is the reference, as
+`b` is in numpy's `isclose(a, b)`):
+
+- values: the ids both top lists hold; `max_abs`, `p99_abs` (numpy's default linear
+  interpolation) and `mean_abs` are over every such (row, id) pair's `|a - b|` (on the grid
+  of the finer printed quantum, as the tolerance takes it: `resolution.snapped_difference`),
+  `max_rel` over `|a - b| / |b|` where `b != 0`. Pairs with a non-finite value in either arm
+  are left out of the numbers and counted in `rows_nonfinite` (rows).
+- `top1_agreement`: the fraction of row pairs whose first ids are equal, with a 95% Wilson score
+  interval (it stays inside [0, 1] and keeps a width at 0 or n disagreements, where the normal
+  approximation llama.cpp prints collapses to a zero-width interval).
+- `topk_overlap`: the mean over row pairs of |shared ids| / min(width A, width B).
+- `kl_mean`, `kl_mean_se`: KL(P_B || P_A) in nats, where P is the softmax of a row's values over
+  the ids both lists hold. The rest of the vocabulary is not traced, so both distributions are
+  renormalised over the shared ids: this is the divergence of the traced head only, zero exactly
+  when the shared values agree up to a common shift (float rounding below zero is clamped to 0).
+  Row pairs with no shared id are `rows_disjoint`: counted, never given a divergence.
+- Standard errors of `kl_mean` and `topk_overlap`: where the rows' requests are known
+  (`cluster`) and there are at least two, request-clustered: the delete-one-request jackknife
+  of the mean (`difftest.numerics.clustered`, the estimator of the clustered rates), since the rows of
+  one request share a context and move together (never below the independent-rows error: a
+  design effect of at least 1, as the clustered rates take it). Beside it, the independent-rows error (the
+  sample standard deviation over sqrt(rows), llama.cpp's formula), which is also the error
+  given where no request is known. `kl_mean_ci`, `topk_overlap_ci`: 95% intervals, Student t at
+  the requests less one (normal with independent rows), clipped to the quantity's range.
+- Under `MIN_ROWS` row pairs every figure is still given, and `significant` is false.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from difftest.numerics.clustered import ClusterSums, t_quantile
+from difftest.numerics.resolution import snapped_difference, value_quanta
+
+MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
+Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
+_BLOCK_ROWS = 1 << 15
+
+
+@dataclass(frozen=True)
+class PairedRows:
+    """Top-k lists of paired rows: ids (n, K) padded with -1, values (n, K) padded with nan."""
+
+    ids_a: np.ndarray
+    vals_a: np.ndarray
+    ids_b: np.ndarray
+    vals_b: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids_a.shape[0])
+
+    def widened(self) -> PairedRows:
+        """Both arms padded to one width, so their columns line up."""
+        width = max(self.ids_a.shape[1], self.ids_b.shape[1])
+
+        def pad(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            extra = width - ids.shape[1]
+            if extra == 0:
+                return ids, vals
+            return (np.pad(ids, ((0, 0), (0, extra)), constant_values=-1),
+                    np.pad(vals, ((0, 0), (0, extra)), constant_values=np.nan))
+
+        ids_a, vals_a = pad(self.ids_a, self.vals_a)
+        ids_b, vals_b = pad(self.ids_b, self.vals_b)
+        return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
+    @classmethod
+    def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
+             ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> PairedRows:
+        """Rows `ia` of arm A beside rows `ib` of arm B."""
+        return cls(ids_a[ia], vals_a[ia], ids_b[ib], vals_b[ib])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A proportion and its two-sided 95% interval."""
+
+    value: float
+    low: float
+    high: float
+    method: str = "wilson"
+
+
+@dataclass(frozen=True)
+class LogitStats:
+    """What the logits of paired rows show, with the uncertainty of each figure."""
+
+    rows: int
+    values: int
+    rows_disjoint: int
+    rows_nonfinite: int
+    max_abs: float | None
+    p99_abs: float | None
+    mean_abs: float | None
+    max_rel: float | None
+    top1_same: int
+    top1_agreement: Interval | None
+    topk_overlap: float | None
+    kl_rows: int
+    kl_mean: float | None
+    kl_mean_se: float | None
+    kl_max: float | None
+    significant: bool
+    min_rows: int = MIN_ROWS
+    topk_overlap_se: float | None = None
+    kl_mean_se_rows: float | None = None  # as if every row were independent
+    topk_overlap_se_rows: float | None = None
+    requests: int = 0  # the requests the errors are clustered by (0: not clustered)
+    kl_mean_ci: tuple[float, float] | None = None
+    topk_overlap_ci: tuple[float, float] | None = None
+
+    @property
+    def clustered(self) -> bool:
+        return self.requests >= 2
+
+    def widened(self) -> list[str]:
+        """Which of KL and top-k overlap clustering gave a larger error than independent rows."""
+        out = []
+        for name, se, rows in (("KL", self.kl_mean_se, self.kl_mean_se_rows),
+                               ("top-k overlap", self.topk_overlap_se, self.topk_overlap_se_rows)):
+            if self.clustered and se is not None and rows is not None and se > rows * (1 + 1e-9):
+                out.append(name)
+        return out
+
+    def clustering_note(self) -> str | None:
+        """Why an error is wider than the independent-rows one (None: none is)."""
+        wide = self.widened()
+        if not wide:
+            return None
+        parts = []
+        for name, se, rows in (("KL", self.kl_mean_se, self.kl_mean_se_rows),
+                               ("top-k overlap", self.topk_overlap_se, self.topk_overlap_se_rows)):
+            if name in wide:
+                parts.append(f"{name} ± {_g(se)}, not ± {_g(rows)}")
+        return (f"logit statistics clustered by request ({self.requests} requests, {self.rows} "
+                f"rows): {', '.join(parts)} as for independent rows: the rows of one request "
+                "moved together, so they carry less evidence than as many independent rows")
+
+    def to_json(self) -> dict[str, object]:
+        t1 = self.top1_agreement
+        return {
+            "rows": self.rows, "values": self.values, "rows_disjoint": self.rows_disjoint,
+            "rows_nonfinite": self.rows_nonfinite, "max_abs": self.max_abs,
+            "p99_abs": self.p99_abs, "mean_abs": self.mean_abs, "max_rel": self.max_rel,
+            "top1_agreement": None if t1 is None else t1.value,
+            "top1_agreement_ci95": None if t1 is None else [t1.low, t1.high],
+            "top1_agreement_method": None if t1 is None else t1.method,
+            "topk_overlap": self.topk_overlap, "kl_rows": self.kl_rows, "kl_mean": self.kl_mean,
+            "kl_mean_se": self.kl_mean_se, "kl_max": self.kl_max,
+            "significant": self.significant, "min_rows": self.min_rows,
+            "topk_overlap_se": self.topk_overlap_se,
+            "kl_mean_ci95": None if self.kl_mean_ci is None else list(self.kl_mean_ci),
+            "topk_overlap_ci95": (None if self.topk_overlap_ci is None
+                                  else list(self.topk_overlap_ci)),
+            "kl_mean_se_independent_rows": self.kl_mean_se_rows,
+            "topk_overlap_se_independent_rows": self.topk_overlap_se_rows,
+            "se_requests": self.requests,
+            "se_method": ("delete-one-request jackknife (request-clustered)" if self.clustered
+                          else "sample standard deviation over sqrt(rows) (independent rows)"),
+        }
+
+    def summary(self) -> str:
+        """One line for the table and markdown reports."""
+        if self.rows == 0:
+            return "logit stats: no paired rows"
+        parts = [f"{self.rows} row(s)", f"max |d| {_g(self.max_abs)}",
+                 f"p99 {_g(self.p99_abs)}", f"mean {_g(self.mean_abs)}",
+                 f"max rel {_g(self.max_rel)}"]
+        t1 = self.top1_agreement
+        if t1 is not None:
+            parts.append(f"top-1 same {t1.value:.4f} [{t1.low:.4f}, {t1.high:.4f}]")
+        if self.topk_overlap is not None:
+            se = "" if self.topk_overlap_se is None else f" ± {_g(self.topk_overlap_se)}"
+            parts.append(f"top-k overlap {self.topk_overlap:.4f}{se}")
+        if self.kl_mean is not None:
+            se = "" if self.kl_mean_se is None else f" ± {_g(self.kl_mean_se)}"
+            parts.append(f"KL {_g(self.kl_mean)}{se}")
+        if self.clustered and (self.kl_mean_se is not None or self.topk_overlap_se is not None):
+            parts.append(f"errors clustered by request ({self.requests})")
+        if self.rows_disjoint:
+            parts.append(f"{self.rows_disjoint} disjoint")
+        line = "logit stats: " + ", ".join(parts)
+        if not self.significant:
+            line += f" (not significant: under {self.min_rows} rows)"
+        note = self.clustering_note()
+        if note is not None:
+            line += f"; {note}"
+        return line
+
+
+def _g(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Interval:
+    """Wilson score interval of a binomial proportion (n >= 1)."""
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # at 0 or n successes the bound on that side is exactly 0 or 1; rounding must not move it
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(p, low, high)
+
+
+@dataclass
+class _Acc:
+    diffs: list[np.ndarray]
+    rels: list[np.ndarray]
+    kls: list[np.ndarray]
+    kl_at: list[np.ndarray]  # the row of each KL value
+    overlaps: list[np.ndarray]
+    overlap_at: list[np.ndarray]
+    top1: int = 0
+    disjoint: int = 0
+    nonfinite: int = 0
+
+
+@dataclass(frozen=True)
+class MeanError:
+    """A mean of per-row values, its standard errors and its 95% interval."""
+
+    se: float | None
+    se_rows: float | None  # independent rows
+    ci: tuple[float, float] | None
+    requests: int  # clustered by this many requests (0: not clustered)
+
+
+def mean_error(values: np.ndarray, cluster: np.ndarray | None,
+               bounds: tuple[float, float]) -> MeanError:
+    """The error of `values.mean()`: request-clustered (jackknife over requests) where at least
+    two requests are known, else over independent rows; the interval clipped to `bounds`."""
+    n = values.size
+    if n < 2:
+        return MeanError(None, None, None, 0)
+    mean = math.fsum(values.tolist()) / n
+    se_rows = math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (n - 1) / n)
+    se, q, groups = se_rows, Z95, 0
+    if cluster is not None:
+        sums = ClusterSums.of(values, cluster)
+        if sums.clusters >= 2:
+            groups = sums.clusters
+            # every row alike: no request can differ from another (the jackknife would only
+            # show the rounding of its sums)
+            # and never below the independent-rows error (a design effect of at least 1, as
+            # for the clustered rates): few requests can make the jackknife small by chance
+            se = max(math.sqrt(sums.variance()), se_rows) if se_rows > 0 else 0.0
+            q = t_quantile(0.975, groups - 1.0)
+    ci = (max(bounds[0], mean - q * se), min(bounds[1], mean + q * se))
+    return MeanError(se, se_rows, ci, groups)
+
+
+def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
+                digits: tuple[int | None, int | None] = (None, None),
+                cluster: np.ndarray | None = None) -> LogitStats:
+    """The statistics of the module docstring over every row pair; `digits` are the arms'
+    printed significant digits, which put each difference on the grid the tolerance uses;
+    `cluster` the request of each row pair, which the errors of KL and top-k overlap are
+    clustered by."""
+    acc = _Acc([], [], [], [], [], [])
+    for start in range(0, len(pairs), _BLOCK_ROWS):
+        block = slice(start, start + _BLOCK_ROWS)
+        va, vb = pairs.vals_a[block], pairs.vals_b[block]
+        _accumulate(acc, pairs.ids_a[block], va, pairs.ids_b[block], vb,
+                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
+    n = len(pairs)
+    d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
+    rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
+    kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
+    kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
+    ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
+    ov_at = np.concatenate(acc.overlap_at) if acc.overlap_at else np.zeros(0, np.int64)
+    kl_err = mean_error(kl, None if cluster is None else cluster[kl_at], (0.0, math.inf))
+    ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
+    return LogitStats(
+        rows=n, values=int(d.size), rows_disjoint=acc.disjoint, rows_nonfinite=acc.nonfinite,
+        max_abs=float(d.max()) if d.size else None,
+        p99_abs=float(np.percentile(d, 99)) if d.size else None,
+        mean_abs=float(d.mean()) if d.size else None,
+        max_rel=float(rel.max()) if rel.size else None,
+        top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
+        topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
+        kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
+        kl_mean_se=kl_err.se, kl_max=float(kl.max()) if kl.size else None,
+        significant=n >= min_rows, min_rows=min_rows, topk_overlap_se=ov_err.se,
+        kl_mean_se_rows=kl_err.se_rows, topk_overlap_se_rows=ov_err.se_rows,
+        requests=max(kl_err.requests, ov_err.requests), kl_mean_ci=kl_err.ci,
+        topk_overlap_ci=ov_err.ci)
+
+
+def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
+                vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray, start: int = 0) -> None:
+    valid_a, valid_b = ids_a >= 0, ids_b >= 0
+    shared, where = match_ids(ids_a, ids_b)  # (n, Ka): A's entry is in B's list, and where
+    # B's value for each of A's shared ids
+    at = (np.arange(len(ids_a))[:, None], where)
+    vb, qb = vals_b[at], q_b[at]
+    va = vals_a
+    count = shared.sum(axis=1)
+    width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
+    acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
+    has_width = width > 0
+    acc.overlaps.append(count[has_width] / width[has_width])
+    acc.overlap_at.append(start + np.flatnonzero(has_width))
+    disjoint = count == 0
+    acc.disjoint += int(disjoint.sum())
+    finite = np.isfinite(va) & np.isfinite(vb)
+    bad = np.any(shared & ~finite, axis=1)
+    acc.nonfinite += int(bad.sum())
+    use = shared & finite
+    d = snapped_difference(va, vb, q_a, qb)
+    acc.diffs.append(d[use])
+    nz = use & (vb != 0)
+    acc.rels.append(d[nz] / np.abs(vb[nz]))
+    # KL over the shared ids of rows with no non-finite shared value
+    rows = ~disjoint & ~bad
+    if rows.any():
+        m = shared[rows]
+        a = np.where(m, va[rows], -np.inf)
+        b = np.where(m, vb[rows], -np.inf)
+        la = a - _logsumexp(a)
+        lb = b - _logsumexp(b)
+        with np.errstate(invalid="ignore"):
+            terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
+        acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+        acc.kl_at.append(start + np.flatnonzero(rows))
+
+
+def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """For each entry of A's (n, Ka) id rows: whether B's row holds that id (ids < 0 are
+    padding), and the column of its first occurrence there (0 where absent).
+
+    One sort of B's (row, id) keys and a binary search per A entry: memory linear in the
+    values and time O(n K log(n K)), where comparing every pair of entries would take K x K per
+    row (a top-1024 trace: a million comparisons a row)."""
+    n, ka = ids_a.shape
+    kb = ids_b.shape[1]
+    if n == 0 or ka == 0 or kb == 0:
+        return np.zeros((n, ka), dtype=bool), np.zeros((n, ka), dtype=np.intp)
+    row = np.arange(n, dtype=np.int64)[:, None] << 32
+    keys_b = np.where(ids_b >= 0, row | (ids_b.astype(np.int64) & 0xFFFFFFFF), -1).ravel()
+    order = np.argsort(keys_b, kind="stable")  # equal keys keep B's order: first one found
+    sorted_b = keys_b[order]
+    keys_a = (row | (ids_a.astype(np.int64) & 0xFFFFFFFF)).ravel()
+    pos = np.minimum(np.searchsorted(sorted_b, keys_a), sorted_b.size - 1)
+    found = (sorted_b[pos] == keys_a) & (ids_a.ravel() >= 0)
+    column = np.where(found, order[pos] % kb, 0)
+    return found.reshape(n, ka), column.reshape(n, ka)
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp over (n, K) with -inf for absent entries (each row has one finite)."""
+    top = x.max(axis=1, keepdims=True)
+    out: np.ndarray = top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
+    return out

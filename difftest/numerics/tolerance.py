@@ -1,0 +1,264 @@
+"""When two traced logits count as different: numpy's `isclose` rule, the A/A noise floor, and the
+resolution of the printed values, in one place.
+
+A value `a` of arm A is close to `b` of arm B when `|a - b| <= max(atol + rtol * |b|, floor)`
+(numpy's `isclose(a, b, rtol, atol)`, raised to the noise floor when one was measured). With
+every tolerance zero the comparison is bitwise: any printed difference counts, and so does a
+changed top list.
+
+Printed values are rounded: each is within half a quantum of what the engine held, so a printed
+difference `d` says the true one lies in `d ± (qa + qb) / 2`. Differences are first snapped to
+the finer quantum's grid (the decimal subtraction `2.87758 - 2.87757` is 1.0000000000065e-05 in
+float64, a rounding artefact of the check itself, not of the engine). Under a tolerance, a value
+counts as different only when the whole interval lies above the bound; when the interval
+straddles the bound the row is `unresolved`: reported, never counted as a difference, never
+silently passed. Bitwise, any printed difference is a real one (equal values print equally).
+At 9 or more significant digits the print names each float32 exactly: values are taken as those
+float32s and there is no rounding interval at all.
+
+Top lists that share no id have no value to compare: such a row is `disjoint`, a kind of its
+own, counted as a logit difference but never given a size (no infinite difference).
+
+Non-finite values are values: a nan or an infinity in one arm where the other holds a finite
+value, or another non-finite value, is a difference under every tolerance and every floor (a
+bound computed from a nan is nan, and no comparison with nan is true, so it is decided before any
+bound is). The same non-finite value in both arms is equal, and counted apart so that a report
+can name it.
+
+Under a noise floor the bound has a size: values certainly above `NOISE_BAND` times it are
+`beyond` the band and count whatever a count test says; only values between the bound and the
+band are left to the count test of `difftest.numerics.noise`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from difftest.numerics.noise import NOISE_BAND
+from difftest.numerics.resolution import lossless, snapped_difference, value_quanta, wide
+from difftest.numerics.stats import PairedRows, match_ids
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far two traced logits may be apart and still count as equal."""
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    floor: float = 0.0  # the A/A noise floor, when reruns of arm A were measured
+
+    @property
+    def bitwise(self) -> bool:
+        return self.atol == 0.0 and self.rtol == 0.0 and self.floor == 0.0
+
+    def bound(self, b: np.ndarray) -> np.ndarray:
+        """The largest |a - b| still counted as equal, per reference value b."""
+        with np.errstate(invalid="ignore"):
+            bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
+        return bound
+
+    def band(self, b: np.ndarray) -> np.ndarray:
+        """The largest |a - b| a count test may still call noise: the bound times NOISE_BAND
+        under a floor (without a floor there is no count test, and the band is the bound)."""
+        bound = self.bound(b)
+        if self.floor > 0:
+            bound = bound * NOISE_BAND
+        return bound
+
+    def finer_than(self, quantum: float, digits: int) -> bool:
+        """True when some value's bound is below its printed quantum: `atol` under the coarsest
+        quantum and `rtol` under the relative quantum 10**(1 - digits)."""
+        if self.bitwise:
+            return False
+        relative = 10.0 ** (1 - digits)
+        return max(self.atol, self.floor) < quantum and self.rtol < relative
+
+    def describe(self) -> str:
+        parts = [f"atol {self.atol:g}"]
+        if self.rtol:
+            parts.append(f"rtol {self.rtol:g}")
+        if self.floor:
+            parts.append(f"floor {self.floor:.3g}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class RowDiffs:
+    """Per paired row: the largest |a - b| over the shared ids (nan when there is none) and how
+    the row was judged."""
+
+    diff: np.ndarray  # float64; nan for disjoint rows
+    differs: np.ndarray  # bool: a logit difference that counts (disjoint rows included)
+    disjoint: np.ndarray  # bool: the top lists share no id
+    unresolved: np.ndarray  # bool: a difference the printed resolution cannot decide
+    one_quantum: np.ndarray  # bool: counted, but by no more than one quantum (bitwise only)
+    # float64: the largest difference the print makes certain (`resolved_difference`; nan for
+    # disjoint rows, inf for a value non-finite in one arm only)
+    resolved: np.ndarray
+    exceed: np.ndarray  # int: shared values certainly above the bound, per row
+    values: np.ndarray  # int: shared values compared, per row
+    # int: shared values certainly above the noise band, or non-finite in one arm only (they
+    # count whatever a count test says)
+    beyond: np.ndarray
+    nonfinite_both: np.ndarray  # int: shared values non-finite and equal in both arms
+
+
+def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The values as the engine held them, as far as the print allows, and their quanta.
+
+    At 9 or more digits the text names one float32 exactly: its value is known, and so is any
+    difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
+    digits each value is only known to half a quantum; unknown digits take the values as exact.
+    """
+    if lossless(digits) and not wide(digits):
+        with np.errstate(over="ignore"):  # a print beyond float32's range is its infinity
+            values = values.astype(np.float32).astype(np.float64)
+    return values, value_quanta(values, digits)
+
+
+def resolved_difference(d: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """The part of a printed difference `d` that is certain: the true one is at least
+    `d - (qa + qb) / 2`. A value counts against a tolerance only when this is above the bound:
+    the gate's rule, and the one `difftest calibrate` sizes its probes by."""
+    out: np.ndarray = d - half
+    return out
+
+
+def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
+               digits_b: int | None) -> RowDiffs:
+    """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
+    (None: unknown, the values are taken as exact)."""
+    pairs = pairs.widened()
+    ids_a, va, ids_b, vb_list = pairs.ids_a, pairs.vals_a, pairs.ids_b, pairs.vals_b
+    n = len(pairs)
+    if n == 0 or ids_a.shape[1] == 0:
+        z = np.zeros(n, dtype=bool)
+        zi = np.zeros(n, dtype=np.int64)
+        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), np.full(n, np.nan),
+                        zi, zi.copy(), zi.copy(), zi.copy())
+    shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
+    vb = vb_list[np.arange(n)[:, None], where]
+    va, qa = _exact(va, digits_a)
+    vb, qb = _exact(vb, digits_b)
+    d = snapped_difference(va, vb, qa, qb)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(va) & np.isfinite(vb)
+        # equal infinities are equal although inf - inf is nan; so are two nans
+        same_nonfinite = ~finite & ((va == vb) | (np.isnan(va) & np.isnan(vb)))
+        mismatch = shared & ~finite & ~same_nonfinite
+        d[same_nonfinite] = 0.0
+        d[~finite & ~same_nonfinite] = np.inf  # as far apart as values get
+    nonfinite_both = (shared & same_nonfinite).sum(axis=1)
+    half = (qa + qb) / 2
+    row_diff = np.where(shared, d, 0.0).max(axis=1)
+    disjoint = np.asarray(~shared.any(axis=1))
+    row_diff = np.where(disjoint, np.nan, row_diff)
+    with np.errstate(invalid="ignore"):
+        # a non-finite value has no quantum: its difference is 0 (the same) or inf (not)
+        lower = np.where(finite, resolved_difference(d, half), d)
+    row_resolved = np.maximum(np.where(shared, lower, -np.inf).max(axis=1), 0.0)
+    row_resolved = np.where(disjoint, np.nan, row_resolved)
+    # an id one arm lists and the other does not: the other's value is at most its last listed
+    # one, so a listed value above that by more than the bound is a certain difference too
+    # (ids below 0 are matched by no rule, as in match_ids: left out)
+    shared_b, _ = match_ids(ids_b, ids_a)
+    vb_own, qb_own = _exact(vb_list, digits_b)
+    drop_a, drop_a_by = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
+    drop_b, drop_b_by = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
+    # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)
+    row_resolved = np.fmax(row_resolved, np.fmax(drop_a_by, drop_b_by))
+    if tol.bitwise:
+        over = shared & (d > 0)
+        same_list = np.all(ids_a == ids_b, axis=1)
+        differs = over.any(axis=1) | ~same_list | disjoint
+        coarse = np.maximum(qa, qb)
+        one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
+        return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
+                        row_resolved, over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1),
+                        nonfinite_both)
+    # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
+    with np.errstate(invalid="ignore"):
+        bound = tol.bound(vb)
+        certain = shared & ((lower > bound) | mismatch)
+        beyond = shared & ((lower > tol.band(vb)) | mismatch)
+        # equal prints are equal: the blindness below the resolution is reported once, as a
+        # tolerance finer than the resolution, not as every unchanged value
+        possible = shared & finite & (d > 0) & (d + half > bound)
+    dropped = drop_a.any(axis=1) | drop_b.any(axis=1)
+    differs = certain.any(axis=1) | disjoint | dropped
+    unresolved = possible.any(axis=1) & ~differs
+    # a dropped id makes its row differ (like a disjoint row); the counts stay over the shared
+    # values, so the excess test's count is out of the values it counts
+    return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
+                    row_resolved, certain.sum(axis=1), shared.sum(axis=1), beyond.sum(axis=1),
+                    nonfinite_both)
+
+
+def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,
+             other: tuple[np.ndarray, np.ndarray], tol: Tolerance
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry of one arm's rows (values, quanta): listed there, absent from the other arm's
+    list, and above the other's last listed value by more than the bound (at the larger of the
+    two values) plus half of each row's coarsest quantum. Top lists are sorted, so an absent id
+    lies at or below the last listed value: such an entry certainly moved by more than the
+    tolerance allows. Also, per row, the largest such certain move (`resolved_difference` of
+    the excess; nan where no entry is dropped)."""
+    vals, quanta = arm
+    o_vals, o_quanta = other
+    with np.errstate(invalid="ignore", all="ignore"):
+        finite = np.isfinite(o_vals)
+        has = finite.any(axis=1)
+        last = np.full(o_vals.shape[0], np.inf)
+        last[has] = np.min(np.where(finite, o_vals, np.inf)[has], axis=1)
+
+        def coarsest(q: np.ndarray) -> np.ndarray:
+            return np.asarray(np.max(np.where(np.isfinite(q), q, 0.0), axis=1, initial=0.0))
+
+        half = ((coarsest(quanta) + coarsest(o_quanta)) / 2)[:, None]
+        excess = vals - last[:, None]
+        ref = np.maximum(np.abs(vals), np.abs(last[:, None]))
+        eligible = ~shared & np.isfinite(vals) & np.isfinite(excess)
+        lower = resolved_difference(excess, half)
+        dropped = np.asarray(eligible & (lower > tol.bound(ref)), dtype=bool)
+        by = np.where(eligible, lower, np.nan)
+        row_by = np.full(vals.shape[0], np.nan)
+        some = eligible.any(axis=1)
+        row_by[some] = np.nanmax(by[some], axis=1)
+    return dropped, row_by
+
+
+def finite_max(diff: np.ndarray) -> float | None:
+    """The largest finite row difference, or None: JSON never gets a string for a number."""
+    finite = diff[np.isfinite(diff)]
+    return float(finite.max()) if finite.size else None
+
+
+def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:
+    """The values as `judge_rows` sees them (float32-exact at 9 or more digits)."""
+    return _exact(values, digits)[0]
+
+
+# -- the derived near-tie rule (difftest.core.thresholds documents it) ------------------------------
+
+NEAR_TIE_FACTOR = 2.0  # two values each within the tolerance of the reference swap only then
+
+
+def derived_near_tie(tol: Tolerance, top1_b: np.ndarray) -> np.ndarray:
+    """Per row: the margin below which a flip is a near-tie, 2 * the tolerance's bound at arm B's
+    top-1 logit (nan where B traced no logits there: no near-tie without a margin). All zero
+    under a bitwise tolerance, so no flip is excused."""
+    top = np.asarray(top1_b, dtype=np.float64)
+    if tol.bitwise:
+        return np.where(np.isnan(top), np.nan, 0.0)
+    out: np.ndarray = NEAR_TIE_FACTOR * tol.bound(top)
+    return out
+
+
+def derived_rule_text(tol: Tolerance) -> str:
+    """The derived rule in words, with the values it used."""
+    bound = "atol + rtol*|top-1 of B|" + (f", raised to the floor {tol.floor:.3g}"
+                                            if tol.floor else "")
+    return (f"near_tie derived per row: a flip is a near-tie when both margins are below "
+            f"2*({bound}) = 2*({tol.atol:g} + {tol.rtol:g}*|top-1|)")

@@ -1,0 +1,210 @@
+"""What each command leaves in its run directory, written the same way for the CLI and for a
+Python caller: every file atomically, after the raw captures and meta.json."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from difftest.core.atomic import check_target, write_bytes_atomic
+from difftest.core.errors import DifftestError, RefusedOutput, UsageError
+from difftest.execute import write_json_atomic, write_text_atomic
+from difftest.execute.records import META_NAME
+from difftest.flow.gate import CheckResult, ProbeReport
+from difftest.flow.localize import RunLocalization, saved_localizations
+from difftest.flow.pipeline import ComparisonReport, NoiseReport
+from difftest.report import comparison as render
+from difftest.report import gate_report, html
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+DIFF_CSV = "diff.csv"
+CHECK_HTML = "check.html"
+CHECK_JSON = "check.json"
+CHECK_MD = "check.md"
+JUNIT_XML = "junit.xml"
+PROBE_JSON = "probe.json"
+NOISE_JSON = "noise.json"
+
+
+CAPTURE_SUFFIXES = (".stdout", ".stderr")
+
+
+def run_reads(run_dir: Path | None) -> list[Path]:
+    """The files of a run directory that its analysis reads: meta.json and every capture (reruns
+    and mutated arms included). No output may be written over them."""
+    if run_dir is None:
+        return []
+    found = [Path(run_dir) / META_NAME]
+    try:
+        found += [p for p in Path(run_dir).iterdir() if p.suffix in CAPTURE_SUFFIXES]
+    except OSError:
+        pass
+    return found
+
+
+def reads_of(*reports: ComparisonReport, config: Path | None = None) -> list[Path]:
+    """Every file these reports were made from: traces, captures, meta.json, the config."""
+    found: list[Path] = [config] if config is not None else []
+    for rep in reports:
+        for arm in (rep.arm_a, rep.arm_b):
+            found.append(arm.trace_path)
+            if arm.result is not None:
+                found += [arm.result.stdout_path, arm.result.stderr_path]
+        found += run_reads(rep.run_dir)
+    return found
+
+
+def check_outputs(paths: list[Path | None], reads: list[Path]) -> None:
+    """Refuse, before any work, an output path the writer would refuse afterwards."""
+    for path in paths:
+        if path is not None:
+            check_target(Path(path), reads=reads)
+
+
+def write_text(path: Path, text: str, reads: list[Path] | None = None) -> None:
+    """A report file the user asked for: a path that cannot be written is a usage error."""
+    try:
+        write_text_atomic(path, text, reads=reads or ())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def _each(writers: list[tuple[Path, Callable[[Path], None]]]) -> None:
+    """Write every report; one that cannot be written costs only itself. The failures are said
+    on stderr, after the others were written, so the verdict and its exit code still stand;
+    a path the writer refused is raised afterwards (exit 2)."""
+    refused: RefusedOutput | None = None
+    for path, write in writers:
+        try:
+            write(path)
+        except (OSError, DifftestError) as exc:
+            if isinstance(exc, RefusedOutput):
+                refused = refused or exc
+            why = (f"cannot write: {exc.strerror or exc}" if isinstance(exc, OSError)
+                   else str(exc).removeprefix(f"{path}: "))
+            print(f"difftest: error: {path}: {why}", file=sys.stderr)
+    if refused is not None:
+        raise refused
+
+
+def write_comparison(report: ComparisonReport) -> None:
+    """report.json, report.md, report.html and diff.csv (when something was compared) into
+    the run dir."""
+    if report.run_dir is None:
+        return
+    d = report.run_dir
+    r = reads_of(report)
+    found = saved_localizations(d)  # `difftest localize` results: a section each
+    writers: list[tuple[Path, Callable[[Path], None]]] = [
+        (d / REPORT_JSON, lambda p: write_json_atomic(p, render.to_dict(report), reads=r,
+                                                      inside=d)),
+        (d / REPORT_MD, lambda p: write_text_atomic(p, render.render_markdown(report, found),
+                                                    reads=r, inside=d)),
+        (d / REPORT_HTML, lambda p: write_text_atomic(p, html.render_comparison(report, found),
+                                                      reads=r, inside=d))]
+    if report.comparison is not None:
+        writers.append((d / DIFF_CSV, lambda p: render.write_csv(report, p, reads=r, inside=d)))
+    _each(writers)
+
+
+LOCALIZE_SVG = "modules.svg"
+
+
+def write_localization(result: RunLocalization) -> Path:
+    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and the
+    run's report.md and report.html written again with a localisation section. Returns the
+    figure's path."""
+    from difftest.flow.pipeline import rejudge_run
+
+    figure = result.folder / LOCALIZE_SVG
+    write_bytes_atomic(figure, html.localization_svg(result.report.localization),
+                       inside=result.run_dir)
+    write_comparison(rejudge_run(result.run_dir))
+    return figure
+
+
+def _csv_writer(rep: ComparisonReport, reads: list[Path],
+                inside: Path) -> Callable[[Path], None]:
+    return lambda p: render.write_csv(rep, p, reads=reads, inside=inside)
+
+
+def write_comparison_html(report: ComparisonReport, path: Path) -> None:
+    """report.html wherever the caller asked (`--html FILE`), with the run's localisations."""
+    found = saved_localizations(report.run_dir) if report.run_dir is not None else []
+    write_text(path, html.render_comparison(report, found), reads_of(report))
+
+
+def write_check(result: CheckResult, *, junit: Path | None = None,
+                markdown: Path | None = None, html_path: Path | None = None) -> None:
+    """check.json, junit.xml, check.md, check.html and one diff-<comparison>.csv each into the
+    run dir; the JUnit, markdown and HTML also wherever the caller asked (missing folders are
+    created); the markdown appended to $GITHUB_STEP_SUMMARY when a GitHub Actions step sets it."""
+    xml = gate_report.junit_xml(result)
+    md = gate_report.check_markdown(result)
+    page = html.render_check(result)
+    writers: list[tuple[Path, Callable[[Path], None]]] = []
+    r = reads_of(*result.reports, config=result.config)
+    r += [p for probe in result.probes.values() for p in reads_of(probe.baseline)]
+    r += run_reads(result.run_dir)
+    if result.run_dir is not None:
+        d = result.run_dir
+        summary = gate_report.check_dict(result)
+        writers += [(d / CHECK_JSON, lambda p: write_json_atomic(p, summary, reads=r, inside=d)),
+                    (d / JUNIT_XML, lambda p: write_text_atomic(p, xml, reads=r, inside=d)),
+                    (d / CHECK_MD, lambda p: write_text_atomic(p, md, reads=r, inside=d)),
+                    (d / CHECK_HTML, lambda p: write_text_atomic(p, page, reads=r, inside=d))]
+        for rep in result.reports:
+            if rep.comparison is not None:
+                writers.append((d / f"diff-{rep.name}.csv", _csv_writer(rep, r, d)))
+    if junit is not None:
+        writers.append((junit, lambda p: write_text_atomic(p, xml, reads=r)))
+    if markdown is not None:
+        writers.append((markdown, lambda p: write_text_atomic(p, md, reads=r)))
+    if html_path is not None:
+        writers.append((html_path, lambda p: write_text_atomic(p, page, reads=r)))
+    try:
+        _each(writers)
+    finally:
+        append_step_summary(md, r)
+
+
+def append_step_summary(md: str, reads: list[Path] | None = None) -> None:
+    """GitHub Actions shows what a step appends to $GITHUB_STEP_SUMMARY on the run's page. A
+    summary that cannot be written is a warning: the gate's result stands. Appended, not
+    replaced, and only to a regular file (or a new one): never to a device, FIFO or link, never
+    to a file the run reads."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    try:
+        check_target(Path(target), reads=reads or ())
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check
+                raise RefusedOutput(f"{target}: is not a regular file")
+            fh.write(md + "\n")
+    except (OSError, RefusedOutput) as exc:
+        why = exc.strerror or exc if isinstance(exc, OSError) else str(exc).removeprefix(
+            f"{target}: ")
+        print(f"difftest: warning: cannot append to GITHUB_STEP_SUMMARY {target}: {why}",
+              file=sys.stderr)
+
+
+def write_probe(result: ProbeReport) -> None:
+    """The baseline comparison's reports and probe.json into the run dir."""
+    write_comparison(result.baseline)
+    if result.run_dir is not None:
+        write_json_atomic(result.run_dir / PROBE_JSON, gate_report.probe_dict(result),
+                          reads=reads_of(result.baseline), inside=result.run_dir)
+
+
+def write_noise(report: NoiseReport) -> None:
+    """noise.json into the run dir: the A/A floor of one arm's reruns."""
+    write_json_atomic(report.run_dir / NOISE_JSON, report.to_json(),
+                      reads=run_reads(report.run_dir), inside=report.run_dir)

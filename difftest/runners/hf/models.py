@@ -1,0 +1,145 @@
+"""The models of one hf run: a local pair, or a tiny seeded random pair built from configs.
+
+The built-in pair is a 4-layer Llama target and, for assisted generation, a 2-layer draft that
+shares the target's embeddings, first two layers, final norm and head (an early exit of the
+target, so that some drafts are accepted); for DFlash, a DFlash drafter reading the target's
+layers 1 and 3. Weights are drawn with a wide initializer (0.1) so the greedy stream varies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from difftest.core.errors import UsageError
+from difftest.runners.hf.options import HFOptions
+
+VOCAB = 256
+HIDDEN = 64
+TARGET_LAYERS = 4
+DRAFT_LAYERS = 2
+INIT_RANGE = 0.1
+MUTATED_ATTN = "difftest-mutated"
+
+
+def _llama_config(layers: int) -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
+                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                       max_position_embeddings=512, initializer_range=INIT_RANGE,
+                       bos_token_id=None, eos_token_id=None, pad_token_id=None,
+                       tie_word_embeddings=False)
+
+
+def builtin_target(options: HFOptions) -> Any:
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(options.seed)
+    return LlamaForCausalLM(_llama_config(TARGET_LAYERS))
+
+
+def builtin_assisted_draft(target: Any) -> Any:
+    from transformers import LlamaForCausalLM
+
+    draft = LlamaForCausalLM(_llama_config(DRAFT_LAYERS))
+    state = {name: value for name, value in target.state_dict().items()
+             if not name.startswith("model.layers.") or int(name.split(".")[2]) < DRAFT_LAYERS}
+    draft.load_state_dict(state)
+    return draft
+
+
+def builtin_dflash_draft(options: HFOptions) -> Any:
+    from transformers.models.muse_glimmer_assistant import (MuseGlimmerAssistantConfig,
+                                                            MuseGlimmerAssistantModel)
+
+    fields: dict[str, Any] = dict(
+        hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=DRAFT_LAYERS,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=HIDDEN // 4,
+        block_size=options.k + 1, mask_token_id=VOCAB - 1, target_layer_ids=[1, 3],
+        sliding_window=512, max_position_embeddings=512, initializer_range=INIT_RANGE,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config = MuseGlimmerAssistantConfig(**fields)
+    torch.manual_seed(options.seed + 1)
+    return MuseGlimmerAssistantModel(config)
+
+
+def load_pair(options: HFOptions) -> tuple[Any, Any]:
+    """(target, draft) in eval mode, with the options' attention and dtypes."""
+    if options.model is not None and options.assistant is not None:
+        from transformers import AutoModel, AutoModelForCausalLM
+
+        target = _load(AutoModelForCausalLM, options.model, "--model")
+        loader = AutoModel if options.drafter == "dflash" else AutoModelForCausalLM
+        draft = _load(loader, options.assistant, "--assistant")
+    else:
+        target = builtin_target(options)
+        draft = (builtin_dflash_draft(options) if options.drafter == "dflash"
+                 else builtin_assisted_draft(target))
+    target.set_attn_implementation(options.attn)
+    draft.set_attn_implementation(options.attn)
+    target.to(getattr(torch, options.dtype)).eval()
+    draft.to(getattr(torch, options.draft_dtype)).eval()
+    if options.mutation != "none":
+        mutate(draft, options.mutation)
+    return target, draft
+
+
+def _load(loader: Any, folder: Path, flag: str) -> Any:
+    """One local model; a folder transformers cannot load is a usage error naming it, in one
+    line (exit 2), not the loader's traceback."""
+    try:
+        return loader.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any loader failure means the same: not a model
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise UsageError(f"{flag} {folder}: transformers cannot load a model from this folder "
+                         f"({type(exc).__name__}: {said})") from None
+
+
+def mutated_mask(query: torch.Tensor, key: torch.Tensor, causal: bool, mutation: str
+                 ) -> torch.Tensor:
+    """An additive (1, 1, q, k) mask; queries are the last q of the k key positions."""
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    qpos = torch.arange(k_len - q_len, k_len)[:, None]
+    kpos = torch.arange(k_len)[None, :]
+    if mutation == "broken-mask":
+        # the wrong causality: a causal draft sees the future, a bidirectional one loses it
+        visible = torch.ones(q_len, k_len, dtype=torch.bool) if causal else kpos <= qpos
+    elif mutation == "sliding-window-4":
+        visible = kpos > qpos - 4
+        if causal:
+            visible &= kpos <= qpos
+    else:  # pragma: no cover - options validated the name
+        raise ValueError(mutation)
+    zero = torch.zeros((), dtype=query.dtype)
+    blocked = torch.tensor(torch.finfo(query.dtype).min, dtype=query.dtype)
+    return torch.where(visible, zero, blocked)[None, None].to(query.device)
+
+
+def mutate(draft: Any, mutation: str) -> None:
+    """Route the draft's attention through a known-wrong mask (transformers' attention registry)."""
+    route_masked_attention(draft, MUTATED_ATTN, mutation)
+
+
+def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = None) -> None:
+    """Register, as attention implementation `name`, sdpa with the mask `mutation` makes
+    (mutated_mask), in every attention module or in `only` (a planted one-layer fault; the
+    others keep their own mask), and route the draft's attention through it."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    def attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, **kwargs: Any) -> Any:
+        if only is not None and module is not only:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        mask = mutated_mask(query, key, bool(getattr(module, "is_causal", True)), mutation)
+        kwargs.pop("is_causal", None)
+        kwargs.pop("sliding_window", None)
+        return sdpa_attention_forward(module, query, key, value, mask, is_causal=False, **kwargs)
+
+    AttentionInterface.register(name, attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+    draft.set_attn_implementation(name)

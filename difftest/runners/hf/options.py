@@ -1,0 +1,98 @@
+"""The hf runner's options, kept free of torch so that bad options fail before it loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from difftest.core.errors import UsageError
+from difftest.core.faults import Fault, parse_fault_text
+from difftest.core.limits import check_seed
+
+ATTNS: tuple[str, ...] = ("sdpa", "eager")
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+DRAFTERS: tuple[str, ...] = ("assisted", "dflash")
+# assisted: how many tokens the draft proposes per verify. constant: always k; heuristic:
+# transformers' schedule (k grows by 2 after a verify that took every draft, shrinks by 1 after
+# one that did not), so the draft length follows the acceptance.
+SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
+# broken-mask: the draft's attention mask of the wrong causality (bidirectional for a causal
+# draft, causal for DFlash's bidirectional block); sliding-window-4: each draft query sees only
+# the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
+MUTATIONS: tuple[str, ...] = ("none", "broken-mask", "sliding-window-4")
+
+
+@dataclass(frozen=True)
+class HFOptions:
+    """Everything that decides what one run prints; equal options print equal traces."""
+
+    model: Path | None = None
+    assistant: Path | None = None
+    attn: str = "sdpa"
+    dtype: str = "float32"
+    assistant_dtype: str | None = None  # None: the target's dtype
+    drafter: str = "assisted"
+    requests: int = 3
+    max_new_tokens: int = 16
+    k: int = 4  # assisted: draft tokens per step; dflash: block rows after the anchor
+    confidence: float = 0.0  # assisted: stop drafting below this probability (0: never)
+    schedule: str = "constant"  # assisted: draft length per verify (SCHEDULES)
+    prompt_len: int = 8
+    seed: int = 0
+    threads: int = 1
+    mutation: str = "none"
+    top_k: int = 8
+    # A planted fault in one draft module (difftest.runners.hf.faults), MODULE:KIND[:SIZE]; "" for none.
+    fault: str = ""
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
+                              ("mutation", MUTATIONS), ("schedule", SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"unknown {name} {getattr(self, name)!r}; choose one of "
+                                 f"{', '.join(allowed)}")
+        if self.assistant_dtype is not None and self.assistant_dtype not in DTYPES:
+            raise UsageError(f"unknown assistant dtype {self.assistant_dtype!r}; choose one of "
+                             f"{', '.join(DTYPES)}")
+        for name, low in (("requests", 1), ("max_new_tokens", 1), ("k", 1), ("prompt_len", 1),
+                          ("threads", 1), ("top_k", 2)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise UsageError(f"{name.replace('_', '-')} must be an integer >= {low}, "
+                                 f"got {value!r}")
+        check_seed(self.seed)
+        if not 0.0 <= self.confidence < 1.0:
+            raise UsageError(f"confidence must be in [0, 1), got {self.confidence!r}")
+        if (self.model is None) != (self.assistant is None):
+            raise UsageError("give both --model and --assistant, or neither (the built-in pair)")
+        for name in ("model", "assistant"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_dir():
+                raise UsageError(f"--{name} {path}: not a model directory")
+        if self.drafter == "dflash" and self.draft_dtype != self.dtype:
+            # transformers hands the target's hidden states to the DFlash drafter as they are
+            raise UsageError("the dflash drafter runs in the target's dtype; drop "
+                             "--assistant-dtype or use --drafter assisted")
+
+        if self.drafter == "dflash" and (self.schedule != "constant" or self.confidence != 0.0):
+            # the runner sets them on the assisted drafter's generation config only; DFlash
+            # drafts a whole block every verify, so its [spec-config] says constant and 0
+            raise UsageError("--schedule and --confidence apply to the assisted drafter only; "
+                             "the dflash drafter drafts a full block every verify (drop them "
+                             "or use --drafter assisted)")
+        fault = self.planted()
+        if fault is not None and fault.kind == "mask":
+            if not fault.module.endswith(".self_attn"):
+                raise UsageError(f"fault {self.fault!r}: a mask fault applies to an attention "
+                                 "module (model.layers.N.self_attn)")
+            if self.attn != "sdpa" or self.mutation != "none":
+                raise UsageError(f"fault {self.fault!r}: a mask fault needs --attn sdpa and no "
+                                 "--mutation (it routes one layer through a changed sdpa mask)")
+
+    def planted(self) -> Fault | None:
+        """The planted fault, parsed (its module is checked against the loaded draft)."""
+        return parse_fault_text(self.fault) if self.fault else None
+
+    @property
+    def draft_dtype(self) -> str:
+        return self.assistant_dtype or self.dtype
