@@ -78,7 +78,7 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
         design_of(spec, opts.until_decided)  # refused before anything runs
         # the sequential test takes the place of the fixed-sample acceptance gate
         report = continue_until_decided(
-            config, spec, _run_comparison(config, replace(spec, acceptance=None),
+            config, spec, _run_comparison(config, spec.with_rules(acceptance=None),
                                           run_root=opts.run_root, progress=opts.progress,
                                           cache_dir=opts.cache),
             opts.until_decided, progress=opts.progress, cache_dir=opts.cache)
@@ -103,7 +103,7 @@ def compare_arms(arm_a: str | None = None, arm_b: str | None = None, *,
     committed stream (difftest.core.force); `until_decided`: see `run_comparison`."""
     cfg = _config(config)
     given, opts = split_keywords(keywords, overrides, options)
-    spec = given.apply(resolve_spec(cfg, arm_a, arm_b, comparison))
+    spec = given.on(resolve_spec(cfg, arm_a, arm_b, comparison))
     return run_comparison(cfg, spec, options=opts)
 
 
@@ -126,7 +126,7 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
         if names[0] == names[1]:
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
-    spec = Overrides.of(keywords, overrides).apply(spec)
+    spec = Overrides.of(keywords, overrides).on(spec)
     return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
 
 

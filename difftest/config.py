@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from difftest.core.errors import ConfigError, UsageError
-from difftest.core.evidence import Rule, RuleError, check_toggle_key, parse_rule
-from difftest.core.kinds import DraftingKind, Expect
+from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
-from difftest.core.limits import MAX_JOBS, MAX_MIN_DIFFERING, MAX_NOISE_RUNS
+from difftest.core.limits import MAX_JOBS
+from difftest.core.rules import ECHO_KEYS, RULE_KEYS, Rules, finite_number, integer, kind_of, name_string
+# checked there, and read from here too
+from difftest.core.rules import AcceptanceGate as AcceptanceGate
+from difftest.core.rules import InvalidValue as InvalidValue
 from difftest.core.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
                                  parse_dtype, read_thresholds, tolerance_mode)
 
@@ -37,73 +40,10 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
              "max_capture_bytes", "evidence", "line_prefix", "dtype")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
-_COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle", "teacher_force",
-                    "acceptance", "tolerance", "thresholds", "calibration_inputs", "gate_input")
+# a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
+_COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inputs",
+                    "gate_input")
 _MUTATION_KEYS = ("env", "args")
-# the thresholds an override may set in place of the config's, the dtype table's or a file's
-OVERRIDABLE = ("atol", "rtol", "near_tie")
-
-
-class InvalidValue(UsageError):
-    """A value one of the rules below refuses. Each reader adds where the value came from."""
-
-    def __init__(self, key: str, why: str) -> None:
-        self.key = key
-        self.why = why
-        super().__init__(f"{key}: {why}")
-
-
-# -- the rules for comparison and audit values: one place for the TOML loader, command-line
-#    overrides and re-judged run records alike
-
-
-def _kind(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-             list: "an array", dict: "a table"}
-    return names.get(type(value), type(value).__name__) + (f" ({value!r})" if isinstance(
-        value, (bool, int, float, str)) else "")
-
-
-def _finite_number(key: str, value: object, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidValue(key, f"must be a number, got {_kind(value)}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int past float's range
-        raise InvalidValue(key, f"must be a finite number >= {minimum:g}, got an integer too "
-                                "large for a float") from None
-    if not math.isfinite(number):
-        raise InvalidValue(key, f"must be a finite number >= {minimum:g}, got {number}")
-    if number < minimum:
-        raise InvalidValue(key, f"must be >= {minimum:g}, got {number:g}")
-    return number
-
-
-def _integer(key: str, value: object, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidValue(key, f"must be an integer, got {_kind(value)}")
-    if value < minimum:
-        raise InvalidValue(key, f"must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidValue(key, f"must be <= {maximum}, got {value}")
-    return value
-
-
-def _expectation(key: str, value: object) -> Expect:
-    for expect in Expect:
-        if value == expect.value:
-            return expect
-    raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}")
-
-
-def _drafting(key: str, value: object) -> DraftingKind | None:
-    if value is None or isinstance(value, DraftingKind):
-        return value
-    for kind in DraftingKind:
-        if value == kind.value:
-            return kind
-    raise InvalidValue(key, f"must be \"block\" or \"sequential\", got {value!r}")
 
 
 MAX_NAME = MAX_ARM_NAME
@@ -126,41 +66,19 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def _toggle(key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise InvalidValue(key, f"must be a list of setting names, e.g. [\"lane\"], got {_kind(value)}")
-    out: list[str] = []
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise InvalidValue(key, f"item {i} must be a string, got {_kind(item)}")
-        try:
-            out.append(check_toggle_key(item))
-        except RuleError as exc:
-            raise InvalidValue(key, f"item {i}: {exc}") from None
-        if item in out[:-1]:
-            raise InvalidValue(key, f"item {i}: {item!r} is named twice")
-    return tuple(out)
-
-
 def _input(key: str, value: object) -> str:
     """An input for INPUT_TOKEN: an integer seed or a one-word string."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidValue(key, f"must be an integer or a string, got {_kind(value)}")
+        raise InvalidValue(key, f"must be an integer or a string, got {kind_of(value)}")
     text = str(value)
     if not text or any(c.isspace() or ord(c) < 32 for c in text):
         raise InvalidValue(key, f"must be one word, got {text!r}")
     return text
 
 
-def _name(key: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidValue(key, f"must be a string, got {_kind(value)}")
-    return value
-
-
 def checked_name(key: str, value: object) -> str:
     """A name read from a file (a config, a run's meta.json) that becomes a file name."""
-    name = _name(key, value)
+    name = name_string(key, value)
     why = name_problem(name)
     if why is not None:
         raise InvalidValue(key, f"{name[:40]!r} {why}")
@@ -235,74 +153,16 @@ class ArmSpec:
                                  env={k: v.replace(INPUT_TOKEN, value) for k, v in self.env.items()})
 
 
-_ACCEPTANCE_KEYS = ("max_drop", "alpha")
-
-
-@dataclass(frozen=True)
-class AcceptanceGate:
-    """`acceptance = { max_drop = 0.02, alpha = 0.01 }`: B's acceptance at any draft position
-    may fall below A's by at most `max_drop` (a fraction of verifies), judged at `alpha`."""
-
-    max_drop: float
-    alpha: float = 0.01
-
-    def __post_init__(self) -> None:
-        drop = _finite_number("acceptance.max_drop", self.max_drop)
-        if not 0.0 < drop < 1.0:
-            raise InvalidValue("acceptance.max_drop", f"must be in (0, 1), got {drop:g}")
-        alpha = _finite_number("acceptance.alpha", self.alpha)
-        if not 0.0 < alpha < 0.5:
-            raise InvalidValue("acceptance.alpha", f"must be in (0, 0.5), got {alpha:g}")
-        object.__setattr__(self, "max_drop", drop)
-        object.__setattr__(self, "alpha", alpha)
-
-
-def _acceptance(value: object) -> AcceptanceGate | None:
-    if value is None or isinstance(value, AcceptanceGate):
-        return value
-    if not isinstance(value, dict):
-        raise InvalidValue("acceptance", f"must be a table such as {{ max_drop = 0.02, alpha = "
-                                         f"0.01 }}, got {_kind(value)}")
-    for key in value:
-        if key not in _ACCEPTANCE_KEYS:
-            raise InvalidValue("acceptance", f"unknown key {key!r} (known: "
-                                             f"{', '.join(_ACCEPTANCE_KEYS)})")
-    if "max_drop" not in value:
-        raise InvalidValue("acceptance", "missing key 'max_drop' (the largest drop of B's "
-                                         "acceptance allowed, e.g. 0.02)")
-    return AcceptanceGate(**value)
-
-
 @dataclass(frozen=True)
 class ComparisonSpec:
-    """A pair of arms and what their drafts must show. Every value is checked when the spec is
-    made (and again by `dataclasses.replace`): a bad one raises InvalidValue naming its key."""
+    """A pair of arms, the rules their drafts are judged by, and the inputs they run on. Every
+    value is checked when the spec is made (and again by `dataclasses.replace`): a bad one
+    raises InvalidValue naming its key."""
 
     name: str
     arm_a: str
     arm_b: str
-    expect: Expect = Expect.SAME
-    min_differing: int = 1
-    # a flip is a near-tie below this margin; None derives it per row from the tolerance
-    # (difftest.core.thresholds), which is no near-tie at all when the comparison is bitwise
-    near_tie: float | None = None
-    atol: float = 0.0
-    probe: tuple[str, ...] = ()
-    # numpy's isclose: |a - b| <= atol + rtol * |b|, with arm B as the reference b
-    rtol: float = 0.0
-    # run arm A this many times and judge B against its A/A noise floor (0: no floor)
-    noise_runs: int = 0
-    # How the engine drafts a block's rows; None: as the traces declare, else block.
-    drafting: DraftingKind | None = None
-    # The effective settings the two arms must differ in (`lane`): the switch the comparison
-    # is about. Arms that report the same value for one of them make the verdict INERT.
-    toggle: tuple[str, ...] = ()
-    # Run arm B on arm A's committed stream (difftest.core.force): every position is compared.
-    teacher_force: bool = False
-    # Gate B's acceptance per draft position against A's (None: reported, not gated).
-    acceptance: AcceptanceGate | None = None
-    # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm
-    tolerance: ToleranceMode = ToleranceMode.GIVEN
+    rules: Rules = Rules()
     # the arms' dtypes as their config tables state them (filled by the loader, not a key)
     arm_dtypes: tuple[Dtype | None, Dtype | None] = (None, None)
     # inputs for arms whose argv/env take INPUT_TOKEN: the one a gate runs on, and the held-out
@@ -313,23 +173,34 @@ class ComparisonSpec:
     # atol/rtol/near_tie came from when it was read ("": not read, or no file)
     thresholds: str = ""
     threshold_origin: str = ""
-    # which of atol/rtol/near_tie an override (command line, API argument) set: those win over
-    # the config, the dtype table and a thresholds file, and the report credits the override
-    overridden: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]) -> ComparisonSpec:
+        """A spec from flat keys, its own and its rules' alike (a run record's echo, a config
+        table's values): the rules' keys become its `Rules`."""
+        rules = Rules.of({k: v for k, v in values.items() if k in ECHO_KEYS})
+        own = {k: v for k, v in values.items() if k not in ECHO_KEYS}
+        return cls(rules=rules, **own)  # type: ignore[arg-type]  # checked by __post_init__
+
+    def with_rules(self, **changes: Any) -> ComparisonSpec:
+        """The spec with some rules changed (checked as any rules are)."""
+        return dataclasses.replace(self, rules=dataclasses.replace(self.rules, **changes))
+
+    def echo(self) -> dict[str, object]:
+        """The spec as JSON values, its rules flat among its own keys (meta.json's record)."""
+        return {"name": self.name, "arm_a": self.arm_a, "arm_b": self.arm_b,
+                **self.rules.echo(),
+                "arm_dtypes": [d.value if d is not None else None for d in self.arm_dtypes],
+                "gate_input": self.gate_input,
+                "calibration_inputs": list(self.calibration_inputs),
+                "thresholds": self.thresholds, "threshold_origin": self.threshold_origin}
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
-            _name(key, getattr(self, key))
+            name_string(key, getattr(self, key))
         set_ = object.__setattr__
-        set_(self, "expect", _expectation("expect", self.expect))
-        set_(self, "min_differing", _integer("min_differing", self.min_differing, 1,
-                                             MAX_MIN_DIFFERING))
-        if self.near_tie is not None:
-            set_(self, "near_tie", _finite_number("near_tie", self.near_tie))
-        try:
-            set_(self, "tolerance", tolerance_mode(self.tolerance))
-        except ValueError as exc:
-            raise InvalidValue("tolerance", str(exc)) from None
+        if not isinstance(self.rules, Rules):
+            raise InvalidValue("rules", f"must be a Rules record, got {self.rules!r}")
         dtypes: object = self.arm_dtypes
         if not isinstance(dtypes, (list, tuple)) or len(dtypes) != 2:
             raise InvalidValue("arm_dtypes", f"must be two dtypes (or null), got {dtypes!r}")
@@ -338,25 +209,6 @@ class ComparisonSpec:
                                            else parse_dtype(str(d)) for d in dtypes))
         except ValueError as exc:
             raise InvalidValue("arm_dtypes", str(exc)) from None
-        set_(self, "atol", _finite_number("atol", self.atol))
-        set_(self, "rtol", _finite_number("rtol", self.rtol))
-        set_(self, "noise_runs", _integer("noise_runs", self.noise_runs, 0, MAX_NOISE_RUNS))
-        if self.noise_runs == 1:
-            raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
-                                             "nothing to differ from")
-        probe: object = self.probe  # callers outside the loader may pass anything
-        if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
-            raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
-        set_(self, "probe", tuple(_name("probe", m) for m in probe))
-        set_(self, "drafting", _drafting("drafting", self.drafting))
-        set_(self, "toggle", _toggle("toggle", self.toggle))
-        if not isinstance(self.teacher_force, bool):
-            raise InvalidValue("teacher_force", f"must be true or false, got {self.teacher_force!r}")
-        set_(self, "acceptance", _acceptance(self.acceptance))
-        if self.acceptance is not None and self.expect is not Expect.SAME:
-            raise InvalidValue("acceptance", "gates a comparison that expects \"same\" (a drop "
-                                             "is a failure there); this one expects "
-                                             f"{self.expect.value!r}")
         if self.gate_input is not None:
             set_(self, "gate_input", _input("gate_input", self.gate_input))
         inputs: object = self.calibration_inputs
@@ -377,16 +229,6 @@ class ComparisonSpec:
                 raise InvalidValue("calibration_inputs", f"names an input twice ({seen[key]!r} "
                                                          f"and {value!r})")
             seen[key] = value
-        given: object = self.overridden
-        if isinstance(given, str) or not isinstance(given, (list, tuple)) or any(
-                k not in OVERRIDABLE for k in given):
-            raise InvalidValue("overridden", f"must list keys among {', '.join(OVERRIDABLE)}, "
-                                             f"got {given!r}")
-        set_(self, "overridden", tuple(k for k in OVERRIDABLE if k in given))
-        if self.tolerance is ToleranceMode.DTYPE and any(
-                getattr(self, k) and k not in self.overridden for k in ("atol", "rtol")):
-            raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
-                                            "set either tolerance or atol/rtol, not both")
 
 
 @dataclass(frozen=True)
@@ -421,9 +263,9 @@ class AuditThresholds:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "min_distinct_ids", _integer("min_distinct_ids", self.min_distinct_ids, 1))
-        set_(self, "min_entropy_bits", _finite_number("min_entropy_bits", self.min_entropy_bits))
-        set_(self, "max_blind_radius", _finite_number("max_blind_radius", self.max_blind_radius))
+        set_(self, "min_distinct_ids", integer("min_distinct_ids", self.min_distinct_ids, 1))
+        set_(self, "min_entropy_bits", finite_number("min_entropy_bits", self.min_entropy_bits))
+        set_(self, "max_blind_radius", finite_number("max_blind_radius", self.max_blind_radius))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> AuditThresholds:
@@ -546,12 +388,12 @@ class _Checker:
 
     def table(self, table: str, key: str, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(table, f"key {key!r}: must be a table, got {_kind(value)}")
+            raise self.fail(table, f"key {key!r}: must be a table, got {kind_of(value)}")
         return value
 
     def string(self, table: str, key: str, value: Any, *, empty: bool = False) -> str:
         if not isinstance(value, str):
-            raise self.fail(table, f"key {key!r}: must be a string, got {_kind(value)}")
+            raise self.fail(table, f"key {key!r}: must be a string, got {kind_of(value)}")
         if not empty and not value.strip():
             raise self.fail(table, f"key {key!r}: must not be empty")
         return value
@@ -561,12 +403,12 @@ class _Checker:
             raise self.fail(table, f"key {key!r}: must be an argv list of strings, not a shell "
                                    f"string (write {_argv_hint(value)})")
         if not isinstance(value, list):
-            raise self.fail(table, f"key {key!r}: must be an argv list of strings, got {_kind(value)}")
+            raise self.fail(table, f"key {key!r}: must be an argv list of strings, got {kind_of(value)}")
         if not value:
             raise self.fail(table, f"key {key!r}: must not be empty")
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {_kind(item)}")
+                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {kind_of(item)}")
             if "\0" in item:
                 raise self.fail(table, f"key {key!r}: item {i} contains a NUL character")
         if not value[0].strip():
@@ -575,10 +417,10 @@ class _Checker:
 
     def strings(self, table: str, key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(value, list):
-            raise self.fail(table, f"key {key!r}: must be a list of strings, got {_kind(value)}")
+            raise self.fail(table, f"key {key!r}: must be a list of strings, got {kind_of(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {_kind(item)}")
+                raise self.fail(table, f"key {key!r}: item {i} must be a string, got {kind_of(item)}")
         return tuple(value)
 
     def env(self, table: str, key: str, value: Any) -> dict[str, str]:
@@ -590,7 +432,7 @@ class _Checker:
             # Integers are natural here (VT_SPEC_TRACE = 3); booleans and floats are ambiguous.
             if isinstance(item, bool) or not isinstance(item, (str, int)):
                 raise self.fail(table, f"key '{key}.{name}': must be a string or an integer, "
-                                       f"got {_kind(item)}")
+                                       f"got {kind_of(item)}")
             if isinstance(item, str) and "\0" in item:
                 raise self.fail(table, f"key '{key}.{name}': contains a NUL character")
             out[name] = str(item)
@@ -599,14 +441,14 @@ class _Checker:
     def integer(self, table: str, key: str, value: Any, *, minimum: int,
                 maximum: int | None = None) -> int:
         try:
-            return _integer(key, value, minimum, maximum)
+            return integer(key, value, minimum, maximum)
         except InvalidValue as exc:
             raise self.fail(table, f"key {key!r}: {exc.why}") from None
 
     def number(self, table: str, key: str, value: Any, *, minimum: float = 0.0,
                strict: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(table, f"key {key!r}: must be a number, got {_kind(value)}")
+            raise self.fail(table, f"key {key!r}: must be a number, got {kind_of(value)}")
         number = float(value)
         if not math.isfinite(number):
             raise self.fail(table, f"key {key!r}: must be a finite number, got {number}")
@@ -637,7 +479,7 @@ def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = No
         if key not in _TOP_TABLES:
             raise check.fail(key, f"unknown table (known: {', '.join(_TOP_TABLES)})")
         if not isinstance(data[key], dict):
-            raise check.fail(key, f"must be a table ([{key}.NAME] sections), got {_kind(data[key])}")
+            raise check.fail(key, f"must be a table ([{key}.NAME] sections), got {kind_of(data[key])}")
 
     packaged = base == _packaged_dir()
     repo_base = cwd if packaged else base
@@ -783,10 +625,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
-    values: dict[str, Any] = {
-        k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol", "noise_runs",
-                            "drafting", "toggle", "teacher_force", "acceptance", "tolerance",
-                            "gate_input", "calibration_inputs") if k in raw}
+    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs")
+                              if k in raw and k != "probe"}
     if "tolerance" in raw:
         try:
             dtype_mode = tolerance_mode(raw["tolerance"]) is ToleranceMode.DTYPE
@@ -815,8 +655,9 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
                           threshold_origin=found.origin)
     try:
-        return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
-                              probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,
-                                                       arms[sides["arm_b"]].dtype), **values)
+        return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
+                                  "probe": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,
+                                                                 arms[sides["arm_b"]].dtype),
+                                  **values})
     except InvalidValue as exc:
         raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None

@@ -30,6 +30,9 @@ MODULES = {
              "limits",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
+             # a comparison's rules, checked once: what a config, an override and a run record
+             # hold alike, and what a comparison is judged under
+             "rules",
              # the teacher-forcing stream, activation dumps and planted faults: files a runner
              # and the flow both read
              "force", "activations", "faults"),

@@ -10,6 +10,7 @@ import pytest
 
 from difftest.trace.align import EmitDivergence
 from difftest.analysis.compare import STATUS_NAMES, Comparison, FirstDifference, compare
+from difftest.core.rules import Rules
 from difftest.core.model import ArmTrace
 from difftest.trace import parse_text, parse_trace
 
@@ -77,7 +78,7 @@ def test_hard_flips_are_counted_per_block_and_the_first_one_is_named() -> None:
 
 def test_acceptance_shift_is_unmatched_not_a_difference() -> None:
     a, b = traces("agree_a.log", "shift_b.log")
-    c = compare(a, b, near_tie=0.05, atol=0.02)
+    c = compare(a, b, Rules(near_tie=0.05, atol=0.02))
     assert (c.unmatched_a, c.unmatched_b) == (0, 1)
     assert c.blocks_compared == 7
     assert c.blocks_differing == 0 and c.blocks_near_tie == 1 and c.blocks_logit_differing == 0
@@ -121,7 +122,7 @@ def test_context_diverged_steps_are_listed_but_not_compared() -> None:
 ])
 def test_a_flip_is_a_near_tie_only_when_both_margins_are_below_the_threshold(
         near_tie: float, tie_a8: str, tie_b9: str, differing: int, near: int) -> None:
-    c = compare(*traces("agree_a.log", "ties_b.log"), near_tie=near_tie, atol=0.6)
+    c = compare(*traces("agree_a.log", "ties_b.log"), Rules(near_tie=near_tie, atol=0.6))
     rows = table(c)
     assert rows[("a", 8, 3)]["status"] == tie_a8
     assert rows[("b", 9, 2)]["status"] == tie_b9
@@ -129,7 +130,7 @@ def test_a_flip_is_a_near_tie_only_when_both_margins_are_below_the_threshold(
 
 
 def test_margins_of_a_flip_are_reported_from_each_arms_logits() -> None:
-    c = compare(*traces("agree_a.log", "ties_b.log"), near_tie=0.05, atol=0.6)
+    c = compare(*traces("agree_a.log", "ties_b.log"), Rules(near_tie=0.05, atol=0.6))
     cell = table(c)[("b", 9, 2)]
     assert cell["margin_a"] == pytest.approx(0.03) and cell["margin_b"] == pytest.approx(0.53)
     assert c.first_difference is not None and c.first_difference.row == 2
@@ -137,7 +138,7 @@ def test_margins_of_a_flip_are_reported_from_each_arms_logits() -> None:
 
 
 def test_a_near_tie_still_moves_the_logits_and_atol_zero_sees_it() -> None:
-    c = compare(*traces("agree_a.log", "shift_b.log"), near_tie=0.05, atol=0.0)
+    c = compare(*traces("agree_a.log", "shift_b.log"), Rules(near_tie=0.05, atol=0.0))
     assert c.blocks_near_tie == 1 and c.blocks_logit_differing == 1
     assert table(c)[("a", 9, 3)]["diff"] == pytest.approx(0.015)
 
@@ -152,7 +153,7 @@ def test_logit_only_difference_fails_bitwise_and_passes_within_atol() -> None:
         {"req": "a", "pos": 5, "row": 2}
     assert exact.first_logit_difference.abs_logit_diff == pytest.approx(1e-3)
     assert exact.max_abs_logit_diff == pytest.approx(1e-3)
-    loose = compare(a, b, atol=0.01)
+    loose = compare(a, b, Rules(near_tie=0.0, atol=0.01))
     assert loose.blocks_logit_differing == 0 and loose.first_logit_difference is None
     assert loose.max_abs_logit_diff == pytest.approx(1e-3)  # still measured, just tolerated
 
@@ -163,7 +164,7 @@ def test_a_changed_top_list_counts_only_when_bitwise() -> None:
     b = edited("agree_b.log", "147:5.5 148:5 ]", "147:5.5 149:5 ]")
     exact = table(compare(a, b))[("b", 10, 3)]
     assert exact["logit_differs"] is True and exact["diff"] == 0.0
-    loose = table(compare(a, b, atol=1e-9))[("b", 10, 3)]
+    loose = table(compare(a, b, Rules(near_tie=0.0, atol=1e-9)))[("b", 10, 3)]
     assert loose["logit_differs"] is False
 
 
@@ -171,7 +172,7 @@ def test_a_logit_row_traced_by_one_arm_only_is_a_logit_difference() -> None:
     a = parse_trace(DATA / "agree_a.log")
     b = edited("agree_b.log", "[spec-logits] req=b pos=10 row=2 top=[ 21:8.25 143:8 144:7 145:6 ]\n",
                "")
-    c = compare(a, b, atol=1.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=1.0))
     assert c.logit_rows_compared == 20
     cell = table(c)[("b", 10, 2)]
     assert cell["logit_differs"] is True and cell["margin_b"] is None and cell["status"] == "same"
@@ -184,14 +185,14 @@ def test_nan_matches_nan_but_not_a_number() -> None:
     nan_b = edited("agree_b.log", line, line.replace("158:2", "158:nan"))
     both = table(compare(nan_a, nan_b))[("a", 13, 3)]
     assert both["diff"] == 0.0 and both["logit_differs"] is False
-    one = compare(nan_a, parse_trace(DATA / "agree_b.log"), atol=100.0)
+    one = compare(nan_a, parse_trace(DATA / "agree_b.log"), Rules(near_tie=0.0, atol=100.0))
     assert table(one)[("a", 13, 3)]["logit_differs"] is True
     # nan against a number counts as a difference, but never as an infinite one in the figures
     assert one.blocks_logit_differing == 1 and one.max_abs_logit_diff == 0.0
 
 
 def test_level1_traces_compare_tokens_with_every_logit_cell_unknown() -> None:
-    c = compare(*traces("degenerate_a.log", "degenerate_b.log"), near_tie=1.0)
+    c = compare(*traces("degenerate_a.log", "degenerate_b.log"), Rules(near_tie=1.0))
     assert c.blocks_compared == 6 and c.logit_rows_compared == 0
     assert statuses(c) == {"same": 18}
     assert np.isnan(c.rows.margin_a).all() and np.isnan(c.rows.abs_logit_diff).all()

@@ -11,6 +11,7 @@ import pytest
 
 from difftest.analysis.compare import (DIFFER, NOISE_FLIP, SAME, STATUS_NAMES, Comparison,
                               FirstLogitDifference, OneSided, compare)
+from difftest.core.rules import Rules
 from difftest.core.model import ArmTrace
 from difftest.numerics.noise import ExcessTest, FlipRule, FlipTest, NoiseFloor
 from difftest.numerics.resolution import Resolution
@@ -67,7 +68,7 @@ TOKENS_B = arm(block("r", 5, [11, 12], [11, 12, 40]), block("r", 8, [41, 77], [5
 @pytest.mark.parametrize("swap", [False, True])
 def test_logits_traced_by_one_arm_only_are_not_compared_and_tokens_still_are(swap: bool) -> None:
     a, b = (TOKENS_B, LOGITS_A) if swap else (LOGITS_A, TOKENS_B)
-    c = compare(a, b, near_tie=10.0)
+    c = compare(a, b, Rules(near_tie=10.0))
     lg = c.logits
     assert lg is not None
     none = Resolution(None, None)
@@ -151,7 +152,7 @@ def test_under_a_tolerance_the_unresolved_and_one_quantum_counts_come_from_every
             block("r", 8, [4], [4, 5], ["4:5.12345 9:1.5"]))
     b = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:5.12346 9:1.5", "2:5.12346 9:1.5"]),
             block("r", 8, [4], [4, 5], ["4:5.12346 9:1.5"]))
-    loose = compare(a, b, atol=5e-6)
+    loose = compare(a, b, Rules(near_tie=0.0, atol=5e-6))
     assert loose.logits is not None
     assert (loose.logits.rows_unresolved, loose.logits.rows_one_quantum) == (3, 0)
     exact = compare(a, b)
@@ -162,7 +163,7 @@ def test_under_a_tolerance_the_unresolved_and_one_quantum_counts_come_from_every
 def test_top_lists_sharing_no_id_are_counted_as_disjoint() -> None:
     a = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:5 2:4", "2:5 3:4"]))
     b = arm(block("r", 5, [1, 2], [1, 2, 3], ["7:5 8:4", "2:5 3:4"]))
-    c = compare(a, b, atol=1.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=1.0))
     assert c.logits is not None and c.logits.rows_disjoint == 1
     assert cells(c, "logit_differs") == [True, False]
     assert cells(c, "abs_logit_diff") == [None, 0.0]
@@ -172,12 +173,12 @@ def test_the_statistics_see_each_arms_values_at_its_own_printed_precision() -> N
     # A prints 9 significant digits (float32-exact), B 6: A's value is read as float32
     a = arm(block("r", 5, [1], [1, 2], ["1:5.12345695 9:1.50000000"]))  # %.9g of a float32
     b = arm(block("r", 5, [1], [1, 2], ["1:5.12345 9:1.5"]))
-    c = compare(a, b, atol=1.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=1.0))
     assert c.logits is not None and c.logits.pairs is not None
     assert c.logits.pairs.vals_a[0, 0] == float(np.float32(5.12345678))
     assert c.logits.pairs.vals_b[0, 0] == 5.12345
     assert c.logits.resolution_a.digits == 9 and c.logits.resolution_b.digits == 6
-    swapped = compare(b, a, atol=1.0)
+    swapped = compare(b, a, Rules(near_tie=0.0, atol=1.0))
     assert swapped.logits is not None and swapped.logits.pairs is not None
     assert swapped.logits.pairs.vals_b[0, 0] == float(np.float32(5.12345678))
 
@@ -185,7 +186,7 @@ def test_the_statistics_see_each_arms_values_at_its_own_printed_precision() -> N
 def test_the_largest_compared_value_is_read_from_b_on_rows_both_arms_traced() -> None:
     a = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:-30 9:-40", None]))
     b = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:-30 9:-41", "2:90 3:1"]))
-    c = compare(a, b, atol=2.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=2.0))
     assert c.logits is not None and c.logits.max_abs_value == 41.0
     assert cells(c, "logit_a") == [-30.0, None] and cells(c, "logit_b") == [-30.0, 90.0]
     assert cells(c, "margin_b") == [11.0, 89.0]
@@ -198,11 +199,11 @@ def test_resolution_is_read_from_the_compared_rows_only() -> None:
     # the row only A traced prints 100.5 (a quantum of 1e-3 at 6 digits): it is not compared
     a = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:5.25 9:1.5", "2:100.5 3:1"]))
     b = arm(block("r", 5, [1, 2], [1, 2, 3], ["1:5.25 9:1.5", None]))
-    c = compare(a, b, atol=1.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=1.0))
     assert c.logits is not None
     assert c.logits.resolution_a == Resolution(6, 1e-05)
     assert c.logits.resolution_b == Resolution(6, 1e-05)
-    swapped = compare(b, a, atol=1.0)
+    swapped = compare(b, a, Rules(near_tie=0.0, atol=1.0))
     assert swapped.logits is not None and swapped.logits.resolution_b == Resolution(6, 1e-05)
 
 
@@ -267,10 +268,10 @@ def test_a_changed_top_list_under_a_zero_valued_floor_is_not_noise() -> None:
 def test_the_floor_widens_the_tolerance_and_keeps_rtol() -> None:
     a = arm(block("r", 5, [1], [1, 2], ["1:100 9:1"]))
     b = arm(block("r", 5, [1], [1, 2], ["1:100.75 9:1"]))
-    assert compare(a, b, rtol=0.01).blocks_logit_differing == 0
-    assert compare(a, b, rtol=0.01, floor=floor_of(0.5, flips=1, rows=10)
-                   ).blocks_logit_differing == 0
-    assert compare(a, b, atol=0.5).blocks_logit_differing == 1
+    assert compare(a, b, Rules(near_tie=0.0, rtol=0.01)).blocks_logit_differing == 0
+    assert compare(a, b, Rules(near_tie=0.0, rtol=0.01),
+                   floor=floor_of(0.5, flips=1, rows=10)).blocks_logit_differing == 0
+    assert compare(a, b, Rules(near_tie=0.0, atol=0.5)).blocks_logit_differing == 1
     assert compare(a, b, floor=floor_of(0.8, flips=1, rows=10, values=1000)
                    ).blocks_logit_differing == 0
     assert compare(a, b, floor=floor_of(0.7, flips=1, rows=10, values=1000)
@@ -319,7 +320,7 @@ def test_near_ties_count_as_flips_and_unmatched_rows_do_not_count_as_rows() -> N
             block("r", 8, [4, 5, 6], [9], ["4:5 9:1", "5:5 9:1", "6:5 9:1"]))
     b = arm(block("r", 5, [1, 7], [1, 2, 3], ["1:5 9:1", "7:5 2:4.9"]),
             block("r", 8, [4, 5], [9], ["4:5 9:1", "5:5 9:1"]))
-    c = compare(a, b, near_tie=0.5, floor=floor_of(0.0, flips=10, rows=1000))
+    c = compare(a, b, Rules(near_tie=0.5), floor=floor_of(0.0, flips=10, rows=1000))
     assert [STATUS_NAMES[s] for s in c.rows.status] == \
         ["same", "near-tie", "same", "same", "unmatched-a"]
     assert c.logits is not None and c.logits.flips is not None
@@ -334,7 +335,7 @@ def test_each_rows_logit_judgement_as_the_reports_spell_it() -> None:
             block("r", 6, [5, 6], [5], ["5:5 9:1", "6:5 9:1"]))
     b = arm(block("r", 5, [1, 2, 3, 4], [1, 2], ["1:5 9:1.5", "2:5.12346 9:1.5", "3:6 9:1", None]),
             block("r", 6, [5], [5], ["5:5 9:1"]))
-    c = compare(a, b, atol=5e-6)
+    c = compare(a, b, Rules(near_tie=0.0, atol=5e-6))
     assert statuses_of(c) == ["same"] * 5 + ["unmatched-a"]
     assert c.rows.logit_judgements() == [J.SAME, J.UNRESOLVED, J.DIFFER, J.NOT_COMPARED, J.SAME,
                                          J.NOT_COMPARED]
@@ -350,7 +351,7 @@ def test_statistics_and_unresolved_counts_are_of_the_compared_rows_only() -> Non
     a = arm(block("r", 5, [1, 2, 3], [1], ["1:5 7:4", "2:5 9:1", "3:5.12345 9:1"]))
     b = arm(block("r", 5, [7, 2, 3], [1], ["7:5 1:4", "2:9 9:1", "3:5.12346 9:1"]))
     from difftest.core.kinds import DraftingKind
-    c = compare(a, b, atol=5e-6, drafting=DraftingKind.SEQUENTIAL)
+    c = compare(a, b, Rules(near_tie=0.0, atol=5e-6), drafting=DraftingKind.SEQUENTIAL)
     assert statuses_of(c) == ["differ", "context-diverged", "context-diverged"]
     lg = c.logits
     assert lg is not None and lg.stats is not None and lg.pairs is not None

@@ -10,6 +10,7 @@ import pytest
 
 import difftest.analysis.compare as compare_module
 from difftest.analysis.compare import STATUS_NAMES, Comparison, _RowKeys, compare
+from difftest.core.rules import Rules
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind
 from difftest.trace import parse_lines
@@ -112,10 +113,10 @@ def test_a_block_with_a_hard_flip_and_a_near_tie_is_a_differing_block_only() -> 
             block("r", 6, [3], [3, 4], ["3:5 8:4.75"]))
     b = arm(block("r", 5, [9, 7], [1, 2], ["9:5 1:1", "7:5 2:4.75"]),
             block("r", 6, [8], [3, 4], ["8:5 3:4.75"]))
-    c = compare(a, b, near_tie=0.5, rtol=0.01)
+    c = compare(a, b, Rules(near_tie=0.5, rtol=0.01))
     assert statuses(c) == ["differ", "near-tie", "near-tie"]
     assert (c.blocks_differing, c.blocks_near_tie) == (1, 1)
-    assert (c.rtol, c.atol, c.near_tie) == (0.01, 0.0, 0.5)
+    assert (c.rules.rtol, c.rules.atol, c.rules.near_tie) == (0.01, 0.0, 0.5)
 
 
 def test_block_rows_past_every_traced_logit_row_find_no_logits() -> None:
@@ -140,7 +141,7 @@ def test_ordinal_rows_keep_integer_requests_and_positions() -> None:
 def test_a_near_tie_first_flip_also_ends_what_a_sequential_block_compares() -> None:
     a = arm(block("r", 5, [1, 2, 3], [1, 2], ["1:5 9:1", "2:5 7:4.75", "3:5 9:1"]))
     b = arm(block("r", 5, [1, 7, 4], [1, 2], ["1:5 9:1", "7:5 2:4.75", "4:5 9:1"]))
-    c = compare(a, b, near_tie=0.5, drafting=SEQ)
+    c = compare(a, b, Rules(near_tie=0.5), drafting=SEQ)
     assert statuses(c) == ["same", "near-tie", "context-diverged"]
     assert (c.blocks_near_tie, c.blocks_differing) == (1, 0)
 
@@ -156,7 +157,7 @@ def test_a_margin_equal_to_near_tie_is_not_a_near_tie(margin_a: str, margin_b: s
                                                       status: str) -> None:
     a = arm(block("r", 5, [1], [1, 2], [f"1:5 9:{margin_a}"]))
     b = arm(block("r", 5, [7], [1, 2], [f"7:5 1:{margin_b}"]))
-    assert statuses(compare(a, b, near_tie=0.5)) == [status]
+    assert statuses(compare(a, b, Rules(near_tie=0.5))) == [status]
 
 
 def test_a_flip_to_a_token_the_other_arm_ranks_far_below_is_no_near_tie() -> None:
@@ -164,20 +165,21 @@ def test_a_flip_to_a_token_the_other_arm_ranks_far_below_is_no_near_tie() -> Non
     # B's token 21 nowhere: A's logit for it is at most 2, B's is 10. The flip crossed 8.
     a = arm(block("r", 5, [22], [22, 1], ["22:9.99999 26:9.99998 23:3 24:2"]))
     b = arm(block("r", 5, [21], [21, 1], ["21:10 22:9.99999 23:3 24:2"]))
-    c = compare(a, b, near_tie=None, atol=1e-5)
+    c = compare(a, b, Rules(near_tie=None, atol=1e-5))
     assert statuses(c) == ["differ"]
     # the second choice being the other token keeps the near-tie
     a = arm(block("r", 5, [22], [22, 1], ["22:9.99999 21:9.99998 23:3 24:2"]))
-    assert statuses(compare(a, b, near_tie=None, atol=1e-5)) == ["near-tie"]
+    assert statuses(compare(a, b, Rules(near_tie=None, atol=1e-5))) == ["near-tie"]
 
 
 def test_an_id_one_top_list_drops_far_below_the_other_is_a_logit_difference() -> None:
     # B lists 12 at 9.5; A does not list it, so A's value is at most its last, 1.9
     a = arm(block("r", 5, [11], [11, 1], ["11:10 13:3 14:2 15:1.9"]))
     b = arm(block("r", 5, [11], [11, 1], ["11:10 12:9.5 13:3 14:2"]))
-    assert cells(compare(a, b, atol=1e-5), "logit_differs") == [True]
-    assert cells(compare(a, b, atol=8), "logit_differs") == [False]  # 9.5 - 1.9 is within 8
-    assert cells(compare(b, a, atol=1e-5), "logit_differs") == [True]  # either side
+    assert cells(compare(a, b, Rules(near_tie=0.0, atol=1e-5)), "logit_differs") == [True]
+    # 9.5 - 1.9 is within 8
+    assert cells(compare(a, b, Rules(near_tie=0.0, atol=8)), "logit_differs") == [False]
+    assert cells(compare(b, a, Rules(near_tie=0.0, atol=1e-5)), "logit_differs") == [True]  # either side
 
 
 # --- rows of steps that were not compared ----------------------------------------------------
@@ -240,7 +242,7 @@ def test_compared_blocks_are_each_arms_own_tokens_and_margins_block_by_block() -
     b = arm(block("r", 5, [1, 8], [1, 2], ["1:5 9:3.5", "8:5 9:2.5"]),
             block("q", 5, [3], [3, 4], ["3:5 9:1.5"]),
             block("r", 6, [4, 5], [4], ["4:5 9:0.75", "5:5 9:0.125"]))
-    c = compare(a, b, atol=10.0)
+    c = compare(a, b, Rules(near_tie=0.0, atol=10.0))
     blocks_a, margins_a = c.compared_blocks("a")
     blocks_b, margins_b = c.compared_blocks("b")
     assert blocks_a.source == blocks_b.source == "compared"
@@ -331,7 +333,7 @@ def test_logit_rows_are_judged_in_blocks_and_their_counts_add_up(
     b = arm(block("r", 5, [1, 2, 3, 4, 5], [1, 2],
                   ["1:5.12346 9:1.5", "2:5.12346 9:1.5", "3:5.12346 9:1.5", "4:6 9:1",
                    "5:5.12346 9:1.5"]))
-    loose = compare(a, b, atol=5e-6)
+    loose = compare(a, b, Rules(near_tie=0.0, atol=5e-6))
     assert loose.logits is not None and loose.logits.rows_unresolved == 4
     assert cells(loose, "abs_logit_diff")[3] == 1.0
     assert cells(loose, "logit_differs") == [False, False, False, True, False]

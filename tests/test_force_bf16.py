@@ -104,7 +104,7 @@ def test_forced_bf16_draft_with_dtype_tolerance_flips_only_near_ties(tmp_path: P
     assert_every_position_compared(rep)
     c = rep.comparison
     assert c is not None
-    assert c.rtol == pytest.approx(1.6e-2)  # the bfloat16 row of the dtype table
+    assert c.rules.rtol == pytest.approx(1.6e-2)  # the bfloat16 row of the dtype table
     assert c.blocks_differing == 0 and c.blocks_near_tie > 0
     assert 0 < c.blocks_logit_differing < c.blocks_compared
     assert rep.verdict.verdict is VerdictKind.DIFFER

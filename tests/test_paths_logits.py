@@ -13,6 +13,7 @@ import pytest
 
 import difftest.analysis.compare as compare_module
 from difftest.analysis.compare import STATUS_NAMES, LogitFindings, OneSided, compare
+from difftest.core.rules import Rules
 from difftest.core.kinds import DraftingKind
 from difftest.numerics.noise import ExcessTest, FlipRule, NoiseFloor, RerunPair, flip_test, noise_floor
 from difftest.numerics.resolution import Resolution
@@ -111,7 +112,7 @@ def test_values_above_the_floor_that_a_rerun_would_show_are_noise_and_disjoint_r
     assert cmp.blocks_logit_differing == 1
     assert cmp.tolerance == Tolerance(0.0, 0.0, 0.01)
     # without the floor, rows 1 and 2 are above an atol of 0.001
-    plain = compare(parse_lines(a), parse_lines(b), atol=0.001)
+    plain = compare(parse_lines(a), parse_lines(b), Rules(near_tie=0.0, atol=0.001))
     assert plain.rows.logit_differs.tolist() == [True, True, True]
     assert plain.logits is not None and plain.logits.excess is None
     assert plain.logits.rows_within_noise == 0
@@ -132,9 +133,11 @@ def test_values_above_the_floor_count_when_a_rerun_would_not_show_so_many() -> N
 
 def test_rtol_reaches_the_judge() -> None:
     a, b = _three_rows(("2.5025", "3.5", "0.5"))  # 0.1% of 2.5
-    assert compare(parse_lines(a), parse_lines(b), rtol=2e-3).rows.logit_differs.tolist() == [
+    assert compare(parse_lines(a), parse_lines(b),
+                   Rules(near_tie=0.0, rtol=2e-3)).rows.logit_differs.tolist() == [
         False, False, False]
-    assert compare(parse_lines(a), parse_lines(b), rtol=5e-4).rows.logit_differs.tolist() == [
+    assert compare(parse_lines(a), parse_lines(b),
+                   Rules(near_tie=0.0, rtol=5e-4)).rows.logit_differs.tolist() == [
         True, False, False]
 
 
@@ -143,7 +146,7 @@ def test_logit_columns_of_rows_one_arm_stopped_tracing() -> None:
     a = [_logits("p", 1, 1, [(5, "2.0"), (3, "1.0")]), _logits("p", 1, 2, [(6, "3.0"), (5, "1.5")]),
          STEP]
     b = [_logits("p", 1, 1, [(5, "2.0"), (3, "1.25")]), STEP]
-    cmp = compare(parse_lines(a), parse_lines(b), atol=0.5)
+    cmp = compare(parse_lines(a), parse_lines(b), Rules(near_tie=0.0, atol=0.5))
     r = cmp.rows
     assert r.logit_a.tolist() == [2.0, 3.0]
     assert r.logit_b[0] == 2.0 and math.isnan(r.logit_b[1])
@@ -160,7 +163,7 @@ def test_statistics_and_resolutions_are_of_the_compared_rows_only() -> None:
          _logits("p", 7, 1, [(5, "500.0"), (3, "1.5")]), STEP]
     b = [_logits("p", 1, 1, [(5, "2.87757"), (3, "1.5")]), _logits("p", 1, 2, [(6, "-13.25"), (1, "1.5")]),
          _logits("p", 9, 1, [(5, "-900.0"), (3, "1.5")]), STEP]
-    cmp = compare(parse_lines(a), parse_lines(b), atol=100.0)
+    cmp = compare(parse_lines(a), parse_lines(b), Rules(near_tie=0.0, atol=100.0))
     lg = cmp.logits
     assert lg is not None
     a32 = float(np.float32(2.87757012))
@@ -191,7 +194,7 @@ def test_rows_judged_in_several_blocks_add_up(monkeypatch: pytest.MonkeyPatch) -
     assert bitwise.rows.logit_differs.tolist() == [True, False, True, False, True]
     assert bitwise.rows.abs_logit_diff.tolist() == [1e-5, 0.0, 1e-5, 0.0, 1e-5]
     assert bitwise.logits is not None and bitwise.logits.rows_one_quantum == 3
-    fine = compare(parse_lines(a), parse_lines(b), atol=5e-6)
+    fine = compare(parse_lines(a), parse_lines(b), Rules(near_tie=0.0, atol=5e-6))
     assert fine.logits is not None and fine.logits.rows_unresolved == 3
     assert fine.rows.logit_differs.tolist() == [False] * 5
     assert fine.logit_rows_compared == 5
@@ -269,7 +272,7 @@ def test_rows_at_the_largest_positions_are_keyed_apart(stray_row: int) -> None:
     # row 2**13 keeps keys in 63 bits, above the 53 a float would hold exactly; row 2**23 does
     # not fit, and the keys are taken by rank
     a, b = _far_rows(stray_row)
-    cmp = compare(parse_lines(a), parse_lines(b), atol=10.0)
+    cmp = compare(parse_lines(a), parse_lines(b), Rules(near_tie=0.0, atol=10.0))
     assert cmp.rows.abs_logit_diff.tolist() == [0.125, 0.25, 0.375, 0.625, 0.75, 0.875]
     assert cmp.logit_rows_compared == 6
 
@@ -286,5 +289,5 @@ def test_rows_keyed_by_rank_stay_apart() -> None:
     for arm in (a, b):
         arm.append(_logits("q", POS_TOP, 2**23, [(1, "1.0")]))
     steps = [_verify("p", 3, [1, 2, 3], [1, 9]), _verify("q", 0, [1, 2, 3], [1, 9])]
-    cmp = compare(parse_lines([*a, *steps]), parse_lines([*b, *steps]), atol=10.0)
+    cmp = compare(parse_lines([*a, *steps]), parse_lines([*b, *steps]), Rules(near_tie=0.0, atol=10.0))
     assert cmp.rows.abs_logit_diff.tolist() == [0.125, 0.25, 0.375, 0.625, 0.75, 0.875]

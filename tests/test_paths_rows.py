@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from difftest.analysis.compare import STATUS_NAMES, Comparison, compare
+from difftest.core.rules import Rules
 from difftest.core.kinds import DraftingKind
 from difftest.trace import parse_lines
 from conftest import logits_line, verify_line
@@ -122,7 +123,7 @@ def test_a_margin_at_the_near_tie_threshold_is_not_a_near_tie(margins: tuple[str
                      _verify("p", 1, [5], [5, 9])])
     b = parse_lines([_logits("p", 1, 1, [(7, "2.0"), (5, f"{2.0 - float(margins[1])}")]),
                      _verify("p", 1, [7], [5, 9])])
-    cmp = compare(a, b, near_tie=0.5)
+    cmp = compare(a, b, Rules(near_tie=0.5))
     assert _statuses(cmp) == [status]
     assert (cmp.blocks_differing, cmp.blocks_near_tie) == ((1, 0) if status == "differ" else (0, 1))
 
@@ -132,7 +133,7 @@ def test_a_block_with_both_a_near_tie_and_a_hard_flip_counts_as_differing_only()
                      _logits("p", 1, 2, [(6, "2.0"), (8, "0.5")]), _verify("p", 1, [5, 6], [5, 9])])
     b = parse_lines([_logits("p", 1, 1, [(7, "2.0"), (5, "1.875")]),
                      _logits("p", 1, 2, [(8, "2.0"), (6, "0.5")]), _verify("p", 1, [7, 8], [5, 9])])
-    cmp = compare(a, b, near_tie=0.5)
+    cmp = compare(a, b, Rules(near_tie=0.5))
     assert _statuses(cmp) == ["near-tie", "differ"]
     assert (cmp.blocks_differing, cmp.blocks_near_tie) == (1, 0)
 
@@ -151,9 +152,9 @@ def test_sequential_blocks_one_arm_drafted_longer_are_unmatched_not_diverged() -
     assert _statuses(flip) == ["differ", "context-diverged", "context-diverged", "same", "same"]
     assert flip.rows_context_diverged == 2 and flip.blocks_differing == 1
     assert (flip.drafting, flip.drafting_source) == (DraftingKind.SEQUENTIAL, "default")
-    plain = compare(c, a, rtol=0.25, atol=0.5, near_tie=0.125)
-    assert (plain.drafting, plain.rtol, plain.atol, plain.near_tie) == (DraftingKind.BLOCK, 0.25, 0.5,
-                                                                        0.125)
+    plain = compare(c, a, Rules(rtol=0.25, atol=0.5, near_tie=0.125))
+    assert (plain.drafting, plain.rules.rtol, plain.rules.atol, plain.rules.near_tie) == (
+        DraftingKind.BLOCK, 0.25, 0.5, 0.125)
     assert _statuses(plain) == ["differ", "same", "same", "same", "same"]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from difftest.analysis.audit import audit_trace
 from difftest.analysis.compare import compare
+from difftest.core.rules import Rules
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace
@@ -19,7 +20,7 @@ DATA = Path(__file__).parent / "data" / "compare"
 
 def _judge(a: ArmTrace, b: ArmTrace, **kw: float) -> Verdict:
     expect = Expect.DIFFER if kw.pop("differ", 0) else Expect.SAME
-    cmp = compare(a, b, near_tie=kw.get("near_tie", 0.0), atol=kw.get("atol", 0.0))
+    cmp = compare(a, b, Rules(near_tie=kw.get("near_tie", 0.0), atol=kw.get("atol", 0.0)))
     return judge(cmp, audit_trace(a), audit_trace(b), names=("x", "y"), expect=expect)
 
 

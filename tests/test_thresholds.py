@@ -10,6 +10,7 @@ import pytest
 
 from difftest.analysis.audit import AuditThresholds, audit_trace
 from difftest.analysis.compare import NEAR_TIE, STATUS_NAMES, compare
+from difftest.core.rules import Rules
 from difftest.config import ComparisonSpec, load_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.analysis.floor import measure_floor
@@ -93,11 +94,11 @@ def test_bad_dtype_settings_name_file_table_and_key(tmp_path: Path, extra: str,
 
 def test_near_tie_derived_per_row_from_atol() -> None:
     a, b = parse_trace(DATA / "agree_a.log"), parse_trace(DATA / "ties_b.log")
-    c = compare(a, b, near_tie=None, atol=0.011)  # 2 * 0.011 = 0.022 > 0.02 and 0.005
+    c = compare(a, b, Rules(near_tie=None, atol=0.011))  # 2 * 0.011 = 0.022 > 0.02 and 0.005
     assert status_at(c, "a", 8, 3) == "near-tie"
     assert status_at(c, "b", 9, 2) == "differ"
     assert c.near_tie_derived and c.near_tie_admitted == pytest.approx(0.005)
-    c = compare(a, b, near_tie=None, atol=0.009)  # 0.018 < A's margin 0.02: no longer a tie
+    c = compare(a, b, Rules(near_tie=None, atol=0.009))  # 0.018 < A's margin 0.02: no longer a tie
     assert status_at(c, "a", 8, 3) == "differ"
     assert c.near_tie_admitted is None
 
@@ -105,22 +106,22 @@ def test_near_tie_derived_per_row_from_atol() -> None:
 def test_near_tie_derived_follows_the_rows_top1_through_rtol() -> None:
     a, b = parse_trace(DATA / "agree_a.log"), parse_trace(DATA / "ties_b.log")
     # 2 * 0.0023 * 4.49 = 0.0207 admits a@8 (margins 0.02, 0.005); a fixed 0.0046 would not
-    c = compare(a, b, near_tie=None, rtol=0.0023)
+    c = compare(a, b, Rules(near_tie=None, rtol=0.0023))
     assert status_at(c, "a", 8, 3) == "near-tie"
-    c = compare(a, b, near_tie=None, rtol=0.0021)  # 0.0189 < 0.02
+    c = compare(a, b, Rules(near_tie=None, rtol=0.0021))  # 0.0189 < 0.02
     assert status_at(c, "a", 8, 3) == "differ"
 
 
 def test_bitwise_derives_no_near_tie_even_for_an_exact_tie() -> None:
     assert derived_near_tie(Tolerance(), __import__("numpy").array([3.0]))[0] == 0.0
     a, b = parse_trace(DATA / "agree_a.log"), parse_trace(DATA / "ties_b.log")
-    c = compare(a, b, near_tie=None)
+    c = compare(a, b, Rules(near_tie=None))
     assert int((c.rows.status == NEAR_TIE).sum()) == 0
 
 
 def test_a_set_near_tie_overrides_the_derived_rule() -> None:
     a, b = parse_trace(DATA / "agree_a.log"), parse_trace(DATA / "ties_b.log")
-    c = compare(a, b, near_tie=0.001, atol=0.5)  # derived would be 1.0 and admit both flips
+    c = compare(a, b, Rules(near_tie=0.001, atol=0.5))  # derived would be 1.0 and admit both flips
     assert status_at(c, "a", 8, 3) == "differ" and not c.near_tie_derived
 
 
@@ -136,7 +137,7 @@ def test_dtype_tolerance_comes_from_the_less_precise_arm_and_says_so(tmp_path: P
                           arm_dtypes=(None, Dtype.FLOAT32))
     rep = judge_traces(a, DATA / "ties_b.log", spec)
     assert rep.comparison is not None
-    assert (rep.comparison.atol, rep.comparison.rtol) == DTYPE_TOLERANCES[Dtype.BFLOAT16]
+    assert (rep.comparison.rules.atol, rep.comparison.rules.rtol) == DTYPE_TOLERANCES[Dtype.BFLOAT16]
     said = [r for r in rep.verdict.reasons if r.startswith("thresholds:")]
     assert len(said) == 1 and "bfloat16" in said[0] and "dtype_logits" in said[0]
     assert "arm A" in said[0] and "torch.testing" in said[0]
@@ -176,13 +177,13 @@ def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
                           arm_dtypes=(None, Dtype.FLOAT32))
     rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.0, rtol=0.0))
     assert rep.comparison is not None
-    assert (rep.comparison.atol, rep.comparison.rtol) == (0.0, 0.0)
+    assert (rep.comparison.rules.atol, rep.comparison.rules.rtol) == (0.0, 0.0)
     assert status_at(rep.comparison, "a", 8, 3) == "differ"
     assert thresholds_said(rep) == ["thresholds: atol 0, rtol 0 from the overrides"]
     # one override: the other value still comes from the table, and each is credited
     rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.5))
     assert rep.comparison is not None
-    assert (rep.comparison.atol, rep.comparison.rtol) == (0.5, 1.6e-2)
+    assert (rep.comparison.rules.atol, rep.comparison.rules.rtol) == (0.5, 1.6e-2)
     said = thresholds_said(rep)
     assert len(said) == 1 and said[0].startswith("thresholds: atol 0.5 from the overrides; rtol "
                                                  "0.016 from the dtype table (bfloat16"), said
@@ -192,7 +193,7 @@ def test_an_override_of_a_thresholds_file_value_is_credited_to_the_override() ->
     spec = ComparisonSpec("c", "A", "B", atol=0.002, near_tie=0.004, thresholds="t.toml",
                           threshold_origin="t.toml (calibrated: n 3)")
     rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", with_overrides(spec, atol=0.6))
-    assert rep.comparison is not None and rep.comparison.atol == 0.6
+    assert rep.comparison is not None and rep.comparison.rules.atol == 0.6
     assert thresholds_said(rep) == ["thresholds: atol 0.6 from the overrides; rtol 0, near_tie "
                                     "0.004 from t.toml (calibrated: n 3)"]
     rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", spec)
@@ -203,7 +204,7 @@ def test_an_override_of_a_thresholds_file_value_is_credited_to_the_override() ->
 def test_bitwise_by_default_says_nothing_about_thresholds() -> None:
     rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", ComparisonSpec("c", "A", "B"))
     assert not [r for r in rep.verdict.reasons if r.startswith(("thresholds:", "near_tie derived"))]
-    assert rep.comparison is not None and rep.comparison.atol == rep.comparison.rtol == 0.0
+    assert rep.comparison is not None and rep.comparison.rules.atol == rep.comparison.rules.rtol == 0.0
 
 
 def outcome(name: str, path: Path) -> ArmOutcome:
@@ -241,7 +242,7 @@ def test_the_less_precise_arm_sets_the_tolerance_whichever_side(da: Dtype, db: D
     spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE, arm_dtypes=(da, db))
     rep = judge_traces(DATA / "agree_a.log", DATA / "agree_b.log", spec)
     assert rep.comparison is not None
-    assert (rep.comparison.atol, rep.comparison.rtol) == DTYPE_TOLERANCES[loose]
+    assert (rep.comparison.rules.atol, rep.comparison.rules.rtol) == DTYPE_TOLERANCES[loose]
 
 
 def half_trace(value: str, dtype: str | None) -> object:
@@ -261,7 +262,7 @@ def test_a_stated_half_dtype_makes_its_short_prints_exact(dtype: str | None, jud
     # each is only known to 5e-6, so against a bound 4e-6 under their difference the row is
     # unresolved; a bf16 arm's values are the numbers themselves and the row differs
     a, b = half_trace("4.46875", dtype), half_trace("4.5", dtype)
-    c = compare(a, b, atol=0.03125 - 4e-6, near_tie=0.0)  # type: ignore[arg-type]
+    c = compare(a, b, Rules(atol=0.03125 - 4e-6, near_tie=0.0))  # type: ignore[arg-type]
     unresolved = bool(c.rows.logit_unresolved[0])
     assert ("differ" if c.blocks_logit_differing else
             "unresolved" if unresolved else "same") == judged

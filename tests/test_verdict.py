@@ -9,6 +9,7 @@ import pytest
 
 from difftest.analysis.audit import AuditThresholds, audit_trace
 from difftest.analysis.compare import compare
+from difftest.core.rules import Rules
 from difftest.core.errors import ArmFailure, ExitCode
 from difftest.core.kinds import Expect
 from difftest.core.model import ArmTrace
@@ -24,7 +25,7 @@ def verdict_of(a: ArmTrace | str, b: ArmTrace | str, *, expect: str = "same",
                thresholds: AuditThresholds | None = None) -> Verdict:
     ta = parse_trace(DATA / a) if isinstance(a, str) else a
     tb = parse_trace(DATA / b) if isinstance(b, str) else b
-    c = compare(ta, tb, near_tie=near_tie, atol=atol)
+    c = compare(ta, tb, Rules(near_tie=near_tie, atol=atol))
     return judge(c, audit_trace(ta, thresholds), audit_trace(tb, thresholds), names=NAMES,
                  expect=expect, min_differing=min_differing,  # type: ignore[arg-type]
                  thresholds=thresholds)
@@ -325,7 +326,7 @@ def test_a_flip_with_an_unknown_margin_is_hard_and_its_instruments_could_fail() 
                             ""))
     assert flipped.count("\n") == text.count("\n") - 1
     a, b = parse_trace(DATA / "agree_a.log"), parse_text(flipped, "b.log")
-    c = compare(a, b, near_tie=100, atol=1e9)
+    c = compare(a, b, Rules(near_tie=100, atol=1e9))
     assert (c.blocks_differing, c.blocks_near_tie, c.blocks_logit_differing) == (1, 0, 1)
     v = verdict_of(a, b, near_tie=100, atol=1e9)
     assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)

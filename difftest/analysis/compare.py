@@ -31,6 +31,7 @@ from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloo
 from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
                                  resolution)
 from difftest.numerics.stats import LogitStats, PairedRows, logit_stats
+from difftest.core.rules import BARE, Rules
 from difftest.core.thresholds import Dtype, trace_dtype
 from difftest.numerics.tolerance import Tolerance, derived_near_tie, exact_values, finite_max, judge_rows
 
@@ -238,25 +239,24 @@ class Comparison:
     first_logit_difference: FirstLogitDifference | None
     divergences: tuple[EmitDivergence, ...]
     notes: tuple[str, ...] = ()
-    # the near-tie rule the rows were judged with: one margin, or None when derived per row
-    # from the tolerance (the comparison's own record of it; reports read it here)
-    near_tie: float | None = 0.0
-    atol: float = 0.0
+    # the rules the rows were judged under, atol and rtol as applied (a dtype table's, a
+    # thresholds file's): the one record of the near-tie rule and the tolerance, which the
+    # verdict, the instruments and the reports read here
+    rules: Rules = BARE
     coverage_gaps: tuple[CoverageGap, ...] = ()
-    rtol: float = 0.0
     logits: LogitFindings | None = None  # None: no logits traced by either arm
 
     @property
     def tolerance(self) -> Tolerance:
         floor = self.logits.floor.floor if self.logits and self.logits.floor else 0.0
-        return Tolerance(self.atol, self.rtol, floor)
+        return Tolerance(self.rules.atol, self.rules.rtol, floor)
 
     def row_near_tie(self) -> np.ndarray:
         """The near-tie threshold each row was judged with: `near_tie` everywhere, or derived
         per row from the tolerance (nan where B traced no logit there)."""
-        if self.near_tie is None:
+        if self.rules.near_tie is None:
             return derived_near_tie(self.tolerance, self.rows.logit_b)
-        return np.full(self.rows.req.size, self.near_tie, dtype=np.float64)
+        return np.full(self.rows.req.size, self.rules.near_tie, dtype=np.float64)
     drafting: DraftingKind = DraftingKind.BLOCK
     drafting_source: DraftingSource = DraftingSource.DEFAULT
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
@@ -285,7 +285,7 @@ class Comparison:
     @property
     def near_tie_derived(self) -> bool:
         """The near-tie rule is derived per row from the tolerance (difftest.numerics.tolerance)."""
-        return self.near_tie is None
+        return self.rules.near_tie is None
 
     @property
     def rows_noise_flip(self) -> int:
@@ -658,22 +658,25 @@ def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
 
 class Context(TypedDict, total=False):
     """What the caller knows of a comparison besides its rules: the arms' steps already paired
-    (a teacher-forced pair is aligned knowing B ran on A's stream) and who said how the engine
-    drafts (config, flag, traces or default)."""
+    (a teacher-forced pair is aligned knowing B ran on A's stream), how the engine drafts
+    (the rules' drafting, else the traces' headers, else block) and who said so (config, flag,
+    traces or default)."""
 
     alignment: Alignment | None
+    drafting: DraftingKind
     drafting_source: DraftingSource | str
 
 
-def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: float = 0.0,
-            rtol: float = 0.0, floor: NoiseFloor | None = None,
-            drafting: DraftingKind = DraftingKind.BLOCK, **context: Unpack[Context]
-            ) -> Comparison:
-    """Compare every aligned block row; nothing here knows what was expected. `floor` is arm
-    A's A/A noise floor, when its reruns were measured. `near_tie` None derives it per row
-    from the tolerance (`difftest.core.thresholds`)."""
+def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor | None = None,
+            **context: Unpack[Context]) -> Comparison:
+    """Compare every aligned block row under `rules` (its near_tie, atol and rtol as applied);
+    nothing here knows what was expected. `floor` is arm A's A/A noise floor, when its reruns
+    were measured. A `near_tie` of None derives it per row from the tolerance
+    (`difftest.core.thresholds`)."""
     al = context.get("alignment") or align(a, b)
+    drafting = context.get("drafting") or rules.drafting or DraftingKind.BLOCK
     drafting_source = DraftingSource(context.get("drafting_source", DraftingSource.DEFAULT))
+    near_tie, atol, rtol = rules.near_tie, rules.atol, rules.rtol
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
@@ -724,7 +727,7 @@ def compare(a: ArmTrace, b: ArmTrace, *, near_tie: float | None = 0.0, atol: flo
         unmatched_a=int(al.unmatched_a.size), unmatched_b=int(al.unmatched_b.size),
         context_diverged=int(al.diverged_a.size), first_difference=first,
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
-        near_tie=near_tie, atol=atol, coverage_gaps=al.coverage_gaps, rtol=rtol,
+        rules=rules, coverage_gaps=al.coverage_gaps,
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting=drafting, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,

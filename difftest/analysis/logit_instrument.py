@@ -60,8 +60,8 @@ def _token_radius(cmp: Comparison) -> tuple[float | None, str]:
     if not margins.size:
         return None, ""
     candidates = [(float(margins.min()) / 2, "smallest compared margin / 2")]
-    if cmp.near_tie is not None:
-        candidates.append((cmp.near_tie, "near_tie"))
+    if cmp.rules.near_tie is not None:
+        candidates.append((cmp.rules.near_tie, "near_tie"))
     else:  # a flip between margins below a row's derived bound passes
         ties = cmp.row_near_tie()[rows]
         ties = ties[np.isfinite(ties)]
@@ -85,7 +85,7 @@ def blind_radius(cmp: Comparison) -> BlindRadius:
     if tol.bitwise:  # any printed difference counts: blind below one quantum only
         return BlindRadius(tokens, quantum, "resolution", token_rule=token_rule)
     top = lg.max_abs_value or 0.0
-    value, rule = max([(cmp.atol + cmp.rtol * top, "tolerance"), (tol.floor, "noise floor")],
+    value, rule = max([(cmp.rules.atol + cmp.rules.rtol * top, "tolerance"), (tol.floor, "noise floor")],
                       key=lambda c: c[0])
     if lg.excess is not None and lg.excess.rule is FlipRule.EXACT_TEST and tol.floor > 0:
         value, rule = NOISE_BAND * value, f"noise band, {NOISE_BAND:g} x its {rule}"
@@ -197,7 +197,7 @@ def numbers(cmp: Comparison | None) -> dict[str, object]:
     """The logit instrument's figures for the JSON report: numbers or null, never strings."""
     lg = cmp.logits if cmp is not None else None
     empty: dict[str, object] = {
-        "rtol": cmp.rtol if cmp is not None else 0.0, "logit_stats": None,
+        "rtol": cmp.rules.rtol if cmp is not None else 0.0, "logit_stats": None,
         "logit_rows_disjoint": 0, "logit_rows_unresolved": 0, "logit_rows_one_quantum": 0,
         "logit_rows_within_noise": 0, "logits_not_compared": None, "noise_floor": None,
         "flip_test": None, "logit_excess_test": None,

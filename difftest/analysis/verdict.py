@@ -94,7 +94,7 @@ def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
         rows = r.compared
         known = np.isfinite(r.margin_a[rows]) | np.isfinite(r.margin_b[rows])
         if known.any() and near_tie_rows(r.margin_a[rows], r.margin_b[rows], ties[rows]).all():
-            said = (f"near_tie={cmp.near_tie:g}" if cmp.near_tie is not None else
+            said = (f"near_tie={cmp.rules.near_tie:g}" if cmp.rules.near_tie is not None else
                     "the derived near_tie (2 x each row's tolerance)")
             blind.append(f"{said} is above every compared row's margin, so every flip would "
                          "count as a near-tie")

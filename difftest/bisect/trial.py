@@ -48,7 +48,7 @@ class Setup:
 
     @property
     def arms_per_run(self) -> int:
-        return 2 + max(0, self.spec.noise_runs - 1)
+        return 2 + max(0, self.spec.rules.noise_runs - 1)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list
         a = place(setup.arm_a, setup.good_sha, setup.repo, name_a)
     b = place(setup.arm_b, commit.sha, setup.repo, name_b)
     spec = replace(setup.spec, name=f"{setup.spec.name}{tag}", arm_a=a.name, arm_b=b.name)
-    return spec, [a, b, *reruns(a, spec.noise_runs, {b.name})]
+    return spec, [a, b, *reruns(a, spec.rules.noise_runs, {b.name})]
 
 
 def _unbuildable(arms: Sequence[ArmSpec], cache_dir: Path | None) -> str | None:

@@ -41,6 +41,7 @@ import numpy as np
 from difftest.core.atomic import check_writable, write_text_atomic
 from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
+from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.core.gitinfo import git_head
 from difftest.core.kinds import Expect
@@ -270,7 +271,7 @@ def _flip_margin(c: Comparison) -> float:
 def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
               progress: bool | None = None, write: bool = True) -> Calibration:
     """Run the pair and its probes on the held-out inputs and set thresholds from them."""
-    if spec.expect is not Expect.SAME:
+    if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
     if not spec.calibration_inputs:
@@ -289,21 +290,21 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     for value in spec.calibration_inputs:
         a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value))
         b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value))
-        runs += [a, b, *(config.mutation(m).apply(b) for m in spec.probe)]
+        runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.probe)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
                                    progress=progress, extra_meta={"calibrate": spec.name})
     benign: list[float] = []
     margins: list[float] = []
-    probe_diffs: dict[str, list[float]] = {m: [] for m in spec.probe}
-    probe_flips: dict[str, list[float]] = {m: [] for m in spec.probe}
-    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.probe}
+    probe_diffs: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
+    probe_flips: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
+    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
     failures: list[ArmFailure] = []
     for value in spec.calibration_inputs:
         na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
         pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
-        for m in spec.probe:
+        for m in spec.rules.probe:
             _, m_out = outcomes_from_run(results, (na, config.mutation(m).arm_name(nb)), th)
             pairs.append((m, m_out))
         for mutation, other in pairs:
@@ -313,7 +314,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
                 continue
             assert a_out.trace is not None and other.trace is not None
             drafting, source = drafting_of(spec, a_out, other)
-            c = compare(a_out.trace, other.trace, near_tie=0.0, drafting=drafting,
+            c = compare(a_out.trace, other.trace, BARE, drafting=drafting,
                         drafting_source=source)
             if mutation is None:
                 benign.append(_largest_diff(c))

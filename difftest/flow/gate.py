@@ -136,7 +136,7 @@ def _killed(rep: ComparisonReport) -> bool:
     v = rep.verdict
     if v.verdict is VerdictKind.ARM_FAILED:
         return False
-    if rep.spec.expect is Expect.SAME:
+    if rep.spec.rules.expect is Expect.SAME:
         return v.verdict is VerdictKind.DIFFER
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
@@ -199,12 +199,12 @@ def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResul
                         run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
     spec, thresholds, evidence = base.spec, plan.audit, base.evidence
     notes = []
-    if spec.expect is not Expect.SAME:
+    if spec.rules.expect is not Expect.SAME:
         notes.append(f"{spec.name} expects its arms to differ: a mutation is caught when the "
                      f"comparison stops seeing the difference it expects; the built-in probe "
                      f"{INERT_PROBE} judges {spec.arm_a} against itself in {spec.arm_b}'s place")
     out: list[MutationResult] = []
-    if spec.expect is Expect.DIFFER and baseline.comparison is not None:
+    if spec.rules.expect is Expect.DIFFER and baseline.comparison is not None:
         out.append(_inert_probe(spec, baseline, results, thresholds, run_dir, evidence))
     for m in plan.mutations_of(base):
         name, mspec = m.mutation or "", m.spec
@@ -219,7 +219,7 @@ def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResul
             continue
         measures = _measures(rep)
         killed = _killed(rep)
-        if killed and spec.expect is not Expect.SAME:
+        if killed and spec.rules.expect is not Expect.SAME:
             measures = [KilledBy.EXPECTATION]  # caught because the expected difference went away
         c = rep.comparison
         out.append(MutationResult(
@@ -286,8 +286,8 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
     zero differences is an internal error, and no verdict of this run could be trusted."""
     if a.trace is None:
         return
-    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name, expect=Expect.SAME, atol=0.0,
-                rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
+    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name).with_rules(
+        expect=Expect.SAME, atol=0.0, rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
     found = self_differences(evaluate(s, a, a, thresholds))
     if found:
         raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
@@ -341,7 +341,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
         self_check(s, a, th)
         rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), base.evidence)
         reports.append(rep)
-        if probes and (s.probe or s.expect is Expect.DIFFER):
+        if probes and (s.rules.probe or s.rules.expect is Expect.DIFFER):
             probe_reports[s.name] = _probe_from_results(plan, base, results, run_dir, rep)
     return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
                        time.monotonic() - clock)

@@ -212,7 +212,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
                              f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
-    tol = spec.atol if atol is None else atol
+    tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol))
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())

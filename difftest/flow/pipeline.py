@@ -25,6 +25,7 @@ from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run
 from difftest.analysis.floor import measure_floor, rerun_name
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.core.model import ArmTrace
+from difftest.core.rules import Rules
 from difftest.numerics.noise import NoiseFloor
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.sequential import SequentialResult
@@ -78,6 +79,11 @@ class ComparisonReport:
     def exit_code(self) -> ExitCode:
         return self.verdict.exit_code
 
+    @property
+    def rules(self) -> Rules:
+        """The rules this comparison was judged under (the spec's when nothing was compared)."""
+        return self.comparison.rules if self.comparison is not None else self.spec.rules
+
 
 def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
@@ -89,7 +95,7 @@ def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
                    **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:
     """The spec with overrides applied (None leaves a value alone): `Overrides.apply`, the one
     check of an override, whether it came from the command line or from an API caller."""
-    return Overrides.of(keywords).apply(spec, where)
+    return Overrides.of(keywords).on(spec, where)
 
 
 def _outcome(name: str, trace_path: Path, result: ArmResult | None,
@@ -133,7 +139,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
-        return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.expect),
+        return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
@@ -142,7 +148,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
         floor = measure_floor(a.name, traces, drafting)
     forcing = (check_forced((a.name, b.name), a.trace, b.trace, b.trace_path)
-               if spec.teacher_force else None)
+               if spec.rules.teacher_force else None)
     if forcing is not None and forcing.honoured:
         b = replace(b, trace=explain_forced(b.trace, forcing.forced))
         if b.trace is not None and b.trace.config.values.get("forced_drafts") == "1":
@@ -152,15 +158,17 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     assert b.trace is not None and b.audit is not None
     alignment = align(a.trace, b.trace, forced=forcing is not None and forcing.honoured)
     atol, rtol, said = tolerance_of(spec, a, b)
-    cmp = compare(a.trace, b.trace, near_tie=spec.near_tie, atol=atol, rtol=rtol,
-                  floor=floor, drafting=drafting, drafting_source=source, alignment=alignment)
-    verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.expect,
-                    min_differing=spec.min_differing, thresholds=thresholds)
+    # the rules as applied: atol/rtol from a dtype table or a thresholds file are given now
+    applied = replace(spec.rules, atol=atol, rtol=rtol, tolerance=ToleranceMode.GIVEN)
+    cmp = compare(a.trace, b.trace, applied, floor=floor, drafting=drafting,
+                  drafting_source=source, alignment=alignment)
+    verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.rules.expect,
+                    min_differing=spec.rules.min_differing, thresholds=thresholds)
     verdict = verdict.with_reasons([*said, *threshold_notes(cmp, floor)])
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
-    acc = measure_acceptance(a.trace, b.trace, (a.name, b.name), spec.acceptance)
-    verdict = combine(verdict, acc, spec.acceptance)
+    acc = measure_acceptance(a.trace, b.trace, (a.name, b.name), spec.rules.acceptance)
+    verdict = combine(verdict, acc, spec.rules.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
@@ -204,13 +212,13 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
     if mismatched:
         kind = quantity.judged(kind)
         first += mismatched
-    switch = check_switch(spec.toggle,
+    switch = check_switch(spec.rules.toggle,
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
     if switch.kind is VerdictKind.INERT:
         kind = switch.kind
     elif switch.kind is not None and not (kind is VerdictKind.DIFFER
-                                          and spec.expect is Expect.SAME):
+                                          and spec.rules.expect is Expect.SAME):
         # nothing shows the switch engaged: no pass may rest on it (a difference found under
         # `same` is a difference whatever the arms ran, and stands)
         kind = switch.kind
@@ -230,10 +238,11 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     arms = tuple(arm_dtype(o.name, d, dict(t.config.values), dict(t.config.lines),
                            str(o.trace_path))
                  for o, t, d in ((a, a.trace, spec.arm_dtypes[0]), (b, b.trace, spec.arm_dtypes[1])))
-    over = set(spec.overridden)
+    rules = spec.rules
+    over = set(rules.overridden)
     try:
         source = (None if {"atol", "rtol"} <= over else
-                  resolve_tolerance(spec.tolerance, spec.atol, spec.rtol, (arms[0], arms[1]),
+                  resolve_tolerance(rules.tolerance, rules.atol, rules.rtol, (arms[0], arms[1]),
                                     (a.name, b.name)))
     except ThresholdError as exc:
         raise UsageError(f"comparison {spec.name}: {exc}") from None
@@ -241,16 +250,16 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
         raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
                          f"not exist yet; run `difftest calibrate -c {spec.name}` first")
     if spec.threshold_origin:
-        base = Source(spec.atol, spec.rtol, spec.threshold_origin)
+        base = Source(rules.atol, rules.rtol, spec.threshold_origin)
     elif source is not None:
         base = source
     else:
-        base = Source(spec.atol, spec.rtol, "the comparison's atol/rtol")
-    atol = spec.atol if "atol" in over else base.atol
-    rtol = spec.rtol if "rtol" in over else base.rtol
-    near = (("near_tie", spec.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
+        base = Source(rules.atol, rules.rtol, "the comparison's atol/rtol")
+    atol = rules.atol if "atol" in over else base.atol
+    rtol = rules.rtol if "rtol" in over else base.rtol
+    near = (("near_tie", rules.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
     values = [("atol", atol), ("rtol", rtol), *near]
-    if (spec.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
+    if (rules.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
             and not (atol or rtol)):
         return atol, rtol, []  # bitwise, the default: nothing to say
     return atol, rtol, [credited([(k, v, OVERRIDES if k in over else base.origin)
@@ -262,8 +271,8 @@ def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     """How the arms draft, and who said so: the comparison (config or --drafting) over the
     traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
     measured on), over the default (block)."""
-    if spec.drafting is not None:
-        return spec.drafting, DraftingSource.COMPARISON
+    if spec.rules.drafting is not None:
+        return spec.rules.drafting, DraftingSource.COMPARISON
     declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
@@ -313,8 +322,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
-    if spec.noise_runs:
-        note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
+    if spec.rules.noise_runs:
+        note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
         report = replace(report, verdict=report.verdict.with_reasons([note]))
     return report
@@ -422,7 +431,7 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
                    thresholds: AuditThresholds) -> list[ArmOutcome]:
     """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
-    names = [rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1)]
+    names = [rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1)]
     return _rerun_outcomes(results, [n for n in names if n in results], thresholds)
 
 
@@ -478,7 +487,7 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
     recorded = read_run(Path(run_dir), meta, list(results))
     where = recorded.where
     spec, evidence = recorded.pick(comparison)
-    spec = Overrides.of(keywords, overrides).apply(spec)
+    spec = Overrides.of(keywords, overrides).on(spec)
     if thresholds is None:
         thresholds = recorded.audit
     for name in (spec.arm_a, spec.arm_b):

@@ -119,7 +119,7 @@ class Plan:
     @property
     def teacher_force(self) -> bool:
         """A compare plan whose arm B runs on arm A's committed stream, after A."""
-        return self.kind is PlanKind.COMPARE and self.judged[0].spec.teacher_force
+        return self.kind is PlanKind.COMPARE and self.judged[0].spec.rules.teacher_force
 
     def record(self) -> dict[str, object]:
         """meta.json's `plan`: its format, its kind, and each arm's role per comparison."""
@@ -149,7 +149,7 @@ class Plan:
         out = {j.name: judged_meta(j.spec, j.evidence) for j in self.judged}
         if self.kind is PlanKind.PROBE:  # the baseline as probed: with the mutations run
             base = self.judged[0]
-            out[base.name] = judged_meta(replace(base.spec, probe=self.selected), base.evidence)
+            out[base.name] = judged_meta(base.spec.with_rules(probe=self.selected), base.evidence)
         return out
 
 
@@ -190,7 +190,7 @@ def arm_pair(config: Config, spec: ComparisonSpec) -> tuple[ArmSpec, ArmSpec]:
 
 
 def _rerun_names(spec: ComparisonSpec, ran: Collection[str]) -> tuple[str, ...]:
-    names = (rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1))
+    names = (rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1))
     return tuple(n for n in names if n in ran)
 
 
@@ -208,7 +208,7 @@ def plan_compare(config: Config, spec: ComparisonSpec) -> Plan:
     arm_a, arm_b = arm_pair(config, spec)
     evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
-    more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
+    more = reruns(arm_a, spec.rules.noise_runs, {*config.arms, arm_b.name})
     judged = Judged(spec, evidence, reruns=tuple(a.name for a in more))
     return Plan(PlanKind.COMPARE, spec.name, (arm_a, arm_b, *more), (judged,), config.audit,
                 config.path, config.defaults.cache)
@@ -217,8 +217,8 @@ def plan_compare(config: Config, spec: ComparisonSpec) -> Plan:
 def probe_mutations(spec: ComparisonSpec, mutations: Sequence[str] | None) -> tuple[str, ...]:
     """The mutations a probe runs: those named, else the comparison's `probe` list, else the
     built-ins (a `differ` comparison has no built-in mutation, only the built-in probe)."""
-    default = BUILTIN_MUTATIONS if spec.expect is Expect.SAME else ()
-    return tuple(mutations or spec.probe or default)
+    default = BUILTIN_MUTATIONS if spec.rules.expect is Expect.SAME else ()
+    return tuple(mutations or spec.rules.probe or default)
 
 
 def plan_probe(config: Config, spec: ComparisonSpec,
@@ -230,7 +230,7 @@ def plan_probe(config: Config, spec: ComparisonSpec,
     evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     arms = [arm_a, arm_b] + [config.mutation(m).apply(arm_b) for m in names]
-    arms += reruns(arm_a, spec.noise_runs, {a.name for a in arms} | set(config.arms))
+    arms += reruns(arm_a, spec.rules.noise_runs, {a.name for a in arms} | set(config.arms))
     base = Judged(spec, evidence, reruns=_rerun_names(spec, {a.name for a in arms}))
     judged = (base, *(mutated(config, base, m) for m in names))
     return Plan(PlanKind.PROBE, f"probe-{spec.name}", tuple(arms), judged, config.audit,
@@ -252,17 +252,17 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
         for arm in arm_pair(config, configured):
             arms.setdefault(arm.name, arm)
         if probes:
-            for m in s.probe:
+            for m in s.rules.probe:
                 arm = config.mutation(m).apply(arms[s.arm_b])
                 arms.setdefault(arm.name, arm)
-        for rerun in reruns(arms[s.arm_a], s.noise_runs, config.arms):
+        for rerun in reruns(arms[s.arm_a], s.rules.noise_runs, config.arms):
             arms.setdefault(rerun.name, rerun)
         bases.append((s, evidence_of(config, configured)))
     judged: list[Judged] = []
     for s, evidence in bases:
         base = Judged(s, evidence, reruns=_rerun_names(s, arms))
         judged.append(base)
-        judged += [mutated(config, base, m) for m in (s.probe if probes else ())]
+        judged += [mutated(config, base, m) for m in (s.rules.probe if probes else ())]
     return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
                 config.path, config.defaults.cache, selected=tuple(names))
 
@@ -292,15 +292,7 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
 
 def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     """A comparison as meta.json records it (what `export` reads back)."""
-    data = asdict(spec)
-    data["probe"] = list(spec.probe)
-    data["toggle"] = list(spec.toggle)
-    data["drafting"] = spec.drafting.value if spec.drafting is not None else None
-    if not spec.teacher_force:  # recorded only when asked for: older records read the same
-        del data["teacher_force"]
-    data["tolerance"] = spec.tolerance.value
-    data["arm_dtypes"] = [d.value if d is not None else None for d in spec.arm_dtypes]
-    return data
+    return spec.echo()
 
 
 def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
@@ -330,7 +322,7 @@ def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
 
 def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
     try:
-        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
+        return ComparisonSpec.of(raw)
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
     except TypeError as exc:

@@ -1,7 +1,9 @@
 """Overrides of a comparison's rules: the values a command line or an API caller sets over the
-configured comparison, in one record with every field optional, checked when applied by the
-rules a config file's values meet (`ComparisonSpec.__post_init__`), so a bad override is
-refused in one message wherever it came from.
+configured comparison, in one record with every field of `Rules` (difftest.core.rules) but
+optional, checked when applied by the rules a config file's values meet (`Rules.__post_init__`),
+so a bad override is refused in one message wherever it came from. The rules it sets are
+recorded in `Rules.overridden`: where a rule came from travels with it (a report credits the
+overrides, a drafting set so reads "flag").
 
 The keyword bundles (`OverrideKeywords`, `RunKeywords`) are the API's keyword spellings of
 these records, converted at the door (`Overrides.of`, `run_options`): inside the package the
@@ -15,9 +17,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TypedDict
 
-from difftest.config import ComparisonSpec, InvalidValue
+from difftest.config import ComparisonSpec
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
+from difftest.core.rules import AcceptanceGate, InvalidValue, Rules
+from difftest.core.thresholds import ToleranceMode
 from difftest.flow.plan import RunOptions
 
 OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
@@ -27,13 +31,17 @@ class OverrideKeywords(TypedDict, total=False):
     """`Overrides` as API keywords (tests/test_rules.py keeps the two alike)."""
 
     expect: Expect | str | None
+    min_differing: int | None
     near_tie: float | None
     atol: float | None
     rtol: float | None
-    min_differing: int | None
-    drafting: DraftingKind | str | None
     noise_runs: int | None
+    probe: tuple[str, ...] | None
+    drafting: DraftingKind | str | None
+    toggle: tuple[str, ...] | None
     teacher_force: bool | None
+    acceptance: AcceptanceGate | None
+    tolerance: ToleranceMode | str | None
 
 
 class RunKeywords(TypedDict, total=False):
@@ -48,16 +56,21 @@ class RunKeywords(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Overrides:
-    """Values set over a comparison's configured ones; None leaves a value as configured."""
+    """Values set over a comparison's rules; None leaves a rule as configured. The fields are
+    `Rules`' own (`RULE_KEYS`; tests/test_rules.py keeps the two alike)."""
 
     expect: Expect | str | None = None
+    min_differing: int | None = None
     near_tie: float | None = None
     atol: float | None = None
     rtol: float | None = None
-    min_differing: int | None = None
-    drafting: DraftingKind | str | None = None
     noise_runs: int | None = None
+    probe: tuple[str, ...] | None = None
+    drafting: DraftingKind | str | None = None
+    toggle: tuple[str, ...] | None = None
     teacher_force: bool | None = None
+    acceptance: AcceptanceGate | None = None
+    tolerance: ToleranceMode | str | None = None
 
     @classmethod
     def of(cls, keywords: Mapping[str, object], base: Overrides | None = None) -> Overrides:
@@ -75,18 +88,20 @@ class Overrides:
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None}
 
-    def apply(self, spec: ComparisonSpec, where: str = OVERRIDES) -> ComparisonSpec:
-        """The spec with these values set, checked by the rules a config file's values meet:
+    def apply(self, rules: Rules, where: str = OVERRIDES) -> Rules:
+        """The rules with these values set, checked by the rules a config file's values meet:
         the one check of an override (a string or a number of any size, never a bare
-        ValueError)."""
+        ValueError). Each rule set is recorded as the overrides' (`Rules.overridden`)."""
         given = self.given()
-        # the tolerance keys set here outrank a dtype table or a thresholds file (config)
-        said = tuple(k for k in ("atol", "rtol", "near_tie") if k in given)
         try:
-            return replace(spec, overridden=(*spec.overridden, *said),
+            return replace(rules, overridden=(*rules.overridden, *given),
                            **given)  # type: ignore[arg-type]  # checked by __post_init__
         except InvalidValue as exc:
             raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+
+    def on(self, spec: ComparisonSpec, where: str = OVERRIDES) -> ComparisonSpec:
+        """The spec with its rules overridden (`apply`)."""
+        return spec if not self.given() else replace(spec, rules=self.apply(spec.rules, where))
 
 
 def split_keywords(keywords: Mapping[str, object], overrides: Overrides | None = None,

@@ -39,10 +39,10 @@ OPTION = "--until-decided"
 
 def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
     """The test's design from the comparison's acceptance gate (its margin and alpha)."""
-    if spec.teacher_force:
+    if spec.rules.teacher_force:
         raise UsageError(f"{OPTION} reruns both arms on their own: it does not combine with "
                          "teacher forcing")
-    if spec.acceptance is None:
+    if spec.rules.acceptance is None:
         raise UsageError(f"{OPTION} tests B's acceptance against A's at a stated margin: give "
                          f"comparison {spec.name} an acceptance gate, e.g. acceptance = "
                          "{ max_drop = 0.05, alpha = 0.01 }")
@@ -50,7 +50,7 @@ def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
             MIN_RUNS <= max_runs <= MAX_SEQUENTIAL_RUNS):
         raise UsageError(f"{OPTION} must be an integer from {MIN_RUNS} to "
                          f"{MAX_SEQUENTIAL_RUNS} (the most runs of each arm), got {max_runs!r}")
-    return Design(spec.acceptance.max_drop, spec.acceptance.alpha, max_runs)
+    return Design(spec.rules.acceptance.max_drop, spec.rules.acceptance.alpha, max_runs)
 
 
 def round_inputs(spec: ComparisonSpec, arms: tuple[ArmSpec, ArmSpec], rounds: int
@@ -151,7 +151,7 @@ def continue_until_decided(config: Config, spec: ComparisonSpec, first: Comparis
         a, b = outcomes_from_run(results, (pair[0].name, pair[1].name), th)
         failures = [o.failure for o in (a, b) if o.failure is not None]
         if failures:
-            return replace(first, verdict=arm_failed(failures, spec.expect))
+            return replace(first, verdict=arm_failed(failures, spec.rules.expect))
         assert a.trace is not None and b.trace is not None
         new = seen.fresh(a.trace, b.trace)
         ca, cb = counts_of(a.trace), counts_of(b.trace)

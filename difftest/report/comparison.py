@@ -73,7 +73,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "comparison": rep.name,
         "verdict": v.verdict,
         "exit_code": int(v.exit_code),
-        "expect": rep.spec.expect,
+        "expect": rep.spec.rules.expect,
         "passed": v.passed,
         "instruments": v.instruments,
         "arms": arms,
@@ -103,11 +103,10 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "alignment": c.mode if c else None,
         # the effective values: atol from a dtype table or a thresholds file; a near_tie derived
         # per row is no one number (null) unless the comparison is bitwise, where it is 0
-        "near_tie": ((0.0 if rep.spec.near_tie is None else rep.spec.near_tie) if c is None
-                     else c.near_tie if c.near_tie is not None
-                     else 0.0 if c.tolerance.bitwise else None),
-        "atol": c.atol if c else rep.spec.atol,
-        "min_differing": rep.spec.min_differing,
+        "near_tie": (rep.rules.near_tie if rep.rules.near_tie is not None
+                     else 0.0 if c is None or c.tolerance.bitwise else None),
+        "atol": rep.rules.atol,
+        "min_differing": rep.rules.min_differing,
         "reasons": v.reasons,
         "run_dir": str(rep.run_dir) if rep.run_dir else None,
         **numbers(c),

@@ -240,8 +240,7 @@ def margin_figure(rep: ComparisonReport) -> Figure_ | None:
             ax.stairs(counts, bins, color=_COLOURS[side], linewidth=1.6,
                       linestyle=_LINES[side], label=f"{o.name} ({m.size} rows{radius}{tie})")
         ax.set_xscale("log")
-    judged = rep.comparison.near_tie if rep.comparison is not None else rep.spec.near_tie
-    near_tie = judged or 0.0  # None: derived per row, no one line to draw
+    near_tie = rep.rules.near_tie or 0.0  # None: derived per row, no one line to draw
     if near_tie > 0:
         ax.axvline(near_tie, color="#d7191c", linestyle="--", linewidth=1.2,
                    label=f"near_tie = {near_tie:g} (flips below it are near-ties)")
@@ -367,9 +366,9 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
         ax.set_xscale("log")
         ax.set_xlim(1e-8, 1.0)
         ax.set_yticks([])
-    if rep.spec.atol > 0:
-        ax.axvline(rep.spec.atol, color="#d7191c", linestyle="--", linewidth=1.3,
-                   label=f"atol = {rep.spec.atol:g}")
+    if rep.spec.rules.atol > 0:
+        ax.axvline(rep.spec.rules.atol, color="#d7191c", linestyle="--", linewidth=1.3,
+                   label=f"atol = {rep.spec.rules.atol:g}")
     else:
         ax.plot([], [], " ", label="atol = 0: bitwise, any |diff| > 0 differs")
     floor = _noise_floor(c)
@@ -586,7 +585,7 @@ def _label_colorbar(bar: Any, c: Comparison, norm: Any) -> None:
              color="#555555")
     lo, hi = norm.vmin, norm.vmax
     floor = _noise_floor(c)
-    for value, label, colour in ((c.atol, "atol", "#d7191c"), (floor, "floor", "#1a7f37")):
+    for value, label, colour in ((c.rules.atol, "atol", "#d7191c"), (floor, "floor", "#1a7f37")):
         if value is not None and value > 0 and lo <= value <= hi:
             bar.axhline(value, color=colour, linewidth=2)
             bar.text(-0.3, value, label, transform=bar.get_yaxis_transform(), ha="right",
@@ -603,9 +602,9 @@ def _diff_legend(c: Comparison) -> list[Any]:
         Patch(facecolor="#d7191c", edgecolor="#999999",
               label="over (red): nan in one arm, or no shared id"),
         Patch(facecolor="#ffffff", edgecolor="#999999", label="white: not compared")]
-    if c.atol > 0:
+    if c.rules.atol > 0:
         out.append(Line2D([], [], color="#d7191c", linewidth=2,
-                          label=f"atol {c.atol:g} on the bar: above it a row differs"))
+                          label=f"atol {c.rules.atol:g} on the bar: above it a row differs"))
     else:
         out.append(Patch(facecolor="none", edgecolor="none",
                          label="atol 0: every colour above grey differs"))
