@@ -11,6 +11,7 @@ from pathlib import Path
 
 from difftest.analysis.audit import AuditThresholds, audit_trace
 from difftest.config import ComparisonSpec
+from difftest.core.rules import Rules
 from difftest.core.kinds import DraftingKind, Expect
 from difftest.flow.pipeline import ArmOutcome, ComparisonReport, evaluate
 from difftest.trace import parse_lines
@@ -98,9 +99,9 @@ def judged(a: Sequence[str], b: Sequence[str], *, reruns: Sequence[Sequence[str]
            ) -> ComparisonReport:
     """Judge arm B against arm A (and A's reruns, for a noise floor) as `compare` does."""
     th = AuditThresholds()
-    spec = ComparisonSpec(name="t", arm_a="a", arm_b="b", atol=atol, rtol=rtol,
-                          near_tie=near_tie, drafting=drafting, expect=expect,
-                          noise_runs=len(reruns) + 1 if reruns else 0)
+    spec = ComparisonSpec(name="t", arm_a="a", arm_b="b", rules=Rules(
+        atol=atol, rtol=rtol, near_tie=near_tie, drafting=drafting, expect=expect,
+        noise_runs=len(reruns) + 1 if reruns else 0))
     outs = [outcome(f"a#run{i + 2}", r, th) for i, r in enumerate(reruns)]
     return evaluate(spec, outcome("a", a, th), outcome("b", b, th), th, reruns_of_a=outs)
 

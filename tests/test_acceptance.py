@@ -16,6 +16,7 @@ from difftest.analysis.acceptance import AcceptanceCounts, combine, measure_coun
 from difftest.numerics.clustered import (ClusterSums, chi2_median, clustered_rate, effective_clusters,
                                 mde_two_sample, mde_zero_events, paired_difference, t_quantile)
 from difftest.config import AcceptanceGate, ComparisonSpec, InvalidValue, parse_config
+from difftest.core.rules import Rules
 from difftest.core.errors import ConfigError, ExitCode
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import Expect, VerdictKind
@@ -120,9 +121,9 @@ def test_the_acceptance_gate_applies_to_same_only() -> None:
         parse_config(text, Path("gate.toml"))
     spec = parse_config(_ARMS + '[comparisons.c]\narm_a = "a"\narm_b = "b"\n'
                         "acceptance = { max_drop = 0.02 }\n", Path("g.toml")).comparisons["c"]
-    assert spec.acceptance == AcceptanceGate(0.02, 0.01)
+    assert spec.rules.acceptance == AcceptanceGate(0.02, 0.01)
     with pytest.raises(InvalidValue):
-        ComparisonSpec("c", "a", "b", acceptance={"max_drop": 0.0})  # type: ignore[arg-type]
+        ComparisonSpec("c", "a", "b", Rules(acceptance={"max_drop": 0.0}))  # type: ignore[arg-type]
 
 
 # -- the gate on real arms ---------------------------------------------------------------------
@@ -178,7 +179,7 @@ def test_a_planted_acceptance_drop_differs_and_reruns_agree(tmp_path: Path) -> N
     assert "Acceptance per draft position" in (planted.run_dir / "report.html").read_text()
     again = api.rejudge(planted.run_dir)  # the gate is recorded with the run
     assert again.acceptance is not None and again.acceptance.verdict is VerdictKind.DIFFER
-    assert again.spec.acceptance == AcceptanceGate(0.2, 0.01)
+    assert again.spec.rules.acceptance == AcceptanceGate(0.2, 0.01)
 
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False)

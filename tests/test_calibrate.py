@@ -98,7 +98,7 @@ def test_calibrate_sets_thresholds_on_held_out_inputs_and_compare_names_them(
     # the gate runs on input 0 with the calibrated thresholds, and says where they came from
     config = load_config(configured / "difftest.toml")
     spec = config.comparison("kernel")
-    assert spec.atol == cal.atol.value
+    assert spec.rules.atol == cal.atol.value
     rep = run_comparison(config, spec, run_root=configured / "runs", progress=False)
     assert rep.arm_a.trace is not None and rep.arm_a.trace.config.values["seed"] == "0"
     said = [r for r in rep.verdict.reasons if r.startswith("thresholds:")]
@@ -203,7 +203,7 @@ def _with_thresholds(tmp_path: Path, file_text: str, gate: str = "0") -> Path:
 
 def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path) -> None:
     spec = load_config(_with_thresholds(tmp_path, GOOD_PROVENANCE)).comparison("c")
-    assert (spec.atol, spec.near_tie) == (0.002, 0.004)
+    assert (spec.rules.atol, spec.rules.near_tie) == (0.002, 0.004)
     assert "separation 3.5" in spec.threshold_origin
 
 

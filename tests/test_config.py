@@ -10,6 +10,7 @@ import pytest
 
 from difftest.config import (BUILTIN_MUTATIONS, ArmSpec, AuditThresholds, MutationSpec,
                              default_config_path, load_config, parse_config)
+from difftest.core.rules import Rules
 from difftest.core.errors import ConfigError, ExitCode, UsageError
 from conftest import git
 
@@ -43,21 +44,21 @@ def test_default_config_arms_and_comparisons() -> None:
     assert cfg.arms["materialized"].env["VT_DFLASH_PAGED"] == "0"
     assert cfg.arms["paged"].env["VT_DFLASH_PAGED"] == "1"
     assert [r.text for r in cfg.arms["materialized"].evidence][0] == "lane = materialized"
-    assert cfg.comparison("lanes").toggle == ("lane",)
+    assert cfg.comparison("lanes").rules.toggle == ("lane",)
     on, off = cfg.arms["scalars-on"].command, cfg.arms["scalars-off"].command
     assert on[on.index("--scalars") + 1] == "on" and off[off.index("--scalars") + 1] == "off"
     lanes, scalars = cfg.comparisons["lanes"], cfg.comparisons["scalars"]
-    assert (lanes.arm_a, lanes.arm_b, lanes.expect) == ("paged", "materialized", "same")
-    assert lanes.probe == BUILTIN_MUTATIONS
-    assert (scalars.arm_a, scalars.arm_b, scalars.expect) == ("scalars-on", "scalars-off",
+    assert (lanes.arm_a, lanes.arm_b, lanes.rules.expect) == ("paged", "materialized", "same")
+    assert lanes.rules.probe == BUILTIN_MUTATIONS
+    assert (scalars.arm_a, scalars.arm_b, scalars.rules.expect) == ("scalars-on", "scalars-off",
                                                               "differ")
-    assert scalars.min_differing == 1
+    assert scalars.rules.min_differing == 1
     split, nondet = cfg.comparisons["split"], cfg.comparisons["nondet"]
-    assert (split.arm_a, split.arm_b, split.atol, split.rtol) == ("paged-split", "materialized",
-                                                                  1e-5, 1e-5)
-    assert (nondet.arm_a, nondet.noise_runs, nondet.atol, nondet.rtol) == ("paged-nondet", 3,
-                                                                           0.0, 0.0)
-    assert split.probe == nondet.probe == BUILTIN_MUTATIONS
+    assert (split.arm_a, split.arm_b, split.rules.atol, split.rules.rtol) == (
+        "paged-split", "materialized", 1e-5, 1e-5)
+    assert (nondet.arm_a, nondet.rules.noise_runs, nondet.rules.atol, nondet.rules.rtol) == (
+        "paged-nondet", 3, 0.0, 0.0)
+    assert split.rules.probe == nondet.rules.probe == BUILTIN_MUTATIONS
     for name in ("paged-split", "paged-nondet"):
         assert cfg.arms[name].env["OMP_NUM_THREADS"] == "1"
     assert cfg.audit == AuditThresholds()
@@ -78,7 +79,7 @@ def test_degenerate_config_is_level_one_on_the_degenerate_fixture() -> None:
         other = list(default.arms[name].command)
         other[other.index("--fixture") + 1] = "degenerate"
         assert list(arm.command) == other
-    assert cfg.comparisons["scalars"].expect == "differ"
+    assert cfg.comparisons["scalars"].rules.expect == "differ"
 
 
 def test_vllm_cpp_example_config(tmp_path: Path) -> None:
@@ -107,9 +108,9 @@ def test_good_fixture_every_key() -> None:
     assert (co.git_ref, co.build, co.cwd) == ("main", ("make", "-j2"), Path("tools"))
     assert co.repo == REPO
     pair = cfg.comparisons["pair"]
-    assert (pair.expect, pair.min_differing, pair.near_tie, pair.atol) == ("differ", 3, 0.25,
-                                                                           1e-6)
-    assert pair.probe == ("flip", "causal-mask")
+    assert (pair.rules.expect, pair.rules.min_differing, pair.rules.near_tie,
+            pair.rules.atol) == ("differ", 3, 0.25, 1e-6)
+    assert pair.rules.probe == ("flip", "causal-mask")
     assert cfg.mutations["flip"] == MutationSpec("flip", env={"FLIP": "1"}, args=("--flip",))
     assert cfg.audit == AuditThresholds(4, 2.0, 0.5)
 
@@ -395,6 +396,7 @@ def test_one_rule_for_thresholds_and_comparisons_wherever_they_come_from() -> No
         api.audit(DATA.parent / "two_requests_level3.log", min_distinct_ids=0)
     spec = ComparisonSpec(name="c", arm_a="a", arm_b="b")
     with pytest.raises(InvalidValue, match="near_tie: must be a finite number >= 0, got nan"):
-        dataclasses.replace(spec, near_tie=float("nan"))
+        dataclasses.replace(spec.rules, near_tie=float("nan"))
     with pytest.raises(InvalidValue, match="expect: must be \"same\" or \"differ\""):
-        ComparisonSpec(name="c", arm_a="a", arm_b="b", expect="maybe")  # type: ignore[arg-type]
+        ComparisonSpec(name="c", arm_a="a", arm_b="b",
+                       rules=Rules(expect="maybe"))  # type: ignore[arg-type]

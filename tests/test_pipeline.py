@@ -18,6 +18,7 @@ from difftest import api
 from difftest.flow import pipeline
 from difftest.report import outputs
 from difftest.config import ComparisonSpec, Config, parse_config
+from difftest.core.rules import Rules
 from difftest.core.errors import ExitCode, TraceError, UsageError
 from conftest import REPLAY, replay_command
 
@@ -107,7 +108,7 @@ def test_a_past_run_is_rejudged_with_other_thresholds_and_nothing_runs(tmp_path:
                                                               rep.verdict.reasons)
     loose = pipeline.rejudge_run(rep.run_dir, atol=0.01)
     assert (loose.verdict.verdict, loose.verdict.exit_code) == ("agree", ExitCode.OK)
-    assert loose.spec.atol == 0.01 and loose.spec.name == "pair"
+    assert loose.spec.rules.atol == 0.01 and loose.spec.name == "pair"
     # no arm ran again, no run directory appeared, no file of the run was touched
     assert snapshot(tmp_path / "runs") == before
 
@@ -196,7 +197,7 @@ def test_the_same_arm_on_both_sides_runs_twice_under_two_names(tmp_path: Path) -
 
 
 def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -> None:
-    spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", near_tie=0.05, atol=0.02)
+    spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", rules=Rules(near_tie=0.05, atol=0.02))
     rep = pipeline.judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
     assert rep.run_dir is None and rep.arm_a.result is None
     assert (rep.verdict.verdict, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
@@ -205,10 +206,11 @@ def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -
 
 
 def test_overrides_change_only_what_was_given() -> None:
-    spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", expect="differ", near_tie=0.5)
+    spec = ComparisonSpec(name="t", arm_a="x", arm_b="y",
+                          rules=Rules(expect="differ", near_tie=0.5))
     assert pipeline.with_overrides(spec) == spec
     changed = pipeline.with_overrides(spec, atol=0.25, expect=None)
-    assert (changed.expect, changed.near_tie, changed.atol) == ("differ", 0.5, 0.25)
+    assert (changed.rules.expect, changed.rules.near_tie, changed.rules.atol) == ("differ", 0.5, 0.25)
 
 
 @pytest.mark.parametrize("extra, expected", [

@@ -1,4 +1,5 @@
-"""Overrides: one record, its API keywords derived alike, applied and checked in one place."""
+"""A comparison's rules: one record, checked once; the overrides, the TOML keys, the JSON echo
+and the API keywords derived from its fields; overrides applied and checked in one place."""
 
 from __future__ import annotations
 
@@ -6,28 +7,58 @@ from dataclasses import fields
 
 import pytest
 
-from difftest.config import ComparisonSpec
+from difftest.config import _COMPARISON_KEYS, AcceptanceGate, ComparisonSpec
+from difftest.core.rules import RULE_KEYS, InvalidValue, Rules
+from difftest.core.thresholds import Dtype, ToleranceMode
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
 from difftest.flow.plan import RunOptions
 from difftest.flow.rules import (OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 
-SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", atol=0.5)
+SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", rules=Rules(atol=0.5))
 
 
 def test_the_keywords_spell_the_records_fields() -> None:
     assert list(OverrideKeywords.__annotations__) == [f.name for f in fields(Overrides)]
+    assert [f.name for f in fields(Overrides)] == list(RULE_KEYS)
     assert [k.replace("cache_dir", "cache") for k in RunKeywords.__annotations__] == [
         f.name for f in fields(RunOptions)]
 
 
 def test_apply_sets_what_is_given_and_leaves_the_rest() -> None:
-    spec = Overrides(expect="differ", near_tie=0.25, drafting="sequential").apply(SPEC)
-    assert (spec.expect, spec.near_tie, spec.drafting, spec.atol) == (
+    rules = Overrides(expect="differ", near_tie=0.25, drafting="sequential").apply(SPEC.rules)
+    assert (rules.expect, rules.near_tie, rules.drafting, rules.atol) == (
         Expect.DIFFER, 0.25, DraftingKind.SEQUENTIAL, 0.5)
-    assert Overrides().apply(SPEC) == SPEC
-    assert Overrides(atol=0.0).apply(SPEC).atol == 0.0  # a zero is a value, not "unset"
+    # where each came from travels with the rules
+    assert rules.overridden == ("expect", "near_tie", "drafting")
+    assert Overrides().apply(SPEC.rules) == SPEC.rules and Overrides().on(SPEC) == SPEC
+    assert Overrides(atol=0.0).apply(SPEC.rules).atol == 0.0  # a zero is a value, not "unset"
+    assert Overrides(min_differing=2).on(SPEC).rules.min_differing == 2
+
+
+def test_a_comparison_table_takes_the_rules_keys_and_the_echo_reads_back() -> None:
+    """One list of rules: the TOML keys, meta.json's echo and the overrides all follow it."""
+    assert set(RULE_KEYS) <= set(_COMPARISON_KEYS)
+    spec = ComparisonSpec("t", "a", "b", Rules(
+        expect="same", min_differing=2, near_tie=0.5, noise_runs=3,
+        probe=("causal-mask",), drafting="sequential", toggle=("lane",), teacher_force=True,
+        acceptance=AcceptanceGate(0.02), tolerance=ToleranceMode.DTYPE,
+        overridden=("near_tie", "drafting")), arm_dtypes=(Dtype.FLOAT32, None), gate_input="7")
+    echo = spec.echo()
+    assert set(RULE_KEYS) <= set(echo) and echo["overridden"] == ["near_tie", "drafting"]
+    assert ComparisonSpec.of(echo) == spec
+    with pytest.raises(InvalidValue, match="nera_tie: not a rule"):
+        Rules.of({"nera_tie": 0.5})
+
+
+def test_rules_are_checked_when_made_and_when_replaced() -> None:
+    with pytest.raises(InvalidValue, match="noise_runs: must be 0"):
+        Rules(noise_runs=1)
+    with pytest.raises(InvalidValue, match="acceptance: gates a comparison that expects"):
+        Rules(expect="differ", acceptance=AcceptanceGate(0.02))  # type: ignore[arg-type]
+    with pytest.raises(InvalidValue, match="overridden: must list keys among"):
+        Rules(overridden=("name",))
 
 
 @pytest.mark.parametrize("given, message", [
@@ -37,7 +68,7 @@ def test_apply_sets_what_is_given_and_leaves_the_rest() -> None:
 ])
 def test_a_bad_override_is_one_usage_error(given: Overrides, message: str) -> None:
     with pytest.raises(UsageError) as err:
-        given.apply(SPEC)
+        given.apply(SPEC.rules)
     assert str(err.value).startswith(message)
 
 

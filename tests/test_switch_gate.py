@@ -13,6 +13,7 @@ from conftest import replay_arm
 
 from difftest import api
 from difftest.config import load_config
+from difftest.core.rules import Rules
 from difftest.core.errors import ExitCode, InternalError
 from difftest.flow.gate import INERT_PROBE, run_probe, self_check, self_differences
 from difftest.core.kinds import VerdictKind
@@ -80,7 +81,7 @@ def test_the_self_check_passes_on_one_capture_and_can_fail(tmp_path: Path) -> No
     from difftest.analysis.audit import AuditThresholds
 
     a = trace_file(tmp_path, "a.log", [*steps(), ROUTE_PAGED])
-    spec = ComparisonSpec(name="lanes", arm_a="a", arm_b="b", toggle=("lane",))
+    spec = ComparisonSpec(name="lanes", arm_a="a", arm_b="b", rules=Rules(toggle=("lane",)))
     self_check(spec, _outcome(a, "a"), AuditThresholds())  # type: ignore[arg-type]
     # what it looks for: a comparison of two different captures finds differences
     b = trace_file(tmp_path, "b.log", [*steps(seed=5), ROUTE_MATERIALIZED])
@@ -110,7 +111,7 @@ def test_shipped_configs_declare_toggles_and_evidence(name: str) -> None:
     for comparison in cfg.comparisons.values():
         if comparison.arm_a == comparison.arm_b:
             continue  # a rerun of one arm: nothing is toggled
-        assert comparison.toggle, comparison.name
+        assert comparison.rules.toggle, comparison.name
     assert any(arm.evidence for arm in cfg.arms.values())
 
 

@@ -62,9 +62,9 @@ def test_config_arm_dtype_reaches_the_comparison(tmp_path: Path) -> None:
     config = load_config(path)
     spec = config.comparison("c")
     assert config.arms["a"].dtype is Dtype.BFLOAT16
-    assert spec.tolerance is ToleranceMode.DTYPE
+    assert spec.rules.tolerance is ToleranceMode.DTYPE
     assert spec.arm_dtypes == (Dtype.BFLOAT16, None)
-    assert spec.near_tie is None  # derived unless set
+    assert spec.rules.near_tie is None  # derived unless set
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
@@ -133,7 +133,7 @@ def with_config_line(tmp_path: Path, name: str, line: str) -> Path:
 
 def test_dtype_tolerance_comes_from_the_less_precise_arm_and_says_so(tmp_path: Path) -> None:
     a = with_config_line(tmp_path, "agree_a.log", "[spec-config] dtype_logits=bfloat16")
-    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
+    spec = ComparisonSpec("c", "A", "B", Rules(tolerance=ToleranceMode.DTYPE),
                           arm_dtypes=(None, Dtype.FLOAT32))
     rep = judge_traces(a, DATA / "ties_b.log", spec)
     assert rep.comparison is not None
@@ -149,7 +149,7 @@ def test_dtype_tolerance_comes_from_the_less_precise_arm_and_says_so(tmp_path: P
 
 
 def test_dtype_tolerance_of_two_float32_arms_is_tight(tmp_path: Path) -> None:
-    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
+    spec = ComparisonSpec("c", "A", "B", Rules(tolerance=ToleranceMode.DTYPE),
                           arm_dtypes=(Dtype.FLOAT32, Dtype.FLOAT32))
     rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", spec)
     assert rep.comparison is not None
@@ -158,7 +158,7 @@ def test_dtype_tolerance_of_two_float32_arms_is_tight(tmp_path: Path) -> None:
 
 
 def test_dtype_tolerance_without_a_dtype_is_refused_naming_the_arm() -> None:
-    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
+    spec = ComparisonSpec("c", "A", "B", Rules(tolerance=ToleranceMode.DTYPE),
                           arm_dtypes=(Dtype.FLOAT32, None))
     with pytest.raises(UsageError, match="comparison c: .*B states none"):
         judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", spec)
@@ -173,7 +173,7 @@ def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
     # under bf16 a@8 is a near-tie; --atol 0 --rtol 0 must make the comparison bitwise, not be
     # taken for "unset" and replaced by the table
     a = with_config_line(tmp_path, "agree_a.log", "[spec-config] dtype_logits=bfloat16")
-    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
+    spec = ComparisonSpec("c", "A", "B", Rules(tolerance=ToleranceMode.DTYPE),
                           arm_dtypes=(None, Dtype.FLOAT32))
     rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.0, rtol=0.0))
     assert rep.comparison is not None
@@ -190,7 +190,7 @@ def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
 
 
 def test_an_override_of_a_thresholds_file_value_is_credited_to_the_override() -> None:
-    spec = ComparisonSpec("c", "A", "B", atol=0.002, near_tie=0.004, thresholds="t.toml",
+    spec = ComparisonSpec("c", "A", "B", Rules(atol=0.002, near_tie=0.004), thresholds="t.toml",
                           threshold_origin="t.toml (calibrated: n 3)")
     rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", with_overrides(spec, atol=0.6))
     assert rep.comparison is not None and rep.comparison.rules.atol == 0.6
@@ -216,7 +216,7 @@ def test_a_zero_floor_is_named_with_what_it_means() -> None:
     a = outcome("A", DATA / "agree_a.log")
     rerun = outcome("A#run2", DATA / "agree_a.log")
     b = outcome("B", DATA / "agree_b.log")
-    rep = evaluate(ComparisonSpec("c", "A", "B", noise_runs=2), a, b, AuditThresholds(),
+    rep = evaluate(ComparisonSpec("c", "A", "B", Rules(noise_runs=2)), a, b, AuditThresholds(),
                    reruns_of_a=[rerun])
     note = [r for r in rep.verdict.reasons if r.startswith("noise floor of A is zero")]
     assert len(note) == 1
@@ -229,7 +229,7 @@ def test_a_nonzero_floor_is_not_called_deterministic() -> None:
     a = outcome("A", DATA / "agree_a.log")
     rerun = outcome("A#run2", DATA / "shift_b.log")
     b = outcome("B", DATA / "agree_b.log")
-    rep = evaluate(ComparisonSpec("c", "A", "B", noise_runs=2), a, b, AuditThresholds(),
+    rep = evaluate(ComparisonSpec("c", "A", "B", Rules(noise_runs=2)), a, b, AuditThresholds(),
                    reruns_of_a=[rerun])
     assert not [r for r in rep.verdict.reasons if "deterministic" in r]
 
@@ -239,7 +239,8 @@ def test_a_nonzero_floor_is_not_called_deterministic() -> None:
     (Dtype.FLOAT64, Dtype.FLOAT16, Dtype.FLOAT16), (Dtype.FLOAT16, Dtype.BFLOAT16, Dtype.BFLOAT16)])
 def test_the_less_precise_arm_sets_the_tolerance_whichever_side(da: Dtype, db: Dtype,
                                                                  loose: Dtype) -> None:
-    spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE, arm_dtypes=(da, db))
+    spec = ComparisonSpec("c", "A", "B", Rules(tolerance=ToleranceMode.DTYPE),
+                          arm_dtypes=(da, db))
     rep = judge_traces(DATA / "agree_a.log", DATA / "agree_b.log", spec)
     assert rep.comparison is not None
     assert (rep.comparison.rules.atol, rep.comparison.rules.rtol) == DTYPE_TOLERANCES[loose]
