@@ -177,12 +177,28 @@ def test_drafting_from_a_config_comparison(tmp_path: Path) -> None:
     assert report.comparison is not None
     assert (report.comparison.drafting, report.comparison.drafting_source) == (
         DraftingKind.SEQUENTIAL, "comparison")
-    # the flag overrides the config
+    # the flag overrides the config, and says so
     report = api.compare_traces(a, b, comparison="seq", config=config, drafting="block")
     assert report.verdict.verdict == "differ"
+    assert report.comparison is not None
+    assert (report.comparison.drafting, report.comparison.drafting_source) == (
+        DraftingKind.BLOCK, "flag")
     config.write_text(config.read_text().replace('"sequential"', '"tree"'))
     with pytest.raises(ConfigError, match=r"c.toml.*comparisons.seq.*drafting"):
         api.compare_traces(a, b, comparison="seq", config=config)
+
+
+def test_where_the_drafting_kind_came_from_is_reported(tmp_path: Path) -> None:
+    """--drafting reads "flag", a header "traces", nothing "default"; the verdict says which."""
+    a, b = pair(tmp_path, [flip_block(near=True)], drafting="sequential")
+    for flags, kind, source in ((("--drafting", "sequential"), "sequential", "flag"),
+                                ((), "sequential", "traces")):
+        _, report, _, text = judge(a, b, tmp_path, "--near-tie", "0.05", "--atol", "0.05", *flags)
+        assert (report["drafting"], report["drafting_from"]) == (kind, source), text
+        assert f"{kind} drafting (from the {source})" in text
+    a, b = pair(tmp_path, [flip_block(near=True)])
+    _, report, _, _ = judge(a, b, tmp_path, "--near-tie", "0.05", "--atol", "0.05")
+    assert (report["drafting"], report["drafting_from"]) == ("block", "default")
 
 
 def test_traces_that_disagree_on_their_kind_are_bad_input(tmp_path: Path) -> None:

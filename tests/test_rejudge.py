@@ -87,6 +87,33 @@ def test_a_compare_run_still_needs_no_name(tmp_path: Path) -> None:
         api.rejudge(rep.run_dir, comparison="x")
 
 
+def test_a_drafting_flag_is_told_from_the_config_through_the_run_record(tmp_path: Path) -> None:
+    """A configured drafting reads "comparison", one set over it "flag": in the report, in
+    meta.json's record of which rules were overridden, and when the run is judged again."""
+    config = tmp_path / "difftest.toml"
+    config.write_text(replay_arm("base", DATA / "agree_a.log")
+                      + replay_arm("cand", DATA / "agree_b.log")
+                      + '[comparisons.c]\narm_a = "base"\narm_b = "cand"\n'
+                        'drafting = "sequential"\n')
+    configured = api.compare_arms(comparison="c", config=config, run_root=tmp_path / "runs",
+                                  progress=False)
+    flagged = api.compare_arms(comparison="c", config=config, run_root=tmp_path / "runs",
+                               progress=False, drafting="sequential")
+    for rep, source, overridden in ((configured, "comparison", []),
+                                    (flagged, "flag", ["drafting"])):
+        assert rep.run_dir is not None and rep.comparison is not None
+        assert rep.comparison.drafting_source == source
+        assert json.loads((rep.run_dir / "report.json").read_text())["drafting_from"] == source
+        meta = json.loads((rep.run_dir / "meta.json").read_text())
+        assert meta["extra"]["comparison"]["overridden"] == overridden
+        again = api.rejudge(rep.run_dir)
+        assert again.comparison is not None and again.comparison.drafting_source == source
+    # an override at export is the flag's too
+    over = api.rejudge(configured.run_dir, drafting="block")  # type: ignore[arg-type]
+    assert over.comparison is not None
+    assert (over.comparison.drafting, over.comparison.drafting_source) == ("block", "flag")
+
+
 def test_read_diff_types_every_column_and_keeps_token_ids_integers(tmp_path: Path) -> None:
     rep = api.compare_traces(DATA / "agree_a.log", DATA / "shift_b.log", near_tie=0.05)
     path = tmp_path / "diff.csv"

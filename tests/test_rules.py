@@ -3,16 +3,18 @@ and the API keywords derived from its fields; overrides applied and checked in o
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
+from difftest.analysis.compare import Comparison, compare
 from difftest.config import _COMPARISON_KEYS, AcceptanceGate, ComparisonSpec
 from difftest.core.rules import RULE_KEYS, InvalidValue, Rules
 from difftest.core.thresholds import Dtype, ToleranceMode
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
 from difftest.flow.plan import RunOptions
+from difftest.trace import parse_lines
 from difftest.flow.rules import (OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 
@@ -50,6 +52,19 @@ def test_a_comparison_table_takes_the_rules_keys_and_the_echo_reads_back() -> No
     assert ComparisonSpec.of(echo) == spec
     with pytest.raises(InvalidValue, match="nera_tie: not a rule"):
         Rules.of({"nera_tie": 0.5})
+
+
+def test_a_rule_is_stored_once() -> None:
+    """The spec and the comparison each hold their rules as one `Rules`, never a field of their
+    own beside it (a copy that the verdict and the reports could read apart)."""
+    for record in (ComparisonSpec, Comparison):
+        assert not set(RULE_KEYS) & {f.name for f in fields(record)}, record
+    a = parse_lines(["[spec-verify] req=r pos=1 k=1 drafted=[ 5 ] emitted=[ 5 6 ]"])
+    rules = Rules(near_tie=0.25, atol=0.5, drafting=DraftingKind.SEQUENTIAL)
+    assert compare(a, a, rules).rules is rules
+    # the kind the rows were compared as, when the caller resolved it
+    assert compare(a, a, rules, drafting=DraftingKind.BLOCK).rules == replace(
+        rules, drafting=DraftingKind.BLOCK)
 
 
 def test_rules_are_checked_when_made_and_when_replaced() -> None:

@@ -62,13 +62,15 @@ STATUS_NAMES = tuple(s.csv for s in RowStatus)
 
 
 class DraftingSource(StrEnum):
-    """Who said how the engine drafts: the comparison (its config key, or --drafting over
-    it), the traces' [spec-drafting] headers, or nobody (the default, block)."""
+    """Who said how the engine drafts: the comparison's config table (its `drafting` key), an
+    override over it (--drafting, or the API's `drafting`), the traces' [spec-drafting]
+    headers, or nobody (the default, block). Reports spell the config's "comparison"."""
 
-    COMPARISON = "comparison"
+    CONFIG = "comparison"
     FLAG = "flag"
     TRACES = "traces"
     DEFAULT = "default"
+    COMPARISON = "comparison"  # the old name of CONFIG (an alias: one member)
     # a teacher-forced B that drafted along A's drafted tokens: rows compare like a block's
     FORCED_ALONG = "teacher forcing: B drafted along A's drafted tokens"
 
@@ -239,9 +241,9 @@ class Comparison:
     first_logit_difference: FirstLogitDifference | None
     divergences: tuple[EmitDivergence, ...]
     notes: tuple[str, ...] = ()
-    # the rules the rows were judged under, atol and rtol as applied (a dtype table's, a
-    # thresholds file's): the one record of the near-tie rule and the tolerance, which the
-    # verdict, the instruments and the reports read here
+    # the rules the rows were judged under, as applied: atol and rtol a dtype table's or a
+    # thresholds file's, drafting the kind the rows were compared as. The one record of the
+    # near-tie rule and the tolerance: the verdict, the instruments and the reports read it here
     rules: Rules = BARE
     coverage_gaps: tuple[CoverageGap, ...] = ()
     logits: LogitFindings | None = None  # None: no logits traced by either arm
@@ -257,7 +259,6 @@ class Comparison:
         if self.rules.near_tie is None:
             return derived_near_tie(self.tolerance, self.rows.logit_b)
         return np.full(self.rows.req.size, self.rules.near_tie, dtype=np.float64)
-    drafting: DraftingKind = DraftingKind.BLOCK
     drafting_source: DraftingSource = DraftingSource.DEFAULT
     # Blocks drafted to different lengths at the same (req, pos), and the rows only A / only B
     # drafted there (a draft-length difference, not a token flip).
@@ -281,6 +282,12 @@ class Comparison:
     unmatched_lost_b: int = 0
     # the largest reference margin a near-tie row had (None: no flip was a near-tie)
     near_tie_admitted: float | None = None
+
+    @property
+    def drafting(self) -> DraftingKind:
+        """How the rows were compared: block, or sequential (after a flip, a row ran on another
+        token); `drafting_source` says who said so."""
+        return self.rules.drafting or DraftingKind.BLOCK
 
     @property
     def near_tie_derived(self) -> bool:
@@ -676,6 +683,8 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
     al = context.get("alignment") or align(a, b)
     drafting = context.get("drafting") or rules.drafting or DraftingKind.BLOCK
     drafting_source = DraftingSource(context.get("drafting_source", DraftingSource.DEFAULT))
+    if rules.drafting is not drafting:
+        rules = replace(rules, drafting=drafting)  # the kind the rows are compared as
     near_tie, atol, rtol = rules.near_tie, rules.atol, rules.rtol
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
@@ -729,7 +738,7 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         first_logit_difference=first_logit, divergences=al.divergences, notes=al.notes,
         rules=rules, coverage_gaps=al.coverage_gaps,
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
-        logits=findings, drafting=drafting, drafting_source=drafting_source,
+        logits=findings, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
         blocks_drafted=int(np.unique(rows.step).size),
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),

@@ -234,7 +234,7 @@ class Rules:
             del data["teacher_force"]
         return data
 
-    def credit(self, key: str) -> bool:
+    def set_by_override(self, key: str) -> bool:
         """Whether an override set this rule (over the config, a table or a file)."""
         return key in self.overridden
 

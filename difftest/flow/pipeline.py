@@ -268,11 +268,14 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                 *reruns: ArmOutcome) -> tuple[DraftingKind, DraftingSource]:
-    """How the arms draft, and who said so: the comparison (config or --drafting) over the
-    traces' `[spec-drafting]` headers (of the arms and of A's reruns, which the floor is
-    measured on), over the default (block)."""
-    if spec.rules.drafting is not None:
-        return spec.rules.drafting, DraftingSource.COMPARISON
+    """How the arms draft, and who said so: the comparison's rules (its config table, or an
+    override, --drafting, over it: the rules record which) over the traces' `[spec-drafting]`
+    headers (of the arms and of A's reruns, which the floor is measured on), over the default
+    (block)."""
+    rules = spec.rules
+    if rules.drafting is not None:
+        return rules.drafting, (DraftingSource.FLAG if rules.set_by_override("drafting")
+                                else DraftingSource.CONFIG)
     declared = {o.name: o.trace.drafting for o in (a, b, *reruns)
                 if o.trace is not None and o.trace.drafting is not None}
     kinds = set(declared.values())
