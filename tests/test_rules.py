@@ -9,7 +9,7 @@ import pytest
 
 from difftest.analysis.compare import Comparison, compare
 from difftest.config import _COMPARISON_KEYS, AcceptanceGate, ComparisonSpec
-from difftest.core.rules import RULE_KEYS, InvalidValue, Rules
+from difftest.core.rules import OVERRIDE_KEYS, RULE_KEYS, InvalidValue, Rules
 from difftest.core.thresholds import Dtype, ToleranceMode
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
@@ -23,7 +23,8 @@ SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", rules=Rules(atol=0.5))
 
 def test_the_keywords_spell_the_records_fields() -> None:
     assert list(OverrideKeywords.__annotations__) == [f.name for f in fields(Overrides)]
-    assert [f.name for f in fields(Overrides)] == list(RULE_KEYS)
+    assert [f.name for f in fields(Overrides)] == list(OVERRIDE_KEYS)
+    assert set(OVERRIDE_KEYS) < set(RULE_KEYS)
     assert [k.replace("cache_dir", "cache") for k in RunKeywords.__annotations__] == [
         f.name for f in fields(RunOptions)]
 

@@ -140,6 +140,12 @@ def _acceptance(value: object) -> AcceptanceGate | None:
     return AcceptanceGate(**value)
 
 
+# field metadata: a rule set in the config only (no command-line flag or API override sets
+# it), and where rules came from (not a rule: meta.json records it, no config key sets it)
+_CONFIGURED = {"configured": True}
+_ORIGIN = {"origin": True}
+
+
 @dataclass(frozen=True)
 class Rules:
     """What a comparison's drafts must show and how they are judged. Every value is checked
@@ -156,23 +162,25 @@ class Rules:
     # run arm A this many times and judge B against its A/A noise floor (0: no floor)
     noise_runs: int = 0
     # the known-wrong mutations a check must see fail (difftest.config.BUILTIN_MUTATIONS, or
-    # the config's [mutations])
-    probe: tuple[str, ...] = ()
+    # the config's [mutations]); `difftest probe --mutation` chooses its own, so no override
+    probe: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
     # How the engine drafts a block's rows; None: as the traces declare, else block.
     drafting: DraftingKind | None = None
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
-    # is about. Arms that report the same value for one of them make the verdict INERT.
-    toggle: tuple[str, ...] = ()
+    # is about. Arms that report the same value for one of them make the verdict INERT. A claim
+    # about the configured arms, so set with them.
+    toggle: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
     # Run arm B on arm A's committed stream (difftest.core.force): every position is compared.
     teacher_force: bool = False
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
-    acceptance: AcceptanceGate | None = None
-    # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm
-    tolerance: ToleranceMode = ToleranceMode.GIVEN
+    acceptance: AcceptanceGate | None = field(default=None, metadata=_CONFIGURED)
+    # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm (an
+    # override sets atol/rtol themselves, which outrank the table)
+    tolerance: ToleranceMode = field(default=ToleranceMode.GIVEN, metadata=_CONFIGURED)
     # Not a rule but where rules came from: the rules an override (command line, API argument)
     # set. atol/rtol/near_tie set so win over the config, the dtype table and a thresholds
     # file, and the report credits the override; a drafting set so is reported as the flag's.
-    overridden: tuple[str, ...] = field(default=(), metadata={"origin": True})
+    overridden: tuple[str, ...] = field(default=(), metadata=_ORIGIN)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -206,10 +214,10 @@ class Rules:
                                              f"{self.expect.value!r}")
         given: object = self.overridden
         if isinstance(given, str) or not isinstance(given, (list, tuple)) or any(
-                k not in RULE_KEYS for k in given):
-            raise InvalidValue("overridden", f"must list keys among {', '.join(RULE_KEYS)}, "
+                k not in OVERRIDE_KEYS for k in given):
+            raise InvalidValue("overridden", f"must list keys among {', '.join(OVERRIDE_KEYS)}, "
                                              f"got {given!r}")
-        set_(self, "overridden", tuple(k for k in RULE_KEYS if k in given))
+        set_(self, "overridden", tuple(k for k in OVERRIDE_KEYS if k in given))
         if self.tolerance is ToleranceMode.DTYPE and any(
                 getattr(self, k) and k not in self.overridden for k in ("atol", "rtol")):
             raise InvalidValue("tolerance", "\"dtype\" takes atol and rtol from the dtype table: "
@@ -239,9 +247,11 @@ class Rules:
         return key in self.overridden
 
 
-# The rules by name, in the record's order: the keys a comparison table takes besides its arms,
-# and the fields an override may set. ECHO_KEYS adds where rules came from (meta.json only).
+# The rules by name, in the record's order: the keys a comparison table takes besides its arms;
+# of them, those an override may set (`Overrides`' fields); and with where they came from, the
+# keys of meta.json's echo.
 RULE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Rules) if not f.metadata.get("origin"))
+OVERRIDE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Rules) if not f.metadata)
 ECHO_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Rules))
 # The rules of a bare comparison (no config): bitwise, and no flip a near-tie (a near_tie of 0
 # admits none; None would derive it from the tolerance, which bitwise is also none).

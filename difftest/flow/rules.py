@@ -1,9 +1,9 @@
 """Overrides of a comparison's rules: the values a command line or an API caller sets over the
-configured comparison, in one record with every field of `Rules` (difftest.core.rules) but
-optional, checked when applied by the rules a config file's values meet (`Rules.__post_init__`),
-so a bad override is refused in one message wherever it came from. The rules it sets are
-recorded in `Rules.overridden`: where a rule came from travels with it (a report credits the
-overrides, a drafting set so reads "flag").
+configured comparison, in one record with the fields of `Rules` (difftest.core.rules) an
+override may set, all optional, checked when applied by the rules a config file's values meet
+(`Rules.__post_init__`), so a bad override is refused in one message wherever it came from.
+The rules it sets are recorded in `Rules.overridden`: where a rule came from travels with it
+(a report credits the overrides, a drafting set so reads "flag").
 
 The keyword bundles (`OverrideKeywords`, `RunKeywords`) are the API's keyword spellings of
 these records, converted at the door (`Overrides.of`, `run_options`): inside the package the
@@ -20,8 +20,7 @@ from typing import TypedDict
 from difftest.config import ComparisonSpec
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
-from difftest.core.rules import AcceptanceGate, InvalidValue, Rules
-from difftest.core.thresholds import ToleranceMode
+from difftest.core.rules import InvalidValue, Rules
 from difftest.flow.plan import RunOptions
 
 OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
@@ -36,12 +35,8 @@ class OverrideKeywords(TypedDict, total=False):
     atol: float | None
     rtol: float | None
     noise_runs: int | None
-    probe: tuple[str, ...] | None
     drafting: DraftingKind | str | None
-    toggle: tuple[str, ...] | None
     teacher_force: bool | None
-    acceptance: AcceptanceGate | None
-    tolerance: ToleranceMode | str | None
 
 
 class RunKeywords(TypedDict, total=False):
@@ -57,7 +52,7 @@ class RunKeywords(TypedDict, total=False):
 @dataclass(frozen=True)
 class Overrides:
     """Values set over a comparison's rules; None leaves a rule as configured. The fields are
-    `Rules`' own (`RULE_KEYS`; tests/test_rules.py keeps the two alike)."""
+    the rules an override may set (`OVERRIDE_KEYS`; tests/test_rules.py keeps the two alike)."""
 
     expect: Expect | str | None = None
     min_differing: int | None = None
@@ -65,12 +60,8 @@ class Overrides:
     atol: float | None = None
     rtol: float | None = None
     noise_runs: int | None = None
-    probe: tuple[str, ...] | None = None
     drafting: DraftingKind | str | None = None
-    toggle: tuple[str, ...] | None = None
     teacher_force: bool | None = None
-    acceptance: AcceptanceGate | None = None
-    tolerance: ToleranceMode | str | None = None
 
     @classmethod
     def of(cls, keywords: Mapping[str, object], base: Overrides | None = None) -> Overrides:
