@@ -14,6 +14,7 @@ from difftest.trace.align import CoverageGap, EmitDivergence, align, step_keys
 from difftest.analysis.audit import audit_trace
 from difftest.analysis.compare import STATUS_NAMES, Comparison, FirstLogitDifference, compare
 from difftest.core.kinds import VerdictKind
+from difftest.core.rules import Rules
 from difftest.trace import parse_lines
 from difftest.analysis.verdict import Verdict, judge
 from conftest import logits_line, verify_line
@@ -26,7 +27,7 @@ _verify, _logits = verify_line, logits_line
 
 def _run(a: list[str], b: list[str], **kw: float) -> tuple[Comparison, Verdict]:
     ta, tb = parse_lines(a), parse_lines(b)
-    cmp = compare(ta, tb, **kw)
+    cmp = compare(ta, tb, Rules(near_tie=0.0, **kw))  # type: ignore[arg-type]
     return cmp, judge(cmp, audit_trace(ta), audit_trace(tb), names=("x", "y"))
 
 

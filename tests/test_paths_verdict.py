@@ -20,8 +20,9 @@ DATA = Path(__file__).parent / "data" / "compare"
 
 def _judge(a: ArmTrace, b: ArmTrace, **kw: float) -> Verdict:
     expect = Expect.DIFFER if kw.pop("differ", 0) else Expect.SAME
-    cmp = compare(a, b, Rules(near_tie=kw.get("near_tie", 0.0), atol=kw.get("atol", 0.0)))
-    return judge(cmp, audit_trace(a), audit_trace(b), names=("x", "y"), expect=expect)
+    cmp = compare(a, b, Rules(near_tie=kw.get("near_tie", 0.0), atol=kw.get("atol", 0.0),
+                              expect=expect))
+    return judge(cmp, audit_trace(a), audit_trace(b), names=("x", "y"))
 
 
 AGREE_A = parse_trace(DATA / "agree_a.log")

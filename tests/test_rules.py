@@ -66,6 +66,9 @@ def test_a_rule_is_stored_once() -> None:
     # the kind the rows were compared as, when the caller resolved it
     assert compare(a, a, rules, drafting=DraftingKind.BLOCK).rules == replace(
         rules, drafting=DraftingKind.BLOCK)
+    # a rule passed loose is refused, not silently dropped
+    with pytest.raises(TypeError, match="unexpected keyword argument.*near_tie"):
+        compare(a, a, near_tie=0.5)  # type: ignore[call-arg]
 
 
 def test_rules_are_checked_when_made_and_when_replaced() -> None:

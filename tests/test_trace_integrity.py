@@ -12,6 +12,7 @@ import pytest
 from difftest import api
 from difftest.analysis.audit import audit_trace
 from difftest.analysis.compare import compare
+from difftest.core.rules import Rules
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import FindingKind, VerdictKind
 from difftest.core.model import ArmTrace
@@ -103,9 +104,9 @@ def test_stream_breaks_also_leave_no_differ_verdict() -> None:
     a = parse_trace(DATA / "agree_a.log")
     b = parse_text((DATA / "differ_b.log").read_text().replace(
         "[SPECTRACE] req=b pos=9", "[SPECTRACE] req=b pos=3"), "b.log")
-    cmp = compare(a, b)
+    cmp = compare(a, b, Rules(near_tie=0.0, expect="differ"))  # type: ignore[arg-type]
     assert cmp.blocks_differing > 0
-    v = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES, expect="differ")  # type: ignore[arg-type]
+    v = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES)
     assert (v.verdict, v.passed) == (VerdictKind.UNINFORMATIVE, False)
 
 
@@ -221,8 +222,9 @@ def test_a_draft_length_difference_alone_is_a_token_flip_that_counts() -> None:
     assert (cmp.blocks_differing, cmp.blocks_near_tie, cmp.draft_length_blocks) == (0, 0, 1)
     same = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES)
     assert (same.verdict, same.exit_code) == (VerdictKind.DIFFER, ExitCode.DIFFER)
-    differ = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES,
-                   expect="differ", min_differing=1)  # type: ignore[arg-type]
+    expecting = compare(a, b, Rules(near_tie=0.0, expect="differ",  # type: ignore[arg-type]
+                                    min_differing=1))
+    differ = judge(expecting, audit_trace(a), audit_trace(b), names=NAMES)
     assert (differ.verdict, differ.passed) == (VerdictKind.DIFFER, True)
 
 

@@ -25,9 +25,9 @@ def verdict_of(a: ArmTrace | str, b: ArmTrace | str, *, expect: str = "same",
                thresholds: AuditThresholds | None = None) -> Verdict:
     ta = parse_trace(DATA / a) if isinstance(a, str) else a
     tb = parse_trace(DATA / b) if isinstance(b, str) else b
-    c = compare(ta, tb, Rules(near_tie=near_tie, atol=atol))
+    c = compare(ta, tb, Rules(near_tie=near_tie, atol=atol, expect=expect,  # type: ignore[arg-type]
+                              min_differing=min_differing))
     return judge(c, audit_trace(ta, thresholds), audit_trace(tb, thresholds), names=NAMES,
-                 expect=expect, min_differing=min_differing,  # type: ignore[arg-type]
                  thresholds=thresholds)
 
 

@@ -680,6 +680,9 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
     nothing here knows what was expected. `floor` is arm A's A/A noise floor, when its reruns
     were measured. A `near_tie` of None derives it per row from the tolerance
     (`difftest.core.thresholds`)."""
+    unknown = sorted(set(context) - set(Context.__annotations__))
+    if unknown:  # a rule passed loose (near_tie=...) belongs in `rules`
+        raise TypeError(f"compare() got unexpected keyword argument(s): {', '.join(unknown)}")
     al = context.get("alignment") or align(a, b)
     drafting = context.get("drafting") or rules.drafting or DraftingKind.BLOCK
     drafting_source = DraftingSource(context.get("drafting_source", DraftingSource.DEFAULT))

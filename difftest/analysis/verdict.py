@@ -313,11 +313,11 @@ def explain(d: Decision, cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAud
 
 
 def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: tuple[str, str],
-          expect: Expect = Expect.SAME, min_differing: int = 1,
           thresholds: AuditThresholds | None = None) -> Verdict:
-    """The verdict of one comparison whose arms both ran."""
+    """The verdict of one comparison whose arms both ran, under the rules it was compared by
+    (`cmp.rules`: what was expected, how many differing blocks `differ` asks for)."""
     th = thresholds or AuditThresholds()
-    expect = Expect(expect)
+    expect, min_differing = cmp.rules.expect, cmp.rules.min_differing
     for name, au in _per_arm(names, (audit_a, audit_b)):
         if au.blocks == 0:
             return arm_failed([ArmFailure(

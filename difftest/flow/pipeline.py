@@ -162,8 +162,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     applied = replace(spec.rules, atol=atol, rtol=rtol, tolerance=ToleranceMode.GIVEN)
     cmp = compare(a.trace, b.trace, applied, floor=floor, drafting=drafting,
                   drafting_source=source, alignment=alignment)
-    verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), expect=spec.rules.expect,
-                    min_differing=spec.rules.min_differing, thresholds=thresholds)
+    verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), thresholds=thresholds)
     verdict = verdict.with_reasons([*said, *threshold_notes(cmp, floor)])
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
