@@ -53,7 +53,7 @@ M = [
   "        return \"\".join(traceback.format_exception(exc)).rstrip(), ExitCode.DIFFER",
   "tests/test_false_passes.py"),
  ("S9 token radius ignores near_tie", "difftest/analysis/logit_instrument.py",
-  "        candidates.append((cmp.near_tie, \"near_tie\"))",
+  "        candidates.append((cmp.rules.near_tie, \"near_tie\"))",
   "        candidates.append((0.0, \"near_tie\"))",
   "tests/test_false_passes.py"),
  ("S10 radius not widened for unresolved rows", "difftest/analysis/logit_instrument.py",
