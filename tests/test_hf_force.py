@@ -8,7 +8,6 @@ import io
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,7 +140,7 @@ def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> No
     the same drafted tokens, and the verdict follows from the drafts: only near-tie flips, so
     it agrees."""
     cfg = load_config(HF_TOML)
-    spec = replace(cfg.comparisons["assistant-dtype"], teacher_force=True)
+    spec = cfg.comparisons["assistant-dtype"].with_rules(teacher_force=True)
     rep = api.run_comparison(cfg, spec, run_root=tmp_path, progress=False)
     assert rep.forcing is not None and rep.forcing.honoured, rep.verdict.reasons
     c = rep.comparison
