@@ -284,9 +284,11 @@ def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
 
     from difftest.flow.calibrate import _flip_margin
     from difftest.analysis.compare import compare as compare_traces
+    from difftest.core.rules import Rules
     from difftest.trace import parse_lines
 
     a = [Step("r", 0, (((5, 10.0), (6, 9.9), (7, 8.0)),))]
     b = [Step("r", 0, (((7, 10.0), (5, 9.7), (6, 9.6)),))]
-    c = compare_traces(parse_lines(trace_lines(a)), parse_lines(trace_lines(b)), near_tie=0.0)
+    c = compare_traces(parse_lines(trace_lines(a)), parse_lines(trace_lines(b)),
+                       Rules(near_tie=0.0))
     assert _flip_margin(c) == pytest.approx(2.0)
