@@ -374,8 +374,9 @@ def localize(
     at: Annotated[str | None, typer.Option(
         "--at", help="REQ:POS to localise (default: the run's first differing step).")] = None,
     dumps: Annotated[tuple[Path, Path] | None, typer.Option(
-        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")
-    ] = None,
+        "--dumps", metavar="DIR_A DIR_B",
+        help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step, arm A's then arm B's: "
+             "no rerun.")] = None,
     atol: Annotated[float | None, typer.Option(
         "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
                        "comparison atol; 0 with --dumps).")] = None,
