@@ -380,6 +380,9 @@ def localize(
     atol: Annotated[float | None, typer.Option(
         "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
                        "comparison atol; 0 with --dumps).")] = None,
+    comparison: Annotated[str | None, typer.Option(
+        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
+                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
 ) -> None:
     """Name the first draft-forward module whose output differs between the arms
     (exit 1 when one differs, 0 when all agree)."""
@@ -388,18 +391,21 @@ def localize(
     if (run_dir is None) == (dumps is None):
         raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
     if dumps is not None:
-        if at is not None:
-            raise UsageError("--at picks a step to rerun: it needs a RUN_DIR, not --dumps")
+        if at is not None or comparison is not None:
+            raise UsageError("--at and --comparison pick what to rerun in a run: they need a "
+                             "RUN_DIR, not --dumps")
         report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
     from difftest.report.outputs import write_localization
 
-    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
+    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol,
+                              comparison)
     figure = write_localization(result)
     typer.echo(result.render())
-    typer.echo(f"figure: {figure}; the run's report.md and report.html have the section")
+    typer.echo(f"figure: {figure}" + ("; the run's report.md and report.html have the section"
+                                      if result.in_report else ""))
     raise typer.Exit(int(result.exit_code))
 
 

@@ -39,7 +39,6 @@ from difftest.analysis.threshold_notes import threshold_notes
 from difftest.flow.plan import Evidence as Evidence  # re-exported: the type reports name
 from difftest.flow.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
 from difftest.flow.plan import self_pair as self_pair  # re-exported for callers of the old home
-from difftest.flow.plan import spec_from
 from difftest.flow.rules import OVERRIDES, OverrideKeywords, Overrides
 from difftest.core.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
                                  resolve_tolerance)
@@ -83,7 +82,6 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-_spec_from = spec_from  # difftest.flow.localize reads a run's comparison with it
 
 def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
                    **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:

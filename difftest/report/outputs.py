@@ -116,15 +116,16 @@ LOCALIZE_SVG = "modules.svg"
 
 
 def write_localization(result: RunLocalization) -> Path:
-    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and the
-    run's report.md and report.html written again with a localisation section. Returns the
-    figure's path."""
+    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and, when
+    the run's report.md and report.html are of the comparison localised, both written again
+    with a localisation section. Returns the figure's path."""
     from difftest.flow.pipeline import rejudge_run
 
     figure = result.folder / LOCALIZE_SVG
     write_bytes_atomic(figure, html.localization_svg(result.report.localization),
                        inside=result.run_dir)
-    write_comparison(rejudge_run(result.run_dir))
+    if result.in_report:
+        write_comparison(rejudge_run(result.run_dir, comparison=result.comparison))
     return figure
 
 
