@@ -430,8 +430,8 @@ class RecordedRun:
         """`spec`, when the plan's roles name its arms as its arms A and B (a run recorded
         before the plan had roles has none to contradict)."""
         roles = self.roles.get(spec.name)
-        if roles is None:
-            return spec
+        if roles is None or spec.arm_a == spec.arm_b:
+            return spec  # one arm named twice: refused where it is judged, saying why
         for arm, wanted in ((spec.arm_a, (Role.A,)), (spec.arm_b, (Role.B, Role.MUTATED_B))):
             if roles.get(arm) not in wanted:
                 raise UsageError(
