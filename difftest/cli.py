@@ -26,7 +26,7 @@ from typer.core import TyperGroup
 from difftest.core.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from difftest.flow.pipeline import ComparisonReport
+    from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.plan import RunOptions
     from difftest.flow.rules import Overrides
 

@@ -141,7 +141,7 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
     """The first differing (request, position) of a judged run: a token flip, else a logit
     difference beyond the comparison's tolerance."""
     from difftest.core.errors import UsageError
-    from difftest.flow.pipeline import rejudge_run
+    from difftest.flow.rejudge import rejudge_run
 
     report = rejudge_run(Path(run_dir))
     c = report.comparison
@@ -163,7 +163,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     from difftest.core.errors import UsageError
     from difftest.execute import load_run, run_arms
     from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
-    from difftest.flow.pipeline import _spec_from
+    from difftest.flow.plan import spec_from
     from difftest.trace import parse_trace
 
     run_dir = Path(run_dir)
@@ -174,7 +174,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     raw = extra.get("comparison") if isinstance(extra, dict) else None
     if not isinstance(raw, dict):
         raise UsageError(f"{run_dir}: meta.json names no comparison; localize needs one")
-    spec = _spec_from(raw, str(run_dir / "meta.json"))
+    spec = spec_from(raw, str(run_dir / "meta.json"))
     req, pos = at if at is not None else first_differing_step(run_dir)
     a, b = results[spec.arm_a], results[spec.arm_b]
     stream = committed_stream(parse_trace(a.stderr_path))

@@ -89,7 +89,9 @@ class Judged:
 class Plan:
     """Every arm a run starts (each once, under a name unique in the run) and every comparison
     it judges. `selected`: the comparisons a check was asked for, or the mutations a probe
-    runs; `noise`: the arm and run count of a noise run."""
+    runs; `noise`: the arm and run count of a noise run; `probes`: whether a check judges the
+    probes its comparisons require; `launched_jobs`: set on a check, whose arms run capped
+    (see `difftest.flow.run.job_limits`), None where every arm starts at once."""
 
     kind: PlanKind
     label: str
@@ -100,6 +102,8 @@ class Plan:
     cache: Path | None = None  # the config's [defaults] cache
     selected: tuple[str, ...] = ()
     noise: tuple[str, int] | None = None
+    probes: bool = True
+    launched_jobs: int | None = None
 
     def comparison(self, name: str) -> Judged:
         for j in self.judged:
@@ -264,7 +268,8 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
         judged.append(base)
         judged += [mutated(config, base, m) for m in (s.probe if probes else ())]
     return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
-                config.path, config.defaults.cache, selected=tuple(names))
+                config.path, config.defaults.cache, selected=tuple(names), probes=probes,
+                launched_jobs=config.defaults.launched_jobs)
 
 
 def plan_noise(config: Config, arm: str, runs: int) -> Plan:

@@ -29,8 +29,9 @@ from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.core.errors import UsageError
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.core.model import ArmTrace
-from difftest.flow.pipeline import ComparisonReport, outcomes_from_run, run_more, thresholds_of
+from difftest.flow.evaluate import ComparisonReport, outcomes_from_run, thresholds_of
 from difftest.flow.plan import arm_pair
+from difftest.flow.run import run_more
 from difftest.analysis.sequential import MIN_RUNS, Design, Look, SequentialResult, Tally, fold, look
 from difftest.analysis.verdict import arm_failed
 
