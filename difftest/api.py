@@ -28,7 +28,6 @@ from difftest.flow.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeyw
 from difftest.report import bisect_report, outputs
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
-from difftest.flow.sequential_runs import continue_until_decided, design_of
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
@@ -76,16 +75,8 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     the sequential acceptance test decides, at most this many times each
     (difftest.analysis.sequential)."""
     opts = run_options(keywords, options)
-    if opts.until_decided is not None:
-        design_of(spec, opts.until_decided)  # refused before anything runs
-        # the sequential test takes the place of the fixed-sample acceptance gate
-        plan = plan_compare(config, replace(spec, acceptance=None))
-        report = continue_until_decided(
-            config, spec, judged(plan, run(plan, opts), ComparisonReport),
-            opts.until_decided, progress=opts.progress, cache_dir=opts.cache)
-    else:
-        plan = plan_compare(config, spec)
-        report = judged(plan, run(plan, opts), ComparisonReport)
+    plan = plan_compare(config, spec, opts.until_decided)
+    report = judged(plan, run(plan, opts), ComparisonReport)
     outputs.write_comparison(report)
     return report
 

@@ -21,6 +21,7 @@ from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
 from difftest.flow.plan import Judged, Plan, PlanKind
 from difftest.flow.run import RunResults
+from difftest.flow.sequential_runs import folded
 from difftest.flow.scoring import ProbeReport, score_probe
 from difftest.numerics.noise import NoiseFloor
 
@@ -120,7 +121,7 @@ def judge(plan: Plan, results: RunResults) -> Judgement:
     baseline = _comparison(base, outcomes, results.run_dir)
     if plan.kind is PlanKind.PROBE:
         return score_probe(plan, base, outcomes, results.run_dir, baseline)
-    return baseline
+    return baseline if results.sequential is None else folded(baseline, results.sequential)
 
 
 def judged(plan: Plan, results: RunResults, kind: type[J]) -> J:

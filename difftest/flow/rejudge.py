@@ -17,7 +17,7 @@ from difftest.config import ComparisonSpec
 from difftest.execute import load_run
 from difftest.flow.evaluate import ComparisonReport, one_capture
 from difftest.flow.judge import judged
-from difftest.flow.plan import Judged, Plan, PlanKind, read_run
+from difftest.flow.plan import ROUND, Judged, Plan, PlanKind, read_run
 from difftest.flow.rules import OverrideKeywords, Overrides
 from difftest.flow.run import RunResults
 
@@ -57,9 +57,9 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
 def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
     """How many rounds an `--until-decided` run of `spec` holds (its `ARM#seqN` arms), or None
     where it was not such a run."""
-    rounds = [int(n.rsplit("#seq", 1)[1]) for n in names
-              if "#seq" in n and n.rsplit("#seq", 1)[0] in (spec.arm_a, spec.arm_b)
-              and n.rsplit("#seq", 1)[1].isdigit()]
+    rounds = [int(n.rsplit(ROUND, 1)[1]) for n in names
+              if ROUND in n and n.rsplit(ROUND, 1)[0] in (spec.arm_a, spec.arm_b)
+              and n.rsplit(ROUND, 1)[1].isdigit()]
     return max(rounds) if rounds else None
 
 

@@ -1,8 +1,9 @@
 """Running a plan: `run(plan, options)` starts every arm the plan names, each once, into one
 fresh run directory whose meta.json holds the plan's record before any arm starts. It is the
 one place a plan's arms are started: teacher forcing's second phase (arm B on arm A's committed
-stream) runs here too, into the same directory. Nothing here judges: `difftest.flow.judge`
-reads what ran.
+stream) and the rounds of `--until-decided` the plan names (each run while the sequential test
+has not decided) run here too, into the same directory. Nothing else here judges:
+`difftest.flow.judge` reads what ran.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_f
 from difftest.core.limits import MAX_JOBS
 from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
                               signal_of, write_json_atomic)
+from difftest.flow.evaluate import outcome
 from difftest.flow.plan import Plan, RunOptions
+from difftest.flow.sequential_runs import SequentialRun, SequentialTest
 from difftest.trace import parse_trace
 
 
@@ -28,12 +31,14 @@ from difftest.trace import parse_trace
 class RunResults:
     """What a run of a plan left: its directory and each arm's result, once (by the name the
     plan gave it); when it began (ISO 8601 UTC, and on the monotonic clock, so a judge can
-    give the wall time of the whole command)."""
+    give the wall time of the whole command); under `--until-decided`, what the rounds after
+    the first left (None: no round ran, an arm of the first run failed)."""
 
     run_dir: Path
     arms: Mapping[str, ArmResult]
     started_at: str | None = None
     started: float | None = None
+    sequential: SequentialRun | None = None
 
 
 def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
@@ -52,7 +57,36 @@ def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
         run_dir, results = run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
                                        progress=options.progress, extra_meta=plan.meta(),
                                        cache_dir=cache, limits=limits, record=plan.record())
-    return RunResults(run_dir, results, started_at, started)
+    rounds = None
+    if plan.rounds is not None:
+        results, rounds = _until_decided(plan, options, run_dir, results, cache)
+    return RunResults(run_dir, results, started_at, started, rounds)
+
+
+def _until_decided(plan: Plan, options: RunOptions, run_dir: Path,
+                   results: dict[str, ArmResult], cache: Path | None
+                   ) -> tuple[dict[str, ArmResult], SequentialRun | None]:
+    """The rounds the plan names, run one after another into the run directory while the
+    sequential test has not decided; an arm that fails in a round ends them."""
+    assert plan.rounds is not None
+    spec = plan.judged[0].spec
+    a0, b0 = (outcome(n, results[n].stderr_path, results[n], plan.audit)
+              for n in (spec.arm_a, spec.arm_b))
+    if a0.trace is None or b0.trace is None:
+        return results, None  # an arm failed: reported as such
+    test = SequentialTest(plan.rounds.design, a0.trace, b0.trace)
+    while (r := test.next_round) is not None:
+        pair = plan.rounds.arms[r - 2]
+        more = run_more(run_dir, list(pair), progress=options.progress, cache_dir=cache)
+        results = {**results, **more}
+        a, b = (outcome(arm.name, more[arm.name].stderr_path, more[arm.name], plan.audit)
+                for arm in pair)
+        failures = tuple(o.failure for o in (a, b) if o.failure is not None)
+        if failures:
+            return results, SequentialRun(None, failures)
+        assert a.trace is not None and b.trace is not None
+        test.add(a.trace, b.trace)
+    return results, SequentialRun(test.result(plan.rounds.inputs))
 
 
 def job_limits(config: Config, jobs: int | None) -> JobLimits:
