@@ -15,13 +15,15 @@ from typing import TypeVar
 
 from difftest.analysis.audit import AuditThresholds
 from difftest.analysis.floor import measure_floor
+from difftest.analysis.sequential import fold
+from difftest.analysis.verdict import arm_failed
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ArmFailure, ExitCode, InternalError
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
 from difftest.flow.plan import Judged, Plan, PlanKind
 from difftest.flow.run import RunResults
-from difftest.flow.sequential_runs import folded
+from difftest.flow.sequential_runs import SequentialRun
 from difftest.flow.scoring import ProbeReport, score_probe
 from difftest.numerics.noise import NoiseFloor
 
@@ -137,6 +139,15 @@ def _comparison(j: Judged, outcomes: Outcomes, run_dir: Path) -> ComparisonRepor
     a, b = outcomes.pair(j.spec)
     return evaluate(j.spec, a, b, outcomes.thresholds, run_dir, outcomes.reruns(j.spec),
                     j.evidence)
+
+
+def folded(first: ComparisonReport, rounds: SequentialRun) -> ComparisonReport:
+    """The first run's report with the sequential decision folded into its verdict (and
+    recorded in `sequential`)."""
+    if rounds.failures:
+        return replace(first, verdict=arm_failed(list(rounds.failures), first.spec.expect))
+    assert rounds.result is not None
+    return replace(first, verdict=fold(first.verdict, rounds.result), sequential=rounds.result)
 
 
 def _check(plan: Plan, results: RunResults, outcomes: Outcomes) -> CheckResult:

@@ -3,7 +3,7 @@ until the sequential test of `difftest.analysis.sequential` decides or the maxim
 The plan names the rounds (`difftest.flow.plan.plan_rounds`, `ARM#seqN`), `difftest.flow.run`
 runs them into the comparison's run directory, so the captures stay beside the report that
 counted them, and asks `SequentialTest` after each whether to go on; `difftest.flow.judge` folds
-the decision into the first run's verdict (`folded`).
+the decision into the first run's verdict.
 
 Arms that take an input (`{seed}` in their command or env) run each round on the next input
 after the comparison's `gate_input` (an integer: the round's number added to it, skipping the
@@ -27,11 +27,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, counts_of
-from difftest.analysis.sequential import Design, Look, SequentialResult, Tally, fold, look
-from difftest.analysis.verdict import arm_failed
+from difftest.analysis.sequential import Design, Look, SequentialResult, Tally, look
 from difftest.core.errors import ArmFailure
 from difftest.core.model import ArmTrace
-from difftest.flow.evaluate import ComparisonReport
 
 
 def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
@@ -128,12 +126,3 @@ class SequentialRun:
 
     result: SequentialResult | None
     failures: tuple[ArmFailure, ...] = ()
-
-
-def folded(first: ComparisonReport, rounds: SequentialRun) -> ComparisonReport:
-    """The first run's report with the sequential decision folded into its verdict (and
-    recorded in `sequential`)."""
-    if rounds.failures:
-        return replace(first, verdict=arm_failed(list(rounds.failures), first.spec.expect))
-    assert rounds.result is not None
-    return replace(first, verdict=fold(first.verdict, rounds.result), sequential=rounds.result)
