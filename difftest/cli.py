@@ -407,9 +407,11 @@ def localize(
     if (run_dir is None) == (dumps is None):
         raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
     if dumps is not None:
-        if at is not None or comparison is not None:
-            raise UsageError("--at and --comparison pick what to rerun in a run: they need a "
-                             "RUN_DIR, not --dumps")
+        given = [name for name, value in (("--at", at), ("--comparison", comparison))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{' and '.join(given)} {'pick' if len(given) > 1 else 'picks'} "
+                             "what to rerun in a run: they need a RUN_DIR, not --dumps")
         report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
