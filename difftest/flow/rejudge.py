@@ -51,7 +51,14 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
                 thresholds)
     report = judged(plan, RunResults(Path(run_dir), results), ComparisonReport)
     rounds = sequential_rounds(results, spec)
-    return report if rounds is None else _unjudged_sequential(report, rounds)
+    return report if rounds is None else _unjudged_sequential(
+        report, rounds, stopped=_stopped(meta))
+
+
+def _stopped(meta: Mapping[str, object]) -> str | None:
+    """How a run that did not end `done` ended (interrupted, terminated, ...), in words."""
+    status = meta.get("status", "done")
+    return None if status == "done" else str(status)
 
 
 def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
@@ -63,16 +70,23 @@ def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int 
     return max(rounds) if rounds else None
 
 
-def _unjudged_sequential(report: ComparisonReport, rounds: int) -> ComparisonReport:
+def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
+                         stopped: str | None = None) -> ComparisonReport:
     """A re-judged `--until-decided` run: what was judged is its first round alone, without
-    the sequential test that gated it, so an agreement is not this judgement's to give."""
+    the sequential test that gated it, so an agreement is not this judgement's to give (nor,
+    from a run stopped before the test decided, any decision of the test's)."""
     verdict = report.verdict
     if verdict.verdict is VerdictKind.ARM_FAILED:
         return report
     kind = VerdictKind.UNINFORMATIVE if verdict.verdict is VerdictKind.AGREE else verdict.verdict
-    why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
-           "re-judging takes its first round alone and does not re-run the sequential test "
-           "that gated it, so it gives no agreement; the run's own decision is the "
-           "`sequential` entry of its report.json")
+    if stopped is not None:
+        why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
+               "before the sequential test decided: re-judging takes its first round alone "
+               "and gives no agreement; the run has no decision of its own")
+    else:
+        why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
+               "re-judging takes its first round alone and does not re-run the sequential test "
+               "that gated it, so it gives no agreement; the run's own decision is the "
+               "`sequential` entry of its report.json")
     return replace(report, verdict=replace(verdict, verdict=kind,
                                            reasons=(*verdict.reasons, why)))

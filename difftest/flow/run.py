@@ -155,9 +155,15 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
         results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
                            cache_dir=cache_dir, plan=before.get("plan"))
     except KeyboardInterrupt as exc:
+        _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
         raise InterruptedRun(run_dir, signal_of(exc)) from None
+    _keep_earlier_arms(run_dir, before)
+    return results
+
+
+def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:
+    """meta.json as the arms just run left it, with the arms recorded before them."""
     _, after = load_run(run_dir)
-    after["arms"] = {**before["arms"], **after["arms"]}
+    after["arms"] = {**before["arms"], **after["arms"]}  # type: ignore[dict-item]
     after["created_at"] = before.get("created_at", after.get("created_at"))
     write_json_atomic(run_dir / META_NAME, after)
-    return results

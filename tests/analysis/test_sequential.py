@@ -241,6 +241,62 @@ def test_until_decided_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "needs arms" in res.output
 
 
+ROUND_ONE_ONLY = """import runpy, sys, time
+if sys.argv[1] != "5":  # every later round waits to be interrupted
+    sys.stderr.write("started\\n"); sys.stderr.flush(); time.sleep(60)
+sys.argv = ["ref", "--nondeterministic", "--requests", "30", "--steps", "6", "--seed", "5"]
+runpy.run_module("difftest.runners.reference", run_name="__main__")
+"""
+
+
+def test_an_interrupted_sequential_run_is_judged_on_its_first_round(tmp_path: Path) -> None:
+    """Ctrl-C in round 2: meta.json keeps round 1's arms, and export judges them, says the run
+    was sequential and interrupted, and never agrees on a test that did not decide."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = tmp_path / "difftest.toml"
+    cfg.write_text(f"""
+[arms.ref]
+command = ["{{python}}", "-c", {json.dumps(ROUND_ONE_ONLY)}, "{{seed}}"]
+env = {{ VT_SPEC_TRACE = "1" }}
+[comparisons.aa]
+arm_a = "ref"
+arm_b = "ref"
+acceptance = {{ max_drop = 0.1, alpha = 0.01 }}
+gate_input = "5"
+""", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "difftest", "compare", "-c", "aa",
+                             "--config", str(cfg), "--run-root", str(tmp_path / "runs"),
+                             "--no-progress", "--until-decided", "6"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    started: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        started = [p for p in (tmp_path / "runs").glob("*/ref_seq2.stderr") if p.read_text()]
+        if started:
+            break
+        time.sleep(0.1)
+    assert started, proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    run_dir = started[0].parent
+    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+    assert meta["status"] == "interrupted"
+    assert {"ref", "ref#2", "ref#seq2", "ref#2#seq2"} <= set(meta["arms"])
+    again = api.rejudge(run_dir)
+    assert again.verdict.verdict is VerdictKind.UNINFORMATIVE  # round 1 alone agreed
+    said = " ".join(again.verdict.reasons)
+    assert ("this run was sequential (--until-decided) and was interrupted in round 2, before "
+            "the sequential test decided") in said
+    res = CliRunner().invoke(app, ["export", str(run_dir)])
+    assert res.exit_code == ExitCode.UNINFORMATIVE, res.output
+    assert "was interrupted in round 2" in " ".join(res.output.split())
+
+
 def test_identical_runs_keep_a_width_of_the_rates_resolution() -> None:
     """Two arms whose acceptance matched verify for verify have no paired spread; the bounds
     still have the width of one verify's change, not none."""

@@ -86,3 +86,38 @@ def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(tmp_pat
         assert out.returncode == ExitCode.USAGE, (at, out.stderr)
         assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (run_dir / "localize").exists()  # nothing was rerun
+
+
+def test_localize_names_the_comparison_of_a_run_of_several(tmp_path: Path) -> None:
+    """A probe run judged its baseline and each mutation: localize, as export, needs -c, and
+    localises the mutation named in a folder of its own, leaving the baseline's report alone."""
+    cfg_path = tmp_path / "difftest.toml"
+    config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
+                      "same": {"command": REF, "env": LEVEL3}},
+           {"pair": {"arm_a": "base", "arm_b": "same"}})
+    cfg_path.write_text(cfg_path.read_text() + f'[mutations.noisy]\nargs = ["--fault", "{FAULT}"]\n')
+    result = api.probe(comparison="pair", mutations=["noisy"], config=cfg_path,
+                       run_root=tmp_path / "runs", progress=False)
+    assert result.run_dir is not None
+    run_dir = result.run_dir
+    report_md = (run_dir / "report.md").read_bytes()
+
+    def localize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
+                               *args], capture_output=True, text=True, timeout=300)
+
+    for args in ((), ("--at", "r0:1")):
+        out = localize(*args)
+        assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+        assert "a run of 2 comparisons; name one with --comparison (pair, pair/noisy)" \
+            in out.stderr
+    assert not (run_dir / "localize").exists()  # refused before rerunning anything
+    out = localize("-c", "pair/noisy")
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "first differing module: layers.0.o_proj" in out.stdout
+    assert [p.relative_to(run_dir).parts[:3] for p in run_dir.glob("localize/**/modules.svg")] \
+        == [("localize", "pair", "noisy")]
+    assert (run_dir / "report.md").read_bytes() == report_md  # the baseline's, untouched
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", "a", "b",
+                          "-c", "pair"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.USAGE and "need a RUN_DIR" in out.stderr

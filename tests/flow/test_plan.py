@@ -124,8 +124,27 @@ def test_an_old_noise_record_names_its_comparisons() -> None:
     ({"format": "1", "kind": "check"}, "plan format '1' is newer"),
     ({"format": 1, "kind": "bisect"}, "plan kind must be one of compare, check, probe, noise, "
                                       "got 'bisect'"),
+    ("compare", "run/meta.json: key 'plan' must be a table"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a", "fb": "a"}}},
+     r"run/meta.json: key 'plan.roles.x': a comparison has one arm A and one arm B"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a"}}},
+     r"key 'plan.roles.x': a comparison has one arm A and one arm B"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a", "fb": "c"}}},
+     r"key 'plan.roles.x': a role is one of a, b, rerun-of-a, mutated-b"),
+    ({"format": 1, "kind": "compare", "roles": ["x"]}, r"key 'plan.roles' must be a table"),
 ])
-def test_a_plan_record_this_difftest_cannot_read_is_refused(plan: dict[str, object],
+def test_a_plan_record_this_difftest_cannot_read_is_refused(plan: object,
                                                             message: str) -> None:
     with pytest.raises(UsageError, match=message):
         read_run(Path("run"), {"plan": plan, "extra": {}}, [])
+
+
+def test_the_plan_roles_must_name_the_arms_of_the_comparison_picked() -> None:
+    meta = {"plan": {"format": 1, "kind": "compare", "roles": {"x": {"p": "b", "m": "a"}}},
+            "extra": {"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}}}
+    with pytest.raises(UsageError, match=r"run/meta.json: key 'plan.roles.x' does not match "
+                                         r"the comparison it records \(arm A 'p', arm B 'm'\)"):
+        read_run(Path("run"), meta, ["p", "m"]).pick(None)
+    meta["plan"]["roles"]["x"] = {"p": "a", "m": "b"}  # type: ignore[index]
+    spec, _ = read_run(Path("run"), meta, ["p", "m"]).pick("x")
+    assert (spec.arm_a, spec.arm_b) == ("p", "m")

@@ -66,11 +66,44 @@ def _export(run_dir: Path, comparison: str | None) -> dict[str, object]:
 
 @pytest.mark.parametrize("kind, comparison", [
     ("compare", "lanes"), ("compare", None), ("check", "lanes"), ("check", "lanes/causal-mask"),
-    ("probe", "lanes"), ("probe", None), ("probe", "lanes/causal-mask")])
+    ("probe", "lanes"), ("probe", "lanes/causal-mask")])
 def test_export_judges_each_comparison_as_the_run_did(runs: Runs, kind: str,
                                                       comparison: str | None) -> None:
     again = _export(getattr(runs, kind), comparison)
     assert again["verdict"] == runs.verdicts[(kind, comparison or "lanes")]
+
+
+def test_a_probe_run_names_its_comparisons_as_a_check_run_does(runs: Runs) -> None:
+    """A probe judged its baseline and each mutation: which one to export is the user's to
+    say, not the baseline by default."""
+    for run in (runs.probe, runs.check):
+        out = runner.invoke(app, ["export", str(run)])
+        assert out.exit_code == 2, out.output
+        assert ("a run of 2 comparisons; name one with --comparison (lanes, lanes/causal-mask)"
+                in out.output)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("format", 9, "key 'format': 9 is not a run record format this difftest reads (1 to 1)"),
+    ("format", "1", "key 'format': '1' is not a run record format"),
+    ("plan", {"format": 1, "kind": "compare", "roles": {"lanes": {"paged": "a", "x": "a"}}},
+     "key 'plan.roles.lanes': a comparison has one arm A and one arm B"),
+    ("plan", {"format": 1, "kind": "compare",
+              "roles": {"lanes": {"materialized": "a", "paged": "b"}}},
+     "key 'plan.roles.lanes' does not match the comparison it records"),
+])
+def test_a_run_record_that_contradicts_itself_is_refused_naming_the_key(
+        runs: Runs, tmp_path: Path, key: str, value: object, message: str) -> None:
+    import shutil
+
+    copy = tmp_path / runs.compare.name
+    shutil.copytree(runs.compare, copy)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta[key] = value
+    (copy / "meta.json").write_text(json.dumps(meta))
+    out = runner.invoke(app, ["export", str(copy)])
+    assert out.exit_code == 2, out.output
+    assert f"{copy / 'meta.json'}: {message}" in " ".join(out.output.split())
 
 
 def test_the_mutated_arm_is_caught_again(runs: Runs) -> None:

@@ -146,6 +146,19 @@ def test_bound_of_an_infinite_reference_raises_no_warning() -> None:
     assert np.isnan(b[0]) and b[1] == 1e-3
 
 
+def test_huge_tolerances_reach_infinity_without_a_warning() -> None:
+    """atol + rtol * |b| past float64's range is an infinite bound (nothing can differ, which
+    the verdict then says), not an overflow warning on the user's terminal."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tol = Tolerance(atol=1e308, rtol=1e308)
+        assert tol.bound(np.array([10.0, 0.0])).tolist() == [np.inf, 1e308]
+        floored = Tolerance(atol=1e308, floor=1e-3)
+        assert floored.band(np.array([1.0])).tolist() == [np.inf]
+        r = judge_rows(rows([[(1, 1.0)]], [[(1, 5.0)]]), tol, 6, 6)
+    assert r.differs.tolist() == [False]
+
+
 def test_equal_infinities_and_one_sided_nan_raise_no_warning() -> None:
     p = rows([[(1, float("inf")), (2, float("nan"))]], [[(1, float("inf")), (2, 1.0)]])
     with warnings.catch_warnings():
