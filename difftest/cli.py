@@ -410,8 +410,9 @@ def localize(
         given = [name for name, value in (("--at", at), ("--comparison", comparison))
                  if value is not None]
         if given:
-            raise UsageError(f"{' and '.join(given)} {'pick' if len(given) > 1 else 'picks'} "
-                             "what to rerun in a run: they need a RUN_DIR, not --dumps")
+            verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
+            raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
+                             "RUN_DIR, not --dumps")
         report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
