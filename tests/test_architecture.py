@@ -26,8 +26,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 # Inside a folder, the modules in the order they may import each other: first the module that
 # imports no sibling. Every module of these folders is listed (a new one must be placed).
 MODULES = {
-    "core": ("errors", "jsonout", "kinds", "model", "atomic", "procgroup", "gitinfo", "evidence",
-             "limits",
+    "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic", "procgroup",
+             "gitinfo", "evidence", "limits",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # the teacher-forcing stream, activation dumps and planted faults: files a runner

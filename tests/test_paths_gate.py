@@ -37,7 +37,7 @@ def test_check_judges_with_the_configs_audit_thresholds(tmp_path: Path) -> None:
     cfg = parse_config(_config(STRICT), tmp_path / "strict.toml")
     result = run_check(cfg, run_root=tmp_path, progress=False)
     rep = result.reports[0]
-    assert rep.verdict.verdict == "agree" and rep.verdict.instruments == ("logits",)
+    assert rep.verdict.kind == "agree" and rep.verdict.instruments == ("logits",)
     assert BLIND in rep.verdict.reasons  # then the detectable effects
     # a counted token difference is a kill whatever the audit predicted of the tokens
     probe = result.probes["lanes"]

@@ -147,7 +147,7 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
     assert result.run_dir is not None
     (rep,) = result.reports
-    assert rep.verdict.verdict == "inert"
+    assert rep.verdict.kind == "inert"
     again = api.rejudge(result.run_dir, comparison="proved")
     assert again.verdict == rep.verdict
     # the same run without the evidence it recorded would read as a plain agreement
@@ -155,4 +155,4 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     meta = json.loads(meta_path.read_text())
     del meta["extra"]["comparisons"]["proved"]["evidence"]
     meta_path.write_text(json.dumps(meta))
-    assert api.rejudge(result.run_dir, comparison="proved").verdict.verdict == "agree"
+    assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"

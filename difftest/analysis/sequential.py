@@ -294,6 +294,6 @@ def fold(verdict: Verdict, result: SequentialResult) -> Verdict:
     """The comparison's verdict with the sequential decision in place of the fixed-sample
     acceptance gate: a drop is a difference; a test that did not decide leaves no agreement
     standing."""
-    if verdict.verdict is VerdictKind.ARM_FAILED:
+    if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     return join_decision(verdict, result.decision, result.reasons())

@@ -99,7 +99,7 @@ class ProbeReport:
     @property
     def failed_arms(self) -> list[str]:
         return [m.name for m in self.mutations
-                if m.report.verdict.verdict is VerdictKind.ARM_FAILED]
+                if m.report.verdict.kind is VerdictKind.ARM_FAILED]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -117,7 +117,7 @@ class ProbeReport:
 
 def _measures(report: ComparisonReport) -> list[KilledBy]:
     c = report.comparison
-    if report.verdict.verdict is VerdictKind.ARM_FAILED:
+    if report.verdict.kind is VerdictKind.ARM_FAILED:
         return [KilledBy.ARM_FAILED]
     if c is None:
         return []
@@ -134,10 +134,10 @@ def _measures(report: ComparisonReport) -> list[KilledBy]:
 def _killed(rep: ComparisonReport) -> bool:
     """Did the comparison go red because of what the mutated arm drafted?"""
     v = rep.verdict
-    if v.verdict is VerdictKind.ARM_FAILED:
+    if v.kind is VerdictKind.ARM_FAILED:
         return False
     if rep.spec.expect is Expect.SAME:
-        return v.verdict is VerdictKind.DIFFER
+        return v.kind is VerdictKind.DIFFER
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
 
@@ -276,8 +276,8 @@ def self_differences(rep: ComparisonReport) -> list[str]:
     out = [f"{n} {what}" for what, n in found.items() if n]
     if c.max_abs_logit_diff:
         out.append(f"max |d| {c.max_abs_logit_diff:.3g}")
-    if rep.verdict.verdict in (VerdictKind.DIFFER, VerdictKind.INERT):
-        out.append(f"verdict {rep.verdict.verdict}")
+    if rep.verdict.kind in (VerdictKind.DIFFER, VerdictKind.INERT):
+        out.append(f"verdict {rep.verdict.kind}")
     return out
 
 

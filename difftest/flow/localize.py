@@ -148,7 +148,7 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
     place = None if c is None else (c.first_difference or c.first_logit_difference)
     if place is None:
         raise UsageError(f"{run_dir}: no differing step to localise (verdict "
-                         f"{report.verdict.verdict.value}); name one with --at REQ:POS")
+                         f"{report.verdict.kind.value}); name one with --at REQ:POS")
     return place.req, place.pos
 
 

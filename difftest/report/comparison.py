@@ -71,7 +71,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         arm.update(res)
     return {
         "comparison": rep.name,
-        "verdict": v.verdict,
+        "verdict": v.kind,
         "exit_code": int(v.exit_code),
         "expect": rep.spec.expect,
         "passed": v.passed,

@@ -34,14 +34,14 @@ def summary(rep: ComparisonReport) -> str:
 def probe_dict(p: ProbeReport) -> dict[str, object]:
     return {
         "comparison": p.comparison, "arm_a": p.arm_a, "arm_b": p.arm_b,
-        "baseline": {"verdict": p.baseline.verdict.verdict,
+        "baseline": {"verdict": p.baseline.verdict.kind,
                      "exit_code": int(p.baseline.verdict.exit_code),
                      "reasons": p.baseline.verdict.reasons},
         "mutations": [{"name": m.name, "applied": m.applied, "killed": m.killed,
                        "killed_by": m.killed_by,
                        "measures": m.measures, "blocks_differing": m.blocks_differing,
                        "blocks_logit_differing": m.blocks_logit_differing,
-                       "verdict": m.report.verdict.verdict, "reasons": m.report.verdict.reasons}
+                       "verdict": m.report.verdict.kind, "reasons": m.report.verdict.reasons}
                       for m in p.mutations],
         "mutation_score": p.mutation_score,
         "survivors": p.survivors,
@@ -61,7 +61,7 @@ def probe_table(p: ProbeReport) -> str:
     lines = [head, f"  baseline: {summary(p.baseline)}"]
     lines += [f"  - {n}" for n in p.notes]
     rows = [[m.name, m.result, m.killed_by or "-",
-             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
+             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.kind]
             for m in p.mutations]
     lines += ["", tabulate(rows, headers=["mutation", "result", "killed by", "blocks differing",
                                           "logit-differing blocks", "verdict"],
@@ -154,7 +154,7 @@ def _why(rep: ComparisonReport) -> str:
     reasons = [r.split("\n", 1)[0] for r in rep.verdict.reasons if r]
     if not reasons:
         return ""
-    if rep.verdict.verdict is VerdictKind.ARM_FAILED:
+    if rep.verdict.kind is VerdictKind.ARM_FAILED:
         return reasons[0]
     keys = ("could not have failed", "toggle may not reach", "first difference at",
             "emitted streams", "first logit difference", "never run by the other arm",
@@ -270,16 +270,16 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         v = r.verdict
         reasons = "\n".join(v.reasons)
         outcome = None
-        if v.verdict is VerdictKind.ARM_FAILED:
+        if v.kind is VerdictKind.ARM_FAILED:
             outcome = ("error", str(VerdictKind.ARM_FAILED), v.reasons[0].split("\n", 1)[0] if v.reasons
                        else "an arm failed", reasons)
         elif not v.passed:
-            kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
+            kind = str(v.kind) if v.kind is not VerdictKind.AGREE else "expectation"
             message = (f"{summary(r)}. The comparison could not have failed"
-                       if v.verdict is VerdictKind.UNINFORMATIVE
+                       if v.kind is VerdictKind.UNINFORMATIVE
                        else f"{summary(r)}. The arms did not run what the comparison is about: "
                             + (v.reasons[0] if v.reasons else "")
-                       if v.verdict is VerdictKind.INERT
+                       if v.kind is VerdictKind.INERT
                        else f"{summary(r)}. {_why(r)}")
             outcome = ("failure", kind, message, reasons)
         case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
@@ -287,7 +287,7 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         if p is not None:
             for m in p.mutations:
                 mv = m.report.verdict
-                if mv.verdict is VerdictKind.ARM_FAILED:
+                if mv.kind is VerdictKind.ARM_FAILED:
                     mo: tuple[str, str, str, str] | None = (
                         "error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
                         f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",

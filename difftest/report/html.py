@@ -711,13 +711,13 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
     first the figure that shows why)."""
     out: list[Figure_ | None] = []
-    if rep.verdict.verdict is VerdictKind.UNINFORMATIVE:
+    if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
         out.append(blindness_figure(rep))
     out.append(margin_figure(rep))
     c = rep.comparison
     if c is not None:
         blind = ("the comparison could not have failed: agreement here shows nothing"
-                 if rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not differed(c) else "")
+                 if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c) else "")
         out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
     out += [accepted_figure(rep), acceptance_figure(rep)]
     return [f for f in out if f is not None]
@@ -916,13 +916,13 @@ def comparison_section(rep: ComparisonReport, level: int = 1,
 
 def render_comparison(rep: ComparisonReport,
                       localized: Sequence[SavedLocalization] = ()) -> str:
-    return _page(f"difftest {rep.name}: {rep.verdict.verdict}",
+    return _page(f"difftest {rep.name}: {rep.verdict.kind}",
                  comparison_section(rep, localized=localized))
 
 
 def _probe_section(p: ProbeReport) -> str:
     rows = [[m.name, m.result, m.killed_by or "-",
-             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
+             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.kind]
             for m in p.mutations]
     notes = "".join(f"<li>{_e(n)}</li>" for n in p.notes)
     return (f"<section><h2>Probe <code>{_e(p.comparison)}</code>: mutation score "
