@@ -184,12 +184,18 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
                        overrides=Overrides.of(keywords, overrides))
 
 
-def noise(arm: str, *, runs: int = 3, config: ConfigLike = None,
-          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
-    """Run one arm `runs` times and measure its A/A noise floor; writes noise.json into the
-    run directory."""
+def noise(arm: str, *, noise_runs: int = 3, config: ConfigLike = None,
+          options: RunOptions | None = None, runs: int | None = None,
+          **keywords: Unpack[RunKeywords]) -> NoiseReport:
+    """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
+    the run directory. `runs` is the old spelling of `noise_runs` (warns)."""
+    if runs is not None:
+        from difftest.core.deprecation import warn_python
+
+        warn_python("noise(runs=...)", "noise(noise_runs=...)")
+        noise_runs = runs
     opts = run_options(keywords, options)
-    report = run_noise(_config(config), arm, runs, run_root=opts.run_root,
+    report = run_noise(_config(config), arm, noise_runs, run_root=opts.run_root,
                        progress=opts.progress, cache_dir=opts.cache)
     outputs.write_noise(report)
     return report

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.core.deprecation import warn_config, warn_python
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, check_toggle_key, parse_rule
 from difftest.core.kinds import DraftingKind, Expect
@@ -38,8 +39,10 @@ _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 _COMPARISON_KEYS = ("arm_a", "arm_b", "expect", "min_differing", "near_tie", "atol", "rtol",
-                    "noise_runs", "probe", "drafting", "toggle", "teacher_force",
+                    "noise_runs", "mutations", "drafting", "toggle", "teacher_force",
                     "acceptance", "tolerance", "thresholds", "calibration_inputs", "gate_input")
+# old spellings of comparison keys, read for one release with a warning: old -> new
+_OLD_COMPARISON_KEYS = {"probe": "mutations"}
 _MUTATION_KEYS = ("env", "args")
 # the thresholds an override may set in place of the config's, the dtype table's or a file's
 OVERRIDABLE = ("atol", "rtol", "near_tie")
@@ -287,7 +290,7 @@ class ComparisonSpec:
     # (difftest.core.thresholds), which is no near-tie at all when the comparison is bitwise
     near_tie: float | None = None
     atol: float = 0.0
-    probe: tuple[str, ...] = ()
+    mutations: tuple[str, ...] = ()  # known-wrong arms B a probe (and check) runs
     # numpy's isclose: |a - b| <= atol + rtol * |b|, with arm B as the reference b
     rtol: float = 0.0
     # run arm A this many times and judge B against its A/A noise floor (0: no floor)
@@ -317,6 +320,12 @@ class ComparisonSpec:
     # the config, the dtype table and a thresholds file, and the report credits the override
     overridden: tuple[str, ...] = ()
 
+    @property
+    def probe(self) -> tuple[str, ...]:
+        """The old spelling of `mutations` (the config key it was read from), for one release."""
+        warn_python("ComparisonSpec.probe", "ComparisonSpec.mutations")
+        return self.mutations
+
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
             _name(key, getattr(self, key))
@@ -344,10 +353,10 @@ class ComparisonSpec:
         if self.noise_runs == 1:
             raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
                                              "nothing to differ from")
-        probe: object = self.probe  # callers outside the loader may pass anything
-        if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
-            raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
-        set_(self, "probe", tuple(_name("probe", m) for m in probe))
+        names: object = self.mutations  # callers outside the loader may pass anything
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            raise InvalidValue("mutations", f"must be a list of mutation names, got {names!r}")
+        set_(self, "mutations", tuple(_name("mutations", m) for m in names))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
         if not isinstance(self.teacher_force, bool):
@@ -538,6 +547,20 @@ class _Checker:
 
     def fail(self, table: str, message: str) -> ConfigError:
         return ConfigError(self.path, message, key=table)
+
+    def renamed(self, table: str, data: Mapping[str, Any],
+                old: Mapping[str, str]) -> dict[str, Any]:
+        """The table with each old key under its new name (warning once per key); both
+        spellings at once are refused, since which value was meant cannot be known."""
+        out = dict(data)
+        for was, now in old.items():
+            if was not in out:
+                continue
+            if now in out:
+                raise self.fail(table, f"keys {was!r} and {now!r} are one key; give {now!r} only")
+            warn_config(self.path, table, was, now)
+            out[now] = out.pop(was)
+        return out
 
     def keys(self, table: str, data: Mapping[str, Any], known: tuple[str, ...]) -> None:
         for key in data:
@@ -768,6 +791,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
     why = name_problem(name)
     if why is not None:
         raise check.fail(table, f"a comparison name {why}")
+    raw = check.renamed(table, raw, _OLD_COMPARISON_KEYS)
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
     for key in ("arm_a", "arm_b"):
@@ -778,11 +802,11 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
-    probe = check.strings(table, "probe", raw["probe"]) if "probe" in raw else ()
+    probe = check.strings(table, "mutations", raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
-            raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
+            raise check.fail(table, f"key 'mutations': unknown mutation {mutation!r} (known: {known})")
     values: dict[str, Any] = {
         k: raw[k] for k in ("expect", "min_differing", "near_tie", "atol", "rtol", "noise_runs",
                             "drafting", "toggle", "teacher_force", "acceptance", "tolerance",
@@ -816,7 +840,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                           threshold_origin=found.origin)
     try:
         return ComparisonSpec(name=name, arm_a=sides["arm_a"], arm_b=sides["arm_b"],
-                              probe=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,
+                              mutations=probe, arm_dtypes=(arms[sides["arm_a"]].dtype,
                                                        arms[sides["arm_b"]].dtype), **values)
     except InvalidValue as exc:
         raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None

@@ -120,7 +120,7 @@ class DifftestConfigFile(pytest.File):
         for name, spec in cfg.comparisons.items():
             items.append(DifftestItem.from_parent(self, name=name, comparison=name, probe=False,
                                                   gate=gate))
-            if spec.probe:
+            if spec.mutations:
                 items.append(DifftestItem.from_parent(self, name=f"{name}/probe",
                                                       comparison=name, probe=True, gate=gate))
         return items

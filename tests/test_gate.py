@@ -129,7 +129,7 @@ LANES = """
 [comparisons.lanes]
 arm_a = "paged"
 arm_b = "materialized"
-probe = ["causal-mask", "skip-kv-write", "stale-seq-lens"]
+mutations = ["causal-mask", "skip-kv-write", "stale-seq-lens"]
 """
 
 

@@ -136,7 +136,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
     the config's thresholds, its arm names as configured, and the reruns noise_runs asks for."""
     from difftest.analysis.audit import AuditThresholds
 
-    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
+    config = _config(STRICT).replace('mutations = [', 'noise_runs = 2\nmutations = [')
     cfg = parse_config(config, tmp_path / "c.toml")
     runs = tmp_path / "runs"
     result = run_check(cfg, run_root=runs, progress=False, jobs=1)
@@ -166,7 +166,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
 def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> None:
     from difftest.analysis.audit import AuditThresholds
 
-    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
+    config = _config(STRICT).replace('mutations = [', 'noise_runs = 2\nmutations = [')
     cfg = parse_config(config, tmp_path / "p.toml")
     runs = tmp_path / "runs"
     p = run_probe(cfg, cfg.comparisons["lanes"], None, run_root=runs, progress=False)

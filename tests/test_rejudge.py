@@ -28,7 +28,7 @@ def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.gate.CheckResu
         replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
         + replay_arm("cand", DATA / "logitonly_b.log")
         + f"[mutations.flip]\nargs = [{json.dumps(str(DATA / 'differ_b.log'))}]\n"
-        + '[comparisons.tokens]\narm_a = "base"\narm_b = "same"\nprobe = ["flip"]\n'
+        + '[comparisons.tokens]\narm_a = "base"\narm_b = "same"\nmutations = ["flip"]\n'
         + '[comparisons.logits]\narm_a = "base"\narm_b = "cand"\n')
     result = api.check(config, run_root=tmp_path / "runs", progress=False)
     assert result.run_dir is not None

@@ -287,7 +287,7 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
     if a.trace is None:
         return
     s = replace(spec, name=f"{spec.name}/self", arm_b=a.name, expect=Expect.SAME, atol=0.0,
-                rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
+                rtol=0.0, near_tie=0.0, noise_runs=0, mutations=(), toggle=())
     found = self_differences(evaluate(s, a, a, thresholds))
     if found:
         raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
@@ -341,7 +341,7 @@ def run_check(config: Config, only: Sequence[str] | None = None, *,
         self_check(s, a, th)
         rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), base.evidence)
         reports.append(rep)
-        if probes and (s.probe or s.expect is Expect.DIFFER):
+        if probes and (s.mutations or s.expect is Expect.DIFFER):
             probe_reports[s.name] = _probe_from_results(plan, base, results, run_dir, rep)
     return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
                        time.monotonic() - clock)

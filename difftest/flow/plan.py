@@ -149,7 +149,7 @@ class Plan:
         out = {j.name: judged_meta(j.spec, j.evidence) for j in self.judged}
         if self.kind is PlanKind.PROBE:  # the baseline as probed: with the mutations run
             base = self.judged[0]
-            out[base.name] = judged_meta(replace(base.spec, probe=self.selected), base.evidence)
+            out[base.name] = judged_meta(replace(base.spec, mutations=self.selected), base.evidence)
         return out
 
 
@@ -215,10 +215,10 @@ def plan_compare(config: Config, spec: ComparisonSpec) -> Plan:
 
 
 def probe_mutations(spec: ComparisonSpec, mutations: Sequence[str] | None) -> tuple[str, ...]:
-    """The mutations a probe runs: those named, else the comparison's `probe` list, else the
+    """The mutations a probe runs: those named, else the comparison's `mutations` list, else the
     built-ins (a `differ` comparison has no built-in mutation, only the built-in probe)."""
     default = BUILTIN_MUTATIONS if spec.expect is Expect.SAME else ()
-    return tuple(mutations or spec.probe or default)
+    return tuple(mutations or spec.mutations or default)
 
 
 def plan_probe(config: Config, spec: ComparisonSpec,
@@ -252,7 +252,7 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
         for arm in arm_pair(config, configured):
             arms.setdefault(arm.name, arm)
         if probes:
-            for m in s.probe:
+            for m in s.mutations:
                 arm = config.mutation(m).apply(arms[s.arm_b])
                 arms.setdefault(arm.name, arm)
         for rerun in reruns(arms[s.arm_a], s.noise_runs, config.arms):
@@ -262,7 +262,7 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
     for s, evidence in bases:
         base = Judged(s, evidence, reruns=_rerun_names(s, arms))
         judged.append(base)
-        judged += [mutated(config, base, m) for m in (s.probe if probes else ())]
+        judged += [mutated(config, base, m) for m in (s.mutations if probes else ())]
     return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
                 config.path, config.defaults.cache, selected=tuple(names))
 
@@ -273,7 +273,7 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
     from difftest.core.limits import MAX_NOISE_RUNS
 
     if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
-        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+        raise UsageError(f"--noise-runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
                          f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
     if spec.takes_input:
@@ -292,8 +292,9 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
 
 def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     """A comparison as meta.json records it (what `export` reads back)."""
-    data = asdict(spec)
-    data["probe"] = list(spec.probe)
+    # meta.json (format 1) records the mutations under their first key, `probe`, in place
+    data = {RECORDED_AS.get(k, k): v for k, v in asdict(spec).items()}
+    data["probe"] = list(spec.mutations)
     data["toggle"] = list(spec.toggle)
     data["drafting"] = spec.drafting.value if spec.drafting is not None else None
     if not spec.teacher_force:  # recorded only when asked for: older records read the same
@@ -328,9 +329,15 @@ def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
     return entry
 
 
+# spec fields meta.json records under another key (its format 1 predates the field's name)
+RECORDED_AS = {"mutations": "probe"}
+
+
 def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
+    field = {v: k for k, v in RECORDED_AS.items()}
+    given = {field.get(k, k): v for k, v in raw.items()}
     try:
-        return ComparisonSpec(**raw)  # type: ignore[arg-type]  # checked by __post_init__
+        return ComparisonSpec(**given)  # type: ignore[arg-type]  # checked by __post_init__
     except InvalidValue as exc:
         raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
     except TypeError as exc:
