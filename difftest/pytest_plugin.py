@@ -88,8 +88,8 @@ class DifftestItem(pytest.Item):
             lines = [f"{self.comparison}/probe: mutation score {p.mutation_score:.2f}, exit "
                      f"{int(p.exit_code)}"]
             lines += [f"  - {m.name}: " + ("killed by " + str(m.killed_by) if m.killed else
-                                         "NOT-APPLIED" if not m.applied else
-                                         "SURVIVED: " + "; ".join(m.report.verdict.reasons[-1:]))
+                                         str(m.result) if not m.applied else
+                                         f"{m.result}: " + "; ".join(m.report.verdict.reasons[-1:]))
                       for m in p.mutations]
             lines += [f"  - {n}" for n in p.notes]
             raise DifftestFailure(strip_ansi("\n".join(lines)))

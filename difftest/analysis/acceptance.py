@@ -35,7 +35,7 @@ import numpy as np
 from difftest.numerics.clustered import (ClusteredRate, ClusterSums,
                                 paired_difference, rate_of, t_quantile)
 from difftest.config import AcceptanceGate
-from difftest.core.kinds import Instrument, VerdictKind
+from difftest.core.kinds import ArmSide, Instrument, VerdictKind
 from difftest.core.model import ArmTrace
 from difftest.analysis.verdict import Verdict
 
@@ -106,7 +106,7 @@ class PositionDelta:
         return self.b - self.a
 
     def to_json(self) -> dict[str, object]:
-        return {"j": self.j, "a": self.a, "b": self.b, "b_minus_a": self.diff,
+        return {"j": self.j, ArmSide.A: self.a, ArmSide.B: self.b, "b_minus_a": self.diff,
                 "bounds": None if self.low is None else [self.low, self.high],
                 "mde": self.mde, "decision": None if self.decision is None else
                 self.decision.value}

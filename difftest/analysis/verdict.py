@@ -18,7 +18,7 @@ from difftest.analysis.audit import AuditThresholds, TraceAudit, measure_tokens
 from difftest.analysis.compare import Comparison, DraftingSource, near_tie_rows
 from difftest.core.deprecation import warn_python
 from difftest.core.errors import ArmFailure, ExitCode
-from difftest.core.kinds import Expect, Instrument, Outcome, VerdictKind, outcome
+from difftest.core.kinds import ArmSide, Expect, Instrument, Outcome, VerdictKind, outcome
 from difftest.analysis.logit_instrument import blind_radius, logit_reasons
 
 TOKENS = Instrument.TOKENS
@@ -89,7 +89,7 @@ def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
     for au in (audit_a, audit_b):
         blind += [r for r in au.token_blind_reasons if r not in blind]
     if not blind:
-        for side in ("a", "b"):
+        for side in ArmSide:
             blocks, margins = cmp.compared_blocks(side)
             logged = margins if np.isfinite(margins).any() else None
             measured = measure_tokens(blocks, logged, th, what="compared")

@@ -21,7 +21,7 @@ from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ExitCode, InternalError, UsageError
 from difftest.execute import ArmResult, JobLimits
-from difftest.core.kinds import Expect, KilledBy, VerdictKind
+from difftest.core.kinds import Expect, KilledBy, ProbeResult, VerdictKind
 from difftest.core.limits import MAX_JOBS
 from difftest.core.model import same_drafts
 from difftest.analysis.logit_instrument import blind_radius
@@ -58,11 +58,11 @@ class MutationResult:
     applied: bool = True  # False: the mutated arm printed exactly what the baseline printed
 
     @property
-    def result(self) -> str:
+    def result(self) -> ProbeResult:
         """The label every report shows for this mutation."""
         if not self.applied:
-            return "NOT-APPLIED"
-        return "killed" if self.killed else "SURVIVED"
+            return ProbeResult.NOT_APPLIED
+        return ProbeResult.KILLED if self.killed else ProbeResult.SURVIVED
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThres
 from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import rerun_name, reruns
-from difftest.core.kinds import Expect
+from difftest.core.kinds import ArmSide, Expect
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
 # read from their `extra` alone, whose shape this version keeps).
@@ -43,8 +43,8 @@ class PlanKind(StrEnum):
 class Role(StrEnum):
     """What an arm is to one comparison."""
 
-    A = "a"
-    B = "b"
+    A = ArmSide.A.value  # spelt as the side it is
+    B = ArmSide.B.value
     RERUN_OF_A = "rerun-of-a"  # runs 2..N of arm A: its A/A noise floor
     MUTATED_B = "mutated-b"  # arm B broken on purpose (a probe)
 
@@ -339,7 +339,8 @@ def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
     try:
         return ComparisonSpec(**given)  # type: ignore[arg-type]  # checked by __post_init__
     except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+        key = RECORDED_AS.get(exc.key, exc.key)  # the key as the record spells it
+        raise UsageError(f"{where}: comparison {key}: {exc.why}") from None
     except TypeError as exc:
         raise UsageError(f"{where}: comparison is not readable: {exc}") from None
 

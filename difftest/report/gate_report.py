@@ -11,7 +11,7 @@ from difftest.core.errors import ArmFailure
 from difftest.execute import ArmResult
 from difftest.flow.gate import CheckResult, ProbeReport
 from difftest.core.jsonout import dumps
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.pipeline import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
 from difftest.report.headline import differed, differed_text, headline
@@ -132,8 +132,8 @@ def check_lines(result: CheckResult) -> str:
                       if reason]
         p = result.probes.get(r.name)
         if p is not None:
-            state = ("PASS" if p.exit_code == 0 else "NOT-APPLIED" if p.not_applied
-                     else "BLIND" if p.survivors else "FAIL")
+            state = (ProbeState.PASS if p.exit_code == 0 else ProbeState.NOT_APPLIED
+                     if p.not_applied else ProbeState.BLIND if p.survivors else ProbeState.FAIL)
             lines.append(f"{state:<14} {r.name + '/probe':<20} mutation score "
                          f"{p.mutation_score:.2f}" + (f"; survived: {', '.join(p.survivors)}"
                                                       if p.survivors else "")
@@ -183,7 +183,7 @@ def check_markdown(result: CheckResult) -> str:
         for name, p in result.probes.items():
             for m in p.mutations:
                 lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
-                             f"{m.result if m.killed or not m.applied else '**SURVIVED**'} | "
+                             f"{m.result if m.killed or not m.applied else f'**{m.result}**'} | "
                              f"{md_inline(m.killed_by or '-')} |")
             lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
     for r in result.reports:
