@@ -14,6 +14,10 @@ __version__ = "0.1.0"
 
 __all__ = ["check", "compare_arms", "compare_traces", "probe", "read_diff", "rejudge"]
 
+from difftest.core import moved
+
+moved.install()  # old module names (difftest.errors, difftest.compare, ...) for one release
+
 if TYPE_CHECKING:
     from difftest.api import check, compare_arms, compare_traces, probe, read_diff, rejudge
 

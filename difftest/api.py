@@ -14,6 +14,7 @@ from typing import Unpack
 from difftest.analysis.audit import TraceAudit, audit_trace
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
+from difftest.core.atomic import output_file
 from difftest.core.errors import ExitCode, UsageError
 from difftest.flow.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.core.model import ArmTrace
@@ -33,7 +34,7 @@ ConfigLike = Config | Path | str | None
 
 __all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
            "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
-           "run_comparison"]
+           "run_comparison", "write_reports"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -209,14 +210,17 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
     return True
 
 
-def check_outputs(*paths: Path | None, reads: list[Path | str | None] | None = None,
+def check_outputs(*paths: Path | str | None, reads: list[Path | str | None] | None = None,
                   run_dir: Path | str | None = None) -> None:
     """Refuse (exit 2), before any work, output paths the writer would refuse: anything but a
     regular file, or a file the run reads (`reads`, and a `run_dir`'s meta.json and
     captures). The writer checks again when it writes."""
+    for path in paths:
+        if isinstance(path, str):  # a Path has lost a trailing separator: a str still has it
+            output_file(path)
     known = [Path(p) for p in reads or [] if p is not None]
     known += outputs.run_reads(Path(run_dir) if run_dir is not None else None)
-    outputs.check_outputs(list(paths), known)
+    outputs.check_outputs([Path(p) if p is not None else None for p in paths], known)
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:
@@ -224,12 +228,21 @@ def export_html(report: ComparisonReport, path: Path) -> None:
     outputs.write_comparison_html(report, path)
 
 
+def write_reports(report: ComparisonReport, *, csv: Path | None = None,
+                  html: Path | None = None) -> None:
+    """The per-row diff (when something was compared) and report.html where the caller asked;
+    each is tried, and any that could not be written raises NotWritten (exit 2) after the
+    other was written."""
+    outputs.write_requested(report, csv=csv, html_path=html)
+
+
 def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: bool = True,
           junit: Path | None = None, markdown: Path | None = None, html: Path | None = None,
           options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
-    caps how many arms run at once (default: see gate.job_limits)."""
+    caps how many arms run at once (default: see gate.job_limits). An output that could not be
+    written raises NotWritten (its `result` holds the gate's) after every other was."""
     cfg = _config(config)
     opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])

@@ -285,9 +285,25 @@ UntilDecided = Annotated[int | None, typer.Option(
          "most MAX runs each.")]
 CompareFormatOpt = Annotated[CompareFormat, typer.Option(
     "--format", "-f", help="Output on stdout: a table, JSON, or markdown.")]
-CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-row diff here.")]
-HtmlOpt = Annotated[Path | None, typer.Option(
-    "--html", help="Write the HTML report here too (every run directory gets report.html).")]
+def _output_file(text: str) -> Path:
+    """A report file option's value (difftest.core.atomic.output_file): a name that ends in a
+    separator is refused, not written as a file named like the folder."""
+    from difftest.core.atomic import output_file
+    from difftest.core.errors import RefusedOutput
+
+    try:
+        return output_file(text)
+    except RefusedOutput as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _output_option(name: str, help: str) -> Any:
+    return typer.Option(name, help=help, parser=_output_file, metavar="FILE")
+
+
+CsvOpt = Annotated[Path | None, _output_option("--csv", "Write the per-row diff here.")]
+HtmlOpt = Annotated[Path | None, _output_option(
+    "--html", "Write the HTML report here too (every run directory gets report.html).")]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option(
     "--format", "-f", help="Output on stdout: a table, or JSON.")]
 LinePrefixOpt = Annotated[str | None, typer.Option(
@@ -389,11 +405,15 @@ def localize(
     at: Annotated[str | None, typer.Option(
         "--at", help="REQ:POS to localise (default: the run's first differing step).")] = None,
     dumps: Annotated[tuple[Path, Path] | None, typer.Option(
-        "--dumps", help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step: no rerun.")
-    ] = None,
+        "--dumps", metavar="DIR_A DIR_B",
+        help="Two capture folders (DIFFTEST_CAPTURE_DIR) of one step, arm A's then arm B's: "
+             "no rerun.")] = None,
     atol: Annotated[float | None, typer.Option(
         "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
                        "comparison atol; 0 with --dumps).")] = None,
+    comparison: Annotated[str | None, typer.Option(
+        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
+                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
 ) -> None:
     """Name the first draft-forward module whose output differs between the arms
     (exit 1 when one differs, 0 when all agree)."""
@@ -402,19 +422,22 @@ def localize(
     if (run_dir is None) == (dumps is None):
         raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
     if dumps is not None:
-        if at is not None:
-            raise UsageError("--at picks a step to rerun: it needs a RUN_DIR, not --dumps")
+        if at is not None or comparison is not None:
+            raise UsageError("--at and --comparison pick what to rerun in a run: they need a "
+                             "RUN_DIR, not --dumps")
         report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
     from difftest.report.outputs import write_localization
 
-    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol)
-    figure = write_localization(result)
+    result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol,
+                              comparison)
+    figure, missing = _kept(lambda: write_localization(result))
     typer.echo(result.render())
-    typer.echo(f"figure: {figure}; the run's report.md and report.html have the section")
-    raise typer.Exit(int(result.exit_code))
+    typer.echo(f"figure: {figure}" + ("; the run's report.md and report.html have the section"
+                                      if result.in_report else ""))
+    _exit(result.exit_code, missing)
 
 
 @app.command()
@@ -475,26 +498,33 @@ def audit(
     raise typer.Exit(int(result.exit_code))
 
 
-def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
+def _kept(call: Callable[[], R]) -> tuple[R, bool]:
+    """What a command produced, and whether some output it was to write was not written (each
+    said on stderr): its verdict is still printed, and the command then exits 2."""
+    from difftest.report.outputs import NotWritten
+
+    try:
+        return call(), False
+    except NotWritten as exc:
+        for path, why in exc.failures:
+            typer.echo(f"difftest: error: {path}: {why}", err=True)
+        return exc.result, True  # type: ignore[return-value]
+
+
+def _exit(code: ExitCode, missing: bool) -> NoReturn:
+    """The verdict's exit code, or 2 when an output was not written: exit 1 stays "differ"."""
+    raise typer.Exit(int(ExitCode.USAGE if missing else code))
+
+
+def _emit_report(report: ComparisonReport, outputs: _Outputs, missing: bool = False) -> None:
     from difftest import api
-    from difftest.core.errors import RefusedOutput
     from difftest.report import comparison as render
 
     format, csv, html = outputs.format, outputs.csv, outputs.html
-    refused = False
-    try:
-        if html is not None:
-            api.export_html(report, html)
-    except DifftestError as exc:  # the verdict still counts: say it, exit with it
-        refused = isinstance(exc, RefusedOutput)
-        typer.echo(f"difftest: error: {exc}", err=True)
-    try:
-        if csv is not None and not api.export_csv(report, csv):
-            typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
-                       "compared", err=True)
-    except DifftestError as exc:
-        refused = refused or isinstance(exc, RefusedOutput)
-        typer.echo(f"difftest: error: {exc}", err=True)
+    _, unwritten = _kept(lambda: api.write_reports(report, csv=csv, html=html))
+    if csv is not None and report.comparison is None:
+        typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
+                   "compared", err=True)
     if format is CompareFormat.json:
         typer.echo(render.render_json(report))
     elif format is CompareFormat.markdown:
@@ -504,8 +534,7 @@ def _emit_report(report: ComparisonReport, outputs: _Outputs) -> None:
             report, saved_localizations(report.run_dir) if report.run_dir else ()))
     else:
         typer.echo(render.render_table(report))
-    # a path the writer refused is a usage error, whatever the verdict
-    raise typer.Exit(int(ExitCode.USAGE if refused else report.exit_code))
+    _exit(report.exit_code, missing or unwritten)
 
 
 def _traces(trace_a: Path | None = None, trace_b: Path | None = None,
@@ -541,9 +570,10 @@ def compare(
 
     api.check_outputs(outputs.csv, outputs.html,
                       reads=[traces.a, traces.b, config or Path("difftest.toml")])
-    report = api.compare(arm_a, arm_b, traces=traces, comparison=comparison, config=config,
-                         overrides=overrides, options=options)
-    _emit_report(report, outputs)
+    report, missing = _kept(lambda: api.compare(
+        arm_a, arm_b, traces=traces, comparison=comparison, config=config, overrides=overrides,
+        options=options))
+    _emit_report(report, outputs, missing)
 
 
 @app.command()
@@ -583,13 +613,14 @@ def noise(
     from difftest import api
     from difftest.report import noise_report
 
-    report = api.noise(arm, noise_runs=_renamed("--runs", runs, "--noise-runs", noise_runs, 3),
-                       config=config, run_root=run_root, progress=progress)
+    runs_given = _renamed("--runs", runs, "--noise-runs", noise_runs, 3)
+    report, missing = _kept(lambda: api.noise(arm, noise_runs=runs_given, config=config,
+                                              run_root=run_root, progress=progress))
     if format is ReportFormat.json:
         typer.echo(noise_report.render_json(report))
     else:
         typer.echo(noise_report.render_table(report))
-    raise typer.Exit(int(report.exit_code))
+    _exit(report.exit_code, missing)
 
 
 @app.command()
@@ -620,11 +651,11 @@ def check(
     config: ConfigOpt = None,
     only: Annotated[list[str] | None, typer.Option(
         "--only", help="Only this comparison (repeatable).")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Path | None, typer.Option(
-        "--markdown", help="Write a markdown summary here (for a pull-request comment).")] = None,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="Write the HTML report here too (the run directory gets check.html).")
+    junit: Annotated[Path | None, _output_option("--junit", "Write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, _output_option(
+        "--markdown", "Write a markdown summary here (for a pull-request comment).")] = None,
+    html: Annotated[Path | None, _output_option(
+        "--html", "Write the HTML report here too (the run directory gets check.html).")
     ] = None,
     format: ReportFormatOpt = ReportFormat.table,
     no_probes: Annotated[bool, typer.Option(
@@ -639,13 +670,14 @@ def check(
     from difftest import api
     from difftest.report import gate_report
 
-    result = api.check(config, only=only, probes=not no_probes, junit=junit,
-                       markdown=markdown, html=html, options=options)
+    result, missing = _kept(lambda: api.check(config, only=only, probes=not no_probes,
+                                              junit=junit, markdown=markdown, html=html,
+                                              options=options))
     if format is ReportFormat.json:
         typer.echo(gate_report.render_check_json(result))
     else:
         typer.echo(gate_report.check_lines(result))
-    raise typer.Exit(int(result.exit_code))
+    _exit(result.exit_code, missing)
 
 
 @app.command()
@@ -669,13 +701,14 @@ def probe(
     from difftest.core.jsonout import dumps
     from difftest.report import gate_report
 
-    result = api.probe(arm_a, arm_b, comparison=comparison, mutations=mutation, config=config,
-                       run_root=run_root, progress=progress)
+    result, missing = _kept(lambda: api.probe(arm_a, arm_b, comparison=comparison,
+                                              mutations=mutation, config=config,
+                                              run_root=run_root, progress=progress))
     if format is ReportFormat.json:
         typer.echo(dumps(gate_report.probe_dict(result)))
     else:
         typer.echo(gate_report.probe_table(result))
-    raise typer.Exit(int(result.exit_code))
+    _exit(result.exit_code, missing)
 
 
 class BisectMode(str, Enum):  # noqa: UP042

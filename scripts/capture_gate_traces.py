@@ -1,4 +1,4 @@
-"""Record the reference-runner traces that tests/test_gate.py replays (tests/data/gate/).
+"""Record the reference-runner traces that tests/flow/test_gate.py replays (tests/data/gate/).
 
 The gate tests judge these captures through replay arms, so they run in a second instead of
 starting torch a dozen times; a few tests keep real reference-runner arms end to end. Run this

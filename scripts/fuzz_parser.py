@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests import test_trace_properties as props  # noqa: E402
+from tests.trace import test_trace_properties as props  # noqa: E402
 from tests.trace_strategies import mutated_trace, valid_trace  # noqa: E402
 
 

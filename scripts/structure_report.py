@@ -67,7 +67,8 @@ def stage_graph() -> dict[str, set[str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for target in _imports(tree, module, path.name == "__init__.py"):
             there = _stage(target)
-            if there and there != here:
+            known = (PACKAGE / f"{there}.py").exists() or (PACKAGE / there).is_dir()
+            if there and there != here and known:  # not `from difftest import __version__`
                 graph[here].add(there)
     return graph
 

@@ -2,7 +2,7 @@
 whose arm B prints a differing trace from the planted bad commit on, commits that do not build,
 commits whose runs say nothing, and (optionally) runs that read wrong at random at a chosen rate.
 
-Shared by tests/test_bisect.py and scripts/bench_bisect.py. Each commit holds:
+Shared by tests/bisect/test_bisect.py and scripts/bench_bisect.py. Each commit holds:
     state.txt    good | bad | blind (both arms print a degenerate trace) | crash | garbled
     broken       present at a commit whose build fails
     runner.py    the arm: `runner.py ROLE`; ROLE a always prints the good trace, ROLE b the

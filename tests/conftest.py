@@ -44,7 +44,7 @@ HEAVY = frozenset({"transformers", "mlx", "chromium", "slurm"})
 
 NUMERICS = ("numerics",)
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
-    "reference/": ("torch",),
+    "runners/reference/": ("torch",),
     "test_api.py": ("subprocess", "torch"),
     "test_run_record.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),
@@ -99,7 +99,7 @@ CALL_MARKS: dict[str, tuple[str, ...]] = {
 
 
 def _module_marks(rel: str) -> set[str]:
-    """The markers of a test file, by its path under tests/ ("reference/..." for a folder,
+    """The markers of a test file, by its path under tests/ ("runners/reference/..." for a folder,
     a name prefix such as "test_mlx" for a family of files)."""
     found: set[str] = set()
     name = rel.rsplit("/", 1)[-1]

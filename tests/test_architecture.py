@@ -26,8 +26,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 # Inside a folder, the modules in the order they may import each other: first the module that
 # imports no sibling. Every module of these folders is listed (a new one must be placed).
 MODULES = {
-    "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic", "procgroup",
-             "gitinfo", "evidence", "limits",
+    "core": ("moved", "deprecation", "errors", "jsonout", "kinds", "model", "atomic",
+             "procgroup", "gitinfo", "evidence", "limits",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # the teacher-forcing stream, activation dumps and planted faults: files a runner
@@ -106,9 +106,10 @@ def violations(package: Path = PACKAGE) -> list[str]:
             if there == here:
                 found += _inside(here, _leaf(module), _leaf(target), where)
                 continue
-            if here == "":  # the package root loads the API lazily, and nothing else
-                if there != "api":
-                    found.append(f"{where}: the package root may import only difftest.api")
+            if here == "":  # the package root loads the API lazily, and old names' table
+                if there != "api" and target != "difftest.core.moved":
+                    found.append(f"{where}: the package root may import only difftest.api "
+                                 "and difftest.core.moved")
                 continue
             if there == "":
                 continue  # `from difftest import __version__`
@@ -190,3 +191,24 @@ def test_an_old_spelling_only_forwards(tmp_path: Path) -> None:
     (copy / "reference" / "__main__.py").write_text("from difftest.flow import pipeline\n")
     found = violations(copy)
     assert len(found) == 1 and "an old spelling imports only runners" in found[0], found
+
+
+# Top-level test files: tests of the top-level modules, and of the package as a whole.
+FLAT_MODULES = ("api", "cli", "config", "emit", "pytest_plugin")
+WHOLE_PACKAGE = ("architecture", "signatures", "docs", "markers", "mutation_anchors", "aliases",
+                 "review_fixes", "slurm", "numerics_cli", "override_errors")
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """A test folder names a package folder; a top-level test is of a top-level module or of the
+    whole package; no two test files share a name (pytest imports them by name)."""
+    tests = PACKAGE.parent / "tests"
+    folders = [d.relative_to(tests) for d in sorted(tests.rglob("*")) if d.is_dir()
+               and not {"data", "golden", "__pycache__"} & set(d.relative_to(tests).parts)]
+    unmirrored = [str(d) for d in folders if not (PACKAGE / d).is_dir()]
+    assert not unmirrored, f"test folders with no package folder of that name: {unmirrored}"
+    top = [p.stem.removeprefix("test_") for p in sorted(tests.glob("test_*.py"))]
+    stray = [name for name in top if not name.startswith(FLAT_MODULES) and name not in WHOLE_PACKAGE]
+    assert not stray, f"move these into the folder of the module they test: {stray}"
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})

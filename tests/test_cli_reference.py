@@ -57,3 +57,12 @@ def test_every_command_is_documented_as_its_help_prints_at_80_columns() -> None:
         assert done.returncode == 0, done.stderr
         printed = "\n".join(line.rstrip() for line in done.stdout.strip("\n").splitlines())
         assert printed == text, path
+
+
+def test_no_option_shows_a_python_type_for_its_metavar() -> None:
+    """A tuple option's metavar is what a user types (`--dumps DIR_A DIR_B`), never the type
+    names typer would print (`<Path,Path>...`)."""
+    documented = sections(DOC.read_text())
+    assert "--dumps DIR_A DIR_B" in documented["difftest localize"]
+    for command, text in documented.items():
+        assert not re.search(r"<\w+(,\w+)+>", text), command

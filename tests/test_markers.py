@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = "tests/reference/test_reference_cli.py"
-FILES = ("tests/test_html.py", "tests/test_slurm.py", CLI, "tests/test_resolution.py",
-         "tests/test_align.py")
+CLI = "tests/runners/reference/test_reference_cli.py"
+FILES = ("tests/report/test_html.py", "tests/test_slurm.py", CLI, "tests/numerics/test_resolution.py",
+         "tests/trace/test_align.py")
 
 # A plugin that prints every collected test's markers as one JSON object.
 DUMP = """
@@ -49,7 +49,7 @@ def test_module_fixtures_calls_and_durations_give_the_markers(tmp_path: Path) ->
         return {n.split("::")[1] for n, m in marks.items() if n.startswith(file) and marker in m}
 
     # what a test calls: only the tests that drive the browser (tests/browser.py) need Chromium
-    assert tests_with("chromium", "tests/test_html.py") == {
+    assert tests_with("chromium", "tests/report/test_html.py") == {
         "test_chromium_loads_the_report_with_no_failed_request_and_drawn_figures",
         "test_chromium_screenshot_shows_the_page",
         "test_a_blocked_reference_is_caught_by_the_probe"}
@@ -58,7 +58,7 @@ def test_module_fixtures_calls_and_durations_give_the_markers(tmp_path: Path) ->
     assert slurm and all({"slurm", "slow", "subprocess"} <= m for m in slurm)
     assert all("torch" in m for n, m in marks.items() if n.startswith(CLI))
     assert {n for n, m in marks.items() if "numerics" in m} == {
-        n for n in marks if n.startswith("tests/test_resolution.py")}
+        n for n in marks if n.startswith("tests/numerics/test_resolution.py")}
     # measured: a test of 1 s or more is slow, and so is every user of a shared fixture that
     # was slow to set up (`runs`, module scope, starts five runner processes), whatever its
     # own call cost
@@ -69,7 +69,7 @@ def test_module_fixtures_calls_and_durations_give_the_markers(tmp_path: Path) ->
     assert "slow" in marks[f"{CLI}::test_no_trace_without_vt_spec_trace"]
     assert measured[f"{CLI}::test_no_trace_without_vt_spec_trace"][1] < 1.0
     assert "slow" not in marks[f"{CLI}::test_bad_option_and_help_do_not_import_torch"]
-    assert not any("slow" in m for n, m in marks.items() if n.startswith("tests/test_align.py"))
+    assert not any("slow" in m for n, m in marks.items() if n.startswith("tests/trace/test_align.py"))
 
 
 def test_the_markers_are_registered_and_a_misspelt_one_is_an_error(tmp_path: Path) -> None:

@@ -44,6 +44,16 @@ def _within(child: str, folder: str) -> bool:
     return child == folder or child.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def output_file(text: str) -> Path:
+    """An output file's name as the user wrote it: one that ends in a separator names a
+    folder, and a Path would drop the separator and write a file named like the folder."""
+    if text.endswith(("/", os.sep)):
+        raise RefusedOutput(f"{text}: names a folder (it ends in {text[-1]!r}); a report is a "
+                            "file: give the file's name (in that folder: "
+                            f"{text}NAME)")
+    return Path(text)
+
+
 def check_target(path: Path, *, reads: Iterable[Path] = (), inside: Path | None = None) -> None:
     """Refuse (RefusedOutput) a target difftest must not write; touch nothing either way.
 

@@ -208,6 +208,12 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
         raise UsageError(f"{meta_path}: nested too deep to be a run record") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("arms"), dict):
         raise UsageError(f"{meta_path}: not a difftest run record (no 'arms' table)")
+    version = meta.get("format", META_FORMAT)  # absent in the oldest records
+    if isinstance(version, bool) or not isinstance(version, int) or not (
+            1 <= version <= META_FORMAT):
+        raise UsageError(f"{meta_path}: key 'format': {version!r} is not a run record format "
+                         f"this difftest reads (1 to {META_FORMAT}); a newer difftest wrote it, "
+                         "or it was edited")
     results: dict[str, ArmResult] = {}
     for name, data in meta["arms"].items():
         if not isinstance(data, dict):

@@ -66,8 +66,12 @@ class RunLocalization:
 
     run_dir: Path
     at: tuple[str, int]
-    folder: Path  # run_dir/localize/REQ-POS: capture-a, capture-b, meta.json, localize.md
+    # run_dir/localize/REQ-POS (the comparison of the run's report.md), else
+    # run_dir/localize/NAME/REQ-POS: capture-a, capture-b, meta.json, localize.md
+    folder: Path
     report: LocalizeReport
+    comparison: str = ""
+    in_report: bool = True  # the comparison the run's report.md and report.html are of
 
     @property
     def exit_code(self) -> ExitCode:
@@ -81,7 +85,8 @@ class RunLocalization:
     def to_json(self) -> dict[str, object]:
         loc = self.report.localization
         first = loc.first
-        return {"format": LOCALIZE_FORMAT, "req": self.at[0], "pos": self.at[1],
+        return {"format": LOCALIZE_FORMAT, "comparison": self.comparison,
+                "req": self.at[0], "pos": self.at[1],
                 "atol": loc.atol, "rows": list(loc.rows),
                 "first": None if first is None else first.module,
                 "modules": [{"module": m.module, "shape": list(m.shape),
@@ -138,13 +143,14 @@ def parse_at(text: str) -> tuple[str, int]:
     return req, int(pos)
 
 
-def first_differing_step(run_dir: Path) -> tuple[str, int]:
-    """The first differing (request, position) of a judged run: a token flip, else a logit
-    difference beyond the comparison's tolerance."""
+def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[str, int]:
+    """The first differing (request, position) of a judged run (of its comparison named, in a
+    run of several): a token flip, else a logit difference beyond the comparison's
+    tolerance."""
     from difftest.core.errors import UsageError
     from difftest.flow.pipeline import rejudge_run
 
-    report = rejudge_run(Path(run_dir))
+    report = rejudge_run(Path(run_dir), comparison=comparison)
     c = report.comparison
     place = None if c is None else (c.first_difference or c.first_logit_difference)
     if place is None:
@@ -154,29 +160,32 @@ def first_differing_step(run_dir: Path) -> tuple[str, int]:
 
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
-                 atol: float | None = None) -> RunLocalization:
-    """Rerun both arms of a run with capture at one step, teacher-forced on A's recorded
-    stream, and compare their draft forwards module by module (beyond `atol`, by default the
-    comparison's own)."""
+                 atol: float | None = None, comparison: str | None = None) -> RunLocalization:
+    """Rerun both arms of a run's comparison with capture at one step, teacher-forced on A's
+    recorded stream, and compare their draft forwards module by module (beyond `atol`, by
+    default the comparison's own). A run of several comparisons (check, probe) needs
+    `comparison`, as `export` does (`NAME/MUTATION` for a probed mutation)."""
     from difftest.core.atomic import write_json_atomic, write_text_atomic
     from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
     from difftest.core.errors import UsageError
     from difftest.execute import load_run, run_arms
     from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
-    from difftest.flow.pipeline import _spec_from
+    from difftest.flow.plan import read_run
     from difftest.trace import parse_trace
 
     run_dir = Path(run_dir)
     if atol is not None:
         atol = checked_atol(atol)
     results, meta = load_run(run_dir)
-    extra = meta.get("extra", {})
-    raw = extra.get("comparison") if isinstance(extra, dict) else None
-    if not isinstance(raw, dict):
-        raise UsageError(f"{run_dir}: meta.json names no comparison; localize needs one")
-    spec = _spec_from(raw, str(run_dir / "meta.json"))
-    req, pos = at if at is not None else first_differing_step(run_dir)
+    recorded = read_run(run_dir, meta, list(results))
+    spec, _ = recorded.pick(comparison)  # several comparisons: the one named, as export
+    for name in (spec.arm_a, spec.arm_b):
+        if name not in results:
+            raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    own = recorded.extra.get("comparison")
+    in_report = isinstance(own, dict) and own.get("name") == spec.name
+    req, pos = at if at is not None else first_differing_step(run_dir, spec.name)
     a, b = results[spec.arm_a], results[spec.arm_b]
     stream = committed_stream(parse_trace(a.stderr_path))
     steps = stream.requests.get(req)
@@ -186,7 +195,10 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                                f"{', '.join(list(stream.requests)[:8])})")
         raise UsageError(f"--at {req}:{pos}: arm {spec.arm_a} traced no verify step there; "
                          f"{known}")
-    folder = run_dir / LOCALIZE_DIR / f"{req}-{pos}"
+    # a comparison the run's report.md is not of keeps its steps apart, under its name (names
+    # are checked where the config is read: no separator, no `..`; NAME/MUTATION nests)
+    base = run_dir / LOCALIZE_DIR if in_report else run_dir / LOCALIZE_DIR / spec.name
+    folder = base / f"{req}-{pos}"
     force = run_dir / FORCE_NAME
     if not force.is_file():
         force = write_force_file(stream, folder / FORCE_NAME)
@@ -215,7 +227,8 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                              f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
     tol = spec.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
-                          localize_dumps(where[ArmSide.A], where[ArmSide.B], tol))
+                          localize_dumps(where[ArmSide.A], where[ArmSide.B], tol),
+                          spec.name, in_report)
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())
     return out

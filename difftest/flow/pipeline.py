@@ -39,7 +39,6 @@ from difftest.analysis.threshold_notes import threshold_notes
 from difftest.flow.plan import Evidence as Evidence  # re-exported: the type reports name
 from difftest.flow.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
 from difftest.flow.plan import self_pair as self_pair  # re-exported for callers of the old home
-from difftest.flow.plan import spec_from
 from difftest.flow.rules import OVERRIDES, OverrideKeywords, Overrides
 from difftest.core.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
                                  resolve_tolerance)
@@ -83,7 +82,6 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-_spec_from = spec_from  # difftest.flow.localize reads a run's comparison with it
 
 def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
                    **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:
@@ -411,12 +409,18 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
         results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
                            cache_dir=cache_dir, plan=before.get("plan"))
     except KeyboardInterrupt as exc:
+        _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
         raise InterruptedRun(run_dir, signal_of(exc)) from None
+    _keep_earlier_arms(run_dir, before)
+    return results
+
+
+def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:
+    """meta.json as the arms just run left it, with the arms recorded before them."""
     _, after = load_run(run_dir)
-    after["arms"] = {**before["arms"], **after["arms"]}
+    after["arms"] = {**before["arms"], **after["arms"]}  # type: ignore[dict-item]
     after["created_at"] = before.get("created_at", after.get("created_at"))
     write_json_atomic(run_dir / META_NAME, after)
-    return results
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
@@ -497,7 +501,14 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
     report = evaluate(spec, a, b, thresholds, Path(run_dir),
                       rerun_outcomes(results, spec, thresholds), evidence)
     rounds = sequential_rounds(results, spec)
-    return report if rounds is None else _unjudged_sequential(report, rounds)
+    return report if rounds is None else _unjudged_sequential(
+        report, rounds, stopped=_stopped(meta))
+
+
+def _stopped(meta: Mapping[str, object]) -> str | None:
+    """How a run that did not end `done` ended (interrupted, terminated, ...), in words."""
+    status = meta.get("status", "done")
+    return None if status == "done" else str(status)
 
 
 def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
@@ -509,16 +520,23 @@ def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int 
     return max(rounds) if rounds else None
 
 
-def _unjudged_sequential(report: ComparisonReport, rounds: int) -> ComparisonReport:
+def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
+                         stopped: str | None = None) -> ComparisonReport:
     """A re-judged `--until-decided` run: what was judged is its first round alone, without
-    the sequential test that gated it, so an agreement is not this judgement's to give."""
+    the sequential test that gated it, so an agreement is not this judgement's to give (nor,
+    from a run stopped before the test decided, any decision of the test's)."""
     verdict = report.verdict
     if verdict.kind is VerdictKind.ARM_FAILED:
         return report
     kind = VerdictKind.UNINFORMATIVE if verdict.kind is VerdictKind.AGREE else verdict.kind
-    why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
-           "re-judging takes its first round alone and does not re-run the sequential test "
-           "that gated it, so it gives no agreement; the run's own decision is the "
-           "`sequential` entry of its report.json")
+    if stopped is not None:
+        why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
+               "before the sequential test decided: re-judging takes its first round alone "
+               "and gives no agreement; the run has no decision of its own")
+    else:
+        why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
+               "re-judging takes its first round alone and does not re-run the sequential test "
+               "that gated it, so it gives no agreement; the run's own decision is the "
+               "`sequential` entry of its report.json")
     return replace(report, verdict=replace(verdict, kind=kind,
                                            reasons=(*verdict.reasons, why)))

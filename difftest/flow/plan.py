@@ -12,7 +12,7 @@ again (`difftest export RUN --comparison NAME`) without running anything.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -378,6 +378,7 @@ class RecordedRun:
     extra: Mapping[str, object]
     arms: tuple[str, ...]
     where: str
+    roles: Mapping[str, Mapping[str, Role]] = field(default_factory=dict)  # the plan's
 
     def names(self) -> list[str]:
         recorded = self._recorded()
@@ -406,8 +407,9 @@ class RecordedRun:
         names = self.names()
         single = extra.get("comparison")
         if comparison is None:
-            if isinstance(single, dict):
-                return spec_from(single, where), evidence_from(extra.get("evidence"), where)
+            if isinstance(single, dict) and len(names) <= 1:
+                return (self._as_planned(spec_from(single, where)),
+                        evidence_from(extra.get("evidence"), where))
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
@@ -423,13 +425,55 @@ class RecordedRun:
             entry = recorded[comparison]
             if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
                 raise UsageError(f"{where}: comparison {comparison!r} is not a table")
-            return (spec_from(entry["comparison"], where),
-                    evidence_from(entry.get("evidence"), where))
+            spec = self._as_planned(spec_from(entry["comparison"], where))
+            return spec, evidence_from(entry.get("evidence"), where)
         if comparison in names and isinstance(extra.get("config"), str):
             return _spec_from_config(Path(str(extra["config"])), comparison, where)
         known = (f"its comparisons: {', '.join(names)}" if names
                  else "it records no comparison by name")
         raise UsageError(f"{self.run_dir}: no comparison {comparison!r} in this run ({known})")
+
+
+    def _as_planned(self, spec: ComparisonSpec) -> ComparisonSpec:
+        """`spec`, when the plan's roles name its arms as its arms A and B (a run recorded
+        before the plan had roles has none to contradict)."""
+        roles = self.roles.get(spec.name)
+        if roles is None or spec.arm_a == spec.arm_b:
+            return spec  # one arm named twice: refused where it is judged, saying why
+        for arm, wanted in ((spec.arm_a, (Role.A,)), (spec.arm_b, (Role.B, Role.MUTATED_B))):
+            if roles.get(arm) not in wanted:
+                raise UsageError(
+                    f"{self.where}: key 'plan.roles.{spec.name}' does not match the comparison "
+                    f"it records (arm A {spec.arm_a!r}, arm B {spec.arm_b!r}): "
+                    f"{ {a: r.value for a, r in roles.items()} }")
+        return spec
+
+
+def _roles(record: Mapping[str, object], where: str) -> dict[str, dict[str, Role]]:
+    """The plan's `roles`, each comparison's checked: arm names to roles it knows, with one
+    arm A and one arm B (plain or mutated)."""
+    saved = record.get("roles", {})
+    if not isinstance(saved, dict):
+        raise UsageError(f"{where}: key 'plan.roles' must be a table of comparisons, got "
+                         f"{saved!r}")
+    out: dict[str, dict[str, Role]] = {}
+    for name, table in saved.items():
+        key = f"plan.roles.{name}"
+        if not isinstance(table, dict):
+            raise UsageError(f"{where}: key '{key}' must be a table of arm names to roles, "
+                             f"got {table!r}")
+        try:
+            roles = {str(arm): Role(str(role)) for arm, role in table.items()}
+        except ValueError:
+            raise UsageError(f"{where}: key '{key}': a role is one of "
+                             f"{', '.join(r.value for r in Role)}, got {table!r}") from None
+        a = sum(r is Role.A for r in roles.values())
+        b = sum(r in (Role.B, Role.MUTATED_B) for r in roles.values())
+        if (a, b) != (1, 1):
+            raise UsageError(f"{where}: key '{key}': a comparison has one arm A and one arm B "
+                             f"(or mutated B), got {table!r}")
+        out[str(name)] = roles
+    return out
 
 
 def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
@@ -448,6 +492,9 @@ def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
 
 
 def _kind(record: object, extra: Mapping[str, object], where: str) -> PlanKind:
+    if record is not None and not isinstance(record, dict):
+        raise UsageError(f"{where}: key 'plan' must be a table (format, kind, roles), got "
+                         f"{record!r}")
     if isinstance(record, dict):
         version = record.get("format")
         if isinstance(version, bool) or not isinstance(version, int) or version > PLAN_FORMAT:
@@ -474,9 +521,11 @@ def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> 
     extra = meta.get("extra", meta)
     if not isinstance(extra, dict):
         extra = {}
-    kind = _kind(meta.get("plan"), extra, where)
+    record = meta.get("plan")
+    kind = _kind(record, extra, where)
+    roles = _roles(record, where) if isinstance(record, dict) else {}
     audit = thresholds_from(extra.get("audit"), where)
-    return RecordedRun(Path(run_dir), kind, audit, extra, tuple(arms), where)
+    return RecordedRun(Path(run_dir), kind, audit, extra, tuple(arms), where, roles)
 
 
 def _spec_from_config(path: Path, comparison: str,

@@ -54,8 +54,10 @@ class Tolerance:
         return self.atol == 0.0 and self.rtol == 0.0 and self.floor == 0.0
 
     def bound(self, b: np.ndarray) -> np.ndarray:
-        """The largest |a - b| still counted as equal, per reference value b."""
-        with np.errstate(invalid="ignore"):
+        """The largest |a - b| still counted as equal, per reference value b. A bound past
+        float64's range is infinite (nothing can differ, and the verdict says so): the honest
+        value of a huge tolerance, so computed without an overflow warning."""
+        with np.errstate(invalid="ignore", over="ignore"):
             bound: np.ndarray = np.maximum(self.atol + self.rtol * np.abs(b), self.floor)
         return bound
 
@@ -64,7 +66,8 @@ class Tolerance:
         under a floor (without a floor there is no count test, and the band is the bound)."""
         bound = self.bound(b)
         if self.floor > 0:
-            bound = bound * NOISE_BAND
+            with np.errstate(over="ignore"):  # as in `bound`: past the range is infinite
+                bound = bound * NOISE_BAND
         return bound
 
     def finer_than(self, quantum: float, digits: int) -> bool:

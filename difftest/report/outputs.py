@@ -74,33 +74,49 @@ def write_text(path: Path, text: str, reads: list[Path] | None = None) -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
-def _each(writers: list[tuple[Path, Callable[[Path], None]]]) -> None:
-    """Write every report; one that cannot be written costs only itself. The failures are said
-    on stderr, after the others were written, so the verdict and its exit code still stand;
-    a path the writer refused is raised afterwards (exit 2)."""
-    refused: RefusedOutput | None = None
+class NotWritten(UsageError):
+    """Outputs a command was to write and could not (each with why); every other one was
+    written. A missing artifact is an error (exit 2), whatever the verdict: a CI step must not
+    pass without the report it publishes. `result`: what the command produced, whose verdict
+    is still said beside the error."""
+
+    def __init__(self, failures: list[tuple[Path, str]], result: object) -> None:
+        self.failures = tuple(failures)
+        self.result = result
+        super().__init__("; ".join(f"{path}: {why}" for path, why in failures))
+
+
+Writer = tuple[Path, Callable[[Path], None]]
+
+
+def _each(writers: list[Writer], result: object) -> None:
+    """Write every output; one that cannot be written costs only itself, and when any could
+    not, NotWritten is raised after the others were written (`result` rides with it)."""
+    failures: list[tuple[Path, str]] = []
     for path, write in writers:
         try:
             write(path)
         except (OSError, DifftestError) as exc:
-            if isinstance(exc, RefusedOutput):
-                refused = refused or exc
             why = (f"cannot write: {exc.strerror or exc}" if isinstance(exc, OSError)
                    else str(exc).removeprefix(f"{path}: "))
-            print(f"difftest: error: {path}: {why}", file=sys.stderr)
-    if refused is not None:
-        raise refused
+            failures.append((path, why))
+    if failures:
+        raise NotWritten(failures, result)
 
 
 def write_comparison(report: ComparisonReport) -> None:
     """report.json, report.md, report.html and diff.csv (when something was compared) into
     the run dir."""
+    _each(_comparison_writers(report), report)
+
+
+def _comparison_writers(report: ComparisonReport) -> list[Writer]:
     if report.run_dir is None:
-        return
+        return []
     d = report.run_dir
     r = reads_of(report)
     found = saved_localizations(d)  # `difftest localize` results: a section each
-    writers: list[tuple[Path, Callable[[Path], None]]] = [
+    writers: list[Writer] = [
         (d / REPORT_JSON, lambda p: write_json_atomic(p, render.to_dict(report), reads=r,
                                                       inside=d)),
         (d / REPORT_MD, lambda p: write_text_atomic(p, render.render_markdown(report, found),
@@ -109,22 +125,37 @@ def write_comparison(report: ComparisonReport) -> None:
                                                       reads=r, inside=d))]
     if report.comparison is not None:
         writers.append((d / DIFF_CSV, lambda p: render.write_csv(report, p, reads=r, inside=d)))
-    _each(writers)
+    return writers
+
+
+def write_requested(report: ComparisonReport, *, csv: Path | None = None,
+                    html_path: Path | None = None) -> None:
+    """`--csv FILE` (when something was compared) and `--html FILE`: both tried, NotWritten
+    for any that could not be written."""
+    writers: list[Writer] = []
+    if html_path is not None:
+        writers.append((html_path, lambda p: write_comparison_html(report, p)))
+    if csv is not None and report.comparison is not None:
+        writers.append((csv, lambda p: render.write_csv(report, p, reads=reads_of(report))))
+    _each(writers, report)
 
 
 LOCALIZE_SVG = "modules.svg"
 
 
 def write_localization(result: RunLocalization) -> Path:
-    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and the
-    run's report.md and report.html written again with a localisation section. Returns the
-    figure's path."""
+    """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and, when
+    the run's report.md and report.html are of the comparison localised, both written again
+    with a localisation section. Returns the figure's path."""
     from difftest.flow.pipeline import rejudge_run
 
     figure = result.folder / LOCALIZE_SVG
-    write_bytes_atomic(figure, html.localization_svg(result.report.localization),
-                       inside=result.run_dir)
-    write_comparison(rejudge_run(result.run_dir))
+    svg = html.localization_svg(result.report.localization)
+    writers: list[Writer] = [
+        (figure, lambda p: write_bytes_atomic(p, svg, inside=result.run_dir))]
+    if result.in_report:
+        writers += _comparison_writers(rejudge_run(result.run_dir, comparison=result.comparison))
+    _each(writers, figure)
     return figure
 
 
@@ -147,7 +178,7 @@ def write_check(result: CheckResult, *, junit: Path | None = None,
     xml = gate_report.junit_xml(result)
     md = gate_report.check_markdown(result)
     page = html.render_check(result)
-    writers: list[tuple[Path, Callable[[Path], None]]] = []
+    writers: list[Writer] = []
     r = reads_of(*result.reports, config=result.config)
     r += [p for probe in result.probes.values() for p in reads_of(probe.baseline)]
     r += run_reads(result.run_dir)
@@ -168,7 +199,7 @@ def write_check(result: CheckResult, *, junit: Path | None = None,
     if html_path is not None:
         writers.append((html_path, lambda p: write_text_atomic(p, page, reads=r)))
     try:
-        _each(writers)
+        _each(writers, result)
     finally:
         append_step_summary(md, r)
 
@@ -198,13 +229,16 @@ def append_step_summary(md: str, reads: list[Path] | None = None) -> None:
 
 def write_probe(result: ProbeReport) -> None:
     """The baseline comparison's reports and probe.json into the run dir."""
-    write_comparison(result.baseline)
-    if result.run_dir is not None:
-        write_json_atomic(result.run_dir / PROBE_JSON, gate_report.probe_dict(result),
-                          reads=reads_of(result.baseline), inside=result.run_dir)
+    writers = _comparison_writers(result.baseline)
+    d = result.run_dir
+    if d is not None:
+        writers.append((d / PROBE_JSON, lambda p: write_json_atomic(
+            p, gate_report.probe_dict(result), reads=reads_of(result.baseline), inside=d)))
+    _each(writers, result)
 
 
 def write_noise(report: NoiseReport) -> None:
     """noise.json into the run dir: the A/A floor of one arm's reruns."""
-    write_json_atomic(report.run_dir / NOISE_JSON, report.to_json(),
-                      reads=run_reads(report.run_dir), inside=report.run_dir)
+    d = report.run_dir
+    _each([(d / NOISE_JSON, lambda p: write_json_atomic(p, report.to_json(),
+                                                        reads=run_reads(d), inside=d))], report)

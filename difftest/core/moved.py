@@ -1,0 +1,78 @@
+"""Old module names kept for one release. difftest 0.2 grouped its modules into folders by stage
+(`difftest.errors` is now `difftest.core.errors`, `difftest.compare` is
+`difftest.analysis.compare`, ...); an import by the old name still works, gives the module under
+its new name's contents, and warns once that the old name goes in difftest 0.3.
+
+The runners' `python -m difftest.reference` (`.hf`, `.mlx`) are packages of their own
+(`difftest/reference/`), since `-m` runs a file, not an alias."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+
+GOES_IN = "0.3"
+
+_FOLDERS = {
+    "core": ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo", "evidence",
+             "limits", "thresholds", "force", "activations", "faults"),
+    "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
+    "analysis": ("audit", "compare", "threshold_notes", "verdict", "acceptance", "sequential",
+                 "rates", "floor", "quantity"),
+    "flow": ("plan", "rules", "switch", "pipeline", "sequential_runs", "gate", "calibrate",
+             "localize"),
+    "trace": ("align",),
+    "execute": ("worktree",),
+}
+# old dotted name -> new dotted name
+MOVED: dict[str, str] = {
+    **{f"difftest.{m}": f"difftest.{folder}.{m}" for folder, ms in _FOLDERS.items() for m in ms},
+    "difftest.report.rundir": "difftest.report.outputs",
+}
+# `difftest.numerics` is now a folder; the module of that name (what the logit instrument could
+# see) is difftest.analysis.logit_instrument, and the folder keeps the name, so no alias for it.
+
+
+def new_name(old: str) -> str | None:
+    """The module's name now, for an old name or a name inside an old package."""
+    if old in MOVED:
+        return MOVED[old]
+    for runner in ("reference", "hf", "mlx"):
+        prefix = f"difftest.{runner}."
+        if old.startswith(prefix) and old != f"{prefix}__main__":
+            return f"difftest.runners.{runner}.{old.removeprefix(prefix)}"
+    return None
+
+
+class _Alias(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def exec_module(self, module: ModuleType) -> None:
+        warnings.warn(f"`{module.__name__}` is deprecated and goes in difftest {GOES_IN}; "
+                      f"import `{self.new}`", DeprecationWarning,
+                      stacklevel=2)  # the import statement: warn() skips importlib's frames
+        real = importlib.import_module(self.new)
+        module.__dict__.update({k: v for k, v in vars(real).items()
+                                if k not in ("__name__", "__spec__", "__loader__", "__path__")})
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Consulted after the real finders: only a name no file answers to reaches it."""
+
+    def find_spec(self, fullname: str, path: object = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        new = new_name(fullname)
+        if new is None or importlib.util.find_spec(new) is None:
+            return None  # not an old name, or one that never had a module behind it
+        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+
+
+def install() -> None:
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.append(_Finder())

@@ -1,0 +1,123 @@
+"""`difftest localize RUN_DIR` leaves its figure in the run directory and a localisation section
+in the run's report.md and report.html; under teacher forcing the arms tables show B's would-be
+acceptance beside A's. Real reference-runner arms."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from difftest import api
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import VerdictKind
+from difftest.report.comparison import ACCEPTED_HEADER
+from test_pipeline import config
+
+REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
+LEVEL3 = {"VT_SPEC_TRACE": "3"}
+FAULT = "layers.0.o_proj:noise:0.01"
+
+
+def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
+    cfg = config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
+                            "cand": {"command": [*REF, "--fault", FAULT], "env": LEVEL3}},
+                 {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
+    return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                              progress=False)
+
+
+def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> None:
+    rep = judged(tmp_path, teacher_force=True)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    run_dir = rep.run_dir
+    md = (run_dir / "report.md").read_text()
+    assert "Localisation" not in md
+    # B's would-be acceptance beside A's in both tables
+    assert f"| {ACCEPTED_HEADER} |" in md and "(would have)" in md
+    assert f"<th>{ACCEPTED_HEADER}</th>" in (run_dir / "report.html").read_text()
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "first differing module: layers.0.o_proj" in out.stdout
+    figures = list((run_dir / "localize").glob("*/modules.svg"))
+    assert len(figures) == 1 and b"<svg" in figures[0].read_bytes()[:400]
+    md = (run_dir / "report.md").read_text()
+    assert "#### Localisation at `r" in md
+    assert "`layers.0.o_proj` **first**" in md
+    page = (run_dir / "report.html").read_text()
+    assert "Localisation at r" in page and "first differing module: layers.0.o_proj" in page
+    # judged again from the run directory (export), the section stays
+    out = subprocess.run([sys.executable, "-m", "difftest", "export", str(run_dir), "-f",
+                          "markdown", "--html", str(tmp_path / "again.html")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "#### Localisation at" in out.stdout
+    assert "Localisation at r" in (tmp_path / "again.html").read_text()
+
+
+def test_a_free_run_has_no_acceptance_column(tmp_path: Path) -> None:
+    rep = judged(tmp_path, teacher_force=False)
+    assert rep.run_dir is not None
+    md = (rep.run_dir / "report.md").read_text()
+    assert ACCEPTED_HEADER not in md and "(would have)" not in md
+
+
+def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(tmp_path: Path) -> None:
+    """A tolerance that calls every module equal (nan, inf) or different (< 0), and a step arm
+    A never verified, are bad input: exit 2, one line, and nothing rerun or overwritten."""
+    rep = judged(tmp_path, teacher_force=False)
+    assert rep.run_dir is not None
+    run_dir = rep.run_dir
+
+    def localize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "difftest", "localize", *args],
+                              capture_output=True, text=True, timeout=300)
+
+    for atol in ("nan", "inf", "-1"):
+        out = localize(str(run_dir), "--atol", atol)
+        assert out.returncode == ExitCode.USAGE, (atol, out.stdout, out.stderr)
+        assert "--atol must be a finite number >= 0" in out.stderr
+        out = localize("--dumps", str(tmp_path), str(tmp_path), "--atol", atol)
+        assert out.returncode == ExitCode.USAGE and "--atol" in out.stderr
+    for at, said in (("r9:13", "traced no request 'r9'"), ("r0:99999", "positions"),
+                     ("foo", "--at 'foo': expected REQ:POS")):
+        out = localize(str(run_dir), "--at", at)
+        assert out.returncode == ExitCode.USAGE, (at, out.stderr)
+        assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (run_dir / "localize").exists()  # nothing was rerun
+
+
+def test_localize_names_the_comparison_of_a_run_of_several(tmp_path: Path) -> None:
+    """A probe run judged its baseline and each mutation: localize, as export, needs -c, and
+    localises the mutation named in a folder of its own, leaving the baseline's report alone."""
+    cfg_path = tmp_path / "difftest.toml"
+    config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
+                      "same": {"command": REF, "env": LEVEL3}},
+           {"pair": {"arm_a": "base", "arm_b": "same"}})
+    cfg_path.write_text(cfg_path.read_text() + f'[mutations.noisy]\nargs = ["--fault", "{FAULT}"]\n')
+    result = api.probe(comparison="pair", mutations=["noisy"], config=cfg_path,
+                       run_root=tmp_path / "runs", progress=False)
+    assert result.run_dir is not None
+    run_dir = result.run_dir
+    report_md = (run_dir / "report.md").read_bytes()
+
+    def localize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
+                               *args], capture_output=True, text=True, timeout=300)
+
+    for args in ((), ("--at", "r0:1")):
+        out = localize(*args)
+        assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+        assert "a run of 2 comparisons; name one with --comparison (pair, pair/noisy)" \
+            in out.stderr
+    assert not (run_dir / "localize").exists()  # refused before rerunning anything
+    out = localize("-c", "pair/noisy")
+    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert "first differing module: layers.0.o_proj" in out.stdout
+    assert [p.relative_to(run_dir).parts[:3] for p in run_dir.glob("localize/**/modules.svg")] \
+        == [("localize", "pair", "noisy")]
+    assert (run_dir / "report.md").read_bytes() == report_md  # the baseline's, untouched
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", "a", "b",
+                          "-c", "pair"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == ExitCode.USAGE and "need a RUN_DIR" in out.stderr

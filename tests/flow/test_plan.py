@@ -1,0 +1,150 @@
+"""The run plan: each command's arms and each arm's role per comparison, named in one place,
+and the run record meta.json keeps of it, read back for every kind of run (old records too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from difftest.config import Config, parse_config
+from difftest.core.errors import UsageError
+from difftest.flow.plan import (PLAN_FORMAT, Judged, PlanKind, Role, plan_check, plan_compare,
+                           plan_noise, plan_probe, read_run)
+
+ARMS = "".join(f'[arms.{n}]\ncommand = ["true"]\nevidence = ["lane = {n}"]\n'
+               for n in ("p", "m"))
+CONFIG = ARMS + """
+[mutations.flip]
+env = { FLIP = "1" }
+[comparisons.lanes]
+arm_a = "p"
+arm_b = "m"
+mutations = ["flip"]
+noise_runs = 3
+[comparisons.det]
+arm_a = "p"
+arm_b = "p"
+"""
+
+
+def _config(tmp_path: Path, text: str = CONFIG) -> Config:
+    return parse_config(text, tmp_path / "difftest.toml")
+
+
+def _names(judged: tuple[Judged, ...]) -> list[str]:
+    return [j.name for j in judged]
+
+
+def test_compare_names_the_reruns_of_a_and_their_roles(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    plan = plan_compare(cfg, cfg.comparison("lanes"))
+    assert plan.kind is PlanKind.COMPARE and plan.label == "lanes"
+    assert [a.name for a in plan.arms] == ["p", "m", "p#run2", "p#run3"]
+    (j,) = plan.judged
+    assert j.roles() == {"p": Role.A, "m": Role.B, "p#run2": Role.RERUN_OF_A,
+                         "p#run3": Role.RERUN_OF_A}
+    assert [r.text for r in j.evidence[0]] == ["lane = p"]
+    assert plan.record() == {"format": PLAN_FORMAT, "kind": "compare", "roles": {
+        "lanes": {"p": "a", "m": "b", "p#run2": "rerun-of-a", "p#run3": "rerun-of-a"}}}
+
+
+def test_a_self_pair_runs_the_arm_twice_under_a_second_name(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    plan = plan_compare(cfg, cfg.comparison("det"))
+    assert [a.name for a in plan.arms] == ["p", "p#2"]
+    assert (plan.judged[0].spec.arm_a, plan.judged[0].spec.arm_b) == ("p", "p#2")
+    # the second run keeps the arm's command and env
+    assert plan.arms[1].command == plan.arms[0].command
+
+
+def test_check_runs_each_arm_once_and_names_each_mutation_comparison(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    plan = plan_check(cfg)
+    assert [a.name for a in plan.arms] == ["p", "m", "m+flip", "p#run2", "p#run3", "p#2"]
+    assert _names(plan.judged) == ["lanes", "lanes/flip", "det"]
+    assert _names(plan.bases()) == ["lanes", "det"]
+    flip = plan.comparison("lanes/flip")
+    assert flip.roles()["m+flip"] is Role.MUTATED_B and flip.mutation == "flip"
+    assert flip.evidence[1] == ()  # arm B's evidence is not asked of a mutated arm
+    assert _names(plan.mutations_of(plan.comparison("lanes"))) == ["lanes/flip"]
+    assert _names(plan_check(cfg, ["lanes"], probes=False).judged) == ["lanes"]
+    assert plan.meta()["check"] == ["lanes", "det"]
+
+
+def test_probe_runs_the_named_mutations_else_the_comparisons(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    plan = plan_probe(cfg, cfg.comparison("lanes"))
+    assert plan.selected == ("flip",) and plan.label == "probe-lanes"
+    assert [a.name for a in plan.arms] == ["p", "m", "m+flip", "p#run2", "p#run3"]
+    meta = plan.meta()
+    assert meta["probe"] == ["flip"]
+    assert list(meta["comparisons"]) == ["lanes", "lanes/flip"]  # type: ignore[call-overload]
+
+
+def test_noise_names_each_rerun_against_the_first_run(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    plan = plan_noise(cfg, "p", 3)
+    assert [a.name for a in plan.arms] == ["p", "p#run2", "p#run3"]
+    assert _names(plan.judged) == ["p-vs-p#run2", "p-vs-p#run3"]
+    assert plan.meta()["noise"] == {"arm": "p", "runs": 3}
+    with pytest.raises(UsageError, match="--noise-runs must be an integer from 2"):
+        plan_noise(cfg, "p", 1)
+
+
+def test_a_configured_arm_with_a_rerun_name_is_refused(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, CONFIG + '[arms."p#run2"]\ncommand = ["true"]\n')
+    with pytest.raises(UsageError, match="an arm is named 'p#run2'"):
+        plan_noise(cfg, "p", 2)
+
+
+@pytest.mark.parametrize("extra, kind", [
+    ({"check": ["a"]}, PlanKind.CHECK),
+    ({"noise": {"arm": "p", "runs": 2}}, PlanKind.NOISE),
+    ({"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}, "probe": []}, PlanKind.PROBE),
+    ({"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}}, PlanKind.COMPARE),
+])
+def test_a_record_without_a_plan_is_read_by_its_shape(extra: dict[str, object],
+                                                      kind: PlanKind) -> None:
+    assert read_run(Path("run"), {"extra": extra}, ["p", "m"]).kind is kind
+
+
+def test_an_old_noise_record_names_its_comparisons() -> None:
+    run = read_run(Path("run"), {"extra": {"noise": {"arm": "p", "runs": 3}}},
+                   ["p", "p#run2", "p#run3"])
+    assert run.names() == ["p-vs-p#run2", "p-vs-p#run3"]
+    spec, evidence = run.pick("p-vs-p#run3")
+    assert (spec.arm_a, spec.arm_b, evidence) == ("p", "p#run3", ((), ()))
+    with pytest.raises(UsageError, match="a run of 2 comparisons; name one with --comparison"):
+        run.pick(None)
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({"format": PLAN_FORMAT + 1, "kind": "check"}, "plan format 2 is newer than this difftest"),
+    ({"format": "1", "kind": "check"}, "plan format '1' is newer"),
+    ({"format": 1, "kind": "bisect"}, "plan kind must be one of compare, check, probe, noise, "
+                                      "got 'bisect'"),
+    ("compare", "run/meta.json: key 'plan' must be a table"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a", "fb": "a"}}},
+     r"run/meta.json: key 'plan.roles.x': a comparison has one arm A and one arm B"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a"}}},
+     r"key 'plan.roles.x': a comparison has one arm A and one arm B"),
+    ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a", "fb": "c"}}},
+     r"key 'plan.roles.x': a role is one of a, b, rerun-of-a, mutated-b"),
+    ({"format": 1, "kind": "compare", "roles": ["x"]}, r"key 'plan.roles' must be a table"),
+])
+def test_a_plan_record_this_difftest_cannot_read_is_refused(plan: object,
+                                                            message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        read_run(Path("run"), {"plan": plan, "extra": {}}, [])
+
+
+def test_the_plan_roles_must_name_the_arms_of_the_comparison_picked() -> None:
+    meta = {"plan": {"format": 1, "kind": "compare", "roles": {"x": {"p": "b", "m": "a"}}},
+            "extra": {"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}}}
+    with pytest.raises(UsageError, match=r"run/meta.json: key 'plan.roles.x' does not match "
+                                         r"the comparison it records \(arm A 'p', arm B 'm'\)"):
+        read_run(Path("run"), meta, ["p", "m"]).pick(None)
+    meta["plan"]["roles"]["x"] = {"p": "a", "m": "b"}  # type: ignore[index]
+    spec, _ = read_run(Path("run"), meta, ["p", "m"]).pick("x")
+    assert (spec.arm_a, spec.arm_b) == ("p", "m")

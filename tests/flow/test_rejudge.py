@@ -1,0 +1,158 @@
+"""Every run is re-judgeable: `export RUN --comparison NAME` judges any comparison of a `check`
+run again (a probed mutation too), and `difftest.read_diff` reads a diff CSV back typed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import difftest
+from conftest import logits_line, replay_arm, verify_line
+from difftest import api
+from difftest.cli import app
+from difftest.core.errors import UsageError
+
+DATA = Path(__file__).parents[1] / "data" / "compare"
+runner = CliRunner()
+
+
+def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.gate.CheckResult]:
+    """A check of two comparisons; `logits` probes a mutation whose arm replays other drafts
+    (a replay arm replays the file its last argument names)."""
+    config = tmp_path / "difftest.toml"
+    config.write_text(
+        replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
+        + replay_arm("cand", DATA / "logitonly_b.log")
+        + f"[mutations.flip]\nargs = [{json.dumps(str(DATA / 'differ_b.log'))}]\n"
+        + '[comparisons.tokens]\narm_a = "base"\narm_b = "same"\nmutations = ["flip"]\n'
+        + '[comparisons.logits]\narm_a = "base"\narm_b = "cand"\n')
+    result = api.check(config, run_root=tmp_path / "runs", progress=False)
+    assert result.run_dir is not None
+    return config, result.run_dir, result
+
+
+def test_export_rejudges_each_comparison_of_a_check_run(tmp_path: Path) -> None:
+    _, run_dir, result = _check_run(tmp_path)
+    plain = runner.invoke(app, ["export", str(run_dir)])
+    assert plain.exit_code == 2
+    assert "a run of 3 comparisons; name one with --comparison (tokens, tokens/flip, logits)" \
+        in plain.output
+    for rep in result.reports:
+        again = api.rejudge(run_dir, comparison=rep.name)
+        assert (again.verdict, again.spec) == (rep.verdict, rep.spec)
+    out = runner.invoke(app, ["export", str(run_dir), "-c", "logits"])
+    assert out.exit_code == 1
+    assert out.output.splitlines()[:2] == ["logits: DIFFER (expect same): FAILED, exit 1",
+                                           "  differed: logits in 1/7 blocks"]
+    # looser than the 0.001 the logits moved, tighter than half the 0.02 smallest margin (the
+    # derived near-tie is 2 x atol: a larger atol leaves the tokens blind, and exit 3)
+    loose = runner.invoke(app, ["export", str(run_dir), "-c", "logits", "--atol", "0.005"])
+    assert loose.exit_code == 0, loose.output
+    mutated = runner.invoke(app, ["export", str(run_dir), "--comparison", "tokens/flip"])
+    assert mutated.exit_code == 1 and "differed: tokens in 2/7 blocks" in mutated.output
+    unknown = runner.invoke(app, ["export", str(run_dir), "-c", "nope"])
+    assert unknown.exit_code == 2
+    assert "no comparison 'nope' in this run (its comparisons: tokens, tokens/flip, logits)" \
+        in unknown.output
+
+
+def test_a_check_run_that_recorded_no_comparisons_is_judged_from_its_config(
+        tmp_path: Path) -> None:
+    config, run_dir, result = _check_run(tmp_path)
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["extra"]["comparisons"]  # as runs written before check recorded them
+    meta_path.write_text(json.dumps(meta))
+    again = api.rejudge(run_dir, comparison="logits")
+    assert again.verdict == result.reports[1].verdict
+    config.unlink()
+    with pytest.raises(UsageError, match="its config .* is gone"):
+        api.rejudge(run_dir, comparison="logits")
+
+
+def test_a_compare_run_still_needs_no_name(tmp_path: Path) -> None:
+    config = tmp_path / "difftest.toml"
+    config.write_text(replay_arm("base", DATA / "agree_a.log")
+                      + replay_arm("cand", DATA / "logitonly_b.log"))
+    rep = api.compare_arms("base", "cand", config=config, run_root=tmp_path / "runs",
+                           progress=False)
+    assert rep.run_dir is not None
+    assert api.rejudge(rep.run_dir).verdict == rep.verdict
+    assert api.rejudge(rep.run_dir, comparison=rep.name).verdict == rep.verdict
+    with pytest.raises(UsageError, match="no comparison 'x'"):
+        api.rejudge(rep.run_dir, comparison="x")
+
+
+def test_read_diff_types_every_column_and_keeps_token_ids_integers(tmp_path: Path) -> None:
+    rep = api.compare_traces(DATA / "agree_a.log", DATA / "shift_b.log", near_tie=0.05)
+    path = tmp_path / "diff.csv"
+    assert api.export_csv(rep, path)
+    plain = pd.read_csv(path)
+    assert plain["token_a"].dtype.kind == "f"  # what pandas makes of it alone: floats
+    frame = difftest.read_diff(path)
+    assert {c: str(t) for c, t in frame.dtypes.items()} == {
+        "req": "string", "pos": "int64", "row": "int64", "token_a": "Int64", "token_b": "Int64",
+        "status": "category", "margin_a": "float64", "margin_b": "float64",
+        "logit_a": "float64", "logit_b": "float64", "abs_logit_diff": "float64",
+        "logits": "category"}
+    r = rep.comparison.rows  # type: ignore[union-attr]
+    assert frame["token_a"].isna().to_numpy().tolist() == (~r.has_a).tolist()
+    assert frame["token_b"].isna().to_numpy().tolist() == (~r.has_b).tolist()
+    assert frame["token_a"].dropna().tolist() == r.token_a[r.has_a].tolist()
+    assert frame["status"].astype(str).tolist() == list(
+        pd.read_csv(path, dtype=str, keep_default_na=False)["status"])
+    assert "unmatched-b" in set(frame["status"])
+
+
+def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path: Path) -> None:
+    lines = [verify_line("=cmd", 5, [1, 2], [1, 3]), logits_line("=cmd", 5, 1, [(1, "2"), (4, "1")]),
+             verify_line("-1", 5, [6, 7], [6, 8])]
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("\n".join(lines) + "\n")
+    b.write_text("\n".join(lines) + "\nengine: second run\n")  # a capture of its own
+    rep = api.compare_traces(a, b)
+    path = tmp_path / "diff.csv"
+    api.export_csv(rep, path)
+    assert "'=cmd" in path.read_text()
+    assert set(difftest.read_diff(path)["req"]) == {"=cmd", "-1"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a,b\n1,2\n", "not a difftest diff CSV: its header is 'a,b'"),
+    ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
+     "logits\nr,1,1,2,2,same,,,,,,\nr,2,1,2,2,maybe,,,,,,\n",
+     ":3: column status: 'maybe' is not one of"),
+    ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
+     "logits\nr,1,1,2.5,2,same,,,,,,\n", "column token_a"),
+])
+def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        difftest.read_diff(path)
+    with pytest.raises(UsageError, match="cannot read"):
+        difftest.read_diff(tmp_path / "missing.csv")
+
+
+def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path) -> None:
+    config = tmp_path / "difftest.toml"
+    config.write_text(
+        replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
+        + 'evidence = ["line ~ this line is never printed"]\n'
+        + '[comparisons.proved]\narm_a = "base"\narm_b = "same"\n')
+    result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
+    assert result.run_dir is not None
+    (rep,) = result.reports
+    assert rep.verdict.kind == "inert"
+    again = api.rejudge(result.run_dir, comparison="proved")
+    assert again.verdict == rep.verdict
+    # the same run without the evidence it recorded would read as a plain agreement
+    meta_path = result.run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["extra"]["comparisons"]["proved"]["evidence"]
+    meta_path.write_text(json.dumps(meta))
+    assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"

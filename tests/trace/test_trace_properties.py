@@ -1,0 +1,196 @@
+"""Property tests of the parser: generated traces round-trip exactly, mutated traces only ever
+raise difftest's own error, and the compiled and pure-Python readers agree on everything
+(arrays, findings, errors), also when the file is read in small chunks."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from difftest.core.errors import DifftestError, TraceError
+from difftest.core.model import ArmTrace
+from difftest.trace import fast_path_available, parse_text, parse_trace
+from difftest.trace import grammar as g
+from tests.trace_strategies import logit_text, mutated_trace, valid_trace
+
+needs_fast = pytest.mark.skipif(not fast_path_available(),
+                                reason="the compiled scanner is not built")
+SETTINGS = settings(max_examples=80, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """Arrays compared bit for bit (so -0.0, nan and its sign count)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint64) if a.dtype == np.float64 else a
+
+
+def snapshot(t: ArmTrace) -> dict[str, object]:
+    """Everything a trace says, in comparable form."""
+    out: dict[str, object] = {
+        "requests": t.requests, "lines_total": t.lines_total, "skipped": t.lines_skipped,
+        "truncated": t.truncated, "drafting": t.drafting,
+        "findings": [(f.line, f.kind, f.message) for f in t.findings],
+        "engine_errors": [(f.line, f.message) for f in t.engine_errors],
+        "notices": [(n.line, n.req, n.text) for n in t.notices],
+        "routes": [(r.line, r.counters) for r in t.routes],
+        "config": (dict(t.config.values), dict(t.config.lines)),
+    }
+    for group in ("verifies", "proposes", "logits", "phases"):
+        obj = getattr(t, group)
+        for name, value in vars(obj).items():
+            assert isinstance(value, np.ndarray), (group, name)
+            out[f"{group}.{name}"] = (value.dtype.str, value.shape, bits(value).tobytes())
+    return out
+
+
+def outcome(text: bytes, *, pure: bool) -> object:
+    try:
+        return snapshot(parse_text(text, path="t.log", pure=pure))
+    except TraceError as exc:
+        return ("error", str(exc))
+
+
+@needs_fast
+@SETTINGS
+@given(st.one_of(mutated_trace(), valid_trace().map(lambda v: "\n".join(v[0]) + "\n")))
+def test_compiled_and_pure_readers_agree(text: str) -> None:
+    data = text.encode("utf-8", "surrogateescape")
+    assert outcome(data, pure=False) == outcome(data, pure=True)
+
+
+@needs_fast
+@SETTINGS
+@given(st.lists(st.text(alphabet="0123456789 -+.:eEnaifNAIF]x\t", max_size=12), min_size=1,
+                max_size=4))
+def test_readers_agree_on_odd_payload_items(items: list[str]) -> None:
+    """Number-like junk inside a top list: the bulk readers must reject exactly what the
+    field reader rejects, and read the rest to the same bits."""
+    line = "[spec-logits] req=r pos=1 row=1 top=[ " + " ".join(f"1:{x}" for x in items) + " ]\n"
+    for text in (line, "noise\n" + line * 3):
+        assert outcome(text.encode(), pure=False) == outcome(text.encode(), pure=True)
+
+
+# Lines at the edges of the pure reader's bulk path (bulk.py): each is either read in bulk to
+# the field reader's values or left to the field reader, which reads it or names the fault.
+EDGE_LINES = [
+    "top=[ 1:2.5  3:-0.0 ]", "top=[1:2]", "top=[ ]", "top=[]", "top=[ 1:2\t3:1 ]",
+    "top=[ 1:2 ] ", "top=[ 1:2 ]\r", "top=[ 1:2 ]x", "top=[ 1:2 ] ]", "top=[ 1:2] 3:1 ]",
+    "top=[ 1:2:3 ]", "top=[ 1::2 ]", "top=[ :2 ]", "top=[ 1: 2 ]", "top=[ 1 :2 ]",
+    "top=[ 1:1e5 2:1E-05 ]", "top=[ 1:-nan 2:inf 3:-INF 4:NaN ]", "top=[ 1:1.2.3 ]",
+    "top=[ 1:.5 2:5. 3:-.5 4:+5 ]", "top=[ 1:1234567890123456 2:0.1234567890123456 ]",
+    "top=[ 1:" + "7" * 400 + " ]", "top=[ 2147483648:1 ]", "top=[ -2147483648:1 ]",
+    "top=[ 00000000001:1 ]", "top=[ +3:1 -0:2 ]", "top=[ 1:- ]", "top=[ 1:. ]",
+    "top=[ 1:0.000000000000000000001 ]", "top=[ 1:1e400 2:-1e-400 ]",
+    "top=[:]", "top=[ : ]", "top=[ :1:2 ]", "top=[ 1:2 :3:4 ]", "top=[1:2 3:4 :]",
+]
+EDGE_HEADS = ["req=r pos=1 row=1", "req=r pos=+1 row=1", "req=[r pos=1 row=1",
+              "req=r\x7f pos=1 row=1", "req=r  pos=1 row=1", "req=r pos=1099511627776 row=1",
+              "req=r pos=1 row=2147483648", "req=r pos=01 row=0001", "req=" + "n" * 80 + " pos=1 row=1",
+              "req=r pos= row=1", "req=r pos=1 row=1 extra=2"]
+
+
+@needs_fast
+@pytest.mark.parametrize("head", EDGE_HEADS)
+def test_readers_agree_at_the_edges_of_the_bulk_path(head: str) -> None:
+    for top in EDGE_LINES:
+        line = f"[spec-logits] {head} {top}"
+        text = f"noise\n[spec-logits] req=ok pos=1 row=1 top=[ 5:1 ]\n{line}\n{line}\n"
+        data = text.encode("utf-8", "surrogateescape")
+        assert outcome(data, pure=False) == outcome(data, pure=True), line
+
+
+@SETTINGS
+@given(valid_trace(), st.booleans())
+def test_generated_traces_round_trip_exactly(generated: tuple[list[str], object],
+                                             pure: bool) -> None:
+    lines, exp = generated
+    t = parse_text("\n".join(lines) + "\n", pure=pure)
+    lg = t.logits
+    assert len(lg) == len(exp.logits)  # type: ignore[attr-defined]
+    for i, (req, pos, row, ids, vals) in enumerate(exp.logits):  # type: ignore[attr-defined]
+        w = int(lg.width[i])
+        assert (t.requests[lg.req[i]], int(lg.pos[i]), int(lg.row[i])) == (req, pos, row)
+        assert lg.top_ids[i, :w].tolist() == ids
+        got = lg.top_vals[i, :w]
+        assert bits(got).tolist() == bits(np.array(vals, dtype=np.float64)).tolist()
+    v = t.verifies
+    assert len(v) == len(exp.verifies)  # type: ignore[attr-defined]
+    for i, (req, pos, k, ns, acc, draft, emit) in enumerate(exp.verifies):  # type: ignore[attr-defined]
+        assert (t.requests[v.req[i]], int(v.pos[i]), int(v.k[i]), int(v.ns[i]),
+                int(v.acc[i])) == (req, pos, k, ns, acc)
+        assert v.draft(i).tolist() == draft and v.emit(i).tolist() == emit
+    p = t.proposes
+    assert [(int(p.rows[i]), int(p.nqpr[i]), int(p.k[i]), p.first(i).tolist())
+            for i in range(len(p))] == exp.proposes  # type: ignore[attr-defined]
+    ph = t.phases
+    assert list(zip(ph.pre.tolist(), ph.backbone.tolist(), ph.sample.tolist(),
+                    ph.logits.tolist(), strict=True)) == exp.phases  # type: ignore[attr-defined]
+    assert not [f for f in t.findings if f.message.startswith("[SPECTRACE]")]
+
+
+@SETTINGS
+@given(mutated_trace(), st.booleans())
+def test_mutated_traces_only_raise_difftest_errors(text: str, pure: bool) -> None:
+    try:
+        parse_text(text.encode("utf-8", "surrogateescape"), pure=pure)
+    except DifftestError as exc:
+        assert isinstance(exc, TraceError) and str(exc).startswith("<text>:")
+
+
+@SETTINGS
+@given(valid_trace(), st.integers(1, 64), st.booleans())
+def test_chunked_file_reading_equals_reading_in_memory(tmp_path_factory: pytest.TempPathFactory,
+                                                       generated: tuple[list[str], object],
+                                                       chunk: int, pure: bool) -> None:
+    text = ("\n".join(generated[0]) + "\n").encode("utf-8", "surrogateescape")
+    path = tmp_path_factory.mktemp("chunks") / "t.log"
+    path.write_bytes(text)
+    whole = snapshot(parse_text(text, path=str(path), pure=pure))
+    assert snapshot(parse_trace(path, chunk_bytes=chunk, pure=pure)) == whole
+
+
+@needs_fast
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(logit_text(), st.text(alphabet="0123456789.eE+-naifNAIF", max_size=30)))
+@example("9007199254740993")
+@example("2.2250738585072011e-308")
+@example("-0")
+@example("-nan")
+@example("1" * 400)
+@example("0." + "0" * 400 + "1e400")
+def test_compiled_float_reader_equals_float(text: str) -> None:
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    got = _scan.read_float(text.encode())
+    valid = g._FLOAT_RE.match(text.encode()) is not None
+    if not valid:
+        assert got is None
+        return
+    value, digits = got
+    assert struct.pack("=d", value) == struct.pack("=d", float(text))
+    assert digits == (min(g.sig_digits(text.encode()), 127) if np.isfinite(value) else 0)
+
+
+def test_random_nine_digit_floats_read_exactly() -> None:
+    """float32 values printed with %.9g, and the same with long random mantissas."""
+    rng = np.random.default_rng(1)
+    vals = rng.standard_normal(20000).astype(np.float32) * np.float32(30)
+    texts = [f"{float(v):.9g}" for v in vals] + [f"{float(v):.17g}" for v in vals[:2000]]
+    lines = [f"[spec-logits] req=r pos=1 row=1 top=[ 1:{t} ]" for t in texts]
+    for pure in (False, True):
+        got = parse_text("\n".join(lines) + "\n", pure=pure).logits.top_vals[:, 0]
+        assert bits(got).tolist() == bits(np.array([float(t) for t in texts])).tolist()
+    assert np.array_equal(got[:20000].astype(np.float32), vals)
+
+
+def test_readers_agree_on_the_golden_traces() -> None:
+    data = Path(__file__).parents[1] / "data"
+    for path in sorted(data.glob("*.log")):
+        text = path.read_bytes()
+        assert outcome(text, pure=False) == outcome(text, pure=True), path
