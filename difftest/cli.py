@@ -422,8 +422,11 @@ def localize(
     if (run_dir is None) == (dumps is None):
         raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
     if dumps is not None:
-        if at is not None or comparison is not None:
-            raise UsageError("--at and --comparison pick what to rerun in a run: they need a "
+        given = [name for name, value in (("--at", at), ("--comparison", comparison))
+                 if value is not None]
+        if given:
+            verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
+            raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
                              "RUN_DIR, not --dumps")
         report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
         typer.echo(report.render())

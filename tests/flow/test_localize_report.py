@@ -120,4 +120,5 @@ def test_localize_names_the_comparison_of_a_run_of_several(tmp_path: Path) -> No
     assert (run_dir / "report.md").read_bytes() == report_md  # the baseline's, untouched
     out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", "a", "b",
                           "-c", "pair"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == ExitCode.USAGE and "need a RUN_DIR" in out.stderr
+    assert out.returncode == ExitCode.USAGE
+    assert "--comparison picks what to rerun in a run: it needs a RUN_DIR" in out.stderr
