@@ -606,7 +606,9 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     noise_runs: Annotated[int | None, typer.Option(
         "--noise-runs", min=2, help="How many times to run it (default 3).")] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=2, hidden=True)] = None,
+    runs: Annotated[int | None, typer.Option(
+        "--runs", min=2, hidden=True,
+        help="The old spelling of --noise-runs (goes in difftest 0.3).")] = None,
     config: ConfigOpt = None,
     format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
