@@ -16,18 +16,19 @@ from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
 from difftest.core.errors import ExitCode, UsageError
-from difftest.flow.gate import CheckResult, ProbeReport, run_check, run_probe
 from difftest.core.model import ArmTrace
-from difftest.flow.pipeline import (ComparisonReport, Evidence, NoiseReport, judge_traces,
-                               rejudge_run, run_noise)
-from difftest.flow.pipeline import run_comparison as _run_comparison
-from difftest.flow.plan import RunOptions, evidence_of
+from difftest.flow.evaluate import ComparisonReport, judge_traces
+from difftest.flow.judge import CheckResult, NoiseReport, judged
+from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, plan_compare,
+                                plan_noise, plan_probe)
+from difftest.flow.rejudge import rejudge_run
+from difftest.flow.run import run
+from difftest.flow.scoring import ProbeReport
 from difftest.flow.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 from difftest.report import bisect_report, outputs
 from difftest.report.comparison import write_csv
 from difftest.report.diffread import read_diff
-from difftest.flow.sequential_runs import continue_until_decided, design_of
 from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
@@ -75,17 +76,8 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     the sequential acceptance test decides, at most this many times each
     (difftest.analysis.sequential)."""
     opts = run_options(keywords, options)
-    if opts.until_decided is not None:
-        design_of(spec, opts.until_decided)  # refused before anything runs
-        # the sequential test takes the place of the fixed-sample acceptance gate
-        report = continue_until_decided(
-            config, spec, _run_comparison(config, replace(spec, acceptance=None),
-                                          run_root=opts.run_root, progress=opts.progress,
-                                          cache_dir=opts.cache),
-            opts.until_decided, progress=opts.progress, cache_dir=opts.cache)
-    else:
-        report = _run_comparison(config, spec, run_root=opts.run_root, progress=opts.progress,
-                                 cache_dir=opts.cache)
+    plan = plan_compare(config, spec, opts.until_decided)
+    report = judged(plan, run(plan, opts), ComparisonReport)
     outputs.write_comparison(report)
     return report
 
@@ -195,9 +187,8 @@ def noise(arm: str, *, noise_runs: int = 3, config: ConfigLike = None,
 
         warn_python("noise(runs=...)", "noise(noise_runs=...)")
         noise_runs = runs
-    opts = run_options(keywords, options)
-    report = run_noise(_config(config), arm, noise_runs, run_root=opts.run_root,
-                       progress=opts.progress, cache_dir=opts.cache)
+    plan = plan_noise(_config(config), arm, noise_runs)
+    report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
     outputs.write_noise(report)
     return report
 
@@ -241,13 +232,14 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
           options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> CheckResult:
     """Every configured comparison (and the probes they require): the pre-merge gate. Writes
     junit.xml, check.md, check.html, check.json and the diffs into the run directory. `jobs`
-    caps how many arms run at once (default: see gate.job_limits). An output that could not be
-    written raises NotWritten (its `result` holds the gate's) after every other was."""
+    caps how many arms run at once (default: see difftest.flow.run.job_limits). An output that
+    could not be written raises NotWritten (its `result` holds the gate's) after every other
+    was."""
     cfg = _config(config)
     opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
-    result = run_check(cfg, only, run_root=opts.run_root, progress=opts.progress,
-                       cache_dir=opts.cache, probes=probes, jobs=opts.jobs)
+    plan = plan_check(cfg, only, probes=probes)
+    result = judged(plan, run(plan, opts), CheckResult)
     outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
     return result
 
@@ -264,8 +256,8 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
         raise UsageError("name both arms (--arm-a NAME --arm-b NAME) or a --comparison")
     spec = (cfg.comparison(comparison) if comparison is not None
             else resolve_spec(cfg, arm_a, arm_b, None))
-    result = run_probe(cfg, spec, mutations or None, run_root=opts.run_root,
-                       progress=opts.progress, cache_dir=opts.cache)
+    plan = plan_probe(cfg, spec, mutations or None)
+    result = judged(plan, run(plan, opts), ProbeReport)
     outputs.write_probe(result)
     return result
 

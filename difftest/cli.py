@@ -27,7 +27,7 @@ from difftest.core.deprecation import one_line_on_stderr
 from difftest.core.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from difftest.flow.pipeline import ComparisonReport
+    from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.plan import RunOptions
     from difftest.flow.rules import Overrides
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from difftest.flow.gate import CheckResult
+    from difftest.flow.judge import CheckResult
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,15 +43,18 @@ class _Gate:
     def run(self, session: pytest.Session) -> CheckResult:
         if self.result is None:
             from difftest.config import load_config
-            from difftest.flow.gate import run_check
+            from difftest.flow.judge import CheckResult, judged
+            from difftest.flow.plan import RunOptions, plan_check
+            from difftest.flow.run import run
 
             items = [i for i in session.items if isinstance(i, DifftestItem)]
             names = list(dict.fromkeys(i.comparison for i in items))
             probes = any(i.probe for i in items)
             cfg = load_config(_config_path(self.config))
             root = self.config.getoption("difftest_run_root")
-            self.result = run_check(cfg, names, run_root=Path(root) if root else None,
-                                    progress=False, probes=probes)
+            plan = plan_check(cfg, names, probes=probes)
+            ran = run(plan, RunOptions(run_root=Path(root) if root else None, progress=False))
+            self.result = judged(plan, ran, CheckResult)
         return self.result
 
 

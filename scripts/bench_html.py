@@ -38,7 +38,7 @@ def main() -> None:
         make_arm_b(a, b)
 
     from difftest.config import ComparisonSpec
-    from difftest.flow.pipeline import judge_traces
+    from difftest.flow.evaluate import judge_traces
 
     t0 = time.perf_counter()
     rep = judge_traces(a, b, ComparisonSpec(name="bench", arm_a="a", arm_b="b"))

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from difftest.config import load_config, parse_config
-from difftest.flow.gate import run_check
+from planned import run_check
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "gate"

@@ -67,6 +67,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_mlx": ("mlx",),
     "test_noise.py": NUMERICS,
     "test_numerics_cli.py": ("numerics", "subprocess"),
+    "test_one_path.py": ("subprocess",),
     "test_override_errors.py": ("subprocess",),
     "test_paths_gate.py": ("subprocess",),
     "test_paths_logits.py": NUMERICS,

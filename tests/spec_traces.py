@@ -12,7 +12,7 @@ from pathlib import Path
 from difftest.analysis.audit import AuditThresholds, audit_trace
 from difftest.config import ComparisonSpec
 from difftest.core.kinds import DraftingKind, Expect
-from difftest.flow.pipeline import ArmOutcome, ComparisonReport, evaluate
+from difftest.flow.evaluate import ArmOutcome, ComparisonReport, evaluate
 from difftest.trace import parse_lines
 
 Top = tuple[tuple[int, float], ...]  # (id, logit), highest first

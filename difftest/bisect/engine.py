@@ -24,7 +24,7 @@ from difftest.config import Config, load_config
 from difftest.core.errors import ExitCode, InterruptedRun, UsageError
 from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
 from difftest.core.gitinfo import git_toplevel
-from difftest.flow.pipeline import thresholds_of
+from difftest.flow.evaluate import thresholds_of
 from difftest.flow.plan import RunOptions
 
 

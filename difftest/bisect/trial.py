@@ -20,7 +20,7 @@ from difftest.core.errors import DifftestError, ExitCode, UsageError
 from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
-from difftest.flow.pipeline import evaluate, outcomes_from_run, rerun_outcomes
+from difftest.flow.evaluate import evaluate, outcomes_from_run, rerun_outcomes
 from difftest.flow.plan import spec_meta
 
 

@@ -24,8 +24,7 @@ _FOLDERS = {
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("audit", "compare", "threshold_notes", "verdict", "acceptance", "sequential",
                  "rates", "floor", "quantity"),
-    "flow": ("plan", "rules", "switch", "pipeline", "sequential_runs", "gate", "calibrate",
-             "localize"),
+    "flow": ("plan", "rules", "switch", "sequential_runs", "calibrate", "localize"),
     "trace": ("align",),
     "execute": ("worktree",),
 }
@@ -33,6 +32,10 @@ _FOLDERS = {
 MOVED: dict[str, str] = {
     **{f"difftest.{m}": f"difftest.{folder}.{m}" for folder, ms in _FOLDERS.items() for m in ms},
     "difftest.report.rundir": "difftest.report.outputs",
+    # split since: the analysis of one comparison, and mutation scoring, kept their old names'
+    # modules (running a plan is difftest.flow.run, judging it difftest.flow.judge)
+    "difftest.pipeline": "difftest.flow.evaluate",
+    "difftest.gate": "difftest.flow.scoring",
 }
 # `difftest.numerics` is now a folder; the module of that name (what the logit instrument could
 # see) is difftest.analysis.logit_instrument, and the folder keeps the name, so no alias for it.

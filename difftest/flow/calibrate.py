@@ -44,8 +44,8 @@ from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.core.gitinfo import git_head
 from difftest.core.kinds import Expect
-from difftest.flow.pipeline import (ArmOutcome, drafting_of, outcomes_from_run, run_arm_set,
-                               thresholds_of)
+from difftest.flow.evaluate import ArmOutcome, drafting_of, outcomes_from_run, thresholds_of
+from difftest.flow.run import run_arm_set
 
 COVERAGE = 0.99
 CONFIDENCE = 0.95

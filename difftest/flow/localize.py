@@ -148,7 +148,7 @@ def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[
     run of several): a token flip, else a logit difference beyond the comparison's
     tolerance."""
     from difftest.core.errors import UsageError
-    from difftest.flow.pipeline import rejudge_run
+    from difftest.flow.rejudge import rejudge_run
 
     report = rejudge_run(Path(run_dir), comparison=comparison)
     c = report.comparison

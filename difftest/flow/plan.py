@@ -3,7 +3,8 @@ the run judges (arm A, arm B, a rerun of A for the noise floor, a mutated B).
 
 `plan_compare`, `plan_check`, `plan_probe` and `plan_noise` are the one place that names the
 arms a run adds to the configured ones: the second run of a self-pair (`p#2`), the reruns of
-arm A (`a#run2`), the mutated arms (`b+causal-mask`). A plan is written into the run's
+arm A (`a#run2`), the mutated arms (`b+causal-mask`), the rounds of `--until-decided`
+(`a#seq2`, `b#seq2`, ...; run while the sequential test has not decided). A plan is written into the run's
 meta.json before any arm starts (`Plan.meta` under `extra`, `Plan.record` as `plan`), and
 `read_run` reads it back, old run records too, so any comparison a run judged can be judged
 again (`difftest export RUN --comparison NAME`) without running anything.
@@ -21,7 +22,9 @@ from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThres
 from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import rerun_name, reruns
+from difftest.analysis.sequential import MIN_RUNS, Design
 from difftest.core.kinds import ArmSide, Expect
+from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
 # read from their `extra` alone, whose shape this version keeps).
@@ -86,10 +89,25 @@ class Judged:
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """`--until-decided`: the sequential test's design, and the rounds that may follow the
+    first run (round 2 first), each both arms again under their round's names; `inputs`:
+    each round's input, the first run's included (empty: the arms take none, every round
+    reruns the same requests). `difftest.flow.run` runs them while the test has not decided."""
+
+    design: Design
+    arms: tuple[tuple[ArmSpec, ArmSpec], ...]
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Plan:
     """Every arm a run starts (each once, under a name unique in the run) and every comparison
     it judges. `selected`: the comparisons a check was asked for, or the mutations a probe
-    runs; `noise`: the arm and run count of a noise run."""
+    runs; `noise`: the arm and run count of a noise run; `probes`: whether a check judges the
+    probes its comparisons require; `launched_jobs`: set on a check, whose arms run capped
+    (see `difftest.flow.run.job_limits`), None where every arm starts at once; `rounds`: a
+    compare run until the sequential test decides."""
 
     kind: PlanKind
     label: str
@@ -100,6 +118,9 @@ class Plan:
     cache: Path | None = None  # the config's [defaults] cache
     selected: tuple[str, ...] = ()
     noise: tuple[str, int] | None = None
+    probes: bool = True
+    launched_jobs: int | None = None
+    rounds: Rounds | None = None
 
     def comparison(self, name: str) -> Judged:
         for j in self.judged:
@@ -203,15 +224,86 @@ def mutated(config: Config, judged: Judged, mutation: str) -> Judged:
                   (judged.evidence[0], ()), mutation, judged.reruns)
 
 
-def plan_compare(config: Config, spec: ComparisonSpec) -> Plan:
-    """Arms A and B of one comparison, and A's reruns when it measures a noise floor."""
+def plan_compare(config: Config, spec: ComparisonSpec, until_decided: int | None = None) -> Plan:
+    """Arms A and B of one comparison, and A's reruns when it measures a noise floor. With
+    `until_decided` (the most runs of each arm), the rounds that may follow: the sequential
+    test then takes the place of the fixed-sample acceptance gate."""
+    rounds = None if until_decided is None else plan_rounds(config, spec, until_decided)
+    if rounds is not None:
+        spec = replace(spec, acceptance=None)
     arm_a, arm_b = arm_pair(config, spec)
     evidence = evidence_of(config, spec)
     spec = self_pair(spec, config.arms)
     more = reruns(arm_a, spec.noise_runs, {*config.arms, arm_b.name})
     judged = Judged(spec, evidence, reruns=tuple(a.name for a in more))
     return Plan(PlanKind.COMPARE, spec.name, (arm_a, arm_b, *more), (judged,), config.audit,
-                config.path, config.defaults.cache)
+                config.path, config.defaults.cache, rounds=rounds)
+
+
+UNTIL_DECIDED = "--until-decided"
+ROUND = "#seq"
+
+
+def round_name(arm: str, round_: int) -> str:
+    """An arm's run in round `round_` of `--until-decided`."""
+    return f"{arm}{ROUND}{round_}"
+
+
+def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
+    """The sequential test's design from the comparison's acceptance gate (its margin and
+    alpha); refused before anything runs where the comparison cannot be run until decided."""
+    if spec.teacher_force:
+        raise UsageError(f"{UNTIL_DECIDED} reruns both arms on their own: it does not combine "
+                         "with teacher forcing")
+    if spec.acceptance is None:
+        raise UsageError(f"{UNTIL_DECIDED} tests B's acceptance against A's at a stated margin: "
+                         f"give comparison {spec.name} an acceptance gate, e.g. acceptance = "
+                         "{ max_drop = 0.05, alpha = 0.01 }")
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not (
+            MIN_RUNS <= max_runs <= MAX_SEQUENTIAL_RUNS):
+        raise UsageError(f"{UNTIL_DECIDED} must be an integer from {MIN_RUNS} to "
+                         f"{MAX_SEQUENTIAL_RUNS} (the most runs of each arm), got {max_runs!r}")
+    return Design(spec.acceptance.max_drop, spec.acceptance.alpha, max_runs)
+
+
+def round_inputs(spec: ComparisonSpec, arms: tuple[ArmSpec, ArmSpec], rounds: int
+                 ) -> list[str] | None:
+    """The input of each round (None: the arms take none, every round reruns the same)."""
+    if not any(a.takes_input for a in arms):
+        return None
+    start = spec.gate_input
+    try:
+        first = int(start) if start is not None else None
+    except ValueError:
+        first = None
+    if first is None:
+        raise UsageError(f"comparison {spec.name}: {UNTIL_DECIDED} runs each round on the next "
+                         f"input after gate_input, which must then be an integer seed (got "
+                         f"{start!r})")
+    held = set(spec.calibration_inputs)
+    out: list[str] = []
+    n = first
+    while len(out) < rounds:
+        if str(n) not in held:
+            out.append(str(n))
+        n += 1
+    return out
+
+
+def plan_rounds(config: Config, spec: ComparisonSpec, max_runs: int) -> Rounds:
+    """Rounds 2..`max_runs` of `--until-decided`: arms that take an input run each round on the
+    next input after the comparison's gate_input (the calibration inputs skipped, held out);
+    others rerun the same requests."""
+    design = design_of(spec, max_runs)
+    base = arm_pair(config, spec)
+    raw = (config.arm(spec.arm_a), config.arm(spec.arm_b))
+    inputs = round_inputs(spec, raw, max_runs)
+    def in_round(b: ArmSpec, arm: ArmSpec, r: int) -> ArmSpec:
+        run = arm.with_input(inputs[r - 1]) if inputs and arm.takes_input else b
+        return run.with_changes(name=round_name(b.name, r))
+    arms = tuple((in_round(base[0], raw[0], r), in_round(base[1], raw[1], r))
+                 for r in range(2, max_runs + 1))
+    return Rounds(design, arms, tuple(inputs or ()))
 
 
 def probe_mutations(spec: ComparisonSpec, mutations: Sequence[str] | None) -> tuple[str, ...]:
@@ -264,7 +356,8 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
         judged.append(base)
         judged += [mutated(config, base, m) for m in (s.mutations if probes else ())]
     return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
-                config.path, config.defaults.cache, selected=tuple(names))
+                config.path, config.defaults.cache, selected=tuple(names), probes=probes,
+                launched_jobs=config.defaults.launched_jobs)
 
 
 def plan_noise(config: Config, arm: str, runs: int) -> Plan:

@@ -1,7 +1,9 @@
-"""`--until-decided`: after a comparison's first run, run both arms again, round after round,
-until the sequential test of `difftest.analysis.sequential` decides or the maximum is reached. Every
-round's runs go into the comparison's run directory (`ARM#seqN`), so the captures stay beside
-the report that counted them.
+"""`--until-decided`: after a comparison's first run, both arms run again, round after round,
+until the sequential test of `difftest.analysis.sequential` decides or the maximum is reached.
+The plan names the rounds (`difftest.flow.plan.plan_rounds`, `ARM#seqN`), `difftest.flow.run`
+runs them into the comparison's run directory, so the captures stay beside the report that
+counted them, and asks `SequentialTest` after each whether to go on; `difftest.flow.judge` folds
+the decision into the first run's verdict.
 
 Arms that take an input (`{seed}` in their command or env) run each round on the next input
 after the comparison's `gate_input` (an integer: the round's number added to it, skipping the
@@ -19,61 +21,15 @@ more requests do).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, counts_of
-from difftest.config import ArmSpec, ComparisonSpec, Config
-from difftest.core.errors import UsageError
-from difftest.core.limits import MAX_SEQUENTIAL_RUNS
+from difftest.analysis.sequential import Design, Look, SequentialResult, Tally, look
+from difftest.core.errors import ArmFailure
 from difftest.core.model import ArmTrace
-from difftest.flow.pipeline import ComparisonReport, outcomes_from_run, run_more, thresholds_of
-from difftest.flow.plan import arm_pair
-from difftest.analysis.sequential import MIN_RUNS, Design, Look, SequentialResult, Tally, fold, look
-from difftest.analysis.verdict import arm_failed
-
-OPTION = "--until-decided"
-
-
-def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
-    """The test's design from the comparison's acceptance gate (its margin and alpha)."""
-    if spec.teacher_force:
-        raise UsageError(f"{OPTION} reruns both arms on their own: it does not combine with "
-                         "teacher forcing")
-    if spec.acceptance is None:
-        raise UsageError(f"{OPTION} tests B's acceptance against A's at a stated margin: give "
-                         f"comparison {spec.name} an acceptance gate, e.g. acceptance = "
-                         "{ max_drop = 0.05, alpha = 0.01 }")
-    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not (
-            MIN_RUNS <= max_runs <= MAX_SEQUENTIAL_RUNS):
-        raise UsageError(f"{OPTION} must be an integer from {MIN_RUNS} to "
-                         f"{MAX_SEQUENTIAL_RUNS} (the most runs of each arm), got {max_runs!r}")
-    return Design(spec.acceptance.max_drop, spec.acceptance.alpha, max_runs)
-
-
-def round_inputs(spec: ComparisonSpec, arms: tuple[ArmSpec, ArmSpec], rounds: int
-                 ) -> list[str] | None:
-    """The input of each round (None: the arms take none, every round reruns the same)."""
-    if not any(a.takes_input for a in arms):
-        return None
-    start = spec.gate_input
-    try:
-        first = int(start) if start is not None else None
-    except ValueError:
-        first = None
-    if first is None:
-        raise UsageError(f"comparison {spec.name}: {OPTION} runs each round on the next input "
-                         f"after gate_input, which must then be an integer seed (got {start!r})")
-    held = set(spec.calibration_inputs)
-    out: list[str] = []
-    n = first
-    while len(out) < rounds:
-        if str(n) not in held:
-            out.append(str(n))
-        n += 1
-    return out
 
 
 def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
@@ -120,49 +76,53 @@ def _only(c: AcceptanceCounts, requests: set[str]) -> AcceptanceCounts:
     return AcceptanceCounts(c.label[keep], c.k[keep], c.acc[keep])
 
 
-def continue_until_decided(config: Config, spec: ComparisonSpec, first: ComparisonReport,
-                           max_runs: int, *, progress: bool | None = None,
-                           cache_dir: Path | None = None) -> ComparisonReport:
-    """The first run's report, with rounds 2.. run and the sequential decision folded into its
-    verdict (and recorded in `sequential`). An arm that fails in a later round fails the
-    comparison."""
-    design = design_of(spec, max_runs)
-    a0, b0 = first.arm_a, first.arm_b
-    if a0.trace is None or b0.trace is None or first.run_dir is None:
-        return first  # an arm failed: reported as such
-    base_a, base_b = arm_pair(config, spec)
-    raw = (config.arm(spec.arm_a), config.arm(spec.arm_b))
-    inputs = round_inputs(spec, raw, max_runs)
-    tally = Tally()
-    seen = Seen()
-    seen.fresh(a0.trace, b0.trace)
-    repeated = 0  # request reruns not counted: their streams repeated an earlier round's
-    tally.add(_labelled(counts_of(a0.trace), 1), _labelled(counts_of(b0.trace), 1))
-    looks: list[Look] = [look(tally, design)]
-    th = thresholds_of(config)
-    cache = cache_dir or config.defaults.cache
-    while looks[-1].decision is None:
-        r = tally.runs + 1
-        pair = []
-        for base, arm in ((base_a, raw[0]), (base_b, raw[1])):
-            run = arm.with_input(inputs[r - 1]) if inputs and arm.takes_input else base
-            pair.append(run.with_changes(name=f"{base.name}#seq{r}"))
-        results = run_more(first.run_dir, pair, progress=progress, cache_dir=cache)
-        a, b = outcomes_from_run(results, (pair[0].name, pair[1].name), th)
-        failures = [o.failure for o in (a, b) if o.failure is not None]
-        if failures:
-            return replace(first, verdict=arm_failed(failures, spec.expect))
-        assert a.trace is not None and b.trace is not None
-        new = seen.fresh(a.trace, b.trace)
-        ca, cb = counts_of(a.trace), counts_of(b.trace)
-        repeated += len((set(ca.label.astype(str)) | set(cb.label.astype(str))) - new)
+class SequentialTest:
+    """The sequential test as the rounds come in: the first run counted, then each round's
+    requests whose streams no earlier round traced. `next_round` says which round to run
+    next, None once the test decided (or a round repeated every stream: the arms are
+    deterministic on these inputs, and no later rerun would add evidence)."""
+
+    def __init__(self, design: Design, a: ArmTrace, b: ArmTrace) -> None:
+        self.design = design
+        self.tally = Tally()
+        self.seen = Seen()
+        self.seen.fresh(a, b)
+        self.repeated = 0  # request reruns not counted: their streams repeated an earlier round's
+        self.tally.add(_labelled(counts_of(a), 1), _labelled(counts_of(b), 1))
+        self.looks: list[Look] = [look(self.tally, design)]
+        self.stopped = False
+
+    @property
+    def next_round(self) -> int | None:
+        if self.stopped or self.looks[-1].decision is not None:
+            return None
+        return self.tally.runs + 1
+
+    def add(self, a: ArmTrace, b: ArmTrace) -> None:
+        """Round `next_round`'s traces of both arms."""
+        r = self.tally.runs + 1
+        new = self.seen.fresh(a, b)
+        ca, cb = counts_of(a), counts_of(b)
+        self.repeated += len((set(ca.label.astype(str)) | set(cb.label.astype(str))) - new)
         if not new:  # the same draws again: nothing to add, and no later rerun would
-            looks.append(replace(look(tally, design, repeated=True), runs=r))
-            break
-        tally.add(_labelled(_only(ca, new), r), _labelled(_only(cb, new), r))
-        looks.append(replace(look(tally, design), runs=r))
-    ran = looks[-1].runs
-    result = SequentialResult(design, tuple(looks), tuple(inputs[:ran]) if inputs else (),
-                              repeated=repeated,
-                              deterministic=looks[-1].runs > tally.runs)
-    return replace(first, verdict=fold(first.verdict, result), sequential=result)
+            self.looks.append(replace(look(self.tally, self.design, repeated=True), runs=r))
+            self.stopped = True
+            return
+        self.tally.add(_labelled(_only(ca, new), r), _labelled(_only(cb, new), r))
+        self.looks.append(replace(look(self.tally, self.design), runs=r))
+
+    def result(self, inputs: Sequence[str]) -> SequentialResult:
+        """Every look and the decision; `inputs`: each round's input (empty: none taken)."""
+        ran = self.looks[-1].runs
+        return SequentialResult(self.design, tuple(self.looks),
+                                tuple(inputs[:ran]) if inputs else (), repeated=self.repeated,
+                                deterministic=self.looks[-1].runs > self.tally.runs)
+
+
+@dataclass(frozen=True)
+class SequentialRun:
+    """What the rounds after a comparison's first run left: the test's record, or the failures
+    of the arms that failed in a later round (which fail the comparison)."""
+
+    result: SequentialResult | None
+    failures: tuple[ArmFailure, ...] = ()

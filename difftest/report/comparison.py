@@ -18,7 +18,7 @@ from difftest.core.jsonout import dumps
 from difftest.core.kinds import ArmSide
 from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
-from difftest.flow.pipeline import ArmOutcome, ComparisonReport
+from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
 from difftest.report.headline import differed_text, headline
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi

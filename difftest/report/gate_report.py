@@ -9,10 +9,11 @@ from datetime import datetime, UTC
 
 from difftest.core.errors import ArmFailure
 from difftest.execute import ArmResult
-from difftest.flow.gate import CheckResult, ProbeReport
+from difftest.flow.judge import CheckResult
+from difftest.flow.scoring import ProbeReport
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ProbeState, VerdictKind
-from difftest.flow.pipeline import ArmOutcome, ComparisonReport
+from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
 from difftest.report.headline import differed, differed_text, headline
 from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe

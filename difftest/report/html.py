@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
     from difftest.core.activations import Localization
     from difftest.analysis.compare import Comparison
-    from difftest.flow.gate import CheckResult, ProbeReport
+    from difftest.flow.judge import CheckResult
+    from difftest.flow.scoring import ProbeReport
     from difftest.flow.localize import SavedLocalization
-    from difftest.flow.pipeline import ArmOutcome, ComparisonReport
+    from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 
 REPORT_HTML = "report.html"
 CHECK_HTML = "check.html"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from difftest.core.jsonout import dumps
-from difftest.flow.pipeline import NoiseReport
+from difftest.flow.judge import NoiseReport
 from difftest.analysis.threshold_notes import zero_floor_text
 
 

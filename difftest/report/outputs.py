@@ -13,9 +13,10 @@ from difftest.core.atomic import check_target, write_bytes_atomic
 from difftest.core.errors import DifftestError, RefusedOutput, UsageError
 from difftest.execute import write_json_atomic, write_text_atomic
 from difftest.execute.records import META_NAME
-from difftest.flow.gate import CheckResult, ProbeReport
+from difftest.flow.judge import CheckResult, NoiseReport
+from difftest.flow.scoring import ProbeReport
 from difftest.flow.localize import RunLocalization, saved_localizations
-from difftest.flow.pipeline import ComparisonReport, NoiseReport
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report import comparison as render
 from difftest.report import gate_report, html
 
@@ -147,7 +148,7 @@ def write_localization(result: RunLocalization) -> Path:
     """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and, when
     the run's report.md and report.html are of the comparison localised, both written again
     with a localisation section. Returns the figure's path."""
-    from difftest.flow.pipeline import rejudge_run
+    from difftest.flow.rejudge import rejudge_run
 
     figure = result.folder / LOCALIZE_SVG
     svg = html.localization_svg(result.report.localization)

@@ -18,7 +18,7 @@ from difftest.analysis.compare import DIVERGED, NOISE_FLIP, Comparison
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, VerdictKind
 from difftest.analysis.logit_instrument import blind_radius
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report import comparison as render
 from spec_traces import Step, blocks, chain, f32, judged, shifted, trace_lines
 from conftest import replay_arm

@@ -24,7 +24,7 @@ from difftest.analysis.compare import Comparison
 from difftest.core.kinds import DraftingKind, VerdictKind
 from difftest.numerics.noise import NOISE_BAND
 from difftest.analysis.logit_instrument import blind_radius
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.evaluate import ComparisonReport
 from spec_traces import Step, Top, f32, judged, trace_lines
 
 SOUNDNESS_EXAMPLES = int(os.environ.get("DIFFTEST_SOUNDNESS_EXAMPLES", "1100"))

@@ -13,7 +13,8 @@ from difftest.analysis.compare import NEAR_TIE, STATUS_NAMES, compare
 from difftest.config import ComparisonSpec, load_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.analysis.floor import measure_floor
-from difftest.flow.pipeline import ArmOutcome, evaluate, judge_traces, with_overrides
+from difftest.flow.evaluate import ArmOutcome, evaluate, judge_traces
+from difftest.flow.rules import Overrides
 from difftest.core.thresholds import DTYPE_TOLERANCES, Dtype, ToleranceMode, parse_dtype
 from difftest.numerics.tolerance import Tolerance, derived_near_tie
 from difftest.trace import parse_trace
@@ -174,13 +175,13 @@ def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
     a = with_config_line(tmp_path, "agree_a.log", "[spec-config] dtype_logits=bfloat16")
     spec = ComparisonSpec("c", "A", "B", tolerance=ToleranceMode.DTYPE,
                           arm_dtypes=(None, Dtype.FLOAT32))
-    rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.0, rtol=0.0))
+    rep = judge_traces(a, DATA / "ties_b.log", Overrides.of(dict(atol=0.0, rtol=0.0)).apply(spec))
     assert rep.comparison is not None
     assert (rep.comparison.atol, rep.comparison.rtol) == (0.0, 0.0)
     assert status_at(rep.comparison, "a", 8, 3) == "differ"
     assert thresholds_said(rep) == ["thresholds: atol 0, rtol 0 from the overrides"]
     # one override: the other value still comes from the table, and each is credited
-    rep = judge_traces(a, DATA / "ties_b.log", with_overrides(spec, atol=0.5))
+    rep = judge_traces(a, DATA / "ties_b.log", Overrides.of(dict(atol=0.5)).apply(spec))
     assert rep.comparison is not None
     assert (rep.comparison.atol, rep.comparison.rtol) == (0.5, 1.6e-2)
     said = thresholds_said(rep)
@@ -191,7 +192,7 @@ def test_overrides_of_a_dtype_comparison_win_zero_included_and_are_credited(
 def test_an_override_of_a_thresholds_file_value_is_credited_to_the_override() -> None:
     spec = ComparisonSpec("c", "A", "B", atol=0.002, near_tie=0.004, thresholds="t.toml",
                           threshold_origin="t.toml (calibrated: n 3)")
-    rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", with_overrides(spec, atol=0.6))
+    rep = judge_traces(DATA / "agree_a.log", DATA / "ties_b.log", Overrides.of(dict(atol=0.6)).apply(spec))
     assert rep.comparison is not None and rep.comparison.atol == 0.6
     assert thresholds_said(rep) == ["thresholds: atol 0.6 from the overrides; rtol 0, near_tie "
                                     "0.004 from t.toml (calibrated: n 3)"]

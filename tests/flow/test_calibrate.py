@@ -14,7 +14,7 @@ import pytest
 from difftest.flow.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
 from difftest.core.errors import ConfigError, ExitCode, RefusedOutput, UsageError
-from difftest.flow.pipeline import run_comparison
+from planned import run_comparison
 from difftest.flow.calibrate import calibrate
 from difftest import api
 

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from difftest.cli import app
 from difftest.config import load_config, parse_config
 from difftest.core.errors import ExitCode
-from difftest.flow.gate import run_check, run_probe, worst
+from difftest.flow.judge import worst
+from planned import run_check, run_probe
 from conftest import git, replay_arm
 
 CONFIGS = Path(__file__).resolve().parents[2] / "difftest" / "configs"

@@ -14,7 +14,8 @@ import pytest
 from difftest.config import parse_config
 from difftest.core.errors import ExitCode, UsageError
 from difftest.execute import JobLimits
-from difftest.flow.gate import job_limits, run_check, run_probe
+from difftest.flow.run import job_limits
+from planned import run_check, run_probe
 from test_gate import LANES, replayed_mutations, replays
 
 STRICT = "[audit]\nmin_distinct_ids = 100000\nmin_entropy_bits = 0.5\nmax_blind_radius = 2.0\n"
@@ -186,14 +187,14 @@ def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> 
 ])
 def test_what_a_kill_is_measured_by(b: str, measures: list[str]) -> None:
     import difftest
-    from difftest.flow.gate import _measures
+    from difftest.flow.scoring import _measures
 
     data = Path(__file__).parents[1] / "data" / "compare"
     assert _measures(difftest.compare_traces(data / "agree_a.log", data / b)) == measures
 
 
 def test_a_failed_mutated_arm_is_measured_as_arm_failed(tmp_path: Path) -> None:
-    from difftest.flow.gate import _measures, _not_applied
+    from difftest.flow.scoring import _measures, _not_applied
 
     cfg = parse_config(_config("") + '[arms.crash]\ncommand = ["false"]\n'
                        '[comparisons.crash]\narm_a = "paged"\narm_b = "crash"\n',

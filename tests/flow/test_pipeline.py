@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from difftest import api
-from difftest.flow import pipeline
+from difftest.flow.evaluate import ComparisonReport, judge_traces
+from difftest.flow.plan import self_pair
+from difftest.flow.rejudge import rejudge_run
+from difftest.flow.rules import Overrides
 from difftest.report import outputs
 from difftest.config import ComparisonSpec, Config, parse_config
 from difftest.core.errors import ExitCode, TraceError, UsageError
@@ -48,7 +51,7 @@ def config(tmp_path: Path, arms: dict[str, dict[str, object]],
 
 
 def run(tmp_path: Path, a: dict[str, object], b: dict[str, object], **spec: object
-        ) -> pipeline.ComparisonReport:
+        ) -> ComparisonReport:
     cfg = config(tmp_path, {"base": a, "cand": b},
                  {"pair": {"arm_a": "base", "arm_b": "cand", **spec}})
     return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
@@ -102,10 +105,10 @@ def test_a_past_run_is_rejudged_with_other_thresholds_and_nothing_runs(tmp_path:
     assert rep.run_dir is not None
     before = snapshot(tmp_path / "runs")
 
-    again = pipeline.rejudge_run(rep.run_dir)
+    again = rejudge_run(rep.run_dir)
     assert (again.verdict.kind, again.verdict.reasons) == (rep.verdict.kind,
                                                               rep.verdict.reasons)
-    loose = pipeline.rejudge_run(rep.run_dir, atol=0.01)
+    loose = rejudge_run(rep.run_dir, atol=0.01)
     assert (loose.verdict.kind, loose.verdict.exit_code) == ("agree", ExitCode.OK)
     assert loose.spec.atol == 0.01 and loose.spec.name == "pair"
     # no arm ran again, no run directory appeared, no file of the run was touched
@@ -117,9 +120,9 @@ def test_rejudging_keeps_the_comparisons_expectation_unless_overridden(tmp_path:
               expect="differ", min_differing=2)
     assert rep.verdict.passed and rep.verdict.exit_code == ExitCode.OK
     assert rep.run_dir is not None
-    assert pipeline.rejudge_run(rep.run_dir).verdict.exit_code == ExitCode.OK
-    assert pipeline.rejudge_run(rep.run_dir, min_differing=3).verdict.exit_code == ExitCode.DIFFER
-    same = pipeline.rejudge_run(rep.run_dir, expect="same")
+    assert rejudge_run(rep.run_dir).verdict.exit_code == ExitCode.OK
+    assert rejudge_run(rep.run_dir, min_differing=3).verdict.exit_code == ExitCode.DIFFER
+    same = rejudge_run(rep.run_dir, expect="same")
     assert (same.verdict.kind, same.verdict.exit_code) == ("differ", ExitCode.DIFFER)
 
 
@@ -197,7 +200,7 @@ def test_the_same_arm_on_both_sides_runs_twice_under_two_names(tmp_path: Path) -
 
 def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -> None:
     spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", near_tie=0.05, atol=0.02)
-    rep = pipeline.judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
+    rep = judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
     assert rep.run_dir is None and rep.arm_a.result is None
     assert (rep.verdict.kind, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
     outputs.write_comparison(rep)  # no run dir: nothing to write, no error
@@ -206,8 +209,8 @@ def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -
 
 def test_overrides_change_only_what_was_given() -> None:
     spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", expect="differ", near_tie=0.5)
-    assert pipeline.with_overrides(spec) == spec
-    changed = pipeline.with_overrides(spec, atol=0.25, expect=None)
+    assert Overrides().apply(spec) == spec
+    changed = Overrides.of(dict(atol=0.25, expect=None)).apply(spec)
     assert (changed.expect, changed.near_tie, changed.atol) == ("differ", 0.5, 0.25)
 
 
@@ -223,7 +226,7 @@ def test_a_trace_that_says_its_arm_failed_is_arm_failed(tmp_path: Path, extra: s
     b = tmp_path / "b.log"
     b.write_text((DATA / "agree_a.log").read_text() + extra)
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
-    rep = pipeline.judge_traces(DATA / "agree_a.log", b, spec)
+    rep = judge_traces(DATA / "agree_a.log", b, spec)
     assert (rep.verdict.kind, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
     assert expected in rep.verdict.reasons[0] and "arm 'b'" in rep.verdict.reasons[0]
 
@@ -233,7 +236,7 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     for name in ("a.log", "b.log"):  # two captures (byte-identical files would be refused)
         (tmp_path / name).write_text((DATA / "agree_a.log").read_text() + note + "\n"
                                      + f"engine: run {name}\n")
-    rep = pipeline.judge_traces(tmp_path / "a.log", tmp_path / "b.log",
+    rep = judge_traces(tmp_path / "a.log", tmp_path / "b.log",
                                 ComparisonSpec(name="t", arm_a="a", arm_b="b"))
     assert rep.verdict.kind == "agree"
     assert f"a: {note}" in rep.verdict.reasons and f"b: {note}" in rep.verdict.reasons
@@ -265,27 +268,27 @@ def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: st
     edit(meta)
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(UsageError, match=re.escape(message)):
-        pipeline.rejudge_run(rep.run_dir)
+        rejudge_run(rep.run_dir)
 
 
 def test_non_finite_overrides_are_refused() -> None:
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
     with pytest.raises(UsageError,
                        match="the overrides: comparison atol: must be a finite number >= 0, got inf"):
-        pipeline.with_overrides(spec, atol=float("inf"))
+        Overrides.of(dict(atol=float("inf"))).apply(spec)
 
 
 def test_the_second_run_of_a_self_comparison_takes_a_name_no_arm_has() -> None:
     spec = ComparisonSpec(name="det", arm_a="p", arm_b="p")
-    assert pipeline.self_pair(spec).arm_b == "p#2"
-    assert pipeline.self_pair(spec, {"p", "p#2", "p#3"}).arm_b == "p#4"
+    assert self_pair(spec).arm_b == "p#2"
+    assert self_pair(spec, {"p", "p#2", "p#3"}).arm_b == "p#4"
     other = ComparisonSpec(name="real", arm_a="p", arm_b="q")
-    assert pipeline.self_pair(other, {"p", "q"}) is other
+    assert self_pair(other, {"p", "q"}) is other
 
 
 def test_a_last_line_of_program_output_without_newline_is_no_failure(tmp_path: Path) -> None:
     b = tmp_path / "b.log"
     b.write_text((DATA / "agree_a.log").read_text() + "bye")
-    rep = pipeline.judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
+    rep = judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
                                                                         arm_b="b"))
     assert rep.verdict.kind == "agree"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from difftest.cli import app
 from difftest.config import parse_config
 from difftest.core.errors import ExitCode
-from difftest.flow.gate import run_check, run_probe
+from planned import run_check, run_probe
 from difftest.report.gate_report import check_lines, junit_xml
 from test_gate import LANES, MUTATIONS, replayed_mutations, replays
 

@@ -20,7 +20,7 @@ DATA = Path(__file__).parents[1] / "data" / "compare"
 runner = CliRunner()
 
 
-def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.gate.CheckResult]:
+def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.judge.CheckResult]:
     """A check of two comparisons; `logits` probes a mutation whose arm replays other drafts
     (a replay arm replays the file its last argument names)."""
     config = tmp_path / "difftest.toml"

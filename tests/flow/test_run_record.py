@@ -156,14 +156,14 @@ def test_a_sequential_round_keeps_the_plan_record(tmp_path: Path) -> None:
     """`--until-decided` runs more rounds into the run directory: meta.json keeps the plan."""
     from conftest import TESTS, replay_arm
     from difftest.config import parse_config
-    from difftest.flow.pipeline import run_more, run_plan
+    from difftest.flow.run import run, run_more
     from difftest.flow.plan import RunOptions, plan_compare
 
     data = TESTS / "data" / "compare"
     cfg = parse_config(replay_arm("a", data / "agree_a.log") + replay_arm("b", data / "agree_b.log")
                        + '[comparisons.ab]\narm_a = "a"\narm_b = "b"\n', tmp_path / "d.toml")
     plan = plan_compare(cfg, cfg.comparison("ab"))
-    run_dir, _ = run_plan(plan, RunOptions(run_root=tmp_path / "runs", progress=False))
+    run_dir = run(plan, RunOptions(run_root=tmp_path / "runs", progress=False)).run_dir
     run_more(run_dir, [cfg.arm("a").with_changes(name="a#seq2")], progress=False,
              cache_dir=None)
     meta = json.loads((run_dir / "meta.json").read_text())

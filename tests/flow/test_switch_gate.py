@@ -14,9 +14,11 @@ from conftest import replay_arm
 from difftest import api
 from difftest.config import load_config
 from difftest.core.errors import ExitCode, InternalError
-from difftest.flow.gate import INERT_PROBE, run_probe, self_check, self_differences
+from difftest.flow.judge import self_check, self_differences
+from difftest.flow.scoring import INERT_PROBE
+from planned import run_probe
 from difftest.core.kinds import VerdictKind
-from difftest.flow.pipeline import judge_traces
+from difftest.flow.evaluate import judge_traces
 from difftest.config import ComparisonSpec
 from difftest.trace import parse_trace
 from test_switch import ROUTE_MATERIALIZED, ROUTE_PAGED, steps, trace_file
@@ -70,7 +72,7 @@ def test_a_green_probe_states_its_detection_margin(tmp_path: Path) -> None:
 
 def _outcome(path: Path, name: str) -> object:
     from difftest.analysis.audit import AuditThresholds, audit_trace
-    from difftest.flow.pipeline import ArmOutcome
+    from difftest.flow.evaluate import ArmOutcome
 
     t = parse_trace(path)
     return ArmOutcome(name, path, trace=t, audit=audit_trace(t, AuditThresholds()))
@@ -133,7 +135,7 @@ def test_a_rejudged_run_keeps_its_arms_evidence(tmp_path: Path) -> None:
 
 def test_two_refs_that_resolve_to_one_commit_are_inert(tmp_path: Path) -> None:
     from conftest import git
-    from difftest.flow.gate import run_check
+    from planned import run_check
     from test_gate import _make_repo
 
     repo = _make_repo(tmp_path / "repo")

@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 
 import difftest
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report.comparison import csv_text, to_dict
 from difftest.report.html import render_comparison
 

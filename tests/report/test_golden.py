@@ -9,8 +9,8 @@ import pytest
 
 from conftest import TESTS, Golden
 from difftest import api
-from difftest.flow.gate import CheckResult
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.judge import CheckResult
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report import audit_report, events, gate_report
 from difftest.report import comparison as render
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from difftest import api
 from difftest.core.errors import ExitCode
-from difftest.flow.gate import CheckResult
+from difftest.flow.judge import CheckResult
 from difftest.core.kinds import Expect, VerdictKind
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report import comparison, gate_report, html
 from difftest.report.headline import Headline, Tone, differed, headline, observed
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from difftest.config import ComparisonSpec
-from difftest.flow.pipeline import judge_traces
+from difftest.flow.evaluate import judge_traces
 from difftest.report import html
 
 from browser import probe, screenshot
@@ -104,7 +104,7 @@ def test_differing_traces_show_the_first_difference_and_the_flips(tmp_path: Path
 
 def test_check_html_has_one_section_per_comparison_and_probe(tmp_path: Path) -> None:
     from difftest.config import load_config
-    from difftest.flow.gate import run_check
+    from planned import run_check
 
     cfg = load_config(REPO / "difftest" / "configs" / "default.toml")
     result = run_check(cfg, ["lanes"], run_root=tmp_path, progress=False, probes=False)

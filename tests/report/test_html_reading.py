@@ -12,8 +12,8 @@ import pytest
 
 from browser import probe, screenshot
 from difftest import api
-from difftest.flow.gate import CheckResult
-from difftest.flow.pipeline import ComparisonReport
+from difftest.flow.judge import CheckResult
+from difftest.flow.evaluate import ComparisonReport
 from difftest.report import html
 
 COMPARE = Path(__file__).parents[1] / "data" / "compare"

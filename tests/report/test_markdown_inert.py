@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec
 from difftest.execute import ArmResult
-from difftest.flow.gate import CheckResult
-from difftest.flow.pipeline import ComparisonReport, _outcome, evaluate
+from difftest.flow.judge import CheckResult
+from difftest.flow.evaluate import ComparisonReport, evaluate
+from difftest.flow.evaluate import outcome as _outcome
 from difftest.report import comparison, gate_report
 from difftest.report.text import md_code, md_inline
 

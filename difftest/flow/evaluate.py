@@ -1,5 +1,6 @@
-"""The analysis behind `compare`, `check`, `probe` and `export`: arms -> trace -> align ->
-compare/audit -> verdict. Nothing here writes a report: `difftest.api` does, after.
+"""The analysis of one comparison: two arms' traces -> align -> compare/audit -> verdict
+(`evaluate`), and each arm's outcome read from its capture (`outcome`). `difftest.flow.judge`
+calls it for every comparison a plan names; nothing here runs an arm or writes a report.
 
 Raw captures and meta.json are written by `execute` before anything here reads them; analysis
 results are added afterwards, so a crash in analysis loses nothing that was captured.
@@ -10,22 +11,19 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Unpack
 
 from difftest.analysis.acceptance import AcceptanceReport, combine
 from difftest.analysis.acceptance import measure as measure_acceptance
 from difftest.analysis.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.analysis.compare import Comparison, DraftingSource, compare
-from difftest.config import ArmSpec, ComparisonSpec, Config
-from difftest.core.errors import ArmFailure, DifftestError, ExitCode, InterruptedRun, UsageError
-from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
-                              signal_of, write_json_atomic)
+from difftest.config import ComparisonSpec, Config
+from difftest.core.errors import ArmFailure, ExitCode, UsageError
+from difftest.execute import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.core.model import ArmTrace
-from difftest.numerics.noise import NoiseFloor
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
@@ -33,13 +31,10 @@ from difftest.analysis.verdict import Verdict, arm_failed, judge
 from difftest.analysis import quantity
 from difftest.flow.switch import Side, check_switch
 from difftest.trace.align import align
-from difftest.core.force import (FORCE_ENV, FORCE_NAME, ForceCheck, check_forced, committed_stream,
-                            explain_forced, write_force_file)
+from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
-from difftest.flow.plan import Evidence as Evidence  # re-exported: the type reports name
-from difftest.flow.plan import Plan, RunOptions, plan_compare, plan_noise, read_run
-from difftest.flow.plan import self_pair as self_pair  # re-exported for callers of the old home
-from difftest.flow.rules import OVERRIDES, OverrideKeywords, Overrides
+from difftest.flow.plan import Evidence
+from difftest.flow.rules import OVERRIDES
 from difftest.core.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
                                  resolve_tolerance)
 
@@ -82,16 +77,10 @@ def thresholds_of(config: Config | None) -> AuditThresholds:
     return AuditThresholds() if config is None else config.audit
 
 
-
-def with_overrides(spec: ComparisonSpec, *, where: str = OVERRIDES,
-                   **keywords: Unpack[OverrideKeywords]) -> ComparisonSpec:
-    """The spec with overrides applied (None leaves a value alone): `Overrides.apply`, the one
-    check of an override, whether it came from the command line or from an API caller."""
-    return Overrides.of(keywords).apply(spec, where)
-
-
-def _outcome(name: str, trace_path: Path, result: ArmResult | None,
-             thresholds: AuditThresholds, line_prefix: str | None = None) -> ArmOutcome:
+def outcome(name: str, trace_path: Path, result: ArmResult | None,
+            thresholds: AuditThresholds, line_prefix: str | None = None) -> ArmOutcome:
+    """An arm as judged: its failure when it ran and failed, else its parsed trace and audit
+    (and a failure its own trace shows). `result` None: a capture given by the user."""
     if result is not None:
         error = result.failure()
         if error is not None:
@@ -308,8 +297,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
                          "it would agree whatever the engine did. Compare two runs")
     th = thresholds or AuditThresholds()
-    a = _outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
-    b = _outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
+    a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
+    b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
     if spec.noise_runs:
         note = (f"noise_runs = {spec.noise_runs} not applied: a noise floor needs runs of "
@@ -318,225 +307,40 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     return report
 
 
-def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
-                progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
-                cache_dir: Path | None = None, limits: JobLimits | None = None,
-                record: Mapping[str, object] | None = None) -> tuple[Path, dict[str, ArmResult]]:
-    """Run arms concurrently (up to `limits`) into a fresh run directory; `record`: the
-    run's plan record (difftest.flow.plan)."""
-    run_dir = new_run_dir(run_root, label=label)
-    try:
-        results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                           cache_dir=cache_dir, limits=limits, plan=record)
-    except KeyboardInterrupt as exc:
-        raise InterruptedRun(run_dir, signal_of(exc)) from None
-    return run_dir, results
-
-
 def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
                       thresholds: AuditThresholds) -> tuple[ArmOutcome, ArmOutcome]:
     a, b = (results[n] for n in names)
-    return (_outcome(names[0], a.stderr_path, a, thresholds),
-            _outcome(names[1], b.stderr_path, b, thresholds))
-
-
-def run_plan(plan: Plan, options: RunOptions | None = None,
-             limits: JobLimits | None = None) -> tuple[Path, dict[str, ArmResult]]:
-    """Run every arm of a plan once into a fresh run directory, its record in meta.json. The
-    checkout cache: the options', else the config's [defaults] cache."""
-    options = options or RunOptions()
-    cache = options.cache or plan.cache
-    if plan.teacher_force:
-        return run_forced(plan, options, cache)
-    return run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
-                       progress=options.progress, extra_meta=plan.meta(), cache_dir=cache,
-                       limits=limits, record=plan.record())
-
-
-def judge_planned(plan: Plan, name: str, results: Mapping[str, ArmResult],
-                  run_dir: Path) -> ComparisonReport:
-    """One comparison the plan names, judged on the results of its run."""
-    j = plan.comparison(name)
-    th = plan.audit
-    a, b = outcomes_from_run(results, (j.spec.arm_a, j.spec.arm_b), th)
-    return evaluate(j.spec, a, b, th, run_dir, rerun_outcomes(results, j.spec, th), j.evidence)
-
-
-def run_comparison(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
-                   progress: bool | None = None,
-                   cache_dir: Path | None = None) -> ComparisonReport:
-    """Run both arms of a comparison and judge them (`difftest.api` also writes the reports)."""
-    plan = plan_compare(config, spec)
-    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
-    return judge_planned(plan, plan.judged[0].name, results, run_dir)
-
-
-def run_forced(plan: Plan, options: RunOptions,
-               cache_dir: Path | None) -> tuple[Path, dict[str, ArmResult]]:
-    """Teacher forcing: arm A (and its reruns) first, then B on A's committed stream, given in
-    DIFFTEST_FORCE. One run directory and one meta.json hold both phases. When A failed or
-    printed nothing usable, B still runs free so the failure is reported as usual."""
-    spec = plan.judged[0].spec
-    first = [a for a in plan.arms if a.name != spec.arm_b]
-    arm_a, arm_b = plan.arms[0], next(a for a in plan.arms if a.name == spec.arm_b)
-    extra_meta, record = plan.meta(), plan.record()
-    run_dir, results = run_arm_set(first, run_root=options.run_root, label=plan.label,
-                                   progress=options.progress, extra_meta=extra_meta,
-                                   cache_dir=cache_dir, record=record)
-    env = dict(arm_b.env)
-    a = results[arm_a.name]
-    if a.failure() is None:
-        try:
-            trace = parse_trace(a.stderr_path)
-        except DifftestError:  # judged (and reported) with A's outcome
-
-            trace = None
-        if trace is not None and len(trace.verifies):
-            env[FORCE_ENV] = str(write_force_file(committed_stream(trace),
-                                                  run_dir / FORCE_NAME).resolve())
-    second = run_more(run_dir, [arm_b.with_changes(env=env)], progress=options.progress,
-                      cache_dir=cache_dir)
-    return run_dir, {**results, **second}
-
-
-def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
-             cache_dir: Path | None) -> dict[str, ArmResult]:
-    """More arms run into an existing run directory (teacher forcing's second phase, a
-    sequential round): meta.json keeps every earlier arm, the run's metadata and plan record,
-    and when the run was created."""
-    _, before = load_run(run_dir)
-    try:
-        results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
-                           cache_dir=cache_dir, plan=before.get("plan"))
-    except KeyboardInterrupt as exc:
-        _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
-        raise InterruptedRun(run_dir, signal_of(exc)) from None
-    _keep_earlier_arms(run_dir, before)
-    return results
-
-
-def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:
-    """meta.json as the arms just run left it, with the arms recorded before them."""
-    _, after = load_run(run_dir)
-    after["arms"] = {**before["arms"], **after["arms"]}  # type: ignore[dict-item]
-    after["created_at"] = before.get("created_at", after.get("created_at"))
-    write_json_atomic(run_dir / META_NAME, after)
+    return (outcome(names[0], a.stderr_path, a, thresholds),
+            outcome(names[1], b.stderr_path, b, thresholds))
 
 
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
                    thresholds: AuditThresholds) -> list[ArmOutcome]:
     """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
     names = [rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1)]
-    return _rerun_outcomes(results, [n for n in names if n in results], thresholds)
+    return [outcome(n, results[n].stderr_path, results[n], thresholds)
+            for n in names if n in results]
 
 
-def _rerun_outcomes(results: Mapping[str, ArmResult], names: Sequence[str],
-                    thresholds: AuditThresholds) -> list[ArmOutcome]:
-    return [_outcome(n, results[n].stderr_path, results[n], thresholds) for n in names]
+@dataclass
+class Outcomes:
+    """A run's arms as judged, each read from its capture once however many comparisons name
+    it (the arms a check's comparisons share, a probe's baseline arm A)."""
 
+    results: Mapping[str, ArmResult]
+    thresholds: AuditThresholds
+    _read: dict[str, ArmOutcome] = field(default_factory=dict)
 
-@dataclass(frozen=True)
-class NoiseReport:
-    """`difftest noise`: one arm run N times, and its A/A floor (None when a run failed)."""
+    def of(self, name: str) -> ArmOutcome:
+        if name not in self._read:
+            r = self.results[name]
+            self._read[name] = outcome(name, r.stderr_path, r, self.thresholds)
+        return self._read[name]
 
-    arm: str
-    runs: int
-    run_dir: Path
-    floor: NoiseFloor | None
-    failures: tuple[ArmFailure, ...] = ()
+    def pair(self, spec: ComparisonSpec) -> tuple[ArmOutcome, ArmOutcome]:
+        return self.of(spec.arm_a), self.of(spec.arm_b)
 
-    @property
-    def exit_code(self) -> ExitCode:
-        return ExitCode.ARM_FAILED if self.failures else ExitCode.OK
-
-    def to_json(self) -> dict[str, object]:
-        return {"arm": self.arm, "runs": self.runs, "exit_code": int(self.exit_code),
-                "run_dir": str(self.run_dir), "failures": [str(f) for f in self.failures],
-                "noise": None if self.floor is None else self.floor.to_json()}
-
-
-def run_noise(config: Config, arm: str, runs: int = 3, *, run_root: Path | None = None,
-              progress: bool | None = None, cache_dir: Path | None = None) -> NoiseReport:
-    """Run one arm `runs` times side by side and measure its A/A noise floor."""
-    plan = plan_noise(config, arm, runs)
-    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
-    outs = _rerun_outcomes(results, [a.name for a in plan.arms], plan.audit)
-    failures = tuple(o.failure for o in outs if o.failure is not None)
-    if failures:
-        return NoiseReport(arm, runs, run_dir, None, failures)
-    traces = [o.trace for o in outs if o.trace is not None]
-    # the floor under the drafting rules the traces declare (one kind, else block)
-    declared = {t.drafting for t in traces if t.drafting is not None}
-    drafting = declared.pop() if len(declared) == 1 else DraftingKind.BLOCK
-    floor = measure_floor(arm, traces, drafting)
-    return NoiseReport(arm, runs, run_dir, floor)
-
-
-def rejudge_run(run_dir: Path, *, comparison: str | None = None,
-                overrides: Overrides | None = None, thresholds: AuditThresholds | None = None,
-                **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
-    """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
-    several comparisons (`check`, `probe`, `noise`) needs `comparison`: one of its names, or
-    `NAME/MUTATION` for a probed mutation."""
-    results, meta = load_run(run_dir)
-    recorded = read_run(Path(run_dir), meta, list(results))
-    where = recorded.where
-    spec, evidence = recorded.pick(comparison)
-    spec = Overrides.of(keywords, overrides).apply(spec)
-    if thresholds is None:
-        thresholds = recorded.audit
-    for name in (spec.arm_a, spec.arm_b):
-        if name not in results:
-            raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
-    # two runs of one arm are two captures (a determinism check runs the arm twice under two
-    # names); one run named twice is one capture compared with itself
-    same = ("the comparison names it as both arms" if spec.arm_a == spec.arm_b else
-            one_capture(results[spec.arm_a].stderr_path, results[spec.arm_b].stderr_path,
-                        by_content=False))
-    if same is not None:
-        raise UsageError(f"{where}: arm {spec.arm_a!r} and arm {spec.arm_b!r} are one capture "
-                         f"compared with itself ({same}); it would agree whatever the engine "
-                         "did")
-    a, b = outcomes_from_run(results, (spec.arm_a, spec.arm_b), thresholds)
-    report = evaluate(spec, a, b, thresholds, Path(run_dir),
-                      rerun_outcomes(results, spec, thresholds), evidence)
-    rounds = sequential_rounds(results, spec)
-    return report if rounds is None else _unjudged_sequential(
-        report, rounds, stopped=_stopped(meta))
-
-
-def _stopped(meta: Mapping[str, object]) -> str | None:
-    """How a run that did not end `done` ended (interrupted, terminated, ...), in words."""
-    status = meta.get("status", "done")
-    return None if status == "done" else str(status)
-
-
-def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
-    """How many rounds an `--until-decided` run of `spec` holds (its `ARM#seqN` arms), or None
-    where it was not such a run."""
-    rounds = [int(n.rsplit("#seq", 1)[1]) for n in names
-              if "#seq" in n and n.rsplit("#seq", 1)[0] in (spec.arm_a, spec.arm_b)
-              and n.rsplit("#seq", 1)[1].isdigit()]
-    return max(rounds) if rounds else None
-
-
-def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
-                         stopped: str | None = None) -> ComparisonReport:
-    """A re-judged `--until-decided` run: what was judged is its first round alone, without
-    the sequential test that gated it, so an agreement is not this judgement's to give (nor,
-    from a run stopped before the test decided, any decision of the test's)."""
-    verdict = report.verdict
-    if verdict.kind is VerdictKind.ARM_FAILED:
-        return report
-    kind = VerdictKind.UNINFORMATIVE if verdict.kind is VerdictKind.AGREE else verdict.kind
-    if stopped is not None:
-        why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
-               "before the sequential test decided: re-judging takes its first round alone "
-               "and gives no agreement; the run has no decision of its own")
-    else:
-        why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
-               "re-judging takes its first round alone and does not re-run the sequential test "
-               "that gated it, so it gives no agreement; the run's own decision is the "
-               "`sequential` entry of its report.json")
-    return replace(report, verdict=replace(verdict, kind=kind,
-                                           reasons=(*verdict.reasons, why)))
+    def reruns(self, spec: ComparisonSpec) -> list[ArmOutcome]:
+        """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
+        names = [rerun_name(spec.arm_a, i) for i in range(2, spec.noise_runs + 1)]
+        return [self.of(n) for n in names if n in self.results]

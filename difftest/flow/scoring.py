@@ -1,50 +1,27 @@
-"""The pre-merge gate: every configured comparison in one run (`check`), and mutation probes
-that prove a comparison can fail (`probe`).
-
-A probe runs arm B broken on purpose against arm A. A comparison that stays green under a
-known-wrong arm is blind to that kind of change; the probe says so instead of letting the gate
-claim a coverage it does not have.
+"""Mutation scoring: a probe runs arm B broken on purpose against arm A, and a comparison that
+stays green under a known-wrong arm is blind to that kind of change. Each mutation is scored
+killed, survived or not applied (it never reached the runner); the probe says so instead of
+letting the gate claim a coverage it does not have.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import time
-
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, UTC
 from pathlib import Path
 
-from difftest.analysis.audit import AuditThresholds
-from difftest.config import ComparisonSpec, Config
-from difftest.core.errors import ExitCode, InternalError, UsageError
-from difftest.execute import ArmResult, JobLimits
+from difftest.config import ComparisonSpec
+from difftest.core.errors import ExitCode
 from difftest.core.kinds import Expect, KilledBy, ProbeResult, VerdictKind
-from difftest.core.limits import MAX_JOBS
 from difftest.core.model import same_drafts
 from difftest.analysis.logit_instrument import blind_radius
-from difftest.flow.pipeline import (
-    ArmOutcome, ComparisonReport, Evidence, evaluate, judge_planned, outcomes_from_run,
-    rerun_outcomes, run_plan,
-)
-from difftest.flow.plan import Judged, Plan, RunOptions, plan_check, plan_probe
+from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
+from difftest.flow.plan import Evidence, Judged, Plan
 
 # The built-in probe of an `expect = "differ"` comparison: arm B replaced by arm A. A gate that
 # stays green when both sides are one arm cannot tell the toggle from no toggle.
 INERT_PROBE = "arm-b-as-a"
-
-# Severity for the worst-of rule: an arm that failed hides everything else.
-# A probe whose mutation never reached the runner (exit 2) is a set-up error: it outranks a
-# difference, since the gate's coverage claim is unfounded, but not a failed arm.
-SEVERITY = {ExitCode.ARM_FAILED: 4, ExitCode.USAGE: 3, ExitCode.DIFFER: 2,
-            ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
-
-
-def worst(codes: Sequence[ExitCode]) -> ExitCode:
-    return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
-
 
 @dataclass(frozen=True)
 class MutationResult:
@@ -141,14 +118,13 @@ def _killed(rep: ComparisonReport) -> bool:
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
 
-def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, results: Mapping[str, ArmResult],
-                 thresholds: AuditThresholds, run_dir: Path, evidence: Evidence) -> MutationResult:
+def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, outcomes: Outcomes,
+                 run_dir: Path, evidence: Evidence) -> MutationResult:
     """Arm B replaced by arm A's own capture (nothing is run): the comparison must go red."""
     a = baseline.arm_a
     b = replace(a, name=f"{spec.arm_a}(as {spec.arm_b})")
     mspec = replace(spec, name=f"{spec.name}/{INERT_PROBE}", arm_b=b.name)
-    rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
-                   evidence)
+    rep = evaluate(mspec, a, b, outcomes.thresholds, run_dir, outcomes.reruns(spec), evidence)
     killed = _killed(rep)
     c = rep.comparison
     return MutationResult(name=INERT_PROBE, killed=killed,
@@ -195,8 +171,11 @@ def detection_margins(baseline: ComparisonReport, mutations: Sequence[MutationRe
     return out
 
 
-def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResult],
-                        run_dir: Path, baseline: ComparisonReport) -> ProbeReport:
+def score_probe(plan: Plan, base: Judged, outcomes: Outcomes, run_dir: Path,
+                baseline: ComparisonReport) -> ProbeReport:
+    """The probe of a judged comparison: its baseline report, then each mutated arm B the plan
+    ran judged against arm A and scored (and, for an `expect = "differ"` comparison, the
+    built-in probe: B replaced by A)."""
     spec, thresholds, evidence = base.spec, plan.audit, base.evidence
     notes = []
     if spec.expect is not Expect.SAME:
@@ -205,12 +184,11 @@ def _probe_from_results(plan: Plan, base: Judged, results: Mapping[str, ArmResul
                      f"{INERT_PROBE} judges {spec.arm_a} against itself in {spec.arm_b}'s place")
     out: list[MutationResult] = []
     if spec.expect is Expect.DIFFER and baseline.comparison is not None:
-        out.append(_inert_probe(spec, baseline, results, thresholds, run_dir, evidence))
+        out.append(_inert_probe(spec, baseline, outcomes, run_dir, evidence))
     for m in plan.mutations_of(base):
         name, mspec = m.mutation or "", m.spec
-        a, b = outcomes_from_run(results, (mspec.arm_a, mspec.arm_b), thresholds)
-        rep = evaluate(mspec, a, b, thresholds, run_dir, rerun_outcomes(results, spec, thresholds),
-                       m.evidence)
+        a, b = outcomes.pair(mspec)
+        rep = evaluate(mspec, a, b, thresholds, run_dir, outcomes.reruns(spec), m.evidence)
         if _not_applied(baseline, b):
             notes.append(_not_applied_note(name, spec.arm_b, baseline))
             out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),
@@ -246,102 +224,3 @@ def _not_applied_note(name: str, arm_b: str, baseline: ComparisonReport) -> str:
     return (f"mutation {name}: the mutated arm printed exactly what {arm_b} printed (drafts, "
             f"emitted tokens{logits}): the mutation does not reach the runner (does it read "
             "DIFFTEST_MUTATION, or the mutation's env and args?); it is not scored")
-
-
-def run_probe(config: Config, spec: ComparisonSpec, mutations: Sequence[str] | None = None, *,
-              run_root: Path | None = None, progress: bool | None = None,
-              cache_dir: Path | None = None) -> ProbeReport:
-    """Run A, B and one mutated B per mutation side by side, and judge each against A. An
-    `expect = "differ"` comparison also gets the built-in probe (B replaced by A), and only that
-    when no mutation is named: breaking B's attention says little about a toggle's effect."""
-    plan = plan_probe(config, spec, mutations)
-    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir))
-    base = plan.judged[0]
-    baseline = judge_planned(plan, base.name, results, run_dir)
-    return _probe_from_results(plan, base, results, run_dir, baseline)
-
-
-def self_differences(rep: ComparisonReport) -> list[str]:
-    """What a comparison of one capture with itself found; anything at all is a bug."""
-    c = rep.comparison
-    if c is None:
-        return []
-    found = {"differing blocks": c.blocks_differing, "near-tie blocks": c.blocks_near_tie,
-             "blocks with logit differences": c.blocks_logit_differing,
-             "draft-length differences": c.draft_length_blocks,
-             "emitted-stream divergences": len(c.divergences),
-             "coverage gaps": len(c.coverage_gaps),
-             "unmatched steps": c.unmatched_a + c.unmatched_b,
-             "context-diverged steps": c.context_diverged}
-    out = [f"{n} {what}" for what, n in found.items() if n]
-    if c.max_abs_logit_diff:
-        out.append(f"max |d| {c.max_abs_logit_diff:.3g}")
-    if rep.verdict.kind in (VerdictKind.DIFFER, VerdictKind.INERT):
-        out.append(f"verdict {rep.verdict.kind}")
-    return out
-
-
-def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds) -> None:
-    """Arm A judged against its own capture through the whole analysis, bitwise: anything but
-    zero differences is an internal error, and no verdict of this run could be trusted."""
-    if a.trace is None:
-        return
-    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name, expect=Expect.SAME, atol=0.0,
-                rtol=0.0, near_tie=0.0, noise_runs=0, mutations=(), toggle=())
-    found = self_differences(evaluate(s, a, a, thresholds))
-    if found:
-        raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
-                            f"{a.trace_path} found " + ", ".join(found) + "; this is a bug in "
-                            "difftest, and no verdict of this run can be trusted")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    config: Path
-    run_dir: Path | None
-    reports: tuple[ComparisonReport, ...]
-    probes: Mapping[str, ProbeReport]
-    started_at: str | None = None  # ISO 8601 UTC, when the gate started
-    duration_s: float | None = None  # wall time of the whole gate, arms and analysis
-
-    @property
-    def exit_code(self) -> ExitCode:
-        codes = [r.verdict.exit_code for r in self.reports]
-        codes += [p.exit_code for p in self.probes.values()]
-        return worst(codes)
-
-
-def job_limits(config: Config, jobs: int | None) -> JobLimits:
-    """-j N caps all arms at N; by default local arms are capped at the CPU count and arms run
-    through a launcher at [defaults] launched_jobs (the cluster, not this machine, runs them)."""
-    if jobs is not None:
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
-            raise UsageError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
-        return JobLimits(total=jobs)
-    return JobLimits(local=os.cpu_count() or 1, launched=config.defaults.launched_jobs)
-
-
-def run_check(config: Config, only: Sequence[str] | None = None, *,
-              run_root: Path | None = None, progress: bool | None = None,
-              cache_dir: Path | None = None, probes: bool = True,
-              jobs: int | None = None) -> CheckResult:
-    """Every configured comparison (or `only` those), arms shared between them run once, at
-    most `jobs` at a time (see job_limits)."""
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    clock = time.monotonic()
-    plan = plan_check(config, only, probes=probes)
-    run_dir, results = run_plan(plan, RunOptions(run_root, progress, cache_dir),
-                                job_limits(config, jobs))
-    th = plan.audit
-    reports: list[ComparisonReport] = []
-    probe_reports: dict[str, ProbeReport] = {}
-    for base in plan.bases():
-        s = base.spec
-        a, b = outcomes_from_run(results, (s.arm_a, s.arm_b), th)
-        self_check(s, a, th)
-        rep = evaluate(s, a, b, th, run_dir, rerun_outcomes(results, s, th), base.evidence)
-        reports.append(rep)
-        if probes and (s.mutations or s.expect is Expect.DIFFER):
-            probe_reports[s.name] = _probe_from_results(plan, base, results, run_dir, rep)
-    return CheckResult(config.path, run_dir, tuple(reports), probe_reports, started_at,
-                       time.monotonic() - clock)

@@ -1,0 +1,92 @@
+"""Judging a past run again (`difftest export`), possibly under other rules: nothing is re-run.
+Whatever kind of run it was (compare, check, probe, noise), its meta.json record names the
+comparison; that comparison becomes a plan of one, judged by `difftest.flow.judge` like any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Unpack
+
+from difftest.analysis.audit import AuditThresholds
+from difftest.core.errors import UsageError
+from difftest.core.kinds import VerdictKind
+from difftest.config import ComparisonSpec
+from difftest.execute import load_run
+from difftest.flow.evaluate import ComparisonReport, one_capture
+from difftest.flow.judge import judged
+from difftest.flow.plan import ROUND, Judged, Plan, PlanKind, read_run
+from difftest.flow.rules import OverrideKeywords, Overrides
+from difftest.flow.run import RunResults
+
+
+def rejudge_run(run_dir: Path, *, comparison: str | None = None,
+                overrides: Overrides | None = None, thresholds: AuditThresholds | None = None,
+                **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
+    """Judge a past run again, possibly with other thresholds; nothing is re-run. A run of
+    several comparisons (`check`, `probe`, `noise`) needs `comparison`: one of its names, or
+    `NAME/MUTATION` for a probed mutation."""
+    results, meta = load_run(run_dir)
+    recorded = read_run(Path(run_dir), meta, list(results))
+    where = recorded.where
+    spec, evidence = recorded.pick(comparison)
+    spec = Overrides.of(keywords, overrides).apply(spec)
+    if thresholds is None:
+        thresholds = recorded.audit
+    for name in (spec.arm_a, spec.arm_b):
+        if name not in results:
+            raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
+    # two runs of one arm are two captures (a determinism check runs the arm twice under two
+    # names); one run named twice is one capture compared with itself
+    same = ("the comparison names it as both arms" if spec.arm_a == spec.arm_b else
+            one_capture(results[spec.arm_a].stderr_path, results[spec.arm_b].stderr_path,
+                        by_content=False))
+    if same is not None:
+        raise UsageError(f"{where}: arm {spec.arm_a!r} and arm {spec.arm_b!r} are one capture "
+                         f"compared with itself ({same}); it would agree whatever the engine "
+                         "did")
+    plan = Plan(PlanKind.COMPARE, Path(run_dir).name, (), (Judged(spec, evidence),),
+                thresholds)
+    report = judged(plan, RunResults(Path(run_dir), results), ComparisonReport)
+    rounds = sequential_rounds(results, spec)
+    return report if rounds is None else _unjudged_sequential(
+        report, rounds, stopped=_stopped(meta))
+
+
+def _stopped(meta: Mapping[str, object]) -> str | None:
+    """How a run that did not end `done` ended (interrupted, terminated, ...), in words."""
+    status = meta.get("status", "done")
+    return None if status == "done" else str(status)
+
+
+def sequential_rounds(names: Mapping[str, object], spec: ComparisonSpec) -> int | None:
+    """How many rounds an `--until-decided` run of `spec` holds (its `ARM#seqN` arms), or None
+    where it was not such a run."""
+    rounds = [int(n.rsplit(ROUND, 1)[1]) for n in names
+              if ROUND in n and n.rsplit(ROUND, 1)[0] in (spec.arm_a, spec.arm_b)
+              and n.rsplit(ROUND, 1)[1].isdigit()]
+    return max(rounds) if rounds else None
+
+
+def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
+                         stopped: str | None = None) -> ComparisonReport:
+    """A re-judged `--until-decided` run: what was judged is its first round alone, without
+    the sequential test that gated it, so an agreement is not this judgement's to give (nor,
+    from a run stopped before the test decided, any decision of the test's)."""
+    verdict = report.verdict
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return report
+    kind = VerdictKind.UNINFORMATIVE if verdict.kind is VerdictKind.AGREE else verdict.kind
+    if stopped is not None:
+        why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
+               "before the sequential test decided: re-judging takes its first round alone "
+               "and gives no agreement; the run has no decision of its own")
+    else:
+        why = (f"this run was sequential (--until-decided, {rounds} round(s) of each arm): "
+               "re-judging takes its first round alone and does not re-run the sequential test "
+               "that gated it, so it gives no agreement; the run's own decision is the "
+               "`sequential` entry of its report.json")
+    return replace(report, verdict=replace(verdict, kind=kind,
+                                           reasons=(*verdict.reasons, why)))

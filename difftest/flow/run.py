@@ -1,0 +1,169 @@
+"""Running a plan: `run(plan, options)` starts every arm the plan names, each once, into one
+fresh run directory whose meta.json holds the plan's record before any arm starts. It is the
+one place a plan's arms are started: teacher forcing's second phase (arm B on arm A's committed
+stream) and the rounds of `--until-decided` the plan names (each run while the sequential test
+has not decided) run here too, into the same directory. Nothing else here judges:
+`difftest.flow.judge` reads what ran.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from difftest.config import ArmSpec, Config
+from difftest.core.errors import DifftestError, InterruptedRun, UsageError
+from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
+from difftest.core.limits import MAX_JOBS
+from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
+                              signal_of, write_json_atomic)
+from difftest.flow.evaluate import outcome
+from difftest.flow.plan import Plan, RunOptions
+from difftest.flow.sequential_runs import SequentialRun, SequentialTest
+from difftest.trace import parse_trace
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """What a run of a plan left: its directory and each arm's result, once (by the name the
+    plan gave it); when it began (ISO 8601 UTC, and on the monotonic clock, so a judge can
+    give the wall time of the whole command); under `--until-decided`, what the rounds after
+    the first left (None: no round ran, an arm of the first run failed)."""
+
+    run_dir: Path
+    arms: Mapping[str, ArmResult]
+    started_at: str | None = None
+    started: float | None = None
+    sequential: SequentialRun | None = None
+
+
+def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
+    """Run every arm of a plan once into a fresh run directory, its record in meta.json. The
+    checkout cache: the options', else the config's [defaults] cache. A check plan runs its
+    arms at most `options.jobs` at a time (see `job_limits`); other plans run theirs at once."""
+    options = options or RunOptions()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
+    cache = options.cache or plan.cache
+    limits = (None if plan.launched_jobs is None
+              else limits_of(plan.launched_jobs, options.jobs))
+    if plan.teacher_force:
+        run_dir, results = _run_forced(plan, options, cache)
+    else:
+        run_dir, results = run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
+                                       progress=options.progress, extra_meta=plan.meta(),
+                                       cache_dir=cache, limits=limits, record=plan.record())
+    rounds = None
+    if plan.rounds is not None:
+        results, rounds = _until_decided(plan, options, run_dir, results, cache)
+    return RunResults(run_dir, results, started_at, started, rounds)
+
+
+def _until_decided(plan: Plan, options: RunOptions, run_dir: Path,
+                   results: dict[str, ArmResult], cache: Path | None
+                   ) -> tuple[dict[str, ArmResult], SequentialRun | None]:
+    """The rounds the plan names, run one after another into the run directory while the
+    sequential test has not decided; an arm that fails in a round ends them."""
+    assert plan.rounds is not None
+    spec = plan.judged[0].spec
+    a0, b0 = (outcome(n, results[n].stderr_path, results[n], plan.audit)
+              for n in (spec.arm_a, spec.arm_b))
+    if a0.trace is None or b0.trace is None:
+        return results, None  # an arm failed: reported as such
+    test = SequentialTest(plan.rounds.design, a0.trace, b0.trace)
+    while (r := test.next_round) is not None:
+        pair = plan.rounds.arms[r - 2]
+        more = run_more(run_dir, list(pair), progress=options.progress, cache_dir=cache)
+        results = {**results, **more}
+        a, b = (outcome(arm.name, more[arm.name].stderr_path, more[arm.name], plan.audit)
+                for arm in pair)
+        failures = tuple(o.failure for o in (a, b) if o.failure is not None)
+        if failures:
+            return results, SequentialRun(None, failures)
+        assert a.trace is not None and b.trace is not None
+        test.add(a.trace, b.trace)
+    return results, SequentialRun(test.result(plan.rounds.inputs))
+
+
+def job_limits(config: Config, jobs: int | None) -> JobLimits:
+    """-j N caps all arms at N; by default local arms are capped at the CPU count and arms run
+    through a launcher at [defaults] launched_jobs (the cluster, not this machine, runs them)."""
+    return limits_of(config.defaults.launched_jobs, jobs)
+
+
+def limits_of(launched_jobs: int, jobs: int | None) -> JobLimits:
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+            raise UsageError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
+        return JobLimits(total=jobs)
+    return JobLimits(local=os.cpu_count() or 1, launched=launched_jobs)
+
+
+def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
+                progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
+                cache_dir: Path | None = None, limits: JobLimits | None = None,
+                record: Mapping[str, object] | None = None) -> tuple[Path, dict[str, ArmResult]]:
+    """Run arms concurrently (up to `limits`) into a fresh run directory; `record`: the
+    run's plan record (difftest.flow.plan)."""
+    run_dir = new_run_dir(run_root, label=label)
+    try:
+        results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
+                           cache_dir=cache_dir, limits=limits, plan=record)
+    except KeyboardInterrupt as exc:
+        raise InterruptedRun(run_dir, signal_of(exc)) from None
+    return run_dir, results
+
+
+def _run_forced(plan: Plan, options: RunOptions,
+                cache_dir: Path | None) -> tuple[Path, dict[str, ArmResult]]:
+    """Teacher forcing: arm A (and its reruns) first, then B on A's committed stream, given in
+    DIFFTEST_FORCE. One run directory and one meta.json hold both phases. When A failed or
+    printed nothing usable, B still runs free so the failure is reported as usual."""
+    spec = plan.judged[0].spec
+    first = [a for a in plan.arms if a.name != spec.arm_b]
+    arm_a, arm_b = plan.arms[0], next(a for a in plan.arms if a.name == spec.arm_b)
+    extra_meta, record = plan.meta(), plan.record()
+    run_dir, results = run_arm_set(first, run_root=options.run_root, label=plan.label,
+                                   progress=options.progress, extra_meta=extra_meta,
+                                   cache_dir=cache_dir, record=record)
+    env = dict(arm_b.env)
+    a = results[arm_a.name]
+    if a.failure() is None:
+        try:
+            trace = parse_trace(a.stderr_path)
+        except DifftestError:  # judged (and reported) with A's outcome
+            trace = None
+        if trace is not None and len(trace.verifies):
+            env[FORCE_ENV] = str(write_force_file(committed_stream(trace),
+                                                  run_dir / FORCE_NAME).resolve())
+    second = run_more(run_dir, [arm_b.with_changes(env=env)], progress=options.progress,
+                      cache_dir=cache_dir)
+    return run_dir, {**results, **second}
+
+
+def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
+             cache_dir: Path | None) -> dict[str, ArmResult]:
+    """More arms run into an existing run directory (teacher forcing's second phase, a
+    sequential round): meta.json keeps every earlier arm, the run's metadata and plan record,
+    and when the run was created."""
+    _, before = load_run(run_dir)
+    try:
+        results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
+                           cache_dir=cache_dir, plan=before.get("plan"))
+    except KeyboardInterrupt as exc:
+        _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
+        raise InterruptedRun(run_dir, signal_of(exc)) from None
+    _keep_earlier_arms(run_dir, before)
+    return results
+
+
+def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:
+    """meta.json as the arms just run left it, with the arms recorded before them."""
+    _, after = load_run(run_dir)
+    after["arms"] = {**before["arms"], **after["arms"]}  # type: ignore[dict-item]
+    after["created_at"] = before.get("created_at", after.get("created_at"))
+    write_json_atomic(run_dir / META_NAME, after)
