@@ -76,7 +76,7 @@ def test_reports_take_sides_and_probe_labels_from_the_enums(tmp_path: Path) -> N
     """The values a report spells are enum members (not strings that happen to match), and the
     rendered report spells them as before."""
     from difftest.core.kinds import ArmSide, ProbeResult
-    from difftest.flow.gate import MutationResult, ProbeReport
+    from difftest.flow.scoring import MutationResult, ProbeReport
     from difftest.report import gate_report
     from difftest.report.comparison import to_dict
     from tests.report.test_report_outputs import report
