@@ -177,11 +177,17 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
                        overrides=Overrides.of(keywords, overrides))
 
 
-def noise(arm: str, *, runs: int = 3, config: ConfigLike = None,
-          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
-    """Run one arm `runs` times and measure its A/A noise floor; writes noise.json into the
-    run directory."""
-    plan = plan_noise(_config(config), arm, runs)
+def noise(arm: str, *, noise_runs: int = 3, config: ConfigLike = None,
+          options: RunOptions | None = None, runs: int | None = None,
+          **keywords: Unpack[RunKeywords]) -> NoiseReport:
+    """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
+    the run directory. `runs` is the old spelling of `noise_runs` (warns)."""
+    if runs is not None:
+        from difftest.core.deprecation import warn_python
+
+        warn_python("noise(runs=...)", "noise(noise_runs=...)")
+        noise_runs = runs
+    plan = plan_noise(_config(config), arm, noise_runs)
     report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
     outputs.write_noise(report)
     return report

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 import typer
 from typer.core import TyperGroup
 
+from difftest.core.deprecation import one_line_on_stderr
 from difftest.core.errors import DifftestError, ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -159,6 +160,7 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        one_line_on_stderr()  # an old spelling a command meets says so in one line
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -208,6 +210,19 @@ def _os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return f"{where}the disk is full (no space left on device)"
     return f"{where}{exc.strerror or exc}"
+
+
+def _renamed(old: str, old_value: int | None, new: str, value: int | None, default: int) -> int:
+    """An option given under its old spelling still counts, with one line on stderr; given
+    under both spellings it is refused (which one was meant is not for difftest to guess)."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise UsageError(f"{old} and {new} are one option; give {new} only")
+    from difftest.core.deprecation import warn_cli
+
+    warn_cli(old, new)
+    return old_value
 
 
 class ParseFormat(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
@@ -589,7 +604,11 @@ def export(
 @_guarded
 def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
-    runs: Annotated[int, typer.Option("--runs", min=2, help="How many times to run it.")] = 3,
+    noise_runs: Annotated[int | None, typer.Option(
+        "--noise-runs", min=2, help="How many times to run it (default 3).")] = None,
+    runs: Annotated[int | None, typer.Option(
+        "--runs", min=2, hidden=True,
+        help="The old spelling of --noise-runs (goes in difftest 0.3).")] = None,
     config: ConfigOpt = None,
     format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
@@ -599,7 +618,8 @@ def noise(
     from difftest import api
     from difftest.report import noise_report
 
-    report, missing = _kept(lambda: api.noise(arm, runs=runs, config=config,
+    runs_given = _renamed("--runs", runs, "--noise-runs", noise_runs, 3)
+    report, missing = _kept(lambda: api.noise(arm, noise_runs=runs_given, config=config,
                                               run_root=run_root, progress=progress))
     if format is ReportFormat.json:
         typer.echo(noise_report.render_json(report))
@@ -673,7 +693,7 @@ def probe(
         "--arm-b", help="Arm name from the config: the one broken on purpose.")] = None,
     comparison: ComparisonOpt = None,
     mutation: Annotated[list[str] | None, typer.Option(
-        "--mutation", "-m", help="Repeatable; default: the comparison's probe list, else the "
+        "--mutation", "-m", help="Repeatable; default: the comparison's mutations, else the "
                                  "built-ins.")] = None,
     config: ConfigOpt = None,
     format: ReportFormatOpt = ReportFormat.table,

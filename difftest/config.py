@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from difftest.core.deprecation import warn_config, warn_python
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
@@ -43,6 +44,8 @@ DEFAULT_LAUNCHED_JOBS = 8
 # a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
 _COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inputs",
                     "gate_input")
+# old spellings of comparison keys, read for one release with a warning: old -> new
+_OLD_COMPARISON_KEYS = {"probe": "mutations"}
 _MUTATION_KEYS = ("env", "args")
 
 
@@ -194,6 +197,12 @@ class ComparisonSpec:
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
                 "thresholds": self.thresholds, "threshold_origin": self.threshold_origin}
+
+    @property
+    def probe(self) -> tuple[str, ...]:
+        """The old spelling of `mutations` (the config key it was read from), for one release."""
+        warn_python("ComparisonSpec.probe", "ComparisonSpec.rules.mutations")
+        return self.rules.mutations
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -380,6 +389,20 @@ class _Checker:
 
     def fail(self, table: str, message: str) -> ConfigError:
         return ConfigError(self.path, message, key=table)
+
+    def renamed(self, table: str, data: Mapping[str, Any],
+                old: Mapping[str, str]) -> dict[str, Any]:
+        """The table with each old key under its new name (warning once per key); both
+        spellings at once are refused, since which value was meant cannot be known."""
+        out = dict(data)
+        for was, now in old.items():
+            if was not in out:
+                continue
+            if now in out:
+                raise self.fail(table, f"keys {was!r} and {now!r} are one key; give {now!r} only")
+            warn_config(self.path, table, was, now)
+            out[now] = out.pop(was)
+        return out
 
     def keys(self, table: str, data: Mapping[str, Any], known: tuple[str, ...]) -> None:
         for key in data:
@@ -610,6 +633,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
     why = name_problem(name)
     if why is not None:
         raise check.fail(table, f"a comparison name {why}")
+    raw = check.renamed(table, raw, _OLD_COMPARISON_KEYS)
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
     for key in ("arm_a", "arm_b"):
@@ -620,13 +644,13 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
-    probe = check.strings(table, "probe", raw["probe"]) if "probe" in raw else ()
+    probe = check.strings(table, "mutations", raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
-            raise check.fail(table, f"key 'probe': unknown mutation {mutation!r} (known: {known})")
+            raise check.fail(table, f"key 'mutations': unknown mutation {mutation!r} (known: {known})")
     values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs")
-                              if k in raw and k != "probe"}
+                              if k in raw and k != "mutations"}
     if "tolerance" in raw:
         try:
             dtype_mode = tolerance_mode(raw["tolerance"]) is ToleranceMode.DTYPE
@@ -656,7 +680,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                           threshold_origin=found.origin)
     try:
         return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
-                                  "probe": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,
+                                  "mutations": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,
                                                                  arms[sides["arm_b"]].dtype),
                                   **values})
     except InvalidValue as exc:

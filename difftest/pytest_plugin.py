@@ -91,8 +91,8 @@ class DifftestItem(pytest.Item):
             lines = [f"{self.comparison}/probe: mutation score {p.mutation_score:.2f}, exit "
                      f"{int(p.exit_code)}"]
             lines += [f"  - {m.name}: " + ("killed by " + str(m.killed_by) if m.killed else
-                                         "NOT-APPLIED" if not m.applied else
-                                         "SURVIVED: " + "; ".join(m.report.verdict.reasons[-1:]))
+                                         str(m.result) if not m.applied else
+                                         f"{m.result}: " + "; ".join(m.report.verdict.reasons[-1:]))
                       for m in p.mutations]
             lines += [f"  - {n}" for n in p.notes]
             raise DifftestFailure(strip_ansi("\n".join(lines)))
@@ -123,7 +123,7 @@ class DifftestConfigFile(pytest.File):
         for name, spec in cfg.comparisons.items():
             items.append(DifftestItem.from_parent(self, name=name, comparison=name, probe=False,
                                                   gate=gate))
-            if spec.rules.probe:
+            if spec.rules.mutations:
                 items.append(DifftestItem.from_parent(self, name=f"{name}/probe",
                                                       comparison=name, probe=True, gate=gate))
         return items

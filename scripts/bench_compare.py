@@ -87,7 +87,7 @@ v = judge(c, au_a, au_b, names=("a", "b"))
 t5 = time.perf_counter()
 stages = {"parse": t1 - t0, "align": t2 - t1, "compare": t3 - t2, "audit": t4 - t3,
           "judge": t5 - t4}
-result = {"verifies": len(a.verifies) + len(b.verifies), "verdict": v.verdict,
+result = {"verifies": len(a.verifies) + len(b.verifies), "verdict": v.kind,
           "blocks_compared": c.blocks_compared, "blocks_differing": c.blocks_differing,
           "blocks_logit_differing": c.blocks_logit_differing, "unmatched": c.unmatched_a + c.unmatched_b,
           "context_diverged": c.context_diverged}

@@ -45,7 +45,7 @@ def main() -> None:
     judged = time.perf_counter() - t0
     assert rep.comparison is not None
     print(f"pair: {a.stat().st_size / 1e6:.0f} MB + {b.stat().st_size / 1e6:.0f} MB, "
-          f"{len(rep.comparison.rows):,} block rows, verdict {rep.verdict.verdict}; "
+          f"{len(rep.comparison.rows):,} block rows, verdict {rep.verdict.kind}; "
           f"parse + compare + judge {judged:.1f} s wall")
 
     t0 = time.perf_counter()

@@ -24,7 +24,7 @@ import json, resource, sys
 from difftest import api
 rep = api.compare_traces(sys.argv[1], sys.argv[2])
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"rss": rss, "verdict": str(rep.verdict.verdict)}))
+print(json.dumps({"rss": rss, "verdict": str(rep.verdict.kind)}))
 """
 
 

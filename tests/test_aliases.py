@@ -29,7 +29,7 @@ def test_the_old_runner_name_warns_and_runs_the_same_program(name: str) -> None:
     assert old.stdout == new.stdout and f"python -m difftest.runners.{name}" in new.stdout
     assert old.stderr.splitlines() == [
         f"difftest: `python -m difftest.{name}` is deprecated and goes in difftest 0.3; "
-        f"run `python -m difftest.runners.{name}`"]
+        f"use `python -m difftest.runners.{name}`"]
     assert new.stderr == ""
 
 
@@ -58,7 +58,7 @@ def test_an_old_module_name_imports_the_same_objects_and_warns() -> None:
             "print(difftest.errors.UsageError is e.UsageError, Overrides is O, R is RunnerOptions)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          check=True).stdout.splitlines()
-    assert out == ["`difftest.errors` is deprecated and goes in difftest 0.3; import "
+    assert out == ["`difftest.errors` is deprecated and goes in difftest 0.3; use "
                    "`difftest.core.errors`", "True True True"]
 
 

@@ -22,7 +22,7 @@ DATA = TESTS / "data" / "compare"
 def _config(tmp_path: Path, extra: str = "") -> Path:
     text = (replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
             + replay_arm("other", DATA / "differ_b.log")
-            + '[comparisons.pair]\narm_a = "base"\narm_b = "same"\nprobe = ["flip"]\n'
+            + '[comparisons.pair]\narm_a = "base"\narm_b = "same"\nmutations = ["flip"]\n'
             + '[comparisons.broken]\narm_a = "base"\narm_b = "other"\n'
             + f'[mutations.flip]\nargs = [{json.dumps(str(DATA / "differ_b.log"))}]\n' + extra)
     path = tmp_path / "difftest.toml"

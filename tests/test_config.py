@@ -49,7 +49,7 @@ def test_default_config_arms_and_comparisons() -> None:
     assert on[on.index("--scalars") + 1] == "on" and off[off.index("--scalars") + 1] == "off"
     lanes, scalars = cfg.comparisons["lanes"], cfg.comparisons["scalars"]
     assert (lanes.arm_a, lanes.arm_b, lanes.rules.expect) == ("paged", "materialized", "same")
-    assert lanes.rules.probe == BUILTIN_MUTATIONS
+    assert lanes.rules.mutations == BUILTIN_MUTATIONS
     assert (scalars.arm_a, scalars.arm_b, scalars.rules.expect) == ("scalars-on", "scalars-off",
                                                               "differ")
     assert scalars.rules.min_differing == 1
@@ -58,7 +58,7 @@ def test_default_config_arms_and_comparisons() -> None:
         "paged-split", "materialized", 1e-5, 1e-5)
     assert (nondet.arm_a, nondet.rules.noise_runs, nondet.rules.atol, nondet.rules.rtol) == (
         "paged-nondet", 3, 0.0, 0.0)
-    assert split.rules.probe == nondet.rules.probe == BUILTIN_MUTATIONS
+    assert split.rules.mutations == nondet.rules.mutations == BUILTIN_MUTATIONS
     for name in ("paged-split", "paged-nondet"):
         assert cfg.arms[name].env["OMP_NUM_THREADS"] == "1"
     assert cfg.audit == AuditThresholds()
@@ -110,7 +110,7 @@ def test_good_fixture_every_key() -> None:
     pair = cfg.comparisons["pair"]
     assert (pair.rules.expect, pair.rules.min_differing, pair.rules.near_tie,
             pair.rules.atol) == ("differ", 3, 0.25, 1e-6)
-    assert pair.rules.probe == ("flip", "causal-mask")
+    assert pair.rules.mutations == ("flip", "causal-mask")
     assert cfg.mutations["flip"] == MutationSpec("flip", env={"FLIP": "1"}, args=("--flip",))
     assert cfg.audit == AuditThresholds(4, 2.0, 0.5)
 
@@ -188,15 +188,15 @@ def test_good_fixture_every_key() -> None:
                  " missing", id="missing-arm-a"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
-                 "min_differing, near_tie, atol, rtol, noise_runs, probe, drafting, toggle, "
+                 "min_differing, near_tie, atol, rtol, noise_runs, mutations, drafting, toggle, "
                  "teacher_force, acceptance, tolerance, thresholds, calibration_inputs, "
                  "gate_input)",
                  id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
-                 'probe = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'probe': "
+                 'mutations = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'mutations': "
                  "unknown mutation 'flip-everything'", id="unknown-probe"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
-                 'probe = "causal-mask"\n', "[comparisons.c]: key 'probe': must be a list",
+                 'mutations = "causal-mask"\n', "[comparisons.c]: key 'mutations': must be a list",
                  id="probe-string"),
     pytest.param(ARM + '[mutations.m]\nenv = { X = "1" }\nargz = ["--x"]\n',
                  "[mutations.m]: key 'argz': unknown key (known: env, args)",

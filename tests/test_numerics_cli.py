@@ -158,7 +158,7 @@ def small_config(tmp_path: Path, b_mutation: str = "none") -> Path:
 
 def test_noise_command_measures_the_floor(tmp_path: Path) -> None:
     cfg = small_config(tmp_path)
-    r = cli("noise", "--arm", "nd", "--runs", "3", "--config", cfg, "--run-root", tmp_path / "r",
+    r = cli("noise", "--arm", "nd", "--noise-runs", "3", "--config", cfg, "--run-root", tmp_path / "r",
             "--no-progress", "-f", "json")
     assert r.exit_code == 0, r.output
     data = as_json(r)
@@ -170,12 +170,12 @@ def test_noise_command_measures_the_floor(tmp_path: Path) -> None:
     assert noise["logit_stats"]["rows"] == 3 * 2 * 4 * 4
     saved = json.loads((Path(data["run_dir"]) / "noise.json").read_text())
     assert saved == data
-    det = cli("noise", "--arm", "det", "--runs", "2", "--config", cfg, "--run-root",
+    det = cli("noise", "--arm", "det", "--noise-runs", "2", "--config", cfg, "--run-root",
               tmp_path / "r", "--no-progress")
     assert det.exit_code == 0, det.output
     assert det.output.startswith("noise det: A/A floor of det: zero (2 runs bit-identical)")
     assert cli("noise", "--arm", "nope", "--config", cfg).exit_code == 2
-    assert cli("noise", "--arm", "nd", "--runs", "1", "--config", cfg).exit_code == 2
+    assert cli("noise", "--arm", "nd", "--noise-runs", "1", "--config", cfg).exit_code == 2
 
 
 def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Path) -> None:

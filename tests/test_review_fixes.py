@@ -26,7 +26,7 @@ def test_short_printed_values_never_make_a_coarse_resolution(tmp_path: Path) -> 
     a = _trace(tmp_path / "a.log", "7", "4")
     b = _trace(tmp_path / "b.log", "7.4", "4.3")
     rep = compare_traces(a, b, atol=0.01)
-    assert rep.verdict.verdict is VerdictKind.DIFFER
+    assert rep.verdict.kind is VerdictKind.DIFFER
     assert rep.comparison is not None and rep.comparison.blocks_logit_differing == 1
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from difftest.numerics.clustered import (ClusteredRate, ClusterSums,
                                 paired_difference, rate_of, t_quantile)
 from difftest.config import AcceptanceGate
-from difftest.core.kinds import Instrument, VerdictKind
+from difftest.core.kinds import ArmSide, Instrument, VerdictKind
 from difftest.core.model import ArmTrace
 from difftest.analysis.verdict import Verdict
 
@@ -106,7 +106,7 @@ class PositionDelta:
         return self.b - self.a
 
     def to_json(self) -> dict[str, object]:
-        return {"j": self.j, "a": self.a, "b": self.b, "b_minus_a": self.diff,
+        return {"j": self.j, ArmSide.A: self.a, ArmSide.B: self.b, "b_minus_a": self.diff,
                 "bounds": None if self.low is None else [self.low, self.high],
                 "mde": self.mde, "decision": None if self.decision is None else
                 self.decision.value}
@@ -268,10 +268,10 @@ def combine(verdict: Verdict, report: AcceptanceReport | None,
             gate: AcceptanceGate | None) -> Verdict:
     """The comparison's verdict with the acceptance gate's decision folded in: a drop beyond the
     margin is a difference; a gate that cannot decide leaves no agreement standing."""
-    if gate is None or verdict.verdict is VerdictKind.ARM_FAILED:
+    if gate is None or verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     if report is None or report.verdict is None:
-        return replace(verdict, verdict=(VerdictKind.DIFFER if verdict.verdict is
+        return replace(verdict, kind=(VerdictKind.DIFFER if verdict.kind is
                                          VerdictKind.DIFFER else VerdictKind.UNINFORMATIVE),
                        reasons=(*verdict.reasons, "acceptance gate: neither arm traced a "
                                 "drafted verify, so acceptance could not be judged"))
@@ -283,7 +283,7 @@ def join_decision(verdict: Verdict, decision: VerdictKind,
     """An acceptance decision joined into the comparison's verdict (the fixed-sample gate's or
     the sequential test's): a drop is a difference; an undecided test leaves no agreement
     standing; a decided one adds acceptance to the instruments that could have failed."""
-    kind = verdict.verdict
+    kind = verdict.kind
     if decision is VerdictKind.DIFFER:
         kind = VerdictKind.DIFFER
     elif decision is VerdictKind.UNINFORMATIVE and kind is VerdictKind.AGREE:
@@ -291,5 +291,5 @@ def join_decision(verdict: Verdict, decision: VerdictKind,
     instruments = verdict.instruments
     if decision is not VerdictKind.UNINFORMATIVE:
         instruments = (*instruments, Instrument.ACCEPTANCE)
-    return replace(verdict, verdict=kind, instruments=instruments,
+    return replace(verdict, kind=kind, instruments=instruments,
                    reasons=(*verdict.reasons, *reasons))

@@ -24,7 +24,7 @@ import numpy as np
 from difftest.trace.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.analysis.audit import DraftedBlocks
 from difftest.core.errors import UsageError
-from difftest.core.kinds import AlignMode, DraftingKind
+from difftest.core.kinds import AlignMode, ArmSide, DraftingKind
 from difftest.core.model import ArmTrace, Finding
 from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
@@ -168,12 +168,15 @@ class FirstLogitDifference(RowPlace):
 class OneSided:
     """Only one arm traced block logits: tokens are compared, logits cannot be."""
 
-    traced_by: str  # "a" or "b"
+    traced_by: ArmSide
     level_a: int
     level_b: int
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "traced_by", ArmSide(self.traced_by))  # refuses any other
+
     def sentence(self, names: tuple[str, str]) -> str:
-        has, lacks = (0, 1) if self.traced_by == "a" else (1, 0)
+        has, lacks = (0, 1) if self.traced_by is ArmSide.A else (1, 0)
         levels = (self.level_a, self.level_b)
         return (f"logits could not be compared: {names[has]} traced block logits (level "
                 f"{levels[has]}) and {names[lacks]} did not (level {levels[lacks]}); only tokens "
@@ -305,12 +308,12 @@ class Comparison:
         return (tuple(f for f in self.findings_a if f.kind.breaks_stream),
                 tuple(f for f in self.findings_b if f.kind.breaks_stream))
 
-    def compared_blocks(self, side: str) -> tuple[DraftedBlocks, np.ndarray]:
+    def compared_blocks(self, side: ArmSide) -> tuple[DraftedBlocks, np.ndarray]:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
         r = self.rows
         keep = r.compared  # compared rows were drafted by both arms
-        tokens = (r.token_a if side == "a" else r.token_b)[keep].astype(np.int32)
-        margins = (r.margin_a if side == "a" else r.margin_b)[keep]
+        tokens = (r.token_a if side is ArmSide.A else r.token_b)[keep].astype(np.int32)
+        margins = (r.margin_a if side is ArmSide.A else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]
         # a block starts at the first row and wherever (req, pos) changes; none when no row
         starts = np.flatnonzero(np.r_[tokens.size > 0, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])])
@@ -506,7 +509,7 @@ def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
     """Which arm alone traced logits (e.g. levels 3 and 1): they cannot be compared."""
     if bool(len(a.logits)) == bool(len(b.logits)):
         return None
-    return OneSided("a" if len(a.logits) else "b", a.level, b.level)
+    return OneSided(ArmSide.A if len(a.logits) else ArmSide.B, a.level, b.level)
 
 
 def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Tolerance,

@@ -50,7 +50,7 @@ import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, join_decision
 from difftest.numerics.clustered import POWER, ClusterSums, paired_difference, t_quantile, z_quantile
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import ArmSide, VerdictKind
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.analysis.verdict import Verdict
 
@@ -118,7 +118,7 @@ class PositionLook:
         return self.b - self.a
 
     def to_json(self) -> dict[str, object]:
-        return {"j": self.j, "a": self.a, "b": self.b, "b_minus_a": self.diff,
+        return {"j": self.j, ArmSide.A: self.a, ArmSide.B: self.b, "b_minus_a": self.diff,
                 "differ_bound": self.upper, "agree_bound": self.lower}
 
 
@@ -294,6 +294,6 @@ def fold(verdict: Verdict, result: SequentialResult) -> Verdict:
     """The comparison's verdict with the sequential decision in place of the fixed-sample
     acceptance gate: a drop is a difference; a test that did not decide leaves no agreement
     standing."""
-    if verdict.verdict is VerdictKind.ARM_FAILED:
+    if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     return join_decision(verdict, result.decision, result.reasons())

@@ -16,8 +16,9 @@ import numpy as np
 
 from difftest.analysis.audit import AuditThresholds, TraceAudit, measure_tokens
 from difftest.analysis.compare import Comparison, DraftingSource, near_tie_rows
+from difftest.core.deprecation import warn_python
 from difftest.core.errors import ArmFailure, ExitCode
-from difftest.core.kinds import Expect, Instrument, Outcome, VerdictKind, outcome
+from difftest.core.kinds import ArmSide, Expect, Instrument, Outcome, VerdictKind, outcome
 from difftest.analysis.logit_instrument import blind_radius, logit_reasons
 
 TOKENS = Instrument.TOKENS
@@ -28,14 +29,20 @@ LOGITS = Instrument.LOGITS
 class Verdict:
     """A verdict kind under an expectation; exit code, `passed` and label derive from both."""
 
-    verdict: VerdictKind
+    kind: VerdictKind
     expect: Expect
     reasons: tuple[str, ...] = ()
     instruments: tuple[Instrument, ...] = ()  # what could have failed
 
     @property
+    def verdict(self) -> VerdictKind:
+        """The old spelling of `kind` (a field named like its record), kept for one release."""
+        warn_python("Verdict.verdict", "Verdict.kind")
+        return self.kind
+
+    @property
     def outcome(self) -> Outcome:
-        return outcome(self.verdict, self.expect)
+        return outcome(self.kind, self.expect)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -82,7 +89,7 @@ def _token_blind(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
     for au in (audit_a, audit_b):
         blind += [r for r in au.token_blind_reasons if r not in blind]
     if not blind:
-        for side in ("a", "b"):
+        for side in ArmSide:
             blocks, margins = cmp.compared_blocks(side)
             logged = margins if np.isfinite(margins).any() else None
             measured = measure_tokens(blocks, logged, th, what="compared")

@@ -146,7 +146,7 @@ def _read(setup: Setup, spec: ComparisonSpec, typed: Mapping[str, ArmResult],
     if verdict.exit_code == ExitCode.DIFFER:
         return Reading.BAD, verdict.label, first
     why = "; ".join(r.splitlines()[0] for r in verdict.reasons[:2])
-    return Reading.SKIP, verdict.label, f"{verdict.verdict.value}: {why}"
+    return Reading.SKIP, verdict.label, f"{verdict.kind.value}: {why}"
 
 
 def run_round(setup: Setup, tests: Sequence[Commit], runs_root: Path, label: str,

@@ -101,6 +101,32 @@ class Instrument(StrEnum):
     ACCEPTANCE = "acceptance"
 
 
+class ArmSide(StrEnum):
+    """Which arm of a comparison, as reports spell it: JSON keys (`unmatched`, `steps_lost`),
+    `traced_by`, the CSV's token columns, capture folders (`capture-a`)."""
+
+    A = "a"
+    B = "b"
+
+
+class ProbeResult(StrEnum):
+    """What one mutation did to the comparison it probes, as every report labels it."""
+
+    KILLED = "killed"  # the comparison went red
+    SURVIVED = "SURVIVED"  # it stayed green: blind to this kind of change
+    NOT_APPLIED = "NOT-APPLIED"  # the mutated arm printed what the baseline printed
+
+
+class ProbeState(StrEnum):
+    """A probe's line in check's report: every mutation killed, one never applied, one
+    survived, or the probe itself failed (an arm or the set-up)."""
+
+    PASS = "PASS"
+    NOT_APPLIED = "NOT-APPLIED"
+    BLIND = "BLIND"
+    FAIL = "FAIL"
+
+
 class KilledBy(StrEnum):
     """What caught a probe's mutation: an instrument, the expectation of a `differ` comparison
     (the difference it expects went away), or the mutated arm failing."""

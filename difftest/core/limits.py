@@ -9,7 +9,7 @@ MAX_TOP_K = 4096  # ids in one [spec-logits] row (engines print a top-k of 1..a 
 # to at most this many cells per value printed (plus PAD_SLACK), else the trace is refused.
 MAX_PAD_RATIO = 4
 PAD_SLACK = 1 << 16
-MAX_NOISE_RUNS = 100  # reruns of arm A for a noise floor (noise_runs, `noise --runs`)
+MAX_NOISE_RUNS = 100  # reruns of arm A for a noise floor (noise_runs, `noise --noise-runs`)
 MAX_SEQUENTIAL_RUNS = 100  # runs of each arm a sequential comparison may take (--until-decided)
 MAX_JOBS = 1024  # arms run at once (-j / --jobs, [defaults] launched_jobs)
 MAX_MIN_DIFFERING = 1_000_000_000  # differing blocks an `expect = differ` comparison needs

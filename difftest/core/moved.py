@@ -13,10 +13,9 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-import warnings
 from types import ModuleType
 
-GOES_IN = "0.3"
+from difftest.core.deprecation import warn_python
 
 _FOLDERS = {
     "core": ("errors", "kinds", "jsonout", "model", "atomic", "procgroup", "gitinfo", "evidence",
@@ -57,9 +56,8 @@ class _Alias(importlib.abc.Loader):
         self.new = new
 
     def exec_module(self, module: ModuleType) -> None:
-        warnings.warn(f"`{module.__name__}` is deprecated and goes in difftest {GOES_IN}; "
-                      f"import `{self.new}`", DeprecationWarning,
-                      stacklevel=2)  # the import statement: warn() skips importlib's frames
+        # stacklevel 2 is the import statement: warn() skips importlib's own frames
+        warn_python(module.__name__, self.new, stacklevel=2)
         real = importlib.import_module(self.new)
         module.__dict__.update({k: v for k, v in vars(real).items()
                                 if k not in ("__name__", "__spec__", "__loader__", "__path__")})

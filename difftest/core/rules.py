@@ -161,9 +161,10 @@ class Rules:
     rtol: float = 0.0
     # run arm A this many times and judge B against its A/A noise floor (0: no floor)
     noise_runs: int = 0
-    # the known-wrong mutations a check must see fail (difftest.config.BUILTIN_MUTATIONS, or
-    # the config's [mutations]); `difftest probe --mutation` chooses its own, so no override
-    probe: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
+    # the known-wrong arms B a probe (and check) runs and must see fail
+    # (difftest.config.BUILTIN_MUTATIONS, or the config's [mutations]); `difftest probe
+    # --mutation` chooses its own, so no override
+    mutations: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
     # How the engine drafts a block's rows; None: as the traces declare, else block.
     drafting: DraftingKind | None = None
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
@@ -199,10 +200,10 @@ class Rules:
         if self.noise_runs == 1:
             raise InvalidValue("noise_runs", "must be 0 (no floor) or at least 2: one run has "
                                              "nothing to differ from")
-        probe: object = self.probe  # callers outside the loader may pass anything
-        if isinstance(probe, str) or not isinstance(probe, (list, tuple)):
-            raise InvalidValue("probe", f"must be a list of mutation names, got {probe!r}")
-        set_(self, "probe", tuple(name_string("probe", m) for m in probe))
+        names: object = self.mutations  # callers outside the loader may pass anything
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            raise InvalidValue("mutations", f"must be a list of mutation names, got {names!r}")
+        set_(self, "mutations", tuple(name_string("mutations", m) for m in names))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
         if not isinstance(self.teacher_force, bool):
@@ -235,7 +236,8 @@ class Rules:
     def echo(self) -> dict[str, object]:
         """The rules as JSON values, by key (meta.json's record of them, which `of` reads)."""
         data = asdict(self)
-        data.update(expect=self.expect.value, probe=list(self.probe), toggle=list(self.toggle),
+        data.update(expect=self.expect.value, mutations=list(self.mutations),
+                    toggle=list(self.toggle),
                     drafting=self.drafting.value if self.drafting is not None else None,
                     tolerance=self.tolerance.value, overridden=list(self.overridden))
         if not self.teacher_force:  # recorded only when asked for: older records read the same

@@ -213,7 +213,7 @@ class Calibration:
         s = self.separation
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
-                         "measured; nothing written (exit 3). Name mutations in `probe`.")
+                         "measured; nothing written (exit 3). Name mutations in `mutations`.")
         elif not self.caught:
             weakest = self.weakest_probe
             lines.append(f"  - separation {s:.3g}{' < 1' if s < 1 else ''}: on some input probe "
@@ -290,21 +290,21 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     for value in spec.calibration_inputs:
         a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value))
         b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value))
-        runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.probe)]
+        runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.mutations)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
                                    progress=progress, extra_meta={"calibrate": spec.name})
     benign: list[float] = []
     margins: list[float] = []
-    probe_diffs: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
-    probe_flips: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
-    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.rules.probe}
+    probe_diffs: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
+    probe_flips: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
+    probe_resolved: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     failures: list[ArmFailure] = []
     for value in spec.calibration_inputs:
         na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
         pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
-        for m in spec.rules.probe:
+        for m in spec.rules.mutations:
             _, m_out = outcomes_from_run(results, (na, config.mutation(m).arm_name(nb)), th)
             pairs.append((m, m_out))
         for mutation, other in pairs:

@@ -161,7 +161,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     if forcing is not None:
         verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
     mde = rates.mde_sentence(verdict.instruments)
-    if mde is not None and verdict.verdict is VerdictKind.AGREE:
+    if mde is not None and verdict.kind is VerdictKind.AGREE:
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
                             acc, rates)
@@ -177,11 +177,11 @@ def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str
             f"teacher-forced: {names[1]} committed {names[0]}'s stream at all {forcing.steps} "
             f"steps; mean accepted drafts per step {names[0]} {acc(forcing.acceptance_a)}, "
             f"{names[1]} (would have) {acc(forcing.acceptance_b)}"])
-    if verdict.verdict is VerdictKind.ARM_FAILED:
+    if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    last = (f"verdict {VerdictKind.UNINFORMATIVE.value}, not {verdict.verdict.value}: teacher "
+    last = (f"verdict {VerdictKind.UNINFORMATIVE.value}, not {verdict.kind.value}: teacher "
             f"forcing was asked for and {names[1]} did not follow it (see the first reasons)")
-    return replace(verdict, verdict=VerdictKind.UNINFORMATIVE,
+    return replace(verdict, kind=VerdictKind.UNINFORMATIVE,
                    reasons=(*forcing.reasons, *verdict.reasons, last))
 
 
@@ -189,10 +189,10 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
                               b: ArmOutcome, evidence: Evidence) -> Verdict:
     """The checks that come before any judging of what was compared: both arms traced the same
     quantity, and the switch the comparison is about engaged. Their reasons go first."""
-    if verdict.verdict is VerdictKind.ARM_FAILED:
+    if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     assert a.trace is not None and b.trace is not None
-    kind: VerdictKind = verdict.verdict
+    kind: VerdictKind = verdict.kind
     first: list[str] = []
     mismatched = quantity.mismatches(a.trace, b.trace, (a.name, b.name))
     if mismatched:
@@ -210,10 +210,10 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
         kind = switch.kind
     first += switch.reasons
     last: list[str] = []
-    if kind is not verdict.verdict:
-        last.append(f"verdict {kind.value}, not {verdict.verdict.value}: what the drafts show does "
+    if kind is not verdict.kind:
+        last.append(f"verdict {kind.value}, not {verdict.kind.value}: what the drafts show does "
                     "not bear on this comparison's claim (see the first reasons)")
-    return replace(verdict, verdict=kind, reasons=(*first, *verdict.reasons, *last))
+    return replace(verdict, kind=kind, reasons=(*first, *verdict.reasons, *last))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome

@@ -53,8 +53,8 @@ def self_differences(rep: ComparisonReport) -> list[str]:
     out = [f"{n} {what}" for what, n in found.items() if n]
     if c.max_abs_logit_diff:
         out.append(f"max |d| {c.max_abs_logit_diff:.3g}")
-    if rep.verdict.verdict in (VerdictKind.DIFFER, VerdictKind.INERT):
-        out.append(f"verdict {rep.verdict.verdict}")
+    if rep.verdict.kind in (VerdictKind.DIFFER, VerdictKind.INERT):
+        out.append(f"verdict {rep.verdict.kind}")
     return out
 
 
@@ -64,7 +64,8 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
     if a.trace is None:
         return
     s = replace(spec, name=f"{spec.name}/self", arm_b=a.name).with_rules(
-        expect=Expect.SAME, atol=0.0, rtol=0.0, near_tie=0.0, noise_runs=0, probe=(), toggle=())
+        expect=Expect.SAME, atol=0.0, rtol=0.0, near_tie=0.0, noise_runs=0, mutations=(),
+        toggle=())
     found = self_differences(evaluate(s, a, a, thresholds))
     if found:
         raise InternalError(f"self-check of {spec.name}: {a.name} compared with its own capture "
@@ -160,7 +161,7 @@ def _check(plan: Plan, results: RunResults, outcomes: Outcomes) -> CheckResult:
         self_check(s, outcomes.of(s.arm_a), plan.audit)
         rep = _comparison(base, outcomes, results.run_dir)
         reports.append(rep)
-        if plan.probes and (s.rules.probe or s.rules.expect is Expect.DIFFER):
+        if plan.probes and (s.rules.mutations or s.rules.expect is Expect.DIFFER):
             probe_reports[s.name] = score_probe(plan, base, outcomes, results.run_dir, rep)
     took = None if results.started is None else time.monotonic() - results.started
     assert plan.config is not None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from difftest.core.activations import Localization, ModuleDiff, first_divergence, read_dumps
 from difftest.core.errors import ExitCode
+from difftest.core.kinds import ArmSide
 
 LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
 LOCALIZE_JSON = "localize.json"
@@ -154,7 +155,7 @@ def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[
     place = None if c is None else (c.first_difference or c.first_logit_difference)
     if place is None:
         raise UsageError(f"{run_dir}: no differing step to localise (verdict "
-                         f"{report.verdict.verdict.value}); name one with --at REQ:POS")
+                         f"{report.verdict.kind.value}); name one with --at REQ:POS")
     return place.req, place.pos
 
 
@@ -201,9 +202,9 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     force = run_dir / FORCE_NAME
     if not force.is_file():
         force = write_force_file(stream, folder / FORCE_NAME)
-    where = {"a": folder / "capture-a", "b": folder / "capture-b"}
+    where = {side: folder / f"capture-{side}" for side in ArmSide}
     arms = []
-    for key, res in (("a", a), ("b", b)):
+    for key, res in ((ArmSide.A, a), (ArmSide.B, b)):
         env = {k: v for k, v in res.env_overrides.items() if k != FORCE_ENV}
         env.update({CAPTURE_ENV: f"{req}:{pos}",
                CAPTURE_DIR_ENV: str(where[key].resolve()),
@@ -220,12 +221,13 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         failed = done[arm.name].failure()
         if failed is not None:
             raise UsageError(f"localize: rerun of arm {arm.name}: {failed}")
-    for key in ("a", "b"):
+    for key in ArmSide:
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
                              f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
     tol = spec.rules.atol if atol is None else atol
-    out = RunLocalization(run_dir, (req, pos), folder, localize_dumps(where["a"], where["b"], tol),
+    out = RunLocalization(run_dir, (req, pos), folder,
+                          localize_dumps(where[ArmSide.A], where[ArmSide.B], tol),
                           spec.name, in_report)
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())

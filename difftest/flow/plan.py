@@ -23,7 +23,7 @@ from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import rerun_name, reruns
 from difftest.analysis.sequential import MIN_RUNS, Design
-from difftest.core.kinds import Expect
+from difftest.core.kinds import ArmSide, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
@@ -46,8 +46,8 @@ class PlanKind(StrEnum):
 class Role(StrEnum):
     """What an arm is to one comparison."""
 
-    A = "a"
-    B = "b"
+    A = ArmSide.A.value  # spelt as the side it is
+    B = ArmSide.B.value
     RERUN_OF_A = "rerun-of-a"  # runs 2..N of arm A: its A/A noise floor
     MUTATED_B = "mutated-b"  # arm B broken on purpose (a probe)
 
@@ -170,7 +170,7 @@ class Plan:
         out = {j.name: judged_meta(j.spec, j.evidence) for j in self.judged}
         if self.kind is PlanKind.PROBE:  # the baseline as probed: with the mutations run
             base = self.judged[0]
-            out[base.name] = judged_meta(base.spec.with_rules(probe=self.selected), base.evidence)
+            out[base.name] = judged_meta(base.spec.with_rules(mutations=self.selected), base.evidence)
         return out
 
 
@@ -307,10 +307,10 @@ def plan_rounds(config: Config, spec: ComparisonSpec, max_runs: int) -> Rounds:
 
 
 def probe_mutations(spec: ComparisonSpec, mutations: Sequence[str] | None) -> tuple[str, ...]:
-    """The mutations a probe runs: those named, else the comparison's `probe` list, else the
+    """The mutations a probe runs: those named, else the comparison's `mutations` list, else the
     built-ins (a `differ` comparison has no built-in mutation, only the built-in probe)."""
     default = BUILTIN_MUTATIONS if spec.rules.expect is Expect.SAME else ()
-    return tuple(mutations or spec.rules.probe or default)
+    return tuple(mutations or spec.rules.mutations or default)
 
 
 def plan_probe(config: Config, spec: ComparisonSpec,
@@ -344,7 +344,7 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
         for arm in arm_pair(config, configured):
             arms.setdefault(arm.name, arm)
         if probes:
-            for m in s.rules.probe:
+            for m in s.rules.mutations:
                 arm = config.mutation(m).apply(arms[s.arm_b])
                 arms.setdefault(arm.name, arm)
         for rerun in reruns(arms[s.arm_a], s.rules.noise_runs, config.arms):
@@ -354,7 +354,7 @@ def plan_check(config: Config, only: Sequence[str] | None = None, *,
     for s, evidence in bases:
         base = Judged(s, evidence, reruns=_rerun_names(s, arms))
         judged.append(base)
-        judged += [mutated(config, base, m) for m in (s.rules.probe if probes else ())]
+        judged += [mutated(config, base, m) for m in (s.rules.mutations if probes else ())]
     return Plan(PlanKind.CHECK, "check", tuple(arms.values()), tuple(judged), config.audit,
                 config.path, config.defaults.cache, selected=tuple(names), probes=probes,
                 launched_jobs=config.defaults.launched_jobs)
@@ -366,7 +366,7 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
     from difftest.core.limits import MAX_NOISE_RUNS
 
     if isinstance(runs, bool) or not isinstance(runs, int) or not 2 <= runs <= MAX_NOISE_RUNS:
-        raise UsageError(f"--runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
+        raise UsageError(f"--noise-runs must be an integer from 2 to {MAX_NOISE_RUNS} (reruns "
                          f"compared pairwise), got {runs!r}")
     spec = config.arm(arm)
     if spec.takes_input:
@@ -385,7 +385,8 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
 
 def comparison_meta(spec: ComparisonSpec) -> dict[str, object]:
     """A comparison as meta.json records it (what `export` reads back)."""
-    return spec.echo()
+    # meta.json (format 1) records the mutations under their first key, `probe`, in place
+    return {RECORDED_AS.get(k, k): v for k, v in spec.echo().items()}
 
 
 def evidence_meta(evidence: Evidence) -> list[list[str]] | None:
@@ -413,11 +414,18 @@ def judged_meta(spec: ComparisonSpec, evidence: Evidence) -> dict[str, object]:
     return entry
 
 
+# spec fields meta.json records under another key (its format 1 predates the field's name)
+RECORDED_AS = {"mutations": "probe"}
+
+
 def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
+    field = {v: k for k, v in RECORDED_AS.items()}
+    given = {field.get(k, k): v for k, v in raw.items()}
     try:
-        return ComparisonSpec.of(raw)
+        return ComparisonSpec.of(given)
     except InvalidValue as exc:
-        raise UsageError(f"{where}: comparison {exc.key}: {exc.why}") from None
+        key = RECORDED_AS.get(exc.key, exc.key)  # the key as the record spells it
+        raise UsageError(f"{where}: comparison {key}: {exc.why}") from None
     except TypeError as exc:
         raise UsageError(f"{where}: comparison is not readable: {exc}") from None
 

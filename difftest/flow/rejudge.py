@@ -76,9 +76,9 @@ def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
     the sequential test that gated it, so an agreement is not this judgement's to give (nor,
     from a run stopped before the test decided, any decision of the test's)."""
     verdict = report.verdict
-    if verdict.verdict is VerdictKind.ARM_FAILED:
+    if verdict.kind is VerdictKind.ARM_FAILED:
         return report
-    kind = VerdictKind.UNINFORMATIVE if verdict.verdict is VerdictKind.AGREE else verdict.verdict
+    kind = VerdictKind.UNINFORMATIVE if verdict.kind is VerdictKind.AGREE else verdict.kind
     if stopped is not None:
         why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
                "before the sequential test decided: re-judging takes its first round alone "
@@ -88,5 +88,5 @@ def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
                "re-judging takes its first round alone and does not re-run the sequential test "
                "that gated it, so it gives no agreement; the run's own decision is the "
                "`sequential` entry of its report.json")
-    return replace(report, verdict=replace(verdict, verdict=kind,
+    return replace(report, verdict=replace(verdict, kind=kind,
                                            reasons=(*verdict.reasons, why)))

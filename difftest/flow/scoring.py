@@ -13,7 +13,7 @@ from pathlib import Path
 
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import Expect, KilledBy, VerdictKind
+from difftest.core.kinds import Expect, KilledBy, ProbeResult, VerdictKind
 from difftest.core.model import same_drafts
 from difftest.analysis.logit_instrument import blind_radius
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
@@ -35,11 +35,11 @@ class MutationResult:
     applied: bool = True  # False: the mutated arm printed exactly what the baseline printed
 
     @property
-    def result(self) -> str:
+    def result(self) -> ProbeResult:
         """The label every report shows for this mutation."""
         if not self.applied:
-            return "NOT-APPLIED"
-        return "killed" if self.killed else "SURVIVED"
+            return ProbeResult.NOT_APPLIED
+        return ProbeResult.KILLED if self.killed else ProbeResult.SURVIVED
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class ProbeReport:
     @property
     def failed_arms(self) -> list[str]:
         return [m.name for m in self.mutations
-                if m.report.verdict.verdict is VerdictKind.ARM_FAILED]
+                if m.report.verdict.kind is VerdictKind.ARM_FAILED]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -94,7 +94,7 @@ class ProbeReport:
 
 def _measures(report: ComparisonReport) -> list[KilledBy]:
     c = report.comparison
-    if report.verdict.verdict is VerdictKind.ARM_FAILED:
+    if report.verdict.kind is VerdictKind.ARM_FAILED:
         return [KilledBy.ARM_FAILED]
     if c is None:
         return []
@@ -111,10 +111,10 @@ def _measures(report: ComparisonReport) -> list[KilledBy]:
 def _killed(rep: ComparisonReport) -> bool:
     """Did the comparison go red because of what the mutated arm drafted?"""
     v = rep.verdict
-    if v.verdict is VerdictKind.ARM_FAILED:
+    if v.kind is VerdictKind.ARM_FAILED:
         return False
     if rep.spec.rules.expect is Expect.SAME:
-        return v.verdict is VerdictKind.DIFFER
+        return v.kind is VerdictKind.DIFFER
     return not v.passed  # a `differ` comparison is caught when the difference disappears
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
+from difftest.core.deprecation import warn_cli
 from difftest.runners.hf.__main__ import main
 
 if __name__ == "__main__":
-    print("difftest: `python -m difftest.hf` is deprecated and goes in difftest 0.3; "
-          "run `python -m difftest.runners.hf`", file=sys.stderr)
+    warn_cli("python -m difftest.hf", "python -m difftest.runners.hf")
     sys.exit(main())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
+from difftest.core.deprecation import warn_cli
 from difftest.runners.reference.__main__ import main
 
 if __name__ == "__main__":
-    print("difftest: `python -m difftest.reference` is deprecated and goes in difftest 0.3; "
-          "run `python -m difftest.runners.reference`", file=sys.stderr)
+    warn_cli("python -m difftest.reference", "python -m difftest.runners.reference")
     sys.exit(main())

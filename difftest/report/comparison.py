@@ -15,6 +15,7 @@ from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
 from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
+from difftest.core.kinds import ArmSide
 from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
@@ -71,7 +72,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         arm.update(res)
     return {
         "comparison": rep.name,
-        "verdict": v.verdict,
+        "verdict": v.kind,
         "exit_code": int(v.exit_code),
         "expect": rep.spec.rules.expect,
         "passed": v.passed,
@@ -83,8 +84,9 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "blocks_logit_differing": c.blocks_logit_differing if c else 0,
         "logit_rows_compared": c.logit_rows_compared if c else 0,
         "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
-        "unmatched": {"a": c.unmatched_a if c else 0, "b": c.unmatched_b if c else 0},
-        "steps_lost": {"a": c.steps_lost_a if c else 0, "b": c.steps_lost_b if c else 0,
+        "unmatched": {ArmSide.A: c.unmatched_a if c else 0, ArmSide.B: c.unmatched_b if c else 0},
+        "steps_lost": {ArmSide.A: c.steps_lost_a if c else 0,
+                       ArmSide.B: c.steps_lost_b if c else 0,
                        "rows": c.rows_lost if c else 0},
         "context_diverged": c.context_diverged if c else 0,
         "drafting": c.drafting.value if c else None,
@@ -205,7 +207,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
                or rows.logit_differs[i]][:max_rows]
         if idx:
             table = [[c.requests[int(rows.req[i])], int(rows.pos[i]), int(rows.row[i]),
-                      _tok(rows, "a", i), _tok(rows, "b", i), _status(int(rows.status[i])),
+                      _tok(rows, ArmSide.A, i), _tok(rows, ArmSide.B, i), _status(int(rows.status[i])),
                       _num(_finite(float(rows.margin_a[i]))), _num(_finite(float(rows.margin_b[i]))),
                       _num(_finite(float(rows.abs_logit_diff[i])))] for i in idx]
             out += ["", "differences (first rows; all of them in the CSV export):",
@@ -221,9 +223,9 @@ def _status(code: int) -> str:
     return STATUS_NAMES[code]
 
 
-def _tok(rows: RowTable, side: str, i: int) -> object:
-    has = rows.has_a[i] if side == "a" else rows.has_b[i]
-    return int(rows.token_a[i] if side == "a" else rows.token_b[i]) if has else "-"
+def _tok(rows: RowTable, side: ArmSide, i: int) -> object:
+    has = rows.has_a[i] if side is ArmSide.A else rows.has_b[i]
+    return int(rows.token_a[i] if side is ArmSide.A else rows.token_b[i]) if has else "-"
 
 
 MAX_MD_ROWS = 10  # differing rows in report.md
@@ -285,7 +287,7 @@ def render_markdown(rep: ComparisonReport,
                   "\\|logit diff\\| |", "|---|---|---|---|---|---|---|---|---|"]
         for i in shown:
             cells = [md_code(c.requests[int(r.req[i])]), str(int(r.pos[i])), str(int(r.row[i])),
-                     str(_tok(r, "a", int(i))), str(_tok(r, "b", int(i))),
+                     str(_tok(r, ArmSide.A, int(i))), str(_tok(r, ArmSide.B, int(i))),
                      _status(int(r.status[i])), _num(_finite(float(r.margin_a[i]))),
                      _num(_finite(float(r.margin_b[i]))),
                      _num(_finite(float(r.abs_logit_diff[i])))]

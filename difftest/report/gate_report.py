@@ -12,7 +12,7 @@ from difftest.execute import ArmResult
 from difftest.flow.judge import CheckResult
 from difftest.flow.scoring import ProbeReport
 from difftest.core.jsonout import dumps
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
 from difftest.report.headline import differed, differed_text, headline
@@ -35,14 +35,14 @@ def summary(rep: ComparisonReport) -> str:
 def probe_dict(p: ProbeReport) -> dict[str, object]:
     return {
         "comparison": p.comparison, "arm_a": p.arm_a, "arm_b": p.arm_b,
-        "baseline": {"verdict": p.baseline.verdict.verdict,
+        "baseline": {"verdict": p.baseline.verdict.kind,
                      "exit_code": int(p.baseline.verdict.exit_code),
                      "reasons": p.baseline.verdict.reasons},
         "mutations": [{"name": m.name, "applied": m.applied, "killed": m.killed,
                        "killed_by": m.killed_by,
                        "measures": m.measures, "blocks_differing": m.blocks_differing,
                        "blocks_logit_differing": m.blocks_logit_differing,
-                       "verdict": m.report.verdict.verdict, "reasons": m.report.verdict.reasons}
+                       "verdict": m.report.verdict.kind, "reasons": m.report.verdict.reasons}
                       for m in p.mutations],
         "mutation_score": p.mutation_score,
         "survivors": p.survivors,
@@ -62,7 +62,7 @@ def probe_table(p: ProbeReport) -> str:
     lines = [head, f"  baseline: {summary(p.baseline)}"]
     lines += [f"  - {n}" for n in p.notes]
     rows = [[m.name, m.result, m.killed_by or "-",
-             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
+             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.kind]
             for m in p.mutations]
     lines += ["", tabulate(rows, headers=["mutation", "result", "killed by", "blocks differing",
                                           "logit-differing blocks", "verdict"],
@@ -133,8 +133,8 @@ def check_lines(result: CheckResult) -> str:
                       if reason]
         p = result.probes.get(r.name)
         if p is not None:
-            state = ("PASS" if p.exit_code == 0 else "NOT-APPLIED" if p.not_applied
-                     else "BLIND" if p.survivors else "FAIL")
+            state = (ProbeState.PASS if p.exit_code == 0 else ProbeState.NOT_APPLIED
+                     if p.not_applied else ProbeState.BLIND if p.survivors else ProbeState.FAIL)
             lines.append(f"{state:<14} {r.name + '/probe':<20} mutation score "
                          f"{p.mutation_score:.2f}" + (f"; survived: {', '.join(p.survivors)}"
                                                       if p.survivors else "")
@@ -155,7 +155,7 @@ def _why(rep: ComparisonReport) -> str:
     reasons = [r.split("\n", 1)[0] for r in rep.verdict.reasons if r]
     if not reasons:
         return ""
-    if rep.verdict.verdict is VerdictKind.ARM_FAILED:
+    if rep.verdict.kind is VerdictKind.ARM_FAILED:
         return reasons[0]
     keys = ("could not have failed", "toggle may not reach", "first difference at",
             "emitted streams", "first logit difference", "never run by the other arm",
@@ -184,7 +184,7 @@ def check_markdown(result: CheckResult) -> str:
         for name, p in result.probes.items():
             for m in p.mutations:
                 lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
-                             f"{m.result if m.killed or not m.applied else '**SURVIVED**'} | "
+                             f"{m.result if m.killed or not m.applied else f'**{m.result}**'} | "
                              f"{md_inline(m.killed_by or '-')} |")
             lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
     for r in result.reports:
@@ -271,16 +271,16 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         v = r.verdict
         reasons = "\n".join(v.reasons)
         outcome = None
-        if v.verdict is VerdictKind.ARM_FAILED:
+        if v.kind is VerdictKind.ARM_FAILED:
             outcome = ("error", str(VerdictKind.ARM_FAILED), v.reasons[0].split("\n", 1)[0] if v.reasons
                        else "an arm failed", reasons)
         elif not v.passed:
-            kind = str(v.verdict) if v.verdict is not VerdictKind.AGREE else "expectation"
+            kind = str(v.kind) if v.kind is not VerdictKind.AGREE else "expectation"
             message = (f"{summary(r)}. The comparison could not have failed"
-                       if v.verdict is VerdictKind.UNINFORMATIVE
+                       if v.kind is VerdictKind.UNINFORMATIVE
                        else f"{summary(r)}. The arms did not run what the comparison is about: "
                             + (v.reasons[0] if v.reasons else "")
-                       if v.verdict is VerdictKind.INERT
+                       if v.kind is VerdictKind.INERT
                        else f"{summary(r)}. {_why(r)}")
             outcome = ("failure", kind, message, reasons)
         case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
@@ -288,7 +288,7 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
         if p is not None:
             for m in p.mutations:
                 mv = m.report.verdict
-                if mv.verdict is VerdictKind.ARM_FAILED:
+                if mv.kind is VerdictKind.ARM_FAILED:
                     mo: tuple[str, str, str, str] | None = (
                         "error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
                         f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",

@@ -77,7 +77,7 @@ class Headline:
 
 
 def headline(verdict: Verdict) -> Headline:
-    return Headline(observed(verdict.verdict, verdict.expect), verdict.expect, verdict.passed,
+    return Headline(observed(verdict.kind, verdict.expect), verdict.expect, verdict.passed,
                     verdict.exit_code)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import ArmSide, VerdictKind
 from difftest.report.headline import Tone, differed, differed_text, headline
 from difftest.report.text import strip_ansi
 
@@ -46,8 +46,8 @@ HIST_BINS = 60
 
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
         "form-action 'none'")
-_COLOURS = {"a": "#1f77b4", "b": "#ff7f0e"}
-_LINES = {"a": "-", "b": "--"}  # arm B dashed: identical arms still show both lines
+_COLOURS = {ArmSide.A: "#1f77b4", ArmSide.B: "#ff7f0e"}
+_LINES = {ArmSide.A: "-", ArmSide.B: "--"}  # arm B dashed: identical arms still show both lines
 # Status colours of the row map, by the priority a binned cell shows (the worst row wins).
 _MAP_CLASSES = (("no block", "#ffffff"), ("same", "#cfe8cf"), ("unmatched", "#a6cee3"),
                 ("context-diverged", "#b8b8b8"), ("near-tie", "#fdb863"),
@@ -217,7 +217,7 @@ def _log_histogram(values: np.ndarray, bins: np.ndarray) -> np.ndarray:
 def margin_figure(rep: ComparisonReport) -> Figure_ | None:
     """Per arm: the top-1/top-2 margins of every traced row, with near_tie and the blind radius."""
     series = []
-    for side, o in (("a", rep.arm_a), ("b", rep.arm_b)):
+    for side, o in ((ArmSide.A, rep.arm_a), (ArmSide.B, rep.arm_b)):
         if o.trace is None or not len(o.trace.logits):
             continue
         m = o.trace.logits.margins
@@ -265,7 +265,8 @@ def margin_figure(rep: ComparisonReport) -> Figure_ | None:
 
 def accepted_figure(rep: ComparisonReport) -> Figure_ | None:
     """Per arm: how many drafted tokens each verify accepted."""
-    series = [(side, o, o.trace.verifies.acc) for side, o in (("a", rep.arm_a), ("b", rep.arm_b))
+    series = [(side, o, o.trace.verifies.acc) for side, o in ((ArmSide.A, rep.arm_a),
+                                                                 (ArmSide.B, rep.arm_b))
               if o.trace is not None and len(o.trace.verifies)]
     if not series:
         return None
@@ -297,7 +298,7 @@ def acceptance_figure(rep: ComparisonReport) -> Figure_ | None:
     fig = _new_figure(9, 3.4)
     left, right = fig.subplots(1, 2)
     js = np.array([d.j for d in acc.deltas])
-    for i, (side, arm) in enumerate((("a", acc.arm_a), ("b", acc.arm_b))):
+    for i, (side, arm) in enumerate(((ArmSide.A, acc.arm_a), (ArmSide.B, acc.arm_b))):
         rates = [r for r in arm.positions]
         value = np.array([np.nan if r is None else r.value for r in rates])
         low = np.array([np.nan if r is None else r.value - r.low for r in rates])
@@ -662,7 +663,7 @@ def blindness_figure(rep: ComparisonReport) -> Figure_ | None:
     """Why a comparison could not have failed, step by step: how many distinct ids each block
     drafted (blocks that repeat the step before marked) and how far each block's top-1 stood
     above its runner-up, against the margin the audit asks for."""
-    arms = [(side, o) for side, o in (("a", rep.arm_a), ("b", rep.arm_b))
+    arms = [(side, o) for side, o in ((ArmSide.A, rep.arm_a), (ArmSide.B, rep.arm_b))
             if o.trace is not None and len(o.trace.verifies)]
     if not arms:
         return None
@@ -711,13 +712,13 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
     first the figure that shows why)."""
     out: list[Figure_ | None] = []
-    if rep.verdict.verdict is VerdictKind.UNINFORMATIVE:
+    if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
         out.append(blindness_figure(rep))
     out.append(margin_figure(rep))
     c = rep.comparison
     if c is not None:
         blind = ("the comparison could not have failed: agreement here shows nothing"
-                 if rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not differed(c) else "")
+                 if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c) else "")
         out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
     out += [accepted_figure(rep), acceptance_figure(rep)]
     return [f for f in out if f is not None]
@@ -735,7 +736,7 @@ def _localization_drawing(loc: Localization) -> Figure:
     x = np.arange(diffs.size)
     fig = _new_figure(9, 3.2)
     ax = fig.subplots()
-    ax.step(x, shown, where="mid", color=_COLOURS["a"], lw=1.2, label="max |A - B| per module")
+    ax.step(x, shown, where="mid", color=_COLOURS[ArmSide.A], lw=1.2, label="max |A - B| per module")
     ax.set_yscale("log")
     if loc.atol > 0:
         ax.axhline(loc.atol, color="#555555", ls=":", lw=1, label=f"tolerance {loc.atol:g}")
@@ -916,13 +917,13 @@ def comparison_section(rep: ComparisonReport, level: int = 1,
 
 def render_comparison(rep: ComparisonReport,
                       localized: Sequence[SavedLocalization] = ()) -> str:
-    return _page(f"difftest {rep.name}: {rep.verdict.verdict}",
+    return _page(f"difftest {rep.name}: {rep.verdict.kind}",
                  comparison_section(rep, localized=localized))
 
 
 def _probe_section(p: ProbeReport) -> str:
     rows = [[m.name, m.result, m.killed_by or "-",
-             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.verdict]
+             m.blocks_differing, m.blocks_logit_differing, m.report.verdict.kind]
             for m in p.mutations]
     notes = "".join(f"<li>{_e(n)}</li>" for n in p.notes)
     return (f"<section><h2>Probe <code>{_e(p.comparison)}</code>: mutation score "

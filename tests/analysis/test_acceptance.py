@@ -163,7 +163,7 @@ def test_a_planted_acceptance_drop_differs_and_reruns_agree(tmp_path: Path) -> N
                                progress=False)
     acc = planted.acceptance
     assert acc is not None and acc.verdict is VerdictKind.DIFFER
-    assert planted.verdict.verdict is VerdictKind.DIFFER
+    assert planted.verdict.kind is VerdictKind.DIFFER
     assert planted.exit_code is ExitCode.DIFFER
     assert acc.deltas[0].high is not None and acc.deltas[0].high < -0.2
     assert any("acceptance gate: B accepts less" in r for r in planted.verdict.reasons)
@@ -184,7 +184,7 @@ def test_a_planted_acceptance_drop_differs_and_reruns_agree(tmp_path: Path) -> N
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False)
     assert aa.acceptance is not None and aa.acceptance.verdict is VerdictKind.AGREE
-    assert aa.verdict.verdict is VerdictKind.AGREE and aa.exit_code is ExitCode.OK
+    assert aa.verdict.kind is VerdictKind.AGREE and aa.exit_code is ExitCode.OK
     assert "acceptance" in aa.verdict.instruments
     said = " ".join(aa.verdict.reasons)
     assert "would have detected with 80% power" in said
@@ -196,7 +196,7 @@ def test_too_small_a_sample_for_the_margin_is_uninformative(tmp_path: Path) -> N
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False)
     assert aa.acceptance is not None and aa.acceptance.verdict is VerdictKind.UNINFORMATIVE
-    assert aa.verdict.verdict is VerdictKind.UNINFORMATIVE
+    assert aa.verdict.kind is VerdictKind.UNINFORMATIVE
     assert aa.exit_code is ExitCode.UNINFORMATIVE
     assert any("too small for the margin" in r for r in aa.verdict.reasons)
 
@@ -244,7 +244,7 @@ def test_a_green_states_what_it_could_have_detected(tmp_path: Path) -> None:
     b = tmp_path / "b.log"
     b.write_text(a.read_text(encoding="utf-8") + "engine: second run\n", encoding="utf-8")
     rep = api.compare_traces(a, b)
-    assert rep.verdict.verdict is VerdictKind.AGREE
+    assert rep.verdict.kind is VerdictKind.AGREE
     assert rep.rates is not None and rep.rates.flip_mde is not None
     # 200 rows, no flip anywhere: the strict rule sees a rate of 1 - 0.2^(1/200) with 80% power
     assert rep.rates.flip_mde == pytest.approx(1 - 0.2 ** (1 / 200))
@@ -301,14 +301,14 @@ def test_the_gate_joins_the_comparisons_verdict() -> None:
     agree = Verdict(VerdictKind.AGREE, Expect.SAME, ("tokens agree",), ("tokens",))
     drop = measure_counts(a, _counts(0.3, seed=1), ("a", "b"), gate)
     joined = combine(agree, drop, gate)
-    assert joined.verdict is VerdictKind.DIFFER and joined.exit_code is ExitCode.DIFFER
+    assert joined.kind is VerdictKind.DIFFER and joined.exit_code is ExitCode.DIFFER
     assert joined.reasons[0] == "tokens agree" and "accepts less" in joined.reasons[-1]
     same = combine(agree, measure_counts(a, a, ("a", "b"), gate), gate)
-    assert same.verdict is VerdictKind.AGREE and same.instruments == ("tokens", "acceptance")
+    assert same.kind is VerdictKind.AGREE and same.instruments == ("tokens", "acceptance")
     near = combine(agree, measure_counts(a, _counts(0.52, seed=2), ("a", "b"), gate), gate)
-    assert near.verdict is VerdictKind.UNINFORMATIVE
+    assert near.kind is VerdictKind.UNINFORMATIVE
     assert combine(agree, None, None) is agree
-    assert combine(agree, None, gate).verdict is VerdictKind.UNINFORMATIVE
+    assert combine(agree, None, gate).kind is VerdictKind.UNINFORMATIVE
 
 
 # -- the noise floor's flip test, clustered by request -----------------------------------------

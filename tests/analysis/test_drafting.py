@@ -173,13 +173,13 @@ def test_drafting_from_a_config_comparison(tmp_path: Path) -> None:
                       '[comparisons.seq]\narm_a = "x"\narm_b = "y"\ndrafting = "sequential"\n'
                       'near_tie = 0.05\natol = 0.05\n')
     report = api.compare_traces(a, b, comparison="seq", config=config)
-    assert report.verdict.verdict == "agree"
+    assert report.verdict.kind == "agree"
     assert report.comparison is not None
     assert (report.comparison.drafting, report.comparison.drafting_source) == (
         DraftingKind.SEQUENTIAL, "comparison")
     # the flag overrides the config, and says so
     report = api.compare_traces(a, b, comparison="seq", config=config, drafting="block")
-    assert report.verdict.verdict == "differ"
+    assert report.verdict.kind == "differ"
     assert report.comparison is not None
     assert (report.comparison.drafting, report.comparison.drafting_source) == (
         DraftingKind.BLOCK, "flag")

@@ -53,7 +53,7 @@ def test_a_non_finite_value_in_b_is_a_difference_under_any_tolerance(
     b = list(a)
     b[3] = with_value(b[3], 1, 2, bad)  # not the top-1: the drafted tokens stay the same
     report = judged(trace_lines(a), trace_lines(b), atol=tol[0], rtol=tol[1])
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
     assert cmp_of(report).blocks_logit_differing == 1
 
 
@@ -64,7 +64,7 @@ def test_a_whole_row_of_nan_in_b_is_a_difference() -> None:
     rows[2] = tuple((i, math.nan) for i, _ in rows[2])
     b[5] = Step(b[5].req, b[5].pos, tuple(rows))
     report = judged(trace_lines(a), trace_lines(b), atol=1e-4)
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
 def test_a_nan_in_b_is_a_difference_under_a_noise_floor() -> None:
@@ -73,14 +73,14 @@ def test_a_nan_in_b_is_a_difference_under_a_noise_floor() -> None:
     b = list(a)
     b[3] = with_value(b[3], 1, 2, math.nan)
     report = judged(trace_lines(a), trace_lines(b), reruns=[trace_lines(rerun)])
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
 def test_the_same_non_finite_value_in_both_arms_is_named() -> None:
     a = base()
     a[3] = with_value(a[3], 1, 3, -math.inf)
     report = judged(trace_lines(a), trace_lines(a), atol=1e-4)
-    assert report.verdict.verdict is VerdictKind.AGREE, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
     assert any("non-finite" in r and "both arms" in r for r in report.verdict.reasons), \
         report.verdict.reasons
     data = json.loads(render.render_json(report))
@@ -117,7 +117,7 @@ def test_a_sequential_floor_leaves_out_the_rows_after_a_rerun_flip(declared: boo
                     drafting=None if declared else DraftingKind.SEQUENTIAL)
     floor = cmp_of(report).logits.floor  # type: ignore[union-attr]
     assert floor is not None and floor.floor < 1e-3, floor
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
 # -- 3. the floor is a bound with a size ---------------------------------------------------------
@@ -135,7 +135,7 @@ def test_three_values_far_above_the_floor_count() -> None:
     for n in (2, 5, 7):
         b[n] = shifted(b[n], 1, 3.0)
     report = judged(trace_lines(a), trace_lines(b), reruns=[trace_lines(rerun)])
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
     band = [r for r in report.verdict.reasons if "multiplier" in r or "band" in r]
     assert band, report.verdict.reasons
 
@@ -150,7 +150,7 @@ def test_three_hard_flips_far_above_the_floor_count() -> None:
         rows[1] = ((i1, v0), (i0, v1), *rows[1][2:])  # the same values, the ids swapped
         b[n] = Step(b[n].req, b[n].pos, tuple(rows))
     report = judged(trace_lines(a), trace_lines(b), reruns=[trace_lines(rerun)])
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
     assert not (cmp_of(report).rows.status == NOISE_FLIP).any()
 
 
@@ -226,7 +226,7 @@ def test_a_lost_first_step_of_a_request_is_a_difference() -> None:
     a = base()
     b = a[1:]
     report = judged(trace_lines(a), trace_lines(b))
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
     assert not any("different acceptance" in r for r in report.verdict.reasons)
     assert any("lost" in r for r in report.verdict.reasons), report.verdict.reasons
 
@@ -246,7 +246,7 @@ def test_a_step_visited_inside_the_other_arms_accepted_run_is_acceptance() -> No
     report = judged(trace_lines(a), trace_lines(b))
     assert not cmp_of(report).divergences
     assert not any("lost" in r for r in report.verdict.reasons), report.verdict.reasons
-    assert report.verdict.verdict is VerdictKind.AGREE, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
 
 
 # -- 6. the stated blind radius is a promise -----------------------------------------------------
@@ -260,7 +260,7 @@ def test_the_logit_radius_covers_rows_the_print_cannot_resolve() -> None:
     # and a shift above the stated radius fails
     c = [shifted(s, 0, radius * 1.05) for s in a]
     over = judged(trace_lines(a, digits=6), trace_lines(c, digits=6), atol=1e-4)
-    assert over.verdict.verdict is VerdictKind.DIFFER, over.verdict.reasons
+    assert over.verdict.kind is VerdictKind.DIFFER, over.verdict.reasons
 
 
 def test_the_token_radius_covers_near_ties() -> None:
@@ -311,9 +311,9 @@ def test_float64_values_below_float32_resolution_are_not_rounded_away() -> None:
     a = [with_value(s, 0, 1, s.rows[0][1][1] + 1e-9 * (n + 1)) for n, s in enumerate(a)]
     b = [with_value(s, 0, 1, s.rows[0][1][1] + 2e-8) for s in a]
     report = judged(trace_lines(a), trace_lines(b))
-    assert report.verdict.verdict is not VerdictKind.AGREE or any(
+    assert report.verdict.kind is not VerdictKind.AGREE or any(
         "float32" in r for r in report.verdict.reasons), report.verdict.reasons
-    assert report.verdict.verdict is VerdictKind.DIFFER, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
 # -- 9. reasons count the judged rows only -------------------------------------------------------
@@ -339,7 +339,7 @@ def test_reasons_beside_an_agree_count_only_judged_rows(tmp_path: Path) -> None:
     report = sequential_reasons_report()
     c = cmp_of(report)
     assert (c.rows.status == DIVERGED).sum() == 3
-    assert report.verdict.verdict is VerdictKind.AGREE, report.verdict.reasons
+    assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
     # the minimum-detectable-effects sentence says which flips it counts; no judgement of a row
     text = " ".join(r for r in report.verdict.reasons
                     if not r.startswith("minimum detectable effects"))

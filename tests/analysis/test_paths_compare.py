@@ -67,7 +67,7 @@ def test_several_requests_diverging_each_leave_their_later_steps_out() -> None:
         ("q", 1, 1, 8, 8, "same", NAN, False), ("q", 1, 2, 9, 9, "same", NAN, False),
         ("q", 3, 1, 2, 2, "context-diverged", NAN, False),
         ("q", 3, 2, 2, 2, "context-diverged", NAN, False)])
-    assert v.verdict is VerdictKind.DIFFER and not v.passed
+    assert v.kind is VerdictKind.DIFFER and not v.passed
     assert v.reasons == (
         "3 block(s) compared, 0 differ",
         "the emitted streams of request p differ at position 5 (x=9, y=8): later steps ran on "
@@ -105,7 +105,7 @@ def test_coverage_gaps_give_end_positions_and_never_traced() -> None:
         ("p", 1, 1, 5, 5, "same", NAN, False), ("p", 1, 2, 6, 6, "same", NAN, False),
         ("p", 4, 1, 3, -1, "unmatched-a", NAN, False), ("p", 4, 2, 4, -1, "unmatched-a", NAN, False),
         ("q", 1, 1, 8, -1, "unmatched-a", NAN, False), ("q", 1, 2, 9, -1, "unmatched-a", NAN, False)])
-    assert v.verdict is VerdictKind.DIFFER
+    assert v.kind is VerdictKind.DIFFER
     assert v.reasons == (
         "1 block(s) compared, 0 differ",
         "2 step(s) only in x, 0 only in y (different acceptance visits different positions; "
@@ -140,7 +140,7 @@ def test_drafts_of_unequal_length_at_one_position_differ_at_the_missing_row() ->
                                           "unmatched-a"]
     assert cmp.rows.has_a.tolist() == [True] * 6
     assert cmp.rows.has_b.tolist() == [True, True, False, True, True, False]
-    assert v.verdict is VerdictKind.DIFFER
+    assert v.kind is VerdictKind.DIFFER
     assert v.reasons == ("2 block(s) compared, 0 differ",
                          "2 block(s) drafted a different number of rows at the same (request, "
                          "pos): 2 row(s) only x drafted, 0 only y; a different draft length is a "
@@ -164,7 +164,7 @@ def test_top_lists_of_different_widths_compare_the_shared_ids() -> None:
     assert (exact.logit_rows_compared, exact.blocks_logit_differing) == (2, 1)
     assert exact.max_abs_logit_diff == 0.25
     assert exact.first_logit_difference == FirstLogitDifference("p", 1, 1, 0.0)
-    assert v.verdict is VerdictKind.DIFFER
+    assert v.kind is VerdictKind.DIFFER
     assert v.reasons == ("1 block(s) compared, 0 differ; 2 logit row(s) compared, 1 block(s) "
                          "with logit differences",
                          "first logit difference at req p pos 1 row 1: |diff| 0 (atol 0); max "
@@ -178,7 +178,7 @@ def test_top_lists_of_different_widths_compare_the_shared_ids() -> None:
     loose, v = _run(a, b, atol=0.5)
     assert [r[6:] for r in _rows(loose)] == [(0.0, False), (0.25, False)]
     assert loose.blocks_logit_differing == 0 and loose.first_logit_difference is None
-    assert v.verdict is VerdictKind.AGREE and v.instruments == ("tokens", "logits")
+    assert v.kind is VerdictKind.AGREE and v.instruments == ("tokens", "logits")
     assert v.reasons == ("1 block(s) compared, 0 differ; 2 logit row(s) compared, 0 block(s) "
                          "with logit differences",
                          "blind radius: tokens 0.5 (smallest compared margin / 2), logits 0.5 (its "
@@ -240,7 +240,7 @@ def test_logits_that_end_early_are_a_difference_in_what_was_traced() -> None:
     assert (cmp.logit_rows_compared, cmp.blocks_logit_differing) == (1, 1)
     assert cmp.max_abs_logit_diff == 0.0
     assert cmp.first_logit_difference == FirstLogitDifference("p", 1, 2, None)
-    assert v.verdict is VerdictKind.DIFFER
+    assert v.kind is VerdictKind.DIFFER
     assert v.reasons[1] == ("first logit difference at req p pos 1 row 2: no finite |diff| (nan "
                             "or inf in one arm, or no id shared, or traced by one arm) (atol 0); "
                             "max |diff| 0")
@@ -296,7 +296,7 @@ def test_a_pair_verified_twice_differently_pairs_the_last_and_leaves_no_verdict(
     b = [_verify("p", 1, [5, 8], [5, 6, 7])]
     cmp, v = _run(a, b)
     assert (cmp.blocks_compared, cmp.blocks_differing) == (1, 0)
-    assert v.verdict == "uninformative"
+    assert v.kind == "uninformative"
     _, v = _run(b, a)
     assert v.reasons[0].startswith("y: 1 trace finding(s) break the stream")
 

@@ -34,7 +34,7 @@ COMPARED = ("7 block(s) compared, 0 differ; 21 logit row(s) compared, 0 block(s)
 def test_uninformative_under_differ_does_not_pass_and_exits_3() -> None:
     v = _judge(parse_trace(DATA / "degenerate_a.log"), parse_trace(DATA / "degenerate_b.log"),
                differ=1)
-    assert (v.verdict, v.expect, v.passed, v.exit_code, v.label) == (
+    assert (v.kind, v.expect, v.passed, v.exit_code, v.label) == (
         VerdictKind.UNINFORMATIVE, Expect.DIFFER, False, ExitCode.UNINFORMATIVE, "UNINFORMATIVE")
     assert v.instruments == ()
     assert v.reasons == (
@@ -48,7 +48,7 @@ def test_uninformative_under_differ_does_not_pass_and_exits_3() -> None:
 def test_an_atol_inside_the_logit_spread_keeps_the_logit_instrument() -> None:
     assert audit_trace(AGREE_A).logit_spread == 10.0
     v = _judge(AGREE_A, AGREE_B, atol=0.5)
-    assert (v.verdict, v.passed, v.instruments) == (VerdictKind.AGREE, True, ("tokens", "logits"))
+    assert (v.kind, v.passed, v.instruments) == (VerdictKind.AGREE, True, ("tokens", "logits"))
     assert v.reasons == (COMPARED,
                          "blind radius: tokens 0.01 (smallest compared margin / 2), logits 0.5 "
                          "(its tolerance): a wrong change smaller than these goes unseen by that "
@@ -94,7 +94,7 @@ def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
     a = _small_margins(10)
     assert audit_trace(a).min_margin == 0.25
     v = _judge(a, _small_margins(10), near_tie=0.5)
-    assert (v.verdict, v.instruments) == (VerdictKind.AGREE, ("logits",))
+    assert (v.kind, v.instruments) == (VerdictKind.AGREE, ("logits",))
     assert v.reasons == (
         "4 block(s) compared, 0 differ; 8 logit row(s) compared, 0 block(s) with logit "
         "differences",
@@ -112,7 +112,7 @@ def test_a_small_near_tie_above_every_margin_blinds_the_tokens() -> None:
 def test_a_near_tie_under_differ_never_blinds_the_tokens() -> None:
     a = _small_margins(10)
     v = _judge(a, _small_margins(10), near_tie=0.5, differ=1)
-    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.AGREE, ("tokens", "logits"),
+    assert (v.kind, v.instruments, v.exit_code) == (VerdictKind.AGREE, ("tokens", "logits"),
                                                        ExitCode.DIFFER)
     assert v.reasons[-1] == ("expected at least 1 differing block(s), found 0: the toggle may "
                              "not reach the runner")
@@ -122,7 +122,7 @@ def test_a_found_difference_under_differ_passes_with_its_count() -> None:
     flipped = parse_lines([line.replace("draft=[ 13 14 ]", "draft=[ 13 15 ]")
                            for line in _small_lines(10)])
     v = _judge(_small_margins(10), flipped, differ=1)
-    assert (v.verdict, v.passed, v.exit_code, v.label) == (VerdictKind.DIFFER, True, ExitCode.OK,
+    assert (v.kind, v.passed, v.exit_code, v.label) == (VerdictKind.DIFFER, True, ExitCode.OK,
                                                            "PASS")
     assert v.reasons[-1] == "expected at least 1 differing block(s): found 1"
 
@@ -132,7 +132,7 @@ def test_with_reasons_returns_a_copy_with_the_reasons_appended() -> None:
     v = Verdict(VerdictKind.AGREE, Expect.SAME, ("one",), ("tokens",))
     more = v.with_reasons(["two", "three"])
     assert more.reasons == ("one", "two", "three") and v.reasons == ("one",)
-    assert (more.verdict, more.expect, more.instruments) == (v.verdict, v.expect, v.instruments)
+    assert (more.kind, more.expect, more.instruments) == (v.kind, v.expect, v.instruments)
 
 
 def _constant(last: list[int]) -> ArmTrace:
@@ -147,7 +147,7 @@ def test_a_counted_difference_makes_tokens_an_instrument_whatever_the_audit_says
     a, b = _constant([19, 19, 19]), _constant([19, 19, 20])
     assert not audit_trace(a).tokens_informative
     v = _judge(a, b)
-    assert (v.verdict, v.instruments) == (VerdictKind.DIFFER, ("tokens",))
+    assert (v.kind, v.instruments) == (VerdictKind.DIFFER, ("tokens",))
     assert v.reasons == ("5 block(s) compared, 1 differ",
                          "first difference at req r pos 9 row 3: x drafted 19, y drafted 20 "
                          "(margins - / -)")
@@ -170,7 +170,7 @@ def _constant_tied(last: int) -> ArmTrace:
 def test_near_ties_counted_under_differ_make_tokens_an_instrument() -> None:
     a, b = _constant_tied(19), _constant_tied(20)
     v = _judge(a, b, near_tie=0.5, atol=0.5, differ=1)
-    assert (v.verdict, v.passed) == (VerdictKind.DIFFER, True)
+    assert (v.kind, v.passed) == (VerdictKind.DIFFER, True)
     assert v.instruments[0] == "tokens"
     assert v.reasons[0].startswith("4 block(s) compared, 0 differ, 1 differ only by near-ties")
 
@@ -186,7 +186,7 @@ def test_no_block_compared_says_so_first_and_a_lost_step_is_a_difference() -> No
     a = parse_lines([_verify("p", 1, [5, 6], [5, 6, 7])])
     b = parse_lines([_verify("p", 2, [6, 7], [6, 7])])
     v = _judge(a, b)
-    assert (v.verdict, v.instruments, v.exit_code) == (VerdictKind.DIFFER, (), ExitCode.DIFFER)
+    assert (v.kind, v.instruments, v.exit_code) == (VerdictKind.DIFFER, (), ExitCode.DIFFER)
     assert v.reasons == (
         "no block could be compared: every step was unmatched or context-diverged",
         "0 block(s) compared, 0 differ",
@@ -200,7 +200,7 @@ def test_no_block_compared_says_so_first_and_a_lost_step_is_a_difference() -> No
 def test_an_arm_without_blocks_failed_and_keeps_the_expectation() -> None:
     a = parse_lines([_verify("p", 1, [5, 6], [5, 6, 7])])
     v = _judge(a, parse_lines(["no trace here"]), differ=1)
-    assert (v.verdict, v.expect, v.exit_code) == (VerdictKind.ARM_FAILED, Expect.DIFFER,
+    assert (v.kind, v.expect, v.exit_code) == (VerdictKind.ARM_FAILED, Expect.DIFFER,
                                                   ExitCode.ARM_FAILED)
     assert v.reasons == ("arm 'y': printed no drafted blocks (is VT_SPEC_TRACE set in its "
                          "environment, and does it speculate?)",)

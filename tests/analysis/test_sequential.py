@@ -140,7 +140,7 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
     seq = planted.sequential
     assert seq is not None and seq.decision is VerdictKind.DIFFER
     assert seq.runs == 2  # a worse drafter is plain after the first two runs
-    assert planted.verdict.verdict is VerdictKind.DIFFER
+    assert planted.verdict.kind is VerdictKind.DIFFER
     assert planted.exit_code is ExitCode.DIFFER
     said = " ".join(planted.verdict.reasons)
     assert "sequential test (--until-decided): differ after 2 run(s)" in said
@@ -169,14 +169,14 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
     assert seq is not None and seq.decision is VerdictKind.AGREE, aa.verdict.reasons
     assert MIN_RUNS <= seq.runs <= 8
     assert "acceptance" in aa.verdict.instruments
-    assert aa.verdict.verdict is not VerdictKind.DIFFER
+    assert aa.verdict.kind is not VerdictKind.DIFFER
     assert not seq.deterministic and seq.repeated == 0
 
     # re-judging (export) takes round 1 without the sequential gate: it says so, and gives no
     # agreement of its own
     assert aa.run_dir is not None
     again = api.rejudge(aa.run_dir)
-    assert again.verdict.verdict is not VerdictKind.AGREE
+    assert again.verdict.kind is not VerdictKind.AGREE
     assert "this run was sequential (--until-decided" in " ".join(again.verdict.reasons)
 
 
@@ -189,7 +189,7 @@ def test_reruns_of_a_deterministic_pair_add_nothing(tmp_path: Path) -> None:
     seq = aa.sequential
     assert seq is not None and seq.decision is VerdictKind.UNINFORMATIVE
     assert seq.deterministic and seq.runs == 2 and seq.repeated == 6
-    assert aa.verdict.verdict is VerdictKind.UNINFORMATIVE
+    assert aa.verdict.kind is VerdictKind.UNINFORMATIVE
     said = " ".join(aa.verdict.reasons)
     assert "the arms are deterministic on these inputs, so reruns add nothing" in said
     assert "run more requests instead" in said
@@ -288,7 +288,7 @@ gate_input = "5"
     assert meta["status"] == "interrupted"
     assert {"ref", "ref#2", "ref#seq2", "ref#2#seq2"} <= set(meta["arms"])
     again = api.rejudge(run_dir)
-    assert again.verdict.verdict is VerdictKind.UNINFORMATIVE  # round 1 alone agreed
+    assert again.verdict.kind is VerdictKind.UNINFORMATIVE  # round 1 alone agreed
     said = " ".join(again.verdict.reasons)
     assert ("this run was sequential (--until-decided) and was interrupted in round 2, before "
             "the sequential test decided") in said
@@ -325,10 +325,10 @@ def test_the_decision_folds_into_the_verdict() -> None:
         return SequentialResult(design, (Look(2, (10, 10), 2, (), kind),))
 
     agree = Verdict(VerdictKind.AGREE, Expect.SAME, instruments=("tokens",))
-    assert fold(agree, result(VerdictKind.DIFFER)).verdict is VerdictKind.DIFFER
-    assert fold(agree, result(VerdictKind.UNINFORMATIVE)).verdict is VerdictKind.UNINFORMATIVE
+    assert fold(agree, result(VerdictKind.DIFFER)).kind is VerdictKind.DIFFER
+    assert fold(agree, result(VerdictKind.UNINFORMATIVE)).kind is VerdictKind.UNINFORMATIVE
     kept = fold(agree, result(VerdictKind.AGREE))
-    assert kept.verdict is VerdictKind.AGREE and kept.instruments == ("tokens", "acceptance")
+    assert kept.kind is VerdictKind.AGREE and kept.instruments == ("tokens", "acceptance")
     assert "sequential test (--until-decided): agree after 2 run(s)" in kept.reasons[-1]
     failed = Verdict(VerdictKind.ARM_FAILED, Expect.SAME)
     assert fold(failed, result(VerdictKind.DIFFER)) == failed

@@ -230,15 +230,15 @@ def test_a_difference_above_the_stated_radius_is_never_agree(case: Case, kind: s
     planted = plant(case, a, kind, rnd)
     assert planted is not None
     report = judge(case, a, planted.b)
-    note(f"{kind}: {report.verdict.verdict} {report.verdict.reasons}")
-    event(f"planted {kind}: {report.verdict.verdict}")
+    note(f"{kind}: {report.verdict.kind} {report.verdict.reasons}")
+    event(f"planted {kind}: {report.verdict.kind}")
     if planted.size is not None and report.comparison is not None:
         radius = stated(report.comparison, planted.instrument)
         note(f"planted {planted.size:.4g}, stated radius {radius}")
         if radius is not None and planted.size <= radius:
             event("planted within the stated radius")
             return  # the report says so: a change this small may pass
-    assert report.verdict.verdict is not VerdictKind.AGREE, report.verdict.reasons
+    assert report.verdict.kind is not VerdictKind.AGREE, report.verdict.reasons
 
 
 @settings(SETTINGS, max_examples=max(SOUNDNESS_EXAMPLES // 4, 50))
@@ -257,12 +257,12 @@ def test_a_flip_above_the_stated_radius_under_a_derived_near_tie_is_never_agree(
     report = judge(case, a, planted.b)
     assert report.comparison is not None
     radius = stated(report.comparison, "tokens")
-    event(f"derived near-tie: {report.verdict.verdict}"
+    event(f"derived near-tie: {report.verdict.kind}"
           + (" (within the stated radius)" if radius is not None and planted.size <= radius
              else ""))
     if radius is not None and planted.size <= radius:
         return
-    assert report.verdict.verdict is not VerdictKind.AGREE, (planted.size, radius,
+    assert report.verdict.kind is not VerdictKind.AGREE, (planted.size, radius,
                                                               report.verdict.reasons)
 
 
@@ -277,9 +277,9 @@ def test_noise_below_half_of_what_may_be_ignored_is_never_differ(case: Case, see
     allowed = case.atol if not case.reruns else NOISE
     b = noisy(a, max(allowed / 2 - 2 * case.quantum, 0.0), seed) if case.level == 3 else a
     report = judge(case, a, b)
-    note(f"{report.verdict.verdict} {report.verdict.reasons}")
-    event(f"unplanted: {report.verdict.verdict}")
-    assert report.verdict.verdict is not VerdictKind.DIFFER, report.verdict.reasons
+    note(f"{report.verdict.kind} {report.verdict.reasons}")
+    event(f"unplanted: {report.verdict.kind}")
+    assert report.verdict.kind is not VerdictKind.DIFFER, report.verdict.reasons
 
 
 @pytest.mark.parametrize("kind", PLANTS)
@@ -289,7 +289,7 @@ def test_every_plant_can_be_made(kind: str) -> None:
     a = build(case)
     planted = plant(case, a, kind, random.Random(1))
     assert planted is not None
-    assert judge(case, a, planted.b).verdict.verdict is not VerdictKind.AGREE
+    assert judge(case, a, planted.b).verdict.kind is not VerdictKind.AGREE
 
 
 # -- the property's shrunk counterexamples on the code before these rules, kept as named cases --
@@ -315,4 +315,4 @@ def test_a_shrunk_counterexample_is_caught(case: Case, kind: str, seed: int) -> 
     planted = plant(case, a, kind, random.Random(seed))
     assert planted is not None
     report = judge(case, a, planted.b)
-    assert report.verdict.verdict is not VerdictKind.AGREE, report.verdict.reasons
+    assert report.verdict.kind is not VerdictKind.AGREE, report.verdict.reasons

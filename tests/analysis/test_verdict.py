@@ -37,7 +37,7 @@ def said(v: Verdict, text: str) -> bool:
 
 def test_identical_informative_arms_agree_through_both_instruments() -> None:
     v = verdict_of("agree_a.log", "agree_b.log")
-    assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
+    assert (v.kind, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
     assert v.instruments == ("tokens", "logits")
     assert v.reasons[0] == ("7 block(s) compared, 0 differ; 21 logit row(s) compared, "
                             "0 block(s) with logit differences")
@@ -46,7 +46,7 @@ def test_identical_informative_arms_agree_through_both_instruments() -> None:
 
 def test_a_hard_flip_fails_same_and_names_the_first_difference() -> None:
     v = verdict_of("agree_a.log", "differ_b.log")
-    assert (v.verdict, v.exit_code, v.passed) == ("differ", ExitCode.DIFFER, False)
+    assert (v.kind, v.exit_code, v.passed) == ("differ", ExitCode.DIFFER, False)
     assert said(v, "first difference at req b pos 7 row 3: paged drafted 5, materialized "
                    "drafted 77 (margins 2.25 / 3)")
     assert said(v, "7 block(s) compared, 2 differ")
@@ -54,7 +54,7 @@ def test_a_hard_flip_fails_same_and_names_the_first_difference() -> None:
 
 def test_an_acceptance_shift_under_tolerance_agrees_and_says_why_steps_were_unmatched() -> None:
     v = verdict_of("agree_a.log", "shift_b.log", near_tie=0.05, atol=0.02)
-    assert (v.verdict, v.exit_code) == ("agree", ExitCode.OK)
+    assert (v.kind, v.exit_code) == ("agree", ExitCode.OK)
     assert said(v, "0 step(s) only in paged, 1 only in materialized (different acceptance "
                    "visits different positions; not a difference)")
     assert said(v, "1 differ only by near-ties")
@@ -62,7 +62,7 @@ def test_an_acceptance_shift_under_tolerance_agrees_and_says_why_steps_were_unma
 
 def test_a_context_divergence_fails_same_and_names_request_position_and_tokens() -> None:
     v = verdict_of("agree_a.log", "diverge_b.log")
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(v, "the emitted streams of request a differ at position 8 (paged=50, "
                    "materialized=51)")
     assert said(v, "2 step(s) left out as context-diverged")
@@ -71,30 +71,30 @@ def test_a_context_divergence_fails_same_and_names_request_position_and_tokens()
 
 def test_near_ties_pass_same_while_a_hard_flip_fails_it() -> None:
     ties = verdict_of("agree_a.log", "ties_b.log", near_tie=0.6, atol=0.6)
-    assert (ties.verdict, ties.exit_code) == ("agree", ExitCode.OK)
+    assert (ties.kind, ties.exit_code) == ("agree", ExitCode.OK)
     assert said(ties, "2 differ only by near-ties")
     hard = verdict_of("agree_a.log", "ties_b.log", near_tie=0.05, atol=0.6)
-    assert (hard.verdict, hard.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (hard.kind, hard.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(hard, "first difference at req b pos 9 row 2")
 
 
 def test_logit_only_difference_fails_bitwise_and_agrees_within_atol() -> None:
     exact = verdict_of("agree_a.log", "logitonly_b.log")
-    assert (exact.verdict, exact.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (exact.kind, exact.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(exact, "first logit difference at req a pos 5 row 2: |diff| 0.001 (atol 0)")
     loose = verdict_of("agree_a.log", "logitonly_b.log", atol=0.01)
-    assert (loose.verdict, loose.exit_code) == ("agree", ExitCode.OK)
+    assert (loose.kind, loose.exit_code) == ("agree", ExitCode.OK)
 
 
 def test_an_atol_as_wide_as_the_logits_retires_the_logit_instrument() -> None:
     v = verdict_of("agree_a.log", "logitonly_b.log", atol=100.0)
-    assert v.verdict == "agree" and v.instruments == ("tokens",)
+    assert v.kind == "agree" and v.instruments == ("tokens",)
     assert said(v, "the tolerance (atol 100) reaches 100, at least the whole spread of the traced logits")
 
 
 def test_the_degenerate_pair_is_uninformative_and_names_the_measures() -> None:
     v = verdict_of("degenerate_a.log", "degenerate_b.log")
-    assert (v.verdict, v.exit_code, v.passed) == ("uninformative", ExitCode.UNINFORMATIVE, False)
+    assert (v.kind, v.exit_code, v.passed) == ("uninformative", ExitCode.UNINFORMATIVE, False)
     assert v.instruments == ()
     blind = [r for r in v.reasons if r.startswith("the arms agree, but the comparison could not "
                                                   "have failed: ")]
@@ -109,7 +109,7 @@ def test_one_threshold_decides_it_and_the_reason_names_only_that_one() -> None:
     th = AuditThresholds(min_distinct_ids=50)
     a = parse_text((DATA / "agree_a.log").read_text().replace("[spec-logits]", "[other]"))
     v = verdict_of(a, a, thresholds=th)
-    assert v.verdict == "uninformative"
+    assert v.kind == "uninformative"
     assert said(v, "could not have failed: 21 distinct drafted id(s), no block logits traced")
 
 
@@ -128,7 +128,7 @@ def test_an_arm_that_ran_further_is_a_coverage_difference_not_a_pass(blind_side:
     assert audit_trace(varied).tokens_informative and not audit_trace(blind).tokens_informative
     a, b = (blind, varied) if blind_side == "a" else (varied, blind)
     v = verdict_of(a, b)
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(v, "the steps past the shorter stream were never run by the other arm")
     assert "tokens" not in v.instruments
 
@@ -143,13 +143,13 @@ def test_informative_traces_whose_compared_blocks_are_constant_are_uninformative
         "[SPECTRACE] req=r pos=5 k=3 ns=1 acc=0 draft=[ 8 9 10 ] emit=[ 30 ]"])
     assert audit_trace(a).tokens_informative and audit_trace(b).tokens_informative
     v = verdict_of(a, b)
-    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
+    assert (v.kind, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
     assert said(v, "could not have failed: 1 distinct compared id(s)")
 
 
 def test_constant_tokens_with_live_logits_are_informative_through_the_logits() -> None:
     v = verdict_of("constlogits_a.log", "constlogits_b.log")
-    assert (v.verdict, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
+    assert (v.kind, v.exit_code, v.passed) == ("agree", ExitCode.OK, True)
     assert v.instruments == ("logits",)
     blind = [r for r in v.reasons if r.startswith("the token comparison alone would have been "
                                                   "blind")]
@@ -163,7 +163,7 @@ def test_constant_tokens_with_live_logits_fail_when_a_logit_moves() -> None:
     text = (DATA / "constlogits_b.log").read_text()
     b = parse_text(text.replace("19:10.5 9:7", "19:10.5001 9:7"))
     v = verdict_of("constlogits_a.log", b)
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(v, "first logit difference at req r0 pos 4 row 3")
 
 
@@ -176,14 +176,14 @@ def test_constant_tokens_with_frozen_logits_are_uninformative() -> None:
                      f"emit=[ {pos} ]")
     t = parse_lines(lines)
     v = verdict_of(t, t)
-    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
+    assert (v.kind, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
     assert said(v, "the traced logits do not vary")
 
 
 def test_expect_differ_with_identical_arms_fails_and_suspects_the_toggle() -> None:
     v = verdict_of("agree_a.log", "agree_b.log", expect="differ")
     assert (v.exit_code, v.passed, v.expect) == (ExitCode.DIFFER, False, "differ")
-    assert v.verdict == "agree"
+    assert v.kind == "agree"
     assert said(v, "expected at least 1 differing block(s), found 0: the toggle may not reach "
                    "the runner")
 
@@ -191,7 +191,7 @@ def test_expect_differ_with_identical_arms_fails_and_suspects_the_toggle() -> No
 def test_expect_differ_on_blind_inputs_says_they_could_not_have_differed() -> None:
     v = verdict_of("degenerate_a.log", "degenerate_b.log", expect="differ")
     # blind inputs say nothing about the toggle: uninformative (3), as for `same`
-    assert (v.verdict, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
+    assert (v.kind, v.exit_code) == ("uninformative", ExitCode.UNINFORMATIVE)
     assert said(v, "toggle may not reach the runner")
     assert said(v, "but the compared drafts could not have differed: 1 distinct drafted id(s)")
 
@@ -216,13 +216,13 @@ def test_an_arm_that_drafted_nothing_is_an_arm_failure_by_name() -> None:
     good = parse_trace(DATA / "agree_a.log")
     silent = parse_lines(["loading model", "done"])
     v = verdict_of(good, silent)
-    assert (v.verdict, v.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert (v.kind, v.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
     assert v.reasons[0].startswith("arm 'materialized': printed no drafted blocks")
 
 
 def test_arm_failed_keeps_each_failure_with_its_exit_code_and_stderr_tail() -> None:
     v = arm_failed([ArmFailure("branch", "exited with an error", 3, "boom")], Expect.DIFFER)
-    assert (v.verdict, v.exit_code, v.expect, v.passed) == ("arm-failed", ExitCode.ARM_FAILED,
+    assert (v.kind, v.exit_code, v.expect, v.passed) == ("arm-failed", ExitCode.ARM_FAILED,
                                                             "differ", False)
     assert v.reasons == ("arm 'branch': exited with an error (exit code 3)\n"
                          "--- last lines of its stderr ---\nboom",)
@@ -234,7 +234,7 @@ def test_an_arm_that_stopped_early_fails_a_same_comparison() -> None:
     whole = (DATA / "agree_a.log").read_text().splitlines()
     early = parse_lines(whole[:11])  # B's stream ends after two of A's seven verifies
     v = verdict_of("agree_a.log", early)
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
     assert said(v, "the steps past the shorter stream were never run by the other arm")
 
 
@@ -264,7 +264,7 @@ def test_top_lists_with_no_id_in_common_differ_whatever_atol_allows() -> None:
 
     b = parse_lines([move_ids(line) for line in (DATA / "agree_a.log").read_text().splitlines()])
     v = verdict_of("agree_a.log", b, atol=0.01)
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
 
 
 def test_bitwise_logits_stay_an_instrument_when_top_1_values_are_constant() -> None:
@@ -274,9 +274,9 @@ def test_bitwise_logits_stay_an_instrument_when_top_1_values_are_constant() -> N
             f"[SPECTRACE] req=r pos={p} k=1 ns=1 acc=0 draft=[ 19 ] emit=[ 1 ]"
             for p in range(1, 6)])
     same = verdict_of(trace(1.0), trace(1.0))
-    assert (same.verdict, same.instruments) == ("agree", ("logits",))
+    assert (same.kind, same.instruments) == ("agree", ("logits",))
     moved = verdict_of(trace(1.0), trace(1.5))
-    assert moved.verdict == "differ"
+    assert moved.kind == "differ"
     assert not said(moved, "cannot fail")
 
 
@@ -287,7 +287,7 @@ def test_a_near_tie_that_moves_acceptance_under_a_step_budget_is_no_coverage_gap
         "[spec-logits] req=a pos=13 row=2 top=[ 61:7 153:6.5 154:6 155:5.5 ]",
         "[spec-logits] req=a pos=13 row=2 top=[ 61:7 71:6.999 154:6 155:5.5 ]")
     v = verdict_of(parse_text(tie), "tie_stepend_b.log", near_tie=0.01, atol=0.01)
-    assert (v.verdict, v.exit_code) == ("agree", ExitCode.OK), v.reasons
+    assert (v.kind, v.exit_code) == ("agree", ExitCode.OK), v.reasons
     assert not said(v, "never run by the other arm")
 
 
@@ -302,7 +302,7 @@ def test_a_request_that_outgrew_the_draft_context_may_stop_anywhere() -> None:
 
 def test_near_ties_count_towards_differ_whatever_near_tie_is() -> None:
     v = verdict_of("agree_a.log", "agree_a.log", expect="differ", near_tie=100)
-    assert (v.verdict, v.exit_code) == ("agree", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("agree", ExitCode.DIFFER)
     assert said(v, "toggle may not reach the runner")
 
 
@@ -329,7 +329,7 @@ def test_a_flip_with_an_unknown_margin_is_hard_and_its_instruments_could_fail() 
     c = compare(a, b, Rules(near_tie=100, atol=1e9))
     assert (c.blocks_differing, c.blocks_near_tie, c.blocks_logit_differing) == (1, 0, 1)
     v = verdict_of(a, b, near_tie=100, atol=1e9)
-    assert (v.verdict, v.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (v.kind, v.exit_code) == ("differ", ExitCode.DIFFER)
     assert v.instruments == ("tokens", "logits")
     assert not said(v, "cannot fail"), v.reasons
     assert said(v, "1 block(s) with logit differences")

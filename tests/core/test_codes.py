@@ -4,6 +4,8 @@ paired, what caught a mutation."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,81 @@ def test_an_audit_says_its_verdict_with_an_enum_spelt_as_before() -> None:
     audit = audit_trace(parse_trace(data / "agree_a.log"), AuditThresholds())
     assert audit.verdict is AuditVerdict.INFORMATIVE and audit.informative
     assert audit.to_dict()["verdict"] == "informative"
+
+
+# -- the sides and the probe labels ------------------------------------------------------------
+
+SIDES = ("a", "b")
+PROBE_RESULTS = ("killed", "SURVIVED", "NOT-APPLIED")
+PROBE_STATES = ("PASS", "NOT-APPLIED", "BLIND", "FAIL")
+
+
+def test_sides_and_probe_labels_keep_the_reports_spellings() -> None:
+    from difftest.core.kinds import ArmSide, ProbeResult, ProbeState
+    from difftest.flow.plan import Role
+
+    assert tuple(ArmSide) == SIDES and (Role.A, Role.B) == SIDES
+    assert tuple(ProbeResult) == PROBE_RESULTS and tuple(ProbeState) == PROBE_STATES
+
+
+def test_reports_take_sides_and_probe_labels_from_the_enums(tmp_path: Path) -> None:
+    """The values a report spells are enum members (not strings that happen to match), and the
+    rendered report spells them as before."""
+    from difftest.core.kinds import ArmSide, ProbeResult
+    from difftest.flow.scoring import MutationResult, ProbeReport
+    from difftest.report import gate_report
+    from difftest.report.comparison import to_dict
+    from tests.report.test_report_outputs import report
+
+    agree = report(tmp_path, "lanes", ("main", "agree_a.log"), ("branch", "agree_b.log"))
+    differ = report(tmp_path, "shift", ("base", "agree_a.log"), ("shifted", "shift_b.log"))
+    data = to_dict(differ)
+    for key in ("unmatched", "steps_lost"):
+        sides = [k for k in data[key] if k != "rows"]
+        assert sides == list(ArmSide) and all(isinstance(k, ArmSide) for k in sides), key
+    mutations = [MutationResult("skip-kv-write", True, "tokens", ("tokens",), 3, 0, differ),
+                 MutationResult("stale-seq-lens", False, None, (), 0, 0, agree),
+                 MutationResult("no-op", False, None, (), 0, 0, agree, applied=False)]
+    assert [type(m.result) for m in mutations] == [ProbeResult] * 3
+    assert [m.result for m in mutations] == list(PROBE_RESULTS)
+    table = gate_report.probe_table(ProbeReport("lanes", "main", "branch", agree, mutations))
+    assert [line.split()[1] for line in table.splitlines()
+            if line.split()[:1] in (["skip-kv-write"], ["stale-seq-lens"], ["no-op"])] == \
+        list(PROBE_RESULTS)
+
+
+def test_one_sided_logits_name_their_side_by_the_enum() -> None:
+    from difftest.analysis.compare import OneSided
+    from difftest.core.kinds import ArmSide
+
+    assert OneSided("b", 1, 3).traced_by is ArmSide.B
+    with pytest.raises(ValueError, match="'c' is not a valid ArmSide"):
+        OneSided("c", 1, 3)  # type: ignore[arg-type]
+
+
+# Strings that spell a side or a probe label and are not that code: file modes, a JSON field
+# named after a flag. Every other spelling lives in difftest/core/kinds.py.
+NOT_CODES = {("bisect/journal.py", "a"): "append mode", ("report/outputs.py", "a"): "append mode",
+             ("report/gate_report.py", "killed"): "the JSON field `killed` (a bool)"}
+
+
+def test_no_module_spells_a_side_or_a_probe_label_itself() -> None:
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "difftest"
+    assert (package / "core" / "kinds.py").is_file(), package  # a scan of nothing finds nothing
+    codes = set(SIDES + PROBE_RESULTS + PROBE_STATES)
+    labels = set(PROBE_RESULTS + PROBE_STATES)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package).as_posix()
+        if where == "core/kinds.py" or where.split("/")[0] in ("runners", "adapters"):
+            continue  # the enums themselves; programs of their own, which speak the trace format
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            # a label opening a sentence ("SURVIVED: ...") is the label too
+            if (node.value in codes or node.value.split(":")[0] in labels) and \
+                    (where, node.value) not in NOT_CODES:
+                found.append(f"{where}:{node.lineno}: {node.value!r}")
+    assert found == []

@@ -56,7 +56,7 @@ def test_forced_changed_drafter_compares_every_position(tmp_path: Path) -> None:
     assert (c.unmatched_a, c.unmatched_b, c.context_diverged, c.rows_context_diverged) == (
         0, 0, 0, 0)
     assert c.blocks_compared == len(a.verifies) == rep.forcing.steps == 10
-    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.exit_code is ExitCode.DIFFER
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.exit_code is ExitCode.DIFFER
     assert rep.forcing.acceptance_a != rep.forcing.acceptance_b
     assert any("teacher-forced" in r for r in rep.verdict.reasons)
     assert rep.run_dir is not None
@@ -67,7 +67,7 @@ def test_forced_changed_drafter_compares_every_position(tmp_path: Path) -> None:
     assert report["teacher_forcing"]["honoured"] is True
     # the run judges again from its directory alike
     again = api.rejudge(rep.run_dir)
-    assert again.verdict.verdict is VerdictKind.DIFFER and again.forcing is not None
+    assert again.verdict.kind is VerdictKind.DIFFER and again.forcing is not None
 
 
 def test_forced_harmless_change_agrees_on_every_position(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_forced_harmless_change_agrees_on_every_position(tmp_path: Path) -> None
     assert rep.comparison is not None
     c = rep.comparison
     assert (c.unmatched_a, c.unmatched_b, c.context_diverged, c.blocks_compared) == (0, 0, 0, 10)
-    assert rep.verdict.verdict is VerdictKind.AGREE, rep.verdict.reasons
+    assert rep.verdict.kind is VerdictKind.AGREE, rep.verdict.reasons
 
 
 def test_runner_that_ignores_the_variable_is_refused(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_runner_that_ignores_the_variable_is_refused(tmp_path: Path) -> None:
                 "env": {**LEVEL3, "DIFFTEST_MUTATION": "causal-mask"}}
     rep = judge(tmp_path, pair(tmp_path, ignoring, teacher_force=True))
     assert rep.forcing is not None and not rep.forcing.honoured
-    assert rep.verdict.verdict is VerdictKind.UNINFORMATIVE
+    assert rep.verdict.kind is VerdictKind.UNINFORMATIVE
     assert rep.exit_code is ExitCode.UNINFORMATIVE
     assert "ignores DIFFTEST_FORCE" in rep.verdict.reasons[0]
     assert "did not commit base's stream" in rep.verdict.reasons[1]
@@ -172,7 +172,7 @@ def test_localize_run_names_the_planted_module(tmp_path: Path) -> None:
 
     faulty = {"command": [*REF, "--fault", "layers.1.mlp:scale:0.05"], "env": LEVEL3}
     rep = judge(tmp_path, pair(tmp_path, faulty, teacher_force=True))
-    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
     result = localize_run(rep.run_dir)
     first = result.report.localization.first
     assert first is not None and first.module == "layers.1.mlp"

@@ -59,14 +59,14 @@ arm_a = "single"
 arm_b = "split"
 gate_input = 0
 calibration_inputs = [1, 2]
-probe = ["causal-mask"]
+mutations = ["causal-mask"]
 thresholds = "kernel.toml"
 [comparisons.overlap]
 arm_a = "single"
 arm_b = "split"
 gate_input = 0
 calibration_inputs = [1, 2]
-probe = ["reorder"]
+mutations = ["reorder"]
 thresholds = "overlap.toml"
 """
 
@@ -163,7 +163,7 @@ arm_b = "b"
 gate_input = 0
 calibration_inputs = [1, 2, 3]
 thresholds = "pair.thresholds.toml"
-probe = ["bump"]
+mutations = ["bump"]
 """)
     return path
 

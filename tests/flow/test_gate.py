@@ -130,7 +130,7 @@ LANES = """
 [comparisons.lanes]
 arm_a = "paged"
 arm_b = "materialized"
-probe = ["causal-mask", "skip-kv-write", "stale-seq-lens"]
+mutations = ["causal-mask", "skip-kv-write", "stale-seq-lens"]
 """
 
 
@@ -154,7 +154,7 @@ def test_probe_kills_every_mutation_of_the_captured_default_lanes(tmp_path: Path
                        + replayed_mutations("default", "materialized", *MUTATIONS),
                        tmp_path / "replay.toml")
     p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
-    assert p.baseline.verdict.verdict == "agree"
+    assert p.baseline.verdict.kind == "agree"
     assert [m.name for m in p.mutations] == list(MUTATIONS)
     assert all(m.killed and m.killed_by == "tokens" and m.blocks_differing > 0
                for m in p.mutations)
@@ -166,7 +166,7 @@ def test_probe_on_the_degenerate_fixture_at_level_3_kills_through_logits(tmp_pat
                        + replayed_mutations("degenerate3", "materialized", *MUTATIONS),
                        tmp_path / "degenerate3.toml")
     p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
-    assert p.baseline.verdict.verdict == "agree"
+    assert p.baseline.verdict.kind == "agree"
     assert "the token comparison alone would have been blind" in " ".join(
         p.baseline.verdict.reasons)
     for m in p.mutations:
@@ -234,9 +234,9 @@ arm_b = "token"
     cache = tmp_path / "cache"
     result = run_check(cfg, run_root=tmp_path / "runs", progress=False, cache_dir=cache)
     by_name = {r.name: r for r in result.reports}
-    assert by_name["comment"].verdict.verdict == "agree", by_name["comment"].verdict.reasons
+    assert by_name["comment"].verdict.kind == "agree", by_name["comment"].verdict.reasons
     token = by_name["token"]
-    assert token.verdict.verdict == "differ"
+    assert token.verdict.kind == "differ"
     assert token.comparison.first_difference.req == "r"
     assert (token.comparison.first_difference.pos, token.comparison.first_difference.row) \
         == (6, 3)
@@ -248,7 +248,7 @@ arm_b = "token"
     assert meta["arms"]["main"]["git_sha"] == git(repo, "rev-parse", "main").strip()
 
     again = run_check(cfg, run_root=tmp_path / "runs", progress=False, cache_dir=cache)
-    assert [r.verdict.verdict for r in again.reports] == ["agree", "differ"]
+    assert [r.verdict.kind for r in again.reports] == ["agree", "differ"]
     assert len(builds.read_text().splitlines()) == 3  # the cached builds were reused
     assert _state(repo) == before  # the user's tree, index, HEAD and branches are untouched
 
@@ -327,4 +327,4 @@ def test_check_runs_an_arm_compared_with_itself_twice(tmp_path: Path) -> None:
     result = run_check(cfg, run_root=tmp_path, progress=False)
     rep = result.reports[0]
     assert (rep.arm_a.name, rep.arm_b.name) == ("nondet", "nondet#2")
-    assert rep.verdict.verdict == "differ" and result.exit_code == ExitCode.DIFFER
+    assert rep.verdict.kind == "differ" and result.exit_code == ExitCode.DIFFER

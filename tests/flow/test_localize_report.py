@@ -29,7 +29,7 @@ def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
 
 def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> None:
     rep = judged(tmp_path, teacher_force=True)
-    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
     run_dir = rep.run_dir
     md = (run_dir / "report.md").read_text()
     assert "Localisation" not in md

@@ -41,11 +41,11 @@ COMPARISONS = """
 arm_a = "a"
 arm_b = "b"
 noise_runs = 2
-probe = ["swap"]
+mutations = ["swap"]
 [comparisons.ac]
 arm_a = "a"
 arm_b = "c"
-probe = ["swap"]
+mutations = ["swap"]
 [comparisons.aa]
 arm_a = "a"
 arm_b = "a"

@@ -38,7 +38,7 @@ def test_check_judges_with_the_configs_audit_thresholds(tmp_path: Path) -> None:
     cfg = parse_config(_config(STRICT), tmp_path / "strict.toml")
     result = run_check(cfg, run_root=tmp_path, progress=False)
     rep = result.reports[0]
-    assert rep.verdict.verdict == "agree" and rep.verdict.instruments == ("logits",)
+    assert rep.verdict.kind == "agree" and rep.verdict.instruments == ("logits",)
     assert BLIND in rep.verdict.reasons  # then the detectable effects
     # a counted token difference is a kill whatever the audit predicted of the tokens
     probe = result.probes["lanes"]
@@ -137,7 +137,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
     the config's thresholds, its arm names as configured, and the reruns noise_runs asks for."""
     from difftest.analysis.audit import AuditThresholds
 
-    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
+    config = _config(STRICT).replace('mutations = [', 'noise_runs = 2\nmutations = [')
     cfg = parse_config(config, tmp_path / "c.toml")
     runs = tmp_path / "runs"
     result = run_check(cfg, run_root=runs, progress=False, jobs=1)
@@ -167,7 +167,7 @@ def test_every_report_of_a_check_carries_its_run_thresholds_and_noise_reruns(
 def test_a_probe_carries_its_run_thresholds_and_noise_reruns(tmp_path: Path) -> None:
     from difftest.analysis.audit import AuditThresholds
 
-    config = _config(STRICT).replace('probe = [', 'noise_runs = 2\nprobe = [')
+    config = _config(STRICT).replace('mutations = [', 'noise_runs = 2\nmutations = [')
     cfg = parse_config(config, tmp_path / "p.toml")
     runs = tmp_path / "runs"
     p = run_probe(cfg, cfg.comparisons["lanes"], None, run_root=runs, progress=False)

@@ -67,7 +67,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> None:
     rep = run(tmp_path, {"command": replay("agree_a.log"), "env": {"VT_SPEC_TRACE": 3}},
               {"command": replay("agree_b.log")})
-    assert (rep.verdict.verdict, rep.verdict.exit_code) == ("agree", ExitCode.OK)
+    assert (rep.verdict.kind, rep.verdict.exit_code) == ("agree", ExitCode.OK)
     d = rep.run_dir
     assert d is not None and d.parent == tmp_path / "runs"
     assert sorted(p.name for p in d.iterdir()) == [
@@ -102,15 +102,15 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
 
 def test_a_past_run_is_rejudged_with_other_thresholds_and_nothing_runs(tmp_path: Path) -> None:
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": replay("logitonly_b.log")})
-    assert (rep.verdict.verdict, rep.verdict.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (rep.verdict.kind, rep.verdict.exit_code) == ("differ", ExitCode.DIFFER)
     assert rep.run_dir is not None
     before = snapshot(tmp_path / "runs")
 
     again = rejudge_run(rep.run_dir)
-    assert (again.verdict.verdict, again.verdict.reasons) == (rep.verdict.verdict,
+    assert (again.verdict.kind, again.verdict.reasons) == (rep.verdict.kind,
                                                               rep.verdict.reasons)
     loose = rejudge_run(rep.run_dir, atol=0.01)
-    assert (loose.verdict.verdict, loose.verdict.exit_code) == ("agree", ExitCode.OK)
+    assert (loose.verdict.kind, loose.verdict.exit_code) == ("agree", ExitCode.OK)
     assert loose.spec.rules.atol == 0.01 and loose.spec.name == "pair"
     # no arm ran again, no run directory appeared, no file of the run was touched
     assert snapshot(tmp_path / "runs") == before
@@ -124,7 +124,7 @@ def test_rejudging_keeps_the_comparisons_expectation_unless_overridden(tmp_path:
     assert rejudge_run(rep.run_dir).verdict.exit_code == ExitCode.OK
     assert rejudge_run(rep.run_dir, min_differing=3).verdict.exit_code == ExitCode.DIFFER
     same = rejudge_run(rep.run_dir, expect="same")
-    assert (same.verdict.verdict, same.verdict.exit_code) == ("differ", ExitCode.DIFFER)
+    assert (same.verdict.kind, same.verdict.exit_code) == ("differ", ExitCode.DIFFER)
 
 
 def test_a_crashed_arm_fails_the_run_with_its_name_exit_code_and_stderr(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_a_crashed_arm_fails_the_run_with_its_name_exit_code_and_stderr(tmp_path
              "import sys; sys.stderr.write('loading weights\\nboom: bad tensor\\n'); sys.exit(3)"]
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": crash})
     v = rep.verdict
-    assert (v.verdict, v.exit_code, v.passed) == ("arm-failed", ExitCode.ARM_FAILED, False)
+    assert (v.kind, v.exit_code, v.passed) == ("arm-failed", ExitCode.ARM_FAILED, False)
     assert v.reasons == ("arm 'cand': exited with an error (exit code 3)\n--- last lines of its "
                          "stderr ---\nloading weights\nboom: bad tensor",)
     assert rep.comparison is None
@@ -148,7 +148,7 @@ def test_a_hung_arm_is_stopped_at_its_timeout(tmp_path: Path) -> None:
                               "sys.stderr.flush(); time.sleep(60)"]
     rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": hang, "timeout_s": 1})
     v = rep.verdict
-    assert (v.verdict, v.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert (v.kind, v.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
     assert len(v.reasons) == 1 and v.reasons[0].startswith("arm 'cand': timed out after 1 s")
     assert "warming up" in v.reasons[0]
     assert rep.run_dir is not None
@@ -159,7 +159,7 @@ def test_a_hung_arm_is_stopped_at_its_timeout(tmp_path: Path) -> None:
 def test_an_arm_that_prints_no_drafts_fails_the_run(tmp_path: Path) -> None:
     silent = ["{python}", "-c", "print('ran fine, traced nothing')"]
     rep = run(tmp_path, {"command": silent}, {"command": replay("agree_b.log")})
-    assert (rep.verdict.verdict, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert (rep.verdict.kind, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
     assert rep.verdict.reasons[0].startswith("arm 'base': it printed no VT_SPEC_TRACE lines in ")
     assert rep.verdict.reasons[0].endswith(
         "base.stderr (is VT_SPEC_TRACE set, is this the runner's stderr?)")
@@ -196,14 +196,14 @@ def test_the_same_arm_on_both_sides_runs_twice_under_two_names(tmp_path: Path) -
     spec = ComparisonSpec(name="self", arm_a="only", arm_b="only")
     rep = api.run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
     assert (rep.arm_a.name, rep.arm_b.name) == ("only", "only#2")
-    assert rep.verdict.verdict == "agree"
+    assert rep.verdict.kind == "agree"
 
 
 def test_judge_traces_compares_captured_files_and_runs_nothing(tmp_path: Path) -> None:
     spec = ComparisonSpec(name="t", arm_a="x", arm_b="y", rules=Rules(near_tie=0.05, atol=0.02))
     rep = judge_traces(DATA / "agree_a.log", DATA / "shift_b.log", spec)
     assert rep.run_dir is None and rep.arm_a.result is None
-    assert (rep.verdict.verdict, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
+    assert (rep.verdict.kind, rep.comparison and rep.comparison.unmatched_b) == ("agree", 1)
     outputs.write_comparison(rep)  # no run dir: nothing to write, no error
     assert list(tmp_path.iterdir()) == []
 
@@ -229,7 +229,7 @@ def test_a_trace_that_says_its_arm_failed_is_arm_failed(tmp_path: Path, extra: s
     b.write_text((DATA / "agree_a.log").read_text() + extra)
     spec = ComparisonSpec(name="t", arm_a="a", arm_b="b")
     rep = judge_traces(DATA / "agree_a.log", b, spec)
-    assert (rep.verdict.verdict, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
+    assert (rep.verdict.kind, rep.verdict.exit_code) == ("arm-failed", ExitCode.ARM_FAILED)
     assert expected in rep.verdict.reasons[0] and "arm 'b'" in rep.verdict.reasons[0]
 
 
@@ -240,7 +240,7 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
                                      + f"engine: run {name}\n")
     rep = judge_traces(tmp_path / "a.log", tmp_path / "b.log",
                                 ComparisonSpec(name="t", arm_a="a", arm_b="b"))
-    assert rep.verdict.verdict == "agree"
+    assert rep.verdict.kind == "agree"
     assert f"a: {note}" in rep.verdict.reasons and f"b: {note}" in rep.verdict.reasons
 
 
@@ -293,4 +293,4 @@ def test_a_last_line_of_program_output_without_newline_is_no_failure(tmp_path: P
     b.write_text((DATA / "agree_a.log").read_text() + "bye")
     rep = judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
                                                                         arm_b="b"))
-    assert rep.verdict.verdict == "agree"
+    assert rep.verdict.kind == "agree"

@@ -20,7 +20,7 @@ env = { FLIP = "1" }
 [comparisons.lanes]
 arm_a = "p"
 arm_b = "m"
-probe = ["flip"]
+mutations = ["flip"]
 noise_runs = 3
 [comparisons.det]
 arm_a = "p"
@@ -88,7 +88,7 @@ def test_noise_names_each_rerun_against_the_first_run(tmp_path: Path) -> None:
     assert [a.name for a in plan.arms] == ["p", "p#run2", "p#run3"]
     assert _names(plan.judged) == ["p-vs-p#run2", "p-vs-p#run3"]
     assert plan.meta()["noise"] == {"arm": "p", "runs": 3}
-    with pytest.raises(UsageError, match="--runs must be an integer from 2"):
+    with pytest.raises(UsageError, match="--noise-runs must be an integer from 2"):
         plan_noise(cfg, "p", 1)
 
 

@@ -24,7 +24,7 @@ def test_a_mutation_the_runner_ignores_is_not_applied(tmp_path: Path) -> None:
     cfg = parse_config(replays("default", "paged", "materialized") + LANES,
                        tmp_path / "replay.toml")
     p = run_probe(cfg, cfg.comparisons["lanes"], run_root=tmp_path, progress=False)
-    assert p.baseline.verdict.verdict == "agree"
+    assert p.baseline.verdict.kind == "agree"
     assert p.not_applied == list(MUTATIONS)
     assert p.survivors == [] and p.mutation_score == 0.0
     assert p.exit_code == ExitCode.USAGE

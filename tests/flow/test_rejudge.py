@@ -28,7 +28,7 @@ def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.judge.CheckRes
         replay_arm("base", DATA / "agree_a.log") + replay_arm("same", DATA / "agree_b.log")
         + replay_arm("cand", DATA / "logitonly_b.log")
         + f"[mutations.flip]\nargs = [{json.dumps(str(DATA / 'differ_b.log'))}]\n"
-        + '[comparisons.tokens]\narm_a = "base"\narm_b = "same"\nprobe = ["flip"]\n'
+        + '[comparisons.tokens]\narm_a = "base"\narm_b = "same"\nmutations = ["flip"]\n'
         + '[comparisons.logits]\narm_a = "base"\narm_b = "cand"\n')
     result = api.check(config, run_root=tmp_path / "runs", progress=False)
     assert result.run_dir is not None
@@ -174,7 +174,7 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
     assert result.run_dir is not None
     (rep,) = result.reports
-    assert rep.verdict.verdict == "inert"
+    assert rep.verdict.kind == "inert"
     again = api.rejudge(result.run_dir, comparison="proved")
     assert again.verdict == rep.verdict
     # the same run without the evidence it recorded would read as a plain agreement
@@ -182,4 +182,4 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     meta = json.loads(meta_path.read_text())
     del meta["extra"]["comparisons"]["proved"]["evidence"]
     meta_path.write_text(json.dumps(meta))
-    assert api.rejudge(result.run_dir, comparison="proved").verdict.verdict == "agree"
+    assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"

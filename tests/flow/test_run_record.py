@@ -22,7 +22,7 @@ CONFIG = (f"[arms.paged]\n{ARM}"
           f"[arms.materialized]\n{ARM}"
           'env = { VT_SPEC_TRACE = "3", VT_DFLASH_PAGED = "0", DIFFTEST_MUTATION = "none" }\n'
           '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n'
-          'probe = ["causal-mask"]\nnoise_runs = 2\n')
+          'mutations = ["causal-mask"]\nnoise_runs = 2\n')
 runner = CliRunner()
 
 
@@ -45,14 +45,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     chk = api.check(config, run_root=root, progress=False)
     prb = api.probe(comparison="lanes", mutations=["causal-mask"], config=config,
                     run_root=root, progress=False)
-    noi = api.noise("paged", runs=2, config=config, run_root=root, progress=False)
+    noi = api.noise("paged", noise_runs=2, config=config, run_root=root, progress=False)
     assert None not in (rep.run_dir, chk.run_dir, prb.run_dir)
-    verdicts = {("compare", "lanes"): rep.verdict.verdict.value,
-                ("check", "lanes"): chk.reports[0].verdict.verdict.value,
+    verdicts = {("compare", "lanes"): rep.verdict.kind.value,
+                ("check", "lanes"): chk.reports[0].verdict.kind.value,
                 ("check", "lanes/causal-mask"):
-                    chk.probes["lanes"].mutations[0].report.verdict.verdict.value,
-                ("probe", "lanes"): prb.baseline.verdict.verdict.value,
-                ("probe", "lanes/causal-mask"): prb.mutations[0].report.verdict.verdict.value}
+                    chk.probes["lanes"].mutations[0].report.verdict.kind.value,
+                ("probe", "lanes"): prb.baseline.verdict.kind.value,
+                ("probe", "lanes/causal-mask"): prb.mutations[0].report.verdict.kind.value}
     return Runs(rep.run_dir, chk.run_dir, prb.run_dir, noi.run_dir,  # type: ignore[arg-type]
                 verdicts)
 

@@ -256,7 +256,7 @@ def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     # a second capture (one line of other output): a byte-identical copy would be refused
     b = trace_file(tmp_path, "b.log", [*steps(), ROUTE_PAGED, OTHER_RUN])
     rep = api.compare_traces(a, b, comparison="lanes", config=cfg)
-    assert rep.verdict.verdict is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
+    assert rep.verdict.kind is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
     assert rep.verdict.label == "INERT"
     first = rep.verdict.reasons[0]
     assert "lane" in first and "paged" in first and "materialized" in first
@@ -265,7 +265,7 @@ def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     judged = api.compare_traces(a, b2, comparison="lanes", config=cfg)
     plain = api.compare_traces(a, b2, config=lanes_config(tmp_path, toggle=""),
                                comparison="lanes")
-    assert judged.verdict.verdict is plain.verdict.verdict is VerdictKind.AGREE
+    assert judged.verdict.kind is plain.verdict.kind is VerdictKind.AGREE
     assert judged.exit_code == ExitCode.OK
 
 
@@ -274,12 +274,12 @@ def test_identical_spec_config_lines_under_a_toggle_are_inert(tmp_path: Path) ->
     head = "[spec-config] lane=paged attention=single"
     a = trace_file(tmp_path, "a.log", [head, *steps()])
     b = trace_file(tmp_path, "b.log", [head, *steps(), OTHER_RUN])
-    assert api.compare_traces(a, b, comparison="lanes", config=cfg).verdict.verdict is \
+    assert api.compare_traces(a, b, comparison="lanes", config=cfg).verdict.kind is \
         VerdictKind.INERT
     c = trace_file(tmp_path, "c.log", ["[spec-config] lane=materialized attention=single",
                                        *steps()])
     rep = api.compare_traces(a, c, comparison="lanes", config=cfg)
-    assert rep.verdict.verdict is VerdictKind.AGREE and rep.exit_code == ExitCode.OK
+    assert rep.verdict.kind is VerdictKind.AGREE and rep.exit_code == ExitCode.OK
 
 
 def test_a_declared_toggle_without_any_evidence_does_not_pass(tmp_path: Path) -> None:
@@ -287,7 +287,7 @@ def test_a_declared_toggle_without_any_evidence_does_not_pass(tmp_path: Path) ->
     a = trace_file(tmp_path, "a.log", steps(seed=1))
     b = trace_file(tmp_path, "b.log", steps(seed=2))
     rep = api.compare_traces(a, b, comparison="lanes", config=cfg)
-    assert rep.verdict.verdict is VerdictKind.UNINFORMATIVE and not rep.verdict.passed
+    assert rep.verdict.kind is VerdictKind.UNINFORMATIVE and not rep.verdict.passed
     assert "cannot show that the switch engaged" in rep.verdict.reasons[0]
 
 
@@ -305,7 +305,7 @@ def test_a_quantity_mismatch_is_named_and_never_agrees(tmp_path: Path, b_lines: 
     b = trace_file(tmp_path, "b.log", b_lines)
     rep = api.compare_traces(a, b, config=DEFAULT)
     assert any(needle in r for r in rep.verdict.reasons), rep.verdict.reasons
-    assert rep.verdict.verdict is not VerdictKind.AGREE
+    assert rep.verdict.kind is not VerdictKind.AGREE
     assert not rep.verdict.passed
 
 
@@ -315,7 +315,7 @@ def test_a_different_top_k_width_is_named(tmp_path: Path) -> None:
     rep = api.compare_traces(a, b, config=DEFAULT)
     assert any("not the same top-k width: a.log lists 4 logits per row, b.log 3" in r
                for r in rep.verdict.reasons), rep.verdict.reasons
-    assert rep.verdict.verdict is not VerdictKind.AGREE
+    assert rep.verdict.kind is not VerdictKind.AGREE
 
 
 def test_disjoint_id_ranges_are_named(tmp_path: Path) -> None:
@@ -332,7 +332,7 @@ def test_the_same_quantity_agrees_as_before(tmp_path: Path) -> None:
     a = trace_file(tmp_path, "a.log", steps())
     b = trace_file(tmp_path, "b.log", [*steps(), OTHER_RUN])
     rep = api.compare_traces(a, b, config=DEFAULT)
-    assert rep.verdict.verdict is VerdictKind.AGREE
+    assert rep.verdict.kind is VerdictKind.AGREE
     assert not any(r.startswith("not the same") for r in rep.verdict.reasons)
 
 
@@ -343,7 +343,7 @@ def test_inert_replaces_a_difference_between_arms_on_one_lane(tmp_path: Path) ->
     b = trace_file(tmp_path, "b.log", [*steps(seed=2), ROUTE_PAGED])
     rep = api.compare_traces(a, b, comparison="lanes", config=cfg)
     assert rep.comparison is not None and rep.comparison.blocks_differing > 0
-    assert rep.verdict.verdict is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
+    assert rep.verdict.kind is VerdictKind.INERT and rep.exit_code == ExitCode.UNINFORMATIVE
     assert rep.verdict.reasons[-1].startswith("verdict inert, not differ")
 
 

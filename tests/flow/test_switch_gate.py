@@ -56,7 +56,7 @@ def test_probe_of_a_differ_comparison_runs_the_builtin_probe(tmp_path: Path) -> 
     inert = report.mutations[0]
     assert inert.killed and inert.applied and inert.killed_by == "expectation"
     # the toggle reads the same on both sides of B := A, so the gate is INERT there
-    assert inert.report.verdict.verdict is VerdictKind.INERT
+    assert inert.report.verdict.kind is VerdictKind.INERT
     assert report.exit_code == ExitCode.OK
 
 
@@ -101,7 +101,7 @@ def test_same_configuration_from_different_launches_warns(tmp_path: Path) -> Non
                     + '[comparisons.c]\narm_a = "one"\narm_b = "two"\n')
     rep = api.compare_arms(comparison="c", config=path, run_root=tmp_path / "runs",
                            progress=False)
-    assert rep.verdict.verdict is VerdictKind.AGREE  # a warning, not a verdict
+    assert rep.verdict.kind is VerdictKind.AGREE  # a warning, not a verdict
     assert any(r.startswith("warning: one and two were launched differently but report the "
                             "same effective configuration (attention=single lane=paged)")
                for r in rep.verdict.reasons), rep.verdict.reasons
@@ -126,10 +126,10 @@ def test_a_rejudged_run_keeps_its_arms_evidence(tmp_path: Path) -> None:
                     + '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n')
     rep = api.compare_arms(comparison="lanes", config=path, run_root=tmp_path / "runs",
                            progress=False)
-    assert rep.verdict.verdict is VerdictKind.INERT
+    assert rep.verdict.kind is VerdictKind.INERT
     assert rep.run_dir is not None
     again = api.rejudge(rep.run_dir)
-    assert again.verdict.verdict is VerdictKind.INERT
+    assert again.verdict.kind is VerdictKind.INERT
     assert again.verdict.reasons[0] == ("materialized: evidence `combined > 0` is contradicted: "
                                         "it reports combined=0 (from [dflash-route] counter)")
 
@@ -154,6 +154,6 @@ def test_two_refs_that_resolve_to_one_commit_are_inert(tmp_path: Path) -> None:
                        cache_dir=tmp_path / "cache")
     same, token = result.reports
     sha = git(repo, "rev-parse", "main")
-    assert same.verdict.verdict is VerdictKind.INERT
+    assert same.verdict.kind is VerdictKind.INERT
     assert same.verdict.reasons[0].startswith(f"toggle 'commit': both arms report commit={sha}")
-    assert token.verdict.verdict is VerdictKind.DIFFER  # judged as without the toggle
+    assert token.verdict.kind is VerdictKind.DIFFER  # judged as without the toggle

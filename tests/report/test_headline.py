@@ -29,7 +29,7 @@ def _check(rep: ComparisonReport) -> CheckResult:
 
 def test_a_failed_expect_differ_reads_no_difference_in_every_format() -> None:
     rep = _report("agree_a.log", "agree_b.log", expect="differ")
-    assert (rep.verdict.verdict, rep.exit_code) == (VerdictKind.AGREE, ExitCode.DIFFER)
+    assert (rep.verdict.kind, rep.exit_code) == (VerdictKind.AGREE, ExitCode.DIFFER)
     words = "NO DIFFERENCE (expect differ): FAILED, exit 1"
     table = comparison.render_table(rep)
     assert table.splitlines()[0] == f"traces: {words}"

@@ -95,7 +95,7 @@ def test_differing_traces_show_the_first_difference_and_the_flips(tmp_path: Path
     b.write_text(changed)
     rep = judge_traces(DATA / "two_requests_level3.log", b,
                        ComparisonSpec(name="x<script>", arm_a="a", arm_b="b"))
-    assert rep.verdict.verdict == "differ"
+    assert rep.verdict.kind == "differ"
     text = html.render_comparison(rep)
     _self_contained(text)
     assert "x&lt;script&gt;" in text

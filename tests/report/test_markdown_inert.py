@@ -96,14 +96,14 @@ def _crashed(tmp: Path) -> ComparisonReport:
 @pytest.mark.parametrize("evil", EVIL_IDS)
 def test_report_md_shows_hostile_request_ids_as_text(tmp_path: Path, evil: str) -> None:
     rep = _report(tmp_path, evil, "x")
-    assert rep.verdict.verdict == "differ"
+    assert rep.verdict.kind == "differ"
     text = comparison.render_markdown(rep)
     assert_inert(text, [evil, "<i>"])
 
 
 def test_report_md_shows_a_hostile_engine_error_as_text(tmp_path: Path) -> None:
     rep = _crashed(tmp_path)
-    assert rep.verdict.verdict == "arm-failed"
+    assert rep.verdict.kind == "arm-failed"
     assert_inert(comparison.render_markdown(rep), ["vt: &![x](http://e) <b> x[a](b)"])
 
 
@@ -173,7 +173,7 @@ def test_hostile_spec_config_values_in_an_inert_verdict_stay_text(tmp_path: Path
         '[comparisons.x]\narm_a = "a"\narm_b = "b"\ntoggle = ["lane"]\n')
     rep = api.compare_traces(tmp_path / "a.log", tmp_path / "b.log", comparison="x",
                              config=tmp_path / "difftest.toml")
-    assert rep.verdict.verdict == "inert"
+    assert rep.verdict.kind == "inert"
     assert_inert(comparison.render_markdown(rep), [f"lane={evil}"])
     result = CheckResult(Path("difftest.toml"), None, (rep,), {})
     assert_inert(gate_report.check_markdown(result), [])

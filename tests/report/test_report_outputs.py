@@ -78,7 +78,7 @@ def gate(tmp_path: Path) -> CheckResult:
     killed = MutationResult("skip-kv-write", True, "tokens", ["tokens"], 3, 0, differ)
     survived = MutationResult("stale-seq-lens", False, None, [], 0, 0, agree)
     probe = ProbeReport("lanes", "main", "branch", agree, [killed, survived])
-    assert [r.verdict.verdict for r in (agree, differ, blind, crash)] == [
+    assert [r.verdict.kind for r in (agree, differ, blind, crash)] == [
         "agree", "differ", "uninformative", "arm-failed"]
     return CheckResult(Path("difftest.toml"), RUN_DIR, [agree, differ, blind, crash],
                        {"lanes": probe}, "2026-12-03T00:00:00+00:00", 12.5)

@@ -96,7 +96,7 @@ def test_a_report_path_that_names_a_folder_is_refused(tmp_path: Path, command: s
 def test_an_unwritten_run_directory_output_raises_with_the_result(tmp_path: Path) -> None:
     """The library's side of the rule: NotWritten, after the others, carrying the result."""
     (tmp_path / "difftest.toml").write_text(replay_arm("a", DATA / "agree_a.log"))
-    report = api.noise("a", runs=2, config=tmp_path / "difftest.toml",
+    report = api.noise("a", noise_runs=2, config=tmp_path / "difftest.toml",
                        run_root=tmp_path / "runs", progress=False)
     saved = report.run_dir / outputs.NOISE_JSON
     assert json.loads(saved.read_text())["arm"] == "a"

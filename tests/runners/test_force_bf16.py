@@ -77,7 +77,7 @@ def test_forced_bf16_draft_bitwise_differs_by_its_logits(tmp_path: Path) -> None
     assert_every_position_compared(rep)
     c = rep.comparison
     assert c is not None and rep.run_dir is not None
-    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.exit_code is ExitCode.DIFFER
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.exit_code is ExitCode.DIFFER
     assert c.blocks_logit_differing == c.blocks_compared
     assert rep.arm_a.trace is not None and rep.arm_b.trace is not None
     assert rep.arm_a.trace.config.values["dtype_draft"] == "float32"
@@ -93,7 +93,7 @@ def test_forced_bf16_draft_bitwise_differs_by_its_logits(tmp_path: Path) -> None
     g = again.comparison
     assert g is not None
     assert (g.blocks_differing, g.blocks_logit_differing) == (0, 0) and g.blocks_near_tie > 0
-    assert again.verdict.verdict is VerdictKind.AGREE, again.verdict.reasons
+    assert again.verdict.kind is VerdictKind.AGREE, again.verdict.reasons
 
 
 def test_forced_bf16_draft_with_dtype_tolerance_flips_only_near_ties(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_forced_bf16_draft_with_dtype_tolerance_flips_only_near_ties(tmp_path: P
     assert c.rules.rtol == pytest.approx(1.6e-2)  # the bfloat16 row of the dtype table
     assert c.blocks_differing == 0 and c.blocks_near_tie > 0
     assert 0 < c.blocks_logit_differing < c.blocks_compared
-    assert rep.verdict.verdict is VerdictKind.DIFFER
+    assert rep.verdict.kind is VerdictKind.DIFFER
 
 
 def test_forced_bf16_dflash2_flips_are_walk_flips_not_logit_near_ties(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_forced_bf16_dflash2_flips_are_walk_flips_not_logit_near_ties(tmp_path: 
     assert_every_position_compared(rep)
     c = rep.comparison
     assert c is not None and c.blocks_logit_differing == 0 and c.blocks_differing > 0
-    assert rep.verdict.verdict is VerdictKind.DIFFER
+    assert rep.verdict.kind is VerdictKind.DIFFER
 
 
 def test_bad_draft_dtype_is_refused(tmp_path: Path) -> None:

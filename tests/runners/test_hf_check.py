@@ -104,4 +104,4 @@ def test_every_shipped_threshold_was_calibrated_away_from_the_gated_seed() -> No
         assert str(comparison["gate_input"]) not in inputs, name
         assert inputs == [str(i) for i in comparison["calibration_inputs"]], name
         assert provenance["provenance"]["separation"] >= 1, name
-        assert comparison["probe"], name
+        assert comparison["mutations"], name

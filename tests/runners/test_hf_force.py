@@ -152,7 +152,7 @@ def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> No
     v = rep.arm_a.trace.verifies
     assert len(v) == rep.forcing.steps
     assert c.blocks_compared == int((v.k > 0).sum())  # every step that drafted is compared
-    assert rep.verdict.verdict is VerdictKind.AGREE, rep.verdict.reasons
+    assert rep.verdict.kind is VerdictKind.AGREE, rep.verdict.reasons
     assert any("teacher-forced" in r for r in rep.verdict.reasons)
 
 
@@ -238,7 +238,7 @@ def test_localize_run_names_a_planted_hf_module(tmp_path: Path) -> None:
                  {"pair": {"arm_a": "a", "arm_b": "b", "teacher_force": True}})
     rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                              progress=False)
-    assert rep.verdict.verdict is VerdictKind.DIFFER and rep.run_dir is not None
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
     result = localize_run(rep.run_dir)
     first = result.report.localization.first
     assert first is not None and plain(first.module) == "model.layers.1.mlp"

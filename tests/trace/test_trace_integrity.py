@@ -79,7 +79,7 @@ def test_lines_that_only_look_prefixed_stay_program_output(pure: bool) -> None:
 
 def test_a_prefixed_verify_leaves_no_verdict() -> None:
     b, v = _judge(_agree_b().replace("[SPECTRACE] req=a pos=8", UNKNOWN + "[SPECTRACE] req=a pos=8"))
-    assert (v.verdict, v.exit_code, v.passed) == (VerdictKind.UNINFORMATIVE,
+    assert (v.kind, v.exit_code, v.passed) == (VerdictKind.UNINFORMATIVE,
                                                   ExitCode.UNINFORMATIVE, False)
     assert v.reasons[0] == (
         BREAKS.format(n=2) + f"b.log:17: '[SPECTRACE]' {NOT_READ}; b.log:28: [SPECTRACE] req=a: "
@@ -92,7 +92,7 @@ def test_a_prefixed_verify_leaves_no_verdict() -> None:
 
 def test_a_verify_at_the_wrong_pos_is_no_silent_unmatched_step() -> None:
     _, v = _judge(_agree_b().replace("[SPECTRACE] req=b pos=9", "[SPECTRACE] req=b pos=3"))
-    assert v.verdict is VerdictKind.UNINFORMATIVE
+    assert v.kind is VerdictKind.UNINFORMATIVE
     assert v.reasons[0] == BREAKS.format(n=2) + (
         "b.log:21: [SPECTRACE] req=b: pos=3, but the previous verify (line 11) leads to pos=9; "
         "b.log:32: [SPECTRACE] req=b: pos=10, but the previous verify (line 21) leads to pos=4")
@@ -107,7 +107,7 @@ def test_stream_breaks_also_leave_no_differ_verdict() -> None:
     cmp = compare(a, b, Rules(near_tie=0.0, expect="differ"))  # type: ignore[arg-type]
     assert cmp.blocks_differing > 0
     v = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES)
-    assert (v.verdict, v.passed) == (VerdictKind.UNINFORMATIVE, False)
+    assert (v.kind, v.passed) == (VerdictKind.UNINFORMATIVE, False)
 
 
 def test_a_step_verified_twice_identically_is_harmless_and_said_to_be() -> None:
@@ -116,7 +116,7 @@ def test_a_step_verified_twice_identically_is_harmless_and_said_to_be() -> None:
     assert [(f.line, f.kind.value, f.message) for f in b.findings] == [
         (22, "repeat", "[SPECTRACE] req=b pos=9: verified again (first at line 21), "
                        "identically: harmless, one of them is compared")]
-    assert (v.verdict, v.passed) == (VerdictKind.AGREE, True)
+    assert (v.kind, v.passed) == (VerdictKind.AGREE, True)
     assert v.reasons[-1] == ("materialized: 1 other trace finding(s) (repeat), none of which "
                              "breaks the stream (listed in the JSON report)")
 
@@ -127,7 +127,7 @@ def test_a_step_verified_twice_differently_leaves_no_verdict() -> None:
     other = "[SPECTRACE] req=b pos=9 k=3 ns=1 acc=0 draft=[ 7 8 99 ] emit=[ 10 ]"
     for text in (f"{other}\n{line}", f"{line}\n{other}"):
         b, v = _judge(_agree_b().replace(line, text))
-        assert v.verdict is VerdictKind.UNINFORMATIVE
+        assert v.kind is VerdictKind.UNINFORMATIVE
         assert v.reasons[0] == BREAKS.format(n=1) + (
             "b.log:22: [SPECTRACE] req=b pos=9: verified again (first at line 21) with a "
             "different draft or emit: which one the engine acted on is unknown, so no verdict "
@@ -141,10 +141,10 @@ def test_a_logit_row_traced_twice_differently_leaves_no_verdict() -> None:
     assert [(f.line, f.kind, f.message) for f in same.findings] == [
         (20, FindingKind.REPEAT, "[spec-logits] req=b pos=9 row=2: traced again (first at line "
          "19), identically: harmless, one of them is compared")]
-    assert v.verdict is VerdictKind.AGREE
+    assert v.kind is VerdictKind.AGREE
     # the first copy (the one compared) agrees with the other arm; the second does not
     _, v = _judge(_agree_b().replace(row, f"{row}\n{row.replace('8:5.1 ', '8:5.2 ')}"))
-    assert v.verdict is VerdictKind.UNINFORMATIVE
+    assert v.kind is VerdictKind.UNINFORMATIVE
     assert v.reasons[0] == BREAKS.format(n=1) + (
         "b.log:20: [spec-logits] req=b pos=9 row=2: traced again (first at line 19) with a "
         "different top list: which one the engine computed is unknown, so no verdict can rest "
@@ -221,11 +221,11 @@ def test_a_draft_length_difference_alone_is_a_token_flip_that_counts() -> None:
     cmp = compare(a, b)
     assert (cmp.blocks_differing, cmp.blocks_near_tie, cmp.draft_length_blocks) == (0, 0, 1)
     same = judge(cmp, audit_trace(a), audit_trace(b), names=NAMES)
-    assert (same.verdict, same.exit_code) == (VerdictKind.DIFFER, ExitCode.DIFFER)
+    assert (same.kind, same.exit_code) == (VerdictKind.DIFFER, ExitCode.DIFFER)
     expecting = compare(a, b, Rules(near_tie=0.0, expect="differ",  # type: ignore[arg-type]
                                     min_differing=1))
     differ = judge(expecting, audit_trace(a), audit_trace(b), names=NAMES)
-    assert (differ.verdict, differ.passed) == (VerdictKind.DIFFER, True)
+    assert (differ.kind, differ.passed) == (VerdictKind.DIFFER, True)
 
 
 @pytest.mark.parametrize("pure", READERS)
