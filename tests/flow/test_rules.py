@@ -45,7 +45,7 @@ def test_a_comparison_table_takes_the_rules_keys_and_the_echo_reads_back() -> No
     assert set(RULE_KEYS) <= set(_COMPARISON_KEYS)
     spec = ComparisonSpec("t", "a", "b", Rules(
         expect="same", min_differing=2, near_tie=0.5, noise_runs=3,
-        probe=("causal-mask",), drafting="sequential", toggle=("lane",), teacher_force=True,
+        mutations=("causal-mask",), drafting="sequential", toggle=("lane",), teacher_force=True,
         acceptance=AcceptanceGate(0.02), tolerance=ToleranceMode.DTYPE,
         overridden=("near_tie", "drafting")), arm_dtypes=(Dtype.FLOAT32, None), gate_input="7")
     echo = spec.echo()
