@@ -312,8 +312,8 @@ class Comparison:
         """The blocks that were compared, as one arm drafted them, and their rows' margins."""
         r = self.rows
         keep = r.compared  # compared rows were drafted by both arms
-        tokens = (r.token_a if side is ArmSide.A else r.token_b)[keep].astype(np.int32)
-        margins = (r.margin_a if side is ArmSide.A else r.margin_b)[keep]
+        tokens = (r.token_a if side == ArmSide.A else r.token_b)[keep].astype(np.int32)
+        margins = (r.margin_a if side == ArmSide.A else r.margin_b)[keep]
         req, pos = r.req[keep], r.pos[keep]
         # a block starts at the first row and wherever (req, pos) changes; none when no row
         starts = np.flatnonzero(np.r_[tokens.size > 0, (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])])

@@ -224,8 +224,8 @@ def _status(code: int) -> str:
 
 
 def _tok(rows: RowTable, side: ArmSide, i: int) -> object:
-    has = rows.has_a[i] if side is ArmSide.A else rows.has_b[i]
-    return int(rows.token_a[i] if side is ArmSide.A else rows.token_b[i]) if has else "-"
+    has = rows.has_a[i] if side == ArmSide.A else rows.has_b[i]
+    return int(rows.token_a[i] if side == ArmSide.A else rows.token_b[i]) if has else "-"
 
 
 MAX_MD_ROWS = 10  # differing rows in report.md
