@@ -24,7 +24,7 @@ from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, p
 from difftest.flow.rejudge import rejudge_run
 from difftest.flow.run import run
 from difftest.flow.scoring import ProbeReport
-from difftest.flow.rules import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
+from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 from difftest.report import bisect_report, outputs
 from difftest.report.comparison import write_csv

@@ -29,7 +29,7 @@ from difftest.core.errors import DifftestError, ExitCode, UsageError
 if TYPE_CHECKING:
     from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.plan import RunOptions
-    from difftest.flow.rules import Overrides
+    from difftest.flow.overrides import Overrides
 
 class _Group(TyperGroup):
     """The command group with difftest's one error style: every usage error, bad parameter and
@@ -359,7 +359,7 @@ def _grouped(*groups: _OptionGroup) -> Callable[[Callable[..., R]], Callable[...
 
 
 def _overrides(**given: Any) -> Overrides:
-    from difftest.flow.rules import Overrides
+    from difftest.flow.overrides import Overrides
 
     return Overrides(**given)
 
@@ -370,7 +370,7 @@ def _run_options(**given: Any) -> RunOptions:
     return RunOptions(**given)
 
 
-# One group, one record: the comparison values set over the config's (difftest.flow.rules), and
+# One group, one record: the comparison values set over the config's (difftest.flow.overrides), and
 # how the arms run (difftest.flow.plan.RunOptions).
 OVERRIDES = _OptionGroup("overrides", (
     _option("expect", ExpectOpt), _option("near_tie", NearTie), _option("atol", Atol),

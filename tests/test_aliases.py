@@ -52,7 +52,7 @@ def test_an_old_module_name_imports_the_same_objects_and_warns() -> None:
             "try:\n    import difftest.errors\nexcept DeprecationWarning as w:\n    print(w)\n"
             "warnings.simplefilter('ignore')\n"
             "import difftest.errors, difftest.core.errors as e\n"
-            "from difftest.rules import Overrides\nfrom difftest.flow.rules import Overrides as O\n"
+            "from difftest.rules import Overrides\nfrom difftest.flow.overrides import Overrides as O\n"
             "from difftest.reference.options import RunnerOptions as R\n"
             "from difftest.runners.reference.options import RunnerOptions\n"
             "print(difftest.errors.UsageError is e.UsageError, Overrides is O, R is RunnerOptions)")

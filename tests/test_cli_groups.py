@@ -12,7 +12,7 @@ import typer
 
 from difftest import cli
 from difftest.flow.plan import RunOptions
-from difftest.flow.rules import Overrides
+from difftest.flow.overrides import Overrides
 
 
 def _params(name: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ _FOLDERS = {
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("audit", "compare", "threshold_notes", "verdict", "acceptance", "sequential",
                  "rates", "floor", "quantity"),
-    "flow": ("plan", "rules", "switch", "sequential_runs", "calibrate", "localize"),
+    "flow": ("plan", "switch", "sequential_runs", "calibrate", "localize"),
     "trace": ("align",),
     "execute": ("worktree",),
 }
@@ -31,6 +31,7 @@ _FOLDERS = {
 MOVED: dict[str, str] = {
     **{f"difftest.{m}": f"difftest.{folder}.{m}" for folder, ms in _FOLDERS.items() for m in ms},
     "difftest.report.rundir": "difftest.report.outputs",
+    "difftest.rules": "difftest.flow.overrides",  # the Overrides record; Rules is core.rules
     # split since: the analysis of one comparison, and mutation scoring, kept their old names'
     # modules (running a plan is difftest.flow.run, judging it difftest.flow.judge)
     "difftest.pipeline": "difftest.flow.evaluate",

@@ -35,7 +35,7 @@ from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
 from difftest.flow.plan import Evidence
-from difftest.flow.rules import OVERRIDES
+from difftest.flow.overrides import OVERRIDES
 from difftest.core.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
                                  resolve_tolerance)
 

@@ -15,7 +15,7 @@ from difftest.config import ComparisonSpec, load_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.analysis.floor import measure_floor
 from difftest.flow.evaluate import ArmOutcome, evaluate, judge_traces
-from difftest.flow.rules import Overrides
+from difftest.flow.overrides import Overrides
 from difftest.core.thresholds import DTYPE_TOLERANCES, Dtype, ToleranceMode, parse_dtype
 from difftest.numerics.tolerance import Tolerance, derived_near_tie
 from difftest.trace import parse_trace

@@ -18,7 +18,7 @@ from difftest import api
 from difftest.flow.evaluate import ComparisonReport, judge_traces
 from difftest.flow.plan import self_pair
 from difftest.flow.rejudge import rejudge_run
-from difftest.flow.rules import Overrides
+from difftest.flow.overrides import Overrides
 from difftest.report import outputs
 from difftest.config import ComparisonSpec, Config, parse_config
 from difftest.core.rules import Rules

@@ -27,7 +27,7 @@ OVERRIDES = "the overrides"  # command-line options and API arguments, checked a
 
 
 class OverrideKeywords(TypedDict, total=False):
-    """`Overrides` as API keywords (tests/test_rules.py keeps the two alike)."""
+    """`Overrides` as API keywords (tests/flow/test_overrides.py keeps the two alike)."""
 
     expect: Expect | str | None
     min_differing: int | None
@@ -52,7 +52,7 @@ class RunKeywords(TypedDict, total=False):
 @dataclass(frozen=True)
 class Overrides:
     """Values set over a comparison's rules; None leaves a rule as configured. The fields are
-    the rules an override may set (`OVERRIDE_KEYS`; tests/test_rules.py keeps the two alike)."""
+    the rules an override may set (`OVERRIDE_KEYS`; tests/flow/test_overrides.py keeps the two alike)."""
 
     expect: Expect | str | None = None
     min_differing: int | None = None

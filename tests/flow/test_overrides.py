@@ -15,7 +15,7 @@ from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
 from difftest.flow.plan import RunOptions
 from difftest.trace import parse_lines
-from difftest.flow.rules import (OverrideKeywords, Overrides, RunKeywords, run_options,
+from difftest.flow.overrides import (OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 
 SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", rules=Rules(atol=0.5))
