@@ -7,6 +7,8 @@ else the packaged default; comparison values from the config, then the caller's 
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Unpack
@@ -177,17 +179,20 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
                        overrides=Overrides.of(keywords, overrides))
 
 
-def noise(arm: str, *, noise_runs: int = 3, config: ConfigLike = None,
+def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
           options: RunOptions | None = None, runs: int | None = None,
           **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
-    the run directory. `runs` is the old spelling of `noise_runs` (warns)."""
+    the run directory (3 runs unless told). `runs` is the old spelling of `noise_runs` (warns;
+    both at once are refused, as on the command line)."""
     if runs is not None:
         from difftest.core.deprecation import warn_python
 
+        if noise_runs is not None:
+            raise UsageError("runs and noise_runs are one option: give noise_runs alone")
         warn_python("noise(runs=...)", "noise(noise_runs=...)")
         noise_runs = runs
-    plan = plan_noise(_config(config), arm, noise_runs)
+    plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
     report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
     outputs.write_noise(report)
     return report
@@ -212,6 +217,13 @@ def check_outputs(*paths: Path | str | None, reads: list[Path | str | None] | No
     known = [Path(p) for p in reads or [] if p is not None]
     known += outputs.run_reads(Path(run_dir) if run_dir is not None else None)
     outputs.check_outputs([Path(p) if p is not None else None for p in paths], known)
+    records = outputs.run_records(Path(run_dir) if run_dir is not None else None)
+    for path in paths:
+        if path is not None and Path(path).exists():
+            own = next((r for r in records if os.path.samefile(path, r)), None)
+            if own is not None:
+                raise UsageError(f"{path}: is {own}, a record the run itself wrote; a requested "
+                                 "report never replaces it (choose another path)")
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:

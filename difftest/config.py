@@ -633,6 +633,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
     why = name_problem(name)
     if why is not None:
         raise check.fail(table, f"a comparison name {why}")
+    # an error names the key as the user wrote it (the old spelling, when that is what they wrote)
+    spelt = next((old for old in _OLD_COMPARISON_KEYS if old in raw), "mutations")
     raw = check.renamed(table, raw, _OLD_COMPARISON_KEYS)
     check.keys(table, raw, _COMPARISON_KEYS)
     sides: dict[str, str] = {}
@@ -644,11 +646,11 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
-    probe = check.strings(table, "mutations", raw["mutations"]) if "mutations" in raw else ()
+    probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
-            raise check.fail(table, f"key 'mutations': unknown mutation {mutation!r} (known: {known})")
+            raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
     values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs")
                               if k in raw and k != "mutations"}
     if "tolerance" in raw:

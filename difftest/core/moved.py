@@ -1,7 +1,8 @@
 """Old module names kept for one release. difftest 0.2 grouped its modules into folders by stage
 (`difftest.errors` is now `difftest.core.errors`, `difftest.compare` is
-`difftest.analysis.compare`, ...); an import by the old name still works, gives the module under
-its new name's contents, and warns once that the old name goes in difftest 0.3.
+`difftest.analysis.compare`, ...); an import by the old name still works, gives the module
+itself (under its new name), and warns once, at the import statement, that the old name goes in
+difftest 0.3.
 
 The runners' `python -m difftest.reference` (`.hf`, `.mlx`) are packages of their own
 (`difftest/reference/`), since `-m` runs a file, not an alias."""
@@ -57,11 +58,11 @@ class _Alias(importlib.abc.Loader):
         self.new = new
 
     def exec_module(self, module: ModuleType) -> None:
-        # stacklevel 2 is the import statement: warn() skips importlib's own frames
-        warn_python(module.__name__, self.new, stacklevel=2)
-        real = importlib.import_module(self.new)
-        module.__dict__.update({k: v for k, v in vars(real).items()
-                                if k not in ("__name__", "__spec__", "__loader__", "__path__")})
+        # stacklevel 3: warn_python, this method, then the import statement (warnings skips
+        # importlib's own frames)
+        warn_python(module.__name__, self.new, stacklevel=3)
+        # the old name is the module itself, not a copy: patching it patches what runs
+        sys.modules[module.__name__] = importlib.import_module(self.new)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

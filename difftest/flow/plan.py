@@ -431,8 +431,11 @@ def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
 
 
 def thresholds_from(saved: object, where: str) -> AuditThresholds:
+    if saved is None:
+        return AuditThresholds()  # a run recorded before it kept its audit thresholds
     if not isinstance(saved, dict):
-        return AuditThresholds()
+        raise UsageError(f"{where}: key 'extra.audit' must be a table of audit thresholds, "
+                         f"got {saved!r}")
     try:
         return AuditThresholds.from_mapping(saved)
     except InvalidValue as exc:
@@ -449,6 +452,9 @@ def evidence_from(saved: object, where: str) -> Evidence:
         return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
     except RuleError as exc:
         raise UsageError(f"{where}: evidence: {exc}") from None
+
+
+_ABSENT = object()  # a key a record does not hold, told from one it holds as null
 
 
 @dataclass(frozen=True)
@@ -473,9 +479,18 @@ class RecordedRun:
         return [str(n) for n in checked] if isinstance(checked, list) else []
 
     def _recorded(self) -> dict[str, object]:
+        """The recorded comparisons by name. A record that is there but unreadable is an error,
+        never a reason to judge the run under a default comparison in its place."""
         judged = self.extra.get("comparisons")
+        if judged is not None and not isinstance(judged, dict):
+            raise UsageError(f"{self.where}: key 'extra.comparisons' must be a table of "
+                             f"comparisons, got {judged!r}")
         recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
-        single = self.extra.get("comparison")
+        single = self.extra.get("comparison", _ABSENT)
+        if single is not _ABSENT and not (isinstance(single, dict)
+                                          and isinstance(single.get("name"), str)):
+            raise UsageError(f"{self.where}: key 'extra.comparison' must be a comparison table "
+                             f"with a name, got {single!r}")
         if isinstance(single, dict) and isinstance(single.get("name"), str):
             recorded.setdefault(str(single["name"]), {"comparison": single,
                                                       "evidence": self.extra.get("evidence")})

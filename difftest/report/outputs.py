@@ -48,6 +48,20 @@ def run_reads(run_dir: Path | None) -> list[Path]:
     return found
 
 
+# What a run directory holds of its own: the records and reports its command wrote. A report
+# a user asks for may not replace them (report.json holds what only the run knew: a sequential
+# test's decision, for one).
+RUN_RECORDS = (REPORT_JSON, REPORT_MD, REPORT_HTML, DIFF_CSV, CHECK_HTML, CHECK_JSON, CHECK_MD,
+               JUNIT_XML, PROBE_JSON, NOISE_JSON, "localize.json", "localize.md", "modules.svg")
+
+
+def run_records(run_dir: Path | None) -> list[Path]:
+    """The records and reports a run directory already holds (see RUN_RECORDS)."""
+    if run_dir is None:
+        return []
+    return [Path(run_dir) / name for name in RUN_RECORDS if (Path(run_dir) / name).is_file()]
+
+
 def reads_of(*reports: ComparisonReport, config: Path | None = None) -> list[Path]:
     """Every file these reports were made from: traces, captures, meta.json, the config."""
     found: list[Path] = [config] if config is not None else []

@@ -4,6 +4,8 @@ stderr), and giving an old and a new spelling at once is refused."""
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,16 @@ def test_the_old_probe_key_reads_as_mutations_and_names_file_table_and_key(
         parse_config(ARMS + 'probe = ["causal-mask"]\nmutations = ["causal-mask"]\n', path)
 
 
+@pytest.mark.parametrize("key", ["probe", "mutations"])
+@pytest.mark.parametrize("value, why", [('"causal-mask"', "must be a list of strings"),
+                                        ('["bogus"]', "unknown mutation 'bogus'")])
+def test_a_bad_value_is_named_by_the_key_as_written(tmp_path: Path, key: str, value: str,
+                                                    why: str) -> None:
+    with pytest.warns() if key == "probe" else contextlib.nullcontext():
+        with pytest.raises(ConfigError, match=rf"\[comparisons.ab\]: key '{key}': {why}"):
+            parse_config(ARMS + f"{key} = {value}\n", tmp_path / "difftest.toml")
+
+
 def test_the_new_key_reads_without_a_warning(tmp_path: Path, recwarn: pytest.WarningsRecorder
                                              ) -> None:
     spec = parse_config(ARMS + 'mutations = ["causal-mask"]\n', tmp_path / "d.toml")
@@ -85,3 +97,11 @@ def test_the_api_takes_noise_runs_and_warns_on_runs(tmp_path: Path) -> None:
     with pytest.warns(DeprecatedSpelling, match=rf"`noise\(runs=...\)` {GOES}"), \
             pytest.raises(UsageError, match="--noise-runs must be an integer from 2"):
         api.noise("det", runs=1, config=cfg)  # refused before any run: the old name was read
+
+
+def test_the_api_refuses_runs_and_noise_runs_together(tmp_path: Path) -> None:
+    """The command line refuses both spellings at once; so does the API (it used the old one)."""
+    from difftest import api
+
+    with pytest.raises(UsageError, match="runs and noise_runs are one option"):
+        api.noise("det", runs=2, noise_runs=5, config=small_config(tmp_path))

@@ -106,6 +106,29 @@ def test_a_run_record_that_contradicts_itself_is_refused_naming_the_key(
     assert f"{copy / 'meta.json'}: {message}" in " ".join(out.output.split())
 
 
+@pytest.mark.parametrize("key, value, message", [
+    ("comparison", None, "key 'extra.comparison' must be a comparison table with a name"),
+    ("comparison", "lanes", "key 'extra.comparison' must be a comparison table with a name"),
+    ("comparison", [], "key 'extra.comparison' must be a comparison table with a name"),
+    ("comparisons", "lanes", "key 'extra.comparisons' must be a table of comparisons"),
+    ("audit", "strict", "key 'extra.audit' must be a table of audit thresholds"),
+])
+def test_an_unreadable_comparison_record_is_refused_not_replaced_by_a_default(
+        runs: Runs, tmp_path: Path, key: str, value: object, message: str) -> None:
+    """A damaged record must not be judged under a comparison made up in its place (that
+    turned an INERT run into AGREE: no toggle, no evidence, no rules of its own)."""
+    import shutil
+
+    copy = tmp_path / runs.compare.name
+    shutil.copytree(runs.compare, copy)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["extra"][key] = value
+    (copy / "meta.json").write_text(json.dumps(meta))
+    out = runner.invoke(app, ["export", str(copy)])
+    assert out.exit_code == 2, out.output
+    assert f"{copy / 'meta.json'}: {message}" in " ".join(out.output.split())
+
+
 def test_the_mutated_arm_is_caught_again(runs: Runs) -> None:
     assert runs.verdicts[("check", "lanes/causal-mask")] == "differ"
     assert _export(runs.probe, "lanes/causal-mask")["verdict"] == "differ"

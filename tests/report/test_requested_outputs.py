@@ -57,6 +57,24 @@ def test_export_of_a_run_exits_2_when_its_html_was_not_written(tmp_path: Path) -
     assert "a-file/x.html: cannot write" in r.stderr
 
 
+@pytest.mark.parametrize("flag, own", [("--html", "report.json"), ("--csv", "report.md"),
+                                       ("--html", "diff.csv")])
+def test_export_never_replaces_a_record_the_run_wrote(tmp_path: Path, flag: str, own: str) -> None:
+    """report.json holds what only the run knew (a sequential test's decision, for one): a
+    report asked of `export` is refused there, before anything is judged, and the record stays."""
+    (tmp_path / "difftest.toml").write_text(
+        replay_arm("a", DATA / "agree_a.log") + replay_arm("c", DATA / "differ_b.log")
+        + '[comparisons.ac]\narm_a = "a"\narm_b = "c"\n')
+    run = _difftest(tmp_path, "compare", "-c", "ac", "--run-root", "runs", "--no-progress")
+    assert run.returncode == 1, run.stderr
+    run_dir = next((tmp_path / "runs").iterdir())
+    before = (run_dir / own).read_bytes()
+    r = _difftest(tmp_path, "export", str(run_dir), flag, str(run_dir / own))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "a record the run itself wrote" in r.stderr and r.stdout == "", r.stderr
+    assert (run_dir / own).read_bytes() == before
+
+
 @pytest.mark.parametrize("flag", ["--junit", "--markdown", "--html"])
 def test_check_exits_2_when_a_report_it_was_asked_for_was_not_written(tmp_path: Path,
                                                                        flag: str) -> None:
