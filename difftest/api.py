@@ -7,7 +7,6 @@ else the packaged default; comparison values from the config, then the caller's 
 
 from __future__ import annotations
 
-import os
 
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -209,21 +208,16 @@ def export_csv(report: ComparisonReport, path: Path) -> bool:
 def check_outputs(*paths: Path | str | None, reads: list[Path | str | None] | None = None,
                   run_dir: Path | str | None = None) -> None:
     """Refuse (exit 2), before any work, output paths the writer would refuse: anything but a
-    regular file, or a file the run reads (`reads`, and a `run_dir`'s meta.json and
-    captures). The writer checks again when it writes."""
+    regular file, a file the run reads (`reads`, and a `run_dir`'s meta.json and captures), or
+    a record a `run_dir` holds (its reports, probe.json, ...). The writer checks again when it
+    writes."""
     for path in paths:
         if isinstance(path, str):  # a Path has lost a trailing separator: a str still has it
             output_file(path)
     known = [Path(p) for p in reads or [] if p is not None]
-    known += outputs.run_reads(Path(run_dir) if run_dir is not None else None)
-    outputs.check_outputs([Path(p) if p is not None else None for p in paths], known)
-    records = outputs.run_records(Path(run_dir) if run_dir is not None else None)
-    for path in paths:
-        if path is not None and Path(path).exists():
-            own = next((r for r in records if os.path.samefile(path, r)), None)
-            if own is not None:
-                raise UsageError(f"{path}: is {own}, a record the run itself wrote; a requested "
-                                 "report never replaces it (choose another path)")
+    run = Path(run_dir) if run_dir is not None else None
+    outputs.check_outputs([Path(p) if p is not None else None for p in paths],
+                          known + outputs.run_reads(run), keeps=outputs.run_records(run))
 
 
 def export_html(report: ComparisonReport, path: Path) -> None:

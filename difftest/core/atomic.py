@@ -54,12 +54,15 @@ def output_file(text: str) -> Path:
     return Path(text)
 
 
-def check_target(path: Path, *, reads: Iterable[Path] = (), inside: Path | None = None) -> None:
+def check_target(path: Path, *, reads: Iterable[Path] = (), keeps: Iterable[Path] = (),
+                 inside: Path | None = None) -> None:
     """Refuse (RefusedOutput) a target difftest must not write; touch nothing either way.
 
     `reads`: files the run reads (traces, captures, meta.json, the config); the target may not
-    be any of them, by name, through a link, or as a hard link. `inside`: the folder the target
-    must really be in (its parent's real path), for files named inside a run directory.
+    be any of them, by name, through a link, or as a hard link. `keeps`: records a run wrote
+    that a report asked for later may not replace, told apart the same way. `inside`: the
+    folder the target must really be in (its parent's real path), for files named inside a run
+    directory.
     """
     path = Path(path)
     if str(path) == STDOUT_NAME:
@@ -81,6 +84,10 @@ def check_target(path: Path, *, reads: Iterable[Path] = (), inside: Path | None 
             if _identity(Path(read)) == here:
                 raise RefusedOutput(f"{path}: is {read}, a file this run reads; difftest never "
                                     "writes over its own inputs (choose another path)")
+        for kept in keeps:
+            if _identity(Path(kept)) == here:
+                raise RefusedOutput(f"{path}: is {kept}, a record the run itself wrote; a "
+                                    "requested report never replaces it (choose another path)")
     if inside is not None:
         parent = os.path.realpath(path.parent)
         if not _within(parent, os.path.realpath(inside)):

@@ -74,11 +74,12 @@ def reads_of(*reports: ComparisonReport, config: Path | None = None) -> list[Pat
     return found
 
 
-def check_outputs(paths: list[Path | None], reads: list[Path]) -> None:
-    """Refuse, before any work, an output path the writer would refuse afterwards."""
+def check_outputs(paths: list[Path | None], reads: list[Path], keeps: list[Path]) -> None:
+    """Refuse, before any work, an output path the writer would refuse afterwards, or one that
+    would replace a record of the run (`keeps`, see `run_records`)."""
     for path in paths:
         if path is not None:
-            check_target(Path(path), reads=reads)
+            check_target(Path(path), reads=reads, keeps=keeps)
 
 
 def write_text(path: Path, text: str, reads: list[Path] | None = None) -> None:
