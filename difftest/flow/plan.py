@@ -487,13 +487,12 @@ class RecordedRun:
                              f"comparisons, got {judged!r}")
         recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
         single = self.extra.get("comparison", _ABSENT)
-        if single is not _ABSENT and not (isinstance(single, dict)
-                                          and isinstance(single.get("name"), str)):
-            raise UsageError(f"{self.where}: key 'extra.comparison' must be a comparison table "
-                             f"with a name, got {single!r}")
         if isinstance(single, dict) and isinstance(single.get("name"), str):
             recorded.setdefault(str(single["name"]), {"comparison": single,
                                                       "evidence": self.extra.get("evidence")})
+        elif single is not _ABSENT:
+            raise UsageError(f"{self.where}: key 'extra.comparison' must be a comparison table "
+                             f"with a name, got {single!r}")
         if not recorded and self.kind is PlanKind.NOISE:
             recorded = _noise_comparisons(self.extra.get("noise"), self.where)
         return recorded
