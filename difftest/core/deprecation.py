@@ -3,8 +3,10 @@ naming the old spelling and the new one, so a user can move before the old one g
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from typing import TextIO
 
 REMOVED_IN = "difftest 0.3"  # the release in which the old spellings go
@@ -23,6 +25,16 @@ def warn_python(old: str, new: str, stacklevel: int = 3) -> None:
     """A DeprecationWarning at the caller's line (stacklevel 3: the caller of the property or
     function that calls this)."""
     warnings.warn(sentence(old, new), DeprecatedSpelling, stacklevel=stacklevel)
+
+
+def forwarded(old: str, new: str) -> Callable[[str], object]:
+    """A module `__getattr__` for a package kept under its old name: each name comes from the
+    package `new` (imported on first use), with a warning at the caller's line."""
+    def __getattr__(name: str) -> object:
+        value = getattr(importlib.import_module(new), name)  # an unknown name fails as Python says
+        warn_python(f"{old}.{name}", f"{new}.{name}")
+        return value
+    return __getattr__
 
 
 def warn_cli(old: str, new: str) -> None:
