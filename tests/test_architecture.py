@@ -150,50 +150,43 @@ def test_every_import_follows_the_stage_order() -> None:
     assert not found, "imports against the stage order:\n" + "\n".join(found)
 
 
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A throwaway `difftest` package holding `files` (path under it -> text), every folder
+    with its `__init__.py`: what the checker reads, without importing anything."""
+    root = tmp_path / "difftest"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "__init__.py").touch()
+        path.write_text(text)
+    return root
+
+
 def test_the_check_sees_a_backward_import(tmp_path: Path) -> None:
     """The checker itself: a stage importing a later one (the old pipeline -> report cycle)."""
-    copy = tmp_path / "difftest"
-    for folder in ("report", "flow"):
-        (copy / folder).mkdir(parents=True)
-        (copy / folder / "__init__.py").write_text("")
-    (copy / "__init__.py").write_text("")
-    (copy / "report" / "comparison.py").write_text("from difftest.flow.pipeline import evaluate\n")
-    (copy / "flow" / "pipeline.py").write_text(
-        "def f():\n    from difftest.report import comparison\n")
-    found = violations(copy)
+    found = violations(_package(tmp_path, {
+        "report/comparison.py": "from difftest.flow.pipeline import evaluate\n",
+        "flow/pipeline.py": "def f():\n    from difftest.report import comparison\n"}))
     assert len(found) == 1 and "report comes after flow" in found[0], found
 
 
 def test_the_check_sees_a_backward_import_inside_a_folder(tmp_path: Path) -> None:
     """Folders group modules; the order inside one still holds (compare may not import verdict)."""
-    copy = tmp_path / "difftest"
-    (copy / "analysis").mkdir(parents=True)
-    for name in ("__init__", "verdict"):
-        (copy / "analysis" / f"{name}.py").write_text("")
-    (copy / "__init__.py").write_text("")
-    (copy / "analysis" / "compare.py").write_text("from difftest.analysis.verdict import x\n")
-    found = violations(copy)
+    found = violations(_package(tmp_path, {
+        "analysis/verdict.py": "",
+        "analysis/compare.py": "from difftest.analysis.verdict import x\n"}))
     assert len(found) == 1 and "analysis.verdict comes after analysis.compare" in found[0], found
 
 
 def test_the_check_sees_a_folder_importing_a_later_folder(tmp_path: Path) -> None:
-    copy = tmp_path / "difftest"
-    for folder in ("numerics", "flow"):
-        (copy / folder).mkdir(parents=True)
-        (copy / folder / "__init__.py").write_text("")
-    (copy / "__init__.py").write_text("")
-    (copy / "flow" / "plan.py").write_text("")
-    (copy / "numerics" / "stats.py").write_text("import difftest.flow.plan\n")
-    found = violations(copy)
+    found = violations(_package(tmp_path, {"flow/plan.py": "",
+                                           "numerics/stats.py": "import difftest.flow.plan\n"}))
     assert len(found) == 1 and "flow comes after numerics" in found[0], found
 
 
 def test_an_old_spelling_only_forwards(tmp_path: Path) -> None:
-    copy = tmp_path / "difftest"
-    (copy / "reference").mkdir(parents=True)
-    (copy / "__init__.py").write_text("")
-    (copy / "reference" / "__main__.py").write_text("from difftest.flow import pipeline\n")
-    found = violations(copy)
+    found = violations(_package(tmp_path, {
+        "reference/__main__.py": "from difftest.flow import pipeline\n"}))
     assert len(found) == 1 and "an old spelling imports only runners" in found[0], found
 
 
