@@ -38,7 +38,7 @@ MODULES = {
              "force", "activations", "faults"),
     "trace": ("grammar", "numbers", "bulk", "parser", "align"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
+    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
                  "acceptance", "sequential", "rates", "floor"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
