@@ -36,7 +36,9 @@ MODULES = {
              # the teacher-forcing stream, activation dumps and planted faults: files a runner
              # and the flow both read
              "force", "activations", "faults"),
-    "trace": ("grammar", "numbers", "bulk", "parser", "align"),
+    "trace": ("grammar", "numbers", "bulk", "parser", "align",
+              # the `[spec-sample]` lines of sampled decoding, read beside the main parser
+              "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
                  "acceptance", "sequential", "rates", "floor"),
