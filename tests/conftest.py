@@ -77,6 +77,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_report_outputs.py": ("subprocess",),
     "test_resolution.py": NUMERICS,
     "test_rejudge.py": ("subprocess",),
+    "test_roles.py": ("subprocess", "torch"),
     "test_review_fixes.py": ("subprocess",),
     "test_slurm.py": ("slurm", "subprocess", "torch"),
     "test_stats.py": NUMERICS,

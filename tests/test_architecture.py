@@ -44,7 +44,7 @@ MODULES = {
                  "acceptance", "sequential", "rates", "floor"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
-    "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",
+    "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
     "report": ("text", "cells", "headline", "comparison", "audit_report", "bisect_report",

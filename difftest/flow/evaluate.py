@@ -32,6 +32,7 @@ from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
 from difftest.analysis import quantity
 from difftest.flow.switch import Side, check_switch
+from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
@@ -121,10 +122,11 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
              reruns_of_a: Sequence[ArmOutcome] = (),
-             evidence: Evidence = ((), ())) -> ComparisonReport:
+             evidence: Evidence = ((), ()), mutated: bool = False) -> ComparisonReport:
     """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
     arm A, B is judged against A's A/A noise floor. The traces must show the same quantity and
-    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
+    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not.
+    `mutated`: B is a probe's mutated arm (a mutation is its role)."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
@@ -159,6 +161,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+    verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:
         verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
     mde = rates.mde_sentence(verdict.instruments)
@@ -208,6 +211,24 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
     return joined.with_reasons([
         f"verdict {joined.kind.value}, not {verdict.kind.value}: what the drafts show does not "
         "bear on this comparison's claim (see the first reasons)"])
+
+
+def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutcome],
+                  mutated: bool) -> Verdict:
+    """An arm that ran forced, faulted or mutated outside its role makes the comparison INERT
+    (difftest.flow.roles); a variable kept from an arm's environment is a warning."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    roles = check_roles([Side(o.name, o.trace, o.trace_path, o.result) for o in arms
+                         if o.trace is not None],
+                        Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
+                              mutated=spec.arm_b if mutated else None))
+    if roles.kind is None or roles.kind is verdict.kind:
+        return verdict.with_reasons(roles.reasons) if roles.kind is None else replace(
+            verdict, reasons=(*roles.reasons, *verdict.reasons))
+    last = (f"verdict {roles.kind.value}, not {verdict.kind.value}: an arm did not run in its "
+            "role (see the first reasons)")
+    return replace(verdict, kind=roles.kind, reasons=(*roles.reasons, *verdict.reasons, last))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
