@@ -29,6 +29,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "moved", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # what makes a float differ between machines: a thresholds file records it
+             "machine",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record
@@ -40,7 +42,7 @@ MODULES = {
     "trace": ("grammar", "numbers", "bulk", "parser", "align"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+                 "acceptance", "sequential", "rates", "benign", "floor"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",
