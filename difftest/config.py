@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from difftest.core.deprecation import warn_config, warn_python
+from difftest.core.deprecation import warn_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
@@ -203,12 +203,6 @@ class ComparisonSpec:
                 "calibration_inputs": list(self.calibration_inputs),
                 "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
                 "calibrated": None if self.calibrated is None else self.calibrated.to_json()}
-
-    @property
-    def probe(self) -> tuple[str, ...]:
-        """The old spelling of `mutations` (the config key it was read from), for one release."""
-        warn_python("ComparisonSpec.probe", "ComparisonSpec.rules.mutations")
-        return self.rules.mutations
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):

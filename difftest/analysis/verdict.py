@@ -16,7 +16,6 @@ import numpy as np
 
 from difftest.analysis.audit import AuditThresholds, TraceAudit, measure_tokens
 from difftest.analysis.compare import Comparison, DraftingSource, near_tie_rows
-from difftest.core.deprecation import warn_python
 from difftest.core.errors import ArmFailure, ExitCode
 from difftest.core.kinds import ArmSide, Expect, Instrument, Outcome, VerdictKind, outcome
 from difftest.analysis.logit_instrument import blind_radius, logit_reasons
@@ -33,12 +32,6 @@ class Verdict:
     expect: Expect
     reasons: tuple[str, ...] = ()
     instruments: tuple[Instrument, ...] = ()  # what could have failed
-
-    @property
-    def verdict(self) -> VerdictKind:
-        """The old spelling of `kind` (a field named like its record), kept for one release."""
-        warn_python("Verdict.verdict", "Verdict.kind")
-        return self.kind
 
     @property
     def outcome(self) -> Outcome:
