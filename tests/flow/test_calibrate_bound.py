@@ -105,3 +105,28 @@ def test_an_unseen_input_falls_below_the_bound_about_one_time_in_twenty(
         below += bool(xs[-1] < strength_bound(xs[:-1].tolist()))
     # 5% expected; 1,500 trials put 99.9% of outcomes within +-1.9 points
     assert 0.031 <= below / trials <= 0.069, below / trials
+
+
+def test_calibrate_refuses_a_bound_below_the_margin_and_says_how_many_inputs_reach_it() -> None:
+    from pathlib import Path
+
+    from difftest.core.errors import ExitCode
+    from difftest.flow.calibrate import Bound, Calibration, ProbeSeparation
+    atol = Bound(1.0, 16.9, "exponential model")
+    # caught on all three inputs (1.3x to 2.6x the thresholds), but widely spread
+    probe = ProbeSeparation("broken-mask", (1.3, 2.6, 1.8), (0.0, 0.0, 0.0), (1.3, 2.6, 1.8))
+    cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
+                      (probe,), Path("run"), None)
+    assert cal.caught and cal.separation is not None and cal.separation < MARGIN
+    assert cal.exit_code is ExitCode.UNINFORMATIVE
+    need = cal.needed
+    assert need is not None and 3 < need <= MAX_INPUTS
+    line = next(s for s in cal.summary() if "separation" in s)
+    assert (f"every probe was caught on the 3 input(s), but the 95% lower bound of probe "
+            f"broken-mask's strength on an unseen input is below the margin: about {need} "
+            "inputs would reach it") in line and line.endswith("nothing written (exit 3)")
+    # with a narrow spread the same three inputs bound it above the margin
+    tight = ProbeSeparation("broken-mask", (1.9, 2.0, 2.1), (0.0, 0.0, 0.0), (1.9, 2.0, 2.1))
+    ok = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
+                     (tight,), Path("run"), None)
+    assert ok.exit_code is ExitCode.OK and ok.needed == 3
