@@ -295,8 +295,8 @@ def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | 
         return None, []
     recorded = dict(cal.machine)
     diffs = machine_differences(recorded, this_machine()) if recorded else []
-    if recorded and not diffs:
-        return None, []
+    if (recorded and not diffs) or not (recorded or cal.bitwise):
+        return None, []  # its machine, or a file with tolerances that does not say
     where = (f"calibrated on another machine ({'; '.join(diffs)})" if recorded else
              "its file does not record the machine it was calibrated on")
     recalibrate = f"`difftest calibrate -c {spec.name}`"

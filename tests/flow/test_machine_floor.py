@@ -78,3 +78,20 @@ def test_without_a_dtype_the_floor_cannot_be_had_and_the_command_is_named(
     with pytest.raises(UsageError, match="recalibrate here with `difftest calibrate -c threads` "
                                          r"\(or set dtype on the arms\)"):
         judge_traces(a, b, _spec(other, (None, None)))
+
+
+def test_a_file_with_tolerances_is_kept_elsewhere_with_a_word(tmp_path: Path) -> None:
+    a, b = _write(tmp_path / "a.log", 0.0), _write(tmp_path / "b.log", 2e-6)
+
+    def spec(machine: dict[str, str]) -> ComparisonSpec:
+        cal = Calibrated("t.toml", machine=tuple(machine.items()), bitwise=False)
+        return ComparisonSpec("attn", "a", "b", Rules(atol=1e-4, rtol=0.0, near_tie=2e-4),
+                              thresholds="t.toml", threshold_origin="t.toml (calibrated: ...)",
+                              calibrated=cal)
+
+    rep = judge_traces(a, b, spec({**this_machine(), "blas": "other"}))
+    assert rep.verdict.kind is VerdictKind.AGREE and rep.rules.atol == 1e-4
+    assert any("calibrated on another machine (blas (file: other" in r
+               and "they may not hold here" in r for r in rep.verdict.reasons)
+    quiet = judge_traces(a, b, spec({}))
+    assert not any("machine" in r for r in quiet.verdict.reasons)
