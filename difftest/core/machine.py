@@ -1,6 +1,7 @@
 """What makes a float differ between machines, as a thresholds file records it and `check`
 compares it: the CPU and its SIMD features (the CPU's and the ones numpy dispatches to), the
-numeric libraries' versions and BLAS, and the thread counts the environment sets.
+numeric libraries' versions and BLAS, the thread counts and kernel choices the environment sets
+(`env`), and the CPU count (recorded, not compared: the shipped configs pin each arm's threads).
 
 Nothing here imports torch, transformers or mlx: their versions are read from the installed
 distributions' metadata.
@@ -17,12 +18,13 @@ from pathlib import Path
 
 # the /proc/cpuinfo flags that choose a kernel: vector extensions and fused multiply-add
 _SIMD_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "amx", "asimd", "sve", "neon")
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES")
+# the variables that set thread counts or a library's kernels (numpy's own: `numpy_simd`)
+_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "ATEN_CPU_CAPABILITY")
 _PACKAGES = ("numpy", "torch", "transformers", "mlx", "mlx-lm")
 
 # the keys whose difference can move a float; the others (a machine's name) only describe
-COMPARED = ("arch", "cpu", "cpu_simd", "numpy_simd", "blas", *_PACKAGES, "threads")
+COMPARED = ("arch", "cpu", "cpu_simd", "numpy_simd", "blas", *_PACKAGES, "env")
 
 
 def _cpuinfo() -> tuple[str, str]:
@@ -80,11 +82,11 @@ def this_machine() -> dict[str, str]:
 
 def _read() -> dict[str, str]:
     cpu, simd = _cpuinfo()
-    threads = ", ".join(f"{v}={os.environ[v]}" for v in _THREAD_VARS if v in os.environ)
+    env = ", ".join(f"{v}={os.environ[v]}" for v in _ENV_VARS if v in os.environ)
     return {"arch": platform.machine(), "cpu": cpu, "cpu_simd": simd,
             "numpy_simd": _numpy_simd(), "blas": _blas(),
             **{p: _version(p) for p in _PACKAGES},
-            "threads": threads or "unset", "cpus": str(os.cpu_count() or 0),
+            "env": env or "unset", "cpus": str(os.cpu_count() or 0),
             "python": platform.python_version()}
 
 

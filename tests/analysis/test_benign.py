@@ -136,3 +136,15 @@ def test_the_test_level_holds_under_equal_rates() -> None:
         assert t is not None
         rejected += t.exceeds
     assert rejected / trials <= ALPHA
+
+
+def test_without_a_file_the_a_a_reruns_give_the_benign_rate() -> None:
+    from difftest.analysis.floor import measure_floor
+    a = _trace(0)
+    floor = measure_floor("a", [a, _trace(0)])  # bit-identical reruns: a zero floor
+    assert floor.zero and floor.flips == 0
+    c = compare(a, _trace(3), RULES, floor=floor)
+    effect = rate_effect(c, None, (Instrument.TOKENS, Instrument.LOGITS))
+    [t] = effect.tests
+    assert t.source == "A/A reruns" and t.benign.rows == floor.rows and t.exceeds
+    assert effect.kind is VerdictKind.DIFFER
