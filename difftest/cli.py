@@ -619,15 +619,17 @@ def calibrate(
     config: ConfigOpt = None,
     run_root: RunRoot = None,
     progress: Progress = None,
+    jobs: Jobs = None,
 ) -> None:
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
     probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
-    differences overlap (or no probe ran)."""
+    differences overlap, the separation's lower bound is below 1 (it says how many inputs
+    would reach it), or no probe ran."""
     from difftest.flow.calibrate import calibrate as run
     from difftest.config import load_config
 
     cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
-    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
+    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress, jobs=jobs)
     typer.echo("\n".join(cal.summary()))
     raise typer.Exit(int(cal.exit_code))
 

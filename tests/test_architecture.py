@@ -28,6 +28,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # what makes a float differ between machines: a thresholds file records it
+             "machine",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record
@@ -40,8 +42,8 @@ MODULES = {
               # the `[spec-sample]` lines of sampled decoding, read beside the main parser
               "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument",
+                 "verdict", "acceptance", "sequential", "rates", "benign", "floor"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
