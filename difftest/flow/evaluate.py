@@ -22,16 +22,18 @@ from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
-from difftest.core.kinds import DraftingKind, Expect, VerdictKind
+from difftest.core.kinds import DraftingKind, VerdictKind
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.benign import RateEffect, rate_effect
 from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
 from difftest.analysis import quantity
 from difftest.flow.switch import Side, check_switch
+from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
@@ -125,10 +127,11 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
              reruns_of_a: Sequence[ArmOutcome] = (),
-             evidence: Evidence = ((), ())) -> ComparisonReport:
+             evidence: Evidence = ((), ()), mutated: bool = False) -> ComparisonReport:
     """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
     arm A, B is judged against A's A/A noise floor. The traces must show the same quantity and
-    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
+    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not.
+    `mutated`: B is a probe's mutated arm (a mutation is its role)."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
@@ -168,6 +171,7 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+    verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:
         verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
     mde = rates.mde_sentence(verdict.instruments)
@@ -190,7 +194,8 @@ def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
 
 def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:
     """A B that did not replay A's stream ran on its own contexts: its drafts are not the
-    teacher-forced comparison asked for, so nothing is judged (uninformative, reasons first)."""
+    teacher-forced comparison asked for, so nothing is judged (not what was asked: reasons
+    first)."""
     if forcing.honoured:
         def acc(x: float | None) -> str:
             return "-" if x is None else f"{x:.2f}"
@@ -200,10 +205,11 @@ def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str
             f"{names[1]} (would have) {acc(forcing.acceptance_b)}"])
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    last = (f"verdict {VerdictKind.UNINFORMATIVE.value}, not {verdict.kind.value}: teacher "
-            f"forcing was asked for and {names[1]} did not follow it (see the first reasons)")
-    return replace(verdict, kind=VerdictKind.UNINFORMATIVE,
-                   reasons=(*forcing.reasons, *verdict.reasons, last))
+    found = VerdictFinding(Origin.TEACHER_FORCING, Demand.NOT_WHAT_WAS_ASKED, forcing.reasons)
+    joined = verdict.joined(found, first=found.reasons)
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: teacher forcing was asked for "
+        f"and {names[1]} did not follow it (see the first reasons)"])
 
 
 def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutcome,
@@ -213,28 +219,37 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     assert a.trace is not None and b.trace is not None
-    kind: VerdictKind = verdict.kind
-    first: list[str] = []
-    mismatched = quantity.mismatches(a.trace, b.trace, (a.name, b.name))
-    if mismatched:
-        kind = quantity.judged(kind)
-        first += mismatched
+    mismatched = quantity.finding(a.trace, b.trace, (a.name, b.name))
     switch = check_switch(spec.rules.toggle,
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
-    if switch.kind is VerdictKind.INERT:
-        kind = switch.kind
-    elif switch.kind is not None and not (kind is VerdictKind.DIFFER
-                                          and spec.rules.expect is Expect.SAME):
-        # nothing shows the switch engaged: no pass may rest on it (a difference found under
-        # `same` is a difference whatever the arms ran, and stands)
-        kind = switch.kind
-    first += switch.reasons
-    last: list[str] = []
-    if kind is not verdict.kind:
-        last.append(f"verdict {kind.value}, not {verdict.kind.value}: what the drafts show does "
-                    "not bear on this comparison's claim (see the first reasons)")
-    return replace(verdict, kind=kind, reasons=(*first, *verdict.reasons, *last))
+    engaged = switch.finding(spec.rules.expect)
+    found = [f for f in (mismatched, engaged) if f is not None]
+    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons]
+    joined = verdict.joined(*found, first=first)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: what the drafts show does not "
+        "bear on this comparison's claim (see the first reasons)"])
+
+
+def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutcome],
+                  mutated: bool) -> Verdict:
+    """An arm that ran forced, faulted or mutated outside its role makes the comparison INERT
+    (difftest.flow.roles); a variable kept from an arm's environment is a warning."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    roles = check_roles([Side(o.name, o.trace, o.trace_path, o.result) for o in arms
+                         if o.trace is not None],
+                        Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
+                              mutated=spec.arm_b if mutated else None))
+    if roles.kind is None or roles.kind is verdict.kind:
+        return verdict.with_reasons(roles.reasons) if roles.kind is None else replace(
+            verdict, reasons=(*roles.reasons, *verdict.reasons))
+    last = (f"verdict {roles.kind.value}, not {verdict.kind.value}: an arm did not run in its "
+            "role (see the first reasons)")
+    return replace(verdict, kind=roles.kind, reasons=(*roles.reasons, *verdict.reasons, last))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
