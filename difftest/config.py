@@ -202,7 +202,9 @@ class ComparisonSpec:
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
                 "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
-                "calibrated": None if self.calibrated is None else self.calibrated.to_json()}
+                # only with a thresholds file: records without one keep their shape
+                **({"calibrated": self.calibrated.to_json()} if self.calibrated is not None
+                   else {})}
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
