@@ -42,7 +42,9 @@ MODULES = {
               "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+                 "acceptance", "sequential", "rates", "floor",
+                 # sampled decoding: the token laws of two arms, and each arm's acceptance
+                 "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",
