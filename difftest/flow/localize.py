@@ -239,10 +239,11 @@ def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[
 
 
 def baseline_arm(name: str, spec: ComparisonSpec, results: dict[str, ArmResult],
-                 config: Config | None) -> ArmSpec:
+                 config: Config | Path | None) -> ArmSpec:
     """The baseline arm B0 as it is rerun: as the run recorded it when it ran there, else from
-    the config, on the comparison's gate input as the run's arms were."""
-    from difftest.config import ArmSpec
+    the config (a path, or None: ./difftest.toml, else the packaged default), on the
+    comparison's gate input as the run's arms were."""
+    from difftest.config import ArmSpec, Config, load_config
     from difftest.core.errors import UsageError
     from difftest.flow.plan import on_gate_input
 
@@ -253,21 +254,25 @@ def baseline_arm(name: str, spec: ComparisonSpec, results: dict[str, ArmResult],
     if res is not None:
         return ArmSpec(name=name, command=tuple(res.argv), env=dict(res.env_overrides),
                        cwd=Path(res.cwd) if res.cwd else None)
-    if config is None:
-        raise UsageError(f"--baseline {name}: no such arm in this run; give the config that "
-                         "defines it (--config)")
-    return on_gate_input(spec, config.arm(name))
+    cfg = config if isinstance(config, Config) else load_config(config)
+    if name not in cfg.arms:
+        raise UsageError(f"--baseline {name}: no such arm in this run, nor in {cfg.path} (arms: "
+                         f"{', '.join(cfg.arms) or 'none'}); give the config that defines it "
+                         "(--config)")
+    return on_gate_input(spec, cfg.arm(name))
 
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None, comparison: str | None = None,
-                 baseline: str | None = None, config: Config | None = None) -> RunLocalization:
+                 baseline: str | None = None,
+                 config: Config | Path | None = None) -> RunLocalization:
     """Rerun both arms of a run's comparison with capture at one step, teacher-forced on A's
     recorded stream, and compare their draft forwards module by module (beyond `atol`, by
     default the comparison's own). A run of several comparisons (check, probe) needs
     `comparison`, as `export` does (`NAME/MUTATION` for a probed mutation). With a baseline
     (`baseline`, else the comparison's `localize_baseline`; its arm from the run, else from
-    `config`), it is rerun alike and each module is judged against its own background."""
+    `config`, else the config a check run records, else the default one), it is rerun alike
+    and each module is judged against its own background."""
     from difftest.core.atomic import write_json_atomic, write_text_atomic
     from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
@@ -289,6 +294,8 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     own = recorded.extra.get("comparison")
     in_report = isinstance(own, dict) and own.get("name") == spec.name
     base_name = baseline or spec.localize_baseline
+    if config is None and isinstance(recorded.extra.get("config"), str):
+        config = Path(str(recorded.extra["config"]))  # a check run's config
     base_arm = None if base_name is None else baseline_arm(base_name, spec, results, config)
     verdict, first = _judged(run_dir, spec.name)
     if at is None and first is None:

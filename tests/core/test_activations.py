@@ -188,6 +188,24 @@ def test_against_a_baseline_the_first_module_beyond_its_background_is_named(
         f"every captured module is within {BACKGROUND_FACTOR:g} x its background")
 
 
+def test_localize_dumps_takes_the_baseline_on_the_command_line(tmp_path: Path) -> None:
+    a = chain(tmp_path, "a")
+    background = [(i, rounded(BASE * (i + 1))) for i in range(4)]
+    b0 = chain(tmp_path, "b0", *background)
+    b = chain(tmp_path, "b", *background[:3], (3, rounded(BASE * 4 * 1.01)))
+    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b)]
+    out = subprocess.run([*cli, "--baseline", str(b0)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
+    assert out.stdout.startswith("first module beyond its background: m3 (RMS |A - B|")
+    out = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.DIFFER
+    assert out.stdout.startswith("every captured module differs beyond 0, from the first")
+    out = subprocess.run([*cli, "--config", "x.toml"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.USAGE and "--config names where the baseline" in out.stderr
+
+
 def test_a_module_without_background_is_beyond_it_at_any_difference(tmp_path: Path) -> None:
     """Where B0 equals A to the bit there is no background: any difference of B is beyond."""
     a = chain(tmp_path, "a")

@@ -6,6 +6,7 @@ never left at "every module agrees" without the reason."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -90,9 +91,10 @@ def test_localize_run_names_the_planted_module_against_the_background(tmp_path: 
     plain = localize_dumps(result.folder / "capture-a", result.folder / "capture-b").localization
     assert plain.outcome is LocalizeOutcome.WHOLE_MODEL and plain.first is None
     # no config: the arm is not in the run, and localize says where to find it
-    with pytest.raises(UsageError, match="--baseline bf16: no such arm in this run; give the "
-                                         "config that defines it"):
-        localize_run(rep.run_dir)
+    with pytest.raises(UsageError, match="--baseline bf16: no such arm in this run, nor in "
+                                         ".*; give the config that defines it"):
+        localize_run(rep.run_dir)  # the default config has no arm bf16
+    assert localize_run(rep.run_dir, config=tmp_path / "difftest.toml").baseline == "bf16"
     with pytest.raises(UsageError, match="--baseline faulty0: the baseline is a third arm"):
         localize_run(rep.run_dir, baseline="faulty0", config=cfg)
 
@@ -141,3 +143,9 @@ def test_localize_run_below_the_tolerance_says_why(tmp_path: Path) -> None:
     why = result.why_not()
     assert why is not None and "below the tolerance used (1e+06)" in why
     assert f"**Why:** {why}" in (result.folder / "localize.md").read_text()
+    # the comparison names no baseline: the command line does
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+                          "--baseline", "bf16", "--config", str(tmp_path / "difftest.toml")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
+    assert "first module beyond its background: layers.1.mlp (RMS" in out.stdout
