@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Unpack
 
 from difftest.analysis.audit import TraceAudit, audit_trace
+from difftest.analysis.verdict import Verdict
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
-from difftest.core.errors import ExitCode, UsageError
+from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
+from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace
+from difftest.core.rules import Rules
 from difftest.flow.evaluate import ComparisonReport, judge_traces
 from difftest.flow.judge import CheckResult, NoiseReport, judged
 from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, plan_compare,
@@ -34,9 +37,13 @@ from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
 
-__all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
-           "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
-           "run_comparison", "write_reports"]
+__all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
+           "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
+           "rejudge", "resolve_spec", "run_comparison", "write_reports",
+           # the records the commands take and return (difftest/__init__.py re-exports them)
+           "BisectResult", "CheckResult", "ComparisonReport", "ConfigError", "DifftestError",
+           "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules", "RunOptions",
+           "UsageError", "Verdict", "VerdictKind"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -182,18 +189,9 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
 
 
 def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
-          options: RunOptions | None = None, runs: int | None = None,
-          **keywords: Unpack[RunKeywords]) -> NoiseReport:
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
-    the run directory (3 runs unless told). `runs` is the old spelling of `noise_runs` (warns;
-    both at once are refused, as on the command line)."""
-    if runs is not None:
-        from difftest.core.deprecation import warn_python
-
-        if noise_runs is not None:
-            raise UsageError("runs and noise_runs are one option: give noise_runs alone")
-        warn_python("noise(runs=...)", "noise(noise_runs=...)")
-        noise_runs = runs
+    the run directory (3 runs unless told)."""
     plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
     def analysis(results: RunResults) -> NoiseReport:
         report = judged(plan, results, NoiseReport)

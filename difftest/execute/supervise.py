@@ -44,6 +44,9 @@ TOKEN_VAR = "DIFFTEST_ARM_TOKEN"  # lets us find an arm's daemons after they lea
 # was started in: one left exported there would reach both arms of a comparison alike.
 ARM_VARIABLES = ("DIFFTEST_FORCE", "DIFFTEST_CAPTURE", "DIFFTEST_CAPTURE_DIR", "DIFFTEST_FAULT",
                  "DIFFTEST_MUTATION")
+# Variables a runner may read that say where, never what: the cache folder of difftest's own
+# files (the llama.cpp runner's seeded GGUF pair). They reach both arms alike and change no float.
+PLACE_VARIABLES = ("DIFFTEST_CACHE",)
 _HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
