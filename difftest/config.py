@@ -421,7 +421,12 @@ class _Checker:
                 continue
             if now in out:
                 raise self.fail(table, f"keys {was!r} and {now!r} are one key; give {now!r} only")
-            warn_config(self.path, table, was, now)
+            try:
+                warn_config(self.path, table, was, now)
+            except Warning:  # the warnings filter turns warnings into errors (-W error)
+                raise self.fail(table, f"key {was!r} is the old spelling of {now!r} (its "
+                                       "deprecation warning is an error under this warnings "
+                                       f"filter): use {now!r}") from None
             out[now] = out.pop(was)
         return out
 
