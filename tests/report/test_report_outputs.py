@@ -289,3 +289,25 @@ def test_a_warning_reason_reaches_the_check_line_markdown_and_html_summary(
     assert said in gate_report.check_markdown(result).split("<details>")[0]
     page = html.render_check(result)
     assert said.replace("'", "&#x27;") in page.split("<details")[0], page[:3000]
+
+
+def test_json_max_abs_logit_diff_is_null_with_its_reason_where_a_row_is_nan(
+        tmp_path: Path) -> None:
+    """A nan in B's logit: the CSV row says inf; the JSON (which holds no infinity) says null
+    and why, never 0.0, and stays strict JSON."""
+    import json
+
+    from difftest import api
+
+    text = (DATA / "compare" / "agree_a.log").read_text()
+    b = tmp_path / "nan_b.log"
+    b.write_text(text.replace("top=[ 11:9.25 ", "top=[ 11:nan ", 1))
+    rep = api.compare_traces(DATA / "compare" / "agree_a.log", b)
+    data = json.loads(comparison.render_json(rep),
+                      parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
+    assert data["max_abs_logit_diff"] is None
+    assert data["max_abs_logit_diff_unsized"].startswith("1 compared row(s) differ without a "
+                                                         "finite size")
+    csv = tmp_path / "d.csv"
+    api.export_csv(rep, csv)
+    assert ",inf," in csv.read_text()
