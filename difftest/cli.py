@@ -250,7 +250,9 @@ NearTie = Annotated[float | None, typer.Option(
     "--near-tie", help="Logit margin under which a flip is a near-tie (overrides the "
                                 "config).")]
 Atol = Annotated[float | None, typer.Option(
-    "--atol", help="Logit tolerance; 0 compares bitwise (overrides the config).")]
+    "--atol", help="Absolute logit tolerance: |a - b| <= atol + rtol * |b| (overrides the "
+                   "config); bitwise only with rtol 0 too: a configured rtol still applies "
+                   "unless --rtol 0.")]
 Rtol = Annotated[float | None, typer.Option(
     "--rtol", help="Relative logit tolerance: |a - b| <= atol + rtol * |b|.")]
 NoiseRuns = Annotated[int | None, typer.Option(
@@ -668,7 +670,8 @@ def check(
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
 
-    Exit code: the worst of the comparisons', by severity arm-failed (4) > differ (1) >
+    Exit code: the worst of the comparisons' and probes', by severity arm-failed (4) >
+    usage (2: a probe whose mutation never reached the runner, NOT-APPLIED) > differ (1) >
     uninformative (3) > agree (0).
     """
     from difftest import api

@@ -170,3 +170,13 @@ def test_parse_shows_a_summary_and_the_first_rows_of_a_large_trace(tmp_path: Pat
     lines_seen = [e["line"] for e in data["events"]]
     assert lines_seen == list(range(1, 51)) + list(range(52, 102))  # file order
     assert data["events"][0]["values"] == "1.123456789 -2.5"  # every printed digit kept
+
+
+def test_help_states_atol_with_rtol_and_checks_exit_2_for_a_probe_not_applied() -> None:
+    atol = runner.invoke(app, ["compare", "--help"], terminal_width=200).output
+    assert "bitwise only with rtol 0 too: a configured rtol still applies" in " ".join(
+        atol.split())
+    check = " ".join(runner.invoke(app, ["check", "--help"], terminal_width=200).output.split())
+    assert "usage (2: a probe whose mutation never reached the runner, NOT-APPLIED)" in check
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "probe and check: a mutation that never reached the runner (NOT-APPLIED)" in readme

@@ -876,6 +876,9 @@ def _differing_rows(c: Comparison) -> str:
             (flips, "Token flips", "flip", "the arms drafted different tokens"),
             (logit_only, "Logit-only differences", "logit",
              "same token, logits differ or cannot be told apart")):
+        if not idx.size:  # a heading in the flip's colour over no row would say otherwise
+            out.append(f'<h4 class="muted">{title}: none</h4>')
+            continue
         shown = idx[:MAX_DIFF_ROWS]
         more = (f"; the first {shown.size} are shown, all of them are in the CSV export"
                 if idx.size > shown.size else "")

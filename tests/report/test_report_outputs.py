@@ -311,3 +311,17 @@ def test_json_max_abs_logit_diff_is_null_with_its_reason_where_a_row_is_nan(
     csv = tmp_path / "d.csv"
     api.export_csv(rep, csv)
     assert ",inf," in csv.read_text()
+
+
+def test_html_says_no_token_flips_without_the_flip_heading(tmp_path: Path) -> None:
+    """Logit-only differences and no flip: the page says "Token flips: none", not a red
+    "Token flips: 0 row(s)" heading over "the arms drafted different tokens"."""
+    from difftest import api
+    from difftest.report import html
+
+    rep = api.compare_traces(DATA / "compare" / "agree_a.log", DATA / "compare" / "logitonly_b.log")
+    assert rep.comparison is not None and rep.comparison.blocks_logit_differing
+    page = html.render_comparison(rep)
+    assert "Token flips: none" in page and "Token flips: 0 row(s)" not in page
+    assert "the arms drafted different tokens" not in page
+    assert '<h4 class="logit">Logit-only differences:' in page
