@@ -342,9 +342,12 @@ def test_end_to_end_paged_against_materialized_agrees(tmp_path: Path) -> None:
 
 def test_a_mutated_lane_is_caught_as_a_difference(tmp_path: Path) -> None:
     # captures of the reference runner's paged lane and its causal-mask-broken materialized lane
+    # (its trace says mutation=causal-mask: the arm's env states it, or the arm would be a free
+    # arm showing a mutation nothing asked for, INERT)
     gate = DATA.parent / "gate"
     path = write_config(tmp_path, shared_replay_arm("paged", gate / "default-paged.log")
-                        + shared_replay_arm("broken", gate / "default-materialized+causal-mask.log"))
+                        + shared_replay_arm("broken", gate / "default-materialized+causal-mask.log")
+                        + 'env = { DIFFTEST_MUTATION = "causal-mask" }\n')
     r = cli("compare", "--config", path, "--arm-a", "paged", "--arm-b", "broken",
             "--run-root", tmp_path / "runs", "--no-progress", "--format", "json")
     assert r.exit_code == 1, r.output

@@ -87,7 +87,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert meta["extra"]["comparison"] == {
         "name": "pair", "arm_a": "base", "arm_b": "cand", "expect": "same", "min_differing": 1,
         "near_tie": None, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
-        "drafting": None, "toggle": [], "acceptance": None, "tolerance": "given",
+        "drafting": None, "acceptance": None, "tolerance": "given",
         "arm_dtypes": [None, None], "gate_input": None, "calibration_inputs": [],
         "thresholds": "", "threshold_origin": "", "overridden": []}
 
