@@ -43,6 +43,7 @@ class Origin(StrEnum):
     SWITCH = "switch"  # the comparison's toggle and evidence engaged
     TEACHER_FORCING = "teacher-forcing"  # B replayed A's stream
     REJUDGE = "rejudge"  # a past run judged again
+    DISTRIBUTION = "distribution"  # sampled decoding: the arms' token laws and acceptance
 
 
 class Demand(Enum):

@@ -22,7 +22,9 @@ from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
-from difftest.core.kinds import DraftingKind, VerdictKind
+from difftest.analysis.distribution import DEFAULT_ALPHA, judge_sampled, sampled_finding
+from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
+from difftest.trace.sampled import parse_samples
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
@@ -137,6 +139,11 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        verdict = sampled_verdict(spec, a, b, reruns_of_a)
+        verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+        verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
+        return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir)
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
@@ -179,6 +186,21 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
                             acc, rates, benign_rates=effect)
+
+
+def sampled_verdict(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
+                    reruns_of_a: Sequence[ArmOutcome] = ()) -> Verdict:
+    """A sampled comparison's verdict: the arms' token laws (every run of A, its reruns
+    included, against B) and each arm's acceptance against its traced p and q, decided by the
+    distribution instrument alone (tokens differ from draw to draw in correct arms)."""
+    runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
+    rows = {o.name: [parse_samples(o.trace_path).rows()] for o in (*runs_a, b)}
+    rows_a = [r for o in runs_a for r in rows[o.name]]
+    evidence = judge_sampled([o.trace for o in runs_a if o.trace is not None],
+                             [b.trace] if b.trace is not None else [],
+                             {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
+    finding = sampled_finding(evidence)
+    return Verdict.of([finding], spec.rules.expect, finding.reasons)
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
