@@ -9,6 +9,8 @@ from pathlib import Path
 
 from difftest.config import parse_config
 from difftest.core.kinds import DecodingMode, KilledBy, VerdictKind
+from difftest.report.comparison import to_dict
+from difftest.report.html import figures
 from planned import run_comparison, run_probe
 
 ARMS = """
@@ -47,6 +49,11 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     assert report.comparison is None  # tokens differ from draw to draw: not compared
     assert any("100 request pairs" in r and "smallest per-position TV" in r
                for r in report.verdict.reasons)
+    data = to_dict(report)["sampled"]
+    assert data["distribution"]["pairs"] == 100 and data["distribution"]["positions"] == 6
+    (row1, *_) = data["acceptance"]["spec"]  # the target alone drafts nothing: no check
+    assert set(data["acceptance"]) == {"spec"} and row1["row"] == 1 and not row1["flagged"]
+    assert "Token laws and acceptance (sampled decoding)" in [f.title for f in figures(report)]
     probe = run_probe(cfg, spec, run_root=tmp_path / "runs", progress=False)
     (mutation,) = probe.mutations
     assert mutation.killed and mutation.killed_by is KilledBy.EMITTED
