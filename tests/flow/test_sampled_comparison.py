@@ -10,6 +10,7 @@ from pathlib import Path
 from difftest.config import parse_config
 from difftest.core.kinds import DecodingMode, KilledBy, VerdictKind
 from difftest.report.comparison import to_dict
+from difftest.report.headline import report_differed
 from difftest.report.html import figures
 from planned import run_comparison, run_probe
 
@@ -47,6 +48,7 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     report = run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
     assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
     assert report.comparison is None  # tokens differ from draw to draw: not compared
+    assert report_differed(report).startswith("compared in distribution")
     assert any("100 request pairs" in r and "smallest per-position TV" in r
                for r in report.verdict.reasons)
     data = to_dict(report)["sampled"]
