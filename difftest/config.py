@@ -205,7 +205,9 @@ class ComparisonSpec:
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
                 "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
-                "calibrated": None if self.calibrated is None else self.calibrated.to_json(),
+                # only with a thresholds file: records without one keep their shape
+                **({"calibrated": self.calibrated.to_json()} if self.calibrated is not None
+                   else {}),
                 # only when set: a record without it reads back as no baseline
                 **({"localize_baseline": self.localize_baseline}
                    if self.localize_baseline is not None else {})}

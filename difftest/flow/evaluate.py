@@ -182,14 +182,19 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
-    """The verdict with what the rates demand: an AGREE becomes the kind they name (a rate
-    above the benign one: DIFFER; a nearly blind token instrument and nothing else that could
-    fail: UNINFORMATIVE); any other kind stands. Their reasons are added either way."""
-    if effect.kind is None or verdict.kind is not VerdictKind.AGREE:
+    """The verdict with what the rates demand: a rate above the benign one is a difference; a
+    nearly blind token instrument leaves no agreement standing. Their reasons are added
+    either way."""
+    if effect.kind is None:
         return verdict.with_reasons(effect.reasons)
-    last = (f"verdict {effect.kind.value}, not {verdict.kind.value}: every row was within the "
-            "rules one at a time, and the rates above say what their number shows")
-    return replace(verdict, kind=effect.kind, reasons=(*verdict.reasons, *effect.reasons, last))
+    demand = Demand.DIFFER if effect.kind is VerdictKind.DIFFER else Demand.NO_AGREEMENT
+    joined = verdict.joined(VerdictFinding(Origin.RATES, demand, effect.reasons),
+                            last=effect.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: every row was within the "
+        "rules one at a time, and the rates above say what their number shows"])
 
 
 def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:
@@ -244,12 +249,16 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
                          if o.trace is not None],
                         Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
                               mutated=spec.arm_b if mutated else None))
-    if roles.kind is None or roles.kind is verdict.kind:
-        return verdict.with_reasons(roles.reasons) if roles.kind is None else replace(
-            verdict, reasons=(*roles.reasons, *verdict.reasons))
-    last = (f"verdict {roles.kind.value}, not {verdict.kind.value}: an arm did not run in its "
-            "role (see the first reasons)")
-    return replace(verdict, kind=roles.kind, reasons=(*roles.reasons, *verdict.reasons, last))
+    if roles.kind is None:
+        return verdict.with_reasons(roles.reasons)
+    demand = Demand.INERT if roles.kind is VerdictKind.INERT else Demand.of_kind(roles.kind)
+    joined = verdict.joined(VerdictFinding(Origin.ROLES, demand, roles.reasons),
+                            first=roles.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: an arm did not run in its "
+        "role (see the first reasons)"])
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
