@@ -43,7 +43,9 @@ MODULES = {
               "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument",
-                 "verdict", "acceptance", "sequential", "rates", "benign", "floor"),
+                 "verdict", "acceptance", "sequential", "rates", "benign", "floor",
+                 # sampled decoding: the token laws of two arms, and each arm's acceptance
+                 "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
