@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, RowTable
+from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, Comparison, RowTable
 from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
@@ -63,6 +63,21 @@ def arm_dict(o: ArmOutcome) -> dict[str, object]:
     return d
 
 
+def _max_abs_logit_diff(c: Comparison | None) -> dict[str, object]:
+    """The largest |logit difference|: null where a compared row differs without a finite
+    size (a nan or inf in one arm; the CSV and the table say inf), with the reason beside it,
+    since JSON holds no infinity."""
+    if c is None:
+        return {"max_abs_logit_diff": None}
+    unsized = c.logits.rows_nonfinite_one if c.logits is not None else 0
+    if not unsized:
+        return {"max_abs_logit_diff": c.max_abs_logit_diff}
+    return {"max_abs_logit_diff": None,
+            "max_abs_logit_diff_unsized": f"{unsized} compared row(s) differ without a finite "
+                                          "size (a nan or inf in one arm): the largest "
+                                          "difference is infinite"}
+
+
 def to_dict(rep: ComparisonReport) -> dict[str, object]:
     """The JSON report; keys documented in ARCHITECTURE.md are a contract."""
     c = rep.comparison
@@ -83,7 +98,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "blocks_near_tie": c.blocks_near_tie if c else 0,
         "blocks_logit_differing": c.blocks_logit_differing if c else 0,
         "logit_rows_compared": c.logit_rows_compared if c else 0,
-        "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
+        **_max_abs_logit_diff(c),
         "unmatched": {ArmSide.A: c.unmatched_a if c else 0, ArmSide.B: c.unmatched_b if c else 0},
         "steps_lost": {ArmSide.A: c.steps_lost_a if c else 0,
                        ArmSide.B: c.steps_lost_b if c else 0,

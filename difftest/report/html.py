@@ -1014,8 +1014,13 @@ def _summary_table(result: CheckResult) -> str:
                     + "</tr>")
     heads = ["verdict", "comparison", "arms", "expectation", "could have failed through",
              "differed", "probe score", "time"]
+    from difftest.report.gate_report import warnings_of
+
+    warned = [f"<li><code>{_e(r.name)}</code>: {_e(w)}</li>" for r in result.reports
+              for w in warnings_of(r)]
+    listed = ('\n<ul class="warnings">' + "".join(warned) + "</ul>") if warned else ""
     return ('<table class="summary"><thead><tr>' + "".join(f"<th>{h}</th>" for h in heads)
-            + "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+            + "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>" + listed)
 
 
 def render_check(result: CheckResult) -> str:
