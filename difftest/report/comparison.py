@@ -20,7 +20,7 @@ from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
-from difftest.report.headline import differed_text, headline
+from difftest.report.headline import headline, report_differed
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
@@ -136,6 +136,8 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
             rep.benign_rates.tests or rep.benign_rates.blind_share is not None) else {}),
         # only under --until-decided: the runs, every look and the decision boundary
         **({"sequential": rep.sequential.to_json()} if rep.sequential is not None else {}),
+        # only under decoding = "sampled": the token laws' test and the acceptance check
+        **({"sampled": rep.sampled.to_json()} if rep.sampled is not None else {}),
     }
 
 
@@ -214,7 +216,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
 
     v = rep.verdict
     c = rep.comparison
-    out = [f"{rep.name}: {headline(v)}", f"  {differed_text(c)}"]
+    out = [f"{rep.name}: {headline(v)}", f"  {report_differed(rep)}"]
     out += [f"  - {r}" for r in v.reasons]
     line = stats_line(c)
     out += [f"  {line}"] if line else []
@@ -280,7 +282,7 @@ def render_markdown(rep: ComparisonReport,
     head = headline(v)
     lines = [f"### difftest {md_code(rep.name)}: **{head.observed}** {head.qualifier}", "",
              f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}: "
-             f"{differed_text(rep.comparison)}", ""]
+             f"{report_differed(rep)}", ""]
     lines += [f"- {md_inline(r.splitlines()[0] if r else r)}" for r in v.reasons]
     line = stats_line(rep.comparison)
     lines += ["", md_inline(line)] if line else []

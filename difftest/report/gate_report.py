@@ -15,7 +15,7 @@ from difftest.core.jsonout import dumps
 from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
-from difftest.report.headline import differed, differed_text, headline
+from difftest.report.headline import differed, headline, report_differed
 from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe
 
 
@@ -27,7 +27,7 @@ def label(rep: ComparisonReport) -> str:
 def summary(rep: ComparisonReport) -> str:
     """The headline and what differed, on one line: `DIFFER (expect same): FAILED, exit 1;
     differed: logits in 30/30 blocks`."""
-    return f"{headline(rep.verdict)}; {differed_text(rep.comparison)}"
+    return f"{headline(rep.verdict)}; {report_differed(rep)}"
 
 
 # -- probe -------------------------------------------------------------------------------------
