@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 __all__ = [
     # the commands, one function each (difftest.api); `bisect` is spelled `difftest.api.bisect`,
     # since `difftest.bisect` is the package of its library
-    "audit", "check", "compare", "compare_arms", "compare_traces", "noise", "parse", "probe",
-    "read_diff", "rejudge",
+    "audit", "calibrate", "check", "compare", "compare_arms", "compare_traces", "localize",
+    "noise", "parse", "probe", "read_diff", "rejudge",
     # the records they take and return, and the errors they raise
     "AuditReport", "BisectResult", "CheckResult", "ComparisonReport", "ConfigError",
     "DifftestError", "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules",
@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from difftest.api import (AuditReport, BisectResult, CheckResult, ComparisonReport,
                               ConfigError, DifftestError, ExitCode, Expect, NoiseReport,
                               Overrides, ProbeReport, Rules, RunOptions, Traces, UsageError,
-                              Verdict, VerdictKind, audit, check, compare, compare_arms,
+                              Verdict, VerdictKind, audit, calibrate, check, compare,
+                              compare_arms, localize,
                               compare_traces, noise, parse, probe, read_diff, rejudge)
     from difftest.emit import DraftingKind, Tracer
 

@@ -18,6 +18,7 @@ from difftest.core.kinds import ArmSide
 LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
 LOCALIZE_JSON = "localize.json"
 LOCALIZE_MD = "localize.md"
+LOCALIZE_SVG = "modules.svg"  # the per-module figure, beside the captures
 LOCALIZE_FORMAT = "difftest-localize/1"
 
 
@@ -76,6 +77,10 @@ class RunLocalization:
     @property
     def exit_code(self) -> ExitCode:
         return self.report.exit_code
+
+    @property
+    def figure(self) -> Path:
+        return self.folder / LOCALIZE_SVG
 
     def render(self) -> str:
         req, pos = self.at
