@@ -388,22 +388,27 @@ def cache_prune(cache: Path | None = None, config: ConfigLike = None, *,
 
 
 def calibrate(comparison: str, *, config: Config | Path | str | None = None,
-              run_root: Path | None = None, progress: bool | None = None) -> Calibration:
+              run_root: Path | None = None, progress: bool | None = None,
+              jobs: int | None = None) -> Calibration:
     """Measure a comparison's thresholds on its held-out calibration_inputs and write its
     thresholds file (the config is read without it: it is what this replaces)."""
     from difftest.flow.calibrate import calibrate as measure
 
     cfg = config if isinstance(config, Config) else load_config(
         None if config is None else Path(config), unread_thresholds=comparison)
-    return measure(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
+    return measure(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress,
+                   jobs=jobs)
 
 
 def localize(run_dir: Path | str | None = None, *, at: str | None = None,
              dumps: tuple[Path, Path] | None = None, atol: float | None = None,
-             comparison: str | None = None) -> LocalizeReport | RunLocalization:
-    """The first draft-forward module whose output differs between two arms: of two capture
-    folders (`dumps`), or of a judged run's arms rerun with capture at one step (`at`, by
-    default the first differing one), which writes the figure beside the captures."""
+             comparison: str | None = None, baseline: str | None = None,
+             config: Path | None = None) -> LocalizeReport | RunLocalization:
+    """The first draft-forward module whose output differs between two arms (beyond a
+    baseline's, where one is named): of two capture folders (`dumps`; `baseline` a third
+    one), or of a judged run's arms rerun with capture at one step (`at`, by default the
+    first differing one; `baseline` an arm of `config`), which writes the figure beside the
+    captures."""
     from difftest.flow import localize as loc
     from difftest.report.outputs import NotWritten, write_localization
 
@@ -416,10 +421,14 @@ def localize(run_dir: Path | str | None = None, *, at: str | None = None,
             verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
             raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
                              "RUN_DIR, not --dumps")
-        return loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
+        if config is not None:
+            raise UsageError("--config names where the baseline arm is defined: it needs a "
+                             "RUN_DIR, not --dumps")
+        return loc.localize_dumps(dumps[0], dumps[1], atol or 0.0,
+                                  Path(baseline) if baseline is not None else None)
     assert run_dir is not None
     result = loc.localize_run(Path(run_dir), loc.parse_at(at) if at is not None else None,
-                              atol, comparison)
+                              atol, comparison, baseline, config)
     try:
         write_localization(result)
     except NotWritten as exc:

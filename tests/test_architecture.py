@@ -28,6 +28,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # what makes a float differ between machines: a thresholds file records it
+             "machine",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record
@@ -40,11 +42,13 @@ MODULES = {
               # the `[spec-sample]` lines of sampled decoding, read beside the main parser
               "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument",
+                 "verdict", "acceptance", "sequential", "rates", "benign", "floor",
+                 # sampled decoding: the token laws of two arms, and each arm's acceptance
+                 "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
-    "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",
+    "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
     # the command line: the error translator and the shared options, then a file per command

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from difftest.cli import options as o
 from difftest.cli.errors import done, kept
 
 
@@ -25,14 +26,21 @@ def localize(
     comparison: Annotated[str | None, typer.Option(
         "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
                                    "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", metavar="ARM",
+        help="A known-good arm that differs from A only in the harmless change: rerun it too "
+             "and name the first module beyond its own background |A - B0| (default: the "
+             "comparison's localize_baseline). With --dumps: its capture folder.")] = None,
+    config: o.ConfigOpt = None,
 ) -> None:
-    """Name the first draft-forward module whose output differs between the arms
-    (exit 1 when one differs, 0 when all agree)."""
+    """Name the first draft-forward module whose output differs between the arms, or that
+    differs beyond a baseline's (exit 1 when one differs, 0 when all agree)."""
     from difftest import api
     from difftest.flow.localize import LocalizeReport
 
     result, missing = kept(lambda: api.localize(run_dir, at=at, dumps=dumps, atol=atol,
-                                                comparison=comparison))
+                                                comparison=comparison, baseline=baseline,
+                                                config=config))
     typer.echo(result.render())
     if not isinstance(result, LocalizeReport):
         typer.echo(f"figure: {result.figure}" + (

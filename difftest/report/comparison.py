@@ -116,6 +116,9 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         **({"teacher_forcing": rep.forcing.to_json()} if rep.forcing is not None else {}),
         "acceptance": rep.acceptance.to_json() if rep.acceptance is not None else None,
         "rates": rep.rates.to_json() if rep.rates is not None else None,
+        # only where a rate was judged against a benign one, or near_tie hides rows
+        **({"benign_rates": rep.benign_rates.to_json()} if rep.benign_rates is not None and (
+            rep.benign_rates.tests or rep.benign_rates.blind_share is not None) else {}),
         # only under --until-decided: the runs, every look and the decision boundary
         **({"sequential": rep.sequential.to_json()} if rep.sequential is not None else {}),
     }
