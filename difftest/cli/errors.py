@@ -36,7 +36,11 @@ def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
 
         return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
-        return "difftest: interrupted", ExitCode.INTERRUPTED
+        signum = getattr(exc, "signum", 2)  # SIGTERM and SIGHUP outside a run's stages
+        code = 128 + signum if isinstance(signum, int) else 130
+        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(code - 128, "interrupted")
+        return f"difftest: {what}", ExitCode(code) if code in set(ExitCode) else \
+            ExitCode.INTERRUPTED
     if isinstance(exc, OSError):
         if stdout:
             where = exc.filename or "standard output"

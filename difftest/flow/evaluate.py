@@ -384,13 +384,29 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
+    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
+    capture copied is. Nothing in them shows the arms ran different configurations, so the
+    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+           "different configurations (two runs of a deterministic engine print exactly this, "
+           "and so does one capture copied), so this comparison could not have failed")
+    joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([f"verdict {joined.kind.value}, not {verdict.kind.value}: the "
+                                "two captures are one text (see the first reason)"])
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
                  line_prefix: str | None = None) -> ComparisonReport:
     """Compare two captured traces; nothing is run. Refused when both name one capture.
     `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
-    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=False)
     if same is not None:
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
                          "it would agree whatever the engine did. Compare two runs")
@@ -398,6 +414,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
+    if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")

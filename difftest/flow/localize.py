@@ -353,8 +353,8 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     for (key, _), rerun in zip(reruns, arms, strict=True):
         if not where[key].is_dir():
             raise UsageError(f"localize: arm {rerun.name} wrote no capture in {where[key]}: does "
-                             f"its runner implement {CAPTURE_ENV}? (the reference and hf runners "
-                             "do)")
+                             f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
+                             "runners do)")
     tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
                           localize_dumps(where["a"], where["b"], tol,
