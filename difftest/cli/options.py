@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class ParseFormat(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
@@ -105,14 +108,12 @@ Csv = Annotated[Path | None, output("--csv", "Write the per-row diff here.")]
 Html = Annotated[Path | None, output(
     "--html", "Write the HTML report here too (every run directory gets report.html).")]
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def record(cls: type[T], params: Mapping[str, object]) -> T:
     """The record of `cls` (a dataclass) from the command's parameters of its fields' names;
     a flag not given (False) leaves a field whose default is None unset."""
-    given = {f.name: params[f.name] for f in fields(cls)  # type: ignore[arg-type]
-             if f.name in params}
-    unset = {f.name for f in fields(cls)  # type: ignore[arg-type]
-             if f.default is None or f.default is MISSING}
+    given = {f.name: params[f.name] for f in fields(cls) if f.name in params}
+    unset = {f.name for f in fields(cls) if f.default is None or f.default is MISSING}
     return cls(**{k: None if v is False and k in unset else v for k, v in given.items()})
