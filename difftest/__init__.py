@@ -27,7 +27,7 @@ __all__ = [
     "DifftestError", "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules",
     "RunOptions", "Traces", "UsageError", "Verdict", "VerdictKind",
     # what an engine calls to print a trace: the emitter, its tracer and drafting kinds, and
-    # the adapters (`difftest.adapters.hf`, `difftest.adapters.mlx`)
+    # the adapters (`difftest.adapters.hf`, `.mlx`, `.llamacpp`)
     "DraftingKind", "Tracer", "adapters", "emit",
 ]
 
@@ -35,7 +35,8 @@ __all__ = [
 # engine), the runners (`python -m difftest.runners.NAME`, arms of a config), the command line
 # (`difftest`, `python -m difftest`) and the pytest plugin (`pytest --difftest`).
 MODULES = ("difftest.emit", "difftest.adapters.hf", "difftest.adapters.mlx",
-           "difftest.runners.reference", "difftest.runners.hf", "difftest.runners.mlx",
+           "difftest.adapters.llamacpp", "difftest.runners.reference", "difftest.runners.hf",
+           "difftest.runners.mlx", "difftest.runners.llamacpp",
            "difftest.cli", "difftest.pytest_plugin")
 
 if TYPE_CHECKING:
