@@ -22,7 +22,10 @@ from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
-from difftest.core.kinds import DraftingKind, VerdictKind
+from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
+                                            sampled_finding)
+from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
+from difftest.trace.sampled import parse_samples
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
@@ -75,6 +78,8 @@ class ComparisonReport:
     sequential: SequentialResult | None = None  # under --until-decided: every look, the decision
     # near-tie flips and in-tolerance logit rows against the benign rate (None: an arm failed)
     benign_rates: RateEffect | None = None
+    # decoding = "sampled": the token laws' test and each arm's acceptance check
+    sampled: SampledEvidence | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -137,6 +142,14 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        found = sampled_evidence(a, b, reruns_of_a)
+        finding = sampled_finding(found)
+        verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+        verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+        verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
+        return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir,
+                                sampled=found)
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
@@ -179,6 +192,19 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
                             acc, rates, benign_rates=effect)
+
+
+def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
+                     reruns_of_a: Sequence[ArmOutcome] = ()) -> SampledEvidence:
+    """A sampled comparison's evidence: the arms' token laws (every run of A, its reruns
+    included, against B) and each arm's acceptance against its traced p and q. The
+    distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
+    runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
+    rows = {o.name: [parse_samples(o.trace_path).rows()] for o in (*runs_a, b)}
+    rows_a = [r for o in runs_a for r in rows[o.name]]
+    return judge_sampled([o.trace for o in runs_a if o.trace is not None],
+                         [b.trace] if b.trace is not None else [],
+                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
@@ -384,13 +410,29 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
+    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
+    capture copied is. Nothing in them shows the arms ran different configurations, so the
+    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+           "different configurations (two runs of a deterministic engine print exactly this, "
+           "and so does one capture copied), so this comparison could not have failed")
+    joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([f"verdict {joined.kind.value}, not {verdict.kind.value}: the "
+                                "two captures are one text (see the first reason)"])
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
                  line_prefix: str | None = None) -> ComparisonReport:
     """Compare two captured traces; nothing is run. Refused when both name one capture.
     `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
-    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=False)
     if same is not None:
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
                          "it would agree whatever the engine did. Compare two runs")
@@ -398,6 +440,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
+    if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
