@@ -393,12 +393,33 @@ def read_thresholds(path: Path) -> ThresholdsFile:
             separation):
         raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
                              f"{separation!r}")
+    _check_atol(path, values["atol"], prov)
     said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
                                                  "git_sha", "date") if k in prov)
     return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
                           f"{path} (calibrated: {said})", comparison,
                           tuple(str(i) for i in inputs), float(separation),
                           _calibrated(path, data, values, prov))
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        and math.isfinite(v) else None
+
+
+def _check_atol(path: Path, atol: float, prov: dict[str, Any]) -> None:
+    """atol as calibrate wrote it: its multiplier times the largest benign difference, both
+    in [provenance] (a file that records neither is not checked). An atol raised by hand
+    excuses what the measurement did not."""
+    multiplier, largest = _number(prov.get("multiplier")), _number(prov.get("largest_benign"))
+    if multiplier is None or largest is None:
+        return
+    bound = multiplier * largest
+    if not math.isclose(atol, bound, rel_tol=1e-9, abs_tol=0.0):
+        raise ThresholdError(f"{path}: [thresholds]: key 'atol': {atol:g} is not the bound "
+                             f"calibrate wrote (multiplier {multiplier:g} x largest_benign "
+                             f"{largest:g} = {bound:g}): thresholds come from the measurement, "
+                             "not a hand edit; recalibrate")
 
 
 def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
