@@ -51,6 +51,9 @@ MODULES = {
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
+    # the command line: the error translator and the shared options, then a file per command
+    "cli": ("errors", "options", "compare", "parse", "audit", "noise", "calibrate", "check",
+            "probe", "bisect", "cache", "localize", "explain", "__main__"),
     "report": ("text", "cells", "headline", "comparison", "audit_report", "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",
                "outputs"),
