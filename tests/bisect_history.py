@@ -136,6 +136,9 @@ def config_text(build: bool = True, launcher: list[str] | None = None,
 [comparisons.lanes]
 arm_a = "a"
 arm_b = "b"
+# the runner's switch (its role argument) prints no setting: declared as having no
+# trace-visible effect, else arms launched differently that report one configuration are INERT
+toggle = []
 
 [comparisons.drift]
 arm_a = "b"
