@@ -309,7 +309,10 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     machine_said: list[str] = []
     if spec.threshold_origin:
         base = Source(rules.atol, rules.rtol, spec.threshold_origin)
-        floor, machine_said = machine_floor(spec, (arms[0], arms[1]))
+        # variables both arms set themselves: difftest's own value of them reaches neither
+        pinned = (frozenset(a.result.env_overrides) & frozenset(b.result.env_overrides)
+                  if a.result is not None and b.result is not None else frozenset[str]())
+        floor, machine_said = machine_floor(spec, (arms[0], arms[1]), pinned)
         if floor is not None:
             base = floor
     elif source is not None:
@@ -333,8 +336,8 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
 MACHINE_FLOOR = "bitwise on another machine"
 
 
-def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | None]
-                  ) -> tuple[Source | None, list[str]]:
+def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | None],
+                  pinned: frozenset[str] = frozenset()) -> tuple[Source | None, list[str]]:
     """Whether the thresholds file was measured on this machine, and what to judge by when
     not: a bitwise file holds only where it was measured (another CPU's kernels or another
     library version reorder floats), so elsewhere the engine's dtype floor replaces it (the
@@ -344,7 +347,7 @@ def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | 
     if cal is None:
         return None, []
     recorded = dict(cal.machine)
-    diffs = machine_differences(recorded, this_machine()) if recorded else []
+    diffs = machine_differences(recorded, this_machine(), pinned) if recorded else []
     if (recorded and not diffs) or not (recorded or cal.bitwise):
         return None, []  # its machine, or a file with tolerances that does not say
     where = (f"calibrated on another machine ({'; '.join(diffs)})" if recorded else
