@@ -46,6 +46,7 @@ NUMERICS = ("numerics",)
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "runners/reference/": ("torch",),
     "test_api.py": ("subprocess", "torch"),
+    "test_coverage_gate.py": ("subprocess",),
     "test_run_record.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),
     "test_cli_compare.py": ("subprocess",),

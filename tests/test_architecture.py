@@ -29,6 +29,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "moved", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # the bug corpus: names, coverage classes and sources the runner and the flow share
+             "corpus",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record
@@ -39,8 +41,8 @@ MODULES = {
              "force", "activations", "faults"),
     "trace": ("grammar", "numbers", "bulk", "parser", "align"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+    "analysis": ("quantity", "coverage", "bugclass", "audit", "compare", "threshold_notes",
+                 "logit_instrument", "verdict", "acceptance", "sequential", "rates", "floor"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",

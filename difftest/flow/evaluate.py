@@ -29,7 +29,7 @@ from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.analysis.verdict import Verdict, arm_failed, judge
-from difftest.analysis import quantity
+from difftest.analysis import coverage, quantity
 from difftest.flow.switch import Side, check_switch
 from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
@@ -201,6 +201,7 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
     switch = check_switch(spec.rules.toggle,
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
+    covered, gaps = coverage_effect(spec, a, b)
     if switch.kind is VerdictKind.INERT:
         kind = switch.kind
     elif switch.kind is not None and not (kind is VerdictKind.DIFFER
@@ -209,11 +210,23 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
         # `same` is a difference whatever the arms ran, and stands)
         kind = switch.kind
     first += switch.reasons
+    if covered is not None and kind is VerdictKind.AGREE:
+        kind = covered
+        first += gaps
     last: list[str] = []
     if kind is not verdict.kind:
         last.append(f"verdict {kind.value}, not {verdict.kind.value}: what the drafts show does "
                     "not bear on this comparison's claim (see the first reasons)")
     return replace(verdict, kind=kind, reasons=(*first, *verdict.reasons, *last))
+
+
+def coverage_effect(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
+                    ) -> tuple[VerdictKind | None, tuple[str, ...]]:
+    """The kind the arms' coverage demands of an agreement (difftest.analysis.coverage): an
+    AGREE on a toggle whose state neither arm exercised is uninformative."""
+    assert a.trace is not None and b.trace is not None
+    return coverage.effect(spec.rules.toggle, a.trace.coverage, b.trace.coverage,
+                           (a.name, b.name))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
