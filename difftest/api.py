@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Unpack
 
 from difftest.analysis.audit import TraceAudit, audit_trace
+from difftest.analysis.verdict import Verdict
 from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
-from difftest.core.errors import ExitCode, UsageError
-from difftest.core.model import ArmTrace
+from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.corpus import CoverageClass
+from difftest.core.model import ArmTrace, SpecCoverage
+from difftest.core.rules import Rules
 from difftest.flow.evaluate import ComparisonReport, judge_traces
 from difftest.flow.judge import CheckResult, NoiseReport, judged
 from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, plan_compare,
@@ -25,6 +29,7 @@ from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, p
 from difftest.flow.rejudge import rejudge_run
 from difftest.flow.run import run
 from difftest.flow.scoring import ProbeReport
+from difftest.flow.sweep import SweepReport
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 from difftest.report import bisect_report, outputs
@@ -34,9 +39,13 @@ from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
 
-__all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
-           "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
-           "run_comparison", "write_reports"]
+__all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
+           "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
+           "rejudge", "resolve_spec", "run_comparison", "write_reports",
+           # the records the commands take and return (difftest/__init__.py re-exports them)
+           "BisectResult", "CheckResult", "ComparisonReport", "ConfigError", "DifftestError",
+           "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules", "RunOptions",
+           "UsageError", "Verdict", "VerdictKind"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -179,18 +188,9 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
 
 
 def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
-          options: RunOptions | None = None, runs: int | None = None,
-          **keywords: Unpack[RunKeywords]) -> NoiseReport:
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
-    the run directory (3 runs unless told). `runs` is the old spelling of `noise_runs` (warns;
-    both at once are refused, as on the command line)."""
-    if runs is not None:
-        from difftest.core.deprecation import warn_python
-
-        if noise_runs is not None:
-            raise UsageError("runs and noise_runs are one option: give noise_runs alone")
-        warn_python("noise(runs=...)", "noise(noise_runs=...)")
-        noise_runs = runs
+    the run directory (3 runs unless told)."""
     plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
     report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
     outputs.write_noise(report)
@@ -266,6 +266,37 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
     result = judged(plan, run(plan, opts), ProbeReport)
     outputs.write_probe(result)
     return result
+
+
+def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> SweepReport:
+    """Run a comparison over inputs generated to reach what its toggle is about
+    (difftest.flow.sweep): each input a run of both arms with reference-runner arguments
+    added, judged as the comparison is; `seeds` runs each input under that many seeds."""
+    from difftest.flow import sweep as sw
+
+    cfg = _config(config)
+    spec = cfg.comparison(comparison)
+    opts = run_options(keywords, options)
+    if seeds < 1:
+        raise UsageError(f"seeds must be >= 1, got {seeds}")
+    classes = sw.sweep_classes(spec)
+    eos: tuple[int, ...] = ()
+    if CoverageClass.EOS in classes:  # ids the configured input commits, to end requests at
+        first = run_comparison(cfg, spec, options=opts)
+        streams = [] if first.arm_a.trace is None else [
+            [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
+        eos = sw.eos_ids_of(streams)
+
+    def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+        varied = sw.with_args(cfg, spec, item.args)
+        rep = run_comparison(varied, spec, options=opts)
+        none = SpecCoverage()
+        return (rep.verdict.kind, rep.arm_a.trace.coverage if rep.arm_a.trace else none,
+                rep.arm_b.trace.coverage if rep.arm_b.trace else none)
+
+    items = sw.inputs_for(classes, tuple(range(seeds)), eos)
+    return sw.SweepReport(comparison, sw.run_sweep(items, judge))
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        one_line_on_stderr()  # an old spelling a command meets says so in one line
+        one_line_on_stderr()  # an old config key a command meets says so in one line
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -210,19 +210,6 @@ def _os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return f"{where}the disk is full (no space left on device)"
     return f"{where}{exc.strerror or exc}"
-
-
-def _renamed(old: str, old_value: int | None, new: str, value: int | None, default: int) -> int:
-    """An option given under its old spelling still counts, with one line on stderr; given
-    under both spellings it is refused (which one was meant is not for difftest to guess)."""
-    if old_value is None:
-        return default if value is None else value
-    if value is not None:
-        raise UsageError(f"{old} and {new} are one option; give {new} only")
-    from difftest.core.deprecation import warn_cli
-
-    warn_cli(old, new)
-    return old_value
 
 
 class ParseFormat(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
@@ -606,9 +593,6 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     noise_runs: Annotated[int | None, typer.Option(
         "--noise-runs", min=2, help="How many times to run it (default 3).")] = None,
-    runs: Annotated[int | None, typer.Option(
-        "--runs", min=2, hidden=True,
-        help="The old spelling of --noise-runs (goes in difftest 0.3).")] = None,
     config: ConfigOpt = None,
     format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
@@ -618,8 +602,7 @@ def noise(
     from difftest import api
     from difftest.report import noise_report
 
-    runs_given = _renamed("--runs", runs, "--noise-runs", noise_runs, 3)
-    report, missing = _kept(lambda: api.noise(arm, noise_runs=runs_given, config=config,
+    report, missing = _kept(lambda: api.noise(arm, noise_runs=noise_runs, config=config,
                                               run_root=run_root, progress=progress))
     if format is ReportFormat.json:
         typer.echo(noise_report.render_json(report))
@@ -636,15 +619,17 @@ def calibrate(
     config: ConfigOpt = None,
     run_root: RunRoot = None,
     progress: Progress = None,
+    jobs: Jobs = None,
 ) -> None:
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
     probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
-    differences overlap (or no probe ran)."""
+    differences overlap, the separation's lower bound is below 1 (it says how many inputs
+    would reach it), or no probe ran."""
     from difftest.flow.calibrate import calibrate as run
     from difftest.config import load_config
 
     cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
-    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
+    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress, jobs=jobs)
     typer.echo("\n".join(cal.summary()))
     raise typer.Exit(int(cal.exit_code))
 
@@ -713,6 +698,30 @@ def probe(
         typer.echo(dumps(gate_report.probe_dict(result)))
     else:
         typer.echo(gate_report.probe_table(result))
+    _exit(result.exit_code, missing)
+
+
+@app.command()
+@_guarded
+def sweep(
+    comparison: Annotated[str, typer.Option("--comparison", "-c",
+                                            help="The configured comparison to sweep.")],
+    seeds: Annotated[int, typer.Option("--seeds", min=1,
+                                       help="Runs of each generated input, seeds 0..N-1.")] = 1,
+    config: ConfigOpt = None,
+    run_root: RunRoot = None,
+    progress: Progress = None,
+) -> None:
+    """Run a comparison over inputs generated to reach what its toggle is about (lane: prompt
+    lengths at page_size*m-1, m, m+1 and several requests with shuffled page tables; widths,
+    window edges, shared prefixes for the toggles about them), and report per state how many
+    inputs exercised it and how many differed. The inputs are reference-runner arguments added
+    to both arms. Exit 1 when any input differed, 3 when a state was exercised by no input."""
+    from difftest import api
+
+    result, missing = _kept(lambda: api.sweep(comparison, config=config, seeds=seeds,
+                                              run_root=run_root, progress=progress))
+    typer.echo("\n".join(result.lines()))
     _exit(result.exit_code, missing)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from difftest.core.deprecation import warn_config, warn_python
+from difftest.core.deprecation import warn_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
@@ -28,8 +28,9 @@ from difftest.core.rules import ECHO_KEYS, RULE_KEYS, Rules, finite_number, inte
 # checked there, and read from here too
 from difftest.core.rules import AcceptanceGate as AcceptanceGate
 from difftest.core.rules import InvalidValue as InvalidValue
-from difftest.core.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
-                                 parse_dtype, read_thresholds, tolerance_mode)
+from difftest.core.thresholds import (Calibrated, Dtype, ThresholdError, ToleranceMode,
+                                     canonical_input, parse_dtype, read_thresholds,
+                                     tolerance_mode)
 
 # What a probe runs by default; any name of the reference runner's bug corpus
 # (`python -m difftest.runners.reference --list-mutations`) needs no [mutations] table either.
@@ -74,12 +75,14 @@ def name_problem(name: str) -> str | None:
 
 
 def _input(key: str, value: object) -> str:
-    """An input for INPUT_TOKEN: an integer seed or a one-word string."""
+    """An input for INPUT_TOKEN: an integer seed, a word or a prompt (one line of text; the
+    argv element or env value it replaces receives it whole)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidValue(key, f"must be an integer or a string, got {kind_of(value)}")
     text = str(value)
-    if not text or any(c.isspace() or ord(c) < 32 for c in text):
-        raise InvalidValue(key, f"must be one word, got {text!r}")
+    if not text.strip() or any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise InvalidValue(key, f"must be a word or one line of text without control "
+                                f"characters, got {text!r}")
     return text
 
 
@@ -180,6 +183,8 @@ class ComparisonSpec:
     # atol/rtol/near_tie came from when it was read ("": not read, or no file)
     thresholds: str = ""
     threshold_origin: str = ""
+    # what the thresholds file says beyond its values: benign rates, machine (None: no file)
+    calibrated: Calibrated | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, object]) -> ComparisonSpec:
@@ -200,13 +205,8 @@ class ComparisonSpec:
                 "arm_dtypes": [d.value if d is not None else None for d in self.arm_dtypes],
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
-                "thresholds": self.thresholds, "threshold_origin": self.threshold_origin}
-
-    @property
-    def probe(self) -> tuple[str, ...]:
-        """The old spelling of `mutations` (the config key it was read from), for one release."""
-        warn_python("ComparisonSpec.probe", "ComparisonSpec.rules.mutations")
-        return self.rules.mutations
+                "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
+                "calibrated": None if self.calibrated is None else self.calibrated.to_json()}
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -222,6 +222,12 @@ class ComparisonSpec:
                                            else parse_dtype(str(d)) for d in dtypes))
         except ValueError as exc:
             raise InvalidValue("arm_dtypes", str(exc)) from None
+        calibrated: object = self.calibrated  # a run record's echo holds it as a table
+        if calibrated is not None and not isinstance(calibrated, Calibrated):
+            try:
+                set_(self, "calibrated", Calibrated.of(calibrated))
+            except ThresholdError as exc:
+                raise InvalidValue("calibrated", str(exc)) from None
         if self.gate_input is not None:
             set_(self, "gate_input", _input("gate_input", self.gate_input))
         inputs: object = self.calibration_inputs
@@ -683,7 +689,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             except ThresholdError as exc:
                 raise check.fail(table, f"key 'thresholds': {exc}") from None
             values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
-                          threshold_origin=found.origin)
+                          threshold_origin=found.origin, calibrated=found.calibrated)
     try:
         return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
                                   "mutations": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,

@@ -126,6 +126,23 @@ def test_a_step_that_drafts_nothing_carries_the_emitted_token() -> None:
     assert trace.verifies.emit(0).tolist() == [42]
 
 
+def test_a_sampled_step_prints_its_rejection_test_at_level_1() -> None:
+    from difftest.trace.sampled import samples_of
+
+    quiet = io.StringIO()
+    Tracer(level=0, file=quiet).sample("r0", 7, 0, [0.5, 0.25], [0.125], [0.375], 9)
+    assert quiet.getvalue() == ""
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf)
+    tracer.step("r0", 7, [3, 4], [9])
+    tracer.sample("r0", 7, 0, [0.5, 0.25], [0.125], [0.375], 9)
+    assert buf.getvalue().splitlines()[-1] == (
+        "[spec-sample] req=r0 pos=7 acc=0 q=[ 0.5 0.25 ] p=[ 0.125 ] overlap=[ 0.375 ] residual=9")
+    step = samples_of(buf.getvalue().encode()).steps[0]
+    assert (step.q, step.p, step.overlap, step.residual) == ((0.5, 0.25), (0.125,), (0.375,), 9)
+    assert not parse_text(buf.getvalue()).findings
+
+
 def test_header_once_before_the_first_step() -> None:
     buf = io.StringIO()
     tracer = Tracer(level=1, file=buf, drafting="sequential")

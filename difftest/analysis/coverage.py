@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from difftest.core.corpus import CoverageClass
+from difftest.core.corpus import BY_NAME, CoverageClass
 from difftest.core.kinds import VerdictKind
 from difftest.core.model import SpecCoverage
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 
 _C = CoverageClass
 # toggle setting -> the state a difference in it shows through (the one map; docs/switch.md)
@@ -48,34 +49,58 @@ class CoverageRow:
         return max(self.count_a or 0, self.count_b or 0) >= self.cls.needed
 
 
-def table(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage) -> tuple[CoverageRow, ...]:
-    """Every class, with each arm's count; empty when neither arm printed a coverage line."""
+def table(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage,
+          needs: Sequence[CoverageClass] = ()) -> tuple[CoverageRow, ...]:
+    """Every class, with each arm's count; empty when neither arm printed a coverage line.
+    `needs`: classes demanded besides the toggle's (a planted mutation's)."""
     if not a.present and not b.present:
         return ()
-    wanted = about(toggle)
+    wanted = set(about(toggle)) | set(needs)
     return tuple(CoverageRow(c, a.count(c.value) if a.present else None,
                              b.count(c.value) if b.present else None, c in wanted)
                  for c in CoverageClass)
 
 
-def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str]
-           ) -> tuple[VerdictKind | None, tuple[str, ...]]:
-    """The kind the coverage demands of an agreement (None: no demand) and its reasons.
+def mutation_needs(mutation: str | None) -> tuple[CoverageClass, ...]:
+    """The state a corpus mutation acts on (none for another name, or none at all)."""
+    found = BY_NAME.get(mutation or "")
+    return found.needs if found is not None else ()
 
-    Uninformative when the toggle is about a class that neither arm exercised: the comparison
-    could not have failed on the bugs that live there. Arms that print no coverage line
+
+def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
+            mutation: str | None = None) -> VerdictFinding | None:
+    """What the coverage demands of the verdict (None: nothing), as a finding for
+    `findings.decide`: no agreement when the toggle is about a class that neither arm exercised,
+    since the comparison could not have failed on the bugs that live there (a difference found
+    stands). With a corpus `mutation` planted in B, its own state is demanded too, and a B whose
+    mutation never acted (`fired=0`) ran the correct program. Arms that print no coverage line
     (engines other than the reference runner) demand nothing: their coverage is unknown."""
-    rows = [r for r in table(toggle, a, b) if r.demanded]
+    kind, reasons = effect(toggle, a, b, names, mutation)
+    return None if kind is None else VerdictFinding(Origin.COVERAGE, Demand.NO_AGREEMENT, reasons)
+
+
+def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
+           mutation: str | None = None) -> tuple[VerdictKind | None, tuple[str, ...]]:
+    """The kind the coverage demands of an agreement (None: no demand) and its reasons."""
+    needs = mutation_needs(mutation)
+    rows = [r for r in table(toggle, a, b, needs) if r.demanded]
     missing = [r for r in rows if not r.exercised]
-    if not missing:
+    reasons = []
+    for r in missing:
+        keys = [k for k in toggle if r.cls in ABOUT.get(k, ())]
+        why = f"toggle {', '.join(keys)!r} is" if keys else f"mutation {mutation!r} acts only"
+        reasons.append(
+            f"coverage: {why} about {r.cls.label} ({r.cls.value}), which neither arm "
+            f"exercised ({names[0]}: {_shown(r.count_a)}, {names[1]}: {_shown(r.count_b)}; "
+            f"{r.cls.needed} needed): the comparison could not have failed on a bug that lives "
+            "there")
+    planted = BY_NAME.get(mutation or "")
+    if planted is not None and not planted.control and b.present and b.count("fired") == 0:
+        reasons.append(f"coverage: mutation {mutation!r} never acted in {names[1]} (fired=0): "
+                       "it ran the correct program on these inputs")
+    if not reasons:
         return None, ()
-    keys = ", ".join(k for k in toggle if set(ABOUT.get(k, ())) & {r.cls for r in missing})
-    reasons = tuple(
-        f"coverage: toggle {keys!r} is about {r.cls.label} ({r.cls.value}), which neither arm "
-        f"exercised ({names[0]}: {_shown(r.count_a)}, {names[1]}: {_shown(r.count_b)}; "
-        f"{r.cls.needed} needed): the comparison could not have failed on a bug that lives there"
-        for r in missing)
-    return VerdictKind.UNINFORMATIVE, reasons
+    return VerdictKind.UNINFORMATIVE, tuple(reasons)
 
 
 def _shown(count: int | None) -> str:

@@ -80,6 +80,8 @@ class ArmResult:
     warnings: list[str] = field(default_factory=list)
     git_dirty: bool | None = None  # git_ref "HEAD" with uncommitted edits to tracked files
     line_prefix: str | None = None  # the arm's own line-prefix pattern, for re-reading its trace
+    # arm variables (DIFFTEST_FAULT, ...) set in difftest's environment and kept from the arm's
+    env_removed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -148,7 +150,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "error": (str, type(None)), "timeout_s": (int, float, type(None)),
     "build_log": (str, type(None)), "launcher": (list, type(None)),
     "job_id": (str, type(None)), "warnings": (list,), "git_dirty": (bool, type(None)),
-    "line_prefix": (str, type(None)),
+    "line_prefix": (str, type(None)), "env_removed": (list,),
 }
 
 

@@ -38,6 +38,12 @@ from difftest.execute.records import META_FORMAT, META_NAME, ArmResult, RunStatu
 from difftest.execute.rundir import capture_stems
 
 TOKEN_VAR = "DIFFTEST_ARM_TOKEN"  # lets us find an arm's daemons after they leave its group
+# The variables difftest's runners and adapters read: each switches an arm into a role
+# (teacher forcing, activation capture, a planted fault, a mutation). An arm gets one only from
+# its own definition (the config's env, a role difftest gives it), never from the shell difftest
+# was started in: one left exported there would reach both arms of a comparison alike.
+ARM_VARIABLES = ("DIFFTEST_FORCE", "DIFFTEST_CAPTURE", "DIFFTEST_CAPTURE_DIR", "DIFFTEST_FAULT",
+                 "DIFFTEST_MUTATION")
 _HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -62,6 +68,15 @@ class JobLimits:
     launched: int | None = None
 
 
+def arm_environment(inherited: Mapping[str, str], own: Mapping[str, str]
+                    ) -> tuple[dict[str, str], list[str]]:
+    """The environment an arm starts in: difftest's own, less the arm variables the arm does not
+    set itself, with the arm's variables over it; and the names of those removed."""
+    removed = sorted(k for k in ARM_VARIABLES if k in inherited and k not in own)
+    kept = {k: v for k, v in inherited.items() if k not in removed}
+    return {**kept, **own}, removed
+
+
 class _Arm:
     """Mutable state of one arm while it runs; frozen into an ArmResult at the end."""
 
@@ -76,6 +91,7 @@ class _Arm:
         self.token = secrets.token_hex(8)
         self.error: str | None = None
         self.warnings: list[str] = []
+        self.env_removed: list[str] = []
         self.proc: Any = None  # subprocess.Popen[bytes]
         self.captures: list[Capture] = []
         self.budget = Budget(spec.max_capture_bytes)
@@ -130,7 +146,7 @@ class _Arm:
             git_sha=self.place.git_sha, error=self.error, timeout_s=self.spec.timeout_s,
             build_log=self.place.build_log, launcher=self.launch.launcher, job_id=self.job_id,
             warnings=list(self.warnings), git_dirty=self.place.dirty,
-            line_prefix=self.spec.line_prefix)
+            line_prefix=self.spec.line_prefix, env_removed=list(self.env_removed))
 
 
 # --- starting --------------------------------------------------------------------------------
@@ -145,7 +161,8 @@ def _open_capture(path: Path, budget: Budget, count: bool) -> Capture:
 def _start(arm: _Arm) -> None:
     import subprocess
 
-    env = {**os.environ, **arm.spec.env, TOKEN_VAR: arm.token}
+    env, arm.env_removed = arm_environment(os.environ, arm.spec.env)
+    env[TOKEN_VAR] = arm.token
     arm.start = time.monotonic()
     arm.started_at = utc_now()
     try:

@@ -90,7 +90,9 @@ class RunLocalization:
                 "atol": loc.atol, "rows": list(loc.rows),
                 "first": None if first is None else first.module,
                 "modules": [{"module": m.module, "shape": list(m.shape),
-                             "max_abs_diff": m.max_abs_diff,
+                             # inf (a value non-finite in one arm) is null in JSON, with
+                             # `nonfinite` saying why
+                             "max_abs_diff": m.max_abs_diff, "nonfinite": m.nonfinite,
                              "where": None if m.where is None else list(m.where)}
                             for m in loc.modules]}
 
@@ -102,6 +104,15 @@ class SavedLocalization:
     at: tuple[str, int]
     folder: Path
     localization: Localization
+
+
+def _saved_diff(module: dict[str, object]) -> float:
+    """A module's max |diff| as localize.json holds it: null is the infinite difference of a
+    value non-finite in one arm (JSON has no inf), and only then."""
+    value, odd = module["max_abs_diff"], module.get("nonfinite", 0)
+    if value is None and isinstance(odd, int) and odd > 0:
+        return float("inf")
+    return float(value)  # type: ignore[arg-type]  # a bad value: ValueError/TypeError, skipped
 
 
 def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
@@ -119,9 +130,9 @@ def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
             if data.get("format") != LOCALIZE_FORMAT:
                 continue
             mods = tuple(ModuleDiff(str(m["module"]), tuple(int(x) for x in m["shape"]),
-                                    float(m["max_abs_diff"]),
-                                    None if m["where"] is None
-                                    else tuple(int(x) for x in m["where"]))
+                                    _saved_diff(m), None if m["where"] is None
+                                    else tuple(int(x) for x in m["where"]),
+                                    int(m.get("nonfinite", 0)))
                          for m in data["modules"])
             first = next((m for m in mods if m.module == data["first"]), None)
             loc = Localization(mods, first, float(data["atol"]),

@@ -188,7 +188,8 @@ def score_probe(plan: Plan, base: Judged, outcomes: Outcomes, run_dir: Path,
     for m in plan.mutations_of(base):
         name, mspec = m.mutation or "", m.spec
         a, b = outcomes.pair(mspec)
-        rep = evaluate(mspec, a, b, thresholds, run_dir, outcomes.reruns(spec), m.evidence)
+        rep = evaluate(mspec, a, b, thresholds, run_dir, outcomes.reruns(spec), m.evidence,
+                       mutated=True)
         if _not_applied(baseline, b):
             notes.append(_not_applied_note(name, spec.arm_b, baseline))
             out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),

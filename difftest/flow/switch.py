@@ -14,7 +14,8 @@ from pathlib import Path
 
 from difftest.core.evidence import Op, Rule
 from difftest.execute import ArmResult
-from difftest.core.kinds import VerdictKind
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
+from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace
 
 ROUTE_SOURCE = "[dflash-route]"
@@ -105,6 +106,18 @@ class SwitchCheck:
 
     kind: VerdictKind | None
     reasons: tuple[str, ...]
+
+    def finding(self, expect: Expect) -> VerdictFinding | None:
+        """INERT when the switch did not engage. When nothing shows that it did, no pass may
+        rest on the comparison, and under `differ` no failure either (the difference the
+        comparison expects is the toggle's, which cannot be shown); a difference found under
+        `same` is a difference whatever the arms ran, and stands."""
+        if self.kind is None:
+            return None
+        if self.kind is VerdictKind.INERT:
+            return VerdictFinding(Origin.SWITCH, Demand.INERT, self.reasons)
+        return VerdictFinding(Origin.SWITCH, Demand.UNDECIDED if expect is Expect.DIFFER
+                              else Demand.NO_AGREEMENT, self.reasons)
 
 
 def _line_matches(path: Path | None, rule: Rule) -> bool:

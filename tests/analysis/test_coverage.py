@@ -3,7 +3,7 @@ inputs that never exercised that state is uninformative, with the counts."""
 
 from __future__ import annotations
 
-from difftest.analysis.coverage import ABOUT, about, effect, table
+from difftest.analysis.coverage import ABOUT, about, effect, finding, table
 from difftest.core.corpus import CORPUS, CoverageClass
 from difftest.core.kinds import VerdictKind
 from difftest.core.model import SpecCoverage
@@ -57,3 +57,17 @@ def test_traces_without_a_coverage_line_demand_nothing() -> None:
     rows = table(["lane"], cov(page_cross=1), none)
     assert [r.count_b for r in rows] == [None] * len(CoverageClass)
     assert [r.cls for r in rows if r.demanded] == list(about(["lane"]))
+
+
+def test_the_finding_asks_for_no_agreement_so_a_difference_stands() -> None:
+    from difftest.analysis.findings import Demand, Origin, decide
+
+    found = finding(["lane"], cov(page_cross=0), cov(page_cross=0), NAMES)
+    assert found is not None and found.origin is Origin.COVERAGE
+    assert found.demand is Demand.NO_AGREEMENT
+    agree = Demand.AGREE
+    differ = Demand.DIFFER
+    from difftest.analysis.findings import VerdictFinding
+    assert decide([VerdictFinding(Origin.DRAFTS, agree), found]) is VerdictKind.UNINFORMATIVE
+    assert decide([VerdictFinding(Origin.DRAFTS, differ), found]) is VerdictKind.DIFFER
+    assert finding(["lane"], cov(page_cross=1, page_order=1), cov(), NAMES) is None

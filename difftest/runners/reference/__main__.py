@@ -98,6 +98,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list-mutations", action="store_true",
                    help="print the bug corpus (name, class, what an input must exercise, the "
                         "kind of difference it shows) and exit")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampled decoding at this temperature (> 0): speculative sampling, "
+                        "rejection test and residual draw, and a `[spec-sample]` line per verify "
+                        "(default: greedy)")
+    p.add_argument("--top-p", type=float, default=d.top_p,
+                   help="with --temperature: nucleus sampling over the tempered distribution")
+    p.add_argument("--sample-seed", type=int, default=None,
+                   help="the sampler's seed (default: drawn afresh each run and printed in "
+                        "[spec-config]; --seed builds the model and prompts)")
+    p.add_argument("--samples", type=_count(1), default=d.samples,
+                   help="with --temperature: draws per prompt in one run, requests rI~J")
+    p.add_argument("--no-spec", action="store_true",
+                   help="the target alone: one token per step, nothing drafted")
     return p
 
 
@@ -121,6 +134,25 @@ def _lens(text: str) -> tuple[int, ...]:
         raise DifftestUsage(f"--draft-lens {text!r}: expected comma-separated integers") from None
 
 
+def options_of(args: argparse.Namespace) -> RunnerOptions:
+    """The options parsed arguments ask for, the environment filling what they leave unset."""
+    return RunnerOptions(
+        lane=args.lane or lane_from_env(), drafter=args.drafter, scalars=args.scalars == "on",
+        fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
+        requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
+        layers=args.layers, target_layers=args.target_layers, seed=args.seed,
+        prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
+        draft_dtype=args.draft_dtype,
+        nondeterministic=args.nondeterministic or args.nondet_seed is not None,
+        nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
+        layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
+        draft_lens=_lens(args.draft_lens), eos_id=args.eos_id,
+        shared_prefix=args.shared_prefix,
+        fault=args.fault if args.fault is not None else fault_from_env(),
+        temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
+        samples=args.samples, no_spec=args.no_spec)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.list_mutations:
@@ -128,23 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.OK)
     try:
         level = trace_level_from_env()
-        options = RunnerOptions(
-            lane=args.lane or lane_from_env(), drafter=args.drafter, scalars=args.scalars == "on",
-            fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
-            requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
-            layers=args.layers, target_layers=args.target_layers, seed=args.seed,
-            prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
-            draft_dtype=args.draft_dtype,
-            nondeterministic=args.nondeterministic or args.nondet_seed is not None,
-            nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
-            layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
-            draft_lens=_lens(args.draft_lens), eos_id=args.eos_id,
-            shared_prefix=args.shared_prefix,
-            fault=args.fault if args.fault is not None else fault_from_env())
+        options = options_of(args)
     except DifftestError as exc:
         print(f"python -m difftest.runners.reference: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
 
+    if options.sampled and (os.environ.get(FORCE_ENV, "").strip()
+                            or os.environ.get(CAPTURE_ENV, "").strip()):
+        print(f"python -m difftest.runners.reference: error: {FORCE_ENV} and {CAPTURE_ENV} replay "
+              "greedy decoding; unset them for --temperature or --no-spec", file=sys.stderr)
+        return int(ExitCode.USAGE)
     force = None
     path = os.environ.get(FORCE_ENV, "").strip()
     if path:

@@ -56,7 +56,7 @@ def test_list_mutations_prints_the_corpus_without_torch() -> None:
 
 
 def test_every_corpus_name_is_a_runner_and_a_config_mutation() -> None:
-    assert set(MUTATIONS) == {"none", *KNOWN_MUTATIONS}
+    assert set(MUTATIONS) >= {"none", *KNOWN_MUTATIONS}
     config = load_config(None)
     for m in CORPUS:
         assert config.mutation(m.name).env == {"DIFFTEST_MUTATION": m.name}
