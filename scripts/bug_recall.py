@@ -102,7 +102,8 @@ def main() -> int:
             for s in seeds:
                 kind, named = judge(runs, m, spec, ("--seed", str(s)))
                 shipped[kind.value] += 1
-                names[named or "-"] += named is not None
+                if named:
+                    names[named] += 1
             classes = m.needs or (CoverageClass.PAGE_BOUNDARY,)
             if m.control:  # controls: every kind of generated input
                 classes = (CoverageClass.PAGE_BOUNDARY, CoverageClass.VERIFY_WIDTHS,

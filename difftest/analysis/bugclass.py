@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.corpus import BugKind
 from difftest.core.model import ArmTrace
 
@@ -74,9 +75,12 @@ def _ids(ids: tuple[int, ...]) -> str:
     return "[" + " ".join(map(str, ids)) + "]"
 
 
-def _committed(req: str, sa: dict[int, Step], sb: dict[int, Step]) -> Parted | None:
+def _committed(req: str, sa: dict[int, Step], sb: dict[int, Step], longest: int = 0
+               ) -> Parted | None:
     """The first position where the request's committed streams differ: a different token where
-    both have one, or one stream ending (fewer tokens over fewer steps) where the other goes on."""
+    both have one, or one stream ending (fewer tokens over fewer steps, or a token short at a
+    last step that came before `longest`, the most steps any request took) where the other
+    goes on."""
     def stream(steps: dict[int, Step]) -> dict[int, int]:
         return {p + j: tok for p, (_, emit) in steps.items() for j, tok in enumerate(emit)}
 
@@ -91,7 +95,7 @@ def _committed(req: str, sa: dict[int, Step], sb: dict[int, Step]) -> Parted | N
         if da != db or len(ea) == len(eb):
             continue
         short, steps = (ea, sa) if len(ea) < len(eb) else (eb, sb)
-        if max(steps) == pos:
+        if max(steps) == pos and len(steps) < longest:
             end = pos + len(short)
             went_on = str((eb if short is ea else ea)[len(short)])
             return Parted(req, end, "ended" if short is ea else went_on,
@@ -108,6 +112,7 @@ def classify(a: ArmTrace, b: ArmTrace) -> BugClass:
     """Name the kind of a difference between two arms' traces (compared at equal request and
     position, as the aligner does)."""
     steps_a, steps_b = _steps(a), _steps(b)
+    longest = max((len(x) for x in (*steps_a.values(), *steps_b.values())), default=0)
     drafts: list[tuple[int, str, Parted]] = []
     accept: list[tuple[int, str, Parted, bool]] = []
     committed: list[tuple[int, str, Parted]] = []
@@ -120,7 +125,7 @@ def classify(a: ArmTrace, b: ArmTrace) -> BugClass:
             if len(ea) != len(eb):
                 accept.append((pos, req, Parted(req, pos, f"ns={len(ea)}", f"ns={len(eb)}"),
                                da == db))
-        found = _committed(req, sa, sb)
+        found = _committed(req, sa, sb, longest)
         if found is not None:
             committed.append((found.pos, req, found))
     first_d = min(drafts, key=lambda x: x[:2], default=None)
@@ -137,3 +142,38 @@ def classify(a: ArmTrace, b: ArmTrace) -> BugClass:
         kind = BugKind.ACCEPTANCE
     return BugClass(kind, first_d[2] if first_d else None, first_c[2] if first_c else None,
                     first_a[2] if first_a else None)
+
+
+def acceptance_moved(a: ArmTrace, b: ArmTrace) -> Parted | None:
+    """The first step both arms verified at one request and position with the same drafted
+    tokens but emitted differently, before their committed streams parted: under greedy verify
+    the same block from the same context is accepted the same, so this is a difference of the
+    verify or acceptance path that token and logit comparisons at aligned rows cannot see."""
+    steps_a, steps_b = _steps(a), _steps(b)
+    found: list[tuple[int, str, Parted]] = []
+    for req in sorted(set(steps_a) & set(steps_b)):
+        sa, sb = steps_a[req], steps_b[req]
+        parted = _committed(req, sa, sb)
+        for pos in sorted(set(sa) & set(sb)):
+            if parted is not None and pos >= parted.pos:
+                break
+            (da, ea), (db, eb) = sa[pos], sb[pos]
+            if da == db and ea != eb:
+                found.append((pos, req, Parted(req, pos, f"emit {_ids(ea)}", f"emit {_ids(eb)}")))
+                break
+    first = min(found, key=lambda x: x[:2], default=None)
+    return first[2] if first else None
+
+
+def verify_finding(a: ArmTrace, b: ArmTrace, names: tuple[str, str]) -> VerdictFinding | None:
+    """A difference found by the verify of identical blocks (None: none, or sampled decoding,
+    where acceptance is drawn and may differ by chance)."""
+    if "temperature" in a.config.values or "temperature" in b.config.values:
+        return None
+    moved = acceptance_moved(a, b)
+    if moved is None:
+        return None
+    return VerdictFinding(Origin.VERIFY, Demand.DIFFER, (
+        f"acceptance: at {moved.where} both arms drafted the same tokens from the same context "
+        f"and emitted differently ({names[0]}: {moved.a}, {names[1]}: {moved.b}): greedy "
+        "verify accepts the same block the same way, so the verify or acceptance path differs",))

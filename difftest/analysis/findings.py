@@ -43,6 +43,7 @@ class Origin(StrEnum):
     QUANTITY = "quantity"  # both arms traced the same quantity
     SWITCH = "switch"  # the comparison's toggle and evidence engaged
     COVERAGE = "coverage"  # the state the toggle is about was exercised (analysis.coverage)
+    VERIFY = "verify"  # identical blocks verified alike (analysis.bugclass)
     TEACHER_FORCING = "teacher-forcing"  # B replayed A's stream
     REJUDGE = "rejudge"  # a past run judged again
 

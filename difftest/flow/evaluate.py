@@ -32,6 +32,7 @@ from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
 from difftest.analysis import coverage, quantity
+from difftest.analysis.bugclass import verify_finding
 from difftest.flow.switch import Side, check_switch
 from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
@@ -170,6 +171,10 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     verdict = combine(verdict, acc, spec.rules.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
+    if forcing is None:  # under teacher forcing B commits A's stream, not its own
+        moved = verify_finding(a.trace, b.trace, (a.name, b.name))
+        if moved is not None:
+            verdict = verdict.joined(moved, last=moved.reasons)
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:

@@ -3,14 +3,19 @@ stream, acceptance."""
 
 from __future__ import annotations
 
-from difftest.analysis.bugclass import classify
+from difftest.analysis.bugclass import acceptance_moved, classify, verify_finding
 from difftest.core.corpus import BugKind
 from difftest.trace import parse_text
 from conftest import verify_line
 
 
+# a second request that runs four steps in both arms: the run's length
+OTHER = "".join(verify_line("r1", p, [7, 7], [7]) + "\n" for p in (4, 5, 6, 7))
+
+
 def trace(*steps: tuple[int, list[int], list[int]]) -> object:
-    return parse_text("".join(verify_line("r0", pos, d, e) + "\n" for pos, d, e in steps), "t")
+    return parse_text("".join(verify_line("r0", pos, d, e) + "\n" for pos, d, e in steps)
+                      + OTHER, "t")
 
 
 BASE = [(10, [1, 2, 3], [1, 2, 9]), (13, [4, 5, 6], [4, 7]), (15, [5, 8, 8], [5, 6])]
@@ -54,3 +59,31 @@ def test_a_stream_that_ends_a_token_short_is_a_state_bug() -> None:
     assert found.kind is BugKind.STATE
     assert found.committed is not None and found.committed.where == "r0 pos 16"
     assert (found.committed.a, found.committed.b) == ("6", "ended")
+
+
+def test_the_same_last_step_a_token_short_in_a_full_length_run_is_acceptance() -> None:
+    # every request ran the run's length: a shorter final emit is acceptance, not an early end
+    a = parse_text("".join(verify_line("r0", p, [1, 1], [1, 1, 2]) + "\n" for p in (0, 3)), "a")
+    b = parse_text(verify_line("r0", 0, [1, 1], [1, 1, 2]) + "\n"
+                   + verify_line("r0", 3, [1, 1], [1, 1]) + "\n", "b")
+    assert classify(a, b).kind is BugKind.ACCEPTANCE
+
+
+def test_identical_blocks_verified_differently_are_a_difference() -> None:
+    b = [(10, [1, 2, 3], [1, 2]), (12, [9, 4, 5], [9, 4, 7]), BASE[2]]
+    moved = acceptance_moved(trace(*BASE), trace(*b))
+    assert moved is not None and moved.where == "r0 pos 10"
+    found = verify_finding(trace(*BASE), trace(*b), ("a", "b"))
+    assert found is not None and found.kind.value == "differ"
+    assert "at r0 pos 10 both arms drafted the same tokens" in found.reasons[0]
+    # other drafts, or a committed stream that parted first: not this instrument's to call
+    drafter = [BASE[0], (13, [4, 6, 6], [4, 7]), BASE[2]]
+    assert acceptance_moved(trace(*BASE), trace(*drafter)) is None
+    assert verify_finding(trace(*BASE), trace(*BASE), ("a", "b")) is None
+
+
+def test_sampled_decoding_is_left_alone() -> None:
+    b = [(10, [1, 2, 3], [1, 2]), (12, [9, 4, 5], [9, 4, 7]), BASE[2]]
+    sampled = parse_text("[spec-config] temperature=0.8\n"
+                         + "".join(verify_line("r0", p, d, e) + "\n" for p, d, e in b), "s")
+    assert verify_finding(trace(*BASE), sampled, ("a", "b")) is None
