@@ -27,7 +27,7 @@ from difftest.flow.judge import CheckResult, NoiseReport, judged
 from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, plan_compare,
                                 plan_noise, plan_probe)
 from difftest.flow.rejudge import rejudge_run
-from difftest.flow.run import run
+from difftest.flow.run import RunResults, analysed
 from difftest.flow.scoring import ProbeReport
 from difftest.flow.sweep import SweepReport
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
@@ -87,9 +87,12 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     (difftest.analysis.sequential)."""
     opts = run_options(keywords, options)
     plan = plan_compare(config, spec, opts.until_decided)
-    report = judged(plan, run(plan, opts), ComparisonReport)
-    outputs.write_comparison(report)
-    return report
+    def analysis(results: RunResults) -> ComparisonReport:
+        report = judged(plan, results, ComparisonReport)
+        outputs.write_comparison(report)
+        return report
+
+    return analysed(plan, opts, outputs.COMPARISON_REPORTS, analysis)
 
 
 class CompareKeywords(OverrideKeywords, RunKeywords, total=False):
@@ -192,9 +195,12 @@ def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
     the run directory (3 runs unless told)."""
     plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
-    report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
-    outputs.write_noise(report)
-    return report
+    def analysis(results: RunResults) -> NoiseReport:
+        report = judged(plan, results, NoiseReport)
+        outputs.write_noise(report)
+        return report
+
+    return analysed(plan, run_options(keywords, options), outputs.NOISE_REPORTS, analysis)
 
 
 def export_csv(report: ComparisonReport, path: Path) -> bool:
@@ -245,9 +251,12 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
     opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
     plan = plan_check(cfg, only, probes=probes)
-    result = judged(plan, run(plan, opts), CheckResult)
-    outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
-    return result
+    def analysis(results: RunResults) -> CheckResult:
+        result = judged(plan, results, CheckResult)
+        outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
+        return result
+
+    return analysed(plan, opts, outputs.CHECK_REPORTS, analysis)
 
 
 def probe(arm_a: str | None = None, arm_b: str | None = None, *,
@@ -263,9 +272,12 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
     spec = (cfg.comparison(comparison) if comparison is not None
             else resolve_spec(cfg, arm_a, arm_b, None))
     plan = plan_probe(cfg, spec, mutations or None)
-    result = judged(plan, run(plan, opts), ProbeReport)
-    outputs.write_probe(result)
-    return result
+    def analysis(results: RunResults) -> ProbeReport:
+        result = judged(plan, results, ProbeReport)
+        outputs.write_probe(result)
+        return result
+
+    return analysed(plan, opts, outputs.PROBE_REPORTS, analysis)
 
 
 def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,

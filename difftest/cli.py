@@ -185,7 +185,11 @@ def _said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
 
         return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
-        return "difftest: interrupted", ExitCode.INTERRUPTED
+        signum = getattr(exc, "signum", 2)  # SIGTERM and SIGHUP outside a run's stages
+        code = 128 + signum if isinstance(signum, int) else 130
+        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(code - 128, "interrupted")
+        return f"difftest: {what}", ExitCode(code) if code in set(ExitCode) else \
+            ExitCode.INTERRUPTED
     if isinstance(exc, OSError):
         if stdout:
             where = exc.filename or "standard output"
@@ -401,9 +405,15 @@ def localize(
     comparison: Annotated[str | None, typer.Option(
         "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
                                    "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", metavar="ARM",
+        help="A known-good arm that differs from A only in the harmless change: rerun it too "
+             "and name the first module beyond its own background |A - B0| (default: the "
+             "comparison's localize_baseline). With --dumps: its capture folder.")] = None,
+    config: ConfigOpt = None,
 ) -> None:
-    """Name the first draft-forward module whose output differs between the arms
-    (exit 1 when one differs, 0 when all agree)."""
+    """Name the first draft-forward module whose output differs between the arms, or that
+    differs beyond a baseline's (exit 1 when one differs, 0 when all agree)."""
     from difftest.flow import localize as loc
 
     if (run_dir is None) == (dumps is None):
@@ -415,14 +425,18 @@ def localize(
             verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
             raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
                              "RUN_DIR, not --dumps")
-        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
+        if config is not None:
+            raise UsageError("--config names where the baseline arm is defined: it needs a "
+                             "RUN_DIR, not --dumps")
+        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0,
+                                    Path(baseline) if baseline is not None else None)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
     from difftest.report.outputs import write_localization
 
     result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol,
-                              comparison)
+                              comparison, baseline, config)
     figure, missing = _kept(lambda: write_localization(result))
     typer.echo(result.render())
     typer.echo(f"figure: {figure}" + ("; the run's report.md and report.html have the section"

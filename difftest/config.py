@@ -48,7 +48,7 @@ MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 # a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
 _COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inputs",
-                    "gate_input")
+                    "gate_input", "localize_baseline")
 # old spellings of comparison keys, read for one release with a warning: old -> new
 _OLD_COMPARISON_KEYS = {"probe": "mutations"}
 _MUTATION_KEYS = ("env", "args")
@@ -185,6 +185,9 @@ class ComparisonSpec:
     threshold_origin: str = ""
     # what the thresholds file says beyond its values: benign rates, machine (None: no file)
     calibrated: Calibrated | None = None
+    # `difftest localize`'s background: a known-good arm that differs from A only in the
+    # harmless change (None: localise without one)
+    localize_baseline: str | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, object]) -> ComparisonSpec:
@@ -206,7 +209,12 @@ class ComparisonSpec:
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
                 "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
-                "calibrated": None if self.calibrated is None else self.calibrated.to_json()}
+                # only with a thresholds file: records without one keep their shape
+                **({"calibrated": self.calibrated.to_json()} if self.calibrated is not None
+                   else {}),
+                # only when set: a record without it reads back as no baseline
+                **({"localize_baseline": self.localize_baseline}
+                   if self.localize_baseline is not None else {})}
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -230,6 +238,13 @@ class ComparisonSpec:
                 raise InvalidValue("calibrated", str(exc)) from None
         if self.gate_input is not None:
             set_(self, "gate_input", _input("gate_input", self.gate_input))
+        if self.localize_baseline is not None:
+            name_string("localize_baseline", self.localize_baseline)
+            if self.localize_baseline in (self.arm_a, self.arm_b):
+                raise InvalidValue("localize_baseline", f"names arm {self.localize_baseline!r} "
+                                   "of the comparison itself; the baseline is a third, "
+                                   "known-good arm that differs from A only in the harmless "
+                                   "change")
         inputs: object = self.calibration_inputs
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
             raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
@@ -656,12 +671,19 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
+    if "localize_baseline" in raw:
+        arm = check.string(table, "localize_baseline", raw["localize_baseline"])
+        if arm not in arms:
+            known = ", ".join(arms) or "none defined"
+            raise check.fail(table, f"key 'localize_baseline': no arm named {arm!r} (arms: "
+                                    f"{known})")
     probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in KNOWN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *KNOWN_MUTATIONS]))
             raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
-    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs")
+    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs",
+                                                  "localize_baseline")
                               if k in raw and k != "mutations"}
     if "tolerance" in raw:
         try:

@@ -417,8 +417,9 @@ class Tracer:
         (the accepted drafts and the target's own next token). `logits`: optional, shape
         (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
         `bonus=False`: the step emitted no token of the target's own (every draft accepted,
-        the verify cut short), so `emitted` equals `drafted`. Ids that contradict each other
-        are refused with a ValueError (see `accepted`).
+        the verify cut short), so `emitted` equals `drafted`; such a step traced with the
+        default `bonus=True` is refused, the error naming `bonus=False`. Ids that contradict
+        each other are refused with a ValueError (see `accepted`).
         """
         if not self.enabled:
             return
@@ -454,6 +455,15 @@ class Tracer:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
                 lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
+        if bonus and draft and emit == draft:
+            # what a hook written before `bonus` existed passes at a verify a token budget cut
+            # short (mlx-lm's last step): every draft emitted, no token of the target's own
+            raise ValueError(f"step req={name} pos={pos}: drafted {draft}, emitted {emit}: "
+                             "emitted is every drafted id and no token of the target's own "
+                             "follows them: a verify cut "
+                             "short (a token budget that ended after its last accepted draft, "
+                             "as mlx-lm's does) is traced with step(..., bonus=False); a "
+                             "verify that went on emits the target's token after the drafts")
         # without a bonus token every draft was accepted (checked above): acc = ns = k
         acc = accepted(name, pos, draft, emit) if bonus else ns
         lines.append(spectrace(name, pos, k, ns, acc, draft, emit))

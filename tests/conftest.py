@@ -47,6 +47,7 @@ HEAVY = frozenset({"transformers", "mlx", "llamacpp", "chromium", "slurm"})
 NUMERICS = ("numerics",)
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "runners/reference/": ("torch",),
+    "test_analysis_signals.py": ("subprocess",),
     "test_api.py": ("subprocess", "torch"),
     "test_coverage_gate.py": ("subprocess",),
     "test_run_record.py": ("subprocess", "torch"),

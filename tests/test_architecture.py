@@ -46,7 +46,9 @@ MODULES = {
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("findings", "coverage", "bugclass", "quantity", "audit", "compare",
                  "threshold_notes", "logit_instrument", "verdict", "acceptance", "sequential",
-                 "rates", "benign", "floor"),
+                 "rates", "benign", "floor",
+                 # sampled decoding: the token laws of two arms, and each arm's acceptance
+                 "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",

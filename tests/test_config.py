@@ -190,7 +190,7 @@ def test_good_fixture_every_key() -> None:
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
                  "min_differing, near_tie, atol, rtol, noise_runs, mutations, drafting, toggle, "
                  "teacher_force, acceptance, tolerance, thresholds, calibration_inputs, "
-                 "gate_input)",
+                 "gate_input, localize_baseline)",
                  id="unknown-comparison-key"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'mutations = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'mutations': "

@@ -193,7 +193,10 @@ def test_bad_calls_are_clear_errors(call, message: str) -> None:  # type: ignore
     ([5], [5, 6, 7], "emitted[1]=6 replaces drafted[1]=(none), yet 1 more token(s) follow it"),
     # the target's own token equals the draft it would replace: that draft was accepted
     ([5, 6, 7], [5, 6], "the target's own token emitted[1]=6 equals drafted[1]"),
-    ([5], [5], "the target's own token emitted[0]=5 equals drafted[0]"),
+    # every draft emitted and nothing after: a verify cut short, traced with bonus=False
+    ([5], [5], "emitted is every drafted id and no token of the target's own follows them: a "
+               "verify cut short (a token budget that ended after its last accepted draft, as "
+               "mlx-lm's does) is traced with step(..., bonus=False)"),
 ])
 def test_a_step_whose_ids_contradict_each_other_is_refused(
         drafted: list[int], emitted: list[int], message: str) -> None:

@@ -46,6 +46,8 @@ class Origin(StrEnum):
     VERIFY = "verify"  # identical blocks verified alike (analysis.bugclass)
     TEACHER_FORCING = "teacher-forcing"  # B replayed A's stream
     REJUDGE = "rejudge"  # a past run judged again
+    RATES = "rates"  # near-tie flips and in-tolerance logit rows against the benign rate
+    ROLES = "roles"  # each arm ran forced, faulted or mutated only in its role
 
 
 class Demand(Enum):

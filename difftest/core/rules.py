@@ -78,7 +78,9 @@ def _drafting(key: str, value: object) -> DraftingKind | None:
 
 
 
-def _toggle(key: str, value: object) -> tuple[str, ...]:
+def _toggle(key: str, value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None  # not declared
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise InvalidValue(key, f"must be a list of setting names, e.g. [\"lane\"], got {kind_of(value)}")
     out: list[str] = []
@@ -169,8 +171,10 @@ class Rules:
     drafting: DraftingKind | None = None
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
     # is about. Arms that report the same value for one of them make the verdict INERT. A claim
-    # about the configured arms, so set with them.
-    toggle: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
+    # about the configured arms, so set with them. None: not declared (arms launched
+    # differently that report one effective configuration are then INERT); (): declared to
+    # have no trace-visible effect.
+    toggle: tuple[str, ...] | None = field(default=None, metadata=_CONFIGURED)
     # Run arm B on arm A's committed stream (difftest.core.force): every position is compared.
     teacher_force: bool = False
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
@@ -237,11 +241,13 @@ class Rules:
         """The rules as JSON values, by key (meta.json's record of them, which `of` reads)."""
         data = asdict(self)
         data.update(expect=self.expect.value, mutations=list(self.mutations),
-                    toggle=list(self.toggle),
+                    toggle=None if self.toggle is None else list(self.toggle),
                     drafting=self.drafting.value if self.drafting is not None else None,
                     tolerance=self.tolerance.value, overridden=list(self.overridden))
         if not self.teacher_force:  # recorded only when asked for: older records read the same
             del data["teacher_force"]
+        if self.toggle is None:  # recorded only when declared (older records said [] for both)
+            del data["toggle"]
         return data
 
     def set_by_override(self, key: str) -> bool:

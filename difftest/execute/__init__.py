@@ -21,11 +21,11 @@ from difftest.execute.records import (
     META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
 )
 from difftest.execute.rundir import new_run_dir, safe_name
-from difftest.execute.supervise import (JobLimits, RunSignal, run_arms, signal_of,
+from difftest.execute.supervise import (ArmsEnded, JobLimits, RunSignal, run_arms, signal_of,
                                         signals_as_interrupts)
 
 __all__ = [
-    "ArmResult", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
+    "ArmResult", "ArmsEnded", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
     "signals_as_interrupts",
     "RunStatus", "atomic_output", "end_group", "load_run", "new_run_dir", "run_arms",
     "safe_name", "signal_group", "signal_of", "utc_now", "write_bytes_atomic",

@@ -44,6 +44,9 @@ TOKEN_VAR = "DIFFTEST_ARM_TOKEN"  # lets us find an arm's daemons after they lea
 # was started in: one left exported there would reach both arms of a comparison alike.
 ARM_VARIABLES = ("DIFFTEST_FORCE", "DIFFTEST_CAPTURE", "DIFFTEST_CAPTURE_DIR", "DIFFTEST_FAULT",
                  "DIFFTEST_MUTATION")
+# Variables a runner may read that say where, never what: the cache folder of difftest's own
+# files (the llama.cpp runner's seeded GGUF pair). They reach both arms alike and change no float.
+PLACE_VARIABLES = ("DIFFTEST_CACHE",)
 _HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -55,8 +58,18 @@ class RunSignal(KeyboardInterrupt):
         self.signum = signum
 
 
+class ArmsEnded(KeyboardInterrupt):
+    """A signal that came after every arm had ended and meta.json said so: nothing was
+    stopped, and what follows (the analysis) is what the signal ended."""
+
+    def __init__(self, signum: int, run_dir: Path) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.run_dir = run_dir
+
+
 def signal_of(exc: KeyboardInterrupt) -> int:
-    return exc.signum if isinstance(exc, RunSignal) else int(signal.SIGINT)
+    return exc.signum if isinstance(exc, (RunSignal, ArmsEnded)) else int(signal.SIGINT)
 
 
 @dataclass(frozen=True)
@@ -435,6 +448,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             write_json_atomic(meta_path, meta)  # the space we kept for this moment
 
     started = time.monotonic()
+    ended = False
     try:
         with signals_as_interrupts():
             _place(arms, cache_dir, record)
@@ -442,11 +456,14 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             _supervise(arms, limits or JobLimits(), bar, record)
         bar.clear()
         lost = _lost_capture(arms)
+        ended = lost is None  # every arm ended and its record was written when it did
         record(RunStatus.DONE if lost is None else RunStatus.FAILED)
         if lost is not None:
             raise UsageError(lost)
         bar.phase(f"arms done in {time.monotonic() - started:.1f} s; analysing")
     except KeyboardInterrupt as exc:
+        if ended:  # the arms' record is complete: the signal ends what comes next
+            raise ArmsEnded(signal_of(exc), run_dir) from None
         with _signals_ignored():
             _stop_all(arms)
             bar.clear()
@@ -463,12 +480,21 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             _record_quietly(record, RunStatus.FAILED)
         raise
     finally:
-        reserve.release()
-    for arm in arms:
-        for warning in arm.warnings:
-            if warning != arm.place.warning:
-                print(f"difftest: warning: arm {arm.spec.name!r}: {warning}", file=sys.stderr)
-    return {a.spec.name: a.result() for a in arms}
+        try:
+            reserve.release()
+        except KeyboardInterrupt as exc:
+            if not ended:
+                raise
+            raise ArmsEnded(signal_of(exc), run_dir) from None
+    try:
+        for arm in arms:
+            for warning in arm.warnings:
+                if warning != arm.place.warning:
+                    print(f"difftest: warning: arm {arm.spec.name!r}: {warning}",
+                          file=sys.stderr)
+        return {a.spec.name: a.result() for a in arms}
+    except KeyboardInterrupt as exc:
+        raise ArmsEnded(signal_of(exc), run_dir) from None
 
 
 RESERVE_NAME = ".meta.reserve"

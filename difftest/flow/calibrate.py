@@ -313,6 +313,30 @@ class Calibration:
             return ExitCode.ARM_FAILED
         return ExitCode.OK if self.caught and self.bounded else ExitCode.UNINFORMATIVE
 
+    def _refusal(self) -> str:
+        """Why the thresholds are refused, and how many inputs would do."""
+        n = len(self.inputs)
+        weakest = self.weakest_probe
+        if not self.caught:
+            why = (f"on some input probe {weakest} stays within atol {self.atol.value:.3g} and "
+                   f"near_tie {self.near_tie:.3g} (a difference counts only when its printed "
+                   "value minus the arms' half quanta is above atol): these thresholds cannot "
+                   "tell benign from wrong")
+        else:
+            why = (f"every probe was caught on the {n} input(s), but the "
+                   f"{SEPARATION_CONFIDENCE:.0%} lower bound of probe {weakest}'s strength on an "
+                   "unseen input is below the margin")
+        need = self.needed
+        if need is not None:
+            return why + (f"; about {need} inputs would reach it if the probes kept the strength "
+                          "and spread seen here")
+        if any(s <= 0.0 for p in self.probes
+               for s in p.strengths(self.atol.value, self.near_tie)):
+            return why  # a probe with no difference at all on an input: no count helps
+        return why + (f"; no count up to {MAX_INPUTS} inputs would reach it at the spread seen "
+                      "here" + (" (the spread of fewer than two finite strengths is unknown: use "
+                                "two inputs or more)" if n < 2 else ""))
+
     def summary(self) -> list[str]:
         lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "
                  f"{len(self.inputs)})"]
@@ -341,25 +365,9 @@ class Calibration:
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
                          "measured; nothing written (exit 3). Name mutations in `mutations`.")
-        elif not self.caught:
-            weakest = self.weakest_probe
-            lines.append(f"  - separation {s:.3g}{' < 1' if s < 1 else ''}: on some input probe "
-                         f"{weakest} stays within atol {self.atol.value:.3g} and near_tie "
-                         f"{self.near_tie:.3g} (a difference counts only when its printed value "
-                         "minus the arms' half quanta is above atol): these thresholds cannot "
-                         "tell benign from wrong; nothing written (exit 3)")
-        elif not self.bounded:
-            n = len(self.inputs)
-            need = self.needed
-            more = (f"about {need} inputs would reach it if the probes kept the strength and "
-                    "spread seen here" if need is not None else
-                    f"no count up to {MAX_INPUTS} inputs would reach it at the spread seen here"
-                    + (" (the spread of fewer than two finite strengths is unknown: use two "
-                       "inputs or more)" if n < 2 else ""))
-            lines.append(f"  - separation {s:.3g} < {MARGIN:g}: every probe was caught on the "
-                         f"{n} input(s), but the {SEPARATION_CONFIDENCE:.0%} lower bound of "
-                         f"probe {self.weakest_probe}'s strength on an unseen input is below "
-                         f"the margin: {more}; nothing written (exit 3)")
+        elif not (self.caught and self.bounded):
+            lines.append(f"  - separation {s:.3g} < {MARGIN:g}: {self._refusal()}; nothing "
+                         "written (exit 3)")
         else:
             lines.append(f"  - separation {s:.3g} (the {SEPARATION_CONFIDENCE:.0%} lower bound of "
                          "the weakest probe's strength over the thresholds on an unseen input, "

@@ -187,14 +187,19 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
-    """The verdict with what the rates demand: an AGREE becomes the kind they name (a rate
-    above the benign one: DIFFER; a nearly blind token instrument and nothing else that could
-    fail: UNINFORMATIVE); any other kind stands. Their reasons are added either way."""
-    if effect.kind is None or verdict.kind is not VerdictKind.AGREE:
+    """The verdict with what the rates demand: a rate above the benign one is a difference; a
+    nearly blind token instrument leaves no agreement standing. Their reasons are added
+    either way."""
+    if effect.kind is None:
         return verdict.with_reasons(effect.reasons)
-    last = (f"verdict {effect.kind.value}, not {verdict.kind.value}: every row was within the "
-            "rules one at a time, and the rates above say what their number shows")
-    return replace(verdict, kind=effect.kind, reasons=(*verdict.reasons, *effect.reasons, last))
+    demand = Demand.DIFFER if effect.kind is VerdictKind.DIFFER else Demand.NO_AGREEMENT
+    joined = verdict.joined(VerdictFinding(Origin.RATES, demand, effect.reasons),
+                            last=effect.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: every row was within the "
+        "rules one at a time, and the rates above say what their number shows"])
 
 
 def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:
@@ -251,12 +256,16 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
                          if o.trace is not None],
                         Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
                               mutated=spec.arm_b if mutated else None))
-    if roles.kind is None or roles.kind is verdict.kind:
-        return verdict.with_reasons(roles.reasons) if roles.kind is None else replace(
-            verdict, reasons=(*roles.reasons, *verdict.reasons))
-    last = (f"verdict {roles.kind.value}, not {verdict.kind.value}: an arm did not run in its "
-            "role (see the first reasons)")
-    return replace(verdict, kind=roles.kind, reasons=(*roles.reasons, *verdict.reasons, last))
+    if roles.kind is None:
+        return verdict.with_reasons(roles.reasons)
+    demand = Demand.INERT if roles.kind is VerdictKind.INERT else Demand.of_kind(roles.kind)
+    joined = verdict.joined(VerdictFinding(Origin.ROLES, demand, roles.reasons),
+                            first=roles.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: an arm did not run in its "
+        "role (see the first reasons)"])
 
 
 def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
@@ -392,13 +401,29 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
+    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
+    capture copied is. Nothing in them shows the arms ran different configurations, so the
+    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+           "different configurations (two runs of a deterministic engine print exactly this, "
+           "and so does one capture copied), so this comparison could not have failed")
+    joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([f"verdict {joined.kind.value}, not {verdict.kind.value}: the "
+                                "two captures are one text (see the first reason)"])
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
                  line_prefix: str | None = None) -> ComparisonReport:
     """Compare two captured traces; nothing is run. Refused when both name one capture.
     `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
-    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=False)
     if same is not None:
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
                          "it would agree whatever the engine did. Compare two runs")
@@ -406,6 +431,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
+    if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")

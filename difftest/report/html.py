@@ -729,6 +729,8 @@ def _localization_drawing(loc: Localization) -> Figure:
     """Per module in forward order its max |A - B| (log scale; exact zeros at the bottom), the
     tolerance as a line and the first module beyond it marked."""
     diffs = np.array([m.max_abs_diff for m in loc.modules], dtype=np.float64)
+    finite = diffs[np.isfinite(diffs)]  # inf (a value non-finite in one arm) drawn at the top
+    diffs = np.where(np.isinf(diffs), (float(finite.max()) if finite.size else 1.0) * 10, diffs)
     positive = diffs[diffs > 0]
     floor = float(positive.min()) / 10 if positive.size else 1e-12
     if loc.atol > 0:

@@ -14,6 +14,7 @@ a probability outside [0, 1]) is an error too: the distribution instrument canno
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -94,17 +95,45 @@ class SampleSteps:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row index from 0, accepted 0/1, overlap) of every tested row: the observed and the
-        expected acceptance, per drafted position."""
-        index, accepted, overlap = [], [], []
+    def rows(self) -> VerifiedRows:
+        """Every tested row of every step, in file order."""
+        index, accepted, overlap, ratio, q = [], [], [], [], []
         for s in self.steps:
             for i, o in enumerate(s.overlap):
                 index.append(i)
                 accepted.append(1 if i < s.acc else 0)
                 overlap.append(o)
-        return (np.asarray(index, dtype=np.int64), np.asarray(accepted, dtype=np.int64),
-                np.asarray(overlap, dtype=np.float64))
+                ratio.append(min(1.0, s.p[i] / s.q[i]) if s.q[i] > 0 else 1.0)
+                q.append(s.q[i])
+        return VerifiedRows(np.asarray(index, dtype=np.int64), np.asarray(accepted, dtype=np.int64),
+                          np.asarray(overlap, dtype=np.float64), np.asarray(ratio, dtype=np.float64),
+                          np.asarray(q, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class VerifiedRows:
+    """The rows verifies tested, flat: what the acceptance check reads. Per row: its index in
+    the block (0 for the first draft), whether it was accepted, its overlap sum(min(p, q)) (the
+    probability of acceptance before the token is drawn), min(1, p(x)/q(x)) of its drafted
+    token x (the probability of acceptance once x is drawn), and q(x)."""
+
+    index: np.ndarray
+    accepted: np.ndarray
+    overlap: np.ndarray
+    ratio: np.ndarray
+    q: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.index.size)
+
+    @staticmethod
+    def joined(parts: Sequence[VerifiedRows]) -> VerifiedRows:
+        """Several traces' rows, one after the other."""
+        if not parts:
+            empty = np.zeros(0)
+            return VerifiedRows(empty.astype(np.int64), empty.astype(np.int64), empty, empty, empty)
+        return VerifiedRows(*(np.concatenate([getattr(p, f) for p in parts])
+                            for f in ("index", "accepted", "overlap", "ratio", "q")))
 
 
 def read_sample_line(body: bytes) -> SampleStep:

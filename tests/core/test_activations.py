@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from difftest.core.activations import abs_diff, read_dumps
+from difftest.core.activations import (BACKGROUND_FACTOR, LocalizeOutcome, abs_diff,
+                                       read_dumps)
 from difftest.core.errors import ExitCode, UsageError
 from difftest.flow.localize import RunLocalization, localize_dumps, saved_localizations
 
@@ -66,14 +67,14 @@ def test_an_infinite_difference_survives_localize_json(tmp_path: Path) -> None:
     values, and the report section read back still shows an infinite difference."""
     from difftest.core.atomic import write_json_atomic
 
-    a = folder(tmp_path, "a", BASE)
-    b = folder(tmp_path, "b", with_value(np.inf))
+    a = folder(tmp_path, "a", BASE, BASE)
+    b = folder(tmp_path, "b", BASE, with_value(np.inf))
     rep = localize_dumps(a, b)
     where = tmp_path / "run" / "localize" / "r0-3"
     where.mkdir(parents=True)
     write_json_atomic(where / "localize.json",
                       RunLocalization(tmp_path / "run", ("r0", 3), where, rep).to_json())
-    assert json.loads((where / "localize.json").read_text())["modules"][0]["max_abs_diff"] is None
+    assert json.loads((where / "localize.json").read_text())["modules"][1]["max_abs_diff"] is None
     (saved,) = saved_localizations(tmp_path / "run")
     assert saved.localization.first is not None
     assert saved.localization.first.max_abs_diff == np.inf
@@ -124,3 +125,97 @@ def test_a_dump_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
     (b / "000-m0.npy").mkdir(parents=True)
     with pytest.raises(UsageError, match="not a regular file"):
         read_dumps(b)
+
+
+def chain(tmp_path: Path, name: str, *changes: tuple[int, np.ndarray]) -> Path:
+    """Four modules of BASE's shape, some replaced."""
+    arrays = [BASE * (i + 1) for i in range(4)]
+    for i, arr in changes:
+        arrays[i] = arr
+    return folder(tmp_path, name, *arrays)
+
+
+def rounded(arr: np.ndarray) -> np.ndarray:
+    """A whole-model background: every value rounded to bfloat16's 8 significant bits."""
+    bits = arr.astype(np.float32).view(np.uint32)
+    return ((bits + 0x8000) & 0xFFFF0000).view(np.float32)
+
+
+def test_a_difference_from_the_first_module_on_names_no_module(tmp_path: Path) -> None:
+    """Before, a bf16 background made localize name the first module (the embedding) whatever
+    the fault; now it says that the whole model differs and names none."""
+    a = chain(tmp_path, "a")
+    b = chain(tmp_path, "b", *((i, rounded(BASE * (i + 1))) for i in range(4)))
+    rep = localize_dumps(a, b)
+    loc = rep.localization
+    assert loc.outcome is LocalizeOutcome.WHOLE_MODEL and loc.first is None
+    assert loc.start is not None and loc.start.module == "m0"
+    assert rep.exit_code is ExitCode.DIFFER
+    text = loc.describe()
+    assert text.startswith("every captured module differs beyond 0, from the first one (m0")
+    assert "no module is named as the cause" in text and "--baseline ARM" in text
+    # a difference that starts later is named as before, its predecessor agreeing
+    later = localize_dumps(a, chain(tmp_path, "later", (2, BASE * 3.5))).localization
+    assert later.outcome is LocalizeOutcome.FIRST and later.first is not None
+    assert later.first.module == "m2" and later.describe().endswith("m1 agreed")
+
+
+def test_against_a_baseline_the_first_module_beyond_its_background_is_named(
+        tmp_path: Path) -> None:
+    """B0 carries the background (every module rounded), B the same plus a fault in m2: every
+    module differs from A, and the first beyond its own background is m2."""
+    a = chain(tmp_path, "a")
+    background = [(i, rounded(BASE * (i + 1))) for i in range(4)]
+    b0 = chain(tmp_path, "b0", *background)
+    faulty = rounded(BASE * 3 * 1.01)
+    b = chain(tmp_path, "b", *background[:2], (2, faulty), (3, rounded(BASE * 4 * 1.01)))
+    rep = localize_dumps(a, b, baseline=b0)
+    loc = rep.localization
+    assert rep.exit_code is ExitCode.DIFFER and rep.baseline == b0
+    assert loc.outcome is LocalizeOutcome.FIRST and loc.factor == BACKGROUND_FACTOR
+    assert loc.first is not None and loc.first.module == "m2"
+    assert [m.ratio for m in loc.modules[:2]] == [1.0, 1.0]
+    assert loc.first.ratio is not None and loc.first.ratio > 2
+    assert loc.describe().startswith("first module beyond its background: m2 (RMS |A - B|")
+    assert "| ratio |" in rep.render()
+    # without the baseline the same pair is a whole-model difference
+    assert localize_dumps(a, b).localization.outcome is LocalizeOutcome.WHOLE_MODEL
+    # B = B0: every module within its background, exit 0
+    same = localize_dumps(a, b0, baseline=b0)
+    assert same.localization.outcome is LocalizeOutcome.BACKGROUND
+    assert same.exit_code is ExitCode.OK and same.localization.first is None
+    assert same.localization.describe().startswith(
+        f"every captured module is within {BACKGROUND_FACTOR:g} x its background")
+
+
+def test_localize_dumps_takes_the_baseline_on_the_command_line(tmp_path: Path) -> None:
+    a = chain(tmp_path, "a")
+    background = [(i, rounded(BASE * (i + 1))) for i in range(4)]
+    b0 = chain(tmp_path, "b0", *background)
+    b = chain(tmp_path, "b", *background[:3], (3, rounded(BASE * 4 * 1.01)))
+    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b)]
+    out = subprocess.run([*cli, "--baseline", str(b0)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
+    assert out.stdout.startswith("first module beyond its background: m3 (RMS |A - B|")
+    out = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.DIFFER
+    assert out.stdout.startswith("every captured module differs beyond 0, from the first")
+    out = subprocess.run([*cli, "--config", "x.toml"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.USAGE and "--config names where the baseline" in out.stderr
+
+
+def test_a_module_without_background_is_beyond_it_at_any_difference(tmp_path: Path) -> None:
+    """Where B0 equals A to the bit there is no background: any difference of B is beyond."""
+    a = chain(tmp_path, "a")
+    b = chain(tmp_path, "b", (1, with_value(float(BASE[1, 2]) * 2 + 1e-3) * 2))
+    loc = localize_dumps(a, b, baseline=a).localization
+    assert loc.first is not None and loc.first.module == "m1" and loc.first.ratio == np.inf
+
+
+def test_a_baseline_of_other_modules_is_refused(tmp_path: Path) -> None:
+    a, b = chain(tmp_path, "a"), chain(tmp_path, "b")
+    other = folder(tmp_path, "other", BASE, BASE)
+    with pytest.raises(UsageError, match="the capture of A and the baseline's list different"):
+        localize_dumps(a, b, baseline=other)

@@ -123,8 +123,15 @@ def test_calibrate_refuses_a_bound_below_the_margin_and_says_how_many_inputs_rea
     assert need is not None and 3 < need <= MAX_INPUTS
     line = next(s for s in cal.summary() if "separation" in s)
     assert (f"every probe was caught on the 3 input(s), but the 95% lower bound of probe "
-            f"broken-mask's strength on an unseen input is below the margin: about {need} "
+            f"broken-mask's strength on an unseen input is below the margin; about {need} "
             "inputs would reach it") in line and line.endswith("nothing written (exit 3)")
+    # missed on one input (0.97x the thresholds): refused as overlapping, with a count too
+    missed = ProbeSeparation("broken-mask", (0.97, 2.6, 1.8), (0.0, 0.0, 0.0), (0.97, 2.6, 1.8))
+    cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
+                      (missed,), Path("run"), None)
+    assert not cal.caught and cal.exit_code is ExitCode.UNINFORMATIVE
+    line = next(s for s in cal.summary() if "separation" in s)
+    assert "these thresholds cannot tell benign from wrong; about " in line
     # with a narrow spread the same three inputs bound it above the margin
     tight = ProbeSeparation("broken-mask", (1.9, 2.0, 2.1), (0.0, 0.0, 0.0), (1.9, 2.0, 2.1))
     ok = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,

@@ -95,3 +95,10 @@ def test_a_file_with_tolerances_is_kept_elsewhere_with_a_word(tmp_path: Path) ->
                and "they may not hold here" in r for r in rep.verdict.reasons)
     quiet = judge_traces(a, b, spec({}))
     assert not any("machine" in r for r in quiet.verdict.reasons)
+
+
+def test_a_run_record_keeps_what_the_file_said() -> None:
+    spec = _spec({"cpu": "X"}, F32)
+    back = ComparisonSpec.of(spec.echo())
+    assert back == spec and back.calibrated is not None and back.calibrated.bitwise
+    assert "calibrated" not in ComparisonSpec("c", "a", "b").echo()

@@ -151,6 +151,10 @@ def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path
     assert set(difftest.read_diff(path)["req"]) == {"=cmd", "-1"}
 
 
+HEADER = ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
+          "logits\n")
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("a,b\n1,2\n", "not a difftest diff CSV: its header is 'a,b'"),
     ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
@@ -158,14 +162,33 @@ def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path
      ":3: column status: 'maybe' is not one of"),
     ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
      "logits\nr,1,1,2.5,2,same,,,,,,\n", "column token_a"),
+    (HEADER + "r,12.5,1,2,2,same,,,,,,\n", ":2: column pos: 12.5 is not a whole number"),
+    (HEADER + "r,1e30,1,2,2,same,,,,,,\n", ":2: column pos: 1e30 is not a whole number"),
+    (HEADER + "r,99999999999999999999999,1,2,2,same,,,,,,\n", "column pos"),
+    (HEADER.encode() + b"r\xff,1,1,2,2,same,,,,,,\n", "not UTF-8 text"),
+    (HEADER + 'r,1,1,2,2,same,,,,,,\n"r,1,1\n', "not a well-formed CSV"),
 ])
-def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str, message: str) -> None:
+def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str | bytes,
+                                              message: str) -> None:
     path = tmp_path / "x.csv"
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
         difftest.read_diff(path)
     with pytest.raises(UsageError, match="cannot read"):
         difftest.read_diff(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/dev/zero", "/dev/zero: not a regular file"),
+    (".", "is a folder, not a diff CSV"),
+])
+def test_read_diff_refuses_a_device_or_folder_before_reading(tmp_path: Path, path: str,
+                                                           message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        difftest.read_diff(tmp_path if path == "." else path)
 
 
 def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from difftest import api
 from difftest.core.kinds import VerdictKind
-from difftest.execute.supervise import ARM_VARIABLES, arm_environment
+from difftest.execute.supervise import ARM_VARIABLES, PLACE_VARIABLES, arm_environment
 from test_switch import steps, trace_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_every_variable_a_runner_reads_is_an_arm_variable() -> None:
             found |= set(re.findall(r"DIFFTEST_[A-Z_]+", path.read_text()))
     for name in ("emit.py", "core/force.py", "core/activations.py", "core/faults.py"):
         found |= set(re.findall(r"DIFFTEST_[A-Z_]+", (pkg / name).read_text()))
-    assert found - {"DIFFTEST_ARM_TOKEN"} <= set(ARM_VARIABLES), found
+    assert found - {"DIFFTEST_ARM_TOKEN", *PLACE_VARIABLES} <= set(ARM_VARIABLES), found
 
 
 def test_variables_in_the_callers_shell_never_reach_the_arms(

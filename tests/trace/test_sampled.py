@@ -10,7 +10,7 @@ import pytest
 from difftest.core.errors import TraceError, UsageError
 from difftest.emit import spec_sample
 from difftest.trace.parser import parse_text
-from difftest.trace.sampled import parse_samples, samples_of
+from difftest.trace.sampled import VerifiedRows, parse_samples, samples_of
 
 
 def test_the_emitted_line_reads_back_field_for_field() -> None:
@@ -21,10 +21,12 @@ def test_the_emitted_line_reads_back_field_for_field() -> None:
     assert (first.req, first.pos, first.acc, first.residual, first.line) == ("r0", 17, 1, 45, 2)
     assert first.q == (0.25, 0.5, 1.0) and first.p == (0.75, 0.0) and first.overlap == (0.8, 0.125)
     assert (second.acc, second.residual, second.tested, second.line) == (2, None, 2, 3)
-    index, acc, overlap = got.rows()
-    assert index.tolist() == [0, 1, 0, 1]
-    assert acc.tolist() == [1, 0, 1, 1]
-    assert overlap.tolist() == [0.8, 0.125, 1.0, 0.5]
+    rows = got.rows()
+    assert rows.index.tolist() == [0, 1, 0, 1]
+    assert rows.accepted.tolist() == [1, 0, 1, 1]
+    assert rows.overlap.tolist() == [0.8, 0.125, 1.0, 0.5]
+    assert rows.ratio.tolist() == [1.0, 0.0, 1.0, 0.5]  # min(1, p/q): 0.75/0.25, 0/0.5, ...
+    assert len(VerifiedRows.joined([rows, rows])) == 8 and len(VerifiedRows.joined([])) == 0
 
 
 def test_the_main_parser_skips_the_line_as_other_output() -> None:

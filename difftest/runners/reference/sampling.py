@@ -9,10 +9,11 @@ a bonus token drawn from p_{k+1}. Temperature and top-p are applied to both mode
 before the test, so the emitted stream follows the target's tempered, truncated distribution
 exactly: speculative sampling is lossless in distribution, not in tokens.
 
-Every draw is an inverse-CDF draw of one uniform from the run's generator (`--sample-seed`, or
-a fresh seed each run), so the four known-wrong samplers (`SAMPLED_MUTATIONS`) are each a small
-change of one line: the acceptance test reusing the uniform that drew the token, a residual
-drawn without normalising, top-p on the draft only, the temperature on the draft only.
+Every draw is an inverse-CDF draw of one uniform (ids most probable first) from the run's
+generator (`--sample-seed`, or a fresh seed each run), so the four known-wrong samplers
+(`SAMPLED_MUTATIONS`) are each a small change of one line: the acceptance test reusing the
+uniform that drew the token, a residual drawn without normalising, top-p on the draft only, the
+temperature on the draft only.
 """
 
 from __future__ import annotations
@@ -49,20 +50,23 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor
 
 
 def draw(probs: torch.Tensor, u: float, *, normalised: bool = True) -> int:
-    """The inverse-CDF draw of uniform u in [0, 1) from `probs` (ids in order). A distribution
-    that does not sum to one (`normalised=False`: the residual-unnormalised sampler) is read as
-    it stands: a u beyond its mass falls off the end, onto the last id."""
-    cdf = torch.cumsum(probs, dim=-1)
+    """The inverse-CDF draw of uniform u in [0, 1) from `probs`, ids taken most probable first
+    (lower id first among equals), as a top-p sampler that has sorted them draws. A
+    distribution that does not sum to one (`normalised=False`: the residual-unnormalised
+    sampler) is read as it stands: a u beyond its mass falls off the end, onto the least
+    probable id."""
+    values, order = torch.sort(probs, descending=True, stable=True)
+    cdf = torch.cumsum(values, dim=-1)
     if normalised:
         cdf = cdf / cdf[-1]
     idx = int(torch.searchsorted(cdf, torch.tensor([u], dtype=cdf.dtype), right=True)[0])
     if idx >= probs.shape[-1]:
         if not normalised:
-            return probs.shape[-1] - 1
+            return int(order[-1])
         idx = probs.shape[-1] - 1
-    while probs[idx] <= 0 and idx > 0:  # rounding past the last id with mass: step back to it
+    while values[idx] <= 0 and idx > 0:  # rounding past the last id with mass: step back to it
         idx -= 1
-    return idx
+    return int(order[idx])
 
 
 @dataclass(frozen=True)

@@ -64,12 +64,12 @@ def test_warp_keeps_the_smallest_top_p_set_and_renormalises() -> None:
     assert float(hot.sum()) == pytest.approx(1.0) and hot[3] > probs[3]
 
 
-def test_draw_is_the_inverse_cdf_and_skips_ids_without_mass() -> None:
-    probs = torch.tensor([0.25, 0.0, 0.75], dtype=torch.float64)
-    assert [draw(probs, u) for u in (0.0, 0.2499, 0.25, 0.999999)] == [0, 0, 2, 2]
+def test_draw_is_the_inverse_cdf_most_probable_first_and_skips_ids_without_mass() -> None:
+    probs = torch.tensor([0.25, 0.0, 0.75], dtype=torch.float64)  # most probable first: 2, 0
+    assert [draw(probs, u) for u in (0.0, 0.7499, 0.75, 0.999999, 1.0)] == [2, 2, 0, 0, 0]
     residual = torch.tensor([0.1, 0.0, 0.1, 0.0], dtype=torch.float64)
-    assert draw(residual, 0.5) == 2  # normalised: the mass is read as a whole
-    assert draw(residual, 0.5, normalised=False) == 3  # past the mass: the last id
+    assert draw(residual, 0.6) == 2  # normalised: the mass is read as a whole
+    assert draw(residual, 0.6, normalised=False) == 3  # past the mass: the least probable id
 
 
 @pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
