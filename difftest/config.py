@@ -425,7 +425,12 @@ class _Checker:
                 continue
             if now in out:
                 raise self.fail(table, f"keys {was!r} and {now!r} are one key; give {now!r} only")
-            warn_config(self.path, table, was, now)
+            try:
+                warn_config(self.path, table, was, now)
+            except Warning:  # the warnings filter turns warnings into errors (-W error)
+                raise self.fail(table, f"key {was!r} is the old spelling of {now!r} (its "
+                                       "deprecation warning is an error under this warnings "
+                                       f"filter): use {now!r}") from None
             out[now] = out.pop(was)
         return out
 
@@ -651,6 +656,24 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
                    dtype=dtype)
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What a path that exists is when it is no regular file (a folder, a FIFO, a device),
+    told apart from one that does not exist yet (calibrate writes it)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a device or other special file"
+
+
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
                 mutations: Mapping[str, MutationSpec], base: Path, *,
                 read: bool = True) -> ComparisonSpec:
@@ -703,6 +726,9 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                                         "remove one of them")
         file = Path(given) if Path(given).is_absolute() else base / given
         values["thresholds"] = str(file)
+        kind = _not_a_file(file)
+        if kind is not None:
+            raise check.fail(table, f"key 'thresholds': {file} is {kind}, not a thresholds file")
         if read and file.is_file():
             try:
                 found = read_thresholds(file)

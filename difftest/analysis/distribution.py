@@ -51,7 +51,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from difftest.core.kinds import VerdictKind
+from difftest.analysis.findings import Origin, VerdictFinding, of_decision
+from difftest.core.kinds import Instrument, VerdictKind
 from difftest.core.model import ArmTrace
 from difftest.trace.sampled import VerifiedRows
 
@@ -371,6 +372,18 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
         f"{test.pairs} request pairs ({test.prompts} prompts, {test.positions} positions); "
         f"smallest per-position TV this could detect about {test.mde:.2f}"]
+
+
+def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:
+    """The distribution instrument's finding for `findings.decide`: the kind `sampled_kind`
+    demands, with its reasons; the emitted stream could have failed, and the acceptance where
+    an arm traced its tests."""
+    kind, reasons = sampled_kind(evidence)
+    could = (Instrument.EMITTED, *((Instrument.ACCEPTANCE,) if evidence.acceptance else ()))
+    return of_decision(Origin.DISTRIBUTION, kind, reasons, could)
+
+
+DEFAULT_ALPHA = 0.01  # a sampled comparison's level: the false-red rate it is held to
 
 
 def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],

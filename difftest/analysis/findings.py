@@ -48,6 +48,7 @@ class Origin(StrEnum):
     REJUDGE = "rejudge"  # a past run judged again
     RATES = "rates"  # near-tie flips and in-tolerance logit rows against the benign rate
     ROLES = "roles"  # each arm ran forced, faulted or mutated only in its role
+    DISTRIBUTION = "distribution"  # sampled decoding: the arms' token laws and acceptance
 
 
 class Demand(Enum):

@@ -365,6 +365,10 @@ def read_thresholds(path: Path) -> ThresholdsFile:
             isinstance(i, (int, str)) and not isinstance(i, bool) for i in inputs):
         raise ThresholdError(f"{path}: [provenance]: key 'inputs': must be a list of inputs, "
                              f"got {inputs!r}")
+    if not inputs:
+        raise ThresholdError(f"{path}: [provenance]: key 'inputs': empty: thresholds are "
+                             "measured on held-out inputs, and nothing says which; run "
+                             "`difftest calibrate` to write them")
     if isinstance(separation, bool) or not isinstance(separation, (int, float)) or math.isnan(
             separation):
         raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "

@@ -22,7 +22,10 @@ from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
-from difftest.core.kinds import DraftingKind, VerdictKind
+from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
+                                            sampled_finding)
+from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
+from difftest.trace.sampled import parse_samples
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
@@ -76,6 +79,8 @@ class ComparisonReport:
     sequential: SequentialResult | None = None  # under --until-decided: every look, the decision
     # near-tie flips and in-tolerance logit rows against the benign rate (None: an arm failed)
     benign_rates: RateEffect | None = None
+    # decoding = "sampled": the token laws' test and each arm's acceptance check
+    sampled: SampledEvidence | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -138,6 +143,14 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        found = sampled_evidence(a, b, reruns_of_a)
+        finding = sampled_finding(found)
+        verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+        verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+        verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
+        return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir,
+                                sampled=found)
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
@@ -184,6 +197,19 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
                             acc, rates, benign_rates=effect)
+
+
+def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
+                     reruns_of_a: Sequence[ArmOutcome] = ()) -> SampledEvidence:
+    """A sampled comparison's evidence: the arms' token laws (every run of A, its reruns
+    included, against B) and each arm's acceptance against its traced p and q. The
+    distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
+    runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
+    rows = {o.name: [parse_samples(o.trace_path).rows()] for o in (*runs_a, b)}
+    rows_a = [r for o in runs_a for r in rows[o.name]]
+    return judge_sampled([o.trace for o in runs_a if o.trace is not None],
+                         [b.trace] if b.trace is not None else [],
+                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
@@ -274,7 +300,7 @@ def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     whose state neither arm exercised, nor on a corpus mutation planted in B (its
     `[spec-config]` names it) whose state was not exercised or that never acted."""
     assert a.trace is not None and b.trace is not None
-    return coverage.finding(spec.rules.toggle, a.trace.coverage, b.trace.coverage,
+    return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
                             (a.name, b.name), b.trace.config.values.get("mutation"))
 
 

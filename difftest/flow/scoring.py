@@ -13,7 +13,7 @@ from pathlib import Path
 
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import Expect, KilledBy, ProbeResult, VerdictKind
+from difftest.core.kinds import DecodingMode, Expect, KilledBy, ProbeResult, VerdictKind
 from difftest.core.model import same_drafts
 from difftest.analysis.logit_instrument import blind_radius
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
@@ -97,7 +97,10 @@ def _measures(report: ComparisonReport) -> list[KilledBy]:
     if report.verdict.kind is VerdictKind.ARM_FAILED:
         return [KilledBy.ARM_FAILED]
     if c is None:
-        return []
+        # a sampled comparison is judged on the law of the emitted stream, not token for token
+        sampled = (report.spec.rules.decoding is DecodingMode.SAMPLED
+                   and report.verdict.kind is VerdictKind.DIFFER)
+        return [KilledBy.EMITTED] if sampled else []
     out = []
     if c.blocks_differing:
         out.append(KilledBy.TOKENS)

@@ -126,7 +126,7 @@ def summarize(outcomes: Sequence[InputOutcome]) -> tuple[ClassSummary, ...]:
 def sweep_classes(spec: ComparisonSpec) -> tuple[CoverageClass, ...]:
     """What the sweep of a comparison generates inputs for: what its toggle is about, else the
     page boundaries (the state every paged runner has)."""
-    return about(spec.rules.toggle) or (_C.PAGE_BOUNDARY,)
+    return about(spec.rules.toggle or ()) or (_C.PAGE_BOUNDARY,)
 
 
 Judge = Callable[[SweepInput], tuple[VerdictKind, SpecCoverage, SpecCoverage]]

@@ -22,7 +22,7 @@ def coverage_rows(rep: ComparisonReport) -> tuple[CoverageRow, ...]:
     a, b = rep.arm_a.trace, rep.arm_b.trace
     if a is None or b is None:
         return ()
-    return table(rep.spec.rules.toggle, a.coverage, b.coverage,
+    return table(rep.spec.rules.toggle or (), a.coverage, b.coverage,
                  mutation_needs(b.config.values.get("mutation")))
 
 

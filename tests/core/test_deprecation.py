@@ -63,3 +63,31 @@ def test_the_command_line_says_an_old_config_key_in_one_stderr_line(tmp_path: Pa
     assert r.stderr == (f"difftest: {config}: [comparisons.ab]: key `probe` {GOES} "
                         "`mutations`\n")
     assert "cached checkouts" in r.stdout  # the command ran, its report on stdout alone
+
+
+def test_an_old_key_under_warnings_as_errors_is_a_config_error_not_a_traceback(
+        tmp_path: Path) -> None:
+    """PYTHONWARNINGS=error (and pytest's -W error) turn the old key's warning into an
+    exception: the command line and the pytest plugin say so as a config error (exit 2,
+    file, table and key), not an internal error."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "difftest.toml"
+    config.write_text(ARMS + 'probe = ["causal-mask"]\n')
+    said = (f"{config}: [comparisons.ab]: key 'probe' is the old spelling of 'mutations' (its "
+            "deprecation warning is an error under this warnings filter): use 'mutations'")
+    env = {**os.environ, "PYTHONWARNINGS": "error", "DIFFTEST_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "difftest", "cache", "list", "--config",
+                           str(config)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"difftest: error: {said}\n"
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-W", "error", "--difftest", "--difftest-config", str(config),
+                           "--collect-only", "test_x.py"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "DIFFTEST_CACHE": str(tmp_path / "cache")})
+    assert said in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -219,6 +219,8 @@ def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path
     (GOOD_PROVENANCE + "hand_tuned = true\n", "0", "[provenance]: key 'hand_tuned': unknown key"),
     (GOOD_PROVENANCE.replace("separation = 3.5\n", ""), "0",
      "[provenance]: key 'separation': missing"),
+    (GOOD_PROVENANCE.replace('["1", "2"]', "[]"), "0",
+     "[provenance]: key 'inputs': empty: thresholds are measured on held-out inputs"),
 ])
 def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
         tmp_path: Path, file_text: str, gate: str, expected: str) -> None:
@@ -227,6 +229,25 @@ def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
     said = str(info.value)
     assert "comparisons.c" in said and "key 'thresholds'" in said and "t.toml" in said, said
     assert expected in said, said
+
+
+@pytest.mark.parametrize(("kind", "said"), [("folder", "a folder"), ("fifo", "a FIFO")])
+def test_a_thresholds_file_that_is_a_folder_or_fifo_is_refused_as_such(
+        tmp_path: Path, kind: str, said: str) -> None:
+    """Not "does not exist yet" (that is for a file calibrate has still to write), and a FIFO
+    is never opened (reading it would wait for a writer)."""
+    import os
+
+    path = _with_thresholds(tmp_path, GOOD_PROVENANCE)
+    (tmp_path / "t.toml").unlink()
+    if kind == "folder":
+        (tmp_path / "t.toml").mkdir()
+    else:
+        os.mkfifo(tmp_path / "t.toml")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"key 'thresholds': {tmp_path / 't.toml'} is {said}, not a thresholds file" in \
+        str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize(("extra", "expected"), [

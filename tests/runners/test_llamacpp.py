@@ -205,3 +205,17 @@ def test_bad_options_exit_2_before_llama_cpp_loads(argv: list[str], message: str
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_capture_holds_the_draft_logits_of_the_named_step_only(cache: Path, tmp_path: Path) -> None:
+    """llama-cpp-python exposes no module outputs: a capture is the step's draft logits rows."""
+    from difftest.runners.llamacpp.runner import run
+
+    buf = io.StringIO()
+    run(LlamaCppOptions(cache_dir=cache, requests=2, max_new_tokens=6),
+        Tracer(level=1, file=buf), capture=("r1", 9), capture_dir=str(tmp_path), side=buf)
+    acts = [x for x in buf.getvalue().splitlines() if x.startswith("[spec-act]")]
+    assert [x.split()[1:5] for x in acts] == [
+        ["req=r1", "pos=9", f"n={j}", f"module=d{j}.logits"] for j in range(4)]
+    assert all("shape=1x256" in x for x in acts)
+    assert len(list(tmp_path.glob("*.npy"))) == 4
