@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from difftest.analysis.audit import TraceAudit, audit_trace
 from difftest.analysis.verdict import Verdict
@@ -39,9 +39,15 @@ from difftest.trace import parse_trace
 
 ConfigLike = Config | Path | str | None
 
+if TYPE_CHECKING:
+    from difftest.execute.worktree import CacheEntry, PruneResult
+    from difftest.flow.calibrate import Calibration
+    from difftest.flow.localize import LocalizeReport, RunLocalization
+
 __all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
            "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
-           "rejudge", "resolve_spec", "run_comparison", "write_reports",
+           "rejudge", "resolve_spec", "run_comparison", "write_reports", "cache_folder",
+           "cache_list", "cache_prune", "calibrate", "localize",
            # the records the commands take and return (difftest/__init__.py re-exports them)
            "BisectResult", "CheckResult", "ComparisonReport", "ConfigError", "DifftestError",
            "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules", "RunOptions",
@@ -405,3 +411,71 @@ def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
     if cache is not None:
         return Path(cache)
     return _config(config).defaults.cache or default_cache_dir()
+
+
+def cache_list(cache: Path | None = None, config: ConfigLike = None
+               ) -> tuple[Path, list[CacheEntry]]:
+    """The checkout cache a command uses (`cache_folder`) and every checkout difftest keeps
+    in it."""
+    from difftest.execute.worktree import list_cache
+
+    where = cache_folder(cache, config)
+    return where, list_cache(where)
+
+
+def cache_prune(cache: Path | None = None, config: ConfigLike = None, *,
+                older_than: float = 14.0) -> PruneResult:
+    """Remove broken checkouts and those unused for `older_than` days (0: every one not in
+    use now), only ones difftest made."""
+    from difftest.execute.worktree import prune_cache
+
+    return prune_cache(cache_folder(cache, config), max_age_days=older_than)
+
+
+def calibrate(comparison: str, *, config: Config | Path | str | None = None,
+              run_root: Path | None = None, progress: bool | None = None,
+              jobs: int | None = None) -> Calibration:
+    """Measure a comparison's thresholds on its held-out calibration_inputs and write its
+    thresholds file (the config is read without it: it is what this replaces)."""
+    from difftest.flow.calibrate import calibrate as measure
+
+    cfg = config if isinstance(config, Config) else load_config(
+        None if config is None else Path(config), unread_thresholds=comparison)
+    return measure(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress,
+                   jobs=jobs)
+
+
+def localize(run_dir: Path | str | None = None, *, at: str | None = None,
+             dumps: tuple[Path, Path] | None = None, atol: float | None = None,
+             comparison: str | None = None, baseline: str | None = None,
+             config: Path | None = None) -> LocalizeReport | RunLocalization:
+    """The first draft-forward module whose output differs between two arms (beyond a
+    baseline's, where one is named): of two capture folders (`dumps`; `baseline` a third
+    one), or of a judged run's arms rerun with capture at one step (`at`, by default the
+    first differing one; `baseline` an arm of `config`), which writes the figure beside the
+    captures."""
+    from difftest.flow import localize as loc
+    from difftest.report.outputs import NotWritten, write_localization
+
+    if (run_dir is None) == (dumps is None):
+        raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
+    if dumps is not None:
+        given = [name for name, value in (("--at", at), ("--comparison", comparison))
+                 if value is not None]
+        if given:
+            verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
+            raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
+                             "RUN_DIR, not --dumps")
+        if config is not None:
+            raise UsageError("--config names where the baseline arm is defined: it needs a "
+                             "RUN_DIR, not --dumps")
+        return loc.localize_dumps(dumps[0], dumps[1], atol or 0.0,
+                                  Path(baseline) if baseline is not None else None)
+    assert run_dir is not None
+    result = loc.localize_run(Path(run_dir), loc.parse_at(at) if at is not None else None,
+                              atol, comparison, baseline, config)
+    try:
+        write_localization(result)
+    except NotWritten as exc:
+        raise NotWritten(list(exc.failures), result) from None
+    return result

@@ -55,7 +55,11 @@ MODULES = {
              "sweep",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
-    "report": ("text", "cells", "headline", "evidence", "comparison", "audit_report", "bisect_report",
+    # the command line: the error translator and the shared options, then a file per command
+    "cli": ("errors", "options", "compare", "parse", "audit", "noise", "calibrate", "check",
+            "probe", "sweep", "bisect", "cache", "localize", "explain", "__main__"),
+    "report": ("text", "cells", "headline", "evidence", "comparison", "audit_report",
+               "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",
                "outputs"),
 }

@@ -211,7 +211,9 @@ def localization_markdown(saved: Sequence[SavedLocalization]) -> list[str]:
                 name = md_code(m.module) + (" **first**" if m is loc.first else "")
                 out.append(f"| {i} | {name} | {_num(m.max_abs_diff, 3)} |")
             out.append("")
-        out.append(f"{len(loc.modules)} modules compared within {loc.atol:g}; all of them, and "
+        against = (f"each against its background (factor {loc.factor:g})"
+                   if loc.factor is not None else f"within {loc.atol:g}")
+        out.append(f"{len(loc.modules)} modules compared {against}; all of them, and "
                    f"the figure, in {md_code(str(s.folder))}.")
     return out
 

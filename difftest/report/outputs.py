@@ -161,16 +161,13 @@ def write_requested(report: ComparisonReport, *, csv: Path | None = None,
     _each(writers, report)
 
 
-LOCALIZE_SVG = "modules.svg"
-
-
 def write_localization(result: RunLocalization) -> Path:
     """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and, when
     the run's report.md and report.html are of the comparison localised, both written again
     with a localisation section. Returns the figure's path."""
     from difftest.flow.rejudge import rejudge_run
 
-    figure = result.folder / LOCALIZE_SVG
+    figure = result.figure
     svg = html.localization_svg(result.report.localization)
     writers: list[Writer] = [
         (figure, lambda p: write_bytes_atomic(p, svg, inside=result.run_dir))]
