@@ -71,3 +71,19 @@ def test_the_finding_asks_for_no_agreement_so_a_difference_stands() -> None:
     assert decide([VerdictFinding(Origin.DRAFTS, agree), found]) is VerdictKind.UNINFORMATIVE
     assert decide([VerdictFinding(Origin.DRAFTS, differ), found]) is VerdictKind.DIFFER
     assert finding(["lane"], cov(page_cross=1, page_order=1), cov(), NAMES) is None
+
+
+def test_a_planted_mutation_demands_its_own_state_and_to_have_acted() -> None:
+    reached = cov(page_cross=3, page_order=3, fired=5)
+    # the window bug on inputs without a window edge: the toggle's state is there, its own not
+    kind, reasons = effect(["lane"], reached, cov(fired=0), NAMES, "sliding-window-edge")
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert any("mutation 'sliding-window-edge' acts only about sliding-window edges "
+               "(window_edges), which neither arm exercised" in r for r in reasons), reasons
+    assert any("never acted in materialized (fired=0)" in r for r in reasons), reasons
+    # reached and acted: nothing to say
+    acted = cov(window_edges=4, fired=4)
+    assert effect(["lane"], reached, acted, NAMES, "sliding-window-edge") == (None, ())
+    # a control never "acts" on the result; a name outside the corpus demands nothing
+    assert effect(["lane"], reached, cov(fired=0), NAMES, "control-page-layout") == (None, ())
+    assert effect(["lane"], reached, cov(fired=0), NAMES, "my-own-mutation") == (None, ())
