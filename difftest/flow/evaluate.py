@@ -34,7 +34,8 @@ from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
-from difftest.analysis import quantity
+from difftest.analysis import coverage, quantity
+from difftest.analysis.bugclass import verify_finding
 from difftest.flow.switch import Side, check_switch
 from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
@@ -183,6 +184,10 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     verdict = combine(verdict, acc, spec.rules.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
+    if forcing is None:  # under teacher forcing B commits A's stream, not its own
+        moved = verify_finding(a.trace, b.trace, (a.name, b.name))
+        if moved is not None:
+            verdict = verdict.joined(moved, last=moved.reasons)
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:
@@ -255,8 +260,10 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
     engaged = switch.finding(spec.rules.expect)
-    found = [f for f in (mismatched, engaged) if f is not None]
-    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons]
+    gaps = coverage_finding(spec, a, b)
+    found = [f for f in (mismatched, engaged, gaps) if f is not None]
+    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons,
+             *(gaps.reasons if gaps else ())]
     joined = verdict.joined(*found, first=first)
     if joined.kind is verdict.kind:
         return joined
@@ -285,6 +292,16 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
     return joined.with_reasons([
         f"verdict {joined.kind.value}, not {verdict.kind.value}: an arm did not run in its "
         "role (see the first reasons)"])
+
+
+def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
+                     ) -> VerdictFinding | None:
+    """What the arms' coverage demands (difftest.analysis.coverage): no agreement on a toggle
+    whose state neither arm exercised, nor on a corpus mutation planted in B (its
+    `[spec-config]` names it) whose state was not exercised or that never acted."""
+    assert a.trace is not None and b.trace is not None
+    return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
+                            (a.name, b.name), b.trace.config.values.get("mutation"))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
