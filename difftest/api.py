@@ -19,7 +19,8 @@ from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
-from difftest.core.model import ArmTrace
+from difftest.core.corpus import CoverageClass
+from difftest.core.model import ArmTrace, SpecCoverage
 from difftest.core.rules import Rules
 from difftest.flow.evaluate import ComparisonReport, judge_traces
 from difftest.flow.judge import CheckResult, NoiseReport, judged
@@ -28,6 +29,7 @@ from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, p
 from difftest.flow.rejudge import rejudge_run
 from difftest.flow.run import RunResults, analysed
 from difftest.flow.scoring import ProbeReport
+from difftest.flow.sweep import SweepReport
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
 from difftest.report import bisect_report, outputs
@@ -282,6 +284,37 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
         return result
 
     return analysed(plan, opts, outputs.PROBE_REPORTS, analysis)
+
+
+def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> SweepReport:
+    """Run a comparison over inputs generated to reach what its toggle is about
+    (difftest.flow.sweep): each input a run of both arms with reference-runner arguments
+    added, judged as the comparison is; `seeds` runs each input under that many seeds."""
+    from difftest.flow import sweep as sw
+
+    cfg = _config(config)
+    spec = cfg.comparison(comparison)
+    opts = run_options(keywords, options)
+    if seeds < 1:
+        raise UsageError(f"seeds must be >= 1, got {seeds}")
+    classes = sw.sweep_classes(spec)
+    eos: tuple[int, ...] = ()
+    if CoverageClass.EOS in classes:  # ids the configured input commits, to end requests at
+        first = run_comparison(cfg, spec, options=opts)
+        streams = [] if first.arm_a.trace is None else [
+            [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
+        eos = sw.eos_ids_of(streams)
+
+    def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+        varied = sw.with_args(cfg, spec, item.args)
+        rep = run_comparison(varied, spec, options=opts)
+        none = SpecCoverage()
+        return (rep.verdict.kind, rep.arm_a.trace.coverage if rep.arm_a.trace else none,
+                rep.arm_b.trace.coverage if rep.arm_b.trace else none)
+
+    items = sw.inputs_for(classes, tuple(range(seeds)), eos)
+    return sw.SweepReport(comparison, sw.run_sweep(items, judge))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from difftest.cli import (audit, bisect, cache, calibrate, check, compare, explain, localize,
-                          noise, parse, probe)
+                          noise, parse, probe, sweep)
 from difftest.cli.errors import Group, guarded
 
 HELP = ("Compare what two arms of a speculative-decoding runner drafted, and prove the "
@@ -59,7 +59,8 @@ def _root(
 
 
 for command in (localize.localize, parse.parse, audit.audit, compare.compare, compare.export,
-                explain.explain, noise.noise, calibrate.calibrate, check.check, probe.probe, bisect.bisect):
+                explain.explain, noise.noise, calibrate.calibrate, check.check, probe.probe,
+                sweep.sweep, bisect.bisect):
     app.command()(guarded(command))
 app.add_typer(cache_app, name="cache")
 cache_app.command("list")(guarded(cache.cache_list))

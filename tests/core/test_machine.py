@@ -108,3 +108,16 @@ def test_a_run_record_s_level_must_be_a_finite_number_too() -> None:
     for level in (math.nan, -1.0, math.inf):
         with pytest.raises(ThresholdError, match="key 'logit_level'"):
             Calibrated.of({"path": "t.toml", "logit_level": level})
+
+
+def test_an_environment_variable_every_arm_sets_itself_is_not_a_machine_difference() -> None:
+    # calibrated from a shell without OMP_NUM_THREADS, checked from one that exports it: the
+    # arms each set OMP_NUM_THREADS=1 themselves, so they ran alike (the bitwise gate holds)
+    was = {"cpu": "A", "env": "unset"}
+    now = {"cpu": "A", "env": "OMP_NUM_THREADS=1, ATEN_CPU_CAPABILITY=avx2"}
+    assert differences(was, now, pinned=frozenset({"OMP_NUM_THREADS"})) == [
+        "env (file: unset, here: ATEN_CPU_CAPABILITY=avx2)"]
+    assert differences(was, now, pinned=frozenset({"OMP_NUM_THREADS",
+                                                   "ATEN_CPU_CAPABILITY"})) == []
+    assert differences(was, now) == [
+        "env (file: unset, here: OMP_NUM_THREADS=1, ATEN_CPU_CAPABILITY=avx2)"]
