@@ -163,10 +163,23 @@ def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
     digits = format_digits(sig_digits, values)
     if digits is None:
         return Resolution(None, None)
-    listed = np.arange(values.shape[1])[None, :] < width[:, None]
-    q = quanta(values[compared], digits)
-    q = q[listed[compared] & ~np.isnan(q)]
-    return Resolution(digits, float(q.max()) if q.size else None)
+    # A quantum grows with the magnitude (`quanta` is monotone in |v|), so the coarsest is the
+    # quantum of the largest finite listed magnitude: one pass of max in row blocks, not a
+    # logarithm of every value (0 and non-finite values have no quantum, as in `quanta`).
+    top = 0.0
+    columns = np.arange(values.shape[1])[None, :]
+    for start in range(0, values.shape[0], RESOLUTION_BLOCK_ROWS):
+        block = slice(start, start + RESOLUTION_BLOCK_ROWS)
+        mag = np.abs(values[block])
+        keep = (columns < width[block, None]) & compared[block, None] & np.isfinite(mag)
+        if keep.any():
+            top = max(top, float(mag[keep].max()))
+    if top == 0.0:
+        return Resolution(digits, None)
+    return Resolution(digits, float(quanta(np.array([top]), digits)[0]))
+
+
+RESOLUTION_BLOCK_ROWS = 1 << 16  # rows per pass of `resolution`: its temporaries stay small
 
 
 def float32_prints(values: np.ndarray, digits: int) -> bool:
