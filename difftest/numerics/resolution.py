@@ -97,7 +97,23 @@ def decimal_exponent(mag: np.ndarray) -> np.ndarray:
 def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     """One unit in the last of `digits` significant digits of each value; nan for 0 and
     non-finite values (they carry no rounding). Exact: the same double on every CPU."""
-    return pow10(decimal_exponent(np.abs(values)) - digits + 1)
+    # `pow10(decimal_exponent(|v|) - digits + 1)` in a few in-place passes over table indices
+    # (the same double, to the bit: the same estimate, corrections and clipping; a quantum is
+    # taken of every logit value, so the passes count)
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = np.isfinite(mag)
+        good &= mag > 0
+        e = np.log10(mag, out=np.zeros_like(mag), where=good)
+        at = np.floor(e, out=e).astype(np.int64)
+    at -= _P10_MIN  # the index of 10**e in _P10 (e is 0 where the value has no quantum)
+    at -= _P10[at] > mag
+    at += _P10[np.minimum(at + 1, _P10.size - 1)] <= mag
+    at -= digits - 1
+    np.clip(at, 0, _P10.size - 1, out=at)
+    out: np.ndarray = _P10[at]
+    out[~good] = np.nan
+    return out
 
 
 def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
