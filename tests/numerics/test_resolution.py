@@ -73,6 +73,23 @@ def test_unlisted_columns_and_uncompared_rows_have_no_quantum() -> None:
     assert resolution(vals, width, digits, np.array([False, False])) == Resolution(6, None)
 
 
+@pytest.mark.parametrize("digits", [1, 6, 9, 17])
+def test_quanta_are_the_power_of_the_exact_exponent_to_the_bit(digits: int) -> None:
+    """`quanta` works on table indices in place: the same doubles as its definition,
+    `pow10(decimal_exponent(|v|) - digits + 1)`, at every power of ten, beside each, at the
+    ends of the double range, and on values of every magnitude."""
+    from difftest.numerics.resolution import _P10, decimal_exponent, pow10
+
+    rng = np.random.default_rng(digits)
+    spread = rng.normal(0, 1, 20_000) * 10.0 ** rng.integers(-320, 308, 20_000)
+    values = np.concatenate([_P10, np.nextafter(_P10, 0), np.nextafter(_P10, np.inf), -_P10,
+                             [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308],
+                             spread])
+    got = quanta(values, digits)
+    assert np.array_equal(got, pow10(decimal_exponent(np.abs(values)) - digits + 1),
+                          equal_nan=True)
+
+
 def _coarsest_by_definition(vals: np.ndarray, width: np.ndarray, digits: int,
                             compared: np.ndarray) -> float | None:
     """The definition `resolution` keeps: every listed, compared value's quantum, the largest."""
