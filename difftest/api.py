@@ -14,28 +14,36 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
-from difftest.core.errors import ExitCode, UsageError
+from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
+from difftest.flow.plan import RunOptions
 
 # What a command does not need is imported where it is used: comparing two traces loads the
-# analysis and the table, never bisect, running arms, the HTML page or the CSV writer
-# (tests/test_cli_startup.py).
+# analysis and the table, never bisect, running arms, the HTML page or the gate's reports
+# (tests/test_cli_startup.py); the records below are loaded on first use (`__getattr__`).
 if TYPE_CHECKING:
     from difftest.analysis.audit import TraceAudit
+    from difftest.analysis.verdict import Verdict
     from difftest.bisect import BisectResult, Mode
     from difftest.core.model import ArmTrace
     from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.judge import CheckResult, NoiseReport
-    from difftest.flow.plan import RunOptions
+    from difftest.flow.run import RunResults
     from difftest.flow.scoring import ProbeReport
     from difftest.report.diffread import read_diff
 
 ConfigLike = Config | Path | str | None
 
-__all__ = ["AuditReport", "Traces", "audit", "check", "compare", "compare_arms", "compare_traces",
-           "export_csv", "export_html", "noise", "parse", "probe", "read_diff", "rejudge", "resolve_spec",
-           "run_comparison", "write_reports"]
+__all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
+           "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
+           "rejudge", "resolve_spec", "run_comparison", "write_reports",
+           # the records the commands take and return (difftest/__init__.py re-exports them)
+           "BisectResult", "CheckResult", "ComparisonReport", "ConfigError", "DifftestError",
+           "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules", "RunOptions",
+           "UsageError", "Verdict", "VerdictKind"]
 
 
 def _config(config: ConfigLike) -> Config:
@@ -78,14 +86,17 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.judge import judged
     from difftest.flow.plan import plan_compare
-    from difftest.flow.run import run
+    from difftest.flow.run import analysed
     from difftest.report import outputs
 
     opts = run_options(keywords, options)
     plan = plan_compare(config, spec, opts.until_decided)
-    report = judged(plan, run(plan, opts), ComparisonReport)
-    outputs.write_comparison(report)
-    return report
+    def analysis(results: RunResults) -> ComparisonReport:
+        report = judged(plan, results, ComparisonReport)
+        outputs.write_comparison(report)
+        return report
+
+    return analysed(plan, opts, outputs.COMPARISON_REPORTS, analysis)
 
 
 class CompareKeywords(OverrideKeywords, RunKeywords, total=False):
@@ -189,27 +200,21 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
 
 
 def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
-          options: RunOptions | None = None, runs: int | None = None,
-          **keywords: Unpack[RunKeywords]) -> NoiseReport:
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
-    the run directory (3 runs unless told). `runs` is the old spelling of `noise_runs` (warns;
-    both at once are refused, as on the command line)."""
+    the run directory (3 runs unless told)."""
     from difftest.flow.judge import NoiseReport, judged
     from difftest.flow.plan import plan_noise
-    from difftest.flow.run import run
+    from difftest.flow.run import analysed
     from difftest.report import outputs
 
-    if runs is not None:
-        from difftest.core.deprecation import warn_python
-
-        if noise_runs is not None:
-            raise UsageError("runs and noise_runs are one option: give noise_runs alone")
-        warn_python("noise(runs=...)", "noise(noise_runs=...)")
-        noise_runs = runs
     plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
-    report = judged(plan, run(plan, run_options(keywords, options)), NoiseReport)
-    outputs.write_noise(report)
-    return report
+    def analysis(results: RunResults) -> NoiseReport:
+        report = judged(plan, results, NoiseReport)
+        outputs.write_noise(report)
+        return report
+
+    return analysed(plan, run_options(keywords, options), outputs.NOISE_REPORTS, analysis)
 
 
 def export_csv(report: ComparisonReport, path: Path) -> bool:
@@ -267,16 +272,19 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
     was."""
     from difftest.flow.judge import CheckResult, judged
     from difftest.flow.plan import plan_check
-    from difftest.flow.run import run
+    from difftest.flow.run import analysed
     from difftest.report import outputs
 
     cfg = _config(config)
     opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
     plan = plan_check(cfg, only, probes=probes)
-    result = judged(plan, run(plan, opts), CheckResult)
-    outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
-    return result
+    def analysis(results: RunResults) -> CheckResult:
+        result = judged(plan, results, CheckResult)
+        outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
+        return result
+
+    return analysed(plan, opts, outputs.CHECK_REPORTS, analysis)
 
 
 def probe(arm_a: str | None = None, arm_b: str | None = None, *,
@@ -287,7 +295,7 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
     reports and probe.json into the run directory."""
     from difftest.flow.judge import judged
     from difftest.flow.plan import plan_probe
-    from difftest.flow.run import run
+    from difftest.flow.run import analysed
     from difftest.flow.scoring import ProbeReport
     from difftest.report import outputs
 
@@ -298,9 +306,12 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
     spec = (cfg.comparison(comparison) if comparison is not None
             else resolve_spec(cfg, arm_a, arm_b, None))
     plan = plan_probe(cfg, spec, mutations or None)
-    result = judged(plan, run(plan, opts), ProbeReport)
-    outputs.write_probe(result)
-    return result
+    def analysis(results: RunResults) -> ProbeReport:
+        result = judged(plan, results, ProbeReport)
+        outputs.write_probe(result)
+        return result
+
+    return analysed(plan, opts, outputs.PROBE_REPORTS, analysis)
 
 
 @dataclass(frozen=True)
@@ -406,10 +417,17 @@ def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
     return _config(config).defaults.cache or default_cache_dir()
 
 
-def __getattr__(name: str) -> Any:
-    """`read_diff` (difftest.report.diffread), loaded on first use."""
-    if name == "read_diff":
-        from difftest.report.diffread import read_diff
+# The records the API returns, and `read_diff`, by where they live: loaded on first use.
+_LAZY = {"BisectResult": "difftest.bisect", "CheckResult": "difftest.flow.judge",
+         "ComparisonReport": "difftest.flow.evaluate", "NoiseReport": "difftest.flow.judge",
+         "ProbeReport": "difftest.flow.scoring", "Verdict": "difftest.analysis.verdict",
+         "read_diff": "difftest.report.diffread"}
 
-        return read_diff
-    raise AttributeError(f"module 'difftest.api' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'difftest.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)

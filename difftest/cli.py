@@ -160,7 +160,7 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        one_line_on_stderr()  # an old spelling a command meets says so in one line
+        one_line_on_stderr()  # an old config key a command meets says so in one line
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -185,7 +185,11 @@ def _said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
 
         return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
-        return "difftest: interrupted", ExitCode.INTERRUPTED
+        signum = getattr(exc, "signum", 2)  # SIGTERM and SIGHUP outside a run's stages
+        code = 128 + signum if isinstance(signum, int) else 130
+        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(code - 128, "interrupted")
+        return f"difftest: {what}", ExitCode(code) if code in set(ExitCode) else \
+            ExitCode.INTERRUPTED
     if isinstance(exc, OSError):
         if stdout:
             where = exc.filename or "standard output"
@@ -210,19 +214,6 @@ def _os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return f"{where}the disk is full (no space left on device)"
     return f"{where}{exc.strerror or exc}"
-
-
-def _renamed(old: str, old_value: int | None, new: str, value: int | None, default: int) -> int:
-    """An option given under its old spelling still counts, with one line on stderr; given
-    under both spellings it is refused (which one was meant is not for difftest to guess)."""
-    if old_value is None:
-        return default if value is None else value
-    if value is not None:
-        raise UsageError(f"{old} and {new} are one option; give {new} only")
-    from difftest.core.deprecation import warn_cli
-
-    warn_cli(old, new)
-    return old_value
 
 
 class ParseFormat(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
@@ -414,9 +405,15 @@ def localize(
     comparison: Annotated[str | None, typer.Option(
         "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
                                    "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", metavar="ARM",
+        help="A known-good arm that differs from A only in the harmless change: rerun it too "
+             "and name the first module beyond its own background |A - B0| (default: the "
+             "comparison's localize_baseline). With --dumps: its capture folder.")] = None,
+    config: ConfigOpt = None,
 ) -> None:
-    """Name the first draft-forward module whose output differs between the arms
-    (exit 1 when one differs, 0 when all agree)."""
+    """Name the first draft-forward module whose output differs between the arms, or that
+    differs beyond a baseline's (exit 1 when one differs, 0 when all agree)."""
     from difftest.flow import localize as loc
 
     if (run_dir is None) == (dumps is None):
@@ -428,14 +425,18 @@ def localize(
             verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
             raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
                              "RUN_DIR, not --dumps")
-        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0)
+        if config is not None:
+            raise UsageError("--config names where the baseline arm is defined: it needs a "
+                             "RUN_DIR, not --dumps")
+        report = loc.localize_dumps(dumps[0], dumps[1], atol or 0.0,
+                                    Path(baseline) if baseline is not None else None)
         typer.echo(report.render())
         raise typer.Exit(int(report.exit_code))
     assert run_dir is not None
     from difftest.report.outputs import write_localization
 
     result = loc.localize_run(run_dir, loc.parse_at(at) if at is not None else None, atol,
-                              comparison)
+                              comparison, baseline, config)
     figure, missing = _kept(lambda: write_localization(result))
     typer.echo(result.render())
     typer.echo(f"figure: {figure}" + ("; the run's report.md and report.html have the section"
@@ -606,9 +607,6 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     noise_runs: Annotated[int | None, typer.Option(
         "--noise-runs", min=2, help="How many times to run it (default 3).")] = None,
-    runs: Annotated[int | None, typer.Option(
-        "--runs", min=2, hidden=True,
-        help="The old spelling of --noise-runs (goes in difftest 0.3).")] = None,
     config: ConfigOpt = None,
     format: ReportFormatOpt = ReportFormat.table,
     run_root: RunRoot = None,
@@ -618,8 +616,7 @@ def noise(
     from difftest import api
     from difftest.report import noise_report
 
-    runs_given = _renamed("--runs", runs, "--noise-runs", noise_runs, 3)
-    report, missing = _kept(lambda: api.noise(arm, noise_runs=runs_given, config=config,
+    report, missing = _kept(lambda: api.noise(arm, noise_runs=noise_runs, config=config,
                                               run_root=run_root, progress=progress))
     if format is ReportFormat.json:
         typer.echo(noise_report.render_json(report))
@@ -636,15 +633,17 @@ def calibrate(
     config: ConfigOpt = None,
     run_root: RunRoot = None,
     progress: Progress = None,
+    jobs: Jobs = None,
 ) -> None:
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
     probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
-    differences overlap (or no probe ran)."""
+    differences overlap, the separation's lower bound is below 1 (it says how many inputs
+    would reach it), or no probe ran."""
     from difftest.flow.calibrate import calibrate as run
     from difftest.config import load_config
 
     cfg = load_config(config, unread_thresholds=comparison)  # the file it is about to replace
-    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress)
+    cal = run(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress, jobs=jobs)
     typer.echo("\n".join(cal.summary()))
     raise typer.Exit(int(cal.exit_code))
 

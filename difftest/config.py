@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from difftest.core.deprecation import warn_config, warn_python
+from difftest.core.deprecation import warn_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
@@ -27,8 +27,9 @@ from difftest.core.rules import ECHO_KEYS, RULE_KEYS, Rules, finite_number, inte
 # checked there, and read from here too
 from difftest.core.rules import AcceptanceGate as AcceptanceGate
 from difftest.core.rules import InvalidValue as InvalidValue
-from difftest.core.thresholds import (Dtype, ThresholdError, ToleranceMode, canonical_input,
-                                 parse_dtype, read_thresholds, tolerance_mode)
+from difftest.core.thresholds import (Calibrated, Dtype, ThresholdError, ToleranceMode,
+                                     canonical_input, parse_dtype, read_thresholds,
+                                     tolerance_mode)
 
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 PYTHON_TOKEN = "{python}"
@@ -43,7 +44,7 @@ MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 # a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
 _COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inputs",
-                    "gate_input")
+                    "gate_input", "localize_baseline")
 # old spellings of comparison keys, read for one release with a warning: old -> new
 _OLD_COMPARISON_KEYS = {"probe": "mutations"}
 _MUTATION_KEYS = ("env", "args")
@@ -70,12 +71,14 @@ def name_problem(name: str) -> str | None:
 
 
 def _input(key: str, value: object) -> str:
-    """An input for INPUT_TOKEN: an integer seed or a one-word string."""
+    """An input for INPUT_TOKEN: an integer seed, a word or a prompt (one line of text; the
+    argv element or env value it replaces receives it whole)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidValue(key, f"must be an integer or a string, got {kind_of(value)}")
     text = str(value)
-    if not text or any(c.isspace() or ord(c) < 32 for c in text):
-        raise InvalidValue(key, f"must be one word, got {text!r}")
+    if not text.strip() or any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise InvalidValue(key, f"must be a word or one line of text without control "
+                                f"characters, got {text!r}")
     return text
 
 
@@ -176,6 +179,11 @@ class ComparisonSpec:
     # atol/rtol/near_tie came from when it was read ("": not read, or no file)
     thresholds: str = ""
     threshold_origin: str = ""
+    # what the thresholds file says beyond its values: benign rates, machine (None: no file)
+    calibrated: Calibrated | None = None
+    # `difftest localize`'s background: a known-good arm that differs from A only in the
+    # harmless change (None: localise without one)
+    localize_baseline: str | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, object]) -> ComparisonSpec:
@@ -196,13 +204,13 @@ class ComparisonSpec:
                 "arm_dtypes": [d.value if d is not None else None for d in self.arm_dtypes],
                 "gate_input": self.gate_input,
                 "calibration_inputs": list(self.calibration_inputs),
-                "thresholds": self.thresholds, "threshold_origin": self.threshold_origin}
-
-    @property
-    def probe(self) -> tuple[str, ...]:
-        """The old spelling of `mutations` (the config key it was read from), for one release."""
-        warn_python("ComparisonSpec.probe", "ComparisonSpec.rules.mutations")
-        return self.rules.mutations
+                "thresholds": self.thresholds, "threshold_origin": self.threshold_origin,
+                # only with a thresholds file: records without one keep their shape
+                **({"calibrated": self.calibrated.to_json()} if self.calibrated is not None
+                   else {}),
+                # only when set: a record without it reads back as no baseline
+                **({"localize_baseline": self.localize_baseline}
+                   if self.localize_baseline is not None else {})}
 
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
@@ -218,8 +226,21 @@ class ComparisonSpec:
                                            else parse_dtype(str(d)) for d in dtypes))
         except ValueError as exc:
             raise InvalidValue("arm_dtypes", str(exc)) from None
+        calibrated: object = self.calibrated  # a run record's echo holds it as a table
+        if calibrated is not None and not isinstance(calibrated, Calibrated):
+            try:
+                set_(self, "calibrated", Calibrated.of(calibrated))
+            except ThresholdError as exc:
+                raise InvalidValue("calibrated", str(exc)) from None
         if self.gate_input is not None:
             set_(self, "gate_input", _input("gate_input", self.gate_input))
+        if self.localize_baseline is not None:
+            name_string("localize_baseline", self.localize_baseline)
+            if self.localize_baseline in (self.arm_a, self.arm_b):
+                raise InvalidValue("localize_baseline", f"names arm {self.localize_baseline!r} "
+                                   "of the comparison itself; the baseline is a third, "
+                                   "known-good arm that differs from A only in the harmless "
+                                   "change")
         inputs: object = self.calibration_inputs
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
             raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
@@ -400,7 +421,12 @@ class _Checker:
                 continue
             if now in out:
                 raise self.fail(table, f"keys {was!r} and {now!r} are one key; give {now!r} only")
-            warn_config(self.path, table, was, now)
+            try:
+                warn_config(self.path, table, was, now)
+            except Warning:  # the warnings filter turns warnings into errors (-W error)
+                raise self.fail(table, f"key {was!r} is the old spelling of {now!r} (its "
+                                       "deprecation warning is an error under this warnings "
+                                       f"filter): use {now!r}") from None
             out[now] = out.pop(was)
         return out
 
@@ -626,6 +652,24 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
                    dtype=dtype)
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What a path that exists is when it is no regular file (a folder, a FIFO, a device),
+    told apart from one that does not exist yet (calibrate writes it)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a device or other special file"
+
+
 def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec],
                 mutations: Mapping[str, MutationSpec], base: Path, *,
                 read: bool = True) -> ComparisonSpec:
@@ -646,12 +690,19 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key {key!r}: no arm named {arm!r} (arms: {known})")
         sides[key] = arm
+    if "localize_baseline" in raw:
+        arm = check.string(table, "localize_baseline", raw["localize_baseline"])
+        if arm not in arms:
+            known = ", ".join(arms) or "none defined"
+            raise check.fail(table, f"key 'localize_baseline': no arm named {arm!r} (arms: "
+                                    f"{known})")
     probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
         if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
             known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
             raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
-    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs")
+    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs",
+                                                  "localize_baseline")
                               if k in raw and k != "mutations"}
     if "tolerance" in raw:
         try:
@@ -671,6 +722,9 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                                         "remove one of them")
         file = Path(given) if Path(given).is_absolute() else base / given
         values["thresholds"] = str(file)
+        kind = _not_a_file(file)
+        if kind is not None:
+            raise check.fail(table, f"key 'thresholds': {file} is {kind}, not a thresholds file")
         if read and file.is_file():
             try:
                 found = read_thresholds(file)
@@ -679,7 +733,7 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             except ThresholdError as exc:
                 raise check.fail(table, f"key 'thresholds': {exc}") from None
             values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
-                          threshold_origin=found.origin)
+                          threshold_origin=found.origin, calibrated=found.calibrated)
     try:
         return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
                                   "mutations": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 __all__ = ["DraftingKind", "Tracer", "accepted", "drafting_header", "level_from_env",
-           "spec_config", "top_pairs"]
+           "spec_config", "spec_sample", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
@@ -87,6 +87,30 @@ def spec_logits(req: str, pos: int, row: int, top: Sequence[tuple[int, float]]) 
     nan/inf matches C's for the values a logit takes."""
     pairs = "".join(f"{int(i)}:{float(v):.9g} " for i, v in top)
     return f"[spec-logits] req={req} pos={pos} row={row} top=[ {pairs}]"
+
+
+SAMPLE_TAG = "[spec-sample]"
+
+
+def _probs(values: Sequence[float]) -> str:
+    return "".join(f"{float(v):.9g} " for v in values)
+
+
+def spec_sample(req: str, pos: int, acc: int, q: Sequence[float], p: Sequence[float],
+                overlap: Sequence[float], residual: int | None) -> str:
+    """`[spec-sample]`: one sampled verify's rejection test. `q` is the draft's probability of
+    each drafted token, `p` the target's, for every row the verify tested (the accepted ones and
+    the first rejected one); `overlap` is sum over the vocabulary of min(p, q) for each tested
+    row (its acceptance probability); `residual` the token drawn from the normalised residual
+    max(0, p - q) at the rejected row, or None (`-`) when every draft was accepted and the
+    last emitted token is the target's bonus draw. Distributions are the ones the test used,
+    after temperature and top-p."""
+    if not len(p) == len(overlap) <= len(q):
+        raise ValueError(f"spec_sample: {len(q)} q, {len(p)} p and {len(overlap)} overlap "
+                         "values: p and overlap cover the tested rows, at most one per draft")
+    drawn = "-" if residual is None else str(int(residual))
+    return (f"{SAMPLE_TAG} req={req} pos={pos} acc={acc} q=[ {_probs(q)}] p=[ {_probs(p)}] "
+            f"overlap=[ {_probs(overlap)}] residual={drawn}")
 
 
 def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> str:
@@ -360,6 +384,14 @@ class Tracer:
         if self.enabled:
             self._write([forced_line(str(req), int(pos), _ids("committed", committed))])
 
+    def sample(self, req: str | int, pos: int, acc: int, q: Sequence[float],
+               p: Sequence[float], overlap: Sequence[float], residual: int | None) -> None:
+        """In sampled decoding, after the step's `step(...)`: the rejection test's draft and
+        target probabilities of the drafted tokens, each tested row's overlap sum(min(p, q)),
+        and the residual draw (None: all accepted). A `[spec-sample]` line at level 1 and up."""
+        if self.enabled:
+            self._write([spec_sample(str(req), int(pos), int(acc), q, p, overlap, residual)])
+
     def step(self, req: str | int, pos: int, drafted: Any, emitted: Any,
              logits: Any = None, *, bonus: bool = True) -> None:
         """Trace one verify of request `req`.
@@ -370,8 +402,9 @@ class Tracer:
         (the accepted drafts and the target's own next token). `logits`: optional, shape
         (len(drafted), vocab), the drafter's raw logits of each drafted row, printed at level 3.
         `bonus=False`: the step emitted no token of the target's own (every draft accepted,
-        the verify cut short), so `emitted` equals `drafted`. Ids that contradict each other
-        are refused with a ValueError (see `accepted`).
+        the verify cut short), so `emitted` equals `drafted`; such a step traced with the
+        default `bonus=True` is refused, the error naming `bonus=False`. Ids that contradict
+        each other are refused with a ValueError (see `accepted`).
         """
         if not self.enabled:
             return
@@ -407,6 +440,15 @@ class Tracer:
                 raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
             for j in range(k):
                 lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
+        if bonus and draft and emit == draft:
+            # what a hook written before `bonus` existed passes at a verify a token budget cut
+            # short (mlx-lm's last step): every draft emitted, no token of the target's own
+            raise ValueError(f"step req={name} pos={pos}: drafted {draft}, emitted {emit}: "
+                             "emitted is every drafted id and no token of the target's own "
+                             "follows them: a verify cut "
+                             "short (a token budget that ended after its last accepted draft, "
+                             "as mlx-lm's does) is traced with step(..., bonus=False); a "
+                             "verify that went on emits the target's token after the drafts")
         # without a bonus token every draft was accepted (checked above): acc = ns = k
         acc = accepted(name, pos, draft, emit) if bonus else ns
         lines.append(spectrace(name, pos, k, ns, acc, draft, emit))

@@ -38,7 +38,9 @@ def _judge(runner: str, fault: str, clean: Path, faulty: Path, strip: bool
     def name(m: str) -> str:
         return m.partition(".")[2] if strip else m
 
-    named = name(loc.first.module) if loc.first is not None else None
+    # a fault in the first module: the whole capture differs, starting there (named as
+    # where it starts, not as a cause)
+    named = name(loc.start.module) if loc.start is not None else None
     order = [name(m.module) for m in loc.modules]
     inside = [i for i, m in enumerate(order) if m == module or m.startswith(module + ".")]
     if named is not None and (named == module or named.startswith(module + ".")):

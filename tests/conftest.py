@@ -28,11 +28,13 @@ DURATIONS = TESTS / "durations.json"
 SLOW_S = 1.0
 MARKERS = {
     "slow": f"measured at {SLOW_S:g} s or more (tests/durations.json), or needs a heavy outside "
-            "component (transformers, mlx, Chromium, Slurm); the fast loop is -m 'not slow'",
+            "component (transformers, mlx, llama.cpp, Chromium, Slurm); the fast loop is "
+            "-m 'not slow'",
     "subprocess": "starts real processes: arms, the difftest command line, a fresh pytest",
     "torch": "runs the reference runner, which imports torch (in-process or as an arm)",
     "transformers": "runs the Hugging Face transformers runner or adapter (the [hf] extra)",
     "mlx": "runs the mlx-lm runner or adapter (the [mlx] extra)",
+    "llamacpp": "runs the llama.cpp runner or adapter (the [llamacpp] extra)",
     "chromium": "loads a page in headless Chromium",
     "slurm": "runs jobs on a Slurm cluster (scripts/slurm-up.sh)",
     "git": "makes git repositories, commits or worktrees",
@@ -57,13 +59,15 @@ FAST_REPRESENTATIVES = frozenset({
     "tests/runners/reference/test_reference_trace.py::test_logits_lines_are_the_raw_top8",
 })
 # Needing one of these makes a test slow whatever it measured.
-HEAVY = frozenset({"transformers", "mlx", "chromium", "slurm"})
+HEAVY = frozenset({"transformers", "mlx", "llamacpp", "chromium", "slurm"})
 
 NUMERICS = ("numerics",)
 MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "runners/reference/": ("torch",),
+    "test_analysis_signals.py": ("subprocess",),
     "test_api.py": ("subprocess", "torch"),
     "test_run_record.py": ("subprocess", "torch"),
+    "test_sampled_comparison.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),
     "test_cli_compare.py": ("subprocess",),
     "test_cli_habits.py": ("subprocess",),
@@ -82,6 +86,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_lossless.py": NUMERICS,
     "test_markers.py": ("subprocess",),
     "test_mlx": ("mlx",),
+    "test_llamacpp": ("llamacpp",),
     "test_noise.py": NUMERICS,
     "test_numerics_cli.py": ("numerics", "subprocess"),
     "test_one_path.py": ("subprocess",),
@@ -94,6 +99,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_report_outputs.py": ("subprocess",),
     "test_resolution.py": NUMERICS,
     "test_rejudge.py": ("subprocess",),
+    "test_roles.py": ("subprocess", "torch"),
     "test_review_fixes.py": ("subprocess",),
     "test_slurm.py": ("slurm", "subprocess", "torch"),
     "test_stats.py": NUMERICS,

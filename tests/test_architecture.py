@@ -19,16 +19,17 @@ STAGES = ("config", "trace", "numerics", "analysis", "execute", "flow", "bisect"
 # Programs of their own that difftest runs as arms: no stage imports them, and they import
 # nothing but the foundation and the producers.
 OUTSIDE = ("runners",)
-# Old spellings kept for one release: each imports only what it is now called (and the
-# foundation, which words the warning).
-ALIASES = {"reference": "runners", "hf": "runners", "mlx": "runners"}
+# What the package root (the public surface, difftest/__init__.py) re-exports, on first use.
+ROOT_IMPORTS = ("difftest.api", "difftest.emit", "difftest.adapters")
 ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 
 # Inside a folder, the modules in the order they may import each other: first the module that
 # imports no sibling. Every module of these folders is listed (a new one must be placed).
 MODULES = {
-    "core": ("deprecation", "moved", "errors", "jsonout", "kinds", "model", "atomic",
+    "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # what makes a float differ between machines: a thresholds file records it
+             "machine",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record
@@ -37,13 +38,17 @@ MODULES = {
              # the teacher-forcing stream, activation dumps and planted faults: files a runner
              # and the flow both read
              "force", "activations", "faults"),
-    "trace": ("grammar", "numbers", "bulk", "parser", "align"),
+    "trace": ("grammar", "numbers", "bulk", "parser", "align",
+              # the `[spec-sample]` lines of sampled decoding, read beside the main parser
+              "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("quantity", "audit", "compare", "threshold_notes", "logit_instrument", "verdict",
-                 "acceptance", "sequential", "rates", "floor"),
+    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument",
+                 "verdict", "acceptance", "sequential", "rates", "benign", "floor",
+                 # sampled decoding: the token laws of two arms, and each arm's acceptance
+                 "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
-    "flow": ("plan", "overrides", "switch", "evaluate", "sequential_runs", "run", "scoring", "judge",
+    "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
     "report": ("text", "cells", "headline", "comparison", "audit_report", "bisect_report",
@@ -110,20 +115,13 @@ def violations(package: Path = PACKAGE) -> list[str]:
             if there == here:
                 found += _inside(here, _leaf(module), _leaf(target), where)
                 continue
-            if here == "":  # the package root loads the API lazily, and old names' table
-                if there != "api" and target != "difftest.core.moved":
-                    found.append(f"{where}: the package root may import only difftest.api "
-                                 "and difftest.core.moved")
+            if here == "":  # the package root: the public surface, loaded on first use
+                if target not in ROOT_IMPORTS:
+                    found.append(f"{where}: the package root may import only "
+                                 f"{', '.join(ROOT_IMPORTS)}")
                 continue
             if there == "":
                 continue  # `from difftest import __version__`
-            if here in ALIASES:
-                if there not in (ALIASES[here], *FOUNDATION):
-                    found.append(f"{where}: an old spelling imports only {ALIASES[here]} and the foundation")
-                continue
-            if there in ALIASES:
-                found.append(f"{where}: {there} is an old spelling; import {ALIASES[there]}")
-                continue
             if here in OUTSIDE or there in OUTSIDE:
                 if there not in FOUNDATION + PRODUCERS:
                     found.append(f"{where}: {there} is outside the stages")
@@ -184,15 +182,16 @@ def test_the_check_sees_a_folder_importing_a_later_folder(tmp_path: Path) -> Non
     assert len(found) == 1 and "flow comes after numerics" in found[0], found
 
 
-def test_an_old_spelling_only_forwards(tmp_path: Path) -> None:
+def test_the_package_root_imports_only_the_public_surface(tmp_path: Path) -> None:
     found = violations(_package(tmp_path, {
-        "reference/__main__.py": "from difftest.flow import pipeline\n"}))
-    assert len(found) == 1 and "an old spelling imports only runners" in found[0], found
+        "__init__.py": "from difftest.api import check\nfrom difftest.core import moved\n",
+        "api.py": "", "core/moved.py": ""}))
+    assert len(found) == 1 and "the package root may import only" in found[0], found
 
 
 # Top-level test files: tests of the top-level modules, and of the package as a whole.
 FLAT_MODULES = ("api", "cli", "config", "emit", "pytest_plugin")
-WHOLE_PACKAGE = ("architecture", "signatures", "docs", "markers", "mutation_anchors", "aliases",
+WHOLE_PACKAGE = ("architecture", "signatures", "docs", "markers", "mutation_anchors", "public_surface",
                  "review_fixes", "slurm", "numerics_cli", "override_errors")
 
 

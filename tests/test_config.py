@@ -11,6 +11,7 @@ import pytest
 from difftest.config import (BUILTIN_MUTATIONS, ArmSpec, AuditThresholds, MutationSpec,
                              default_config_path, load_config, parse_config)
 from difftest.core.rules import Rules
+from difftest.core.kinds import DecodingMode
 from difftest.core.errors import ConfigError, ExitCode, UsageError
 from conftest import git
 
@@ -33,11 +34,18 @@ def test_default_config_is_the_packaged_file() -> None:
 def test_default_config_arms_and_comparisons() -> None:
     cfg = load_config(default_config_path())
     assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off",
-                              "paged-split", "paged-nondet"]
-    for arm in cfg.arms.values():
+                              "paged-split", "paged-nondet", "sampled-target", "sampled-spec"]
+    for name, arm in cfg.arms.items():
         assert arm.command[:3] == (sys.executable, "-m", "difftest.runners.reference")
-        assert arm.env["VT_SPEC_TRACE"] == "3"
+        # the sampled arms are judged on their emitted streams and [spec-sample] lines
+        assert arm.env["VT_SPEC_TRACE"] == ("1" if name.startswith("sampled-") else "3")
         assert arm.git_ref is None and arm.build is None
+    sampled = cfg.comparisons["sampled"]
+    assert (sampled.arm_a, sampled.arm_b, sampled.rules.decoding) == (
+        "sampled-target", "sampled-spec", DecodingMode.SAMPLED)
+    assert sampled.rules.toggle == ("spec",)
+    assert "--no-spec" in cfg.arms["sampled-target"].command
+    assert "--no-spec" not in cfg.arms["sampled-spec"].command
     # the lanes are chosen as vllm.cpp chooses them, by VT_DFLASH_PAGED alone, and each arm's
     # evidence says what its output must show
     assert "--lane" not in cfg.arms["materialized"].command
@@ -68,9 +76,11 @@ def test_degenerate_config_is_level_one_on_the_degenerate_fixture() -> None:
     cfg = load_config(REPO / "configs" / "degenerate.toml")
     default = load_config(default_config_path())
     # the default's arms and comparisons of the motivating case (the numerics lanes are
-    # level-3 instruments and have no degenerate twin)
-    assert list(cfg.arms) == [a for a in default.arms if a not in ("paged-split", "paged-nondet")]
-    assert list(cfg.comparisons) == [c for c in default.comparisons if c not in ("split", "nondet")]
+    # level-3 instruments and the sampled pair a distribution one: no degenerate twin)
+    twinless = ("paged-split", "paged-nondet", "sampled-target", "sampled-spec")
+    assert list(cfg.arms) == [a for a in default.arms if a not in twinless]
+    assert list(cfg.comparisons) == [c for c in default.comparisons
+                                     if c not in ("split", "nondet", "sampled")]
     for name, arm in cfg.arms.items():
         assert arm.env["VT_SPEC_TRACE"] == "1"
         i = arm.command.index("--fixture")
@@ -189,9 +199,15 @@ def test_good_fixture_every_key() -> None:
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\nexpct = "same"\n',
                  "[comparisons.c]: key 'expct': unknown key (known: arm_a, arm_b, expect, "
                  "min_differing, near_tie, atol, rtol, noise_runs, mutations, drafting, toggle, "
-                 "teacher_force, acceptance, tolerance, thresholds, calibration_inputs, "
-                 "gate_input)",
+                 "teacher_force, acceptance, tolerance, decoding, thresholds, calibration_inputs, "
+                 "gate_input, localize_baseline)",
                  id="unknown-comparison-key"),
+    pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\ndecoding = "random"\n',
+                 "[comparisons.c]: key 'decoding': must be \"greedy\" or \"sampled\", got 'random'",
+                 id="decoding-unknown"),
+    pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\ndecoding = "sampled"\n'
+                 'teacher_force = true\n', "[comparisons.c]: key 'decoding': a sampled comparison "
+                 "draws its own tokens", id="decoding-sampled-forced"),
     pytest.param(TWO_ARMS + '[comparisons.c]\narm_a = "paged"\narm_b = "other"\n'
                  'mutations = ["causal-mask", "flip-everything"]\n', "[comparisons.c]: key 'mutations': "
                  "unknown mutation 'flip-everything'", id="unknown-probe"),

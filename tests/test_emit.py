@@ -126,6 +126,23 @@ def test_a_step_that_drafts_nothing_carries_the_emitted_token() -> None:
     assert trace.verifies.emit(0).tolist() == [42]
 
 
+def test_a_sampled_step_prints_its_rejection_test_at_level_1() -> None:
+    from difftest.trace.sampled import samples_of
+
+    quiet = io.StringIO()
+    Tracer(level=0, file=quiet).sample("r0", 7, 0, [0.5, 0.25], [0.125], [0.375], 9)
+    assert quiet.getvalue() == ""
+    buf = io.StringIO()
+    tracer = Tracer(level=1, file=buf)
+    tracer.step("r0", 7, [3, 4], [9])
+    tracer.sample("r0", 7, 0, [0.5, 0.25], [0.125], [0.375], 9)
+    assert buf.getvalue().splitlines()[-1] == (
+        "[spec-sample] req=r0 pos=7 acc=0 q=[ 0.5 0.25 ] p=[ 0.125 ] overlap=[ 0.375 ] residual=9")
+    step = samples_of(buf.getvalue().encode()).steps[0]
+    assert (step.q, step.p, step.overlap, step.residual) == ((0.5, 0.25), (0.125,), (0.375,), 9)
+    assert not parse_text(buf.getvalue()).findings
+
+
 def test_header_once_before_the_first_step() -> None:
     buf = io.StringIO()
     tracer = Tracer(level=1, file=buf, drafting="sequential")
@@ -176,7 +193,10 @@ def test_bad_calls_are_clear_errors(call, message: str) -> None:  # type: ignore
     ([5], [5, 6, 7], "emitted[1]=6 replaces drafted[1]=(none), yet 1 more token(s) follow it"),
     # the target's own token equals the draft it would replace: that draft was accepted
     ([5, 6, 7], [5, 6], "the target's own token emitted[1]=6 equals drafted[1]"),
-    ([5], [5], "the target's own token emitted[0]=5 equals drafted[0]"),
+    # every draft emitted and nothing after: a verify cut short, traced with bonus=False
+    ([5], [5], "emitted is every drafted id and no token of the target's own follows them: a "
+               "verify cut short (a token budget that ended after its last accepted draft, as "
+               "mlx-lm's does) is traced with step(..., bonus=False)"),
 ])
 def test_a_step_whose_ids_contradict_each_other_is_refused(
         drafted: list[int], emitted: list[int], message: str) -> None:

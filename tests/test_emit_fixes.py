@@ -62,6 +62,16 @@ def test_no_bonus_with_a_rejected_draft_is_refused() -> None:
         Tracer(level=1, file=io.StringIO()).step("r", 3, [4, 5], [4, 9], bonus=False)
 
 
+def test_a_cut_short_verify_without_bonus_false_names_the_fix() -> None:
+    """A hook written before `bonus` existed closes mlx-lm's end-of-budget verify (every draft
+    emitted, no target token) with the default bonus=True: the error says to pass
+    bonus=False (before, it said the target's token equalled a draft)."""
+    with pytest.raises(ValueError, match=r"step req=r pos=3: drafted \[4, 5\], emitted \[4, 5\]: "
+                                         r"emitted is every drafted id .* is traced with "
+                                         r"step\(\.\.\., bonus=False\)"):
+        Tracer(level=1, file=io.StringIO()).step("r", 3, [4, 5], [4, 5])
+
+
 def test_the_parser_still_flags_a_wrong_acc() -> None:
     text = "[SPECTRACE] req=r pos=3 k=3 ns=2 acc=2 draft=[ 4 5 6 ] emit=[ 4 5 ]\n"
     assert parse_text(text, path="t").findings

@@ -37,6 +37,7 @@ from difftest.numerics.clustered import (ClusteredRate, ClusterSums,
 from difftest.config import AcceptanceGate
 from difftest.core.kinds import ArmSide, Instrument, VerdictKind
 from difftest.core.model import ArmTrace
+from difftest.analysis.findings import Demand, Origin, VerdictFinding, of_decision
 from difftest.analysis.verdict import Verdict
 
 DISPLAY_ALPHA = 0.025  # each side of the 95% intervals shown without a gate
@@ -264,32 +265,28 @@ def _undecided(d: PositionDelta, gate: AcceptanceGate) -> str:
             f"-{gate.max_drop:g}")
 
 
+def gate_finding(report: AcceptanceReport | None) -> VerdictFinding:
+    """The acceptance gate's finding: a drop beyond the margin is a difference; a gate that
+    cannot decide (or had no drafted verify to judge) leaves no agreement standing."""
+    if report is None or report.verdict is None:
+        return VerdictFinding(Origin.ACCEPTANCE, Demand.NO_AGREEMENT, (
+            "acceptance gate: neither arm traced a drafted verify, so acceptance could not be "
+            "judged",))
+    return decision_finding(Origin.ACCEPTANCE, report.verdict, report.reasons)
+
+
+def decision_finding(origin: Origin, decision: VerdictKind,
+                     reasons: Sequence[str]) -> VerdictFinding:
+    """An acceptance decision (the fixed-sample gate's or the sequential test's) as a finding;
+    a decided one adds acceptance to the instruments that could have failed."""
+    could = (Instrument.ACCEPTANCE,) if decision is not VerdictKind.UNINFORMATIVE else ()
+    return of_decision(origin, decision, reasons, could)
+
+
 def combine(verdict: Verdict, report: AcceptanceReport | None,
             gate: AcceptanceGate | None) -> Verdict:
-    """The comparison's verdict with the acceptance gate's decision folded in: a drop beyond the
-    margin is a difference; a gate that cannot decide leaves no agreement standing."""
+    """The comparison's verdict with the acceptance gate's finding joined, its reasons last."""
     if gate is None or verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    if report is None or report.verdict is None:
-        return replace(verdict, kind=(VerdictKind.DIFFER if verdict.kind is
-                                         VerdictKind.DIFFER else VerdictKind.UNINFORMATIVE),
-                       reasons=(*verdict.reasons, "acceptance gate: neither arm traced a "
-                                "drafted verify, so acceptance could not be judged"))
-    return join_decision(verdict, report.verdict, report.reasons)
-
-
-def join_decision(verdict: Verdict, decision: VerdictKind,
-                  reasons: Sequence[str]) -> Verdict:
-    """An acceptance decision joined into the comparison's verdict (the fixed-sample gate's or
-    the sequential test's): a drop is a difference; an undecided test leaves no agreement
-    standing; a decided one adds acceptance to the instruments that could have failed."""
-    kind = verdict.kind
-    if decision is VerdictKind.DIFFER:
-        kind = VerdictKind.DIFFER
-    elif decision is VerdictKind.UNINFORMATIVE and kind is VerdictKind.AGREE:
-        kind = VerdictKind.UNINFORMATIVE
-    instruments = verdict.instruments
-    if decision is not VerdictKind.UNINFORMATIVE:
-        instruments = (*instruments, Instrument.ACCEPTANCE)
-    return replace(verdict, kind=kind, instruments=instruments,
-                   reasons=(*verdict.reasons, *reasons))
+    found = gate_finding(report)
+    return verdict.joined(found, last=found.reasons)

@@ -70,7 +70,6 @@ class DraftingSource(StrEnum):
     FLAG = "flag"
     TRACES = "traces"
     DEFAULT = "default"
-    COMPARISON = "comparison"  # the old name of CONFIG (an alias: one member)
     # a teacher-forced B that drafted along A's drafted tokens: rows compare like a block's
     FORCED_ALONG = "teacher forcing: B drafted along A's drafted tokens"
 

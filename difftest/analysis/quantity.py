@@ -2,7 +2,7 @@
 things. Arms that traced different requests, at different levels, with top lists of different
 widths, blocks of different shapes, different drafting kinds or ids from disjoint ranges would be
 compared only where they happen to overlap, and the overlap may be nothing that matters; each
-mismatch is named, and it keeps an agreement from standing (`judged`)."""
+mismatch is named, and it keeps an agreement from standing (`finding`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from difftest.core.kinds import VerdictKind
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.model import ArmTrace
 
 
@@ -64,7 +64,9 @@ def mismatches(a: ArmTrace, b: ArmTrace, names: tuple[str, str]) -> list[str]:
     return out
 
 
-def judged(kind: VerdictKind) -> VerdictKind:
-    """The verdict kind that stands when the quantities differ: an agreement over mismatched
-    traces is no agreement (uninformative); a difference found where they overlap stands."""
-    return VerdictKind.UNINFORMATIVE if kind is VerdictKind.AGREE else kind
+def finding(a: ArmTrace, b: ArmTrace, names: tuple[str, str]) -> VerdictFinding | None:
+    """The mismatches as a finding (None: the same quantity): an agreement over mismatched
+    traces is no agreement; a difference found where they overlap stands."""
+    mismatched = mismatches(a, b, names)
+    return VerdictFinding(Origin.QUANTITY, Demand.NO_AGREEMENT, tuple(mismatched)) \
+        if mismatched else None

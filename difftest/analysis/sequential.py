@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from difftest.analysis.acceptance import AcceptanceCounts, join_decision
+from difftest.analysis.acceptance import AcceptanceCounts, decision_finding
+from difftest.analysis.findings import Origin
 from difftest.numerics.clustered import POWER, ClusterSums, paired_difference, t_quantile, z_quantile
 from difftest.core.kinds import ArmSide, VerdictKind
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
@@ -296,4 +297,5 @@ def fold(verdict: Verdict, result: SequentialResult) -> Verdict:
     standing."""
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    return join_decision(verdict, result.decision, result.reasons())
+    found = decision_finding(Origin.SEQUENTIAL, result.decision, result.reasons())
+    return verdict.joined(found, last=found.reasons)

@@ -2,8 +2,10 @@
 was expected. The one rule this module exists for: arms that agree on inputs that could not have
 disagreed are `uninformative`, never `agree`.
 
-`decide` is the decision (a verdict kind and the instruments that could have failed); `explain`
-turns a decision into the sentences a report shows. `judge` is both.
+`measure_drafts` is what the drafts show (the finding of the token and logit instruments, and
+which of them could have failed); `explain` turns it into the sentences a report shows; `judge`
+is both. The verdict's kind is `findings.decide`'s, from every finding an instrument adds
+(`Verdict.joined`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import numpy as np
 
 from difftest.analysis.audit import AuditThresholds, TraceAudit, measure_tokens
 from difftest.analysis.compare import Comparison, DraftingSource, near_tie_rows
-from difftest.core.deprecation import warn_python
 from difftest.core.errors import ArmFailure, ExitCode
 from difftest.core.kinds import ArmSide, Expect, Instrument, Outcome, VerdictKind, outcome
+from difftest.analysis.findings import Demand, Origin, VerdictFinding, decide, instruments_of
 from difftest.analysis.logit_instrument import blind_radius, logit_reasons
 
 TOKENS = Instrument.TOKENS
@@ -27,18 +29,36 @@ LOGITS = Instrument.LOGITS
 
 @dataclass(frozen=True)
 class Verdict:
-    """A verdict kind under an expectation; exit code, `passed` and label derive from both."""
+    """A verdict kind under an expectation; exit code, `passed` and label derive from both.
+    `findings` are what decided the kind (`findings.decide`); a verdict made from a kind alone
+    holds one finding demanding it, so that a finding joined later is weighed against it."""
 
     kind: VerdictKind
     expect: Expect
     reasons: tuple[str, ...] = ()
     instruments: tuple[Instrument, ...] = ()  # what could have failed
+    findings: tuple[VerdictFinding, ...] = ()
 
-    @property
-    def verdict(self) -> VerdictKind:
-        """The old spelling of `kind` (a field named like its record), kept for one release."""
-        warn_python("Verdict.verdict", "Verdict.kind")
-        return self.kind
+    def __post_init__(self) -> None:
+        if not self.findings:
+            object.__setattr__(self, "findings", (VerdictFinding(
+                Origin.DRAFTS, Demand.of_kind(self.kind), could_fail=self.instruments),))
+
+    @classmethod
+    def of(cls, findings: Sequence[VerdictFinding], expect: Expect,
+           reasons: Sequence[str]) -> Verdict:
+        """The verdict the findings decide."""
+        return cls(decide(findings), expect, tuple(reasons), instruments_of(findings),
+                   tuple(findings))
+
+    def joined(self, *found: VerdictFinding, first: Sequence[str] = (),
+               last: Sequence[str] = ()) -> Verdict:
+        """This verdict with more findings, its kind decided again from all of them, and
+        reasons before and after its own."""
+        findings = (*self.findings, *found)
+        return replace(self, kind=decide(findings), findings=findings,
+                       instruments=instruments_of(findings),
+                       reasons=(*first, *self.reasons, *last))
 
     @property
     def outcome(self) -> Outcome:
@@ -66,7 +86,8 @@ def _margin(x: float | None) -> str:
 
 
 def arm_failed(failures: Sequence[ArmFailure], expect: Expect = Expect.SAME) -> Verdict:
-    return Verdict(VerdictKind.ARM_FAILED, expect, reasons=tuple(str(f) for f in failures))
+    reasons = tuple(str(f) for f in failures)
+    return Verdict.of([VerdictFinding(Origin.ARMS, Demand.ARM_FAILED, reasons)], expect, reasons)
 
 
 @dataclass(frozen=True)
@@ -144,38 +165,49 @@ def instruments(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit,
 
 @dataclass(frozen=True)
 class Decision:
-    kind: VerdictKind
+    """What the drafts show: the demand of the token and logit instruments (agree, differ, or
+    no agreement where they were blind or a stream is broken)."""
+
+    demand: Demand
     instruments: Instruments
     token_flips: int  # blocks with hard flips, near-ties or a different draft length
 
+    @property
+    def kind(self) -> VerdictKind:
+        return self.demand.kind
 
-def decide(cmp: Comparison, inst: Instruments, *, expect: Expect,
-           min_differing: int) -> Decision:
-    """The verdict kind of a comparison whose arms both drafted: no sentence is built here."""
+    def finding(self, reasons: Sequence[str]) -> VerdictFinding:
+        return VerdictFinding(Origin.DRAFTS, self.demand, tuple(reasons), self.instruments.names)
+
+
+def measure_drafts(cmp: Comparison, inst: Instruments, *, expect: Expect,
+                   min_differing: int) -> Decision:
+    """What the drafts of a comparison whose arms both drafted show: no sentence is built
+    here."""
     # a different draft length is a different draft: it counts like a flip
     token_flips = cmp.blocks_differing + cmp.blocks_near_tie + cmp.draft_length_blocks
     if expect is Expect.DIFFER:
         if token_flips >= min_differing:
-            kind = VerdictKind.DIFFER
+            demand = Demand.DIFFER
         elif TOKENS not in inst.names:
             # Drafts that could not have differed say nothing about the toggle: blind, not a
             # measured failure.
-            kind = VerdictKind.UNINFORMATIVE
+            demand = Demand.NO_AGREEMENT
         else:
-            kind = VerdictKind.AGREE
+            demand = Demand.AGREE
     elif (cmp.blocks_differing or cmp.blocks_logit_differing or cmp.divergences
           or cmp.coverage_gaps or cmp.draft_length_blocks or cmp.steps_lost_a
           or cmp.steps_lost_b):
-        kind = VerdictKind.DIFFER
+        demand = Demand.DIFFER
     elif cmp.blocks_compared and inst.names:
-        kind = VerdictKind.AGREE
+        demand = Demand.AGREE
     else:
-        kind = VerdictKind.UNINFORMATIVE
+        demand = Demand.NO_AGREEMENT
     if any(cmp.stream_breaks):
         # a trace with a hole or a self-contradiction is no record of what its engine did: what
         # was compared may be the hole, so neither agreement nor a difference stands
-        kind = VerdictKind.UNINFORMATIVE
-    return Decision(kind, inst, token_flips)
+        demand = Demand.NO_AGREEMENT
+    return Decision(demand, inst, token_flips)
 
 
 T = TypeVar("T")
@@ -331,10 +363,10 @@ def judge(cmp: Comparison, audit_a: TraceAudit, audit_b: TraceAudit, *, names: t
                 name, "printed no drafted blocks (is VT_SPEC_TRACE set in its environment, and "
                       "does it speculate?)")], expect)
     inst = instruments(cmp, audit_a, audit_b, th, expect)
-    d = decide(cmp, inst, expect=expect, min_differing=min_differing)
+    d = measure_drafts(cmp, inst, expect=expect, min_differing=min_differing)
     reasons = explain(d, cmp, audit_a, audit_b, names=names, expect=expect,
                       min_differing=min_differing)
-    return Verdict(d.kind, expect, reasons, inst.names)
+    return Verdict.of([d.finding(reasons)], expect, reasons)
 
 
 def _blind_reason(token_blind: Sequence[str], audit_a: TraceAudit, audit_b: TraceAudit) -> str:

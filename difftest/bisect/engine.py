@@ -19,7 +19,7 @@ from difftest.bisect.evidence import (
 from difftest.bisect.history import Commit, commit_line, diff_stat
 from difftest.bisect.journal import Plan
 from difftest.bisect.search import Bounds, bounds, next_tests
-from difftest.bisect.trial import Mode, Observation, Setup, run_round
+from difftest.bisect.trial import Mode, Observation, Setup, rederive, run_round
 from difftest.config import Config, load_config
 from difftest.core.errors import ExitCode, InterruptedRun, UsageError
 from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
@@ -148,12 +148,36 @@ def resume_bisect(bisect_dir: Path, *, jobs: int | None = None,
     bisect_dir = Path(bisect_dir)
     plan = journal.read_plan(bisect_dir)
     config = load_config(Path(plan.config))
-    observations, notes = journal.read_log(bisect_dir, plan)
+    _same_commit_line(bisect_dir, plan)
+    numbered, notes = journal.read_log_lines(bisect_dir, plan)
+    observations = [obs for _n, obs in numbered]
+    rederive(_setup(plan, config, progress), bisect_dir,
+             [(f"{bisect_dir / journal.LOG}:{n}", obs) for n, obs in numbered])
     if plan.config_digest and journal.digest(Path(plan.config)) != plan.config_digest:
         notes.append(f"{plan.config} changed since the bisect started: the runs before and "
                      "after the resume may not run the same arms")
     return _drive(bisect_dir, plan, config, observations, notes, progress,
                   plan.jobs if jobs is None else jobs)
+
+
+def _same_commit_line(bisect_dir: Path, plan: Plan) -> None:
+    """The plan's commit line as the repository has it between the same two ends: a line cut,
+    reordered or edited in plan.json would name the wrong commit."""
+    if not plan.commits:
+        raise UsageError(f"{bisect_dir / journal.PLAN}: key 'commits' is empty")
+    line = commit_line(Path(plan.repo), plan.commits[0].sha, plan.commits[-1].sha)
+    shas = [c.sha for c in line]
+    for i, commit in enumerate(plan.commits):
+        if i >= len(shas) or shas[i] != commit.sha:
+            got = shas[i][:10] if i < len(shas) else "nothing"
+            raise UsageError(f"{bisect_dir / journal.PLAN}: key 'commits' entry {i} is "
+                             f"{commit.sha[:10]}, the repository's first-parent line from "
+                             f"{shas[0][:10]} has {got} there: the plan was edited or the "
+                             "history rewritten; not resumed")
+    if len(shas) != len(plan.commits):
+        raise UsageError(f"{bisect_dir / journal.PLAN}: key 'commits' lists {len(plan.commits)} "
+                         f"commits, the repository's first-parent line between its ends "
+                         f"{len(shas)}: the plan was edited; not resumed")
 
 
 def _setup(plan: Plan, config: Config, progress: bool | None) -> Setup:

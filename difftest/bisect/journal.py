@@ -102,12 +102,19 @@ def append(bisect_dir: Path, observations: Sequence[Observation]) -> None:
 def read_log(bisect_dir: Path, plan: Plan) -> tuple[list[Observation], list[str]]:
     """Every run logged so far, and notes on lines that could not be used (a line cut short by
     a crash is dropped: that run is simply run again)."""
+    numbered, notes = read_log_lines(bisect_dir, plan)
+    return [obs for _n, obs in numbered], notes
+
+
+def read_log_lines(bisect_dir: Path, plan: Plan
+                   ) -> tuple[list[tuple[int, Observation]], list[str]]:
+    """`read_log`, each run with its line number in log.jsonl."""
     path = Path(bisect_dir) / LOG
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return [], []
-    out: list[Observation] = []
+    out: list[tuple[int, Observation]] = []
     notes: list[str] = []
     for n, line in enumerate(lines, 1):
         try:
@@ -119,7 +126,7 @@ def read_log(bisect_dir: Path, plan: Plan) -> tuple[list[Observation], list[str]
         if not ok:
             notes.append(f"{path}:{n}: not a run of this bisect; ignored (run again)")
             continue
-        out.append(obs)
+        out.append((n, obs))
     return out, notes
 
 

@@ -17,11 +17,11 @@ from difftest.bisect.evidence import Reading
 from difftest.bisect.history import Commit
 from difftest.config import ArmSpec, ComparisonSpec
 from difftest.core.errors import DifftestError, ExitCode, UsageError
-from difftest.execute import ArmResult, JobLimits, new_run_dir, run_arms
+from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
 from difftest.flow.evaluate import evaluate, outcomes_from_run, rerun_outcomes
-from difftest.flow.plan import spec_meta
+from difftest.flow.plan import spec_from, spec_meta
 
 
 class Mode(StrEnum):
@@ -196,3 +196,50 @@ def run_round(setup: Setup, tests: Sequence[Commit], runs_root: Path, label: str
         out.append(Observation(commit.index, commit.sha, commit.subject, reading, label_,
                                reason, rel, started_at, duration, len(arms)))
     return out
+
+
+def rederive(setup: Setup, bisect_dir: Path, logged: Sequence[tuple[str, Observation]]) -> None:
+    """Each logged reading judged again from its round's run directory (its meta.json and
+    captures): a log line that says otherwise than its run is refused, naming the line. A
+    resumed bisect decides on what its runs show, never on what its log claims. `logged`:
+    (where, observation), where is `log.jsonl:N`."""
+    rounds: dict[str, list[tuple[str, Observation]]] = {}
+    for where, obs in logged:
+        if obs.unbuildable:
+            if obs.reading is not Reading.SKIP:
+                raise UsageError(f"{where}: a commit that could not be built reads "
+                                 f"{obs.reading.value}, not skip: the log was edited")
+            continue
+        rounds.setdefault(obs.run_dir, []).append((where, obs))
+    for rel, entries in rounds.items():
+        run_dir = Path(bisect_dir) / rel
+        where0 = entries[0][0]
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise UsageError(f"{where0}: run_dir {rel!r} is not a run directory of this bisect")
+        try:
+            results, meta = load_run(run_dir)
+        except UsageError as exc:
+            raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
+        extra = meta.get("extra")
+        tests = extra.get("tests") if isinstance(extra, dict) else None
+        if not isinstance(tests, list) or len(tests) != len(entries):
+            raise UsageError(f"{where0}: its run {run_dir} records "
+                             f"{len(tests) if isinstance(tests, list) else 'no'} test(s), the "
+                             f"log {len(entries)}: the log and the run directory disagree")
+        for (where, obs), test in zip(entries, tests, strict=True):
+            recorded = test.get("comparison") if isinstance(test, dict) else None
+            table = recorded.get("comparison") if isinstance(recorded, dict) else None
+            if not isinstance(test, dict) or test.get("commit") != obs.sha or \
+                    not isinstance(table, dict):
+                raise UsageError(f"{where}: its run {run_dir} did not test commit "
+                                 f"{obs.sha[:10]} there")
+            spec = spec_from(table, str(run_dir / "meta.json"))
+            missing = [n for n in (spec.arm_a, spec.arm_b) if n not in results]
+            if missing:
+                raise UsageError(f"{where}: its run {run_dir} holds no arm {missing[0]!r}")
+            reading, label, _reason = _read(setup, spec, results, run_dir)
+            if (reading, label) != (obs.reading, obs.verdict):
+                raise UsageError(f"{where}: the log reads commit {obs.sha[:10]} "
+                                 f"{obs.reading.value} ({obs.verdict}), its run {run_dir} "
+                                 f"judges {reading.value} ({label}): the log was edited or the "
+                                 "run changed since; not resumed")

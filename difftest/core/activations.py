@@ -12,11 +12,16 @@ numpy only; runners convert their tensors to float32 numpy arrays first.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import math
+import os
 import re
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +34,12 @@ ACT_TAG = "[spec-act]"
 MAX_DUMP_BYTES = 64 << 20  # per capture folder; past it a module's line says file=-
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _FILE_RE = re.compile(r"(\d{3})-([A-Za-z_][A-Za-z0-9_.]*)\.npy\Z")
+# `localize --baseline`: a module is beyond its background when RMS |A - B| exceeds this many
+# times RMS |A - B0|. Measured (scripts/localize_background.py, docs/localize.md): upstream of
+# a planted fault B reproduces B0 to the bit (ratio 1 exactly), and the smallest planted fault
+# moves its own module's ratio to 1.003; 1.001 sits between, a third of the way up.
+BACKGROUND_FACTOR = 1.001
+_REAL_KINDS = "fiu"  # numpy dtype kinds a dump may hold: float, signed and unsigned int
 
 
 def parse_at(text: str) -> tuple[str, int]:
@@ -77,8 +88,35 @@ class Dump:
     array: np.ndarray
 
 
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """An .npy file's shape and dtype, checked against the file before anything is allocated:
+    a real numeric dtype (a complex or object dump has no |A - B| localize can rank), and a
+    shape whose bytes are the bytes the file holds (a header claiming 100 G elements in a
+    200-byte file is refused here, not met as a MemoryError in np.load)."""
+    from numpy.lib import format as npy
+
+    readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    with open(path, "rb") as fh:
+        version = npy.read_magic(fh)
+        if version not in readers:
+            raise ValueError(f".npy format version {version[0]}.{version[1]}; dumps are 1.0 "
+                             "or 2.0")
+        shape, _, dtype = readers[version](fh)
+        held = os.fstat(fh.fileno()).st_size - fh.tell()
+    if dtype.hasobject or dtype.kind not in _REAL_KINDS:
+        raise UsageError(f"{path}: dtype {dtype}: a dump holds real numbers (float, int); "
+                         "a complex or other dtype has no |A - B| to localise by")
+    need = math.prod(shape) * dtype.itemsize
+    if need != held:
+        raise UsageError(f"{path}: its header says shape {list(shape)} of {dtype} "
+                         f"({need} bytes), the file holds {held} bytes after the header: "
+                         "truncated or not a dump")
+    return tuple(int(d) for d in shape), dtype
+
+
 def read_dumps(folder: Path) -> list[Dump]:
-    """A capture folder's tensors in forward order."""
+    """A capture folder's tensors in forward order; each file's header is checked against its
+    size and dtype before it is read (`_npy_header`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a capture folder")
@@ -87,9 +125,12 @@ def read_dumps(folder: Path) -> list[Dump]:
         m = _FILE_RE.match(path.name)
         if m is None:
             continue
+        if not path.is_file():
+            raise UsageError(f"{path}: not a regular file; a dump is an .npy file")
         try:
+            _npy_header(path)
             arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:
             raise UsageError(f"{path}: not a readable .npy ({exc})") from None
         out.append(Dump(int(m.group(1)), m.group(2), arr))
     if not out:
@@ -97,55 +138,182 @@ def read_dumps(folder: Path) -> list[Dump]:
     return out
 
 
+class LocalizeOutcome(Enum):
+    """What a walk over two captures (and a baseline's) found."""
+
+    FIRST = "first"  # a first module named: beyond atol (its predecessor agreed), or beyond
+    #                  its background by the factor (every module before it within theirs)
+    AGREE = "agree"  # every module within atol
+    WHOLE_MODEL = "whole-model"  # the first captured module already differs: no boundary to
+    #                              name (a whole-model background, or a fault in that module)
+    BACKGROUND = "background"  # every module within the factor of its background
+
+
 @dataclass(frozen=True)
 class ModuleDiff:
     module: str
     shape: tuple[int, ...]
-    max_abs_diff: float
+    max_abs_diff: float  # inf when a value is non-finite in one arm only (`abs_diff`)
     where: tuple[int, ...] | None  # index of the largest difference; None when none
+    nonfinite: int = 0  # values non-finite in one arm only, or different non-finite values
+    rms: float = 0.0  # root mean square of |A - B| over the module's output
+    background: float | None = None  # the same of |A - B0| (None: no baseline)
+
+    @property
+    def ratio(self) -> float | None:
+        """RMS |A - B| over RMS |A - B0|: scale-free, so one factor serves every module (a
+        module bitwise equal in A and B0 has no background: any difference is infinitely
+        beyond it). None without a baseline."""
+        if self.background is None:
+            return None
+        if self.background > 0:
+            return self.rms / self.background
+        return math.inf if self.rms > 0 else 1.0
 
 
 @dataclass(frozen=True)
 class Localization:
-    """Per module in forward order its max |A - B|, and the first beyond `atol` (None: all agree)."""
+    """Per module in forward order its max |A - B| (and, against a baseline B0, its RMS and
+    that of |A - B0|), the outcome and the first module it names (None unless FIRST)."""
 
     modules: tuple[ModuleDiff, ...]
     first: ModuleDiff | None
     atol: float
     rows: tuple[int, ...] = ()  # first axis indices (block rows) where the first one differs
+    outcome: LocalizeOutcome | None = None  # None: derived from `first` (FIRST or AGREE)
+    factor: float | None = None  # against a baseline: how far beyond its background
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            object.__setattr__(self, "outcome", LocalizeOutcome.AGREE if self.first is None
+                               else LocalizeOutcome.FIRST)
+
+    @property
+    def start(self) -> ModuleDiff | None:
+        """Where the difference starts: the first module named, or for WHOLE_MODEL the first
+        captured one (named as where it starts, never as the cause)."""
+        if self.outcome is LocalizeOutcome.WHOLE_MODEL:
+            return self.modules[0]
+        return self.first
+
+    @property
+    def differs(self) -> bool:
+        """Whether a module differs beyond what the walk accepts (exit 1)."""
+        return self.outcome in (LocalizeOutcome.FIRST, LocalizeOutcome.WHOLE_MODEL)
 
     def describe(self) -> str:
-        if self.first is None:
+        first, mods = self.first, self.modules
+        if self.outcome is LocalizeOutcome.WHOLE_MODEL:
+            over = sum(m.max_abs_diff > self.atol for m in mods)
+            every = ("every captured module differs" if over == len(mods)
+                     else f"{over} of {len(mods)} captured modules differ")
+            return (f"{every} beyond {self.atol:g}, from the first one ({mods[0].module}, max "
+                    f"|diff| {mods[0].max_abs_diff:.3g}) on: a difference of the whole model (a "
+                    "dtype or kernel change looks like this, and so does a fault in that first "
+                    "module); no module is named as the cause. Localise against a known-good arm "
+                    "that differs from A only in the harmless change: --baseline ARM")
+        if self.outcome is LocalizeOutcome.BACKGROUND:
+            top = max(mods, key=lambda m: m.ratio or 0.0)
+            return (f"every captured module is within {self.factor:g} x its background "
+                    f"(RMS |A - B| over RMS |A - B0|; the largest, {top.ratio or 0.0:.4g}, at "
+                    f"{top.module})")
+        if first is None:
             return f"every captured module agrees within {self.atol:g}"
-        before = self.modules[self.modules.index(self.first) - 1].module \
-            if self.modules.index(self.first) else "the input"
-        return (f"first differing module: {self.first.module} (max |diff| "
-                f"{self.first.max_abs_diff:.3g} at index {list(self.first.where or ())}, rows "
-                f"{list(self.rows)}, shape {list(self.first.shape)}); {before} agreed")
+        at = mods.index(first)
+        odd = f", {first.nonfinite} value(s) non-finite in one arm only" if first.nonfinite else ""
+        where = (f"max |diff| {first.max_abs_diff:.3g}{odd} at index {list(first.where or ())}, "
+                 f"rows {list(self.rows)}, shape {list(first.shape)}")
+        if self.factor is not None:
+            return (f"first module beyond its background: {first.module} (RMS |A - B| "
+                    f"{first.rms:.3g} is {first.ratio:.4g} x its background RMS |A - B0| "
+                    f"{first.background or 0.0:.3g}, factor {self.factor:g}; {where}); every "
+                    "module before it within its background")
+        before = mods[at - 1].module if at else "the input"
+        return f"first differing module: {first.module} ({where}); {before} agreed"
+
+
+def abs_diff(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
+    """|A - B| in float64, as `compare` takes non-finite values: the same non-finite value in
+    both arms (equal infinities, two nans) is no difference, a non-finite value in one arm only
+    (or two different ones) is an infinite one; and how many such values there are."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    finite = np.isfinite(x) & np.isfinite(y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(x - y)
+    if finite.all():
+        return d, 0
+    odd = ~finite & ~((x == y) | (np.isnan(x) & np.isnan(y)))
+    d[~finite] = 0.0
+    d[odd] = np.inf
+    return d, int(odd.sum())
+
+
+def _same_modules(a: list[Dump], b: list[Dump], what: str = "the two captures") -> None:
+    names_a = [d.module for d in a]
+    names_b = [d.module for d in b]
+    if names_a != names_b:
+        raise UsageError(f"{what} list different modules: {names_a[:3]}... vs {names_b[:3]}...")
+    for da, db in zip(a, b, strict=True):
+        if da.array.shape != db.array.shape:
+            raise UsageError(f"module {da.module}: shapes {da.array.shape} and {db.array.shape}")
+
+
+def _module_diff(da: Dump, db: Dump) -> tuple[ModuleDiff, np.ndarray]:
+    d, odd = abs_diff(da.array, db.array)
+    big = float(d.max()) if d.size else 0.0
+    where = tuple(int(i) for i in np.unravel_index(int(d.argmax()), d.shape)) \
+        if d.size and big > 0 else None
+    rms = float(np.sqrt(np.mean(np.square(d)))) if d.size else 0.0
+    return ModuleDiff(da.module, tuple(da.array.shape), big, where, odd, rms), d
+
+
+def _rows(over: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.flatnonzero(over.reshape(over.shape[0], -1).any(1))) \
+        if over.ndim else ((0,) if bool(over) else ())
 
 
 def first_divergence(a: list[Dump], b: list[Dump], atol: float = 0.0) -> Localization:
     """Walk both captures in forward order; the first module beyond `atol` is the answer (its
-    predecessor in forward order agreed, or it would have been named)."""
-    names_a = [d.module for d in a]
-    names_b = [d.module for d in b]
-    if names_a != names_b:
-        raise UsageError("the two captures list different modules: "
-                         f"{names_a[:3]}... vs {names_b[:3]}...")
+    predecessor in forward order agreed, or it would have been named). When the first captured
+    module already differs nothing before it agreed: the outcome is WHOLE_MODEL, naming none
+    (a bf16 draft against a float32 one differs from its embeddings on, wherever a fault is)."""
+    _same_modules(a, b)
     diffs: list[ModuleDiff] = []
     first: ModuleDiff | None = None
     rows: tuple[int, ...] = ()
     for da, db in zip(a, b, strict=True):
-        if da.array.shape != db.array.shape:
-            raise UsageError(f"module {da.module}: shapes {da.array.shape} and {db.array.shape}")
-        d = np.abs(da.array.astype(np.float64) - db.array.astype(np.float64))
-        big = float(d.max()) if d.size else 0.0
-        where = tuple(int(i) for i in np.unravel_index(int(d.argmax()), d.shape)) \
-            if d.size and big > 0 else None
-        md = ModuleDiff(da.module, tuple(da.array.shape), big, where)
+        md, d = _module_diff(da, db)
         diffs.append(md)
-        if first is None and big > atol:
-            first = md
-            over = d > atol
-            rows = tuple(int(i) for i in np.flatnonzero(over.reshape(over.shape[0], -1).any(1)))
+        if first is None and md.max_abs_diff > atol:
+            first, rows = md, _rows(d > atol)
+    if first is not None and first is diffs[0]:
+        return Localization(tuple(diffs), None, atol, rows, LocalizeOutcome.WHOLE_MODEL)
     return Localization(tuple(diffs), first, atol, rows)
+
+
+def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: float,
+                       atol: float = 0.0) -> Localization:
+    """Walk A, B and a baseline B0 (a known-good arm that differs from A only in the harmless
+    change) in forward order: the first module whose RMS |A - B| exceeds `factor` times its own
+    background, RMS |A - B0|, is the answer; every module before it was within its background.
+    `atol` is kept for the record (the figure's line)."""
+    _same_modules(a, b)
+    _same_modules(a, b0, "the capture of A and the baseline's")
+    diffs: list[ModuleDiff] = []
+    first: ModuleDiff | None = None
+    rows: tuple[int, ...] = ()
+    for da, db, d0 in zip(a, b, b0, strict=True):
+        md, d = _module_diff(da, db)
+        back, e = _module_diff(da, d0)
+        md = dataclasses.replace(md, background=back.rms)
+        diffs.append(md)
+        if first is None and (md.ratio or 0.0) > factor:
+            first = md
+            if d.ndim:  # the rows whose own RMS is beyond their background's
+                flat, flat0 = d.reshape(d.shape[0], -1), e.reshape(e.shape[0], -1)
+                rb = np.sqrt(np.mean(np.square(flat), axis=1))
+                r0 = np.sqrt(np.mean(np.square(flat0), axis=1))
+                rows = _rows(rb > factor * r0)
+    return Localization(tuple(diffs), first, atol, rows,
+                        LocalizeOutcome.BACKGROUND if first is None else LocalizeOutcome.FIRST,
+                        factor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -132,3 +133,23 @@ class InterruptedRun(DifftestError):
         what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
         super().__init__(f"{what}: the arms were stopped; what they printed is kept in "
                          f"{self.run_dir}")
+
+
+
+class InterruptedAnalysis(InterruptedRun):
+    """Ctrl-C, SIGTERM or SIGHUP after the arms ended, while their output was judged and the
+    run directory's reports written: the captures are whole, the reports already complete are
+    kept, and the rest are named (`difftest export RUN` writes them)."""
+
+    def __init__(self, run_dir: object, signum: int, kept: Sequence[str],
+                 missing: Sequence[str]) -> None:
+        super().__init__(run_dir, signum)
+        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
+        said = [f"{what} during the analysis: the arms had finished and their captures are "
+                f"kept in {self.run_dir}"]
+        if kept:
+            said.append(f"reports complete: {', '.join(kept)}")
+        if missing:
+            said.append(f"not written: {', '.join(missing)} (difftest export {self.run_dir} "
+                        "judges the run again)")
+        self.args = ("; ".join(said),)

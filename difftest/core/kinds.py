@@ -16,6 +16,15 @@ class Expect(StrEnum):
     DIFFER = "differ"
 
 
+class DecodingMode(StrEnum):
+    """How a comparison's arms decode: greedily, compared token for token and logit for logit,
+    or by sampling, compared in distribution over many seeded draws (the arms' tokens differ
+    from draw to draw even when both are correct)."""
+
+    GREEDY = "greedy"
+    SAMPLED = "sampled"
+
+
 class DraftingKind(StrEnum):
     """How a drafter makes a block's rows: all from one forward, or each from the previous row's
     token (declared by a `[spec-drafting] kind=...` header line, or by a comparison)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from difftest.core.errors import UsageError
 from difftest.core.evidence import RuleError, check_toggle_key
-from difftest.core.kinds import DraftingKind, Expect
+from difftest.core.kinds import DecodingMode, DraftingKind, Expect
 from difftest.core.limits import MAX_MIN_DIFFERING, MAX_NOISE_RUNS
 from difftest.core.thresholds import ToleranceMode, tolerance_mode
 
@@ -68,6 +68,13 @@ def _expectation(key: str, value: object) -> Expect:
     raise InvalidValue(key, f"must be \"same\" or \"differ\", got {value!r}")
 
 
+def _decoding(key: str, value: object) -> DecodingMode:
+    for mode in DecodingMode:
+        if value == mode.value:
+            return mode
+    raise InvalidValue(key, f"must be \"greedy\" or \"sampled\", got {value!r}")
+
+
 def _drafting(key: str, value: object) -> DraftingKind | None:
     if value is None or isinstance(value, DraftingKind):
         return value
@@ -78,7 +85,9 @@ def _drafting(key: str, value: object) -> DraftingKind | None:
 
 
 
-def _toggle(key: str, value: object) -> tuple[str, ...]:
+def _toggle(key: str, value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None  # not declared
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise InvalidValue(key, f"must be a list of setting names, e.g. [\"lane\"], got {kind_of(value)}")
     out: list[str] = []
@@ -169,8 +178,10 @@ class Rules:
     drafting: DraftingKind | None = None
     # The effective settings the two arms must differ in (`lane`): the switch the comparison
     # is about. Arms that report the same value for one of them make the verdict INERT. A claim
-    # about the configured arms, so set with them.
-    toggle: tuple[str, ...] = field(default=(), metadata=_CONFIGURED)
+    # about the configured arms, so set with them. None: not declared (arms launched
+    # differently that report one effective configuration are then INERT); (): declared to
+    # have no trace-visible effect.
+    toggle: tuple[str, ...] | None = field(default=None, metadata=_CONFIGURED)
     # Run arm B on arm A's committed stream (difftest.core.force): every position is compared.
     teacher_force: bool = False
     # Gate B's acceptance per draft position against A's (None: reported, not gated).
@@ -178,6 +189,10 @@ class Rules:
     # GIVEN: atol/rtol as set; DTYPE: from the per-dtype table for the less precise arm (an
     # override sets atol/rtol themselves, which outrank the table)
     tolerance: ToleranceMode = field(default=ToleranceMode.GIVEN, metadata=_CONFIGURED)
+    # "sampled": the arms sample (a temperature), and are compared in distribution over their
+    # draws (difftest.analysis.distribution), not token for token. A claim about the configured
+    # arms, so set with them.
+    decoding: DecodingMode = field(default=DecodingMode.GREEDY, metadata=_CONFIGURED)
     # Not a rule but where rules came from: the rules an override (command line, API argument)
     # set. atol/rtol/near_tie set so win over the config, the dtype table and a thresholds
     # file, and the report credits the override; a drafting set so is reported as the flag's.
@@ -206,6 +221,10 @@ class Rules:
         set_(self, "mutations", tuple(name_string("mutations", m) for m in names))
         set_(self, "drafting", _drafting("drafting", self.drafting))
         set_(self, "toggle", _toggle("toggle", self.toggle))
+        set_(self, "decoding", _decoding("decoding", self.decoding))
+        if self.decoding is DecodingMode.SAMPLED and self.teacher_force:
+            raise InvalidValue("decoding", "a sampled comparison draws its own tokens: it cannot "
+                                       "be teacher-forced")
         if not isinstance(self.teacher_force, bool):
             raise InvalidValue("teacher_force", f"must be true or false, got {self.teacher_force!r}")
         set_(self, "acceptance", _acceptance(self.acceptance))
@@ -237,11 +256,17 @@ class Rules:
         """The rules as JSON values, by key (meta.json's record of them, which `of` reads)."""
         data = asdict(self)
         data.update(expect=self.expect.value, mutations=list(self.mutations),
-                    toggle=list(self.toggle),
+                    toggle=None if self.toggle is None else list(self.toggle),
                     drafting=self.drafting.value if self.drafting is not None else None,
                     tolerance=self.tolerance.value, overridden=list(self.overridden))
         if not self.teacher_force:  # recorded only when asked for: older records read the same
             del data["teacher_force"]
+        if self.toggle is None:  # recorded only when declared (older records said [] for both)
+            del data["toggle"]
+        if self.decoding is DecodingMode.GREEDY:  # likewise
+            del data["decoding"]
+        else:
+            data["decoding"] = self.decoding.value
         return data
 
     def set_by_override(self, key: str) -> bool:

@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-
+from typing import Any
 
 
 class Dtype(Enum):
@@ -185,7 +185,9 @@ PROVENANCE_KEYS = ("comparison", "inputs", "n", "multiplier", "method", "coverag
                    "weakest_probe", "git_sha", "date")
 
 
-THRESHOLDS_TABLES = ("thresholds", "provenance")
+THRESHOLDS_TABLES = ("thresholds", "provenance", "benign", "machine")
+BENIGN_RATES = ("near_tie_flips", "above_level")
+RATE_KEYS = ("events", "rows", "requests", "effective_rows")
 # what a file must record to be checked against the comparison that reads it
 REQUIRED_PROVENANCE = ("comparison", "inputs", "separation")
 
@@ -200,6 +202,89 @@ def canonical_input(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class BenignRate:
+    """A rate the benign pairs showed at calibration: `events` of `rows`, over `requests`
+    request clusters, which count as `effective_rows` independent rows (rows over the
+    request-clustered design effect, `difftest.numerics.clustered`)."""
+
+    events: int
+    rows: int
+    requests: int
+    effective_rows: float
+
+    @property
+    def value(self) -> float:
+        return self.events / self.rows if self.rows else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"events": self.events, "rows": self.rows, "requests": self.requests,
+                "effective_rows": self.effective_rows}
+
+    @classmethod
+    def of(cls, where: str, table: object) -> BenignRate:
+        """From a file's table or a run record; ThresholdError naming `where` and the key."""
+        if not isinstance(table, dict):
+            raise ThresholdError(f"{where}: must be a table of {', '.join(RATE_KEYS)}")
+        out: dict[str, float] = {}
+        for key in RATE_KEYS:
+            v = table.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                raise ThresholdError(f"{where}: key {key!r}: must be a finite number >= 0, got "
+                                     f"{v!r}")
+            out[key] = v
+        for key in table:
+            if key not in RATE_KEYS:
+                raise ThresholdError(f"{where}: key {key!r}: unknown key (known: "
+                                     f"{', '.join(RATE_KEYS)})")
+        if out["events"] > out["rows"] or out["effective_rows"] > out["rows"]:
+            raise ThresholdError(f"{where}: events and effective_rows must not exceed rows")
+        return cls(int(out["events"]), int(out["rows"]), int(out["requests"]),
+                   float(out["effective_rows"]))
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """What a thresholds file says beyond its three values: the benign pairs' rates at them
+    (what a gate's near-tie flips and logit rows are judged against), the per-row logit level
+    nine benign rows in ten stayed within, the machine it was measured on, and whether every
+    benign sample was zero (a bitwise file: true on that machine)."""
+
+    path: str
+    near_tie_flips: BenignRate | None = None
+    logit_level: float | None = None
+    above_level: BenignRate | None = None
+    machine: tuple[tuple[str, str], ...] = ()
+    bitwise: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path,
+                "near_tie_flips": (None if self.near_tie_flips is None
+                                   else self.near_tie_flips.to_json()),
+                "logit_level": self.logit_level,
+                "above_level": None if self.above_level is None else self.above_level.to_json(),
+                "machine": dict(self.machine), "bitwise": self.bitwise}
+
+    @classmethod
+    def of(cls, data: object) -> Calibrated:
+        """From `to_json` (a run record); ThresholdError for anything else."""
+        if not isinstance(data, dict):
+            raise ThresholdError(f"calibrated: must be a table, got {data!r}")
+        d: dict[str, Any] = data
+        rates = {k: None if d.get(k) is None else BenignRate.of(f"calibrated.{k}", d[k])
+                 for k in BENIGN_RATES}
+        level = d.get("logit_level")
+        if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))):
+            raise ThresholdError(f"calibrated: key 'logit_level': must be a number, got {level!r}")
+        machine = d.get("machine") or {}
+        if not isinstance(machine, dict):
+            raise ThresholdError(f"calibrated: key 'machine': must be a table, got {machine!r}")
+        return cls(str(d.get("path", "")), rates["near_tie_flips"],
+                   None if level is None else float(level), rates["above_level"],
+                   tuple((str(k), str(v)) for k, v in machine.items()), bool(d.get("bitwise")))
+
+
+@dataclass(frozen=True)
 class ThresholdsFile:
     """Calibrated atol/rtol/near_tie, the one-line provenance a report prints, and what the
     provenance says it was calibrated for."""
@@ -211,6 +296,7 @@ class ThresholdsFile:
     comparison: str = ""
     inputs: tuple[str, ...] = ()
     separation: float = math.inf
+    calibrated: Calibrated | None = None
 
     def check_for(self, path: Path, comparison: str, gate_input: str | None) -> None:
         """ThresholdError, naming the file and key, when the file was not calibrated for this
@@ -279,6 +365,10 @@ def read_thresholds(path: Path) -> ThresholdsFile:
             isinstance(i, (int, str)) and not isinstance(i, bool) for i in inputs):
         raise ThresholdError(f"{path}: [provenance]: key 'inputs': must be a list of inputs, "
                              f"got {inputs!r}")
+    if not inputs:
+        raise ThresholdError(f"{path}: [provenance]: key 'inputs': empty: thresholds are "
+                             "measured on held-out inputs, and nothing says which; run "
+                             "`difftest calibrate` to write them")
     if isinstance(separation, bool) or not isinstance(separation, (int, float)) or math.isnan(
             separation):
         raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
@@ -287,4 +377,32 @@ def read_thresholds(path: Path) -> ThresholdsFile:
                                                  "git_sha", "date") if k in prov)
     return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
                           f"{path} (calibrated: {said})", comparison,
-                          tuple(str(i) for i in inputs), float(separation))
+                          tuple(str(i) for i in inputs), float(separation),
+                          _calibrated(path, data, values, prov))
+
+
+def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
+                prov: dict[str, Any]) -> Calibrated:
+    """The `[benign]` and `[machine]` tables (absent from files written before them)."""
+    benign = data.get("benign", {})
+    if not isinstance(benign, dict):
+        raise ThresholdError(f"{path}: [benign]: must be a table")
+    for key in benign:
+        if key not in (*BENIGN_RATES, "logit_level"):
+            raise ThresholdError(f"{path}: [benign]: key {key!r}: unknown key (known: "
+                                 f"{', '.join((*BENIGN_RATES, 'logit_level'))})")
+    rates = {k: BenignRate.of(f"{path}: [benign.{k}]", benign[k]) if k in benign else None
+             for k in BENIGN_RATES}
+    level = benign.get("logit_level")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))
+                              or not math.isfinite(level) or level < 0):
+        raise ThresholdError(f"{path}: [benign]: key 'logit_level': must be a finite number >= 0, "
+                             f"got {level!r}")
+    machine = data.get("machine", {})
+    if not isinstance(machine, dict) or not all(isinstance(v, str) for v in machine.values()):
+        raise ThresholdError(f"{path}: [machine]: must be a table of strings")
+    bitwise = (values["atol"] == 0.0 and values["rtol"] == 0.0
+               and prov.get("largest_benign", None) == 0.0)
+    return Calibrated(str(path), rates["near_tie_flips"],
+                      None if level is None else float(level), rates["above_level"],
+                      tuple(machine.items()), bitwise)

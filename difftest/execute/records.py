@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from difftest.core.atomic import write_json_atomic
 from difftest.core.errors import ArmFailedError, UsageError
 from difftest.execute.hints import missing_module
 
@@ -80,6 +82,8 @@ class ArmResult:
     warnings: list[str] = field(default_factory=list)
     git_dirty: bool | None = None  # git_ref "HEAD" with uncommitted edits to tracked files
     line_prefix: str | None = None  # the arm's own line-prefix pattern, for re-reading its trace
+    # arm variables (DIFFTEST_FAULT, ...) set in difftest's environment and kept from the arm's
+    env_removed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -148,7 +152,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "error": (str, type(None)), "timeout_s": (int, float, type(None)),
     "build_log": (str, type(None)), "launcher": (list, type(None)),
     "job_id": (str, type(None)), "warnings": (list,), "git_dirty": (bool, type(None)),
-    "line_prefix": (str, type(None)),
+    "line_prefix": (str, type(None)), "env_removed": (list,),
 }
 
 
@@ -184,6 +188,26 @@ def tail(path: Path, lines: int) -> str:
         data = data.partition(b"\n")[2]  # the first line was cut by the seek
     text = data.decode("utf-8", errors="replace").rstrip("\n")
     return "\n".join(text.splitlines()[-lines:])
+
+
+def record_stopped(run_dir: Path, signum: int, stage: str) -> None:
+    """meta.json of a run stopped by a signal after its arms ended: its status says how it
+    ended and `stopped_in` when (the arms' records stay as they were)."""
+    path = Path(run_dir) / META_NAME
+    try:
+        with open(path, "rb") as fh:
+            meta = json.loads(fh.read(META_MAX_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError):
+        return  # nothing to finalise: the error being raised says what happened
+    if not isinstance(meta, dict):
+        return
+    meta.update(status=RunStatus.for_signal(signum).value, signal=signal_name(signum),
+                stopped_in=stage, updated_at=utc_now())
+    try:
+        write_json_atomic(path, meta)
+    except OSError as exc:
+        print(f"difftest: error: cannot finalise meta.json: {exc.strerror or exc}",
+              file=sys.stderr)
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:

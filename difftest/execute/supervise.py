@@ -38,6 +38,15 @@ from difftest.execute.records import META_FORMAT, META_NAME, ArmResult, RunStatu
 from difftest.execute.rundir import capture_stems
 
 TOKEN_VAR = "DIFFTEST_ARM_TOKEN"  # lets us find an arm's daemons after they leave its group
+# The variables difftest's runners and adapters read: each switches an arm into a role
+# (teacher forcing, activation capture, a planted fault, a mutation). An arm gets one only from
+# its own definition (the config's env, a role difftest gives it), never from the shell difftest
+# was started in: one left exported there would reach both arms of a comparison alike.
+ARM_VARIABLES = ("DIFFTEST_FORCE", "DIFFTEST_CAPTURE", "DIFFTEST_CAPTURE_DIR", "DIFFTEST_FAULT",
+                 "DIFFTEST_MUTATION")
+# Variables a runner may read that say where, never what: the cache folder of difftest's own
+# files (the llama.cpp runner's seeded GGUF pair). They reach both arms alike and change no float.
+PLACE_VARIABLES = ("DIFFTEST_CACHE",)
 _HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -49,8 +58,18 @@ class RunSignal(KeyboardInterrupt):
         self.signum = signum
 
 
+class ArmsEnded(KeyboardInterrupt):
+    """A signal that came after every arm had ended and meta.json said so: nothing was
+    stopped, and what follows (the analysis) is what the signal ended."""
+
+    def __init__(self, signum: int, run_dir: Path) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.run_dir = run_dir
+
+
 def signal_of(exc: KeyboardInterrupt) -> int:
-    return exc.signum if isinstance(exc, RunSignal) else int(signal.SIGINT)
+    return exc.signum if isinstance(exc, (RunSignal, ArmsEnded)) else int(signal.SIGINT)
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,15 @@ class JobLimits:
     total: int | None = None
     local: int | None = None
     launched: int | None = None
+
+
+def arm_environment(inherited: Mapping[str, str], own: Mapping[str, str]
+                    ) -> tuple[dict[str, str], list[str]]:
+    """The environment an arm starts in: difftest's own, less the arm variables the arm does not
+    set itself, with the arm's variables over it; and the names of those removed."""
+    removed = sorted(k for k in ARM_VARIABLES if k in inherited and k not in own)
+    kept = {k: v for k, v in inherited.items() if k not in removed}
+    return {**kept, **own}, removed
 
 
 class _Arm:
@@ -76,6 +104,7 @@ class _Arm:
         self.token = secrets.token_hex(8)
         self.error: str | None = None
         self.warnings: list[str] = []
+        self.env_removed: list[str] = []
         self.proc: Any = None  # subprocess.Popen[bytes]
         self.captures: list[Capture] = []
         self.budget = Budget(spec.max_capture_bytes)
@@ -130,7 +159,7 @@ class _Arm:
             git_sha=self.place.git_sha, error=self.error, timeout_s=self.spec.timeout_s,
             build_log=self.place.build_log, launcher=self.launch.launcher, job_id=self.job_id,
             warnings=list(self.warnings), git_dirty=self.place.dirty,
-            line_prefix=self.spec.line_prefix)
+            line_prefix=self.spec.line_prefix, env_removed=list(self.env_removed))
 
 
 # --- starting --------------------------------------------------------------------------------
@@ -145,7 +174,8 @@ def _open_capture(path: Path, budget: Budget, count: bool) -> Capture:
 def _start(arm: _Arm) -> None:
     import subprocess
 
-    env = {**os.environ, **arm.spec.env, TOKEN_VAR: arm.token}
+    env, arm.env_removed = arm_environment(os.environ, arm.spec.env)
+    env[TOKEN_VAR] = arm.token
     arm.start = time.monotonic()
     arm.started_at = utc_now()
     try:
@@ -418,6 +448,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             write_json_atomic(meta_path, meta)  # the space we kept for this moment
 
     started = time.monotonic()
+    ended = False
     try:
         with signals_as_interrupts():
             _place(arms, cache_dir, record)
@@ -425,11 +456,14 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             _supervise(arms, limits or JobLimits(), bar, record)
         bar.clear()
         lost = _lost_capture(arms)
+        ended = lost is None  # every arm ended and its record was written when it did
         record(RunStatus.DONE if lost is None else RunStatus.FAILED)
         if lost is not None:
             raise UsageError(lost)
         bar.phase(f"arms done in {time.monotonic() - started:.1f} s; analysing")
     except KeyboardInterrupt as exc:
+        if ended:  # the arms' record is complete: the signal ends what comes next
+            raise ArmsEnded(signal_of(exc), run_dir) from None
         with _signals_ignored():
             _stop_all(arms)
             bar.clear()
@@ -446,12 +480,21 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
             _record_quietly(record, RunStatus.FAILED)
         raise
     finally:
-        reserve.release()
-    for arm in arms:
-        for warning in arm.warnings:
-            if warning != arm.place.warning:
-                print(f"difftest: warning: arm {arm.spec.name!r}: {warning}", file=sys.stderr)
-    return {a.spec.name: a.result() for a in arms}
+        try:
+            reserve.release()
+        except KeyboardInterrupt as exc:
+            if not ended:
+                raise
+            raise ArmsEnded(signal_of(exc), run_dir) from None
+    try:
+        for arm in arms:
+            for warning in arm.warnings:
+                if warning != arm.place.warning:
+                    print(f"difftest: warning: arm {arm.spec.name!r}: {warning}",
+                          file=sys.stderr)
+        return {a.spec.name: a.result() for a in arms}
+    except KeyboardInterrupt as exc:
+        raise ArmsEnded(signal_of(exc), run_dir) from None
 
 
 RESERVE_NAME = ".meta.reserve"

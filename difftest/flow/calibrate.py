@@ -22,10 +22,25 @@ catches a probe by a logit difference above atol or by a flip whose margin reach
 it judges a printed difference by what the print makes certain, the difference minus the arms'
 half quanta (`difftest.numerics.tolerance.resolved_difference`, the same function). So a probe's strength
 on one input is the larger of (its largest certain logit difference / atol) and (its largest
-flip margin / near_tie); the separation is the smallest strength over probes and inputs. The
-file is written only when the gate, by those rules, catches every probe on every input
-(separation at least 1, and no certain difference exactly at atol); otherwise nothing is written
-and the exit code is 3 (uninformative).
+flip margin / near_tie).
+
+The separation is a bound, not the smallest strength the inputs happened to show: log strength
+is modelled as normal across inputs, and the separation is the 95% lower prediction bound for
+an unseen input, `exp(mean - t_{0.95, n-1} * sd * sqrt(1 + 1/n))` over the inputs' log
+strengths, of the weakest probe (`strength_bound`). It needs two inputs; a probe that missed an
+input (strength 0) has none; inputs where a probe's difference has no finite size are certain
+catches and left out of the spread. The file is written only when the gate catches every probe
+on every input and the separation reaches `MARGIN` (1); otherwise nothing is written, the exit
+code is 3, and calibrate says how many inputs would bring the bound to the margin if the
+strengths kept the mean and spread it saw (`inputs_needed`: more inputs shrink atol, by the
+bound's multiplier, and the t quantile).
+
+Calibrate also records the benign pair's rates at the thresholds it writes, which a gate judges
+its own against (`difftest.analysis.benign`): the near-tie flip rate (compared rows whose flip
+the written near_tie excuses) and the rate of logit rows above the benign level (the 0.9
+quantile of the benign rows' differences, pooled), each with its rows, request clusters (input
+and request) and effective number of independent rows. And it records the machine
+(`difftest.core.machine`): a file whose every benign sample was zero is bitwise there.
 """
 
 from __future__ import annotations
@@ -39,17 +54,25 @@ from pathlib import Path
 import numpy as np
 
 from difftest.core.atomic import check_writable, write_text_atomic
-from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare
-from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
+from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare,
+                                       near_tie_rows)
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
+from difftest.core.machine import this_machine
+from difftest.core.thresholds import BenignRate
+from difftest.numerics.clustered import clustered_rate, t_quantile
 from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.core.gitinfo import git_head
-from difftest.core.kinds import Expect
+from difftest.core.kinds import AlignMode, Expect
 from difftest.flow.evaluate import ArmOutcome, drafting_of, outcomes_from_run, thresholds_of
-from difftest.flow.run import run_arm_set
+from difftest.flow.run import job_limits, run_arm_set
 
 COVERAGE = 0.99
 CONFIDENCE = 0.95
+MARGIN = 1.0  # the separation bound a file needs: each probe above the thresholds
+SEPARATION_CONFIDENCE = 0.95  # of the lower prediction bound on a probe's strength
+MAX_INPUTS = 200  # the most inputs `inputs_needed` looks for
+LEVEL_QUANTILE = 0.9  # the benign level: nine benign logit rows in ten stay within it
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,75 @@ def _nonparametric_n(coverage: float, confidence: float) -> int:
     return math.ceil(math.log(1 - confidence) / math.log(coverage))
 
 
+def model_multiplier(n: int, coverage: float = COVERAGE, confidence: float = CONFIDENCE) -> float:
+    """The exponential model's bound over the sample mean with n samples:
+    2 n ln(1/(1-coverage)) / chi2_{2n}(1-confidence) (16.9 at n = 3, 8.5 at 10)."""
+    return 2.0 * n * math.log(1.0 / (1.0 - coverage)) / chi2_even_quantile(2 * n, 1.0 - confidence)
+
+
+def _log_spread(strengths: Sequence[float]) -> tuple[float, float, int] | None:
+    """Mean and sample standard deviation of the finite log strengths and their count (None:
+    fewer than two)."""
+    logs = [math.log(s) for s in strengths if math.isfinite(s)]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = math.fsum(logs) / n
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1)), n
+
+
+def prediction_bound(mean: float, sd: float, n: int,
+                     confidence: float = SEPARATION_CONFIDENCE) -> float:
+    """The lower 1-sided prediction bound, in log space, for one more draw of a normal sample
+    of n with this mean and standard deviation."""
+    return mean - t_quantile(confidence, n - 1) * sd * math.sqrt(1.0 + 1.0 / n)
+
+
+def strength_bound(strengths: Sequence[float],
+                   confidence: float = SEPARATION_CONFIDENCE) -> float:
+    """A lower confidence bound on a probe's strength on an unseen input (module docstring):
+    0 when it missed an input or fewer than two inputs give a finite strength, inf when every
+    input is a certain catch."""
+    if not strengths or any(s <= 0.0 for s in strengths):
+        return 0.0
+    if all(math.isinf(s) for s in strengths):
+        return math.inf
+    spread = _log_spread(strengths)
+    if spread is None:
+        return 0.0
+    return math.exp(prediction_bound(*spread, confidence))
+
+
+def inputs_needed(strengths: Sequence[float], n_inputs: int, margin: float = MARGIN,
+                  confidence: float = SEPARATION_CONFIDENCE) -> int | None:
+    """How many calibration inputs would bring `strength_bound` to `margin`, if the log
+    strengths kept the mean and spread seen on `n_inputs` and atol shrank with n as the
+    exponential model's multiplier does (near_tie with it): the smallest such n up to
+    MAX_INPUTS, `n_inputs` when the bound already reaches it, None when none does (a probe
+    that missed an input, or too few finite strengths to see a spread)."""
+    if any(s <= 0.0 for s in strengths):
+        return None
+    spread = _log_spread(strengths)
+    if spread is None:
+        return n_inputs if all(math.isinf(s) for s in strengths) and strengths else None
+    mean, sd, _ = spread
+    here = model_multiplier(n_inputs)
+
+    def reaches(n: int) -> bool:
+        grown = mean + math.log(here / model_multiplier(n))
+        return prediction_bound(grown, sd, n, confidence) >= math.log(margin)
+
+    if reaches(n_inputs):
+        return n_inputs
+    if not reaches(MAX_INPUTS):
+        return None
+    lo, hi = n_inputs, MAX_INPUTS  # reaches(lo) is false, reaches(hi) true: the bound grows
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return hi
+
+
 @dataclass(frozen=True)
 class ProbeSeparation:
     """One probe on each input: its largest printed logit difference, the largest difference
@@ -151,6 +243,14 @@ class ProbeSeparation:
         """How far past the thresholds the probe is on its weakest input."""
         return min(s for s, _ in self._per_input(atol, near_tie))
 
+    def strengths(self, atol: float, near_tie: float) -> list[float]:
+        """How far past the thresholds the probe is, per input."""
+        return [s for s, _ in self._per_input(atol, near_tie)]
+
+    def bound(self, atol: float, near_tie: float) -> float:
+        """The lower confidence bound on its strength on an unseen input (`strength_bound`)."""
+        return strength_bound(self.strengths(atol, near_tie))
+
     def caught(self, atol: float, near_tie: float) -> bool:
         """Whether the gate, at these thresholds, catches the probe on every input (a certain
         difference exactly at atol is no difference: the gate counts only those above it)."""
@@ -171,17 +271,29 @@ class Calibration:
     run_dir: Path
     written: Path | None
     failures: tuple[ArmFailure, ...] = ()
+    # the benign pair's rates at the thresholds, and the level of the second
+    near_tie_flips: BenignRate | None = None
+    logit_level: float | None = None
+    above_level: BenignRate | None = None
 
     @property
     def separation(self) -> float | None:
-        """The weakest probe's difference over atol (None: no probe ran)."""
+        """The weakest probe's lower confidence bound on its strength over the thresholds on an
+        unseen input (None: no probe ran)."""
         if not self.probes:
             return None
-        return min(p.strength(self.atol.value, self.near_tie) for p in self.probes)
+        return min(p.bound(self.atol.value, self.near_tie) for p in self.probes)
 
     @property
     def weakest_probe(self) -> str:
-        return min(self.probes, key=lambda p: p.strength(self.atol.value, self.near_tie)).mutation
+        return min(self.probes, key=lambda p: p.bound(self.atol.value, self.near_tie)).mutation
+
+    @property
+    def needed(self) -> int | None:
+        """The inputs that would bring every probe's bound to MARGIN (None: no count does)."""
+        counts = [inputs_needed(p.strengths(self.atol.value, self.near_tie), len(self.inputs))
+                  for p in self.probes]
+        return None if not counts or None in counts else max(c for c in counts if c is not None)
 
     @property
     def caught(self) -> bool:
@@ -190,10 +302,40 @@ class Calibration:
                                          for p in self.probes)
 
     @property
+    def bounded(self) -> bool:
+        """The separation bound reaches MARGIN."""
+        s = self.separation
+        return s is not None and s >= MARGIN
+
+    @property
     def exit_code(self) -> ExitCode:
         if self.failures:
             return ExitCode.ARM_FAILED
-        return ExitCode.OK if self.caught else ExitCode.UNINFORMATIVE
+        return ExitCode.OK if self.caught and self.bounded else ExitCode.UNINFORMATIVE
+
+    def _refusal(self) -> str:
+        """Why the thresholds are refused, and how many inputs would do."""
+        n = len(self.inputs)
+        weakest = self.weakest_probe
+        if not self.caught:
+            why = (f"on some input probe {weakest} stays within atol {self.atol.value:.3g} and "
+                   f"near_tie {self.near_tie:.3g} (a difference counts only when its printed "
+                   "value minus the arms' half quanta is above atol): these thresholds cannot "
+                   "tell benign from wrong")
+        else:
+            why = (f"every probe was caught on the {n} input(s), but the "
+                   f"{SEPARATION_CONFIDENCE:.0%} lower bound of probe {weakest}'s strength on an "
+                   "unseen input is below the margin")
+        need = self.needed
+        if need is not None:
+            return why + (f"; about {need} inputs would reach it if the probes kept the strength "
+                          "and spread seen here")
+        if any(s <= 0.0 for p in self.probes
+               for s in p.strengths(self.atol.value, self.near_tie)):
+            return why  # a probe with no difference at all on an input: no count helps
+        return why + (f"; no count up to {MAX_INPUTS} inputs would reach it at the spread seen "
+                      "here" + (" (the spread of fewer than two finite strengths is unknown: use "
+                                "two inputs or more)" if n < 2 else ""))
 
     def summary(self) -> list[str]:
         lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "
@@ -209,28 +351,83 @@ class Calibration:
                          + ", ".join(f"{d:.3g}" for d in p.differences) + " (certain "
                          + ", ".join(f"{r:.3g}" for r in p.resolved) + "); flip margins "
                          + ", ".join(f"{f:.3g}" for f in p.flip_margins)
-                         + f" (x{p.strength(self.atol.value, self.near_tie):.3g} the thresholds)")
+                         + f" (x{p.strength(self.atol.value, self.near_tie):.3g} the thresholds"
+                         + f" on its weakest input; bound x{p.bound(self.atol.value, self.near_tie):.3g})")
+        for name, rate in (("near-tie flip rate", self.near_tie_flips),
+                           ("rate of logit rows above the benign level", self.above_level)):
+            if rate is not None:
+                level = (f" {self.logit_level:.3g}" if rate is self.above_level
+                         and self.logit_level is not None else "")
+                lines.append(f"  - benign {name}{level}: {rate.events}/{rate.rows} rows "
+                             f"({rate.requests} requests, {rate.effective_rows:.3g} effective "
+                             "rows): what a gate's rate is judged against")
         s = self.separation
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
                          "measured; nothing written (exit 3). Name mutations in `mutations`.")
-        elif not self.caught:
-            weakest = self.weakest_probe
-            lines.append(f"  - separation {s:.3g}{' < 1' if s < 1 else ''}: on some input probe "
-                         f"{weakest} stays within atol {self.atol.value:.3g} and near_tie "
-                         f"{self.near_tie:.3g} (a difference counts only when its printed value "
-                         "minus the arms' half quanta is above atol): these thresholds cannot "
-                         "tell benign from wrong; nothing written (exit 3)")
+        elif not (self.caught and self.bounded):
+            lines.append(f"  - separation {s:.3g} < {MARGIN:g}: {self._refusal()}; nothing "
+                         "written (exit 3)")
         else:
-            lines.append(f"  - separation {s:.3g} (the weakest probe, on its weakest input, "
-                         "over the thresholds)")
+            lines.append(f"  - separation {s:.3g} (the {SEPARATION_CONFIDENCE:.0%} lower bound of "
+                         "the weakest probe's strength over the thresholds on an unseen input, "
+                         f"from the spread of {len(self.inputs)} inputs)")
         if self.written is not None:
             lines.append(f"  - thresholds written to {self.written}")
         return lines + [f"run directory: {self.run_dir}"]
 
 
-def _name(arm: str, value: str) -> str:
-    return f"{arm}@{value}"
+def _name(arm: str, value: str, index: int) -> str:
+    """An arm's name on one input: by the input where it is a short word, else by its place in
+    the list (a prompt)."""
+    word = value if len(value) <= 40 and " " not in value and name_problem(value) is None \
+        else f"input{index + 1}"
+    return f"{arm}@{word}"
+
+
+@dataclass(frozen=True)
+class _BenignRows:
+    """One input's benign compared rows: what the rates at the written thresholds count."""
+
+    flipped: np.ndarray  # bool: the tokens flipped
+    flip_a: np.ndarray  # the margins the near-tie rule judges a flip by
+    flip_b: np.ndarray
+    diff: np.ndarray  # |A - B| of the row's logits (nan: none)
+    groups: np.ndarray  # the request cluster
+
+    @classmethod
+    def of(cls, c: Comparison, index: int) -> _BenignRows:
+        r = c.rows
+        keep = r.compared
+        req = r.req[keep] if c.mode is AlignMode.POSITION else r.pos[keep]
+        return cls((r.status == DIFFER)[keep], r.flip_margin_a[keep], r.flip_margin_b[keep],
+                   r.abs_logit_diff[keep], index * (1 << 32) + req.astype(np.int64))
+
+
+def _benign_rate(values: np.ndarray, groups: np.ndarray) -> BenignRate | None:
+    rate = clustered_rate(values, groups)
+    if rate is None:
+        return None
+    return BenignRate(int(values.sum()), rate.rows, rate.clusters, rate.effective_rows)
+
+
+def benign_rates(rows: Sequence[_BenignRows], near_tie: float
+                 ) -> tuple[BenignRate | None, float | None, BenignRate | None]:
+    """The benign near-tie flip rate at `near_tie`, the benign logit level and the rate of
+    rows above it, pooled over the inputs and clustered by (input, request)."""
+    if not rows:
+        return None, None, None
+    groups = np.concatenate([b.groups for b in rows])
+    with np.errstate(invalid="ignore"):
+        near = np.concatenate([b.flipped & near_tie_rows(b.flip_a, b.flip_b, near_tie)
+                               for b in rows])
+    flips = _benign_rate(near, groups)
+    diff = np.concatenate([b.diff for b in rows])
+    finite = np.isfinite(diff)
+    if not finite.any():
+        return flips, None, None
+    level = float(np.quantile(diff[finite], LEVEL_QUANTILE, method="higher"))
+    return flips, level, _benign_rate(diff[finite] > level, groups[finite])
 
 
 def _largest_diff(c: Comparison) -> float:
@@ -269,8 +466,11 @@ def _flip_margin(c: Comparison) -> float:
 
 
 def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = None,
-              progress: bool | None = None, write: bool = True) -> Calibration:
-    """Run the pair and its probes on the held-out inputs and set thresholds from them."""
+              progress: bool | None = None, write: bool = True,
+              jobs: int | None = None) -> Calibration:
+    """Run the pair and its probes on the held-out inputs and set thresholds from them, at
+    most `jobs` arms at once (-j; by default as `check` runs them)."""
+    limits = job_limits(config, jobs)
     if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
@@ -287,21 +487,23 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
         raise UsageError(f"comparison {spec.name}: neither arm takes {INPUT_TOKEN} in its "
                          "command or env, so every input would run the same thing")
     runs: list[ArmSpec] = []
-    for value in spec.calibration_inputs:
-        a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value))
-        b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value))
+    for i, value in enumerate(spec.calibration_inputs):
+        a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value, i))
+        b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value, i))
         runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.mutations)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
-                                   progress=progress, extra_meta={"calibrate": spec.name})
+                                   progress=progress, extra_meta={"calibrate": spec.name},
+                                   limits=limits)
+    rows: list[_BenignRows] = []
     benign: list[float] = []
     margins: list[float] = []
     probe_diffs: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     probe_flips: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     probe_resolved: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     failures: list[ArmFailure] = []
-    for value in spec.calibration_inputs:
-        na, nb = _name("A:" + arm_a.name, value), _name("B:" + arm_b.name, value)
+    for i, value in enumerate(spec.calibration_inputs):
+        na, nb = _name("A:" + arm_a.name, value, i), _name("B:" + arm_b.name, value, i)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
         pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
         for m in spec.rules.mutations:
@@ -319,6 +521,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
             if mutation is None:
                 benign.append(_largest_diff(c))
                 margins.append(_flip_margin(c))
+                rows.append(_BenignRows.of(c, i))
             else:
                 probe_diffs[mutation].append(_largest_diff(c))
                 probe_flips[mutation].append(_flip_margin(c))
@@ -336,8 +539,9 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     near_tie = max(2.0 * atol.value, flips)
     probes = tuple(ProbeSeparation(m, tuple(d), tuple(probe_flips[m]), tuple(probe_resolved[m]))
                    for m, d in probe_diffs.items())
+    flips_rate, level, above = benign_rates(rows, near_tie)
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
-                      near_tie, probes, run_dir, None)
+                      near_tie, probes, run_dir, None, (), flips_rate, level, above)
     if write and cal.exit_code is ExitCode.OK:
         path = Path(spec.thresholds)
         write_text_atomic(path, thresholds_toml(cal, git_head(config.path.resolve().parent)))
@@ -355,7 +559,8 @@ def _toml_value(v: object) -> str:
     return str(v)
 
 
-def thresholds_toml(cal: Calibration, sha: str | None) -> str:
+def thresholds_toml(cal: Calibration, sha: str | None,
+                    machine: dict[str, str] | None = None) -> str:
     """The thresholds file: values a comparison reads, and where they came from."""
     prov: dict[str, object] = {
         "comparison": cal.comparison, "inputs": list(cal.inputs), "n": len(cal.inputs),
@@ -364,8 +569,20 @@ def thresholds_toml(cal: Calibration, sha: str | None) -> str:
         "largest_benign_margin": max(cal.flip_margins), "separation": cal.separation or 0.0,
         "weakest_probe": cal.weakest_probe, "git_sha": sha or "unknown",
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    machine = this_machine() if machine is None else machine
     lines = ["# Written by `difftest calibrate`; see docs/thresholds.md.", "[thresholds]",
              f"atol = {cal.atol.value!r}", "rtol = 0.0", f"near_tie = {cal.near_tie!r}", "",
              "[provenance]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in prov.items()]
+    lines += ["", "# the benign pair's rates at these thresholds: what a gate's rates are judged "
+              "against", "[benign]"]
+    if cal.logit_level is not None:
+        lines.append(f"logit_level = {cal.logit_level!r}")
+    for name, rate in (("near_tie_flips", cal.near_tie_flips), ("above_level", cal.above_level)):
+        if rate is not None:
+            lines += ["", f"[benign.{name}]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in rate.to_json().items()]
+    lines += ["", "# the machine these were measured on (a bitwise file is bitwise here)",
+              "[machine]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in machine.items()]
     return "\n".join(lines) + "\n"

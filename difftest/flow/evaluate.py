@@ -22,22 +22,30 @@ from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute.records import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
-from difftest.core.kinds import DraftingKind, Expect, VerdictKind
+from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
+                                            sampled_finding)
+from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
+from difftest.trace.sampled import parse_samples
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
+from difftest.analysis.benign import RateEffect, rate_effect
 from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
 from difftest.analysis import quantity
 from difftest.flow.switch import Side, check_switch
+from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
 from difftest.flow.plan import Evidence
 from difftest.flow.overrides import OVERRIDES
-from difftest.core.thresholds import (Source, ThresholdError, ToleranceMode, arm_dtype, credited,
-                                 resolve_tolerance)
+from difftest.core.machine import differences as machine_differences
+from difftest.core.machine import this_machine
+from difftest.core.thresholds import (ArmDtype, Source, ThresholdError, ToleranceMode, arm_dtype,
+                                      credited, dtype_tolerance, resolve_tolerance)
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,10 @@ class ComparisonReport:
     acceptance: AcceptanceReport | None = None  # None: an arm failed, or no drafted verify
     rates: RateInstruments | None = None  # None: an arm failed
     sequential: SequentialResult | None = None  # under --until-decided: every look, the decision
+    # near-tie flips and in-tolerance logit rows against the benign rate (None: an arm failed)
+    benign_rates: RateEffect | None = None
+    # decoding = "sampled": the token laws' test and each arm's acceptance check
+    sampled: SampledEvidence | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -120,15 +132,24 @@ def _health_failure(name: str, trace: ArmTrace) -> ArmFailure | None:
 def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
              thresholds: AuditThresholds, run_dir: Path | None = None,
              reruns_of_a: Sequence[ArmOutcome] = (),
-             evidence: Evidence = ((), ())) -> ComparisonReport:
+             evidence: Evidence = ((), ()), mutated: bool = False) -> ComparisonReport:
     """Judge two arms whose traces are parsed (or whose failures are known). With reruns of
     arm A, B is judged against A's A/A noise floor. The traces must show the same quantity and
-    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not."""
+    the switch engaged (`toggle`, each arm's `evidence`), or the verdict says they do not.
+    `mutated`: B is a probe's mutated arm (a mutation is its role)."""
     failures = [o.failure for o in (a, b, *reruns_of_a) if o.failure is not None]
     if failures:
         return ComparisonReport(spec.name, spec, a, b, None, arm_failed(failures, spec.rules.expect),
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        found = sampled_evidence(a, b, reruns_of_a)
+        finding = sampled_finding(found)
+        verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+        verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+        verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
+        return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir,
+                                sampled=found)
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
@@ -147,9 +168,14 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     atol, rtol, said = tolerance_of(spec, a, b)
     # the rules as applied: atol/rtol from a dtype table or a thresholds file are given now
     applied = replace(spec.rules, atol=atol, rtol=rtol, tolerance=ToleranceMode.GIVEN)
+    if any(s.startswith(MACHINE_FLOOR) for s in said) and not spec.rules.set_by_override(
+            "near_tie"):
+        applied = replace(applied, near_tie=None)  # derived from the floor, as the table's is
     cmp = compare(a.trace, b.trace, applied, floor=floor, drafting=drafting,
                   drafting_source=source, alignment=alignment)
     verdict = judge(cmp, a.audit, b.audit, names=(a.name, b.name), thresholds=thresholds)
+    effect = rate_effect(cmp, spec.calibrated, verdict.instruments)
+    verdict = with_rate_effect(verdict, effect)
     verdict = verdict.with_reasons([*said, *threshold_notes(cmp, floor)])
     verdict = verdict.with_reasons([f"{o.name}: {n.text}" for o, t in ((a, a.trace), (b, b.trace))
                                     for n in t.notices])
@@ -158,18 +184,49 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+    verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:
         verdict = _teacher_forced(verdict, forcing, (a.name, b.name))
     mde = rates.mde_sentence(verdict.instruments)
     if mde is not None and verdict.kind is VerdictKind.AGREE:
         verdict = verdict.with_reasons([mde])
     return ComparisonReport(spec.name, spec, a, b, cmp, verdict, thresholds, run_dir, forcing,
-                            acc, rates)
+                            acc, rates, benign_rates=effect)
+
+
+def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
+                     reruns_of_a: Sequence[ArmOutcome] = ()) -> SampledEvidence:
+    """A sampled comparison's evidence: the arms' token laws (every run of A, its reruns
+    included, against B) and each arm's acceptance against its traced p and q. The
+    distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
+    runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
+    rows = {o.name: [parse_samples(o.trace_path).rows()] for o in (*runs_a, b)}
+    rows_a = [r for o in runs_a for r in rows[o.name]]
+    return judge_sampled([o.trace for o in runs_a if o.trace is not None],
+                         [b.trace] if b.trace is not None else [],
+                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
+
+
+def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
+    """The verdict with what the rates demand: a rate above the benign one is a difference; a
+    nearly blind token instrument leaves no agreement standing. Their reasons are added
+    either way."""
+    if effect.kind is None:
+        return verdict.with_reasons(effect.reasons)
+    demand = Demand.DIFFER if effect.kind is VerdictKind.DIFFER else Demand.NO_AGREEMENT
+    joined = verdict.joined(VerdictFinding(Origin.RATES, demand, effect.reasons),
+                            last=effect.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: every row was within the "
+        "rules one at a time, and the rates above say what their number shows"])
 
 
 def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str]) -> Verdict:
     """A B that did not replay A's stream ran on its own contexts: its drafts are not the
-    teacher-forced comparison asked for, so nothing is judged (uninformative, reasons first)."""
+    teacher-forced comparison asked for, so nothing is judged (not what was asked: reasons
+    first)."""
     if forcing.honoured:
         def acc(x: float | None) -> str:
             return "-" if x is None else f"{x:.2f}"
@@ -179,10 +236,11 @@ def _teacher_forced(verdict: Verdict, forcing: ForceCheck, names: tuple[str, str
             f"{names[1]} (would have) {acc(forcing.acceptance_b)}"])
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    last = (f"verdict {VerdictKind.UNINFORMATIVE.value}, not {verdict.kind.value}: teacher "
-            f"forcing was asked for and {names[1]} did not follow it (see the first reasons)")
-    return replace(verdict, kind=VerdictKind.UNINFORMATIVE,
-                   reasons=(*forcing.reasons, *verdict.reasons, last))
+    found = VerdictFinding(Origin.TEACHER_FORCING, Demand.NOT_WHAT_WAS_ASKED, forcing.reasons)
+    joined = verdict.joined(found, first=found.reasons)
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: teacher forcing was asked for "
+        f"and {names[1]} did not follow it (see the first reasons)"])
 
 
 def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutcome,
@@ -192,28 +250,41 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
     assert a.trace is not None and b.trace is not None
-    kind: VerdictKind = verdict.kind
-    first: list[str] = []
-    mismatched = quantity.mismatches(a.trace, b.trace, (a.name, b.name))
-    if mismatched:
-        kind = quantity.judged(kind)
-        first += mismatched
+    mismatched = quantity.finding(a.trace, b.trace, (a.name, b.name))
     switch = check_switch(spec.rules.toggle,
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
-    if switch.kind is VerdictKind.INERT:
-        kind = switch.kind
-    elif switch.kind is not None and not (kind is VerdictKind.DIFFER
-                                          and spec.rules.expect is Expect.SAME):
-        # nothing shows the switch engaged: no pass may rest on it (a difference found under
-        # `same` is a difference whatever the arms ran, and stands)
-        kind = switch.kind
-    first += switch.reasons
-    last: list[str] = []
-    if kind is not verdict.kind:
-        last.append(f"verdict {kind.value}, not {verdict.kind.value}: what the drafts show does "
-                    "not bear on this comparison's claim (see the first reasons)")
-    return replace(verdict, kind=kind, reasons=(*first, *verdict.reasons, *last))
+    engaged = switch.finding(spec.rules.expect)
+    found = [f for f in (mismatched, engaged) if f is not None]
+    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons]
+    joined = verdict.joined(*found, first=first)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: what the drafts show does not "
+        "bear on this comparison's claim (see the first reasons)"])
+
+
+def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutcome],
+                  mutated: bool) -> Verdict:
+    """An arm that ran forced, faulted or mutated outside its role makes the comparison INERT
+    (difftest.flow.roles); a variable kept from an arm's environment is a warning."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    roles = check_roles([Side(o.name, o.trace, o.trace_path, o.result) for o in arms
+                         if o.trace is not None],
+                        Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
+                              mutated=spec.arm_b if mutated else None))
+    if roles.kind is None:
+        return verdict.with_reasons(roles.reasons)
+    demand = Demand.INERT if roles.kind is VerdictKind.INERT else Demand.of_kind(roles.kind)
+    joined = verdict.joined(VerdictFinding(Origin.ROLES, demand, roles.reasons),
+                            first=roles.reasons)
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([
+        f"verdict {joined.kind.value}, not {verdict.kind.value}: an arm did not run in its "
+        "role (see the first reasons)"])
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
@@ -235,21 +306,63 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     if spec.thresholds and not spec.threshold_origin:
         raise UsageError(f"comparison {spec.name}: its thresholds file {spec.thresholds} does "
                          f"not exist yet; run `difftest calibrate -c {spec.name}` first")
+    machine_said: list[str] = []
     if spec.threshold_origin:
         base = Source(rules.atol, rules.rtol, spec.threshold_origin)
+        floor, machine_said = machine_floor(spec, (arms[0], arms[1]))
+        if floor is not None:
+            base = floor
     elif source is not None:
         base = source
     else:
         base = Source(rules.atol, rules.rtol, "the comparison's atol/rtol")
     atol = rules.atol if "atol" in over else base.atol
     rtol = rules.rtol if "rtol" in over else base.rtol
-    near = (("near_tie", rules.near_tie),) if spec.threshold_origin or "near_tie" in over else ()
+    floored = bool(machine_said) and machine_said[0].startswith(MACHINE_FLOOR)
+    # a floor's near_tie is derived per row (said in machine_said), as the table's is
+    near = (("near_tie", rules.near_tie),) if "near_tie" in over or (
+        spec.threshold_origin and not floored) else ()
     values = [("atol", atol), ("rtol", rtol), *near]
     if (rules.tolerance is ToleranceMode.GIVEN and not spec.threshold_origin
             and not (atol or rtol)):
         return atol, rtol, []  # bitwise, the default: nothing to say
-    return atol, rtol, [credited([(k, v, OVERRIDES if k in over else base.origin)
-                                  for k, v in values if v is not None])]
+    return atol, rtol, [*machine_said, credited([(k, v, OVERRIDES if k in over else base.origin)
+                                                 for k, v in values if v is not None])]
+
+
+MACHINE_FLOOR = "bitwise on another machine"
+
+
+def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | None]
+                  ) -> tuple[Source | None, list[str]]:
+    """Whether the thresholds file was measured on this machine, and what to judge by when
+    not: a bitwise file holds only where it was measured (another CPU's kernels or another
+    library version reorder floats), so elsewhere the engine's dtype floor replaces it (the
+    table's entry for the less precise arm; refused, naming the command, when no arm states
+    a dtype). A file with tolerances is kept, with a word that it came from elsewhere."""
+    cal = spec.calibrated
+    if cal is None:
+        return None, []
+    recorded = dict(cal.machine)
+    diffs = machine_differences(recorded, this_machine()) if recorded else []
+    if (recorded and not diffs) or not (recorded or cal.bitwise):
+        return None, []  # its machine, or a file with tolerances that does not say
+    where = (f"calibrated on another machine ({'; '.join(diffs)})" if recorded else
+             "its file does not record the machine it was calibrated on")
+    recalibrate = f"`difftest calibrate -c {spec.name}`"
+    if not cal.bitwise:
+        return None, [f"thresholds of comparison {spec.name}: {where}; they may not hold here "
+                      f"(recalibrate here with {recalibrate})"]
+    if arms[0] is None or arms[1] is None:
+        raise UsageError(f"comparison {spec.name}: {spec.thresholds} is bitwise, {where}: a "
+                         "bitwise gate does not carry over to another machine, and no arm "
+                         "states a dtype for the floor to judge by; recalibrate here with "
+                         f"{recalibrate} (or set dtype on the arms)")
+    table = dtype_tolerance(arms[0], arms[1])
+    return table, [f"{MACHINE_FLOOR}: {spec.thresholds} is bitwise where it was measured, "
+                   f"{where}; judged with the engine's dtype floor instead (atol "
+                   f"{table.atol:g}, rtol {table.rtol:g}, near_tie derived); recalibrate here "
+                   f"with {recalibrate} for a bitwise gate"]
 
 
 def drafting_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
@@ -297,13 +410,29 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
+    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
+    capture copied is. Nothing in them shows the arms ran different configurations, so the
+    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+    if verdict.kind is VerdictKind.ARM_FAILED:
+        return verdict
+    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+           "different configurations (two runs of a deterministic engine print exactly this, "
+           "and so does one capture copied), so this comparison could not have failed")
+    joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
+    if joined.kind is verdict.kind:
+        return joined
+    return joined.with_reasons([f"verdict {joined.kind.value}, not {verdict.kind.value}: the "
+                                "two captures are one text (see the first reason)"])
+
+
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
                  line_prefix: str | None = None) -> ComparisonReport:
     """Compare two captured traces; nothing is run. Refused when both name one capture.
     `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
-    same = one_capture(Path(trace_a), Path(trace_b), by_content=True)
+    same = one_capture(Path(trace_a), Path(trace_b), by_content=False)
     if same is not None:
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
                          "it would agree whatever the engine did. Compare two runs")
@@ -311,6 +440,8 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
     report = evaluate(spec, a, b, th, evidence=evidence)
+    if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")

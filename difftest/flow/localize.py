@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from difftest.core.activations import Localization, ModuleDiff, first_divergence, read_dumps
+from difftest.core.activations import (BACKGROUND_FACTOR, Localization, LocalizeOutcome,
+                                       ModuleDiff, against_background, first_divergence,
+                                       read_dumps)
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import ArmSide
+from difftest.core.kinds import ArmSide, VerdictKind
+
+if TYPE_CHECKING:
+    from difftest.config import ArmSpec, Config, ComparisonSpec
+    from difftest.execute.records import ArmResult
 
 LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
 LOCALIZE_JSON = "localize.json"
@@ -25,18 +32,27 @@ LOCALIZE_FORMAT = "difftest-localize/1"
 class LocalizeReport:
     dumps: tuple[Path, Path]
     localization: Localization
+    baseline: Path | None = None  # the baseline's capture folder (B0), when localised against one
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK if self.localization.first is None else ExitCode.DIFFER
+        return ExitCode.DIFFER if self.localization.differs else ExitCode.OK
 
     def render(self) -> str:
         loc = self.localization
-        lines = [loc.describe(), "", "| # | module | shape | max abs diff |", "|---|---|---|---|"]
+        if loc.factor is None:
+            lines = [loc.describe(), "", "| # | module | shape | max abs diff |",
+                     "|---|---|---|---|"]
+        else:
+            lines = [loc.describe(), "", "| # | module | shape | max abs diff | RMS \\|A - B\\| "
+                     "| RMS \\|A - B0\\| | ratio |", "|---|---|---|---|---|---|---|"]
         for i, m in enumerate(loc.modules):
             mark = " **first**" if m is loc.first else ""
-            lines.append(f"| {i} | {m.module}{mark} | {'x'.join(map(str, m.shape))} | "
-                         f"{m.max_abs_diff:.3g} |")
+            row = (f"| {i} | {m.module}{mark} | {'x'.join(map(str, m.shape))} | "
+                   f"{m.max_abs_diff:.3g} |")
+            if loc.factor is not None:
+                row += f" {m.rms:.3g} | {m.background or 0.0:.3g} | {m.ratio or 0.0:.4g} |"
+            lines.append(row)
         return "\n".join(lines)
 
 
@@ -53,11 +69,17 @@ def checked_atol(atol: float) -> float:
     return float(atol)
 
 
-def localize_dumps(a: Path, b: Path, atol: float = 0.0) -> LocalizeReport:
-    """Compare two capture folders module by module, in forward order."""
+def localize_dumps(a: Path, b: Path, atol: float = 0.0,
+                   baseline: Path | None = None) -> LocalizeReport:
+    """Compare two capture folders module by module, in forward order; with a baseline's
+    capture (B0, a known-good arm), each module against its own background |A - B0|."""
     atol = checked_atol(atol)
-    return LocalizeReport((Path(a), Path(b)), first_divergence(read_dumps(Path(a)),
-                                                               read_dumps(Path(b)), atol))
+    dumps_a, dumps_b = read_dumps(Path(a)), read_dumps(Path(b))
+    if baseline is None:
+        return LocalizeReport((Path(a), Path(b)), first_divergence(dumps_a, dumps_b, atol))
+    return LocalizeReport((Path(a), Path(b)),
+                          against_background(dumps_a, dumps_b, read_dumps(Path(baseline)),
+                                             BACKGROUND_FACTOR, atol), Path(baseline))
 
 
 @dataclass(frozen=True)
@@ -72,25 +94,59 @@ class RunLocalization:
     report: LocalizeReport
     comparison: str = ""
     in_report: bool = True  # the comparison the run's report.md and report.html are of
+    baseline: str | None = None  # the baseline arm B0 localised against
+    verdict: VerdictKind | None = None  # the run's comparison, judged again
 
     @property
     def exit_code(self) -> ExitCode:
         return self.report.exit_code
 
+    def why_not(self) -> str | None:
+        """Why every module agrees (or is within its background) although the run's comparison
+        was DIFFER: the difference is below the tolerance used, or outside the captured modules
+        (None when nothing needs saying)."""
+        loc = self.report.localization
+        if self.verdict is not VerdictKind.DIFFER or loc.differs:
+            return None
+        top = max(loc.modules, key=lambda m: m.max_abs_diff)
+        req, pos = self.at
+        outside = ("outside the captured modules: the draft forward at "
+                   f"{req}:{pos} is not where the comparison's difference comes from (the "
+                   "target's verify, another step, or what the runner does after the draft)")
+        if top.max_abs_diff == 0:
+            return (f"the run's comparison was DIFFER, but both captures are bitwise equal at "
+                    f"{req}:{pos}: the difference is {outside}")
+        if loc.factor is None:
+            return (f"the run's comparison was DIFFER: the captured modules differ by at most "
+                    f"{top.max_abs_diff:.3g} (at {top.module}), below the tolerance used "
+                    f"({loc.atol:g}); rerun with a smaller --atol, or the difference is {outside}")
+        return (f"the run's comparison was DIFFER, and every captured module differs from A by "
+                f"no more than the baseline {self.baseline} does: the difference is the "
+                f"background's (the harmless change), or it is {outside}")
+
     def render(self) -> str:
         req, pos = self.at
+        arms = "both arms" if self.baseline is None else f"A, B and the baseline {self.baseline}"
+        why = self.why_not()
+        note = f"**Why:** {why}\n\n" if why else ""
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
-                f"{self.folder}; both arms teacher-forced on A's stream.\n\n{self.report.render()}\n")
+                f"{self.folder}; {arms} teacher-forced on A's stream.\n\n{note}"
+                f"{self.report.render()}\n")
 
     def to_json(self) -> dict[str, object]:
         loc = self.report.localization
         first = loc.first
+        assert loc.outcome is not None
         return {"format": LOCALIZE_FORMAT, "comparison": self.comparison,
                 "req": self.at[0], "pos": self.at[1],
-                "atol": loc.atol, "rows": list(loc.rows),
+                "atol": loc.atol, "rows": list(loc.rows), "outcome": loc.outcome.value,
+                "baseline": self.baseline, "factor": loc.factor, "why": self.why_not(),
                 "first": None if first is None else first.module,
                 "modules": [{"module": m.module, "shape": list(m.shape),
-                             "max_abs_diff": m.max_abs_diff,
+                             # inf (a value non-finite in one arm) is null in JSON, with
+                             # `nonfinite` saying why
+                             "max_abs_diff": m.max_abs_diff, "nonfinite": m.nonfinite,
+                             "rms": m.rms, "background": m.background,
                              "where": None if m.where is None else list(m.where)}
                             for m in loc.modules]}
 
@@ -102,6 +158,15 @@ class SavedLocalization:
     at: tuple[str, int]
     folder: Path
     localization: Localization
+
+
+def _saved_diff(module: dict[str, object], key: str = "max_abs_diff") -> float:
+    """A module's max |diff| (or RMS) as localize.json holds it: null is the infinite
+    difference of a value non-finite in one arm (JSON has no inf), and only then."""
+    value, odd = module.get(key, 0.0), module.get("nonfinite", 0)
+    if value is None and isinstance(odd, int) and odd > 0:
+        return float("inf")
+    return float(value)  # type: ignore[arg-type]  # a bad value: ValueError/TypeError, skipped
 
 
 def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
@@ -119,13 +184,19 @@ def saved_localizations(run_dir: Path) -> list[SavedLocalization]:
             if data.get("format") != LOCALIZE_FORMAT:
                 continue
             mods = tuple(ModuleDiff(str(m["module"]), tuple(int(x) for x in m["shape"]),
-                                    float(m["max_abs_diff"]),
-                                    None if m["where"] is None
-                                    else tuple(int(x) for x in m["where"]))
+                                    _saved_diff(m), None if m["where"] is None
+                                    else tuple(int(x) for x in m["where"]),
+                                    int(m.get("nonfinite", 0)), _saved_diff(m, "rms"),
+                                    None if m.get("background") is None
+                                    else float(m["background"]))
                          for m in data["modules"])
             first = next((m for m in mods if m.module == data["first"]), None)
+            outcome = data.get("outcome")
+            factor = data.get("factor")
             loc = Localization(mods, first, float(data["atol"]),
-                               tuple(int(r) for r in data["rows"]))
+                               tuple(int(r) for r in data["rows"]),
+                               None if outcome is None else LocalizeOutcome(outcome),
+                               None if factor is None else float(factor))
             out.append(SavedLocalization((str(data["req"]), int(data["pos"])), path.parent,
                                          loc))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -143,28 +214,65 @@ def parse_at(text: str) -> tuple[str, int]:
     return req, int(pos)
 
 
-def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[str, int]:
-    """The first differing (request, position) of a judged run (of its comparison named, in a
-    run of several): a token flip, else a logit difference beyond the comparison's
-    tolerance."""
-    from difftest.core.errors import UsageError
+def _judged(run_dir: Path, comparison: str | None) -> tuple[VerdictKind, tuple[str, int] | None]:
+    """The run's comparison judged again: its verdict, and its first differing (request,
+    position): a token flip, else a logit difference beyond the comparison's tolerance."""
     from difftest.flow.rejudge import rejudge_run
 
     report = rejudge_run(Path(run_dir), comparison=comparison)
     c = report.comparison
     place = None if c is None else (c.first_difference or c.first_logit_difference)
+    return report.verdict.kind, None if place is None else (place.req, place.pos)
+
+
+def first_differing_step(run_dir: Path, comparison: str | None = None) -> tuple[str, int]:
+    """The first differing (request, position) of a judged run (of its comparison named, in a
+    run of several): a token flip, else a logit difference beyond the comparison's
+    tolerance."""
+    from difftest.core.errors import UsageError
+
+    verdict, place = _judged(run_dir, comparison)
     if place is None:
         raise UsageError(f"{run_dir}: no differing step to localise (verdict "
-                         f"{report.verdict.kind.value}); name one with --at REQ:POS")
-    return place.req, place.pos
+                         f"{verdict.value}); name one with --at REQ:POS")
+    return place
+
+
+def baseline_arm(name: str, spec: ComparisonSpec, results: dict[str, ArmResult],
+                 config: Config | Path | None) -> ArmSpec:
+    """The baseline arm B0 as it is rerun: as the run recorded it when it ran there, else from
+    the config (a path, or None: ./difftest.toml, else the packaged default), on the
+    comparison's gate input as the run's arms were."""
+    from difftest.config import ArmSpec, Config, load_config
+    from difftest.core.errors import UsageError
+    from difftest.flow.plan import on_gate_input
+
+    if name in (spec.arm_a, spec.arm_b):
+        raise UsageError(f"--baseline {name}: the baseline is a third arm, a known-good one that "
+                         "differs from A only in the harmless change, not arm A or B")
+    res = results.get(name)
+    if res is not None:
+        return ArmSpec(name=name, command=tuple(res.argv), env=dict(res.env_overrides),
+                       cwd=Path(res.cwd) if res.cwd else None)
+    cfg = config if isinstance(config, Config) else load_config(config)
+    if name not in cfg.arms:
+        raise UsageError(f"--baseline {name}: no such arm in this run, nor in {cfg.path} (arms: "
+                         f"{', '.join(cfg.arms) or 'none'}); give the config that defines it "
+                         "(--config)")
+    return on_gate_input(spec, cfg.arm(name))
 
 
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
-                 atol: float | None = None, comparison: str | None = None) -> RunLocalization:
+                 atol: float | None = None, comparison: str | None = None,
+                 baseline: str | None = None,
+                 config: Config | Path | None = None) -> RunLocalization:
     """Rerun both arms of a run's comparison with capture at one step, teacher-forced on A's
     recorded stream, and compare their draft forwards module by module (beyond `atol`, by
     default the comparison's own). A run of several comparisons (check, probe) needs
-    `comparison`, as `export` does (`NAME/MUTATION` for a probed mutation)."""
+    `comparison`, as `export` does (`NAME/MUTATION` for a probed mutation). With a baseline
+    (`baseline`, else the comparison's `localize_baseline`; its arm from the run, else from
+    `config`, else the config a check run records, else the default one), it is rerun alike
+    and each module is judged against its own background."""
     from difftest.core.atomic import write_json_atomic, write_text_atomic
     from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
@@ -185,7 +293,15 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
     own = recorded.extra.get("comparison")
     in_report = isinstance(own, dict) and own.get("name") == spec.name
-    req, pos = at if at is not None else first_differing_step(run_dir, spec.name)
+    base_name = baseline or spec.localize_baseline
+    if config is None and isinstance(recorded.extra.get("config"), str):
+        config = Path(str(recorded.extra["config"]))  # a check run's config
+    base_arm = None if base_name is None else baseline_arm(base_name, spec, results, config)
+    verdict, first = _judged(run_dir, spec.name)
+    if at is None and first is None:
+        raise UsageError(f"{run_dir}: no differing step to localise (verdict "
+                         f"{verdict.value}); name one with --at REQ:POS")
+    req, pos = at if at is not None else first  # type: ignore[misc]  # one is set
     a, b = results[spec.arm_a], results[spec.arm_b]
     stream = committed_stream(parse_trace(a.stderr_path))
     steps = stream.requests.get(req)
@@ -202,33 +318,43 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     force = run_dir / FORCE_NAME
     if not force.is_file():
         force = write_force_file(stream, folder / FORCE_NAME)
-    where = {side: folder / f"capture-{side}" for side in ArmSide}
+    # the baseline's capture is capture-b0 (B0); ArmSide names only A and B
+    where = {ArmSide.A.value: folder / "capture-a", ArmSide.B.value: folder / "capture-b",
+             "b0": folder / "capture-b0"}
+    reruns: list[tuple[str, ArmSpec]] = [
+        (ArmSide.A.value, ArmSpec(name=a.name, command=tuple(a.argv), env=a.env_overrides,
+                                  cwd=Path(a.cwd) if a.cwd else None)),
+        (ArmSide.B.value, ArmSpec(name=b.name, command=tuple(b.argv), env=b.env_overrides,
+                                  cwd=Path(b.cwd) if b.cwd else None))]
+    if base_arm is not None:
+        reruns.append(("b0", base_arm))
     arms = []
-    for key, res in ((ArmSide.A, a), (ArmSide.B, b)):
-        env = {k: v for k, v in res.env_overrides.items() if k != FORCE_ENV}
+    for key, arm in reruns:
+        env = {k: v for k, v in arm.env.items() if k != FORCE_ENV}
         env.update({CAPTURE_ENV: f"{req}:{pos}",
-               CAPTURE_DIR_ENV: str(where[key].resolve()),
-                    "VT_SPEC_TRACE": res.env_overrides.get("VT_SPEC_TRACE") or "1"})
-        # both arms on A's stream: A's replay of its own stream is its free run, and a runner
+                    CAPTURE_DIR_ENV: str(where[key].resolve()),
+                    "VT_SPEC_TRACE": arm.env.get("VT_SPEC_TRACE") or "1"})
+        # every arm on A's stream: A's replay of its own stream is its free run, and a runner
         # whose forced steps compute on another schedule than its free ones (transformers: one
-        # generate call per step) then captures both arms on the same schedule
+        # generate call per step) then captures every arm on the same schedule
         env[FORCE_ENV] = str(force.resolve())
-        arms.append(ArmSpec(name=f"{key}-{res.name}", command=tuple(res.argv), env=env,
-                            cwd=Path(res.cwd) if res.cwd else None))
+        arms.append(arm.with_changes(name=f"{key}-{arm.name}", env=env))
     folder.mkdir(parents=True, exist_ok=True)
     done = run_arms(arms, folder, progress=False)
     for arm in arms:
         failed = done[arm.name].failure()
         if failed is not None:
             raise UsageError(f"localize: rerun of arm {arm.name}: {failed}")
-    for key in ArmSide:
+    for (key, _), rerun in zip(reruns, arms, strict=True):
         if not where[key].is_dir():
-            raise UsageError(f"localize: arm {key} wrote no capture in {where[key]}: does its "
-                             f"runner implement {CAPTURE_ENV}? (the reference and hf runners do)")
+            raise UsageError(f"localize: arm {rerun.name} wrote no capture in {where[key]}: does "
+                             f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
+                             "runners do)")
     tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
-                          localize_dumps(where[ArmSide.A], where[ArmSide.B], tol),
-                          spec.name, in_report)
+                          localize_dumps(where["a"], where["b"], tol,
+                                         where["b0"] if base_arm is not None else None),
+                          spec.name, in_report, base_name, verdict)
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())
     return out

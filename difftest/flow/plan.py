@@ -512,20 +512,24 @@ class RecordedRun:
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
-            if len(names) == 1:
-                comparison = names[0]
-            elif len(self.arms) == 2:
-                return (spec_from({"name": self.run_dir.name, "arm_a": self.arms[0],
-                                   "arm_b": self.arms[1]}, where), NO_EVIDENCE)
-            else:
-                raise UsageError(f"{where}: names no comparison and holds {len(self.arms)} "
-                                 "arm(s), not 2")
+            if len(names) != 1:
+                # every run difftest judged records its comparison (`export` came with that
+                # record): judging the arms under a default comparison in its place could pass
+                # a run whose own comparison said otherwise
+                raise UsageError(f"{where}: key 'extra.comparison' is missing: the run records "
+                                 "no comparison to judge it by (a run of arms difftest did not "
+                                 "judge, or a damaged record)")
+            comparison = names[0]
         if comparison in recorded:
             entry = recorded[comparison]
             if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
                 raise UsageError(f"{where}: comparison {comparison!r} is not a table")
             spec = self._as_planned(spec_from(entry["comparison"], where))
             return spec, evidence_from(entry.get("evidence"), where)
+        if comparison in self.roles:
+            # a run with a plan record recorded every comparison the plan names
+            raise UsageError(f"{where}: key 'extra.comparisons' has no comparison {comparison!r} "
+                             "although the run's plan names it: the record is damaged")
         if comparison in names and isinstance(extra.get("config"), str):
             return _spec_from_config(Path(str(extra["config"])), comparison, where)
         known = (f"its comparisons: {', '.join(names)}" if names

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Unpack
 
 from difftest.analysis.audit import AuditThresholds
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.errors import UsageError
 from difftest.core.kinds import VerdictKind
 from difftest.config import ComparisonSpec
@@ -78,7 +79,6 @@ def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
     verdict = report.verdict
     if verdict.kind is VerdictKind.ARM_FAILED:
         return report
-    kind = VerdictKind.UNINFORMATIVE if verdict.kind is VerdictKind.AGREE else verdict.kind
     if stopped is not None:
         why = (f"this run was sequential (--until-decided) and was {stopped} in round {rounds}, "
                "before the sequential test decided: re-judging takes its first round alone "
@@ -88,5 +88,5 @@ def _unjudged_sequential(report: ComparisonReport, rounds: int, *,
                "re-judging takes its first round alone and does not re-run the sequential test "
                "that gated it, so it gives no agreement; the run's own decision is the "
                "`sequential` entry of its report.json")
-    return replace(report, verdict=replace(verdict, kind=kind,
-                                           reasons=(*verdict.reasons, why)))
+    found = VerdictFinding(Origin.REJUDGE, Demand.NO_AGREEMENT, (why,))
+    return replace(report, verdict=verdict.joined(found, last=found.reasons))

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from difftest.config import ArmSpec, Config
-from difftest.core.errors import DifftestError, InterruptedRun, UsageError
+from difftest.core.errors import (DifftestError, InterruptedAnalysis, InterruptedRun,
+                                  UsageError)
 from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
 from difftest.core.limits import MAX_JOBS
-from difftest.execute import (META_NAME, ArmResult, JobLimits, load_run, new_run_dir, run_arms,
-                              signal_of, write_json_atomic)
+from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_run, new_run_dir,
+                              run_arms, signal_of, signals_as_interrupts, write_json_atomic)
+from difftest.execute.records import record_stopped
 from difftest.flow.evaluate import outcome
 from difftest.flow.plan import Plan, RunOptions
 from difftest.flow.sequential_runs import SequentialRun, SequentialTest
@@ -113,6 +116,8 @@ def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label:
     try:
         results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
                            cache_dir=cache_dir, limits=limits, plan=record)
+    except ArmsEnded:
+        raise  # the arms' record is complete: the analysis reports the signal
     except KeyboardInterrupt as exc:
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     return run_dir, results
@@ -156,6 +161,8 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
                            cache_dir=cache_dir, plan=before.get("plan"))
     except KeyboardInterrupt as exc:
         _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
+        if isinstance(exc, ArmsEnded):
+            raise
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     _keep_earlier_arms(run_dir, before)
     return results
@@ -167,3 +174,29 @@ def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:
     after["arms"] = {**before["arms"], **after["arms"]}  # type: ignore[dict-item]
     after["created_at"] = before.get("created_at", after.get("created_at"))
     write_json_atomic(run_dir / META_NAME, after)
+
+
+T = TypeVar("T")
+
+
+def analysed(plan: Plan, options: RunOptions | None, reports: Sequence[str],
+             analysis: Callable[[RunResults], T]) -> T:
+    """Run a plan's arms, then its analysis (judging them, writing the run directory's
+    `reports`). SIGTERM, SIGHUP or Ctrl-C after the arms ended ends the analysis as it ends
+    the arms: InterruptedAnalysis (exit 143, 129, 130), meta.json's status saying so, the
+    reports already complete kept (each is written whole or not at all) and the rest named."""
+    results: RunResults | None = None
+    try:
+        with signals_as_interrupts():  # from the arms' end on: run_arms has its own before
+            results = run(plan, options)
+            return analysis(results)
+    except KeyboardInterrupt as exc:
+        run_dir = results.run_dir if results is not None else (
+            exc.run_dir if isinstance(exc, ArmsEnded) else None)
+        if run_dir is None:
+            raise
+        signum = signal_of(exc)
+        record_stopped(run_dir, signum, "analysis")
+        kept = [r for r in reports if (run_dir / r).is_file()]
+        missing = [r for r in reports if r not in kept]
+        raise InterruptedAnalysis(run_dir, signum, kept, missing) from None

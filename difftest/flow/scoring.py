@@ -13,7 +13,7 @@ from pathlib import Path
 
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import Expect, KilledBy, ProbeResult, VerdictKind
+from difftest.core.kinds import DecodingMode, Expect, KilledBy, ProbeResult, VerdictKind
 from difftest.core.model import same_drafts
 from difftest.analysis.logit_instrument import blind_radius
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
@@ -97,7 +97,10 @@ def _measures(report: ComparisonReport) -> list[KilledBy]:
     if report.verdict.kind is VerdictKind.ARM_FAILED:
         return [KilledBy.ARM_FAILED]
     if c is None:
-        return []
+        # a sampled comparison is judged on the law of the emitted stream, not token for token
+        sampled = (report.spec.rules.decoding is DecodingMode.SAMPLED
+                   and report.verdict.kind is VerdictKind.DIFFER)
+        return [KilledBy.EMITTED] if sampled else []
     out = []
     if c.blocks_differing:
         out.append(KilledBy.TOKENS)
@@ -188,7 +191,8 @@ def score_probe(plan: Plan, base: Judged, outcomes: Outcomes, run_dir: Path,
     for m in plan.mutations_of(base):
         name, mspec = m.mutation or "", m.spec
         a, b = outcomes.pair(mspec)
-        rep = evaluate(mspec, a, b, thresholds, run_dir, outcomes.reruns(spec), m.evidence)
+        rep = evaluate(mspec, a, b, thresholds, run_dir, outcomes.reruns(spec), m.evidence,
+                       mutated=True)
         if _not_applied(baseline, b):
             notes.append(_not_applied_note(name, spec.arm_b, baseline))
             out.append(MutationResult(name=name, killed=False, killed_by=None, measures=(),

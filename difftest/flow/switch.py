@@ -14,7 +14,8 @@ from pathlib import Path
 
 from difftest.core.evidence import Op, Rule
 from difftest.execute.records import ArmResult
-from difftest.core.kinds import VerdictKind
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
+from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace
 
 ROUTE_SOURCE = "[dflash-route]"
@@ -106,6 +107,18 @@ class SwitchCheck:
     kind: VerdictKind | None
     reasons: tuple[str, ...]
 
+    def finding(self, expect: Expect) -> VerdictFinding | None:
+        """INERT when the switch did not engage. When nothing shows that it did, no pass may
+        rest on the comparison, and under `differ` no failure either (the difference the
+        comparison expects is the toggle's, which cannot be shown); a difference found under
+        `same` is a difference whatever the arms ran, and stands."""
+        if self.kind is None:
+            return None
+        if self.kind is VerdictKind.INERT:
+            return VerdictFinding(Origin.SWITCH, Demand.INERT, self.reasons)
+        return VerdictFinding(Origin.SWITCH, Demand.UNDECIDED if expect is Expect.DIFFER
+                              else Demand.NO_AGREEMENT, self.reasons)
+
 
 def _line_matches(path: Path | None, rule: Rule) -> bool:
     if path is None:
@@ -140,16 +153,28 @@ def _evidence_failures(side: Side, eff: Effective) -> list[str]:
     return out
 
 
-def check_switch(toggle: Sequence[str], a: Side, b: Side) -> SwitchCheck:
+def _launched_differently_as_one(a: Side, b: Side, ea: Effective, eb: Effective) -> str | None:
+    """The effective configuration both arms report (as `k=v ...`) where difftest launched them
+    differently (argv or env), else None."""
+    if not (ea.values and eb.values and dict(ea.values) == dict(eb.values)):
+        return None
+    ra, rb = a.result, b.result
+    if ra is None or rb is None or (ra.argv == rb.argv and ra.env_overrides == rb.env_overrides):
+        return None
+    return " ".join(f"{k}={v}" for k, v in sorted(ea.values.items()))
+
+
+def check_switch(toggle: Sequence[str] | None, a: Side, b: Side) -> SwitchCheck:
     """INERT when a toggled setting reads the same in both arms, or one arm does not report it,
     or an arm's evidence is missing or contradicted; uninformative when a toggle is declared
-    and neither arm reports any of its settings. Without a toggle, identical effective
-    configurations of arms launched differently get a warning, not a verdict."""
+    and neither arm reports any of its settings. Without a toggle, arms launched differently that
+    report one effective configuration are INERT; with `toggle = []` (the switch has no
+    trace-visible effect) the report says so instead."""
     ea, eb = (effective(s.name, s.trace, s.result) for s in (a, b))
     inert: list[str] = []
     blind: list[str] = []
     engaged: list[str] = []
-    for key in toggle:
+    for key in toggle or ():
         va, vb = ea.values.get(key), eb.values.get(key)
         if va is None and vb is None:
             where = f"{CONFIG_SOURCE} setting" + (
@@ -171,16 +196,18 @@ def check_switch(toggle: Sequence[str], a: Side, b: Side) -> SwitchCheck:
     notes = [*ea.notes, *eb.notes]
     if engaged and not inert:
         notes.append("the switch engaged: " + "; ".join(engaged))
-    if not toggle and ea.values and eb.values and dict(ea.values) == dict(eb.values):
-        launched = [s.result for s in (a, b)]
-        ra, rb = launched
-        if ra is not None and rb is not None and (ra.argv != rb.argv
-                                                  or ra.env_overrides != rb.env_overrides):
-            notes.append(f"warning: {a.name} and {b.name} were launched differently but report "
-                         "the same effective configuration ("
-                         + " ".join(f"{k}={v}" for k, v in sorted(ea.values.items()))
-                         + "): is the difference reaching the runner? Declare the setting "
-                           "the comparison is about as its `toggle`")
+    if not toggle:
+        same = _launched_differently_as_one(a, b, ea, eb)
+        if same is not None and toggle is None:
+            inert.append(f"{a.name} and {b.name} were launched differently but report the same "
+                         f"effective configuration ({same}): nothing shows the difference "
+                         "reached the runner. Declare the setting the comparison is about as "
+                         "its `toggle`, or `toggle = []` where the switch has no "
+                         "trace-visible effect")
+        elif same is not None:
+            notes.append(f"toggle = []: the comparison declares that its switch has no "
+                         f"trace-visible effect; {a.name} and {b.name} were launched differently "
+                         f"and report the same effective configuration ({same})")
     if inert:
         return SwitchCheck(VerdictKind.INERT, (*inert, *blind, *notes))
     if blind:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, LogitJudgement, RowTable
+from difftest.analysis.compare import (DIFFER, NEAR_TIE, STATUS_NAMES, Comparison, LogitJudgement,
+                                       RowTable)
 from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
@@ -20,7 +21,7 @@ from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
-from difftest.report.headline import differed_text, headline
+from difftest.report.headline import headline, report_differed
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
@@ -63,6 +64,21 @@ def arm_dict(o: ArmOutcome) -> dict[str, object]:
     return d
 
 
+def _max_abs_logit_diff(c: Comparison | None) -> dict[str, object]:
+    """The largest |logit difference|: null where a compared row differs without a finite
+    size (a nan or inf in one arm; the CSV and the table say inf), with the reason beside it,
+    since JSON holds no infinity."""
+    if c is None:
+        return {"max_abs_logit_diff": None}
+    unsized = c.logits.rows_nonfinite_one if c.logits is not None else 0
+    if not unsized:
+        return {"max_abs_logit_diff": c.max_abs_logit_diff}
+    return {"max_abs_logit_diff": None,
+            "max_abs_logit_diff_unsized": f"{unsized} compared row(s) differ without a finite "
+                                          "size (a nan or inf in one arm): the largest "
+                                          "difference is infinite"}
+
+
 def to_dict(rep: ComparisonReport) -> dict[str, object]:
     """The JSON report; keys documented in ARCHITECTURE.md are a contract."""
     c = rep.comparison
@@ -83,7 +99,7 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         "blocks_near_tie": c.blocks_near_tie if c else 0,
         "blocks_logit_differing": c.blocks_logit_differing if c else 0,
         "logit_rows_compared": c.logit_rows_compared if c else 0,
-        "max_abs_logit_diff": c.max_abs_logit_diff if c else None,
+        **_max_abs_logit_diff(c),
         "unmatched": {ArmSide.A: c.unmatched_a if c else 0, ArmSide.B: c.unmatched_b if c else 0},
         "steps_lost": {ArmSide.A: c.steps_lost_a if c else 0,
                        ArmSide.B: c.steps_lost_b if c else 0,
@@ -116,8 +132,13 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         **({"teacher_forcing": rep.forcing.to_json()} if rep.forcing is not None else {}),
         "acceptance": rep.acceptance.to_json() if rep.acceptance is not None else None,
         "rates": rep.rates.to_json() if rep.rates is not None else None,
+        # only where a rate was judged against a benign one, or near_tie hides rows
+        **({"benign_rates": rep.benign_rates.to_json()} if rep.benign_rates is not None and (
+            rep.benign_rates.tests or rep.benign_rates.blind_share is not None) else {}),
         # only under --until-decided: the runs, every look and the decision boundary
         **({"sequential": rep.sequential.to_json()} if rep.sequential is not None else {}),
+        # only under decoding = "sampled": the token laws' test and the acceptance check
+        **({"sampled": rep.sampled.to_json()} if rep.sampled is not None else {}),
     }
 
 
@@ -196,7 +217,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
 
     v = rep.verdict
     c = rep.comparison
-    out = [f"{rep.name}: {headline(v)}", f"  {differed_text(c)}"]
+    out = [f"{rep.name}: {headline(v)}", f"  {report_differed(rep)}"]
     out += [f"  - {r}" for r in v.reasons]
     line = stats_line(c)
     out += [f"  {line}"] if line else []
@@ -261,7 +282,7 @@ def render_markdown(rep: ComparisonReport,
     head = headline(v)
     lines = [f"### difftest {md_code(rep.name)}: **{head.observed}** {head.qualifier}", "",
              f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}: "
-             f"{differed_text(rep.comparison)}", ""]
+             f"{report_differed(rep)}", ""]
     lines += [f"- {md_inline(r.splitlines()[0] if r else r)}" for r in v.reasons]
     line = stats_line(rep.comparison)
     lines += ["", md_inline(line)] if line else []

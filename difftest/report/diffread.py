@@ -6,6 +6,8 @@ values difftest writes.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,11 @@ DTYPES: dict[str, str] = {
     "logit_b": "float64", "abs_logit_diff": "float64", "logits": "category"}
 _LABELS = {"status": tuple(STATUS_NAMES), "logits": tuple(j.value for j in LogitJudgement)}
 _NUMERIC = [c for c, t in DTYPES.items() if t not in ("string", "category")]
+_INTEGERS = {c for c, t in DTYPES.items() if t.lower() == "int64"}
+# a diff CSV holds one row per compared draft row: a few hundred bytes each; past this it is not
+# one (and /dev/zero, a FIFO or a folder is refused before anything is read)
+MAX_DIFF_BYTES = 4 << 30
+_MAX_HEADER = 4096
 
 
 def _unquote(name: str) -> str:
@@ -41,14 +48,27 @@ def read_diff(path: Path | str) -> pd.DataFrame:
     path = Path(path)
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            header = fh.readline().rstrip("\r\n").split(",")
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{path}: not a regular file; a diff CSV is a file difftest "
+                                 "wrote")
+            if info.st_size > MAX_DIFF_BYTES:
+                raise UsageError(f"{path}: larger than {MAX_DIFF_BYTES} bytes; not a diff CSV")
+            header = fh.readline(_MAX_HEADER).rstrip("\r\n").split(",")
             if tuple(header) != CSV_COLUMNS:
                 raise UsageError(f"{path}: not a difftest diff CSV: its header is "
-                                 f"{','.join(header)!r}, expected {','.join(CSV_COLUMNS)!r}")
+                                 f"{','.join(header)[:200]!r}, expected "
+                                 f"{','.join(CSV_COLUMNS)!r}")
             fh.seek(0)
             frame = pd.read_csv(fh, dtype=str, keep_default_na=False)
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a diff CSV") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}): not a diff CSV") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise UsageError(f"{path}: not a well-formed CSV: {str(exc).strip()}") from None
     for column, allowed in _LABELS.items():
         bad = ~frame[column].isin(allowed)
         if bad.any():
@@ -60,9 +80,25 @@ def read_diff(path: Path | str) -> pd.DataFrame:
         text = frame[column]
         try:
             numbers = pd.to_numeric(text.where(text != "", None), errors="raise")
+            if column in _INTEGERS:
+                _whole(path, column, numbers, text)
             dtype: Any = DTYPES[column]  # a dtype name pandas reads; the stubs want literals
             frame[column] = numbers.astype(dtype)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise UsageError(f"{path}: column {column}: {exc}") from None
     frame["req"] = frame["req"].map(_unquote).astype("string")
     return frame
+
+
+def _whole(path: Path, column: str, numbers: pd.Series, text: pd.Series) -> None:
+    """An integer column holds whole numbers that fit int64: `pos = 12.5` is refused, not
+    read as 12."""
+    import numpy as np
+
+    values = numbers.to_numpy(dtype="float64", na_value=np.nan)
+    known = ~np.isnan(values)
+    bad = known & ((np.floor(values) != values) | (np.abs(values) >= 2.0**63))
+    if bad.any():
+        line = int(bad.argmax()) + 2
+        raise UsageError(f"{path}:{line}: column {column}: {text.iloc[int(bad.argmax())]} is "
+                         "not a whole number that fits 64 bits")

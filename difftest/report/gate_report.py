@@ -15,7 +15,7 @@ from difftest.core.jsonout import dumps
 from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
-from difftest.report.headline import differed, differed_text, headline
+from difftest.report.headline import differed, headline, report_differed
 from difftest.report.text import md_code, md_inline, strip_ansi, xml_safe
 
 
@@ -27,7 +27,7 @@ def label(rep: ComparisonReport) -> str:
 def summary(rep: ComparisonReport) -> str:
     """The headline and what differed, on one line: `DIFFER (expect same): FAILED, exit 1;
     differed: logits in 30/30 blocks`."""
-    return f"{headline(rep.verdict)}; {differed_text(rep.comparison)}"
+    return f"{headline(rep.verdict)}; {report_differed(rep)}"
 
 
 # -- probe -------------------------------------------------------------------------------------
@@ -120,17 +120,25 @@ def arm_failure_lines(reports: Sequence[ComparisonReport]) -> list[str]:
     return lines
 
 
+def warnings_of(rep: ComparisonReport) -> list[str]:
+    """A verdict's warning reasons (first lines): what a green did not see, said wherever the
+    verdict is summed up (check's terminal lines, check.md, check.html's summary)."""
+    return [r.splitlines()[0] for r in rep.verdict.reasons if r.startswith("warning:")]
+
+
 def check_lines(result: CheckResult) -> str:
     lines = []
     for r in result.reports:
         lines.append(f"{label(r):<14} {r.name:<20} {r.arm_a.name} vs {r.arm_b.name}: "
                      f"{summary(r)}")
         failed = _failed_arms(r)
+        shown: list[str] = []
         if failed:
             lines.append(f"{'':15}arm(s) failed: {', '.join(f.arm for f in failed)} (below)")
         elif not r.verdict.passed:
-            lines += [f"{'':15}{reason.splitlines()[0]}" for reason in r.verdict.reasons[-2:]
-                      if reason]
+            shown = [reason.splitlines()[0] for reason in r.verdict.reasons[-2:] if reason]
+            lines += [f"{'':15}{reason}" for reason in shown]
+        lines += [f"{'':15}{w}" for w in warnings_of(r) if w not in shown]
         p = result.probes.get(r.name)
         if p is not None:
             state = (ProbeState.PASS if p.exit_code == 0 else ProbeState.NOT_APPLIED
@@ -178,6 +186,10 @@ def check_markdown(result: CheckResult) -> str:
         lines.append(f"| {label(r)} | {md_code(r.name)} | {md_code(r.arm_a.name)} vs "
                      f"{md_code(r.arm_b.name)} | **{head.observed}** {head.qualifier} | "
                      f"{', '.join(differed(r.comparison)) or '-'} | {md_inline(_why(r))} |")
+    warned = [(r.name, w) for r in result.reports for w in warnings_of(r)]
+    if warned:
+        lines += ["", "### Warnings", ""]
+        lines += [f"- {md_code(name)}: {md_inline(w)}" for name, w in warned]
     if result.probes:
         lines += ["", "### Mutation probes", "", "| comparison | mutation | result | killed by |",
                   "|---|---|---|---|"]

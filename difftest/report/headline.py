@@ -14,11 +14,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.kinds import DecodingMode, Expect, VerdictKind
 
 if TYPE_CHECKING:
     from difftest.analysis.compare import Comparison
     from difftest.analysis.verdict import Verdict
+    from difftest.flow.evaluate import ComparisonReport
 
 # What was observed, by verdict kind and expectation.
 _OBSERVED: dict[VerdictKind, dict[Expect, str]] = {
@@ -99,6 +100,15 @@ def differed(c: Comparison | None) -> tuple[str, ...]:
     if c.coverage_gaps:
         out.append(f"stream lengths of {len(c.coverage_gaps)} request(s)")
     return tuple(out)
+
+
+def report_differed(rep: ComparisonReport) -> str:
+    """`differed_text` of a judged comparison; a sampled one's tokens differ from draw to draw,
+    so it compares their laws instead (the verdict's reasons say what that found)."""
+    if rep.comparison is None and rep.spec.rules.decoding is DecodingMode.SAMPLED and (
+            rep.verdict.kind is not VerdictKind.ARM_FAILED):
+        return "compared in distribution (decoding = sampled): the emitted tokens' laws"
+    return differed_text(rep.comparison)
 
 
 def differed_text(c: Comparison | None) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from difftest.core.kinds import ArmSide, VerdictKind
-from difftest.report.headline import Tone, differed, differed_text, headline
+from difftest.report.headline import Tone, differed, headline, report_differed
 from difftest.report.text import strip_ansi
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _num(x: object, digits: int = 4) -> str:
 def _badge(rep: ComparisonReport) -> str:
     head = headline(rep.verdict)
     return (f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span> '
-            f"{_e(head.qualifier)}; {_e(differed_text(rep.comparison))}")
+            f"{_e(head.qualifier)}; {_e(report_differed(rep))}")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -708,6 +708,51 @@ def blindness_figure(rep: ComparisonReport) -> Figure_ | None:
                    _encode(fig))
 
 
+def sampled_figure(rep: ComparisonReport) -> Figure_ | None:
+    """decoding = "sampled": per position the TV of the arms' token laws above the A/A floor
+    (and the raw TV and the floor), and per drafted row each arm's observed acceptance against
+    the acceptance its traced overlap sum(min(p, q)) expects."""
+    ev = rep.sampled
+    if ev is None or not ev.test.positions:
+        return None
+    fig = _new_figure(9, 3.4)
+    left, right = fig.subplots(1, 2)
+    t = np.arange(ev.test.positions)
+    left.bar(t, ev.test.excess_tv, color=_COLOURS[ArmSide.B], label="excess TV (B vs A - floor)")
+    left.plot(t, ev.test.raw_tv, "o-", color="#555", ms=3, lw=1, label="raw TV")
+    left.plot(t, ev.test.floor_tv, "--", color="#999", lw=1, label="A/A floor")
+    left.axhline(ev.test.mde, color="#c33", lw=0.8, ls=":", label=f"MDE {ev.test.mde:.2f}")
+    left.set_xlabel("position (from the first compared token)")
+    left.set_ylabel("total variation")
+    left.legend(fontsize=7, frameon=False)
+    shown = False
+    for side, name in ((ArmSide.A, rep.arm_a.name), (ArmSide.B, rep.arm_b.name)):
+        rows = ev.acceptance.get(name, ())
+        if not rows:
+            continue
+        shown = True
+        r = np.array([x.row for x in rows])
+        right.plot(r, [x.observed for x in rows], "o-", color=_COLOURS[side], ms=4,
+                   label=f"{name} observed")
+        right.plot(r, [x.expected for x in rows], "x--", color=_COLOURS[side], ms=5,
+                   label=f"{name} expected (overlap)")
+        for x in rows:
+            if x.flagged:
+                right.annotate("flagged", (x.row, x.observed), fontsize=7, color="#c33")
+    if shown:
+        right.set_xlabel("drafted row")
+        right.set_ylabel("acceptance when tested")
+        right.legend(fontsize=7, frameon=False)
+    else:
+        right.set_axis_off()
+        right.text(0.5, 0.5, "no [spec-sample] lines", ha="center", va="center", fontsize=8)
+    return Figure_("Token laws and acceptance (sampled decoding)",
+                   f"Left: per position, the TV between the arms' token laws less the A/A floor "
+                   f"(e-value {ev.test.peak:.3g} after {ev.test.pairs} request pairs; 1/alpha = "
+                   f"{1 / ev.test.alpha:.3g} decides). Right: a correct verify accepts a row as "
+                   "often as its overlap sum(min(p, q)) says.", _encode(fig))
+
+
 def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
     first the figure that shows why)."""
@@ -720,7 +765,7 @@ def figures(rep: ComparisonReport) -> list[Figure_]:
         blind = ("the comparison could not have failed: agreement here shows nothing"
                  if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c) else "")
         out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
-    out += [accepted_figure(rep), acceptance_figure(rep)]
+    out += [accepted_figure(rep), acceptance_figure(rep), sampled_figure(rep)]
     return [f for f in out if f is not None]
 
 
@@ -728,6 +773,8 @@ def _localization_drawing(loc: Localization) -> Figure:
     """Per module in forward order its max |A - B| (log scale; exact zeros at the bottom), the
     tolerance as a line and the first module beyond it marked."""
     diffs = np.array([m.max_abs_diff for m in loc.modules], dtype=np.float64)
+    finite = diffs[np.isfinite(diffs)]  # inf (a value non-finite in one arm) drawn at the top
+    diffs = np.where(np.isinf(diffs), (float(finite.max()) if finite.size else 1.0) * 10, diffs)
     positive = diffs[diffs > 0]
     floor = float(positive.min()) / 10 if positive.size else 1e-12
     if loc.atol > 0:
@@ -967,8 +1014,13 @@ def _summary_table(result: CheckResult) -> str:
                     + "</tr>")
     heads = ["verdict", "comparison", "arms", "expectation", "could have failed through",
              "differed", "probe score", "time"]
+    from difftest.report.gate_report import warnings_of
+
+    warned = [f"<li><code>{_e(r.name)}</code>: {_e(w)}</li>" for r in result.reports
+              for w in warnings_of(r)]
+    listed = ('\n<ul class="warnings">' + "".join(warned) + "</ul>") if warned else ""
     return ('<table class="summary"><thead><tr>' + "".join(f"<th>{h}</th>" for h in heads)
-            + "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+            + "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>" + listed)
 
 
 def render_check(result: CheckResult) -> str:

@@ -34,6 +34,11 @@ CHECK_MD = "check.md"
 JUNIT_XML = "junit.xml"
 PROBE_JSON = "probe.json"
 NOISE_JSON = "noise.json"
+# what each command writes into its run directory, named when a signal ends the analysis first
+COMPARISON_REPORTS = (REPORT_JSON, REPORT_MD, REPORT_HTML, DIFF_CSV)
+CHECK_REPORTS = (CHECK_JSON, JUNIT_XML, CHECK_MD, CHECK_HTML)
+PROBE_REPORTS = (*COMPARISON_REPORTS, PROBE_JSON)
+NOISE_REPORTS = (NOISE_JSON,)
 
 
 CAPTURE_SUFFIXES = (".stdout", ".stderr")

@@ -350,3 +350,44 @@ def test_the_walk_follows_the_first_parent_line_through_a_merge(tmp_path: Path) 
     assert line == [*h.shas, merge, *after]  # the merged branch's commits are not walked
     assert not set(side) & {t.commit.sha for t in r.tested}
     assert r.first_bad is not None and r.first_bad.sha == after[1]
+
+
+def _edit_log(log: Path, index: int, **changes: object) -> int:
+    """Change the first log line of commit `index`; its line number."""
+    entries = [json.loads(x) for x in lines(log)]
+    n = next(i for i, e in enumerate(entries) if e["index"] == index)
+    entries[n].update(changes)
+    log.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+    return n + 1
+
+
+def test_a_resumed_bisect_rederives_every_reading_from_its_run(tmp_path: Path) -> None:
+    """A reading flipped to good in the log (its verdict still FAIL, or both flipped) is
+    refused, naming the log line: the run directory judges it bad."""
+    h = history(tmp_path, 8, 5)
+    r = bisect(tmp_path, h)
+    assert r.first_bad is not None and r.first_bad.sha == h.shas[5]
+    log = r.run_dir / LOG
+    original = log.read_text()
+    bad = next(json.loads(x) for x in lines(log) if json.loads(x)["reading"] == "bad")
+    for changes in ({"reading": "good"}, {"reading": "good", "verdict": "PASS"}):
+        log.write_text(original)
+        n = _edit_log(log, bad["index"], **changes)
+        with pytest.raises(UsageError, match=rf"log\.jsonl:{n}: the log reads commit "
+                                             rf"{bad['sha'][:10]} good \(.*\), its run .* "
+                                             r"judges bad \(FAIL\)"):
+            api.bisect(resume=r.run_dir)
+    log.write_text(original)
+    again = api.bisect(resume=r.run_dir)  # the log as written resumes
+    assert again.first_bad == r.first_bad
+
+
+def test_a_resumed_bisect_rederives_its_commit_line(tmp_path: Path) -> None:
+    h = history(tmp_path, 8, 5)
+    r = bisect(tmp_path, h)
+    plan_path = r.run_dir / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    del plan["commits"][3]  # a cut line: every index after it names the next commit
+    plan_path.write_text(json.dumps(plan))
+    with pytest.raises(UsageError, match=r"plan\.json: key 'commits' entry 3 is "):
+        api.bisect(resume=r.run_dir)

@@ -219,6 +219,8 @@ def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path
     (GOOD_PROVENANCE + "hand_tuned = true\n", "0", "[provenance]: key 'hand_tuned': unknown key"),
     (GOOD_PROVENANCE.replace("separation = 3.5\n", ""), "0",
      "[provenance]: key 'separation': missing"),
+    (GOOD_PROVENANCE.replace('["1", "2"]', "[]"), "0",
+     "[provenance]: key 'inputs': empty: thresholds are measured on held-out inputs"),
 ])
 def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
         tmp_path: Path, file_text: str, gate: str, expected: str) -> None:
@@ -227,6 +229,25 @@ def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
     said = str(info.value)
     assert "comparisons.c" in said and "key 'thresholds'" in said and "t.toml" in said, said
     assert expected in said, said
+
+
+@pytest.mark.parametrize(("kind", "said"), [("folder", "a folder"), ("fifo", "a FIFO")])
+def test_a_thresholds_file_that_is_a_folder_or_fifo_is_refused_as_such(
+        tmp_path: Path, kind: str, said: str) -> None:
+    """Not "does not exist yet" (that is for a file calibrate has still to write), and a FIFO
+    is never opened (reading it would wait for a writer)."""
+    import os
+
+    path = _with_thresholds(tmp_path, GOOD_PROVENANCE)
+    (tmp_path / "t.toml").unlink()
+    if kind == "folder":
+        (tmp_path / "t.toml").mkdir()
+    else:
+        os.mkfifo(tmp_path / "t.toml")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"key 'thresholds': {tmp_path / 't.toml'} is {said}, not a thresholds file" in \
+        str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
@@ -292,3 +313,19 @@ def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
     c = compare_traces(parse_lines(trace_lines(a)), parse_lines(trace_lines(b)),
                        Rules(near_tie=0.0))
     assert _flip_margin(c) == pytest.approx(2.0)
+
+
+def test_calibrate_honours_jobs_and_takes_prompts_as_inputs(tmp_path: Path) -> None:
+    from difftest.flow.calibrate import _name
+    path = tmp_path / "d.toml"
+    path.write_text('[arms.a]\ncommand = ["x", "--prompt", "{seed}"]\n[comparisons.c]\n'
+                    'arm_a = "a"\narm_b = "a"\ngate_input = "the gated prompt"\n'
+                    'calibration_inputs = ["Once upon a time", "7"]\nthresholds = "t.toml"\n'
+                    'mutations = ["causal-mask"]\n')
+    config = load_config(path)
+    spec = config.comparison("c")
+    assert spec.calibration_inputs == ("Once upon a time", "7")
+    # a prompt names its arm by its place, a word by itself
+    assert (_name("A:a", "Once upon a time", 0), _name("A:a", "7", 1)) == ("A:a@input1", "A:a@7")
+    with pytest.raises(UsageError, match="--jobs must be an integer from 1"):
+        calibrate(config, spec, run_root=tmp_path / "runs", progress=False, jobs=0)

@@ -49,8 +49,14 @@ def test_a_comparison_table_takes_the_rules_keys_and_the_echo_reads_back() -> No
         acceptance=AcceptanceGate(0.02), tolerance=ToleranceMode.DTYPE,
         overridden=("near_tie", "drafting")), arm_dtypes=(Dtype.FLOAT32, None), gate_input="7")
     echo = spec.echo()
-    assert set(RULE_KEYS) <= set(echo) and echo["overridden"] == ["near_tie", "drafting"]
+    # `decoding` is echoed only when sampled, as teacher_force only when asked for: a greedy
+    # record reads as it did before the rule existed
+    assert set(RULE_KEYS) - {"decoding"} <= set(echo)
+    assert echo["overridden"] == ["near_tie", "drafting"] and "decoding" not in echo
     assert ComparisonSpec.of(echo) == spec
+    sampled = ComparisonSpec("s", "a", "b", Rules(decoding="sampled"))  # type: ignore[arg-type]
+    assert sampled.echo()["decoding"] == "sampled"
+    assert ComparisonSpec.of(sampled.echo()) == sampled
     with pytest.raises(InvalidValue, match="nera_tie: not a rule"):
         Rules.of({"nera_tie": 0.5})
 

@@ -294,3 +294,27 @@ def test_a_last_line_of_program_output_without_newline_is_no_failure(tmp_path: P
     rep = judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
                                                                         arm_b="b"))
     assert rep.verdict.kind == "agree"
+
+
+def test_byte_identical_captures_are_judged_inert_and_one_file_twice_is_refused(
+        tmp_path: Path) -> None:
+    """Two runs of a deterministic engine print byte-identical captures: judged, and INERT
+    (nothing shows the arms ran different configurations), not a usage error. One file named
+    twice is still one capture compared with itself (exit 2)."""
+    from typer.testing import CliRunner
+
+    from difftest.cli import app
+
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_bytes((DATA / "agree_a.log").read_bytes())
+    b.write_bytes(a.read_bytes())
+    out = CliRunner().invoke(app, ["compare", "--trace-a", str(a), "--trace-b", str(b)])
+    assert out.exit_code == ExitCode.UNINFORMATIVE, out.output
+    assert out.output.startswith("traces: INERT")
+    assert f"{a} and {b} are byte-identical: nothing in them shows the arms ran different " \
+           "configurations" in out.output
+    differ = judge_traces(a, b, ComparisonSpec(name="t", arm_a="a", arm_b="b",
+                                               rules=Rules(expect="differ")))
+    assert differ.verdict.kind == "inert" and differ.exit_code == ExitCode.UNINFORMATIVE
+    same = CliRunner().invoke(app, ["compare", "--trace-a", str(a), "--trace-b", str(a)])
+    assert same.exit_code == ExitCode.USAGE and "they are the same file" in same.output

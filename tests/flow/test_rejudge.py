@@ -65,7 +65,10 @@ def test_a_check_run_that_recorded_no_comparisons_is_judged_from_its_config(
     config, run_dir, result = _check_run(tmp_path)
     meta_path = run_dir / "meta.json"
     meta = json.loads(meta_path.read_text())
-    del meta["extra"]["comparisons"]  # as runs written before check recorded them
+    # as runs written before check recorded them (which had no plan record either: it came
+    # later)
+    del meta["extra"]["comparisons"]
+    del meta["plan"]
     meta_path.write_text(json.dumps(meta))
     again = api.rejudge(run_dir, comparison="logits")
     assert again.verdict == result.reports[1].verdict
@@ -148,6 +151,10 @@ def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path
     assert set(difftest.read_diff(path)["req"]) == {"=cmd", "-1"}
 
 
+HEADER = ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
+          "logits\n")
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("a,b\n1,2\n", "not a difftest diff CSV: its header is 'a,b'"),
     ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
@@ -155,14 +162,33 @@ def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path
      ":3: column status: 'maybe' is not one of"),
     ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,abs_logit_diff,"
      "logits\nr,1,1,2.5,2,same,,,,,,\n", "column token_a"),
+    (HEADER + "r,12.5,1,2,2,same,,,,,,\n", ":2: column pos: 12.5 is not a whole number"),
+    (HEADER + "r,1e30,1,2,2,same,,,,,,\n", ":2: column pos: 1e30 is not a whole number"),
+    (HEADER + "r,99999999999999999999999,1,2,2,same,,,,,,\n", "column pos"),
+    (HEADER.encode() + b"r\xff,1,1,2,2,same,,,,,,\n", "not UTF-8 text"),
+    (HEADER + 'r,1,1,2,2,same,,,,,,\n"r,1,1\n', "not a well-formed CSV"),
 ])
-def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str, message: str) -> None:
+def test_read_diff_refuses_what_is_not_a_diff(tmp_path: Path, text: str | bytes,
+                                              message: str) -> None:
     path = tmp_path / "x.csv"
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
         difftest.read_diff(path)
     with pytest.raises(UsageError, match="cannot read"):
         difftest.read_diff(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/dev/zero", "/dev/zero: not a regular file"),
+    (".", "is a folder, not a diff CSV"),
+])
+def test_read_diff_refuses_a_device_or_folder_before_reading(tmp_path: Path, path: str,
+                                                           message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        difftest.read_diff(tmp_path if path == "." else path)
 
 
 def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path) -> None:
@@ -183,3 +209,60 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     del meta["extra"]["comparisons"]["proved"]["evidence"]
     meta_path.write_text(json.dumps(meta))
     assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"
+
+
+def _forced_run(tmp_path: Path) -> Path:
+    """A teacher-forced run whose B does not follow A's stream: uninformative (exit 3). B is an
+    engine that prints a `[spec-forced]` line when DIFFTEST_FORCE is set, but commits its own
+    stream."""
+    engine = tmp_path / "engine.py"
+    engine.write_text("import os, sys\nsys.stderr.write(open(sys.argv[1]).read())\n"
+                      "if os.environ.get('DIFFTEST_FORCE'):\n"
+                      "    sys.stderr.write('[spec-forced] req=a pos=5 commit=[ 99 98 ]\\n')\n")
+    config = tmp_path / "difftest.toml"
+    config.write_text(replay_arm("base", DATA / "agree_a.log")
+                      + f'[arms.cand]\ncommand = ["{{python}}", "{engine}", '
+                        f'{json.dumps(str(DATA / "agree_b.log"))}]\n'
+                      + '[comparisons.c]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n')
+    rep = api.compare_arms(comparison="c", config=config, run_root=tmp_path / "runs",
+                           progress=False)
+    assert rep.verdict.kind == "uninformative" and rep.run_dir is not None
+    assert "[spec-forced]" in rep.arm_b.trace_path.read_text()
+    return rep.run_dir
+
+
+def _edit_meta(run_dir: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    edit(meta)
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+
+
+def test_a_run_whose_comparison_record_is_missing_is_refused(tmp_path: Path) -> None:
+    """Deleting the comparison record must not get the run judged under a default comparison
+    (which, without teacher forcing, agreed): refused like an unreadable record."""
+    run_dir = _forced_run(tmp_path)
+    _edit_meta(run_dir, lambda m: m["extra"].pop("comparison"))
+    out = runner.invoke(app, ["export", str(run_dir)])
+    assert out.exit_code == 2, out.output
+    assert f"{run_dir / 'meta.json'}: key 'extra.comparison' is missing" in out.output
+
+
+def test_a_check_comparison_the_plan_names_but_the_record_lost_is_refused(
+        tmp_path: Path) -> None:
+    """With a plan record, every comparison it names was recorded: one missing is damage, not
+    a reason to read the config file again (which may have changed since)."""
+    _config, run_dir, _result = _check_run(tmp_path)
+    _edit_meta(run_dir, lambda m: m["extra"]["comparisons"].pop("logits"))
+    out = runner.invoke(app, ["export", str(run_dir), "-c", "logits"])
+    assert out.exit_code == 2, out.output
+    assert "key 'extra.comparisons' has no comparison 'logits'" in out.output
+
+
+def test_forcing_is_read_from_the_trace_not_only_from_the_record(tmp_path: Path) -> None:
+    """teacher_force edited to false: B's trace still carries `[spec-forced]` lines, so B did
+    not run free, and the run is not judged as if it had (INERT, naming the lines)."""
+    run_dir = _forced_run(tmp_path)
+    _edit_meta(run_dir, lambda m: m["extra"]["comparison"].update(teacher_force=False))
+    out = runner.invoke(app, ["export", str(run_dir)])
+    assert out.exit_code == 3, out.output
+    assert "cand: its trace shows [spec-forced] lines (teacher forcing)" in out.output

@@ -1,6 +1,6 @@
 """The switch checks through real runs: the misspelt lane variable, the built-in probe of a
-`differ` comparison, detection margins, the self-check of `check`, and the warning for arms
-launched differently that report one configuration."""
+`differ` comparison, detection margins, the self-check of `check`, and arms launched differently that
+report one configuration."""
 
 from __future__ import annotations
 
@@ -92,19 +92,31 @@ def test_the_self_check_passes_on_one_capture_and_can_fail(tmp_path: Path) -> No
     assert issubclass(InternalError, Exception) and InternalError("x").exit_code == ExitCode.USAGE
 
 
-def test_same_configuration_from_different_launches_warns(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("toggle", "kind"), [("", VerdictKind.INERT),
+                                              ("toggle = []\n", VerdictKind.AGREE)])
+def test_same_configuration_from_different_launches_is_inert_unless_declared(
+        tmp_path: Path, toggle: str, kind: VerdictKind) -> None:
+    """Arms launched differently that report one effective configuration: nothing shows the
+    switch reached the runner (INERT), unless the comparison declares that it has no
+    trace-visible effect (`toggle = []`), which the report states."""
     head = "[spec-config] lane=paged attention=single"
     a = trace_file(tmp_path, "a.log", [head, *steps()])
     b = trace_file(tmp_path, "b.log", [head, *steps()])
     path = tmp_path / "difftest.toml"
     path.write_text(replay_arm("one", a) + replay_arm("two", b)
-                    + '[comparisons.c]\narm_a = "one"\narm_b = "two"\n')
+                    + '[comparisons.c]\narm_a = "one"\narm_b = "two"\n' + toggle)
     rep = api.compare_arms(comparison="c", config=path, run_root=tmp_path / "runs",
                            progress=False)
-    assert rep.verdict.kind is VerdictKind.AGREE  # a warning, not a verdict
-    assert any(r.startswith("warning: one and two were launched differently but report the "
-                            "same effective configuration (attention=single lane=paged)")
-               for r in rep.verdict.reasons), rep.verdict.reasons
+    assert rep.verdict.kind is kind, rep.verdict.reasons
+    said = ("one and two were launched differently but report the same effective "
+            "configuration (attention=single lane=paged): nothing shows the difference reached "
+            "the runner" if toggle == "" else
+            "toggle = []: the comparison declares that its switch has no trace-visible effect; "
+            "one and two were launched differently and report the same effective "
+            "configuration (attention=single lane=paged)")
+    assert any(said in r for r in rep.verdict.reasons), rep.verdict.reasons
+    assert rep.run_dir is not None
+    assert api.rejudge(rep.run_dir).verdict.kind is kind  # the record keeps the declaration
 
 
 @pytest.mark.parametrize("name", ["default", "degenerate", "hf", "vllm-cpp"])

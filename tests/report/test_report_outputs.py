@@ -261,3 +261,53 @@ def test_compare_writes_its_csv_without_pandas(tmp_path: Path) -> None:
     assert rows[0] == ("req,pos,row,token_a,token_b,status,margin_a,margin_b,logit_a,logit_b,"
                        "abs_logit_diff,logits")
     assert "a,9,3,53,63,differ,0.02,0.005," in out.read_text()
+
+
+def test_a_warning_reason_reaches_the_check_line_markdown_and_html_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A passing comparison with a warning (an arm variable removed from the arms' environment):
+    the warning is in check's terminal lines, check.md (the PR comment) and check.html's
+    summary, outside the folded section."""
+    from conftest import replay_arm
+
+    from difftest import api
+    from difftest.report import html
+
+    compare = DATA / "compare"
+    config = tmp_path / "difftest.toml"
+    config.write_text(replay_arm("base", compare / "agree_a.log")
+                      + replay_arm("cand", compare / "agree_b.log")
+                      + '[comparisons.c]\narm_a = "base"\narm_b = "cand"\n')
+    monkeypatch.setenv("DIFFTEST_FAULT", "layers.1.mlp:scale")
+    result = api.check(config, run_root=tmp_path / "runs", probes=False, progress=False)
+    (rep,) = result.reports
+    assert rep.verdict.passed
+    said = ("warning: base: DIFFTEST_FAULT set in difftest's environment was removed from the "
+            "arm's")
+    lines = gate_report.check_lines(result)
+    assert any(line.strip().startswith(said) for line in lines.splitlines()), lines
+    assert said in gate_report.check_markdown(result).split("<details>")[0]
+    page = html.render_check(result)
+    assert said.replace("'", "&#x27;") in page.split("<details")[0], page[:3000]
+
+
+def test_json_max_abs_logit_diff_is_null_with_its_reason_where_a_row_is_nan(
+        tmp_path: Path) -> None:
+    """A nan in B's logit: the CSV row says inf; the JSON (which holds no infinity) says null
+    and why, never 0.0, and stays strict JSON."""
+    import json
+
+    from difftest import api
+
+    text = (DATA / "compare" / "agree_a.log").read_text()
+    b = tmp_path / "nan_b.log"
+    b.write_text(text.replace("top=[ 11:9.25 ", "top=[ 11:nan ", 1))
+    rep = api.compare_traces(DATA / "compare" / "agree_a.log", b)
+    data = json.loads(comparison.render_json(rep),
+                      parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
+    assert data["max_abs_logit_diff"] is None
+    assert data["max_abs_logit_diff_unsized"].startswith("1 compared row(s) differ without a "
+                                                         "finite size")
+    csv = tmp_path / "d.csv"
+    api.export_csv(rep, csv)
+    assert ",inf," in csv.read_text()

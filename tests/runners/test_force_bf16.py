@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from difftest import api
-from difftest.core.activations import read_dumps
+from difftest.core.activations import LocalizeOutcome, read_dumps
 from difftest.config import Config
 from difftest.core.errors import ExitCode, UsageError
 from difftest.core.kinds import VerdictKind
@@ -139,7 +139,7 @@ def test_bad_draft_dtype_is_refused(tmp_path: Path) -> None:
 def test_bf16_draft_keeps_faults_and_capture(tmp_path: Path) -> None:
     """Capture dumps every module of the bf16 forward; localize names a fault planted in it,
     and between the float32 and bfloat16 drafts the first differing module is the first one
-    (the embeddings, rounded to bf16)."""
+    (the embeddings, rounded to bf16): a difference of the whole model, no module named."""
     base = RunnerOptions(requests=1, steps=1, draft_dtype="bfloat16")
     at = ("r0", base.prompt_len + 1)
     order = list(module_names(base.layers))
@@ -157,5 +157,6 @@ def test_bf16_draft_keeps_faults_and_capture(tmp_path: Path) -> None:
         first = localize_dumps(clean, capture(base.with_(fault=fault), fault)).localization.first
         assert first is not None and first.module == fault.split(":")[0]
     f32 = capture(base.with_(draft_dtype="float32"), "f32")
-    first = localize_dumps(f32, clean).localization.first
-    assert first is not None and first.module == "embed"
+    loc = localize_dumps(f32, clean).localization
+    assert loc.outcome is LocalizeOutcome.WHOLE_MODEL and loc.first is None  # never "embed"
+    assert loc.start is not None and loc.start.module == "embed"

@@ -197,7 +197,8 @@ def hf_fault_table(tmp_path: Path) -> list[tuple[str, str | None, bool]]:
     for fault in HF_FAULTS:
         module = fault.split(":")[0]
         loc = localize_dumps(clean, capture(tmp_path, fault)).localization
-        named = plain(loc.first.module) if loc.first is not None else None
+        # the embedding's fault is a difference of the whole capture: it starts there
+        named = plain(loc.start.module) if loc.start is not None else None
         hit = named is not None and (named == module or named.startswith(module + "."))
         order = [plain(m.module) for m in loc.modules]
         if named is not None and not hit:  # a miss must not name a module before the fault
@@ -211,6 +212,34 @@ def test_localize_names_planted_modules_in_the_hf_draft(tmp_path: Path) -> None:
     rows = hf_fault_table(tmp_path)
     assert len(rows) >= 12
     assert all(hit for _, _, hit in rows), [r for r in rows if not r[2]]
+
+
+# a reduced version of scripts/localize_background.py's table (45 of 45 there, 3 seeds)
+BACKGROUND_FAULTS = ("model.layers.0.self_attn.o_proj:noise", "model.layers.1.self_attn:mask",
+                     "model.layers.1.mlp:scale", "model.norm:noise")
+
+
+def test_localize_against_a_bf16_background_names_planted_modules(tmp_path: Path) -> None:
+    """A: the float32 assistant; B0: the bfloat16 one; B: bfloat16 with a planted fault. Every
+    module of B differs from A (bf16 rounding from the embeddings on): without the baseline no
+    module is named (never the embedding); against it, the planted module is."""
+    def bf16(fault: str) -> Path:
+        folder = tmp_path / (fault.replace(":", "_") or "b0")
+        traced(capture=AT, folder=folder, fault=fault, assistant_dtype="bfloat16", **SMALL)
+        return folder
+
+    a = tmp_path / "a"
+    traced(capture=AT, folder=a, **SMALL)
+    b0 = bf16("")
+    for fault in BACKGROUND_FAULTS:
+        b = bf16(fault)
+        plain_loc = localize_dumps(a, b).localization
+        assert plain_loc.first is None and plain_loc.start is not None
+        assert plain_loc.start.module == "d0.model.embed_tokens"  # where it starts, not a cause
+        loc = localize_dumps(a, b, baseline=b0).localization
+        assert loc.first is not None, (fault, loc.describe())
+        named, module = plain(loc.first.module), fault.split(":")[0]
+        assert named == module or named.startswith(module + "."), (fault, loc.describe())
 
 
 def test_capture_lists_every_module_in_forward_order(tmp_path: Path) -> None:

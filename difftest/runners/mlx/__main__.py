@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
+from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV, parse_at
 from difftest.core.errors import DifftestError, ExitCode
+from difftest.core.faults import FAULT_ENV
+from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.mlx.options import ATTNS, DTYPES, MUTATIONS, MLXOptions
 
 
@@ -35,27 +40,44 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mutation", choices=MUTATIONS, default="none",
                    help="a known-wrong draft, for probes")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
+    p.add_argument("--fault", default=None,
+                   help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
+                        "noise or mask, MODULE e.g. model.layers.1.mlp (default: DIFFTEST_FAULT, "
+                        "unset = none)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    force_path = os.environ.get(FORCE_ENV, "").strip()
     try:
         options = MLXOptions(
             attn=args.attn, draft_dtype=args.draft_dtype, requests=args.requests,
             max_new_tokens=args.max_new_tokens, k=args.k, prompt_len=args.prompt_len,
-            seed=args.seed, mutation=args.mutation, top_k=args.top_k, split=args.split)
+            seed=args.seed, mutation=args.mutation, top_k=args.top_k, split=args.split,
+            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip())
+        force = read_force_file(Path(force_path)) if force_path else None
+        at = os.environ.get(CAPTURE_ENV, "").strip()
+        capture = parse_at(at) if at else None
     except DifftestError as exc:
         print(f"python -m difftest.runners.mlx: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     from difftest.emit import Tracer
     # mlx loads only for a valid run; without it the import fails as Python says, and difftest
     # names the extra to install for an arm that fails so (difftest.execute.hints)
-    from difftest.runners.mlx.runner import run
+    from difftest.runners.mlx.runner import ForceMismatch, run
 
-    run(options, Tracer(top_k=options.top_k), out=sys.stdout)
+    try:
+        run(options, Tracer(top_k=options.top_k), out=sys.stdout, force=force, capture=capture,
+            capture_dir=os.environ.get(CAPTURE_DIR_ENV, "").strip() or None)
+    except ForceMismatch as exc:
+        print(f"python -m difftest.runners.mlx: error: {FORCE_ENV}={force_path}: {exc}",
+              file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except DifftestError as exc:
+        print(f"python -m difftest.runners.mlx: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
     return int(ExitCode.OK)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from difftest.core.errors import UsageError
+from difftest.core.faults import Fault, parse_fault_text
 from difftest.core.limits import check_seed
 
 # The draft's attention: mlx's fused kernel (`sdpa`, what mlx-lm runs) or a split-K one that
@@ -32,6 +33,9 @@ class MLXOptions:
     mutation: str = "none"
     top_k: int = 8
     split: int = 4  # split-k: keys per chunk
+    # A planted fault in one draft module (difftest.runners.mlx.faults), MODULE:KIND[:SIZE];
+    # "" for none.
+    fault: str = ""
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("draft_dtype", DTYPES), ("mutation", MUTATIONS)):
@@ -45,3 +49,16 @@ class MLXOptions:
                 raise UsageError(f"{name.replace('_', '-')} must be an integer >= {low}, "
                                  f"got {value!r}")
         check_seed(self.seed)
+        fault = self.planted()
+        if fault is not None and fault.kind == "mask":
+            if not (fault.module.startswith("model.layers.")
+                    and fault.module.endswith(".self_attn")):
+                raise UsageError(f"fault {self.fault!r}: a mask fault applies to an attention "
+                                 "module (model.layers.N.self_attn)")
+            if self.mutation != "none":
+                raise UsageError(f"fault {self.fault!r}: a mask fault needs no --mutation (it "
+                                 "changes one layer's mask)")
+
+    def planted(self) -> Fault | None:
+        """The planted fault, parsed (its module is checked against the loaded draft)."""
+        return parse_fault_text(self.fault) if self.fault else None

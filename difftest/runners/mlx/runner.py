@@ -5,10 +5,16 @@ from __future__ import annotations
 import importlib
 from typing import TextIO
 
-from difftest.adapters.mlx import resolved_settings, traced_generation
+from difftest.adapters.mlx import (MLXCapture, forced_generation, resolved_settings,
+                                   traced_generation)
+from difftest.core.force import ForceStream
 from difftest.emit import Tracer
 from difftest.runners.mlx.models import VOCAB, load_pair
 from difftest.runners.mlx.options import MLXOptions
+
+
+class ForceMismatch(Exception):
+    """The force file does not fit this run's prompts (another run's, or another prompt set)."""
 
 
 def prompts(options: MLXOptions) -> dict[str, list[int]]:
@@ -20,24 +26,57 @@ def prompts(options: MLXOptions) -> dict[str, list[int]]:
             for i in range(options.requests)}
 
 
-def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None) -> dict[str, list[int]]:
-    """Generate every request; return (and print to `out`) the generated ids per request."""
+def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
+        force: ForceStream | None = None, capture: tuple[str, int] | None = None,
+        capture_dir: str | None = None) -> dict[str, list[int]]:
+    """Generate every request; return (and print to `out`) the generated ids per request.
+
+    With `force` (teacher forcing, difftest.core.force) each request replays the forced
+    stream, one verify per forced step. With `capture` (req, pos) the draft forwards of that
+    step are captured module by module into `capture_dir`."""
     import mlx.core as mx
 
     generate = importlib.import_module("mlx_lm.generate")
     target, draft = load_pair(options)
-    tracer.config({**resolved_settings(target, draft), "attention_target": "sdpa",
-                   "attention_draft": options.attn, "k": options.k,
-                   "mutation": options.mutation, "seed": options.seed,
-                   "engine": f"mlx-lm-{importlib.import_module('mlx_lm').__version__}"})
+    fault = options.planted()
+    if fault is not None:
+        from difftest.runners.mlx.faults import plant
+
+        plant(draft, fault, options)
+    settings: dict[str, object] = {
+        **resolved_settings(target, draft), "attention_target": "sdpa",
+        "attention_draft": options.attn, "k": options.k, "mutation": options.mutation,
+        "seed": options.seed, "engine": f"mlx-lm-{importlib.import_module('mlx_lm').__version__}"}
+    if fault is not None:  # keys only when in effect: a plain run prints what it always did
+        settings["fault"] = fault.text
+    if force is not None:
+        settings["forced"] = True
+    tracer.config(settings)
+    hooks = MLXCapture(draft, tracer, capture, capture_dir) if capture else None
     generated: dict[str, list[int]] = {}
-    for req, prompt in prompts(options).items():
-        with traced_generation(tracer, req=req):
-            stream = generate.speculative_generate_step(
-                mx.array(prompt, dtype=mx.uint32), target, draft,
-                num_draft_tokens=options.k, max_tokens=options.max_new_tokens)
-            generated[req] = [int(token) for token, _, _ in stream]
-        if out is not None:
-            out.write(f"{req}: {' '.join(map(str, generated[req]))}\n")
-            out.flush()
+    try:
+        for req, prompt in prompts(options).items():
+            if force is not None:
+                steps = force.requests.get(req)
+                if steps is None:
+                    raise ForceMismatch(f"the force file has no request {req}")
+                try:
+                    generated[req] = forced_generation(
+                        target, draft, tracer, req, prompt, steps,
+                        max_tokens=options.max_new_tokens, num_draft_tokens=options.k,
+                        capture=hooks)
+                except ValueError as exc:
+                    raise ForceMismatch(str(exc)) from None
+            else:
+                with traced_generation(tracer, req=req, capture=hooks):
+                    stream = generate.speculative_generate_step(
+                        mx.array(prompt, dtype=mx.uint32), target, draft,
+                        num_draft_tokens=options.k, max_tokens=options.max_new_tokens)
+                    generated[req] = [int(token) for token, _, _ in stream]
+            if out is not None:
+                out.write(f"{req}: {' '.join(map(str, generated[req]))}\n")
+                out.flush()
+    finally:
+        if hooks is not None:
+            hooks.remove()
     return generated

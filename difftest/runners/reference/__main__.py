@@ -85,6 +85,19 @@ def parser() -> argparse.ArgumentParser:
                         "to every block logit before drafting (0: none)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampled decoding at this temperature (> 0): speculative sampling, "
+                        "rejection test and residual draw, and a `[spec-sample]` line per verify "
+                        "(default: greedy)")
+    p.add_argument("--top-p", type=float, default=d.top_p,
+                   help="with --temperature: nucleus sampling over the tempered distribution")
+    p.add_argument("--sample-seed", type=int, default=None,
+                   help="the sampler's seed (default: drawn afresh each run and printed in "
+                        "[spec-config]; --seed builds the model and prompts)")
+    p.add_argument("--samples", type=_count(1), default=d.samples,
+                   help="with --temperature: draws per prompt in one run, requests rI~J")
+    p.add_argument("--no-spec", action="store_true",
+                   help="the target alone: one token per step, nothing drafted")
     return p
 
 
@@ -102,11 +115,18 @@ def main(argv: list[str] | None = None) -> int:
             nondeterministic=args.nondeterministic or args.nondet_seed is not None,
             nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
             layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
-            fault=args.fault if args.fault is not None else fault_from_env())
+            fault=args.fault if args.fault is not None else fault_from_env(),
+            temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
+            samples=args.samples, no_spec=args.no_spec)
     except DifftestError as exc:
         print(f"python -m difftest.runners.reference: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
 
+    if options.sampled and (os.environ.get(FORCE_ENV, "").strip()
+                            or os.environ.get(CAPTURE_ENV, "").strip()):
+        print(f"python -m difftest.runners.reference: error: {FORCE_ENV} and {CAPTURE_ENV} replay "
+              "greedy decoding; unset them for --temperature or --no-spec", file=sys.stderr)
+        return int(ExitCode.USAGE)
     force = None
     path = os.environ.get(FORCE_ENV, "").strip()
     if path:

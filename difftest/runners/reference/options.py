@@ -17,7 +17,14 @@ trace_level_from_env = level_from_env
 LANES: tuple[str, ...] = ("paged", "materialized")
 DRAFTERS: tuple[str, ...] = ("dflash1", "dflash2")
 FIXTURES: tuple[str, ...] = ("informative", "degenerate")
-MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens")
+# Known-wrong speculative samplers (difftest.runners.reference.sampling), in effect only in
+# sampled mode (--temperature): the draft's uniform reused by the acceptance test, a residual
+# drawn without normalising, top-p on the draft's distribution only, the temperature on the
+# draft's only.
+SAMPLED_MUTATIONS: tuple[str, ...] = ("noise-reuse", "residual-unnormalised", "top-p-draft-only",
+                                      "temperature-draft-only")
+MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens",
+                              *SAMPLED_MUTATIONS)
 MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
 # How the draft block's attention is computed: one softmax over every key, or the keys in chunks
 # combined with an online softmax (the flash-decoding shape): equal in exact arithmetic, not in
@@ -66,6 +73,17 @@ class RunnerOptions:
     # DFlash2 selector scalars, applied to candidate values only when `scalars` is on.
     output_multiplier: float = 0.5
     final_logit_softcapping: float = 30.0
+    # Sampled decoding (difftest.runners.reference.sampling): a temperature > 0 samples instead
+    # of taking the argmax, with top-p over the tempered distribution; None decodes greedily.
+    temperature: float | None = None
+    top_p: float = 1.0
+    # The sampler's seed (None: drawn from the OS each run, so reruns are fresh draws; the
+    # `[spec-config]` line prints the one used). `seed` builds the model and prompts.
+    sample_seed: int | None = None
+    # Draws per prompt in one run: request `rI~J` is draw J of prompt rI (1: requests `rI`).
+    samples: int = 1
+    # The target alone: one token per step, no draft (`k=0` verifies).
+    no_spec: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -100,6 +118,32 @@ class RunnerOptions:
             raise UsageError(f"draft_noise must be a finite number >= 0, got {self.draft_noise!r}")
         if not self.output_multiplier > 0 or not self.final_logit_softcapping > 0:
             raise UsageError("output_multiplier and final_logit_softcapping must be > 0")
+        self._validate_sampling()
+
+    def _validate_sampling(self) -> None:
+        t = self.temperature
+        if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool)
+                                  and 0 < t < float("inf")):
+            raise UsageError(f"temperature must be a finite number > 0, got {t!r}")
+        p = self.top_p
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+            raise UsageError(f"top_p must be in (0, 1], got {p!r}")
+        if t is None and p != 1:
+            raise UsageError("top_p needs a temperature (greedy decoding takes the argmax)")
+        if self.sample_seed is not None:
+            check_seed(self.sample_seed, "sample_seed", MAX_NONDET_SEED)
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise UsageError(f"samples must be an integer >= 1, got {self.samples!r}")
+        if self.samples > 1 and t is None:
+            raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")
+        if self.mutation in SAMPLED_MUTATIONS and t is None:
+            raise UsageError(f"mutation {self.mutation!r} is a sampler's: it needs a temperature")
+
+    @property
+    def sampled(self) -> bool:
+        """Sampled decoding (a temperature), or the target alone: the loop of
+        difftest.runners.reference.sampling."""
+        return self.temperature is not None or self.no_spec
 
     def masks(self) -> tuple[tuple[str, int], ...]:
         """(kind, window) per draft layer; window is 0 unless the kind is sliding. A planted

@@ -132,6 +132,11 @@ def run(options: RunnerOptions, level: int,
     what it would have emitted, then commits the forced tokens instead. With `capture`
     (request, pos) the draft forward of that one step prints a `[spec-act]` line per module and
     saves each output under `capture_dir` (difftest.core.activations)."""
+    if options.sampled:  # a temperature, or the target alone: difftest.runners.reference.sampling
+        if force is not None or capture is not None:
+            raise ValueError("teacher forcing and capture are greedy-only")
+        from difftest.runners.reference.sampling import run_sampled
+        return run_sampled(options, level, sink)
     torch.set_num_threads(1)
     lines: list[str] = []
 

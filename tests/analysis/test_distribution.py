@@ -1,0 +1,186 @@
+"""The distribution instrument's statistics on generated samples: under the null (both arms
+draw from one law) the betting test calls DIFFER at most alpha of the time, measured; a planted
+difference is found; the acceptance check holds a correct verify and flags a biased one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from difftest.analysis.distribution import (MIN_PAIRS, Bettor, DistributionTest, Draws,
+                                            SampledEvidence, acceptance_check, aligned,
+                                            distribution_test, draws_of, prompt_of, sampled_kind,
+                                            tv)
+from difftest.core.kinds import VerdictKind
+from difftest.trace.parser import parse_lines
+from difftest.trace.sampled import VerifiedRows
+
+
+def draws(rng: np.random.Generator, laws: np.ndarray, n: int) -> np.ndarray:
+    """n draws of a stream whose token at position t follows laws[t] (independent positions)."""
+    return np.stack([rng.choice(laws.shape[1], size=n, p=law) for law in laws], axis=1)
+
+
+def trial(rng: np.random.Generator, law_a: np.ndarray, law_b: np.ndarray, n: int,
+          prompts: int, alpha: float) -> DistributionTest:
+    a = Draws({f"r{i}": draws(rng, law_a, n) for i in range(prompts)}, {})
+    b = Draws({f"r{i}": draws(rng, law_b, n) for i in range(prompts)}, {})
+    return distribution_test(a, b, alpha)
+
+
+def binomial_ceiling(rate: float, trials: int) -> float:
+    """rate plus three binomial standard deviations: a measured rate above it is not noise."""
+    return rate + 3.0 * float(np.sqrt(rate * (1 - rate) / trials))
+
+
+def random_laws(rng: np.random.Generator, positions: int, vocab: int, skew: float) -> np.ndarray:
+    logits = rng.normal(scale=skew, size=(positions, vocab))
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@settings(max_examples=3, deadline=None)
+@given(vocab=st.integers(2, 40), positions=st.integers(1, 6), skew=st.floats(0.0, 3.0),
+       seed=st.integers(0, 2**32 - 1))
+def test_false_red_rate_under_the_null_is_at_most_alpha(vocab: int, positions: int,
+                                                        skew: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    law = random_laws(rng, positions, vocab, skew)
+    alpha, trials = 0.1, 100
+    red = sum(trial(rng, law, law, 30, 2, alpha).differ for _ in range(trials))
+    assert red / trials <= binomial_ceiling(alpha, trials)
+
+
+def test_false_red_rate_measured_at_alpha_0_05() -> None:
+    """A fixed measurement (seeded): 200 null trials of 80 request pairs each."""
+    rng = np.random.default_rng(2026)
+    law = random_laws(rng, 5, 16, 1.5)
+    red = sum(trial(rng, law, law, 40, 2, 0.05).differ for _ in range(200))
+    assert red / 200 <= 0.05  # Ville's inequality bounds it; the measured rate is far below
+
+
+@settings(max_examples=3, deadline=None)
+@given(vocab=st.integers(4, 30), positions=st.integers(2, 6), seed=st.integers(0, 2**32 - 1))
+def test_a_planted_difference_of_tv_0_2_or_more_is_found(vocab: int, positions: int,
+                                                          seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    law_a = random_laws(rng, positions, vocab, 1.0)
+    # move 0.3 of each position's mass onto its least likely id: TV = 0.3 (1 - what it held)
+    law_b = 0.7 * law_a
+    least = law_a.argmin(axis=1)
+    law_b[np.arange(positions), least] += 0.3
+    assert float((0.5 * np.abs(law_a - law_b).sum(axis=1)).min()) >= 0.2
+    found = sum(trial(rng, law_a, law_b, 150, 2, 0.01).differ for _ in range(10))
+    assert found >= 9
+
+
+def test_power_grows_with_the_pairs_seen() -> None:
+    rng = np.random.default_rng(7)
+    law_a = random_laws(rng, 4, 12, 1.0)
+    law_b = 0.9 * law_a
+    law_b[:, 3] += 0.1
+    few = sum(trial(rng, law_a, law_b, 30, 2, 0.01).differ for _ in range(15))
+    many = sum(trial(rng, law_a, law_b, 300, 2, 0.01).differ for _ in range(15))
+    assert few < many and many >= 13
+
+
+def test_the_excess_tv_is_near_zero_under_the_null_and_a_conservative_estimate_otherwise() -> None:
+    rng = np.random.default_rng(3)
+    law = random_laws(rng, 3, 8, 1.0)
+    shifted = 0.6 * law
+    shifted[:, 0] += 0.4
+    same = trial(rng, law, law, 400, 2, 0.01)
+    other = trial(rng, law, shifted, 400, 2, 0.01)
+    true_tv = 0.5 * np.abs(law - shifted).sum(axis=1)
+    assert max(abs(x) for x in same.excess_tv) < 0.05
+    # where the laws differ the floor over-corrects (the sampling bias of a plug-in TV shrinks
+    # as the laws part): the excess is a conservative estimate, the raw TV an upward one
+    gap = true_tv - np.array(other.excess_tv)
+    assert bool(np.all(gap > -0.03)) and bool(np.all(gap < 0.12))
+    assert bool(np.all(np.array(other.raw_tv) > true_tv - 0.03))
+    assert all(f > 0 for f in same.floor_tv)  # finite samples never show a TV of 0
+
+
+def test_tv_of_samples() -> None:
+    assert tv(np.array([1, 2]), np.array([2, 1])) == 0.0
+    assert tv(np.array([1, 1]), np.array([2, 2])) == 1.0
+    assert tv(np.array([1, 2, 3, 4]), np.array([1, 1, 1, 1])) == 0.75
+
+
+def test_the_bettor_never_bets_against_its_own_record_nor_more_than_half() -> None:
+    b = Bettor()
+    assert b.bet() == 0.0
+    for _ in range(50):
+        b.add(-0.5)
+    assert b.bet() == 0.0 and b.wealth == 1.0
+    up = Bettor()
+    for _ in range(200):
+        up.add(0.5)
+    assert up.bet() == 0.5 and up.crossed(0.01)
+
+
+def rows_of(rng: np.random.Generator, n: int, bias: float) -> VerifiedRows:
+    """n tested rows of one index: acceptance Bernoulli(ratio * bias) where a correct verify
+    accepts with probability ratio; overlap is the mean ratio of the row's law."""
+    q = rng.uniform(0.05, 1.0, size=n)
+    ratio = rng.uniform(0.0, 1.0, size=n)
+    accepted = (rng.uniform(size=n) < ratio * bias).astype(np.int64)
+    return VerifiedRows(np.zeros(n, dtype=np.int64), accepted, ratio, ratio, q)
+
+
+def test_the_acceptance_check_holds_a_correct_verify_and_flags_a_biased_one() -> None:
+    rng = np.random.default_rng(11)
+    false = sum(any(r.flagged for r in acceptance_check(rows_of(rng, 300, 1.0), 0.05))
+                for _ in range(100))
+    assert false / 100 <= 0.05
+    found = sum(any(r.flagged for r in acceptance_check(rows_of(rng, 300, 0.7), 0.01))
+                for _ in range(20))
+    assert found == 20
+
+
+def test_the_witnessed_acceptance_check_sees_a_token_dependent_bias() -> None:
+    """Acceptance right on average but wrong per token (draft-favoured tokens accepted more,
+    the others less), as when the verify reuses the uniform that drew the token."""
+    rng = np.random.default_rng(5)
+    n = 600
+    q = rng.uniform(0.05, 1.0, size=n)
+    ratio = np.full(n, 0.5)
+    accepted = (rng.uniform(size=n) < np.where(q > 0.5, 0.7, 0.3)).astype(np.int64)
+    rows = VerifiedRows(np.zeros(n, dtype=np.int64), accepted, ratio, ratio, q)
+    (row,) = acceptance_check(rows, 0.01)
+    assert row.flagged and abs(row.observed - row.expected) < 0.05
+
+
+def test_the_verdict_kind_and_its_reasons() -> None:
+    rng = np.random.default_rng(1)
+    law = random_laws(rng, 3, 6, 1.0)
+    few = trial(rng, law, law, MIN_PAIRS // 2 - 1, 2, 0.01)
+    assert sampled_kind(SampledEvidence(few, {}))[0] is VerdictKind.UNINFORMATIVE
+    same = trial(rng, law, law, 200, 2, 0.01)
+    kind, reasons = sampled_kind(SampledEvidence(same, {}))
+    assert kind is VerdictKind.AGREE and "smallest per-position TV" in reasons[0]
+    biased = acceptance_check(rows_of(rng, 400, 0.6), 0.01)
+    kind, reasons = sampled_kind(SampledEvidence(same, {"spec": biased}))
+    assert kind is VerdictKind.DIFFER and reasons[0].startswith("spec: row 1 accepted")
+
+
+def test_draws_pool_a_prompts_named_draws_and_cut_to_common_positions() -> None:
+    assert [prompt_of(n) for n in ("r0~3", "r0", "a~b", "~1")] == ["r0", "r0", "a~b", "~1"]
+    spec = parse_lines(["[SPECTRACE] req=r0~0 pos=5 k=2 ns=2 acc=1 draft=[ 1 2 ] emit=[ 1 3 ]",
+                        "[SPECTRACE] req=r0~0 pos=7 k=2 ns=1 acc=0 draft=[ 1 2 ] emit=[ 4 ]",
+                        "[SPECTRACE] req=r0~1 pos=5 k=2 ns=3 acc=2 draft=[ 1 2 ] emit=[ 1 2 9 ]"])
+    alone = parse_lines([f"[SPECTRACE] req=r0 pos={p} k=0 ns=1 acc=0 draft=[ ] emit=[ {p} ]"
+                         for p in (5, 6, 7, 8)])
+    a, b = aligned(draws_of([spec]), draws_of([alone]))
+    assert a.tokens["r0"].tolist() == [[1, 3, 4], [1, 2, 9]] and a.start["r0"] == 5
+    assert b.tokens["r0"].tolist() == [[5, 6, 7]]
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.05])
+def test_the_mde_shrinks_with_the_pairs(alpha: float) -> None:
+    rng = np.random.default_rng(0)
+    law = random_laws(rng, 2, 4, 1.0)
+    small, large = (trial(rng, law, law, n, 1, alpha) for n in (50, 800))
+    assert large.mde < small.mde < 1.0

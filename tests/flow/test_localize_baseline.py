@@ -1,0 +1,151 @@
+"""`difftest localize RUN_DIR` against a background: a bf16 draft with a planted fault, compared
+with the float32 draft, is localised against the fault-free bf16 draft (`localize_baseline` on
+the comparison, or `baseline=`): the planted module is named, never an earlier one; without the
+baseline the whole model differs and no module is named. A run whose comparison was DIFFER is
+never left at "every module agrees" without the reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from difftest import api
+from difftest.config import ComparisonSpec, Config
+from difftest.core.activations import (Localization, LocalizeOutcome, ModuleDiff,
+                                       read_dumps)
+from difftest.core.errors import ConfigError, ExitCode, UsageError
+from difftest.core.rules import InvalidValue
+from difftest.core.kinds import VerdictKind
+from difftest.flow.localize import (LocalizeReport, RunLocalization, localize_dumps,
+                                    localize_run)
+from tests.flow.test_pipeline import config
+
+REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
+LEVEL3 = {"VT_SPEC_TRACE": "3"}
+BF16 = [*REF, "--draft-dtype", "bfloat16"]
+
+
+def arms(*faults: str) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {"f32": {"command": REF, "env": LEVEL3},
+                                         "bf16": {"command": BF16, "env": LEVEL3}}
+    for i, fault in enumerate(faults):
+        out[f"faulty{i}"] = {"command": [*BF16, "--fault", fault], "env": LEVEL3}
+    return out
+
+
+def test_the_baseline_is_a_checked_key_of_the_comparison(tmp_path: Path) -> None:
+    cfg = config(tmp_path, arms(), {"pair": {"arm_a": "f32", "arm_b": "bf16"}})
+    assert cfg.comparisons["pair"].localize_baseline is None
+    with pytest.raises(ConfigError, match="key 'localize_baseline': no arm named 'nope'"):
+        config(tmp_path, arms(), {"pair": {"arm_a": "f32", "arm_b": "bf16",
+                                           "localize_baseline": "nope"}})
+    with pytest.raises(ConfigError, match="localize_baseline.*names arm 'bf16' of the comparison"):
+        config(tmp_path, arms(), {"pair": {"arm_a": "f32", "arm_b": "bf16",
+                                           "localize_baseline": "bf16"}})
+    with pytest.raises(InvalidValue, match="localize_baseline"):
+        ComparisonSpec("p", "a", "b", localize_baseline=3)  # type: ignore[arg-type]
+    spec = config(tmp_path, arms("head:scale"),
+                  {"pair": {"arm_a": "f32", "arm_b": "faulty0",
+                            "localize_baseline": "bf16"}}).comparisons["pair"]
+    assert ComparisonSpec.of(spec.echo()).localize_baseline == "bf16"  # meta.json's record
+    assert "localize_baseline" not in ComparisonSpec("p", "a", "b").echo()
+
+
+def judged_pair(tmp_path: Path, fault: str,
+                baseline: bool = True) -> tuple[Config, api.ComparisonReport]:
+    cfg = config(tmp_path, arms(fault), {"pair": {"arm_a": "f32", "arm_b": "faulty0",
+                                                  "teacher_force": True,
+                                                  **({"localize_baseline": "bf16"}
+                                                     if baseline else {})}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    return cfg, rep
+
+
+@pytest.mark.parametrize("fault, named", [
+    ("layers.0.o_proj:scale", "layers.0.o_proj"), ("layers.1.attn:mask", "layers.1.attn"),
+    # noise of 0.001 x RMS at a residual stream bf16 rounds to its own quantum: it does not
+    # move its own module beyond the background (ratio 0.994); a later module shows it
+    ("layers.0.o_proj:noise", "layers.1.q")])
+def test_localize_run_names_the_planted_module_against_the_background(tmp_path: Path,
+                                                                      fault: str,
+                                                                      named: str) -> None:
+    """The baseline arm did not run in the compare run: it comes from the config, rerun forced
+    on A's stream with capture at the same step as A and B."""
+    cfg, rep = judged_pair(tmp_path, fault)
+    assert rep.run_dir is not None
+    result = localize_run(rep.run_dir, config=cfg)
+    loc = result.report.localization
+    assert result.baseline == "bf16" and loc.outcome is LocalizeOutcome.FIRST
+    assert loc.first is not None and loc.first.module == named, loc.describe()
+    planted = [m.module for m in loc.modules].index(fault.split(":")[0])
+    assert all(m.ratio == 1.0 for m in loc.modules[:planted])  # B is B0 to the bit before it
+    assert result.exit_code is ExitCode.DIFFER
+    assert read_dumps(result.folder / "capture-b0")
+    assert "A, B and the baseline bf16 teacher-forced" in (result.folder / "localize.md").read_text()
+    # the same captures without the baseline: the whole model differs, no module is named
+    plain = localize_dumps(result.folder / "capture-a", result.folder / "capture-b").localization
+    assert plain.outcome is LocalizeOutcome.WHOLE_MODEL and plain.first is None
+    # no config: the arm is not in the run, and localize says where to find it
+    with pytest.raises(UsageError, match="--baseline bf16: no such arm in this run, nor in "
+                                         ".*; give the config that defines it"):
+        localize_run(rep.run_dir)  # the default config has no arm bf16
+    assert localize_run(rep.run_dir, config=tmp_path / "difftest.toml").baseline == "bf16"
+    with pytest.raises(UsageError, match="--baseline faulty0: the baseline is a third arm"):
+        localize_run(rep.run_dir, baseline="faulty0", config=cfg)
+
+
+def report_of(diffs: list[float], *, factor: float | None = None,
+              outcome: LocalizeOutcome | None = None, atol: float = 0.5,
+              verdict: VerdictKind = VerdictKind.DIFFER) -> RunLocalization:
+    mods = tuple(ModuleDiff(f"m{i}", (2,), d, None, rms=d, background=None if factor is None
+                            else d) for i, d in enumerate(diffs))
+    loc = Localization(mods, None, atol, (), outcome, factor)
+    return RunLocalization(Path("run"), ("r0", 3), Path("run/localize/r0-3"),
+                           LocalizeReport((Path("a"), Path("b")), loc),
+                           baseline=None if factor is None else "bf16", verdict=verdict)
+
+
+def test_every_module_agreeing_on_a_differ_run_says_why() -> None:
+    """Before, such a run printed 'every captured module agrees within 0.5', exit 0, and
+    nothing else."""
+    below = report_of([0.0, 0.25, 0.125])
+    assert below.why_not() == (
+        "the run's comparison was DIFFER: the captured modules differ by at most 0.25 (at m1), "
+        "below the tolerance used (0.5); rerun with a smaller --atol, or the difference is "
+        "outside the captured modules: the draft forward at r0:3 is not where the "
+        "comparison's difference comes from (the target's verify, another step, or what the "
+        "runner does after the draft)")
+    assert "**Why:** the run's comparison was DIFFER" in below.render()
+    equal = report_of([0.0, 0.0])
+    assert equal.why_not() is not None and equal.why_not().startswith(  # type: ignore[union-attr]
+        "the run's comparison was DIFFER, but both captures are bitwise equal at r0:3: the "
+        "difference is outside the captured modules")
+    within = report_of([0.5, 0.25], factor=1.001, outcome=LocalizeOutcome.BACKGROUND)
+    assert "no more than the baseline bf16 does" in (within.why_not() or "")
+    assert report_of([0.0, 0.25], verdict=VerdictKind.AGREE).why_not() is None
+    assert report_of([1.0, 2.0], outcome=LocalizeOutcome.WHOLE_MODEL).why_not() is None
+    assert report_of([0.0, 0.25]).to_json()["why"] == below.why_not()
+
+
+def test_localize_run_below_the_tolerance_says_why(tmp_path: Path) -> None:
+    """A real DIFFER run localised with an atol above every module's difference: the modules
+    agree within it, and the section says that this is below the tolerance used."""
+    _, rep = judged_pair(tmp_path, "layers.1.mlp:scale", baseline=False)
+    assert rep.run_dir is not None
+    result = localize_run(rep.run_dir, atol=1e6)
+    assert result.report.localization.outcome is LocalizeOutcome.AGREE
+    assert result.verdict is VerdictKind.DIFFER and result.exit_code is ExitCode.OK
+    why = result.why_not()
+    assert why is not None and "below the tolerance used (1e+06)" in why
+    assert f"**Why:** {why}" in (result.folder / "localize.md").read_text()
+    # the comparison names no baseline: the command line does
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+                          "--baseline", "bf16", "--config", str(tmp_path / "difftest.toml")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
+    assert "first module beyond its background: layers.1.mlp (RMS" in out.stdout
