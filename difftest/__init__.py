@@ -20,14 +20,14 @@ __version__ = "0.1.0"
 __all__ = [
     # the commands, one function each (difftest.api); `bisect` is spelled `difftest.api.bisect`,
     # since `difftest.bisect` is the package of its library
-    "audit", "check", "compare", "compare_arms", "compare_traces", "noise", "parse", "probe",
-    "read_diff", "rejudge",
+    "audit", "calibrate", "check", "compare", "compare_arms", "compare_traces", "localize",
+    "noise", "parse", "probe", "read_diff", "rejudge",
     # the records they take and return, and the errors they raise
     "AuditReport", "BisectResult", "CheckResult", "ComparisonReport", "ConfigError",
     "DifftestError", "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules",
     "RunOptions", "Traces", "UsageError", "Verdict", "VerdictKind",
     # what an engine calls to print a trace: the emitter, its tracer and drafting kinds, and
-    # the adapters (`difftest.adapters.hf`, `difftest.adapters.mlx`)
+    # the adapters (`difftest.adapters.hf`, `.mlx`, `.llamacpp`)
     "DraftingKind", "Tracer", "adapters", "emit",
 ]
 
@@ -35,7 +35,8 @@ __all__ = [
 # engine), the runners (`python -m difftest.runners.NAME`, arms of a config), the command line
 # (`difftest`, `python -m difftest`) and the pytest plugin (`pytest --difftest`).
 MODULES = ("difftest.emit", "difftest.adapters.hf", "difftest.adapters.mlx",
-           "difftest.runners.reference", "difftest.runners.hf", "difftest.runners.mlx",
+           "difftest.adapters.llamacpp", "difftest.runners.reference", "difftest.runners.hf",
+           "difftest.runners.mlx", "difftest.runners.llamacpp",
            "difftest.cli", "difftest.pytest_plugin")
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from difftest.api import (AuditReport, BisectResult, CheckResult, ComparisonReport,
                               ConfigError, DifftestError, ExitCode, Expect, NoiseReport,
                               Overrides, ProbeReport, Rules, RunOptions, Traces, UsageError,
-                              Verdict, VerdictKind, audit, check, compare, compare_arms,
+                              Verdict, VerdictKind, audit, calibrate, check, compare,
+                              compare_arms, localize,
                               compare_traces, noise, parse, probe, read_diff, rejudge)
     from difftest.emit import DraftingKind, Tracer
 

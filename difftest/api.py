@@ -16,6 +16,8 @@ from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.corpus import CoverageClass
+from difftest.core.model import SpecCoverage
 from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
@@ -33,13 +35,20 @@ if TYPE_CHECKING:
     from difftest.flow.judge import CheckResult, NoiseReport
     from difftest.flow.run import RunResults
     from difftest.flow.scoring import ProbeReport
+    from difftest.flow.sweep import SweepReport
     from difftest.report.diffread import read_diff
 
 ConfigLike = Config | Path | str | None
 
+if TYPE_CHECKING:
+    from difftest.execute.worktree import CacheEntry, PruneResult
+    from difftest.flow.calibrate import Calibration
+    from difftest.flow.localize import LocalizeReport, RunLocalization
+
 __all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
            "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
-           "rejudge", "resolve_spec", "run_comparison", "write_reports",
+           "rejudge", "resolve_spec", "run_comparison", "write_reports", "cache_folder",
+           "cache_list", "cache_prune", "calibrate", "localize",
            # the records the commands take and return (difftest/__init__.py re-exports them)
            "BisectResult", "CheckResult", "ComparisonReport", "ConfigError", "DifftestError",
            "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules", "RunOptions",
@@ -314,6 +323,37 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
     return analysed(plan, opts, outputs.PROBE_REPORTS, analysis)
 
 
+def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
+          options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> SweepReport:
+    """Run a comparison over inputs generated to reach what its toggle is about
+    (difftest.flow.sweep): each input a run of both arms with reference-runner arguments
+    added, judged as the comparison is; `seeds` runs each input under that many seeds."""
+    from difftest.flow import sweep as sw
+
+    cfg = _config(config)
+    spec = cfg.comparison(comparison)
+    opts = run_options(keywords, options)
+    if seeds < 1:
+        raise UsageError(f"seeds must be >= 1, got {seeds}")
+    classes = sw.sweep_classes(spec)
+    eos: tuple[int, ...] = ()
+    if CoverageClass.EOS in classes:  # ids the configured input commits, to end requests at
+        first = run_comparison(cfg, spec, options=opts)
+        streams = [] if first.arm_a.trace is None else [
+            [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
+        eos = sw.eos_ids_of(streams)
+
+    def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+        varied = sw.with_args(cfg, spec, item.args)
+        rep = run_comparison(varied, spec, options=opts)
+        none = SpecCoverage()
+        return (rep.verdict.kind, rep.arm_a.trace.coverage if rep.arm_a.trace else none,
+                rep.arm_b.trace.coverage if rep.arm_b.trace else none)
+
+    items = sw.inputs_for(classes, tuple(range(seeds)), eos)
+    return sw.SweepReport(comparison, sw.run_sweep(items, judge))
+
+
 @dataclass(frozen=True)
 class AuditReport:
     """One trace and its audit: could a comparison through it ever have failed?"""
@@ -415,6 +455,74 @@ def cache_folder(cache: Path | None = None, config: ConfigLike = None) -> Path:
     if cache is not None:
         return Path(cache)
     return _config(config).defaults.cache or default_cache_dir()
+
+
+def cache_list(cache: Path | None = None, config: ConfigLike = None
+               ) -> tuple[Path, list[CacheEntry]]:
+    """The checkout cache a command uses (`cache_folder`) and every checkout difftest keeps
+    in it."""
+    from difftest.execute.worktree import list_cache
+
+    where = cache_folder(cache, config)
+    return where, list_cache(where)
+
+
+def cache_prune(cache: Path | None = None, config: ConfigLike = None, *,
+                older_than: float = 14.0) -> PruneResult:
+    """Remove broken checkouts and those unused for `older_than` days (0: every one not in
+    use now), only ones difftest made."""
+    from difftest.execute.worktree import prune_cache
+
+    return prune_cache(cache_folder(cache, config), max_age_days=older_than)
+
+
+def calibrate(comparison: str, *, config: Config | Path | str | None = None,
+              run_root: Path | None = None, progress: bool | None = None,
+              jobs: int | None = None) -> Calibration:
+    """Measure a comparison's thresholds on its held-out calibration_inputs and write its
+    thresholds file (the config is read without it: it is what this replaces)."""
+    from difftest.flow.calibrate import calibrate as measure
+
+    cfg = config if isinstance(config, Config) else load_config(
+        None if config is None else Path(config), unread_thresholds=comparison)
+    return measure(cfg, cfg.comparison(comparison), run_root=run_root, progress=progress,
+                   jobs=jobs)
+
+
+def localize(run_dir: Path | str | None = None, *, at: str | None = None,
+             dumps: tuple[Path, Path] | None = None, atol: float | None = None,
+             comparison: str | None = None, baseline: str | None = None,
+             config: Path | None = None) -> LocalizeReport | RunLocalization:
+    """The first draft-forward module whose output differs between two arms (beyond a
+    baseline's, where one is named): of two capture folders (`dumps`; `baseline` a third
+    one), or of a judged run's arms rerun with capture at one step (`at`, by default the
+    first differing one; `baseline` an arm of `config`), which writes the figure beside the
+    captures."""
+    from difftest.flow import localize as loc
+    from difftest.report.outputs import NotWritten, write_localization
+
+    if (run_dir is None) == (dumps is None):
+        raise UsageError("give a RUN_DIR or --dumps A B, not both, not neither")
+    if dumps is not None:
+        given = [name for name, value in (("--at", at), ("--comparison", comparison))
+                 if value is not None]
+        if given:
+            verb, they = ("pick", "they need") if len(given) > 1 else ("picks", "it needs")
+            raise UsageError(f"{' and '.join(given)} {verb} what to rerun in a run: {they} a "
+                             "RUN_DIR, not --dumps")
+        if config is not None:
+            raise UsageError("--config names where the baseline arm is defined: it needs a "
+                             "RUN_DIR, not --dumps")
+        return loc.localize_dumps(dumps[0], dumps[1], atol or 0.0,
+                                  Path(baseline) if baseline is not None else None)
+    assert run_dir is not None
+    result = loc.localize_run(Path(run_dir), loc.parse_at(at) if at is not None else None,
+                              atol, comparison, baseline, config)
+    try:
+        write_localization(result)
+    except NotWritten as exc:
+        raise NotWritten(list(exc.failures), result) from None
+    return result
 
 
 # The records the API returns, and `read_diff`, by where they live: loaded on first use.

@@ -22,6 +22,7 @@ from difftest.core.deprecation import warn_config
 from difftest.core.errors import ConfigError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
+from difftest.core.corpus import NAMES as CORPUS_NAMES
 from difftest.core.limits import MAX_JOBS
 from difftest.core.rules import ECHO_KEYS, RULE_KEYS, Rules, finite_number, integer, kind_of, name_string
 # checked there, and read from here too
@@ -31,7 +32,10 @@ from difftest.core.thresholds import (Calibrated, Dtype, ThresholdError, Toleran
                                      canonical_input, parse_dtype, read_thresholds,
                                      tolerance_mode)
 
+# What a probe runs by default; any name of the reference runner's bug corpus
+# (`python -m difftest.runners.reference --list-mutations`) needs no [mutations] table either.
 BUILTIN_MUTATIONS: tuple[str, ...] = ("causal-mask", "skip-kv-write", "stale-seq-lens")
+KNOWN_MUTATIONS: tuple[str, ...] = CORPUS_NAMES
 PYTHON_TOKEN = "{python}"
 INPUT_TOKEN = "{seed}"  # replaced by the comparison's gate input, or a calibration input
 CONFIG_FILE_NAME = "difftest.toml"
@@ -348,9 +352,9 @@ class Config:
         """A configured mutation, else a built-in one of the reference runner."""
         if name in self.mutations:
             return self.mutations[name]
-        if name in BUILTIN_MUTATIONS:
+        if name in KNOWN_MUTATIONS:
             return MutationSpec(name, env={"DIFFTEST_MUTATION": name}, args=())
-        known = ", ".join(dict.fromkeys([*self.mutations, *BUILTIN_MUTATIONS]))
+        known = ", ".join(dict.fromkeys([*self.mutations, *KNOWN_MUTATIONS]))
         raise UsageError(f"unknown mutation {name!r} (known: {known})")
 
 
@@ -698,8 +702,8 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                                     f"{known})")
     probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
     for mutation in probe:
-        if mutation not in mutations and mutation not in BUILTIN_MUTATIONS:
-            known = ", ".join(dict.fromkeys([*mutations, *BUILTIN_MUTATIONS]))
+        if mutation not in mutations and mutation not in KNOWN_MUTATIONS:
+            known = ", ".join(dict.fromkeys([*mutations, *KNOWN_MUTATIONS]))
             raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
     values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs",
                                                   "localize_baseline")

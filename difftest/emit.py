@@ -119,6 +119,21 @@ def dflash_route(paged_seam: int, combined: int, last_q: int, last_k: int) -> st
             f"last_combined_q={last_q} last_combined_k={last_k}")
 
 
+COVERAGE_TAG = "[spec-coverage]"
+
+
+def spec_coverage(counts: Mapping[str, object]) -> str:
+    """What state a run exercised, once per process after its last step: `key=value` counters
+    (docs/trace-format.md). `widths` is `W:N,...` (verify width: steps), `-` for none."""
+    parts = []
+    for key, value in counts.items():
+        text = str(value)
+        if not _CONFIG_KEY_RE.match(key) or not text or any(c.isspace() for c in text):
+            raise ValueError(f"{COVERAGE_TAG} {key}={text!r}: a key and a one-word value")
+        parts.append(f"{key}={text}")
+    return f"{COVERAGE_TAG} {' '.join(parts)}"
+
+
 CONFIG_TAG = "[spec-config]"
 _CONFIG_KEY_RE = re.compile(r"[A-Za-z_][\w/]*\Z", re.ASCII)
 _CONFIG_VALUE_RE = re.compile(r"[^\s\x00-\x1f\x7f\[][^\s\x00-\x1f\x7f]*\Z")

@@ -48,7 +48,7 @@ M = [
  ("S7 self-comparison by content allowed", "difftest/flow/evaluate.py",
   "        if by_content and os.path.getsize(", "        if False and os.path.getsize(",
   "tests/analysis/test_false_passes.py"),
- ("S8 traceback exits 1", "difftest/cli.py",
+ ("S8 traceback exits 1", "difftest/cli/errors.py",
   "        return \"\".join(traceback.format_exception(exc)).rstrip(), ExitCode.USAGE",
   "        return \"\".join(traceback.format_exception(exc)).rstrip(), ExitCode.DIFFER",
   "tests/analysis/test_false_passes.py"),

@@ -66,6 +66,8 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "runners/reference/": ("torch",),
     "test_analysis_signals.py": ("subprocess",),
     "test_api.py": ("subprocess", "torch"),
+    "test_coverage_gate.py": ("subprocess",),
+    "test_cli_sweep.py": ("subprocess",),
     "test_run_record.py": ("subprocess", "torch"),
     "test_sampled_comparison.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),

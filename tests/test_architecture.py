@@ -28,6 +28,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # the bug corpus: names, coverage classes and sources the runner and the flow share
+             "corpus",
              # what makes a float differ between machines: a thresholds file records it
              "machine",
              # the per-dtype table and thresholds files: data a config and a comparison read
@@ -42,16 +44,22 @@ MODULES = {
               # the `[spec-sample]` lines of sampled decoding, read beside the main parser
               "sampled"),
     "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
-    "analysis": ("findings", "quantity", "audit", "compare", "threshold_notes", "logit_instrument",
-                 "verdict", "acceptance", "sequential", "rates", "benign", "floor",
+    "analysis": ("findings", "coverage", "bugclass", "quantity", "audit", "compare",
+                 "threshold_notes", "logit_instrument", "verdict", "acceptance", "sequential",
+                 "rates", "benign", "floor",
                  # sampled decoding: the token laws of two arms, and each arm's acceptance
                  "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
+             "sweep",
              "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
-    "report": ("text", "cells", "headline", "comparison", "audit_report", "bisect_report",
+    # the command line: the error translator and the shared options, then a file per command
+    "cli": ("errors", "options", "compare", "parse", "audit", "noise", "calibrate", "check",
+            "probe", "sweep", "bisect", "cache", "localize", "explain", "__main__"),
+    "report": ("text", "cells", "headline", "evidence", "comparison", "audit_report",
+               "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",
                "outputs"),
 }

@@ -1,16 +1,16 @@
 """The command line's option groups: the override options are declared once and build one
-`Overrides`, offered by `compare` and `export` alike; run options build one `RunOptions`."""
+`Overrides`, offered by `compare` and `export` alike; run options build one `RunOptions`; each
+record is built from the command's parameters by its own fields (`options.record`)."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import fields
-
 from typing import Any
 
 import typer
 
 from difftest import cli
+from difftest.cli.options import record
 from difftest.flow.plan import RunOptions
 from difftest.flow.overrides import Overrides
 
@@ -32,18 +32,13 @@ def test_compare_offers_every_override_and_export_those_a_past_run_can_take() ->
         assert _params("compare")[name].help == _params("export")[name].help
 
 
-def test_a_group_hands_the_command_one_record() -> None:
-    seen: list[object] = []
-
-    @cli._grouped(cli.OVERRIDES, cli.RUN_OPTIONS)
-    def command(name: str = "", overrides: object = None, options: object = None) -> None:
-        seen.extend([name, overrides, options])
-
-    params = inspect.signature(command).parameters
-    assert "overrides" not in params and {"atol", "near_tie", "run_root", "jobs"} <= set(params)
-    command(name="x", **{p: v.default for p, v in params.items() if p != "name"} | {
-        "atol": 0.5, "teacher_force": True, "jobs": 2})
-    assert seen == ["x", Overrides(atol=0.5, teacher_force=True), RunOptions(jobs=2)]
+def test_a_group_is_one_record_built_from_the_commands_parameters() -> None:
+    params = {"arm_a": "a", "atol": 0.5, "near_tie": None, "teacher_force": True, "jobs": 2,
+              "run_root": None, "progress": None, "format": "table"}
+    assert record(Overrides, params) == Overrides(atol=0.5, teacher_force=True)
+    assert record(RunOptions, params) == RunOptions(jobs=2)
+    # a flag left off is no override (the configured value stands), not `False`
+    assert record(Overrides, {"teacher_force": False}) == Overrides()
 
 
 def test_only_compare_offers_until_decided() -> None:

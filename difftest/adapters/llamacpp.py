@@ -220,6 +220,18 @@ class LlamaCppModel:
                 raise LlamaCppError(f"llama_memory_seq_rm({n}, -1) failed")
             del self.held[n:]
 
+    def drop_cell(self, pos: int) -> None:
+        """Remove the KV cell of one position (llama_memory_seq_rm over [pos, pos + 1)): later
+        queries attend to every held position but that one. `held` still counts it, so a
+        later `keep` cuts at the same places."""
+        if not self._lib.llama_memory_seq_rm(self.memory, SEQ, pos, pos + 1):
+            raise LlamaCppError(f"llama_memory_seq_rm({pos}, {pos + 1}) failed")
+
+    def shift_cell(self, pos: int, delta: int) -> None:
+        """Move the KV cell of one position by `delta` (llama_memory_seq_add): llama.cpp
+        re-rotates its K to the new position at the next decode."""
+        self._lib.llama_memory_seq_add(self.memory, SEQ, pos, pos + 1, delta)
+
     def decode(self, tokens: Sequence[int], outputs: str = "last") -> Any:
         """Append `tokens` at the end of the KV cache in one `llama_decode` call; return the
         logits rows asked for (`last`: (1, vocab), `all`: (len, vocab), `none`: None)."""

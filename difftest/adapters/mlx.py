@@ -61,6 +61,8 @@ class MLXTrace:
     req: str
     drafting: DraftingKind = DraftingKind.SEQUENTIAL
     steps: list[MLXStep] = field(default_factory=list)
+    # records the draft forwards of its step module by module (None: no capture)
+    capture: MLXCapture | None = None
 
 
 def dtype_name(model: Any) -> str:
@@ -201,12 +203,13 @@ class _Seen:
 
 def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator[Any]],
                  prompt: Any, model: Any, draft_model: Any, *args: Any,
-                 capture: MLXCapture | None = None, **kwargs: Any
-                 ) -> Generator[Any, None, None]:
+                 **kwargs: Any) -> Generator[Any, None, None]:
     """`inner(prompt, model, draft_model, ...)` (mlx-lm's speculative_generate_step) with every
     verify traced as request `record.req` and kept in `record`; yields what `inner` yields.
-    With `capture`, the draft forwards of its step are recorded module by module."""
+    With `record.capture`, the draft forwards of its step are recorded module by module."""
     import mlx.core as mx
+
+    capture = record.capture
 
     sample_utils = importlib.import_module("mlx_lm.sample_utils")
     req = record.req
@@ -253,12 +256,12 @@ def traced_generation(tracer: Tracer, req: str = "r0",
     `capture`, its step's draft forwards recorded module by module)."""
     module = importlib.import_module(GENERATE_MODULE)
     original = getattr(module, HOOKED)
-    record = MLXTrace(req=req)
+    record = MLXTrace(req=req, capture=capture)
 
     def hooked(prompt: Any, model: Any, draft_model: Any, *args: Any, **kwargs: Any
                ) -> Iterator[Any]:
         return traced_steps(tracer, record, original, prompt, model, draft_model, *args,
-                            capture=capture, **kwargs)
+                            **kwargs)
 
     setattr(module, HOOKED, hooked)
     try:
@@ -267,10 +270,12 @@ def traced_generation(tracer: Tracer, req: str = "r0",
         setattr(module, HOOKED, original)
 
 
-def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt: list[int],
-                      steps: Any, max_tokens: int, num_draft_tokens: int,
-                      capture: MLXCapture | None = None) -> list[int]:
-    """Replay a committed stream (`steps`: difftest.core.force.ForcedStep in order) on the pair:
+def forced_generation(target: Any, draft: Any, tracer: Tracer, record: MLXTrace,
+                      prompt: list[int], steps: Any, max_tokens: int,
+                      num_draft_tokens: int) -> list[int]:
+    """Replay a committed stream (`steps`: difftest.core.force.ForcedStep in order) of request
+    `record.req` on the pair, its verifies kept in `record` (with `record.capture`, the captured
+    step's draft forwards recorded):
     per step, one verify of mlx-lm's `speculative_generate_step` from the forced context
     (traced as what this pair would have accepted, with the budget a free run would have
     left), then that step's tokens committed and a `[spec-forced]` line printed. Returns the
@@ -283,7 +288,7 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
     import mlx.core as mx
 
     inner = getattr(importlib.import_module(GENERATE_MODULE), HOOKED)
-    record = MLXTrace(req=req)
+    req = record.req
     context = list(prompt)
     for step in steps:
         if step.pos != len(context):
@@ -295,8 +300,7 @@ def forced_generation(target: Any, draft: Any, tracer: Tracer, req: str, prompt:
                              f"({max_tokens}) at position {step.pos}")
         before = len(record.steps)
         stream = traced_steps(tracer, record, inner, mx.array(context, dtype=mx.uint32), target,
-                              draft, num_draft_tokens=num_draft_tokens, max_tokens=left,
-                              capture=capture)
+                              draft, num_draft_tokens=num_draft_tokens, max_tokens=left)
         for _ in stream:
             if len(record.steps) > before:
                 break

@@ -81,7 +81,12 @@ class RateTest:
             return (said + f": above the benign rate (lower bound {self.low:.4g} > "
                     f"{self.benign_high:.4g}): each row was excused, their number is not")
         if not self.armed:
-            return said + ": too few independent rows for this rate to show any excess"
+            if self.benign_high >= 1.0:
+                return said + (": the benign rate's upper bound is 1: no rate can exceed it, so "
+                               "this test could not have failed")
+            return said + (": too few independent rows of this comparison "
+                           f"({self.rate.effective_rows:.3g}) for any rate to exceed the benign "
+                           "rate's upper bound, so this test could not have failed")
         return said + ": within the benign rate"
 
     def to_json(self) -> dict[str, object]:

@@ -16,7 +16,8 @@ forcing, ...) reports what it found as a `VerdictFinding`: which instrument, wha
 - **no agreement**: an agreement cannot stand but a difference would: uninformative over an
   agreement (the traces are not the same quantity, an instrument was blind, a stream is broken,
   the acceptance test did not decide, the switch cannot be shown to have engaged under
-  `expect = same`, a sequential run judged again on its first round).
+  `expect = same`, a sequential run judged again on its first round, neither arm exercised
+  the state the comparison's toggle is about).
 - **agree**: an instrument that could have failed did not.
 
 A new instrument adds one finding (and, where none fits, one `Demand` at its rank); nothing
@@ -41,6 +42,8 @@ class Origin(StrEnum):
     SEQUENTIAL = "sequential"  # --until-decided's sequential test
     QUANTITY = "quantity"  # both arms traced the same quantity
     SWITCH = "switch"  # the comparison's toggle and evidence engaged
+    COVERAGE = "coverage"  # the state the toggle is about was exercised (analysis.coverage)
+    VERIFY = "verify"  # identical blocks verified alike (analysis.bugclass)
     TEACHER_FORCING = "teacher-forcing"  # B replayed A's stream
     REJUDGE = "rejudge"  # a past run judged again
     RATES = "rates"  # near-tie flips and in-tolerance logit rows against the benign rate

@@ -249,6 +249,11 @@ def other_finding_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
 
 def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     """What the comparison found, whatever was expected."""
+    return [*_compared(cmp, names), *_not_compared(cmp, names), *_first_differences(cmp, names)]
+
+
+def _compared(cmp: Comparison, names: tuple[str, str]) -> list[str]:
+    """What was compared, under which drafting, and steps that only one arm has."""
     na, nb = names
     out: list[str] = []
     if cmp.blocks_compared == 0:
@@ -281,6 +286,13 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                "different acceptance visits different positions; not a difference")
         out.append(f"{accepted_a} step(s) only in {na}, {accepted_b} only in {nb} "
                    f"({why})")
+    return out
+
+
+def _not_compared(cmp: Comparison, names: tuple[str, str]) -> list[str]:
+    """Where the streams part: steps one arm never ran, contexts that diverged."""
+    na, nb = names
+    out: list[str] = []
     for gap in cmp.coverage_gaps:
         ends = [f"{name} never traced it" if end is None else
                 f"{name} emitted up to position {end} in {steps} step(s)"
@@ -294,6 +306,13 @@ def _findings(cmp: Comparison, names: tuple[str, str]) -> list[str]:
                    "ran on different contexts and are not compared")
     if cmp.context_diverged:
         out.append(f"{cmp.context_diverged} step(s) left out as context-diverged")
+    return out
+
+
+def _first_differences(cmp: Comparison, names: tuple[str, str]) -> list[str]:
+    """The first drafted difference and the first logit difference."""
+    na, nb = names
+    out: list[str] = []
     if cmp.first_difference:
         f = cmp.first_difference
         out.append(f"first difference at {f.where}: {na} drafted {f.token_a}, {nb} "

@@ -305,6 +305,10 @@ def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: flo
     for da, db, d0 in zip(a, b, b0, strict=True):
         md, d = _module_diff(da, db)
         back, e = _module_diff(da, d0)
+        if back.nonfinite:  # an infinite background would excuse any difference of B there
+            raise UsageError(f"module {da.module}: the baseline differs from A by "
+                             f"{back.nonfinite} value(s) non-finite in one of them; a known-good "
+                             "arm has no such values where A has none")
         md = dataclasses.replace(md, background=back.rms)
         diffs.append(md)
         if first is None and (md.ratio or 0.0) > factor:

@@ -90,14 +90,28 @@ def _read() -> dict[str, str]:
             "python": platform.python_version()}
 
 
-def differences(recorded: Mapping[str, str], here: Mapping[str, str]) -> list[str]:
+def _env_without(text: str, pinned: frozenset[str]) -> str:
+    """An `env` value less the variables in `pinned` ("unset" when none is left)."""
+    if not pinned or text == "unset":
+        return text
+    kept = [part for part in text.split(", ") if part.partition("=")[0] not in pinned]
+    return ", ".join(kept) or "unset"
+
+
+def differences(recorded: Mapping[str, str], here: Mapping[str, str],
+                pinned: frozenset[str] = frozenset()) -> list[str]:
     """The float-moving keys on which two machines differ, as `key (file: X, here: Y)`; for a
-    SIMD list, the features one has and the other lacks."""
+    SIMD list, the features one has and the other lacks. `pinned`: environment variables every
+    arm sets itself, so that difftest's own value of them reaches no arm (not compared)."""
     out = []
     for key in COMPARED:
-        if key not in recorded or recorded[key] == here.get(key):
+        if key not in recorded:
             continue
         was, now = recorded[key], here.get(key, "unknown")
+        if key == "env":
+            was, now = _env_without(was, pinned), _env_without(now, pinned)
+        if was == now:
+            continue
         if key.endswith("_simd"):
             lost = sorted(set(was.split()) - set(now.split()))
             gained = sorted(set(now.split()) - set(was.split()))

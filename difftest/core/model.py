@@ -167,6 +167,26 @@ class SpecConfig:
 
 
 @dataclass(frozen=True)
+class SpecCoverage:
+    """What a `[spec-coverage]` line said a run exercised (docs/trace-format.md): counters by
+    key, and steps per verify width; `line` is where the trace said it (0: no such line)."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    widths: tuple[tuple[int, int], ...] = ()
+    line: int = 0
+
+    @property
+    def present(self) -> bool:
+        return self.line > 0
+
+    def count(self, key: str) -> int:
+        """A counter (`widths`: how many different widths), 0 when the runner did not print it."""
+        if key == "widths":
+            return sum(1 for _, n in self.widths if n > 0)
+        return int(self.counts.get(key, 0))
+
+
+@dataclass(frozen=True)
 class Notice:
     """A request that outgrew the draft speculative context and stopped speculating."""
 
@@ -194,6 +214,7 @@ class ArmTrace:
     truncated: bool = False
     drafting: DraftingKind | None = None  # from a `[spec-drafting]` header; None when absent
     config: SpecConfig = SpecConfig()  # from `[spec-config]` lines
+    coverage: SpecCoverage = SpecCoverage()  # from the `[spec-coverage]` line
 
     @property
     def level(self) -> int:

@@ -190,6 +190,9 @@ BENIGN_RATES = ("near_tie_flips", "above_level")
 RATE_KEYS = ("events", "rows", "requests", "effective_rows")
 # what a file must record to be checked against the comparison that reads it
 REQUIRED_PROVENANCE = ("comparison", "inputs", "separation")
+# the benign level: nine benign logit rows in ten stay within it (the 0.9 quantile, method
+# "higher", of their differences: at most a tenth of them lie above it)
+LEVEL_QUANTILE = 0.9
 
 
 def canonical_input(text: str) -> str:
@@ -232,14 +235,29 @@ class BenignRate:
                     or v < 0:
                 raise ThresholdError(f"{where}: key {key!r}: must be a finite number >= 0, got "
                                      f"{v!r}")
+            if key != "effective_rows" and not isinstance(v, int):
+                raise ThresholdError(f"{where}: key {key!r}: must be an integer, got {v!r}")
             out[key] = v
         for key in table:
             if key not in RATE_KEYS:
                 raise ThresholdError(f"{where}: key {key!r}: unknown key (known: "
                                      f"{', '.join(RATE_KEYS)})")
+        # what calibrate cannot have measured: a rate over no row, or over no independent one,
+        # has the interval [0, 1], which no gate's rate can exceed (it would disarm the test)
+        rows = int(out["rows"])
+        if rows < 1:
+            raise ThresholdError(f"{where}: key 'rows': must be at least 1 (calibrate writes no "
+                                 "rate over no row), got 0")
+        if not 1 <= out["requests"] <= rows:
+            raise ThresholdError(f"{where}: key 'requests': must be between 1 and rows ({rows}), "
+                                 f"got {int(out['requests'])}")
+        if out["effective_rows"] <= 0:
+            raise ThresholdError(f"{where}: key 'effective_rows': must be above 0 (a rate over "
+                                 "no independent row bounds nothing), got "
+                                 f"{out['effective_rows']!r}")
         if out["events"] > out["rows"] or out["effective_rows"] > out["rows"]:
             raise ThresholdError(f"{where}: events and effective_rows must not exceed rows")
-        return cls(int(out["events"]), int(out["rows"]), int(out["requests"]),
+        return cls(int(out["events"]), rows, int(out["requests"]),
                    float(out["effective_rows"]))
 
 
@@ -274,8 +292,10 @@ class Calibrated:
         rates = {k: None if d.get(k) is None else BenignRate.of(f"calibrated.{k}", d[k])
                  for k in BENIGN_RATES}
         level = d.get("logit_level")
-        if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))):
-            raise ThresholdError(f"calibrated: key 'logit_level': must be a number, got {level!r}")
+        if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))
+                                  or not math.isfinite(level) or level < 0):
+            raise ThresholdError(f"calibrated: key 'logit_level': must be a finite number >= 0, "
+                                 f"got {level!r}")
         machine = d.get("machine") or {}
         if not isinstance(machine, dict):
             raise ThresholdError(f"calibrated: key 'machine': must be a table, got {machine!r}")
@@ -373,12 +393,33 @@ def read_thresholds(path: Path) -> ThresholdsFile:
             separation):
         raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
                              f"{separation!r}")
+    _check_atol(path, values["atol"], prov)
     said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
                                                  "git_sha", "date") if k in prov)
     return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
                           f"{path} (calibrated: {said})", comparison,
                           tuple(str(i) for i in inputs), float(separation),
                           _calibrated(path, data, values, prov))
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        and math.isfinite(v) else None
+
+
+def _check_atol(path: Path, atol: float, prov: dict[str, Any]) -> None:
+    """atol as calibrate wrote it: its multiplier times the largest benign difference, both
+    in [provenance] (a file that records neither is not checked). An atol raised by hand
+    excuses what the measurement did not."""
+    multiplier, largest = _number(prov.get("multiplier")), _number(prov.get("largest_benign"))
+    if multiplier is None or largest is None:
+        return
+    bound = multiplier * largest
+    if not math.isclose(atol, bound, rel_tol=1e-9, abs_tol=0.0):
+        raise ThresholdError(f"{path}: [thresholds]: key 'atol': {atol:g} is not the bound "
+                             f"calibrate wrote (multiplier {multiplier:g} x largest_benign "
+                             f"{largest:g} = {bound:g}): thresholds come from the measurement, "
+                             "not a hand edit; recalibrate")
 
 
 def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
@@ -398,6 +439,24 @@ def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
                               or not math.isfinite(level) or level < 0):
         raise ThresholdError(f"{path}: [benign]: key 'logit_level': must be a finite number >= 0, "
                              f"got {level!r}")
+    if level is not None:
+        # calibrate's level is a quantile of the benign differences, so never above their
+        # largest nor atol: a higher one would count no row of any arm above it
+        largest = prov.get("largest_benign")
+        cap, said = values["atol"], f"atol {values['atol']:g}"
+        if isinstance(largest, (int, float)) and not isinstance(largest, bool) \
+                and largest < cap:
+            cap, said = float(largest), f"the largest benign difference {largest:g}"
+        if level > cap:
+            raise ThresholdError(f"{path}: [benign]: key 'logit_level': {level:g} is above {said}"
+                                 " ([provenance]/[thresholds]): calibrate writes a quantile of "
+                                 "the benign differences; recalibrate")
+    above = rates["above_level"]
+    if above is not None and above.events > (1.0 - LEVEL_QUANTILE) * above.rows:
+        raise ThresholdError(f"{path}: [benign.above_level]: {above.events} of {above.rows} rows "
+                             f"above the benign level: at most {1.0 - LEVEL_QUANTILE:.0%} are, "
+                             f"the level being the benign rows' {LEVEL_QUANTILE:g} quantile; "
+                             "recalibrate")
     machine = data.get("machine", {})
     if not isinstance(machine, dict) or not all(isinstance(v, str) for v in machine.values()):
         raise ThresholdError(f"{path}: [machine]: must be a table of strings")

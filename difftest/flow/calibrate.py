@@ -58,7 +58,7 @@ from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Compa
                                        near_tie_rows)
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
 from difftest.core.machine import this_machine
-from difftest.core.thresholds import BenignRate
+from difftest.core.thresholds import LEVEL_QUANTILE, BenignRate
 from difftest.numerics.clustered import clustered_rate, t_quantile
 from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
@@ -72,7 +72,6 @@ CONFIDENCE = 0.95
 MARGIN = 1.0  # the separation bound a file needs: each probe above the thresholds
 SEPARATION_CONFIDENCE = 0.95  # of the lower prediction bound on a probe's strength
 MAX_INPUTS = 200  # the most inputs `inputs_needed` looks for
-LEVEL_QUANTILE = 0.9  # the benign level: nine benign logit rows in ten stay within it
 
 
 @dataclass(frozen=True)

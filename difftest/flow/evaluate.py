@@ -34,7 +34,8 @@ from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
-from difftest.analysis import quantity
+from difftest.analysis import coverage, quantity
+from difftest.analysis.bugclass import verify_finding
 from difftest.flow.switch import Side, check_switch
 from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
@@ -183,6 +184,10 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     verdict = combine(verdict, acc, spec.rules.acceptance)
     rates = rate_instruments(cmp)
     verdict = verdict.with_reasons(rates.clustering_reasons())
+    if forcing is None:  # under teacher forcing B commits A's stream, not its own
+        moved = verify_finding(a.trace, b.trace, (a.name, b.name))
+        if moved is not None:
+            verdict = verdict.joined(moved, last=moved.reasons)
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
     if forcing is not None:
@@ -255,8 +260,10 @@ def _same_quantity_and_switch(verdict: Verdict, spec: ComparisonSpec, a: ArmOutc
                           Side(a.name, a.trace, a.trace_path, a.result, evidence[0]),
                           Side(b.name, b.trace, b.trace_path, b.result, evidence[1]))
     engaged = switch.finding(spec.rules.expect)
-    found = [f for f in (mismatched, engaged) if f is not None]
-    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons]
+    gaps = coverage_finding(spec, a, b)
+    found = [f for f in (mismatched, engaged, gaps) if f is not None]
+    first = [*(mismatched.reasons if mismatched else ()), *switch.reasons,
+             *(gaps.reasons if gaps else ())]
     joined = verdict.joined(*found, first=first)
     if joined.kind is verdict.kind:
         return joined
@@ -287,6 +294,16 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
         "role (see the first reasons)"])
 
 
+def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
+                     ) -> VerdictFinding | None:
+    """What the arms' coverage demands (difftest.analysis.coverage): no agreement on a toggle
+    whose state neither arm exercised, nor on a corpus mutation planted in B (its
+    `[spec-config]` names it) whose state was not exercised or that never acted."""
+    assert a.trace is not None and b.trace is not None
+    return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
+                            (a.name, b.name), b.trace.config.values.get("mutation"))
+
+
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
                  ) -> tuple[float, float, list[str]]:
     """atol, rtol and the sentence saying where they came from (none for bitwise as
@@ -309,7 +326,10 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     machine_said: list[str] = []
     if spec.threshold_origin:
         base = Source(rules.atol, rules.rtol, spec.threshold_origin)
-        floor, machine_said = machine_floor(spec, (arms[0], arms[1]))
+        # variables both arms set themselves: difftest's own value of them reaches neither
+        pinned = (frozenset(a.result.env_overrides) & frozenset(b.result.env_overrides)
+                  if a.result is not None and b.result is not None else frozenset[str]())
+        floor, machine_said = machine_floor(spec, (arms[0], arms[1]), pinned)
         if floor is not None:
             base = floor
     elif source is not None:
@@ -333,8 +353,8 @@ def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
 MACHINE_FLOOR = "bitwise on another machine"
 
 
-def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | None]
-                  ) -> tuple[Source | None, list[str]]:
+def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | None],
+                  pinned: frozenset[str] = frozenset()) -> tuple[Source | None, list[str]]:
     """Whether the thresholds file was measured on this machine, and what to judge by when
     not: a bitwise file holds only where it was measured (another CPU's kernels or another
     library version reorder floats), so elsewhere the engine's dtype floor replaces it (the
@@ -344,7 +364,7 @@ def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | 
     if cal is None:
         return None, []
     recorded = dict(cal.machine)
-    diffs = machine_differences(recorded, this_machine()) if recorded else []
+    diffs = machine_differences(recorded, this_machine(), pinned) if recorded else []
     if (recorded and not diffs) or not (recorded or cal.bitwise):
         return None, []  # its machine, or a file with tolerances that does not say
     where = (f"calibrated on another machine ({'; '.join(diffs)})" if recorded else

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
 LOCALIZE_JSON = "localize.json"
 LOCALIZE_MD = "localize.md"
+LOCALIZE_SVG = "modules.svg"  # the per-module figure, beside the captures
 LOCALIZE_FORMAT = "difftest-localize/1"
 
 
@@ -100,6 +101,10 @@ class RunLocalization:
     @property
     def exit_code(self) -> ExitCode:
         return self.report.exit_code
+
+    @property
+    def figure(self) -> Path:
+        return self.folder / LOCALIZE_SVG
 
     def why_not(self) -> str | None:
         """Why every module agrees (or is within its background) although the run's comparison

@@ -21,6 +21,7 @@ from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
+from difftest.report.evidence import bug_class_json, bug_class_lines, coverage_cells, coverage_json
 from difftest.report.headline import headline, report_differed
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
@@ -139,6 +140,10 @@ def to_dict(rep: ComparisonReport) -> dict[str, object]:
         **({"sequential": rep.sequential.to_json()} if rep.sequential is not None else {}),
         # only under decoding = "sampled": the token laws' test and the acceptance check
         **({"sampled": rep.sampled.to_json()} if rep.sampled is not None else {}),
+        # only where an arm printed `[spec-coverage]`: each state and both arms' counts
+        **({"coverage": cov} if (cov := coverage_json(rep)) else {}),
+        # only for a DIFFER: which kind of bug it looks like, where each instrument parted
+        **({"bug_class": found} if (found := bug_class_json(rep)) is not None else {}),
     }
 
 
@@ -207,7 +212,9 @@ def localization_markdown(saved: Sequence[SavedLocalization]) -> list[str]:
                 name = md_code(m.module) + (" **first**" if m is loc.first else "")
                 out.append(f"| {i} | {name} | {_num(m.max_abs_diff, 3)} |")
             out.append("")
-        out.append(f"{len(loc.modules)} modules compared within {loc.atol:g}; all of them, and "
+        against = (f"each against its background (factor {loc.factor:g})"
+                   if loc.factor is not None else f"within {loc.atol:g}")
+        out.append(f"{len(loc.modules)} modules compared {against}; all of them, and "
                    f"the figure, in {md_code(str(s.folder))}.")
     return out
 
@@ -218,10 +225,15 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
     v = rep.verdict
     c = rep.comparison
     out = [f"{rep.name}: {headline(v)}", f"  {report_differed(rep)}"]
+    out += [f"  {x}" for x in bug_class_lines(rep)]
     out += [f"  - {r}" for r in v.reasons]
     line = stats_line(c)
     out += [f"  {line}"] if line else []
     out += ["", tabulate(_arm_rows(rep), headers=arm_headers(rep), tablefmt="simple")]
+    headers, cov = coverage_cells(rep)
+    if cov:
+        out += ["", "coverage (what each arm exercised; `about`: what the toggle is about):",
+                tabulate(cov, headers=headers, tablefmt="simple")]
     if c is not None:
         rows = c.rows
         idx = _differing_indices(rep)[:max_rows].tolist()  # one vectorised pass, not a loop
@@ -283,6 +295,10 @@ def render_markdown(rep: ComparisonReport,
     lines = [f"### difftest {md_code(rep.name)}: **{head.observed}** {head.qualifier}", "",
              f"{md_code(rep.arm_a.name)} vs {md_code(rep.arm_b.name)}: "
              f"{report_differed(rep)}", ""]
+    found = bug_class_lines(rep)
+    if found:
+        lines += [f"**{md_inline(found[0])}**", ""]
+        lines += [f"- {md_inline(x.strip())}" for x in found[1:]] + [""]
     lines += [f"- {md_inline(r.splitlines()[0] if r else r)}" for r in v.reasons]
     line = stats_line(rep.comparison)
     lines += ["", md_inline(line)] if line else []
@@ -295,6 +311,13 @@ def render_markdown(rep: ComparisonReport,
         if any(shas):
             cells.append(md_code(sha[:12]) if sha else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    headers, cov = coverage_cells(rep)
+    if cov:
+        lines += ["", "Coverage (what each arm exercised):", "",
+                  "| " + " | ".join(md_inline(h) for h in headers) + " |",
+                  "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(md_inline(x) if x else "" for x in row) + " |"
+                  for row in cov]
     idx = _differing_indices(rep)
     c = rep.comparison
     if c is not None and idx.size:

@@ -24,6 +24,7 @@ import numpy as np
 
 from difftest.core.kinds import ArmSide, VerdictKind
 from difftest.report.headline import Tone, differed, headline, report_differed
+from difftest.report.evidence import bug_class_lines, coverage_cells
 from difftest.report.text import strip_ansi
 
 if TYPE_CHECKING:
@@ -941,6 +942,16 @@ def comparison_section(rep: ComparisonReport, level: int = 1,
            f"{_e(rep.arm_b.name)}</{h}>", f"<p>{_badge(rep)}</p>", "<ul>"]
     out += [f"<li>{_e(reason.splitlines()[0] if reason else reason)}</li>" for reason in v.reasons]
     out += ["</ul>", f"<{h2}>Arms</{h2}>", _arms_table(rep)]
+    found = bug_class_lines(rep)
+    if found:
+        out += [f"<{h2}>Bug class</{h2}>", f"<p><b>{_e(found[0])}</b></p>", "<ul>"]
+        out += [f"<li>{_e(x.strip())}</li>" for x in found[1:]] + ["</ul>"]
+    headers, cov = coverage_cells(rep)
+    if cov:
+        out += [f"<{h2}>Coverage</{h2}>",
+                "<p class=\"muted\">What each arm exercised; <i>about</i>: the state the "
+                "comparison's toggle is about.</p>",
+                _table(headers, cov, [False, False, True, False, True, True])]
     c = rep.comparison
     figs = figures(rep)
     if figs:

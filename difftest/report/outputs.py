@@ -167,9 +167,6 @@ def write_requested(report: ComparisonReport, *, csv: Path | None = None,
     _each(writers, report)
 
 
-LOCALIZE_SVG = "modules.svg"
-
-
 def write_localization(result: RunLocalization) -> Path:
     """After `difftest localize RUN_DIR`: the per-module figure beside its captures, and, when
     the run's report.md and report.html are of the comparison localised, both written again
@@ -177,7 +174,7 @@ def write_localization(result: RunLocalization) -> Path:
     from difftest.flow.rejudge import rejudge_run
     from difftest.report import html
 
-    figure = result.folder / LOCALIZE_SVG
+    figure = result.figure
     svg = html.localization_svg(result.report.localization)
     writers: list[Writer] = [
         (figure, lambda p: write_bytes_atomic(p, svg, inside=result.run_dir))]

@@ -415,7 +415,7 @@ static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t linen
 
 static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
                               "[spec-logits]", "[dflash-route]", "[spec-drafting]",
-                              "[spec-config]", NULL};
+                              "[spec-config]", "[spec-coverage]", NULL};
 
 /* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
  * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`

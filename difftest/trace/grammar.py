@@ -24,8 +24,9 @@ TAG_LOGITS = b"[spec-logits]"
 TAG_ROUTE = b"[dflash-route]"
 TAG_DRAFTING = b"[spec-drafting]"
 TAG_CONFIG = b"[spec-config]"
+TAG_COVERAGE = b"[spec-coverage]"
 KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE,
-              TAG_DRAFTING, TAG_CONFIG)
+              TAG_DRAFTING, TAG_CONFIG, TAG_COVERAGE)
 
 NOTICE_PREFIX = b"vllm.cpp: request "
 NOTICE_MARK = b"has outgrown the draft speculative context"
@@ -289,6 +290,8 @@ def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
         return read_route(body)
     if tag == TAG_CONFIG:
         return read_config(body)
+    if tag == TAG_COVERAGE:
+        return read_coverage(body)
     schema = SCHEMAS[tag]
     fields = split_fields(tag, body)
     out: dict[str, object] = {}
@@ -339,6 +342,36 @@ def read_config(body: bytes) -> dict[str, object]:
     if not values:
         raise FieldError("[spec-config] expected settings like 'lane=paged'")
     return {"values": values}
+
+
+_WIDTH_RE = re.compile(rb"(\d{1,9}):(\d{1,18})\Z")
+
+
+def read_coverage(body: bytes) -> dict[str, object]:
+    """`[spec-coverage]`: what state a run exercised, counters whose set may grow. Every value
+    is an integer >= 0 except `widths`, `W:N,...` (verify width: steps) or `-` for none."""
+    counts: dict[str, int] = {}
+    widths: dict[int, int] = {}
+    seen: set[str] = set()
+    for name, raw in split_fields(TAG_COVERAGE, body):
+        if name in seen:
+            raise FieldError(f"[spec-coverage] field {name}: given twice in one line")
+        seen.add(name)
+        if name == "widths":
+            for item in ([] if raw == b"-" else raw.split(b",")):
+                m = _WIDTH_RE.match(item)
+                if m is None:
+                    raise FieldError(f"[spec-coverage] field widths: expected W:N,... or -, "
+                                     f"got {_shown(raw)}")
+                widths[int(m.group(1))] = widths.get(int(m.group(1)), 0) + int(m.group(2))
+            continue
+        try:
+            counts[name] = _count(name, raw)
+        except FieldError as exc:
+            raise FieldError(f"[spec-coverage] {exc}") from None
+    if not seen:
+        raise FieldError("[spec-coverage] expected counters like 'page_cross=N'")
+    return {"counts": counts, "widths": tuple(sorted(widths.items()))}
 
 
 # What may stand before a misplaced notice or engine-error prefix: indentation, and the task

@@ -43,6 +43,7 @@ from difftest.core.model import (
     Proposes,
     Route,
     SpecConfig,
+    SpecCoverage,
     Verifies,
 )
 from difftest.trace import grammar as g
@@ -126,6 +127,7 @@ class TraceBuilder:
         self.drafting: DraftingKind | None = None
         self._drafting_line = 0
         self.config: dict[str, tuple[str, int]] = {}  # `[spec-config]` key: (value, line)
+        self.coverage = SpecCoverage()
         # one bytearray per column, native-endian: appended to by both readers, no Python object
         # per token, and viewed by numpy at the end without a copy
         self.cols: tuple[bytearray, ...] = tuple(bytearray() for _ in COLUMNS)
@@ -283,6 +285,8 @@ class TraceBuilder:
             self._declare_drafting(fields["kind"], lineno)  # type: ignore[arg-type]
         elif tag == g.TAG_CONFIG:
             self._declare_config(fields["values"], lineno)  # type: ignore[arg-type]
+        elif tag == g.TAG_COVERAGE:
+            self._declare_coverage(fields, lineno)
         elif tag == g.TAG_LOGITS:
             self._logits_line(tag, line, fields, lineno)
 
@@ -330,6 +334,14 @@ class TraceBuilder:
                                  f"at line {seen[1]}")
             if seen is None:
                 self.config[key] = (value, lineno)
+
+    def _declare_coverage(self, f: dict[str, object], lineno: int) -> None:
+        """One `[spec-coverage]` line per trace: a run prints it once, after its last step; a
+        second is two runs' output in one file, whose sum would describe neither."""
+        if self.coverage.present:
+            raise TraceError(self.path, lineno, "[spec-coverage] given a second time (first at "
+                             f"line {self.coverage.line}): one run prints it once")
+        self.coverage = SpecCoverage(f["counts"], f["widths"], lineno)  # type: ignore[arg-type]
 
     def _verify(self, f: dict[str, object], lineno: int) -> None:
         req: str = f["req"]  # type: ignore[assignment]
@@ -410,7 +422,8 @@ class TraceBuilder:
             engine_errors=tuple(self.engine_errors),
             truncated=self.truncated, drafting=self.drafting,
             config=SpecConfig({k: v for k, (v, _) in self.config.items()},
-                              {k: line for k, (_, line) in self.config.items()}))
+                              {k: line for k, (_, line) in self.config.items()}),
+            coverage=self.coverage)
 
     def _check_widths(self, widths: np.ndarray, lines: np.ndarray) -> None:
         """Refuse, before the rows are padded to one width, a row wider than MAX_TOP_K or rows

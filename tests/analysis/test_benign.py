@@ -5,13 +5,15 @@ rate stays AGREE; near_tie covering most margins is said, and no AGREE rests on 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from conftest import logits_line, verify_line
 from difftest.analysis.audit import audit_trace
-from difftest.analysis.benign import ALPHA, BLIND_SHARE, RateEffect, _test, rate_effect, rate_tests
+from difftest.analysis.benign import (ALPHA, BLIND_SHARE, RateEffect, RateTest, _test, rate_effect,
+                                      rate_tests)
 from difftest.analysis.compare import compare
 from difftest.analysis.verdict import judge
 from difftest.core.kinds import Instrument, VerdictKind
@@ -148,3 +150,21 @@ def test_without_a_file_the_a_a_reruns_give_the_benign_rate() -> None:
     [t] = effect.tests
     assert t.source == "A/A reruns" and t.benign.rows == floor.rows and t.exceeds
     assert effect.kind is VerdictKind.DIFFER
+
+
+def test_a_test_that_cannot_fail_says_whose_rows_are_the_cause() -> None:
+    # a benign rate of 1 has the upper bound 1: no rate of B's can be above it, however many
+    # rows B has; the sentence must not blame B's rows
+    a = _trace(0)
+    calibrated = Calibrated("t.toml", near_tie_flips=BenignRate(1000, 1000, 30, 500.0))
+    [t] = rate_tests(compare(a, _trace(3), RULES), calibrated)
+    assert not t.armed and not t.exceeds
+    assert t.sentence().endswith(": the benign rate's upper bound is 1: no rate can exceed it, "
+                                 "so this test could not have failed")
+    # B's own rows too few: said as such
+    few = Calibrated("t.toml", near_tie_flips=BenignRate(0, 1000, 30, 1000.0))
+    [t] = rate_tests(compare(_trace(0), _trace(3), RULES), few)
+    short = RateTest(t.name, replace(t.rate, rows=2, value=0.5), t.benign, t.source, 0.0, 1.0,
+                     t.benign_low, 0.999, t.alpha)
+    assert not short.armed
+    assert "too few independent rows of this comparison (" in short.sentence()

@@ -246,7 +246,12 @@ def test_a_step_visited_inside_the_other_arms_accepted_run_is_acceptance() -> No
     report = judged(trace_lines(a), trace_lines(b))
     assert not cmp_of(report).divergences
     assert not any("lost" in r for r in report.verdict.reasons), report.verdict.reasons
-    assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
+    # not lost steps; but B verified A's very block at pos 0 and accepted none of what A's
+    # accepted: greedy verify of one block from one context accepts alike, so that is the
+    # verify or acceptance path differing (difftest.analysis.bugclass), named as such
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
+    assert any(r.startswith("acceptance: at r pos 0 both arms drafted the same tokens")
+               for r in report.verdict.reasons), report.verdict.reasons
 
 
 # -- 6. the stated blind radius is a promise -----------------------------------------------------

@@ -214,6 +214,15 @@ def test_a_module_without_background_is_beyond_it_at_any_difference(tmp_path: Pa
     assert loc.first is not None and loc.first.module == "m1" and loc.first.ratio == np.inf
 
 
+def test_a_baseline_with_values_non_finite_where_a_has_none_is_refused(tmp_path: Path) -> None:
+    """Its background there would be infinite and excuse any difference of B."""
+    a = chain(tmp_path, "a")
+    b0 = chain(tmp_path, "b0", (1, with_value(np.nan)))
+    b = chain(tmp_path, "b", (1, BASE * 5))
+    with pytest.raises(UsageError, match="module m1: the baseline differs from A by 1 value"):
+        localize_dumps(a, b, baseline=b0)
+
+
 def test_a_baseline_of_other_modules_is_refused(tmp_path: Path) -> None:
     a, b = chain(tmp_path, "a"), chain(tmp_path, "b")
     other = folder(tmp_path, "other", BASE, BASE)

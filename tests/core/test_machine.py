@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,67 @@ def test_a_bad_benign_or_machine_table_names_file_and_key(tmp_path: Path, extra:
     with pytest.raises(ThresholdError) as info:
         read_thresholds(path)
     assert str(path) in str(info.value) and expected in str(info.value)
+
+
+RATE = "[benign.{name}]\nevents = {events}\nrows = {rows}\nrequests = {requests}\n" \
+       "effective_rows = {eff}\n"
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    # a benign interval over no independent row is [0, 1]: no gate rate could exceed it
+    (RATE.format(name="near_tie_flips", events=10, rows=1000, requests=30, eff=0.0),
+     "[benign.near_tie_flips]: key 'effective_rows': must be above 0"),
+    (RATE.format(name="near_tie_flips", events=0, rows=0, requests=0, eff=0.0),
+     "[benign.near_tie_flips]: key 'rows': must be at least 1"),
+    (RATE.format(name="near_tie_flips", events=0.9, rows=1000, requests=30, eff=500.0),
+     "[benign.near_tie_flips]: key 'events': must be an integer, got 0.9"),
+    (RATE.format(name="near_tie_flips", events=1, rows=1000, requests=0, eff=500.0),
+     "[benign.near_tie_flips]: key 'requests': must be between 1 and rows (1000), got 0"),
+    (RATE.format(name="near_tie_flips", events=1, rows=10, requests=11, eff=5.0),
+     "key 'requests': must be between 1 and rows (10), got 11"),
+    # the rows above the benign level's 0.9 quantile are at most a tenth by construction
+    ("[benign]\nlogit_level = 0.0\n"
+     + RATE.format(name="above_level", events=1000, rows=1000, requests=30, eff=500.0),
+     "[benign.above_level]: 1000 of 1000 rows above the benign level"),
+])
+def test_an_impossible_benign_rate_is_refused_not_read_as_disarming(
+        tmp_path: Path, table: str, expected: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(BASE + table)
+    with pytest.raises(ThresholdError) as info:
+        read_thresholds(path)
+    assert str(path) in str(info.value) and expected in str(info.value)
+
+
+@pytest.mark.parametrize("level", ["1e300", "0.5"])
+def test_a_benign_level_above_the_largest_benign_difference_is_refused(
+        tmp_path: Path, level: str) -> None:
+    # calibrate's level is a quantile of the benign differences: never above their largest
+    # (1e-6 here), nor above atol; a level of 1e300 would count no row of any arm above it
+    path = tmp_path / "t.toml"
+    path.write_text(BASE.replace("largest_benign = 0.0", "largest_benign = 1e-6")
+                    .replace("atol = 0.0", "atol = 1.0") + f"[benign]\nlogit_level = {level}\n")
+    with pytest.raises(ThresholdError) as info:
+        read_thresholds(path)
+    assert "[benign]: key 'logit_level': " in str(info.value)
+    assert "above the largest benign difference 1e-06" in str(info.value)
+
+
+def test_a_run_record_s_level_must_be_a_finite_number_too() -> None:
+    from difftest.core.thresholds import Calibrated
+    for level in (math.nan, -1.0, math.inf):
+        with pytest.raises(ThresholdError, match="key 'logit_level'"):
+            Calibrated.of({"path": "t.toml", "logit_level": level})
+
+
+def test_an_environment_variable_every_arm_sets_itself_is_not_a_machine_difference() -> None:
+    # calibrated from a shell without OMP_NUM_THREADS, checked from one that exports it: the
+    # arms each set OMP_NUM_THREADS=1 themselves, so they ran alike (the bitwise gate holds)
+    was = {"cpu": "A", "env": "unset"}
+    now = {"cpu": "A", "env": "OMP_NUM_THREADS=1, ATEN_CPU_CAPABILITY=avx2"}
+    assert differences(was, now, pinned=frozenset({"OMP_NUM_THREADS"})) == [
+        "env (file: unset, here: ATEN_CPU_CAPABILITY=avx2)"]
+    assert differences(was, now, pinned=frozenset({"OMP_NUM_THREADS",
+                                                   "ATEN_CPU_CAPABILITY"})) == []
+    assert differences(was, now) == [
+        "env (file: unset, here: OMP_NUM_THREADS=1, ATEN_CPU_CAPABILITY=avx2)"]

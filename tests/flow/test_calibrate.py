@@ -221,9 +221,18 @@ def test_a_calibrated_thresholds_file_is_read_with_its_provenance(tmp_path: Path
      "[provenance]: key 'separation': missing"),
     (GOOD_PROVENANCE.replace('["1", "2"]', "[]"), "0",
      "[provenance]: key 'inputs': empty: thresholds are measured on held-out inputs"),
+    # atol raised by hand (0.002 where calibrate's bound was 2 x 0.0005 = 0.001): refused
+    (GOOD_PROVENANCE + "multiplier = 2.0\nlargest_benign = 0.0005\n", "0",
+     "[thresholds]: key 'atol': 0.002 is not the bound calibrate wrote (multiplier 2 x "
+     "largest_benign 0.0005 = 0.001)"),
+    # the bound calibrate wrote (4 x 0.0005): read
+    (GOOD_PROVENANCE + "multiplier = 4.0\nlargest_benign = 0.0005\n", "0", None),
 ])
 def test_a_thresholds_file_not_calibrated_for_this_gate_is_refused(
-        tmp_path: Path, file_text: str, gate: str, expected: str) -> None:
+        tmp_path: Path, file_text: str, gate: str, expected: str | None) -> None:
+    if expected is None:  # the consistent file: read
+        load_config(_with_thresholds(tmp_path, file_text, gate))
+        return
     with pytest.raises(ConfigError) as info:
         load_config(_with_thresholds(tmp_path, file_text, gate))
     said = str(info.value)

@@ -102,3 +102,33 @@ def test_a_run_record_keeps_what_the_file_said() -> None:
     back = ComparisonSpec.of(spec.echo())
     assert back == spec and back.calibrated is not None and back.calibrated.bitwise
     assert "calibrated" not in ComparisonSpec("c", "a", "b").echo()
+
+
+@pytest.mark.parametrize(("pinned", "expected"), [(True, VerdictKind.DIFFER),
+                                                  (False, VerdictKind.AGREE)])
+def test_a_variable_every_arm_sets_itself_does_not_make_another_machine(
+        tmp_path: Path, pinned: bool, expected: VerdictKind) -> None:
+    # the file was calibrated from a shell that exported OMP_NUM_THREADS=7; here it is not.
+    # Arms that each set OMP_NUM_THREADS ran alike in both shells: the bitwise gate holds and
+    # a real difference fails. Arms that inherit it did run otherwise: the dtype floor judges.
+    from difftest import api
+    from difftest.core.machine import _ENV_VARS
+    import os
+    a, b = _write(tmp_path / "a.log", 0.0), _write(tmp_path / "b.log", 2e-6)
+    env = ", ".join(f"{v}={'7' if v == 'OMP_NUM_THREADS' else os.environ[v]}"
+                    for v in _ENV_VARS if v in os.environ or v == "OMP_NUM_THREADS")
+    machine = {**this_machine(), "env": env}
+    (tmp_path / "t.toml").write_text(
+        "[thresholds]\natol = 0.0\nrtol = 0.0\nnear_tie = 0.0\n[provenance]\ncomparison = "
+        '"c"\ninputs = [1]\nseparation = 5.0\nlargest_benign = 0.0\n[machine]\n'
+        + "".join(f'{k} = "{v}"\n' for k, v in machine.items()))
+    own = 'env = { OMP_NUM_THREADS = "1" }\n' if pinned else ""
+    (tmp_path / "d.toml").write_text(
+        "".join(f'[arms.{n}]\ncommand = ["sh", "-c", "cat {p} >&2"]\n{own}dtype = "float32"\n'
+                for n, p in (("a", a), ("b", b)))
+        + '[comparisons.c]\narm_a = "a"\narm_b = "b"\ngate_input = 0\nthresholds = "t.toml"\n')
+    report = api.compare(comparison="c", config=tmp_path / "d.toml",
+                         options=api.RunOptions(run_root=tmp_path / "runs", progress=False))
+    assert report.verdict.kind is expected, report.verdict.reasons
+    floor = any(r.startswith("bitwise on another machine") for r in report.verdict.reasons)
+    assert floor is not pinned

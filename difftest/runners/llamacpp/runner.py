@@ -43,15 +43,14 @@ def _mutation_hook(options: LlamaCppOptions) -> Callable[[LlamaCppModel, int, in
     state = {"done": False}
 
     def hook(model: LlamaCppModel, p0: int, p1: int) -> None:
-        lib = model._lib
         if p0 == 0:
             state["done"] = False  # a new request's prefill
         if state["done"] or len(model.held) - 1 <= where:
             return
         if options.mutation == "skip-position":
-            lib.llama_memory_seq_rm(model.memory, 0, where, where + 1)
+            model.drop_cell(where)
         else:
-            lib.llama_memory_seq_add(model.memory, 0, where, where + 1, -1)
+            model.shift_cell(where, -1)
         state["done"] = True
 
     return hook

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import TextIO
 
-from difftest.adapters.mlx import (MLXCapture, forced_generation, resolved_settings,
-                                   traced_generation)
+from difftest.adapters.mlx import (MLXCapture, MLXTrace, forced_generation,
+                                   resolved_settings, traced_generation)
 from difftest.core.force import ForceStream
 from difftest.emit import Tracer
 from difftest.runners.mlx.models import VOCAB, load_pair
@@ -62,9 +62,8 @@ def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
                     raise ForceMismatch(f"the force file has no request {req}")
                 try:
                     generated[req] = forced_generation(
-                        target, draft, tracer, req, prompt, steps,
-                        max_tokens=options.max_new_tokens, num_draft_tokens=options.k,
-                        capture=hooks)
+                        target, draft, tracer, MLXTrace(req, capture=hooks), prompt, steps,
+                        max_tokens=options.max_new_tokens, num_draft_tokens=options.k)
                 except ValueError as exc:
                     raise ForceMismatch(str(exc)) from None
             else:

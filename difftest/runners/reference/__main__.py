@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from difftest.core.errors import DifftestError, ExitCode
+from difftest.core.errors import UsageError as DifftestUsage
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.reference.options import (DRAFT_DTYPES, DRAFTERS, FIXTURES, KERNELS, LANES,
                                         MUTATIONS,
@@ -85,6 +86,18 @@ def parser() -> argparse.ArgumentParser:
                         "to every block logit before drafting (0: none)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
+    p.add_argument("--draft-lens", default="",
+                   help="comma-separated drafted tokens per step (each 1..k), cycled over the "
+                        "steps, request i starting i entries on: the verify widths exercised "
+                        "(default: k at every step)")
+    p.add_argument("--eos-id", type=int, default=d.eos_id,
+                   help="end-of-sequence id: a request stops once it commits it (-1: none)")
+    p.add_argument("--shared-prefix", type=_count(0), default=d.shared_prefix,
+                   help="later requests start with r0's first N ids; the paged lane's prefix "
+                        "cache shares the pages holding only those")
+    p.add_argument("--list-mutations", action="store_true",
+                   help="print the bug corpus (name, class, what an input must exercise, the "
+                        "kind of difference it shows) and exit")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampled decoding at this temperature (> 0): speculative sampling, "
                         "rejection test and residual draw, and a `[spec-sample]` line per verify "
@@ -101,23 +114,53 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def list_mutations() -> str:
+    """The corpus as a table: one mutation a line."""
+    from difftest.core.corpus import CORPUS
+
+    rows = [("name", "class", "needs", "shows", "lane")]
+    for m in CORPUS:
+        rows.append((m.name, m.bug_class, ",".join(c.value for c in m.needs) or "-",
+                     m.shows.value if m.shows else "control (must agree)", m.lane.value))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
+                   for r in rows)
+
+
+def _lens(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise DifftestUsage(f"--draft-lens {text!r}: expected comma-separated integers") from None
+
+
+def options_of(args: argparse.Namespace) -> RunnerOptions:
+    """The options parsed arguments ask for, the environment filling what they leave unset."""
+    return RunnerOptions(
+        lane=args.lane or lane_from_env(), drafter=args.drafter, scalars=args.scalars == "on",
+        fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
+        requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
+        layers=args.layers, target_layers=args.target_layers, seed=args.seed,
+        prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
+        draft_dtype=args.draft_dtype,
+        nondeterministic=args.nondeterministic or args.nondet_seed is not None,
+        nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
+        layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
+        draft_lens=_lens(args.draft_lens), eos_id=args.eos_id,
+        shared_prefix=args.shared_prefix,
+        fault=args.fault if args.fault is not None else fault_from_env(),
+        temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
+        samples=args.samples, no_spec=args.no_spec)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.list_mutations:
+        sys.stdout.write(list_mutations())
+        return int(ExitCode.OK)
     try:
         level = trace_level_from_env()
-        options = RunnerOptions(
-            lane=args.lane or lane_from_env(), drafter=args.drafter, scalars=args.scalars == "on",
-            fixture=args.fixture, mutation=args.mutation or mutation_from_env(),
-            requests=args.requests, steps=args.steps, k=args.k, vocab=args.vocab,
-            layers=args.layers, target_layers=args.target_layers, seed=args.seed,
-            prompt_len=args.prompt_len, topk=args.topk, attention_kernel=args.attention_kernel,
-            draft_dtype=args.draft_dtype,
-            nondeterministic=args.nondeterministic or args.nondet_seed is not None,
-            nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
-            layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
-            fault=args.fault if args.fault is not None else fault_from_env(),
-            temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
-            samples=args.samples, no_spec=args.no_spec)
+        options = options_of(args)
     except DifftestError as exc:
         print(f"python -m difftest.runners.reference: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

@@ -92,6 +92,11 @@ class Kernel:
         self.split = split
         self.generator = generator
 
+    @property
+    def label(self) -> str:
+        """The kernel's shape as `[spec-config]` names it."""
+        return "split" if self.split else "single"
+
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  visible: torch.Tensor | None) -> torch.Tensor:
         order = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from difftest.runners.reference.attention import KVStore, Kernel, allowed_keys, attend, forced_causal
+from difftest.runners.reference.bugs import Coverage, window_edge, window_of
 from difftest.runners.reference.options import DEGENERATE_ID, RunnerOptions
 
 DTYPE = torch.float32
@@ -183,7 +184,7 @@ class Drafter:
 
     def block_logits(self, store: KVStore, req: str, anchor: int, k: int,
                      mutation: str = "none", kernel: Kernel | None = None,
-                     tap: Tap | None = None) -> torch.Tensor:
+                     tap: Tap | None = None, coverage: Coverage | None = None) -> torch.Tensor:
         """Logits `[1+k, V]` of the block `[anchor, mask x k]` that follows the stored context.
 
         `tap(name, output)` sees each module's output in forward order (difftest.runners.reference.faults
@@ -200,11 +201,15 @@ class Drafter:
         x = out_of("embed", torch.cat([self.embed[anchor][None, :],
                                        self.mask_embed[None, :].expand(k, -1)]))
         n_keys = 0
+        edge = False
         for i, layer in enumerate(self.layers):
             q, blk_k, blk_v = layer.qkv(x, q_pos, self.rope)
             q = out_of(f"layers.{i}.q", q)
             k_all, v_all = store.block_kv(req, i, blk_k, blk_v, mutation)
             kind, window = self.masks[i]
+            if coverage is not None and window_edge(kind, window, ctx + k):
+                edge = True
+            window = window_of(mutation, kind, window)
             if mutation == "causal-mask":
                 kind = forced_causal(kind)
             n_keys = k_all.shape[0]
@@ -214,6 +219,12 @@ class Drafter:
             x = out_of(f"layers.{i}.o_proj", layer.o_proj(x, a))
             x = out_of(f"layers.{i}.mlp", layer.mlp(x))
         store.count(tq, n_keys)
+        if coverage is not None:
+            coverage.blocks += 1
+            coverage.window_edges += edge
+            coverage.fired += edge and mutation == "sliding-window-edge"
+            # the attention mutations act on every block
+            coverage.fired += mutation in ("causal-mask", "skip-kv-write", "stale-seq-lens")
         out = out_of("final_norm", rms_norm(x, self.final_norm))
         return out_of("head", out @ self.head.T + self.head_bias).to(torch.float32)
 

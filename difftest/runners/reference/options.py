@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 
 from difftest.emit import level_from_env
+from difftest.core.corpus import NAMES as CORPUS_NAMES
 from difftest.core.errors import UsageError
 from difftest.core.limits import MAX_NONDET_SEED, check_seed
 from difftest.runners.reference.faults import Fault, flipped_mask, parse_fault
@@ -23,8 +24,11 @@ FIXTURES: tuple[str, ...] = ("informative", "degenerate")
 # draft's only.
 SAMPLED_MUTATIONS: tuple[str, ...] = ("noise-reuse", "residual-unnormalised", "top-p-draft-only",
                                       "temperature-draft-only")
-MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens",
-                              *SAMPLED_MUTATIONS)
+# "none", the bug corpus (difftest.core.corpus: the three attention mutations first) and the
+# sampled mutations.
+MUTATIONS: tuple[str, ...] = ("none", *CORPUS_NAMES, *SAMPLED_MUTATIONS)
+# The wrong attentions every lane has, and every block computation feels.
+ATTENTION_MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens")
 MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
 # How the draft block's attention is computed: one softmax over every key, or the keys in chunks
 # combined with an online softmax (the flash-decoding shape): equal in exact arithmetic, not in
@@ -70,6 +74,14 @@ class RunnerOptions:
     layer_masks: tuple[str, ...] = field(default=())
     # A planted fault in one draft-forward module (difftest.runners.reference.faults); "" for none.
     fault: str = ""
+    # Drafted tokens per step, cycled over the steps (request i starts i entries further): the
+    # verify widths a run exercises; empty means k at every step.
+    draft_lens: tuple[int, ...] = field(default=())
+    # The end-of-sequence id: a request whose committed stream reaches it stops (-1: none).
+    eos_id: int = -1
+    # Requests after the first begin with the first request's first `shared_prefix` ids, and the
+    # paged lane's prefix cache lets them take its pages that hold only those (0: none).
+    shared_prefix: int = 0
     # DFlash2 selector scalars, applied to candidate values only when `scalars` is on.
     output_multiplier: float = 0.5
     final_logit_softcapping: float = 30.0
@@ -105,6 +117,16 @@ class RunnerOptions:
         check_seed(self.seed)
         if self.nondet_seed is not None:
             check_seed(self.nondet_seed, "nondet_seed", MAX_NONDET_SEED)
+        for n in self.draft_lens:
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= self.k:
+                raise UsageError(f"draft_lens entries must be integers in 1..k ({self.k}), "
+                                 f"got {n!r}")
+        if not isinstance(self.eos_id, int) or not -1 <= self.eos_id < self.vocab:
+            raise UsageError(f"eos_id must be -1 (none) or an id below vocab ({self.vocab}), "
+                             f"got {self.eos_id!r}")
+        if not isinstance(self.shared_prefix, int) or not 0 <= self.shared_prefix <= self.prompt_len:
+            raise UsageError(f"shared_prefix must be an integer in 0..prompt_len "
+                             f"({self.prompt_len}), got {self.shared_prefix!r}")
         if self.topk > self.vocab:
             raise UsageError(f"topk ({self.topk}) cannot exceed vocab ({self.vocab})")
         if self.layer_masks and len(self.layer_masks) != self.layers:

@@ -14,6 +14,8 @@ from difftest.core.force import ForceStream, forced_line
 from difftest.runners.reference import trace
 from difftest.runners.reference.attention import (Kernel, KVStore, MaterializedKVStore, PagedKVStore,
                                           RouteCounters, pages_needed)
+from difftest.runners.reference.bugs import (Coverage, CorpusPagedKVStore, ReversedKernel,
+                                             StaleHidden, verify_block)
 from difftest.runners.reference.drafter import Selection, dflash1, dflash2, top_entries
 from difftest.runners.reference.faults import Fault
 from difftest.runners.reference.model import (D_MODEL, DTYPE, HEAD_DIM, N_HEADS, Drafter, Tap, Target,
@@ -60,12 +62,14 @@ def max_positions(options: RunnerOptions) -> int:
     return options.prompt_len + options.requests + (options.steps + 2) * (options.k + 1)
 
 
-def make_store(options: RunnerOptions, lane: str | None = None) -> KVStore:
+def make_store(options: RunnerOptions, lane: str | None = None,
+               coverage: Coverage | None = None) -> KVStore:
     lane = lane or options.lane
     if lane == "paged":
-        return PagedKVStore(options.layers, N_HEADS, HEAD_DIM,
-                            pages_needed(max_positions(options), options.requests),
-                            options.seed, draft_dtype(options))
+        return CorpusPagedKVStore(options.layers, N_HEADS, HEAD_DIM,
+                                  pages_needed(max_positions(options), options.requests),
+                                  options.seed, draft_dtype(options), options.mutation,
+                                  coverage or Coverage())
     return MaterializedKVStore(options.layers, N_HEADS, HEAD_DIM, draft_dtype(options))
 
 
@@ -76,16 +80,23 @@ def draft_dtype(options: RunnerOptions) -> torch.dtype:
 
 
 def make_prompts(options: RunnerOptions) -> dict[str, list[int]]:
-    """Request i gets prompt_len + i seeded ids, so requests sit at different positions."""
+    """Request i gets prompt_len + i seeded ids, so requests sit at different positions; with a
+    shared prefix, requests after the first begin with the first one's first ids."""
     gen = torch.Generator().manual_seed(options.seed + 104729)
-    return {f"r{i}": torch.randint(0, options.vocab, (options.prompt_len + i,),
-                                   generator=gen).tolist()
-            for i in range(options.requests)}
+    prompts = {f"r{i}": torch.randint(0, options.vocab, (options.prompt_len + i,),
+                                      generator=gen).tolist()
+               for i in range(options.requests)}
+    shared = prompts["r0"][:options.shared_prefix]
+    for ids in prompts.values():
+        ids[:len(shared)] = shared
+    return prompts
 
 
 def make_kernel(options: RunnerOptions) -> Kernel:
     """The draft attention of these options; a nondeterministic one draws its seed from the OS
     unless `nondet_seed` fixes it."""
+    if options.mutation == "control-reordered-reduction":
+        return ReversedKernel()
     generator = None
     if options.nondeterministic:
         seed = options.nondet_seed
@@ -116,6 +127,7 @@ class _Request:
     tokens: list[int]
     pending: list[torch.Tensor]  # tapped features of consumed tokens not yet in the draft store
     generated: list[int] = field(default_factory=list)
+    finished: bool = False  # committed its end-of-sequence id
 
 
 class ForceMismatch(Exception):
@@ -147,7 +159,9 @@ def run(options: RunnerOptions, level: int,
 
     drafter = build(options, max_positions(options))
     target = drafter.target
-    store = make_store(options)
+    coverage = Coverage()
+    stale = StaleHidden() if options.mutation == "drafter-stale-hidden" else None
+    store = make_store(options, coverage=coverage)
     kernel = make_kernel(options)
     prompts = make_prompts(options)
     noise = torch.Generator().manual_seed(options.seed + 7919) if options.draft_noise else None
@@ -173,13 +187,22 @@ def run(options: RunnerOptions, level: int,
             reqs.append(r)
 
         records: list[VerifyRecord] = []
-        for _ in range(options.steps):
+        order = reqs[::-1] if options.mutation == "control-request-order" else reqs
+        for step in range(options.steps):
             pre = fwd = sample = sel_ms = walk_ms = 0.0
             blocks = []
-            for r in reqs:
+            active = [r for r in order if not r.finished]
+            if not active:
+                break
+            coverage.batch = max(coverage.batch, len(active))
+            for r in active:
                 t0 = time.perf_counter()
                 start = store.context_len(r.name)
-                store.append_context(r.name, drafter.context_kv(torch.stack(r.pending), start))
+                if start == 0 and options.shared_prefix and r is not reqs[0] \
+                        and isinstance(store, CorpusPagedKVStore):
+                    store.share_prefix(r.name, reqs[0].name, options.shared_prefix)
+                feats = r.pending if stale is None else stale.features(r.name, r.pending, coverage)
+                store.append_context(r.name, drafter.context_kv(torch.stack(feats), start))
                 r.pending = []
                 t1 = time.perf_counter()
                 step_tap = tap
@@ -187,42 +210,46 @@ def run(options: RunnerOptions, level: int,
                     step_tap = capture_tap(r.name, len(r.tokens), tap,
                                            emit_line if level >= 1 else None, capture_dir)
                 block = drafter.block_logits(store, r.name, r.tokens[-1], k, options.mutation,
-                                             kernel, step_tap)
+                                             kernel, step_tap, coverage)
                 if noise is not None:
                     block = block + options.draft_noise * torch.randn(
                         block.shape, generator=noise, dtype=block.dtype)
                 t2 = time.perf_counter()
                 chosen = select(drafter, options, block[1:])
+                n = draft_len(options, step, reqs.index(r))
                 t3 = time.perf_counter()
                 pre += (t1 - t0) * 1e3
                 fwd += (t2 - t1) * 1e3
                 sample += (t3 - t2) * 1e3
                 sel_ms += chosen.select_ms
                 walk_ms += chosen.walk_ms
-                blocks.append((block[1:], chosen.draft))
+                blocks.append((block[1:n + 1], chosen.draft[:n]))
             if level >= 2 and options.drafter == "dflash2":
                 emit_line(trace.spec_phase_dev(pre, fwd, sel_ms, walk_ms))
             if level >= 1:
-                emit_line(trace.spec_phase(pre, fwd, sample, len(reqs) * (k + 1) * options.vocab))
-                emit_line(trace.spec_propose(len(reqs), k + 1, k, blocks[0][1]))
-            for r, (rows, draft) in zip(reqs, blocks, strict=False):
+                first = min(range(len(active)), key=lambda i: reqs.index(active[i]))
+                emit_line(trace.spec_phase(pre, fwd, sample, len(active) * (k + 1) * options.vocab))
+                emit_line(trace.spec_propose(len(active), k + 1, k, blocks[first][1]))
+            for r, (rows, draft) in zip(active, blocks, strict=True):
                 pos = len(r.tokens)
                 if force is None:
-                    emitted = verify(target, r, draft)
+                    emitted = verify(target, r, draft, options, coverage)
                     committed = None
                 else:
-                    emitted, committed = forced_verify(target, r, draft, force)
+                    emitted, committed = forced_verify(target, r, draft, force, options, coverage)
                 records.append(VerifyRecord(r.name, pos, draft, emitted, rows))
                 if level >= 3:
                     for i, row in enumerate(rows, start=1):
                         emit_line(trace.spec_logits(r.name, pos, i, top_pairs(row)))
                 if level >= 1:
                     ns = len(emitted)
-                    emit_line(trace.spectrace(r.name, pos, k, ns, max(ns - 1, 0), draft, emitted))
+                    emit_line(trace.spectrace(r.name, pos, len(draft), ns, max(ns - 1, 0), draft,
+                                              emitted))
                     if committed is not None:
                         emit_line(forced_line(r.name, pos, committed))
     route = store.route
     if level >= 1:
+        emit_line(trace.spec_coverage(coverage.fields(isinstance(store, PagedKVStore))))
         emit_line(trace.dflash_route(route.paged_seam, route.combined, route.last_combined_q,
                                      route.last_combined_k))
     return RunResult(lines=lines, generated={r.name: r.generated for r in reqs}, prompts=prompts,
@@ -235,7 +262,7 @@ def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
     kernel's shape, the weights' dtypes), not from what the options asked for."""
     return {
         "lane": "paged" if isinstance(store, PagedKVStore) else "materialized",
-        "attention": "split" if kernel.split else "single",
+        "attention": kernel.label,
         "nondeterministic": kernel.generator is not None,
         "dtype_target": str(drafter.target.head.dtype).removeprefix("torch."),
         "dtype_draft": str(drafter.fc.dtype).removeprefix("torch."),
@@ -252,26 +279,25 @@ def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
     }
 
 
-def verify(target: Target, r: _Request, draft: list[int]) -> list[int]:
-    """Greedy lossless verify: the longest prefix the target agrees with, then its own next id.
+def draft_len(options: RunnerOptions, step: int, index: int) -> int:
+    """Tokens request `index` drafts at `step`: k, or its entry of the draft_lens cycle."""
+    lens = options.draft_lens
+    return lens[(step + index) % len(lens)] if lens else options.k
 
-    The target consumes the anchor and each accepted draft, and stops at the first mismatch, so
-    its cache never holds a rejected token and the consumed rows become the next context.
+
+def verify(target: Target, r: _Request, draft: list[int], options: RunnerOptions | None = None,
+           coverage: Coverage | None = None) -> list[int]:
+    """Greedy lossless verify (difftest.runners.reference.bugs.verify_block): the longest prefix
+    the target agrees with, then its own next id; the target's cache and the drafter's pending
+    features are rolled back to the accepted rows, so the consumed rows become the next context.
     """
-    emitted: list[int] = []
-    logits, feat = target.consume(r.cache, r.tokens[-1])
-    r.pending.append(feat)
-    for tok in draft:
-        want = int(logits.argmax())
-        if tok != want:
-            break
-        emitted.append(tok)
-        logits, feat = target.consume(r.cache, tok)
-        r.pending.append(feat)
-    emitted.append(int(logits.argmax()))
-    r.tokens.extend(emitted)
-    r.generated.extend(emitted)
-    return emitted
+    options = options or RunnerOptions()
+    done = verify_block(target, r.cache, r.pending, r.tokens[-1], draft, options.mutation,
+                        coverage or Coverage(), options.eos_id)
+    r.tokens.extend(done.emitted)
+    r.generated.extend(done.emitted)
+    r.finished = done.finished
+    return done.emitted
 
 
 def capture_tap(req: str, pos: int, inner: Tap | None,
@@ -310,7 +336,8 @@ def fault_tap(fault: Fault | None, seed: int) -> Tap | None:
     return tap
 
 
-def forced_verify(target: Target, r: _Request, draft: list[int], force: ForceStream
+def forced_verify(target: Target, r: _Request, draft: list[int], force: ForceStream,
+                  options: RunnerOptions | None = None, coverage: Coverage | None = None
                   ) -> tuple[list[int], list[int]]:
     """(what verify would have emitted, what was committed): verify on a copy of the request's
     state, then consume the forced tokens as verify would have consumed them."""
@@ -319,7 +346,8 @@ def forced_verify(target: Target, r: _Request, draft: list[int], force: ForceStr
     if step is None:
         raise ForceMismatch(f"the force file has no step of request {r.name} at position {pos}")
     saved = (list(r.cache.k), list(r.cache.v), len(r.pending), len(r.tokens), len(r.generated))
-    emitted = verify(target, r, draft)
+    emitted = verify(target, r, draft, options, coverage)
+    r.finished = False  # the forced stream, not this run's, decides where the request ends
     r.cache.k, r.cache.v = saved[0], saved[1]
     del r.pending[saved[2]:], r.tokens[saved[3]:], r.generated[saved[4]:]
     committed = list(step.tokens)

@@ -32,6 +32,8 @@ GRAMMAR: dict[str, re.Pattern[str]] = {
                         r"last_combined_q=(\d+) last_combined_k=(\d+)"),
     # what the runner applied, once per process before its first step (docs/switch.md)
     "config": re.compile(r"\[spec-config\]((?: [a-z_]+=\S+)+)"),
+    # what state the run exercised, once per process after its last step (difftest.core.corpus)
+    "coverage": re.compile(r"\[spec-coverage\]((?: [a-z_]+=\S+)+)"),
 }
 
 

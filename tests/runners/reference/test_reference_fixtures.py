@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from difftest.runners.reference.options import DEGENERATE_ID, MUTATIONS, RunnerOptions
+from difftest.runners.reference.options import ATTENTION_MUTATIONS, DEGENERATE_ID, RunnerOptions
 from reference_helpers import cached_run, entropy_bits, parse
 
 DEFAULT = RunnerOptions()
@@ -42,7 +42,7 @@ def test_degenerate_drafts_one_id_everywhere(drafter: str, scalars: bool, lane: 
     assert len(drafted) == DEFAULT.requests * DEFAULT.steps * DEFAULT.k
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("mutation", ATTENTION_MUTATIONS)
 def test_degenerate_margin_is_enormous_and_rest_of_row_follows_attention(mutation: str) -> None:
     result = cached_run(DEFAULT.with_(fixture="degenerate", mutation=mutation), 3)
     assert set(parse(result.lines).drafted()) == {DEGENERATE_ID}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from difftest.runners.reference.attention import attend, attend_split, allowed_keys
-from difftest.runners.reference.options import MUTATIONS, RunnerOptions
+from difftest.runners.reference.options import ATTENTION_MUTATIONS, RunnerOptions
 from difftest.runners.reference.runner import draft_blocks, feature_width, run
 
 DEFAULT = RunnerOptions()
@@ -50,7 +50,7 @@ def test_split_kernel_with_a_chunk_that_sees_no_key() -> None:
     assert torch.allclose(out, attend(q, k, v, visible), atol=1e-6)
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("mutation", ATTENTION_MUTATIONS)
 def test_lanes_agree_to_rounding_and_mutations_bite(mutation: str) -> None:
     feats = features()
     base = draft_blocks(DEFAULT, feats, ANCHORS, lane="materialized", mutation="none")

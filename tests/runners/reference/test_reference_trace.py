@@ -15,9 +15,9 @@ DEFAULT = RunnerOptions()
 
 @pytest.mark.parametrize("level, expected", [
     (0, set()),
-    (1, {"config", "phase", "propose", "spectrace", "route"}),
-    (2, {"config", "phase_dev", "phase", "propose", "spectrace", "route"}),
-    (3, {"config", "phase_dev", "phase", "propose", "spectrace", "logits", "route"}),
+    (1, {"config", "phase", "propose", "spectrace", "coverage", "route"}),
+    (2, {"config", "phase_dev", "phase", "propose", "spectrace", "coverage", "route"}),
+    (3, {"config", "phase_dev", "phase", "propose", "spectrace", "logits", "coverage", "route"}),
 ])
 def test_each_level_prints_exactly_its_lines(level: int, expected: set[str]) -> None:
     parsed = parse(cached_run(DEFAULT, level).lines)
@@ -31,12 +31,12 @@ def test_dflash1_prints_no_device_phases() -> None:
 
 def test_lines_come_in_step_order() -> None:
     """The applied configuration first; then per step: dev phase, phase, propose, then per
-    request its k logits rows and its verify."""
+    request its k logits rows and its verify; last what the run exercised and the route."""
     opts = DEFAULT
     parsed = parse(cached_run(opts, 3).lines)
     per_request = ["logits"] * opts.k + ["spectrace"]
     step = ["phase_dev", "phase", "propose"] + per_request * opts.requests
-    assert parsed.kinds == ["config"] + step * opts.steps + ["route"]
+    assert parsed.kinds == ["config"] + step * opts.steps + ["coverage", "route"]
     reqs = [v["req"] for v in parsed.verifies]
     assert reqs == [f"r{i}" for i in range(opts.requests)] * opts.steps
     lines = cached_run(opts, 3).lines

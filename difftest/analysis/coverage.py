@@ -1,0 +1,107 @@
+"""Coverage as evidence: what a comparison is about must have been exercised for an agreement to
+mean anything. A paged-vs-materialized comparison whose inputs never put a drafted block across
+a page boundary could not have failed on a page-boundary bug, however many tokens agreed.
+
+A comparison's `toggle` names the settings it is about; `ABOUT` maps each to the state
+(difftest.core.corpus.CoverageClass) it exercises, in this one place. `effect` says which verdict
+kind the arms' `[spec-coverage]` lines demand, and why: uninformative when a class the toggle is
+about was exercised by neither arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from difftest.core.corpus import BY_NAME, CoverageClass
+from difftest.core.kinds import VerdictKind
+from difftest.core.model import SpecCoverage
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
+
+_C = CoverageClass
+# toggle setting -> the state a difference in it shows through (the one map; docs/switch.md)
+ABOUT: Mapping[str, tuple[CoverageClass, ...]] = {
+    "lane": (_C.PAGE_BOUNDARY, _C.PAGE_ORDER),
+    "verify_kernel": (_C.VERIFY_WIDTHS,),
+    "layer_masks": (_C.WINDOW_EDGE,),
+    "prefix_cache": (_C.PREFIX_SHARED,),
+    "eos": (_C.EOS,),
+}
+
+
+def about(toggle: Sequence[str]) -> tuple[CoverageClass, ...]:
+    """The coverage classes a comparison with this toggle is about, each once, in toggle order."""
+    return tuple(dict.fromkeys(c for key in toggle for c in ABOUT.get(key, ())))
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    """One class in a comparison's coverage table: each arm's count (None: the arm printed no
+    `[spec-coverage]` line) and whether the comparison is about it."""
+
+    cls: CoverageClass
+    count_a: int | None
+    count_b: int | None
+    demanded: bool
+
+    @property
+    def exercised(self) -> bool:
+        return max(self.count_a or 0, self.count_b or 0) >= self.cls.needed
+
+
+def table(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage,
+          needs: Sequence[CoverageClass] = ()) -> tuple[CoverageRow, ...]:
+    """Every class, with each arm's count; empty when neither arm printed a coverage line.
+    `needs`: classes demanded besides the toggle's (a planted mutation's)."""
+    if not a.present and not b.present:
+        return ()
+    wanted = set(about(toggle)) | set(needs)
+    return tuple(CoverageRow(c, a.count(c.value) if a.present else None,
+                             b.count(c.value) if b.present else None, c in wanted)
+                 for c in CoverageClass)
+
+
+def mutation_needs(mutation: str | None) -> tuple[CoverageClass, ...]:
+    """The state a corpus mutation acts on (none for another name, or none at all)."""
+    found = BY_NAME.get(mutation or "")
+    return found.needs if found is not None else ()
+
+
+def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
+            mutation: str | None = None) -> VerdictFinding | None:
+    """What the coverage demands of the verdict (None: nothing), as a finding for
+    `findings.decide`: no agreement when the toggle is about a class that neither arm exercised,
+    since the comparison could not have failed on the bugs that live there (a difference found
+    stands). With a corpus `mutation` planted in B, its own state is demanded too, and a B whose
+    mutation never acted (`fired=0`) ran the correct program. Arms that print no coverage line
+    (engines other than the reference runner) demand nothing: their coverage is unknown."""
+    kind, reasons = effect(toggle, a, b, names, mutation)
+    return None if kind is None else VerdictFinding(Origin.COVERAGE, Demand.NO_AGREEMENT, reasons)
+
+
+def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
+           mutation: str | None = None) -> tuple[VerdictKind | None, tuple[str, ...]]:
+    """The kind the coverage demands of an agreement (None: no demand) and its reasons."""
+    needs = mutation_needs(mutation)
+    rows = [r for r in table(toggle, a, b, needs) if r.demanded]
+    missing = [r for r in rows if not r.exercised]
+    reasons = []
+    for r in missing:
+        keys = [k for k in toggle if r.cls in ABOUT.get(k, ())]
+        why = f"toggle {', '.join(keys)!r} is" if keys else f"mutation {mutation!r} acts only"
+        reasons.append(
+            f"coverage: {why} about {r.cls.label} ({r.cls.value}), which neither arm "
+            f"exercised ({names[0]}: {_shown(r.count_a)}, {names[1]}: {_shown(r.count_b)}; "
+            f"{r.cls.needed} needed): the comparison could not have failed on a bug that lives "
+            "there")
+    planted = BY_NAME.get(mutation or "")
+    if planted is not None and not planted.control and b.present and b.count("fired") == 0:
+        reasons.append(f"coverage: mutation {mutation!r} never acted in {names[1]} (fired=0): "
+                       "it ran the correct program on these inputs")
+    if not reasons:
+        return None, ()
+    return VerdictKind.UNINFORMATIVE, tuple(reasons)
+
+
+def _shown(count: int | None) -> str:
+    return "no [spec-coverage] line" if count is None else str(count)

@@ -1,0 +1,71 @@
+"""The `difftest` command line: a file per command, each one call of `difftest.api`, then
+printing and the exit code; nothing here decides what a comparison means. Options shared by
+commands are declared once (`options`), errors said one way (`errors.said`). A new command is a
+function in a file of its own, registered below.
+
+Nothing heavy is imported at module level, so `difftest --help` starts without numpy, pandas or
+torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from difftest.cli import (audit, bisect, cache, calibrate, check, compare, explain, localize,
+                          noise, parse, probe, sweep)
+from difftest.cli.errors import Group, guarded
+
+HELP = ("Compare what two arms of a speculative-decoding runner drafted, and prove the "
+        "comparison could have failed.")
+app = typer.Typer(
+    name="difftest", cls=Group, help=HELP, no_args_is_help=True, add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # option help is plain text: `[audit]` stays `[audit]`
+    context_settings={"help_option_names": ["-h", "--help"]})
+cache_app = typer.Typer(help="The cache of git-ref checkouts (list them, prune them).",
+                        no_args_is_help=True)
+
+
+def _version(value: bool) -> None:
+    """--version: the package version, and whether the compiled trace scanner is there."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from difftest import trace
+
+    try:
+        number = version("difftest")
+    except PackageNotFoundError:
+        number = "(not installed)"
+    scanner = ("compiled fast path" if trace.fast_path_available() else
+               "pure-Python reader (the compiled fast path is absent)")
+    typer.echo(f"difftest {number}\ntrace scanner: {scanner}\npython {sys.version.split()[0]}")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version (and whether the compiled trace scanner is present), then "
+             "exit.")] = False,
+) -> None:
+    """Compare what two arms of a speculative-decoding runner drafted, and prove the
+    comparison could have failed."""
+
+
+for command in (localize.localize, parse.parse, audit.audit, compare.compare, compare.export,
+                explain.explain, noise.noise, calibrate.calibrate, check.check, probe.probe,
+                sweep.sweep, bisect.bisect):
+    app.command()(guarded(command))
+app.add_typer(cache_app, name="cache")
+cache_app.command("list")(guarded(cache.cache_list))
+cache_app.command("prune")(guarded(cache.cache_prune))
+
+
+def main() -> None:
+    app()

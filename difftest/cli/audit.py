@@ -1,0 +1,37 @@
+"""`difftest audit`: whether one trace could ever fail a comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from difftest.cli import options as o
+from difftest.cli.errors import done
+
+
+def audit(
+    file: o.TraceFile,
+    format: o.ReportFormatOpt = o.ReportFormat.table,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="Take thresholds from this config's [audit] table.")] = None,
+    min_distinct_ids: Annotated[int | None, typer.Option(
+        help="Distinct drafted ids a trace needs to be informative.")] = None,
+    min_entropy_bits: Annotated[float | None, typer.Option(
+        help="Drafted-id entropy (bits) a trace needs to be informative.")] = None,
+    max_blind_radius: Annotated[float | None, typer.Option(
+        help="Largest smallest-blind-radius (margin/2) a token comparison may have.")] = None,
+    line_prefix: o.LinePrefix = None,
+) -> None:
+    """Say whether a trace could ever fail a comparison: exit 0 informative, 3 uninformative."""
+    from difftest import api
+    from difftest.report import audit_report
+
+    result = api.audit(file, config=config, min_distinct_ids=min_distinct_ids,
+                       min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius,
+                       line_prefix=line_prefix)
+    render = audit_report.render_json if format is o.ReportFormat.json else \
+        audit_report.render_table
+    typer.echo(render(result.audit, result.trace))
+    done(result.exit_code)

@@ -1,0 +1,73 @@
+"""`difftest bisect`: the first commit at which a comparison fails."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from difftest.cli import options as o
+from difftest.cli.errors import done
+
+
+class BisectMode(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
+    within = "within"
+    against = "against"
+
+
+def bisect(
+    ctx: typer.Context, comparison: o.ComparisonOpt = None,
+    good: Annotated[str | None, typer.Option(
+        "--good", help="A commit where the comparison passes (an ancestor of --bad).")] = None,
+    bad: Annotated[str | None, typer.Option(
+        "--bad", help="A commit where the comparison fails.")] = None,
+    mode: Annotated[BisectMode, typer.Option(
+        "--mode", help="within: both arms run at each tested commit; against: arm A stays at "
+                       "--good (or --baseline) and arm B runs at each tested commit.")
+    ] = BisectMode.within,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="With --mode against: this configured arm, run as configured, "
+                           "replaces arm A.")] = None,
+    repo: Annotated[Path | None, typer.Option(
+        "--repo", help="The repository to bisect (default: the arms' repo, else the one "
+                       "around the current directory).")] = None,
+    flake_rate: Annotated[float, typer.Option(
+        "--flake-rate", help="Largest chance that one run reads wrong; 0 (deterministic arms) "
+                             "runs each commit once, above 0 each commit gets a sequential "
+                             "test over repeated runs.")] = 0.0,
+    error_rate: Annotated[float, typer.Option(
+        "--error-rate", help="Largest chance that the bisect is misled by a wrong decision "
+                             "(with --flake-rate); split over the decisions a bisect of this "
+                             "length makes.")] = 0.01,
+    max_runs: Annotated[int, typer.Option(
+        "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
+    ] = 15,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="Commits tested at once (multisection), each with its "
+                                    "arms, locally or through the arms' launcher.")] = None,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Continue the bisect in this directory; runs already logged are not "
+                         "run again.")] = None,
+    config: o.ConfigOpt = None,
+    format: o.CompareFormatOpt = o.CompareFormat.table,
+    run_root: o.RunRoot = None,
+    progress: o.Progress = None,
+) -> None:
+    """Find the first commit at which a comparison fails: exit 0 when a commit (or a range
+    bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
+    fails or the bad end passes), 2 on an error."""
+    from difftest import api
+    from difftest.flow.plan import RunOptions
+    from difftest.report import bisect_report
+
+    result = api.bisect(comparison, good=good, bad=bad, mode=mode.value, baseline=baseline,
+                        repo=repo, flake_rate=flake_rate, error_rate=error_rate,
+                        max_runs=max_runs, resume=resume, config=config,
+                        options=o.record(RunOptions, ctx.params))
+    render = {o.CompareFormat.json: bisect_report.render_json,
+              o.CompareFormat.markdown: bisect_report.render_markdown}.get(
+        format, bisect_report.render_table)
+    typer.echo(render(result))
+    done(result.exit_code)

@@ -1,0 +1,139 @@
+"""The bug corpus's record: each known-wrong variant of the reference runner, the state it needs
+an input to reach, which kind of difference it must show, and where the class was seen.
+
+Plain data, no torch: the config loader, the runner's option check, `sweep` and
+`scripts/bug_recall.py` all read it; the runner's implementation is
+`difftest.runners.reference.bugs`. Each coverage class is a counter of the runner's
+`[spec-coverage]` line (docs/trace-format.md) and its threshold is here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class CoverageClass(StrEnum):
+    """A kind of state a run can exercise, named by the `[spec-coverage]` counter that counts it."""
+
+    PAGE_BOUNDARY = "page_cross"  # drafted blocks that reach or cross a page boundary
+    PAGE_ORDER = "page_order"  # block reads through a block table not in physical order
+    VERIFY_WIDTHS = "widths"  # distinct verify widths (anchor + drafted tokens) seen
+    REJECTION = "rejections"  # verifies that rejected a drafted token (and rolled back)
+    FULL_ACCEPT = "full_accepts"  # verifies that accepted every drafted token (bonus emitted)
+    BATCH = "batch"  # most requests drafted in one step
+    WINDOW_EDGE = "window_edges"  # block reads where a sliding window excludes a key
+    EOS = "eos"  # requests that ended at their end-of-sequence id
+    PREFIX_SHARED = "prefix_shared"  # requests that met another's prompt in the prefix cache
+
+    @property
+    def needed(self) -> int:
+        """The count at which the class counts as exercised (widths: two different ones)."""
+        return {CoverageClass.VERIFY_WIDTHS: 2, CoverageClass.BATCH: 2}.get(self, 1)
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    CoverageClass.PAGE_BOUNDARY: "page boundary inside a drafted block",
+    CoverageClass.PAGE_ORDER: "block table out of physical order",
+    CoverageClass.VERIFY_WIDTHS: "verify widths",
+    CoverageClass.REJECTION: "rejections and rollbacks",
+    CoverageClass.FULL_ACCEPT: "fully accepted blocks",
+    CoverageClass.BATCH: "requests per batch",
+    CoverageClass.WINDOW_EDGE: "sliding-window edges",
+    CoverageClass.EOS: "requests ended at EOS",
+    CoverageClass.PREFIX_SHARED: "shared prompt prefixes met",
+}
+
+
+class BugKind(StrEnum):
+    """Which kind of difference a bug shows (the issue's two opposite kinds, and a third): what a
+    DIFFER is named by (difftest.analysis.bugclass)."""
+
+    DRAFTER = "drafter"  # drafts differ, the committed stream is equal
+    STATE = "verify-or-state"  # the committed stream differs
+    ACCEPTANCE = "acceptance"  # acceptance moved where the drafts were identical
+
+
+class Lane(StrEnum):
+    """Which arm a mutation must be planted in to have its state: the paged lane's page tables,
+    or any lane."""
+
+    PAGED = "paged"
+    ANY = "any"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One corpus entry. `needs` is what an input must exercise for the bug to act at all;
+    `inputs` are runner arguments that make such inputs (added to both arms by sweep and recall);
+    `judged_by` the shipped comparison it is judged through; a control has no `shows`."""
+
+    name: str
+    bug_class: str
+    needs: tuple[CoverageClass, ...]
+    shows: BugKind | None
+    source: str
+    lane: Lane = Lane.ANY
+    judged_by: str = "lanes"
+
+    @property
+    def control(self) -> bool:
+        return self.shows is None
+
+
+_P, _A = Lane.PAGED, Lane.ANY
+_C = CoverageClass
+CORPUS: tuple[Mutation, ...] = (
+    # The three attention mutations the runner always had.
+    Mutation("causal-mask", "draft mask made causal", (), BugKind.DRAFTER,
+             "class seen in attention-mask fixes of block drafters"),
+    Mutation("skip-kv-write", "block K/V written after it is read", (), BugKind.DRAFTER,
+             "class seen in paged-attention write-order fixes"),
+    Mutation("stale-seq-lens", "sequence length not extended by the block", (), BugKind.DRAFTER,
+             "class seen in paged-attention seq_lens fixes"),
+    # State and shape.
+    Mutation("page-boundary-off-by-one", "page-boundary off-by-one", (_C.PAGE_BOUNDARY,),
+             BugKind.DRAFTER, "class seen in paged-attention last-block length fixes (vLLM, SGLang)",
+             _P),
+    Mutation("block-crosses-page", "block written as if within one page", (_C.PAGE_BOUNDARY,),
+             BugKind.DRAFTER, "class seen in paged KV slot-mapping fixes (vLLM, SGLang)", _P),
+    Mutation("block-table-order", "block table read in the wrong order", (_C.PAGE_ORDER,),
+             BugKind.DRAFTER, "class seen in paged KV block-table fixes (vLLM, SGLang)", _P),
+    Mutation("batch-seq-lens-shift", "batch metadata one request off", (_C.BATCH,),
+             BugKind.DRAFTER, "class seen in batched-metadata fixes of serving engines", _P),
+    Mutation("prefix-cache-partial-page", "prefix-cache block reused across requests",
+             (_C.PREFIX_SHARED,), BugKind.DRAFTER,
+             "class seen in prefix-caching fixes (vLLM, SGLang)", _P),
+    Mutation("sliding-window-edge", "sliding-window edge", (_C.WINDOW_EDGE,), BugKind.DRAFTER,
+             "class seen in sliding-window fixes (vLLM, SGLang)"),
+    Mutation("kv-not-rolled-back", "KV not rolled back after a rejection", (_C.REJECTION,),
+             BugKind.STATE, "class seen in speculative-decoding rollback fixes"),
+    Mutation("verify-width-path", "kernel path wrong at one verify width",
+             (_C.VERIFY_WIDTHS,), BugKind.STATE,
+             "class seen as llama.cpp's batch-width divergences"),
+    Mutation("accept-one-too-many", "one token accepted too many", (_C.REJECTION,),
+             BugKind.STATE, "class seen in accepted-count fixes, e.g. vLLM PR #50021"),
+    Mutation("last-draft-never-accepted", "acceptance loop stops one short", (_C.FULL_ACCEPT,),
+             BugKind.ACCEPTANCE,
+             "class seen in acceptance-rate regressions, e.g. llama.cpp #26750"),
+    Mutation("bonus-dropped-at-eos", "bonus token dropped at EOS", (_C.EOS,), BugKind.STATE,
+             "class seen in stop-token handling fixes of speculative decoding"),
+    Mutation("drafter-stale-hidden", "drafter fed hidden states of the wrong step", (),
+             BugKind.DRAFTER, "class seen in EAGLE-style hidden-state offset fixes"),
+    Mutation("drafter-rejected-hidden", "drafter fed hidden states of rejected tokens",
+             (_C.REJECTION,), BugKind.DRAFTER, "class seen in EAGLE-style hidden-state fixes"),
+    # Harmless controls: each must stay AGREE.
+    Mutation("control-page-layout", "a different but exact page layout", (), None,
+             "control", _P),
+    Mutation("control-request-order", "requests taken in reverse order each step", (), None,
+             "control"),
+    Mutation("control-reordered-reduction", "attention partials reduced in reverse order", (),
+             None, "control", _A, "split"),
+)
+
+BY_NAME: dict[str, Mutation] = {m.name: m for m in CORPUS}
+NAMES: tuple[str, ...] = tuple(m.name for m in CORPUS)

@@ -1,0 +1,252 @@
+"""The bug corpus (difftest.core.corpus) as real bugs of the runner's state, and the coverage
+counters that say what state a run exercised.
+
+Each mutation acts where its class lives: the page tables of the paged store, the sliding
+window's mask, the target's verify with its rollback, the acceptance loop, the end-of-sequence
+check, the features handed to the drafter. None substitutes tokens: a bug changes what its
+state holds or how it is read, and shows only when an input reaches that state. `fired` counts
+the times a mutation's code path computed something other than the correct one did, so a run
+can say that its bug never acted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from difftest.core.corpus import CoverageClass
+from difftest.runners.reference.attention import PAGE_SIZE, Kernel, PagedKVStore, attend_split
+
+if TYPE_CHECKING:
+    from difftest.runners.reference.model import Target, TargetCache
+
+# The verify width (anchor + drafted tokens) whose kernel path `verify-width-path` breaks.
+BUG_WIDTH = 3
+
+
+@dataclass
+class Coverage:
+    """What a run exercised, printed once as the `[spec-coverage]` line."""
+
+    blocks: int = 0
+    page_cross: int = 0
+    page_order: int = 0
+    widths: Counter[int] = field(default_factory=Counter)
+    rejections: int = 0
+    rollbacks: int = 0
+    full_accepts: int = 0
+    batch: int = 0
+    window_edges: int = 0
+    eos: int = 0
+    prefix_shared: int = 0
+    fired: int = 0
+
+    def fields(self, paged: bool) -> dict[str, object]:
+        """The line's `key=value` settings, in print order (page counters only where pages are)."""
+        out: dict[str, object] = {"blocks": self.blocks,
+                                  "page_size": PAGE_SIZE if paged else 0,
+                                  CoverageClass.PAGE_BOUNDARY.value: self.page_cross,
+                                  CoverageClass.PAGE_ORDER.value: self.page_order,
+                                  CoverageClass.VERIFY_WIDTHS.value: ",".join(
+                                      f"{w}:{n}" for w, n in sorted(self.widths.items())) or "-",
+                                  CoverageClass.REJECTION.value: self.rejections,
+                                  "rollbacks": self.rollbacks,
+                                  CoverageClass.FULL_ACCEPT.value: self.full_accepts,
+                                  CoverageClass.BATCH.value: self.batch,
+                                  CoverageClass.WINDOW_EDGE.value: self.window_edges,
+                                  CoverageClass.EOS.value: self.eos,
+                                  CoverageClass.PREFIX_SHARED.value: self.prefix_shared,
+                                  "fired": self.fired}
+        return out
+
+
+class CorpusPagedKVStore(PagedKVStore):
+    """The paged store with its page-table bugs, counting the page state each block read meets."""
+
+    def __init__(self, n_layers: int, n_heads: int, head_dim: int, num_pages: int, seed: int,
+                 dtype: torch.dtype, mutation: str, coverage: Coverage) -> None:
+        # a different but exact page layout: the same pool, the free list shuffled otherwise
+        shuffle = seed + 1 if mutation == "control-page-layout" else seed
+        super().__init__(n_layers, n_heads, head_dim, num_pages, shuffle, dtype)
+        self.mutation = mutation
+        self.coverage = coverage
+
+    def share_prefix(self, req: str, donor: str, n: int) -> None:
+        """Prefix caching: req's first n positions hold the donor's tokens, so it takes the donor's
+        pages that hold only those. The bug takes the partly filled page too, which both then
+        write their own tokens into."""
+        full = n // PAGE_SIZE
+        take = -(-n // PAGE_SIZE) if self.mutation == "prefix-cache-partial-page" else full
+        pages = self.block_tables.get(donor, [])[:take]
+        if take > full and len(pages) > full:
+            self.coverage.fired += 1
+        self.block_tables[req] = list(pages)
+        self.seq_lens.setdefault(req, 0)
+        self.coverage.prefix_shared += 1
+
+    def _bound_of(self, req: str, right: int) -> int:
+        """How many keys the block read takes: the mutations' wrong bounds, else `right`."""
+        if self.mutation == "page-boundary-off-by-one" and right % PAGE_SIZE == 0:
+            # the last page's valid length taken as seq_len % page_size: 0 at a boundary
+            return right - PAGE_SIZE
+        if self.mutation == "batch-seq-lens-shift" and len(self.seq_lens) > 1:
+            names = sorted(self.seq_lens)
+            other = names[(names.index(req) + 1) % len(names)]
+            return right - self.seq_lens[req] + self.seq_lens[other]
+        return right
+
+    def _slots(self, req: str, start: int, stop: int, ordered: bool) -> torch.Tensor:
+        table = self.block_tables[req]
+        if not ordered:
+            table = sorted(table[:-(-stop // PAGE_SIZE)]) + table[-(-stop // PAGE_SIZE):]
+        pages = torch.tensor(table, dtype=torch.long)
+        pos = torch.arange(start, stop)
+        slots: torch.Tensor = pages[pos // PAGE_SIZE] * PAGE_SIZE + pos % PAGE_SIZE
+        return slots
+
+    def block_kv(self, req: str, layer: int, blk_k: torch.Tensor, blk_v: torch.Tensor,
+                 mutation: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx = self.context_len(req)
+        tq = blk_k.shape[0]
+        if mutation in ("causal-mask", "skip-kv-write", "stale-seq-lens"):
+            return super().block_kv(req, layer, blk_k, blk_v, mutation)
+        self.reserve(req, ctx + tq)
+        table = self.block_tables[req][:-(-(ctx + tq) // PAGE_SIZE)]
+        first = layer == 0
+        if first:
+            self.coverage.page_cross += ctx // PAGE_SIZE != (ctx + tq) // PAGE_SIZE
+            self.coverage.page_order += table != sorted(table)
+        slots = self.slot_mapping(req, ctx, ctx + tq)
+        if mutation == "block-crosses-page":
+            # the block's slots taken as contiguous from its first one, as if it fit in a page
+            pool = self.k.shape[1]
+            wrong = (slots[0] + torch.arange(tq)) % pool
+            if first and not torch.equal(wrong, slots):
+                self.coverage.fired += 1
+            slots = wrong
+        self.k[layer].index_copy_(0, slots, blk_k)
+        self.v[layer].index_copy_(0, slots, blk_v)
+        bound = self._bound_of(req, ctx + tq)
+        self.reserve(req, bound)
+        ordered = mutation != "block-table-order"
+        if first and (bound != ctx + tq or (not ordered and table != sorted(table))):
+            self.coverage.fired += 1
+        read = self._slots(req, 0, bound, ordered)
+        return self.k[layer].index_select(0, read), self.v[layer].index_select(0, read)
+
+
+class ReversedKernel(Kernel):
+    """The split kernel with its chunk partials reduced last to first: a reordered reduction,
+    equal in exact arithmetic, rounding-different in float32."""
+
+    label = "split-reversed"
+
+    def __init__(self) -> None:
+        super().__init__(split=True)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 visible: torch.Tensor | None) -> torch.Tensor:
+        chunks = -(-k.shape[0] // PAGE_SIZE)
+        return attend_split(q, k, v, visible, order=list(range(chunks))[::-1])
+
+
+def window_of(mutation: str, kind: str, window: int) -> int:
+    """A layer's sliding window as the mask reads it: one key too many under the edge bug."""
+    if mutation == "sliding-window-edge" and kind == "sliding":
+        return window + 1
+    return window
+
+
+def window_edge(kind: str, window: int, last_query: int) -> bool:
+    """Whether a sliding window leaves out a key of this block (its last query sees furthest)."""
+    return kind == "sliding" and last_query >= window
+
+
+class StaleHidden:
+    """`drafter-stale-hidden`: the context rows appended at a step get the features one row
+    behind, the first of them the previous step's last (a buffer read a step late)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, torch.Tensor] = {}
+
+    def features(self, req: str, pending: list[torch.Tensor], coverage: Coverage
+                 ) -> list[torch.Tensor]:
+        prev = self.last.get(req)
+        self.last[req] = pending[-1]
+        if prev is None:  # the prompt: nothing from an earlier step to mix in
+            return pending
+        coverage.fired += 1
+        return [prev, *pending[:-1]]
+
+
+def truncate(cache: TargetCache, rows: int) -> None:
+    """Roll the target cache back to its first `rows` rows."""
+    cache.k = [k[:rows] for k in cache.k]
+    cache.v = [v[:rows] for v in cache.v]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """One verify: the tokens it commits, and whether the request ended there."""
+
+    emitted: list[int]
+    finished: bool
+
+
+def verify_block(target: Target, cache: TargetCache, pending: list[torch.Tensor], anchor: int,
+                 draft: list[int], mutation: str, coverage: Coverage, eos_id: int) -> Verified:
+    """Greedy lossless verify in one pass of width 1 + len(draft), then the rollback.
+
+    The target consumes the anchor and every drafted token (row by row, so each row is what it
+    would be alone), accepts the longest prefix it agrees with, emits its own next id, and rolls
+    its cache and the features for the drafter back to the accepted rows."""
+    n = len(draft)
+    width = 1 + n
+    coverage.widths[width] += 1
+    start, fed = len(cache), len(pending)
+    want = []
+    for tok in [anchor, *draft]:
+        logits, feat = target.consume(cache, tok)
+        want.append(int(logits.argmax()))
+        pending.append(feat)
+    if mutation == "verify-width-path" and width == BUG_WIDTH:
+        # this width's path gathers its output rows at the offsets of the next padded width:
+        # each row's logits are the next row's, the last row's its own
+        want = [*want[1:], want[-1]]
+        coverage.fired += 1
+    limit = n - 1 if mutation == "last-draft-never-accepted" else n
+    acc = 0
+    while acc < limit and draft[acc] == want[acc]:
+        acc += 1
+    if acc < n and draft[acc] == want[acc]:
+        coverage.fired += 1  # the loop stopped one short of a matching draft
+    if acc < n and draft[acc] != want[acc]:
+        coverage.rejections += 1
+        if mutation == "accept-one-too-many":
+            acc += 1
+            coverage.fired += 1
+    if acc == n:
+        coverage.full_accepts += 1
+    emitted = [*draft[:acc], want[acc]]
+    keep = 1 + acc
+    if keep < width:
+        if mutation == "kv-not-rolled-back":
+            coverage.fired += 1
+        else:
+            truncate(cache, start + keep)
+            coverage.rollbacks += 1
+        if mutation == "drafter-rejected-hidden":
+            coverage.fired += 1
+        else:
+            del pending[fed + keep:]
+    if eos_id >= 0 and eos_id in emitted:
+        end = emitted.index(eos_id) + 1
+        coverage.eos += 1
+        if mutation == "bonus-dropped-at-eos" and end == len(emitted):
+            end -= 1  # the stop check ran before the step's own token was appended
+            coverage.fired += 1
+        return Verified(emitted[:end], True)
+    return Verified(emitted, False)

@@ -1,0 +1,89 @@
+"""Coverage as evidence: a toggle names the state its comparison is about, and an agreement on
+inputs that never exercised that state is uninformative, with the counts."""
+
+from __future__ import annotations
+
+from difftest.analysis.coverage import ABOUT, about, effect, finding, table
+from difftest.core.corpus import CORPUS, CoverageClass
+from difftest.core.kinds import VerdictKind
+from difftest.core.model import SpecCoverage
+
+NAMES = ("paged", "materialized")
+
+
+def cov(line: int = 1, widths: tuple[tuple[int, int], ...] = (), **counts: int) -> SpecCoverage:
+    return SpecCoverage(counts, widths, line)
+
+
+def test_lane_is_about_page_boundaries_and_page_order() -> None:
+    assert about(["lane"]) == (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER)
+    assert about(["lane", "attention"]) == about(["lane"])  # attention names no state
+    assert about(["scalars"]) == ()
+
+
+def test_every_class_a_corpus_bug_needs_has_a_toggle_or_is_named_by_the_sweep() -> None:
+    named = {c for classes in ABOUT.values() for c in classes}
+    needed = {c for m in CORPUS for c in m.needs}
+    # rejections, full acceptance and batches are reached by every input of the shipped configs
+    # or by the sweep; every other class a bug needs is what some toggle is about
+    assert needed - named <= {CoverageClass.REJECTION, CoverageClass.FULL_ACCEPT,
+                              CoverageClass.BATCH}
+
+
+def test_an_agreement_without_a_page_boundary_is_uninformative_with_the_counts() -> None:
+    kind, reasons = effect(["lane"], cov(page_cross=0, page_order=3), cov(page_cross=0), NAMES)
+    assert kind is VerdictKind.UNINFORMATIVE
+    (reason,) = reasons
+    assert "page boundary inside a drafted block (page_cross)" in reason
+    assert "paged: 0, materialized: 0; 1 needed" in reason
+
+
+def test_one_arm_exercising_the_state_is_enough() -> None:
+    # the materialized lane has no pages; the paged arm crossing boundaries covers the claim
+    assert effect(["lane"], cov(page_cross=4, page_order=2), cov(), NAMES) == (None, ())
+
+
+def test_widths_need_two_different_ones() -> None:
+    one = cov(widths=((5, 30),))
+    assert effect(["verify_kernel"], one, one, NAMES)[0] is VerdictKind.UNINFORMATIVE
+    two = cov(widths=((3, 1), (5, 29)))
+    assert effect(["verify_kernel"], two, one, NAMES) == (None, ())
+
+
+def test_traces_without_a_coverage_line_demand_nothing() -> None:
+    none = SpecCoverage()
+    assert effect(["lane"], none, none, NAMES) == (None, ())
+    assert table(["lane"], none, none) == ()
+    rows = table(["lane"], cov(page_cross=1), none)
+    assert [r.count_b for r in rows] == [None] * len(CoverageClass)
+    assert [r.cls for r in rows if r.demanded] == list(about(["lane"]))
+
+
+def test_the_finding_asks_for_no_agreement_so_a_difference_stands() -> None:
+    from difftest.analysis.findings import Demand, Origin, decide
+
+    found = finding(["lane"], cov(page_cross=0), cov(page_cross=0), NAMES)
+    assert found is not None and found.origin is Origin.COVERAGE
+    assert found.demand is Demand.NO_AGREEMENT
+    agree = Demand.AGREE
+    differ = Demand.DIFFER
+    from difftest.analysis.findings import VerdictFinding
+    assert decide([VerdictFinding(Origin.DRAFTS, agree), found]) is VerdictKind.UNINFORMATIVE
+    assert decide([VerdictFinding(Origin.DRAFTS, differ), found]) is VerdictKind.DIFFER
+    assert finding(["lane"], cov(page_cross=1, page_order=1), cov(), NAMES) is None
+
+
+def test_a_planted_mutation_demands_its_own_state_and_to_have_acted() -> None:
+    reached = cov(page_cross=3, page_order=3, fired=5)
+    # the window bug on inputs without a window edge: the toggle's state is there, its own not
+    kind, reasons = effect(["lane"], reached, cov(fired=0), NAMES, "sliding-window-edge")
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert any("mutation 'sliding-window-edge' acts only about sliding-window edges "
+               "(window_edges), which neither arm exercised" in r for r in reasons), reasons
+    assert any("never acted in materialized (fired=0)" in r for r in reasons), reasons
+    # reached and acted: nothing to say
+    acted = cov(window_edges=4, fired=4)
+    assert effect(["lane"], reached, acted, NAMES, "sliding-window-edge") == (None, ())
+    # a control never "acts" on the result; a name outside the corpus demands nothing
+    assert effect(["lane"], reached, cov(fired=0), NAMES, "control-page-layout") == (None, ())
+    assert effect(["lane"], reached, cov(fired=0), NAMES, "my-own-mutation") == (None, ())
