@@ -10,32 +10,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from difftest.analysis.audit import TraceAudit, audit_trace
-from difftest.analysis.verdict import Verdict
-from difftest.bisect import BisectResult, Mode, resume_bisect, start_bisect
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.corpus import CoverageClass
-from difftest.core.model import ArmTrace, SpecCoverage
+from difftest.core.model import SpecCoverage
 from difftest.core.rules import Rules
-from difftest.flow.evaluate import ComparisonReport, judge_traces
-from difftest.flow.judge import CheckResult, NoiseReport, judged
-from difftest.flow.plan import (Evidence, RunOptions, evidence_of, plan_check, plan_compare,
-                                plan_noise, plan_probe)
-from difftest.flow.rejudge import rejudge_run
-from difftest.flow.run import RunResults, analysed
-from difftest.flow.scoring import ProbeReport
-from difftest.flow.sweep import SweepReport
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
-from difftest.report import bisect_report, outputs
-from difftest.report.comparison import write_csv
-from difftest.report.diffread import read_diff
-from difftest.trace import parse_trace
+from difftest.flow.plan import RunOptions
+
+# What a command does not need is imported where it is used: comparing two traces loads the
+# analysis and the table, never bisect, running arms, the HTML page or the gate's reports
+# (tests/test_cli_startup.py); the records below are loaded on first use (`__getattr__`).
+if TYPE_CHECKING:
+    from difftest.analysis.audit import TraceAudit
+    from difftest.analysis.verdict import Verdict
+    from difftest.bisect import BisectResult, Mode
+    from difftest.core.model import ArmTrace
+    from difftest.flow.evaluate import ComparisonReport
+    from difftest.flow.judge import CheckResult, NoiseReport
+    from difftest.flow.run import RunResults
+    from difftest.flow.scoring import ProbeReport
+    from difftest.flow.sweep import SweepReport
+    from difftest.report.diffread import read_diff
 
 ConfigLike = Config | Path | str | None
 
@@ -91,6 +92,12 @@ def run_comparison(config: Config, spec: ComparisonSpec, *,
     diff.csv into the run directory. `until_decided` (an option): run both arms again until
     the sequential acceptance test decides, at most this many times each
     (difftest.analysis.sequential)."""
+    from difftest.flow.evaluate import ComparisonReport
+    from difftest.flow.judge import judged
+    from difftest.flow.plan import plan_compare
+    from difftest.flow.run import analysed
+    from difftest.report import outputs
+
     opts = run_options(keywords, options)
     plan = plan_compare(config, spec, opts.until_decided)
     def analysis(results: RunResults) -> ComparisonReport:
@@ -127,6 +134,9 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
     from the config as in arm mode; a named comparison supplies its expectations (a noise floor
     needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
     lines carry besides the known ones (docs/safety.md)."""
+    from difftest.flow.evaluate import judge_traces
+    from difftest.flow.plan import Evidence, evidence_of
+
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
     evidence: Evidence = ((), ())
@@ -192,6 +202,8 @@ def rejudge(run_dir: Path | str, *, comparison: str | None = None,
     """Judge a past run again with the thresholds it recorded (or these overrides); a run of
     several comparisons (`check`, `probe`, `noise`) needs `comparison`, by name
     (`NAME/MUTATION` for a probed mutation)."""
+    from difftest.flow.rejudge import rejudge_run
+
     return rejudge_run(Path(run_dir), comparison=comparison,
                        overrides=Overrides.of(keywords, overrides))
 
@@ -200,6 +212,11 @@ def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
           options: RunOptions | None = None, **keywords: Unpack[RunKeywords]) -> NoiseReport:
     """Run one arm `noise_runs` times and measure its A/A noise floor; writes noise.json into
     the run directory (3 runs unless told)."""
+    from difftest.flow.judge import NoiseReport, judged
+    from difftest.flow.plan import plan_noise
+    from difftest.flow.run import analysed
+    from difftest.report import outputs
+
     plan = plan_noise(_config(config), arm, 3 if noise_runs is None else noise_runs)
     def analysis(results: RunResults) -> NoiseReport:
         report = judged(plan, results, NoiseReport)
@@ -211,6 +228,9 @@ def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,
 
 def export_csv(report: ComparisonReport, path: Path) -> bool:
     """Write the per-row diff; False when an arm failed and nothing was compared."""
+    from difftest.report import outputs
+    from difftest.report.comparison import write_csv
+
     if report.comparison is None:
         return False
     write_csv(report, path, reads=outputs.reads_of(report))
@@ -223,6 +243,8 @@ def check_outputs(*paths: Path | str | None, reads: list[Path | str | None] | No
     regular file, a file the run reads (`reads`, and a `run_dir`'s meta.json and captures), or
     a record a `run_dir` holds (its reports, probe.json, ...). The writer checks again when it
     writes."""
+    from difftest.report import outputs
+
     for path in paths:
         if isinstance(path, str):  # a Path has lost a trailing separator: a str still has it
             output_file(path)
@@ -234,6 +256,8 @@ def check_outputs(*paths: Path | str | None, reads: list[Path | str | None] | No
 
 def export_html(report: ComparisonReport, path: Path) -> None:
     """Write report.html of a comparison to `path`."""
+    from difftest.report import outputs
+
     outputs.write_comparison_html(report, path)
 
 
@@ -242,6 +266,8 @@ def write_reports(report: ComparisonReport, *, csv: Path | None = None,
     """The per-row diff (when something was compared) and report.html where the caller asked;
     each is tried, and any that could not be written raises NotWritten (exit 2) after the
     other was written."""
+    from difftest.report import outputs
+
     outputs.write_requested(report, csv=csv, html_path=html)
 
 
@@ -253,6 +279,11 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
     caps how many arms run at once (default: see difftest.flow.run.job_limits). An output that
     could not be written raises NotWritten (its `result` holds the gate's) after every other
     was."""
+    from difftest.flow.judge import CheckResult, judged
+    from difftest.flow.plan import plan_check
+    from difftest.flow.run import analysed
+    from difftest.report import outputs
+
     cfg = _config(config)
     opts = run_options(keywords, options)
     check_outputs(junit, markdown, html, reads=[cfg.path])
@@ -271,6 +302,12 @@ def probe(arm_a: str | None = None, arm_b: str | None = None, *,
           **keywords: Unpack[RunKeywords]) -> ProbeReport:
     """Break arm B on purpose and check that the comparison notices. Writes the baseline's
     reports and probe.json into the run directory."""
+    from difftest.flow.judge import judged
+    from difftest.flow.plan import plan_probe
+    from difftest.flow.run import analysed
+    from difftest.flow.scoring import ProbeReport
+    from difftest.report import outputs
+
     cfg = _config(config)
     opts = run_options(keywords, options)
     if comparison is None and (arm_a is None or arm_b is None):
@@ -334,6 +371,9 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
           max_blind_radius: float | None = None,
           line_prefix: str | None = None) -> AuditReport:
     """Audit one captured trace with the config's [audit] thresholds and these overrides."""
+    from difftest.analysis.audit import audit_trace
+    from difftest.trace import parse_trace
+
     base = _config(config).audit
     try:
         th = replace(
@@ -349,6 +389,8 @@ def audit(trace: Path | str, *, config: ConfigLike = None, min_distinct_ids: int
 
 def parse(trace: Path | str, *, line_prefix: str | None = None) -> ArmTrace:
     """The parsed events of one captured trace."""
+    from difftest.trace import parse_trace
+
     return parse_trace(Path(trace), require_lines=True, line_prefix=line_prefix)
 
 
@@ -370,8 +412,10 @@ def bisect(comparison: str | None = None, *, good: str | None = None, bad: str |
     """The first commit between `good` and `bad` at which the comparison fails its expectation
     (or, with `resume`, continue a bisect from its directory). Writes bisect.json, bisect.md and
     bisect.html into the bisect's directory."""
+    from difftest.bisect import Mode, resume_bisect, start_bisect
     from difftest.bisect.engine import Ends
     from difftest.bisect.evidence import Sequential
+    from difftest.report import bisect_report
 
     search: dict[str, object] = {"mode": Mode.WITHIN, "baseline": None, "flake_rate": 0.0,
                                  "error_rate": 0.01, "max_runs": 15}
@@ -479,3 +523,19 @@ def localize(run_dir: Path | str | None = None, *, at: str | None = None,
     except NotWritten as exc:
         raise NotWritten(list(exc.failures), result) from None
     return result
+
+
+# The records the API returns, and `read_diff`, by where they live: loaded on first use.
+_LAZY = {"BisectResult": "difftest.bisect", "CheckResult": "difftest.flow.judge",
+         "ComparisonReport": "difftest.flow.evaluate", "NoiseReport": "difftest.flow.judge",
+         "ProbeReport": "difftest.flow.scoring", "Verdict": "difftest.analysis.verdict",
+         "read_diff": "difftest.report.diffread"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module 'difftest.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)

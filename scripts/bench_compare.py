@@ -1,13 +1,22 @@
-"""What comparing costs on top of parsing: a pair of large level-3 traces, parsed only, against
-parsed, aligned, compared, audited and judged.
+"""What comparing costs on top of parsing, as ratios a regression shows in: end to end / parse
+CPU seconds and peak RSS, at several trace sizes.
 
-The issue's target: the whole comparison of a 200 MB pair stays below the time of parsing both
-files plus 20%. Arm A comes from `bench_parse.generate`; arm B is A with a few drafted ids and
-logit values changed (rows that were rejected, so the emitted streams stay identical and every
-step is compared). Each contender runs in its own interpreter (its own page of peak RSS, no
-warm caches of the other), interleaved so that drift on a shared machine hits both alike.
+Arm A comes from `bench_parse.generate` (seeded, an independent writer of the trace format:
+it does not use difftest's emitter); arm B is A with a few drafted ids and logit values
+changed (rows that were rejected, so the emitted streams stay identical and every step is
+compared). For each size, each contender runs in a fresh interpreter (its own peak RSS, no
+warm caches of another), interleaved over --repeat rounds:
 
-Usage: python scripts/bench_compare.py [--mb 200] [--repeat 3] [--keep DIR]
+- parse: `parse_trace` of both files, nothing else;
+- table: what `difftest compare --trace-a A --trace-b B` does by default (parse, audit, align,
+  compare, judge, the terminal table), through the command line's own code;
+- markdown, csv, html: the same with `--format markdown`, `--csv FILE`, `--html FILE`.
+
+Every figure is CPU seconds (user + system) of the work after the imports, and peak RSS of
+the whole child; each contender's child also reports its own parse stage, so the ratio is
+also shown against the parse measured in the same process.
+
+Usage: python scripts/bench_compare.py [--mb 25 50 100 200] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -60,108 +69,107 @@ def make_arm_b(a: Path, b: Path) -> tuple[int, int]:
     return drafts, logits
 
 
-PARSE_ONLY = """
+# The child: imports first (not measured), then the work, timed by CPU; the parse stage of the
+# command line is timed by wrapping parse_trace where the analysis calls it.
+CHILD = r"""
+import io, json, resource, sys, time, contextlib
+A, B, HOW, OUT = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+import numpy
 from difftest.trace import parse_trace
-t0 = time.perf_counter()
-a = parse_trace(A); b = parse_trace(B)
-stages = {"parse": time.perf_counter() - t0}
-result = {"verifies": len(a.verifies) + len(b.verifies)}
+parse_cpu = [0.0]
+if HOW != "parse":
+    import difftest.api, difftest.cli, difftest.flow.evaluate as ev, difftest.report.comparison
+    import difftest.report.outputs, difftest.report.html, tabulate
+    real = ev.parse_trace
+    def timed(*args, **kwargs):
+        t = time.process_time()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            parse_cpu[0] += time.process_time() - t
+    ev.parse_trace = timed
+start = time.process_time()
+if HOW == "parse":
+    a = parse_trace(A); b = parse_trace(B)
+    parse_cpu[0] = time.process_time() - start
+    code = 0
+else:
+    from difftest.cli import main
+    extra = {"table": [], "markdown": ["--format", "markdown"], "csv": ["--csv", OUT],
+             "html": ["--html", OUT]}[HOW]
+    sys.argv = ["difftest", "compare", "--trace-a", A, "--trace-b", B, *extra]
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+cpu = time.process_time() - start
+print(json.dumps({"cpu": cpu, "parse_cpu": parse_cpu[0], "code": code,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
-FULL = """
-from difftest.trace.align import align
-from difftest.analysis.audit import audit_trace
-from difftest.analysis.compare import compare
-from difftest.trace import parse_trace
-from difftest.analysis.verdict import judge
-t0 = time.perf_counter()
-a = parse_trace(A); b = parse_trace(B)
-t1 = time.perf_counter()
-al = align(a, b)
-t2 = time.perf_counter()
-c = compare(a, b, alignment=al)
-t3 = time.perf_counter()
-au_a, au_b = audit_trace(a), audit_trace(b)
-t4 = time.perf_counter()
-v = judge(c, au_a, au_b, names=("a", "b"))
-t5 = time.perf_counter()
-stages = {"parse": t1 - t0, "align": t2 - t1, "compare": t3 - t2, "audit": t4 - t3,
-          "judge": t5 - t4}
-result = {"verifies": len(a.verifies) + len(b.verifies), "verdict": v.kind,
-          "blocks_compared": c.blocks_compared, "blocks_differing": c.blocks_differing,
-          "blocks_logit_differing": c.blocks_logit_differing, "unmatched": c.unmatched_a + c.unmatched_b,
-          "context_diverged": c.context_diverged}
-"""
-
-RUNNER = """
-import json, resource, sys, time
-A, B = sys.argv[1], sys.argv[2]
-import numpy  # interpreter start-up and imports are not what is measured
-start = time.perf_counter()
-{body}
-seconds = time.perf_counter() - start
-print(json.dumps({{"seconds": seconds, "stages": stages, "result": result,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
-"""
-
-CONTENDERS = {"parse A + parse B": PARSE_ONLY, "parse + align + compare + judge": FULL}
+CONTENDERS = ("parse", "table", "markdown", "csv", "html")
 
 
-def run_one(body: str, a: Path, b: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", RUNNER.format(body=body), str(a), str(b)],
-                         capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(out.stdout)
+def run_one(how: str, a: Path, b: Path, out: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(a), str(b), how, str(out)],
+                          capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        raise SystemExit(f"{how} failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out.unlink(missing_ok=True)
+    return result
+
+
+def pair(folder: Path, mb: float) -> tuple[Path, Path]:
+    a, b = folder / f"arm_a_{mb:g}.log", folder / f"arm_b_{mb:g}.log"
+    if not a.exists():
+        t0 = time.perf_counter()
+        generate(a, mb)
+        print(f"generated {a} in {time.perf_counter() - t0:.1f}s", flush=True)
+    if not b.exists():
+        drafts, logits = make_arm_b(a, b)
+        print(f"arm B: {drafts} drafted ids and {logits} logit values changed", flush=True)
+    return a, b
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=200.0, help="size of each trace")
+    ap.add_argument("--mb", type=float, nargs="+", default=[25.0, 50.0, 100.0, 200.0],
+                    help="size of each trace of a pair (one pair per size)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--keep", type=Path, help="reuse/keep the generated pair in this folder")
+    ap.add_argument("--only", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
+    ap.add_argument("--keep", type=Path, help="reuse/keep the generated pairs in this folder")
     args = ap.parse_args()
+    if "parse" not in args.only:
+        args.only.insert(0, "parse")
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="difftest-bench-compare-"))
     folder.mkdir(parents=True, exist_ok=True)
-    a, b = folder / "arm_a.log", folder / "arm_b.log"
-    if not a.exists():
-        t0 = time.perf_counter()
-        generate(a, args.mb)
-        print(f"generated {a} in {time.perf_counter() - t0:.1f}s")
-    if not b.exists():
-        drafts, logits = make_arm_b(a, b)
-        print(f"arm B: {drafts} drafted ids and {logits} logit values changed")
-    print(f"traces: {os.path.getsize(a) / 1e6:.1f} MB + {os.path.getsize(b) / 1e6:.1f} MB")
-
-    runs: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
-    for i in range(args.repeat):
-        order = list(CONTENDERS) if i % 2 == 0 else list(reversed(CONTENDERS))
-        for name in order:
-            runs[name].append(run_one(CONTENDERS[name], a, b))
-
-    print(f"\n{'contender':<34}{'best s':>8}{'median s':>10}{'peak RSS MB':>13}  runs")
-    for name, rs in runs.items():
-        secs = [r["seconds"] for r in rs]
-        print(f"{name:<34}{min(secs):>8.2f}{statistics.median(secs):>10.2f}"
-              f"{max(r['peak_rss_mb'] for r in rs):>13.0f}  "
-              + " ".join(f"{s:.2f}" for s in secs))
-    parse_runs, full_runs = runs["parse A + parse B"], runs["parse + align + compare + judge"]
-    best_full = min(full_runs, key=lambda r: r["seconds"])
-    print("\nstages of the best full run: " + ", ".join(
-        f"{k} {v:.2f}s" for k, v in best_full["stages"].items()))
-    print("result: " + ", ".join(f"{k}={v}" for k, v in best_full["result"].items()))
-    # the same question without the noise of two parses: analysis after parsing, per full run
-    share = [sum(v for k, v in r["stages"].items() if k != "parse") / r["stages"]["parse"]
-             for r in full_runs]
-    print("analysis after parsing / parsing, within each full run: "
-          + " ".join(f"{x:.3f}" for x in share))
-    best = min(r["seconds"] for r in full_runs) / min(r["seconds"] for r in parse_runs)
-    med = (statistics.median(r["seconds"] for r in full_runs)
-           / statistics.median(r["seconds"] for r in parse_runs))
-    print(f"\nfull / parse-only: best {best:.3f}, median {med:.3f} (target below 1.20: "
-          f"{'met' if best < 1.2 else 'NOT met'})")
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'MB':>5} {'contender':<9} {'cpu s':>7} {'x parse':>8} {'x own parse':>12} "
+          f"{'peak MB':>8} {'x parse':>8}  exit  runs (cpu s)")
+    for mb in args.mb:
+        a, b = pair(folder, mb)
+        runs: dict[str, list[dict]] = {name: [] for name in args.only}
+        for i in range(args.repeat):
+            order = args.only if i % 2 == 0 else list(reversed(args.only))
+            for name in order:
+                runs[name].append(run_one(name, a, b, folder / "out.tmp"))
+        parse_cpu = statistics.median(r["cpu"] for r in runs["parse"])
+        parse_rss = statistics.median(r["peak_rss_mb"] for r in runs["parse"])
+        for name, rs in runs.items():
+            cpu = statistics.median(r["cpu"] for r in rs)
+            own = statistics.median(r["cpu"] / r["parse_cpu"] for r in rs)
+            rss = statistics.median(r["peak_rss_mb"] for r in rs)
+            print(f"{mb:>5g} {name:<9} {cpu:>7.2f} {cpu / parse_cpu:>8.2f} {own:>12.2f} "
+                  f"{rss:>8.0f} {rss / parse_rss:>8.2f}  {rs[0]['code']!s:>4}  "
+                  + " ".join(f"{r['cpu']:.2f}" for r in rs), flush=True)
+        if args.keep is None:
+            a.unlink()
+            b.unlink()
+    print(f"load average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.keep is None:
-        a.unlink()
-        b.unlink()
         folder.rmdir()
 
 

@@ -40,7 +40,24 @@ MARKERS = {
     "git": "makes git repositories, commits or worktrees",
     "numerics": "float results whose last bit could follow numpy's SIMD dispatch; CI runs these "
                 "again with NPY_DISABLE_CPU_FEATURES",
+    "fast": "the loop an edit needs (-m fast): not slow, starts no process, makes no git "
+            "repository, needs no torch; plus one representative of each of those paths "
+            "(FAST_REPRESENTATIVES)",
 }
+# What keeps a test out of the fast loop: a slow path (a process, git, torch), or slowness.
+NOT_FAST = frozenset({"slow", "subprocess", "git", "torch"})
+# One cheap test of each path the fast loop leaves out, so an edit that breaks the path still
+# fails the loop: running arms (replay arms, run and judge), the command line (typer's runner,
+# and a fresh interpreter: what it imports), git, and the reference runner's torch model.
+FAST_REPRESENTATIVES = frozenset({
+    "tests/flow/test_one_path.py::test_run_starts_each_planned_arm_once_and_judge_names_the_report"
+    "[compare]",
+    "tests/test_cli.py::test_malformed_trace_exits_2_with_file_and_line",
+    "tests/test_cli_startup.py::test_a_compare_of_two_traces_loads_neither_bisect_nor_the_heavy_"
+    "libraries",
+    "tests/execute/test_worktree.py::test_resolve_ref_names_the_reason",
+    "tests/runners/reference/test_reference_trace.py::test_logits_lines_are_the_raw_top8",
+})
 # Needing one of these makes a test slow whatever it measured.
 HEAVY = frozenset({"transformers", "mlx", "llamacpp", "chromium", "slurm"})
 
@@ -194,6 +211,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if any((str(item.path), f) in slow_setup for f in _shared_fixtures(item)):
             marks[item.nodeid].add("slow")
+        if not marks[item.nodeid] & NOT_FAST or item.nodeid in FAST_REPRESENTATIVES:
+            marks[item.nodeid].add("fast")
         for name in sorted(marks[item.nodeid]):
             item.add_marker(name)
     _UNMEASURED[:] = [n for n, m in marks.items() if n not in measured and "slow" not in m]
@@ -224,6 +243,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     (entries of test files that no longer exist are dropped)."""
     if not session.config.getoption("--store-durations") or not _MEASURED:
         return
+    if hasattr(session.config, "workerinput"):
+        return  # under pytest-xdist the controller, which sees every worker's reports, writes
     merged = {k: v for k, v in _durations().items()
               if (TESTS.parent / k.split("::", 1)[0]).exists()}
     merged.update({k: [round(s, 2), round(c, 2)] for k, (s, c) in _MEASURED.items()})

@@ -74,7 +74,7 @@ def test_module_fixtures_calls_and_durations_give_the_markers(tmp_path: Path) ->
 
 def test_the_markers_are_registered_and_a_misspelt_one_is_an_error(tmp_path: Path) -> None:
     names = ("slow", "subprocess", "torch", "transformers", "mlx", "chromium", "slurm", "git",
-             "numerics")
+             "numerics", "fast")
     good = tmp_path / "test_good.py"
     good.write_text("import pytest\n" + "".join(
         f"\n\n@pytest.mark.{n}\ndef test_{n}() -> None:\n    pass\n" for n in names))
@@ -86,3 +86,21 @@ def test_the_markers_are_registered_and_a_misspelt_one_is_an_error(tmp_path: Pat
     refused = run_pytest(*config, str(bad))
     assert refused.returncode != 0
     assert "'slwo' not found in `markers`" in refused.stdout + refused.stderr
+
+
+def test_the_fast_loop_is_what_no_slow_path_needs_and_one_test_of_each(tmp_path: Path) -> None:
+    """`-m fast`: no test that is slow, starts a process, makes a git repository or needs
+    torch, except the one named representative of each such path, which exists and is in."""
+    from tests.conftest import FAST_REPRESENTATIVES, NOT_FAST
+
+    files = sorted({n.split("::", 1)[0] for n in FAST_REPRESENTATIVES})
+    marks = markers(tmp_path, "tests/trace/test_align.py", *files)
+    for node, found in marks.items():
+        if node in FAST_REPRESENTATIVES:
+            assert "fast" in found, node
+        else:
+            assert ("fast" in found) == (not found & NOT_FAST), (node, found)
+    assert FAST_REPRESENTATIVES <= marks.keys()  # each representative still exists
+    paths = {kind for node in FAST_REPRESENTATIVES for kind in marks[node] & NOT_FAST}
+    assert {"subprocess", "git", "torch"} <= paths  # every slow path keeps a test in the loop
+    assert all("fast" in m for n, m in marks.items() if n.startswith("tests/trace/test_align.py"))

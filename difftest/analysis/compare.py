@@ -120,15 +120,22 @@ class RowTable:
         """Mask of the rows that were compared (not unmatched, not context-diverged)."""
         return np.isin(self.status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
 
-    def logit_judgements(self) -> list[LogitJudgement]:
-        """Per row: same, differ, unresolved, or not compared."""
-        judged = self.compared & (~np.isnan(self.abs_logit_diff) | self.logit_differs)
-        out = np.full(len(self), 0, dtype=np.int8)
-        out[judged] = 1
-        out[self.logit_unresolved] = 3
-        out[self.logit_differs] = 2
+    def logit_judgement_codes(self, at: np.ndarray | None = None) -> np.ndarray:
+        """Per row (of `at`, else of all): the index of its `LogitJudgement` (int8)."""
+        sel = slice(None) if at is None else at
+        status, diff = self.status[sel], self.abs_logit_diff[sel]
+        differs, unresolved = self.logit_differs[sel], self.logit_unresolved[sel]
+        compared = np.isin(status, (SAME, DIFFER, NEAR_TIE, NOISE_FLIP))
+        out = np.zeros(status.shape[0], dtype=np.int8)
+        out[compared & (~np.isnan(diff) | differs)] = 1
+        out[unresolved] = 3
+        out[differs] = 2
+        return out
+
+    def logit_judgements(self, at: np.ndarray | None = None) -> list[LogitJudgement]:
+        """Per row (of `at`, else of all): same, differ, unresolved, or not compared."""
         kinds = list(LogitJudgement)
-        return [kinds[i] for i in out.tolist()]
+        return [kinds[i] for i in self.logit_judgement_codes(at).tolist()]
 
 
 @dataclass(frozen=True)

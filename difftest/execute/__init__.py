@@ -13,16 +13,44 @@ git top-level lookup (`difftest.core.gitinfo`) sit below every stage, so `worktr
 them too; their names are re-exported here.
 """
 
-from difftest.core.atomic import (
-    atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
-)
-from difftest.core.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
-from difftest.execute.records import (
-    META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
-)
-from difftest.execute.rundir import new_run_dir, safe_name
-from difftest.execute.supervise import (ArmsEnded, JobLimits, RunSignal, run_arms, signal_of,
-                                        signals_as_interrupts)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from difftest.core.atomic import (
+        atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
+    )
+    from difftest.core.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
+    from difftest.execute.records import (
+        META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
+    )
+    from difftest.execute.rundir import new_run_dir, safe_name
+    from difftest.execute.supervise import (ArmsEnded, JobLimits, RunSignal, run_arms,
+                                            signal_of, signals_as_interrupts)
+
+# Each name is loaded from its module on first use, so reading an arm's record (`records`)
+# does not start the supervisor's imports: a compare of two traces never loads them.
+_HOMES = {
+    "difftest.core.atomic": ("atomic_output", "write_bytes_atomic", "write_json_atomic",
+                             "write_text_atomic", "write_with"),
+    "difftest.core.procgroup": ("KILL_GRACE_S", "POLL_S", "end_group", "signal_group"),
+    "difftest.execute.records": ("META_FORMAT", "META_NAME", "ArmResult", "RunStatus",
+                                 "load_run", "utc_now"),
+    "difftest.execute.rundir": ("new_run_dir", "safe_name"),
+    "difftest.execute.supervise": ("ArmsEnded", "JobLimits", "RunSignal", "run_arms", "signal_of",
+                                   "signals_as_interrupts"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME_OF.get(name)
+    if home is None:
+        raise AttributeError(f"module 'difftest.execute' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [
     "ArmResult", "ArmsEnded", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",

@@ -20,7 +20,7 @@ from difftest.analysis.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.analysis.compare import Comparison, DraftingSource, compare
 from difftest.config import ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
-from difftest.execute import ArmResult
+from difftest.execute.records import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
 from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
                                             sampled_finding)

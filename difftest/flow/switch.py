@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.core.evidence import Op, Rule
-from difftest.execute import ArmResult
+from difftest.execute.records import ArmResult
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace

@@ -97,7 +97,23 @@ def decimal_exponent(mag: np.ndarray) -> np.ndarray:
 def quanta(values: np.ndarray, digits: int) -> np.ndarray:
     """One unit in the last of `digits` significant digits of each value; nan for 0 and
     non-finite values (they carry no rounding). Exact: the same double on every CPU."""
-    return pow10(decimal_exponent(np.abs(values)) - digits + 1)
+    # `pow10(decimal_exponent(|v|) - digits + 1)` in a few in-place passes over table indices
+    # (the same double, to the bit: the same estimate, corrections and clipping; a quantum is
+    # taken of every logit value, so the passes count)
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = np.isfinite(mag)
+        good &= mag > 0
+        e = np.log10(mag, out=np.zeros_like(mag), where=good)
+        at = np.floor(e, out=e).astype(np.int64)
+    at -= _P10_MIN  # the index of 10**e in _P10 (e is 0 where the value has no quantum)
+    at -= _P10[at] > mag
+    at += _P10[np.minimum(at + 1, _P10.size - 1)] <= mag
+    at -= digits - 1
+    np.clip(at, 0, _P10.size - 1, out=at)
+    out: np.ndarray = _P10[at]
+    out[~good] = np.nan
+    return out
 
 
 def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
@@ -163,10 +179,23 @@ def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
     digits = format_digits(sig_digits, values)
     if digits is None:
         return Resolution(None, None)
-    listed = np.arange(values.shape[1])[None, :] < width[:, None]
-    q = quanta(values[compared], digits)
-    q = q[listed[compared] & ~np.isnan(q)]
-    return Resolution(digits, float(q.max()) if q.size else None)
+    # A quantum grows with the magnitude (`quanta` is monotone in |v|), so the coarsest is the
+    # quantum of the largest finite listed magnitude: one pass of max in row blocks, not a
+    # logarithm of every value (0 and non-finite values have no quantum, as in `quanta`).
+    top = 0.0
+    columns = np.arange(values.shape[1])[None, :]
+    for start in range(0, values.shape[0], RESOLUTION_BLOCK_ROWS):
+        block = slice(start, start + RESOLUTION_BLOCK_ROWS)
+        mag = np.abs(values[block])
+        keep = (columns < width[block, None]) & compared[block, None] & np.isfinite(mag)
+        if keep.any():
+            top = max(top, float(mag[keep].max()))
+    if top == 0.0:
+        return Resolution(digits, None)
+    return Resolution(digits, float(quanta(np.array([top]), digits)[0]))
+
+
+RESOLUTION_BLOCK_ROWS = 1 << 16  # rows per pass of `resolution`: its temporaries stay small
 
 
 def float32_prints(values: np.ndarray, digits: int) -> bool:

@@ -142,9 +142,12 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
         return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), np.full(n, np.nan),
                         zi, zi.copy(), zi.copy(), zi.copy())
     shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
-    vb = vb_list[np.arange(n)[:, None], where]
     va, qa = _exact(va, digits_a)
-    vb, qb = _exact(vb, digits_b)
+    # B's values and quanta once, in its own order; paired with A's by gathering (elementwise,
+    # so the same values as computing them after the gather)
+    vb_own, qb_own = _exact(vb_list, digits_b)
+    paired = (np.arange(n)[:, None], where)
+    vb, qb = vb_own[paired], qb_own[paired]
     d = snapped_difference(va, vb, qa, qb)
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(va) & np.isfinite(vb)
@@ -167,7 +170,6 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     # one, so a listed value above that by more than the bound is a certain difference too
     # (ids below 0 are matched by no rule, as in match_ids: left out)
     shared_b, _ = match_ids(ids_b, ids_a)
-    vb_own, qb_own = _exact(vb_list, digits_b)
     drop_a, drop_a_by = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
     drop_b, drop_b_by = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
     # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from difftest.analysis.compare import DIFFER, NEAR_TIE, STATUS_NAMES, Comparison, RowTable
+from difftest.analysis.compare import (DIFFER, NEAR_TIE, STATUS_NAMES, Comparison, LogitJudgement,
+                                       RowTable)
 from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
@@ -235,8 +236,7 @@ def render_table(rep: ComparisonReport, max_rows: int = 12) -> str:
                 tabulate(cov, headers=headers, tablefmt="simple")]
     if c is not None:
         rows = c.rows
-        idx = [i for i in range(len(rows)) if rows.status[i] in (DIFFER, NEAR_TIE)
-               or rows.logit_differs[i]][:max_rows]
+        idx = _differing_indices(rep)[:max_rows].tolist()  # one vectorised pass, not a loop
         if idx:
             table = [[c.requests[int(rows.req[i])], int(rows.pos[i]), int(rows.row[i]),
                       _tok(rows, ArmSide.A, i), _tok(rows, ArmSide.B, i), _status(int(rows.status[i])),
@@ -350,6 +350,11 @@ def _token_cells(values: np.ndarray, has: np.ndarray) -> list[str]:
     return [str(t) if h else "" for t, h in zip(values.tolist(), has.tolist(), strict=True)]
 
 
+def _judgement_cells(rows: RowTable) -> list[str]:
+    names = [k.value for k in LogitJudgement]
+    return [names[i] for i in rows.logit_judgement_codes().tolist()]
+
+
 def csv_text(rep: ComparisonReport) -> str:
     """The CSV diff contract: one row per block row, empty cells where a value is unknown, text
     cells that a spreadsheet would evaluate prefixed with a quote. The csv module, not pandas:
@@ -365,7 +370,7 @@ def csv_text(rep: ComparisonReport) -> str:
         _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
         _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
         _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
-        [j.value for j in r.logit_judgements()],
+        _judgement_cells(r),
     ]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

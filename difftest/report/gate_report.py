@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
 
 from difftest.core.errors import ArmFailure
-from difftest.execute import ArmResult
+from difftest.execute.records import ArmResult
 from difftest.flow.judge import CheckResult
 from difftest.flow.scoring import ProbeReport
 from difftest.core.jsonout import dumps

@@ -17,7 +17,7 @@ import platform
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -880,7 +880,7 @@ def _top_list(o: ArmOutcome, req: str, pos: int, row: int) -> str:
     return "  ".join(f"{int(lg.top_ids[i, j])}:{float(lg.top_vals[i, j]):.6g}" for j in range(w))
 
 
-def _row_cells(c: Comparison, i: int, judged: Sequence[object]) -> list[object]:
+def _row_cells(c: Comparison, i: int, judged: Mapping[int, object]) -> list[object]:
     from difftest.analysis.compare import STATUS_NAMES
 
     r = c.rows
@@ -897,7 +897,7 @@ _ROW_NUMERIC = [False, True, True, True, True, False, False, True, True, True]
 
 
 def _row_table(c: Comparison, idx: np.ndarray, cls: str) -> str:
-    judged = c.rows.logit_judgements()
+    judged = dict(zip(idx.tolist(), c.rows.logit_judgements(idx), strict=True))  # shown rows only
     head = "".join(f"<th>{_e(h)}</th>" for h in _ROW_HEADERS)
     body = "".join(f'<tr class="{cls}">' + "".join(
         f'<td class="n">{_e(x)}</td>' if _ROW_NUMERIC[j] else f"<td>{_e(x)}</td>"

@@ -8,17 +8,21 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from difftest.core.atomic import check_target, write_bytes_atomic
+from difftest.core.atomic import check_target, write_bytes_atomic, write_json_atomic, write_text_atomic
 from difftest.core.errors import DifftestError, RefusedOutput, UsageError
-from difftest.execute import write_json_atomic, write_text_atomic
 from difftest.execute.records import META_NAME
-from difftest.flow.judge import CheckResult, NoiseReport
-from difftest.flow.scoring import ProbeReport
-from difftest.flow.localize import RunLocalization, saved_localizations
-from difftest.flow.evaluate import ComparisonReport
+from difftest.flow.localize import saved_localizations
 from difftest.report import comparison as render
-from difftest.report import gate_report, html
+
+# the HTML page and the gate's reports are loaded by the writers that need them: a compare
+# that prints its table to the terminal never imports them
+if TYPE_CHECKING:
+    from difftest.flow.evaluate import ComparisonReport
+    from difftest.flow.judge import CheckResult, NoiseReport
+    from difftest.flow.localize import RunLocalization
+    from difftest.flow.scoring import ProbeReport
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -136,6 +140,8 @@ def _comparison_writers(report: ComparisonReport) -> list[Writer]:
         return []
     d = report.run_dir
     r = reads_of(report)
+    from difftest.report import html
+
     found = saved_localizations(d)  # `difftest localize` results: a section each
     writers: list[Writer] = [
         (d / REPORT_JSON, lambda p: write_json_atomic(p, render.to_dict(report), reads=r,
@@ -166,6 +172,7 @@ def write_localization(result: RunLocalization) -> Path:
     the run's report.md and report.html are of the comparison localised, both written again
     with a localisation section. Returns the figure's path."""
     from difftest.flow.rejudge import rejudge_run
+    from difftest.report import html
 
     figure = result.figure
     svg = html.localization_svg(result.report.localization)
@@ -184,6 +191,8 @@ def _csv_writer(rep: ComparisonReport, reads: list[Path],
 
 def write_comparison_html(report: ComparisonReport, path: Path) -> None:
     """report.html wherever the caller asked (`--html FILE`), with the run's localisations."""
+    from difftest.report import html
+
     found = saved_localizations(report.run_dir) if report.run_dir is not None else []
     write_text(path, html.render_comparison(report, found), reads_of(report))
 
@@ -193,6 +202,8 @@ def write_check(result: CheckResult, *, junit: Path | None = None,
     """check.json, junit.xml, check.md, check.html and one diff-<comparison>.csv each into the
     run dir; the JUnit, markdown and HTML also wherever the caller asked (missing folders are
     created); the markdown appended to $GITHUB_STEP_SUMMARY when a GitHub Actions step sets it."""
+    from difftest.report import gate_report, html
+
     xml = gate_report.junit_xml(result)
     md = gate_report.check_markdown(result)
     page = html.render_check(result)
@@ -247,6 +258,8 @@ def append_step_summary(md: str, reads: list[Path] | None = None) -> None:
 
 def write_probe(result: ProbeReport) -> None:
     """The baseline comparison's reports and probe.json into the run dir."""
+    from difftest.report import gate_report
+
     writers = _comparison_writers(result.baseline)
     d = result.run_dir
     if d is not None:

@@ -154,6 +154,15 @@ def _coverage_gaps(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
     return tuple(gaps)
 
 
+def _among(keys: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """`np.isin(keys, pool)` for a sorted pool: one binary search per key, no sort of both."""
+    if pool.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(pool, keys), pool.size - 1)
+    found: np.ndarray = pool[at] == keys
+    return found
+
+
 def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.ndarray,
           n: int) -> np.ndarray:
     """The steps of `trace` (drafting or not) at positions `other` never emitted, before the
@@ -162,7 +171,7 @@ def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.n
     emitted, _ = _emitted(other, other_codes)
     ends, _ = _stream_ends(other, other_codes, n)
     pos = trace.verifies.pos
-    missing = ~np.isin(step_keys(codes, pos), emitted) & (pos < ends[codes])
+    missing = ~_among(step_keys(codes, pos), np.sort(emitted)) & (pos < ends[codes])
     lost: np.ndarray = np.flatnonzero(missing)
     return lost
 

@@ -73,6 +73,61 @@ def test_unlisted_columns_and_uncompared_rows_have_no_quantum() -> None:
     assert resolution(vals, width, digits, np.array([False, False])) == Resolution(6, None)
 
 
+@pytest.mark.parametrize("digits", [1, 6, 9, 17])
+def test_quanta_are_the_power_of_the_exact_exponent_to_the_bit(digits: int) -> None:
+    """`quanta` works on table indices in place: the same doubles as its definition,
+    `pow10(decimal_exponent(|v|) - digits + 1)`, at every power of ten, beside each, at the
+    ends of the double range, and on values of every magnitude."""
+    from difftest.numerics.resolution import _P10, decimal_exponent, pow10
+
+    rng = np.random.default_rng(digits)
+    spread = rng.normal(0, 1, 20_000) * 10.0 ** rng.integers(-320, 308, 20_000)
+    values = np.concatenate([_P10, np.nextafter(_P10, 0), np.nextafter(_P10, np.inf), -_P10,
+                             [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308],
+                             spread])
+    got = quanta(values, digits)
+    assert np.array_equal(got, pow10(decimal_exponent(np.abs(values)) - digits + 1),
+                          equal_nan=True)
+
+
+def _coarsest_by_definition(vals: np.ndarray, width: np.ndarray, digits: int,
+                            compared: np.ndarray) -> float | None:
+    """The definition `resolution` keeps: every listed, compared value's quantum, the largest."""
+    listed = np.arange(vals.shape[1])[None, :] < width[:, None]
+    q = quanta(vals[compared], digits)
+    q = q[listed[compared] & ~np.isnan(q)]
+    return float(q.max()) if q.size else None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_coarsest_quantum_is_that_of_every_value_over_many_blocks(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`resolution` reads only the largest magnitude: the same quantum, to the bit, as the
+    quantum of every value, with zeros, non-finite values, unlisted columns, uncompared rows and
+    values at powers of ten (where a quantum steps), over several row blocks."""
+    from difftest.numerics import resolution as module
+
+    monkeypatch.setattr(module, "RESOLUTION_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(seed)
+    n, k = 61, 5
+    vals = rng.normal(0, 10, (n, k)) * 10.0 ** rng.integers(-3, 4, (n, k))
+    vals[rng.random((n, k)) < 0.1] = 0.0
+    vals[rng.random((n, k)) < 0.05] = np.nan
+    vals[rng.random((n, k)) < 0.05] = -np.inf
+    vals[3, 0] = 1000.0  # a power of ten
+    vals[4, 4] = 1e6  # the largest, but past row 4's width
+    width = rng.integers(1, k, n)
+    width[4] = 3
+    compared = rng.random(n) < 0.8
+    compared[[3, 4]] = True
+    digits = np.full(n, 6, dtype=np.int8)
+    got = module.resolution(vals, width, digits, compared)
+    assert got.digits == 6
+    assert got.quantum == _coarsest_by_definition(vals, width, 6, compared)  # bit for bit
+    nothing = np.zeros((n, k))
+    assert module.resolution(nothing, width, digits, compared) == Resolution(6, None)
+
+
 @pytest.mark.parametrize("digits", [6, 7, 9])
 def test_quanta_are_the_decimal_literals_on_every_cpu(digits: int) -> None:
     # The quantum reaches users as logit_resolution and is compared exactly in reports: it must be
