@@ -118,7 +118,7 @@ M = [
   "if blind_min > th.max_blind_radius:", "if False:", "tests/analysis/test_audit.py"),
  ("A4 entropy threshold off", "difftest/analysis/audit.py",
   "if pooled < th.min_entropy_bits:", "if False:", "tests/analysis/test_audit.py"),
- ("C1 --help imports numpy", "difftest/cli.py",
+ ("C1 --help imports numpy", "difftest/cli/__init__.py",
   "import typer\n", "import typer\nimport numpy\n", "tests/test_cli.py"),
  ("C2 csv escaping off", "difftest/report/cells.py",
   "if text and text.startswith(FORMULA_START):", "if False:", "tests/test_cli.py"),

@@ -357,7 +357,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                              "runners do)")
     tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
-                          localize_dumps(where["a"], where["b"], tol,
+                          localize_dumps(where[ArmSide.A.value], where[ArmSide.B.value], tol,
                                          where["b0"] if base_arm is not None else None),
                           spec.name, in_report, base_name, verdict)
     write_text_atomic(folder / LOCALIZE_MD, out.render())

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from difftest.analysis.bugclass import BugClass, classify
 from difftest.analysis.coverage import CoverageRow, mutation_needs, table
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import ArmSide, VerdictKind
 
 if TYPE_CHECKING:
     from difftest.flow.evaluate import ComparisonReport
@@ -66,10 +66,12 @@ def bug_class_json(rep: ComparisonReport) -> dict[str, object] | None:
         return None
     return {"kind": found.kind.value if found.kind else None, "sentence": found.sentence,
             **{what.replace(" ", "_"): None if p is None else
-               {"req": p.req, "pos": p.pos, "a": p.a, "b": p.b} for what, p in found.parted()}}
+               {"req": p.req, "pos": p.pos, ArmSide.A.value: p.a, ArmSide.B.value: p.b}
+               for what, p in found.parted()}}
 
 
 def coverage_json(rep: ComparisonReport) -> list[dict[str, object]]:
     return [{"class": r.cls.value, "label": r.cls.label, "needed": r.cls.needed,
-             "about": r.demanded, "exercised": r.exercised, "a": r.count_a, "b": r.count_b}
+             "about": r.demanded, "exercised": r.exercised,
+             ArmSide.A.value: r.count_a, ArmSide.B.value: r.count_b}
             for r in coverage_rows(rep)]
