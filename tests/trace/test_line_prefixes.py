@@ -101,8 +101,9 @@ def _arm(name: str, prefix: str, extra: str = "") -> str:
 def test_an_arm_with_line_prefix_is_read_and_one_without_is_not(tmp_path: Path) -> None:
     cfg = (_arm("plain", "") + _arm("tagged", "host-a | ", "line_prefix = '[\\w-]+ \\| '\n")
            + _arm("untold", "host-a | ")
-           + '[comparisons.told]\narm_a = "plain"\narm_b = "tagged"\n'
-           + '[comparisons.untold]\narm_a = "plain"\narm_b = "untold"\n')
+           # the prefix changes how lines are printed, not what runs: no trace-visible switch
+           + '[comparisons.told]\narm_a = "plain"\narm_b = "tagged"\ntoggle = []\n'
+           + '[comparisons.untold]\narm_a = "plain"\narm_b = "untold"\ntoggle = []\n')
     (tmp_path / "difftest.toml").write_text(cfg)
     told = _difftest(tmp_path, "compare", "-c", "told", "--run-root", "runs", "--no-progress")
     assert told.returncode == 0, told.stdout + told.stderr
