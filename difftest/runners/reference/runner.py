@@ -276,6 +276,9 @@ def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
         "vocab": options.vocab,
         "requests": options.requests,
         "seed": options.seed,
+        # noise planted on the drafter's block logits, named only when planted (the default
+        # run's line stays as it was)
+        **({"draft_noise": options.draft_noise} if options.draft_noise else {}),
     }
 
 
