@@ -76,7 +76,7 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
         "comparison": {"name": "lanes", "arm_a": "paged", "arm_b": "materialized",
                        "expect": "same", "min_differing": 1, "near_tie": None, "atol": 0.0,
                        "probe": ["causal-mask", "skip-kv-write", "stale-seq-lens"],
-                       "rtol": 0.0, "noise_runs": 0, "drafting": None, "toggle": [],
+                       "rtol": 0.0, "noise_runs": 0, "drafting": None,  # no toggle declared
                        "acceptance": None,
                        "tolerance": "given", "arm_dtypes": [None, None], "gate_input": None,
                        "calibration_inputs": [], "thresholds": "", "threshold_origin": "", "overridden": []},
