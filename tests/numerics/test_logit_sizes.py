@@ -45,7 +45,7 @@ def test_an_unresolved_row_is_marked_in_the_csv_and_the_html(tmp_path: Path) -> 
     assert [(r["row"], r["status"], r["abs_logit_diff"], r["logits"]) for r in rows] == [
         ("1", "same", "3.05493927e-05", "unresolved"), ("2", "same", "0", "same")]
     html = render_comparison(rep)
-    assert "Logit-only differences: 1 row(s)" in html and "Token flips: 0 row(s)" in html
+    assert "Logit-only differences: 1 row(s)" in html and "Token flips: none" in html
     assert ('<tr class="logit"><td>r</td><td class="n">1</td><td class="n">1</td>'
             '<td class="n">5</td><td class="n">5</td><td>same</td><td>unresolved</td>') in html
 
@@ -58,10 +58,12 @@ def test_a_resolved_difference_is_marked_differ(tmp_path: Path) -> None:
 def test_a_row_with_a_nan_in_one_arm_keeps_its_finite_difference_in_the_size(
         tmp_path: Path) -> None:
     """The row differs without a finite size (nan against a number), but its other shared id
-    moved by 0.25: the largest finite difference is 0.25 in every output."""
+    moved by 0.25: the largest difference is infinite (JSON: null, with the reason; the table
+    and the CSV: inf), and the statistics keep the largest finite one, 0.25."""
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     a.write_text(SIX.replace("5:2.87761 6:1.5", "5:2.5 6:nan"))
     b.write_text(SIX.replace("5:2.87761 6:1.5", "5:2.25 6:1"))
     data = to_dict(difftest.compare_traces(a, b))
-    assert data["max_abs_logit_diff"] == 0.25
+    assert data["max_abs_logit_diff"] is None
+    assert "differ without a finite size" in str(data["max_abs_logit_diff_unsized"])
     assert data["logit_stats"]["max_abs"] == 0.25  # type: ignore[index]
