@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,7 +60,7 @@ from difftest.trace.sampled import VerifiedRows
 # by this and clipped to [-1, 1]: a difference of WITNESS_Z standard deviations is bet on fully.
 WITNESS_Z = 2.0
 MAX_BET = 0.5  # the largest fraction of wealth bet on one pair: bounds the loss of a bad witness
-MIN_PAIRS = 20  # fewer pairs than this decide nothing: the witness has not learned yet
+MIN_PAIRS = 20  # fewer pairs bet on than this decide nothing: the witness has not learned yet
 
 
 def prompt_of(request: str) -> str:
@@ -76,6 +76,9 @@ class Draws:
 
     tokens: Mapping[str, np.ndarray]
     start: Mapping[str, int]
+    # per prompt, how many positions past its first column each draw emitted: how long a
+    # stream is has a law too, and the cut to common positions would hide a difference in it
+    reach: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 def streams(trace: ArmTrace) -> dict[str, tuple[int, list[int]]]:
@@ -106,10 +109,13 @@ def draws_of(traces: Sequence[ArmTrace]) -> dict[str, list[tuple[int, list[int]]
 
 def aligned(a: Mapping[str, list[tuple[int, list[int]]]],
             b: Mapping[str, list[tuple[int, list[int]]]]) -> tuple[Draws, Draws]:
-    """Both arms' draws cut to the positions every draw of a prompt reached, in both arms;
-    prompts only one arm has, or with no common position, are left out."""
+    """Both arms' draws cut to the positions every draw of a prompt reached, in both arms, with
+    how far each draw reached; prompts only one arm has, or with no common position, are left
+    out."""
     ta: dict[str, np.ndarray] = {}
     tb: dict[str, np.ndarray] = {}
+    ra: dict[str, np.ndarray] = {}
+    rb: dict[str, np.ndarray] = {}
     starts: dict[str, int] = {}
     for prompt in sorted(set(a) & set(b)):
         every = [*a[prompt], *b[prompt]]
@@ -119,8 +125,10 @@ def aligned(a: Mapping[str, list[tuple[int, list[int]]]],
             continue
         ta[prompt] = np.array([t[lo - s:hi - s] for s, t in a[prompt]], dtype=np.int64)
         tb[prompt] = np.array([t[lo - s:hi - s] for s, t in b[prompt]], dtype=np.int64)
+        ra[prompt] = np.array([s + len(t) - lo for s, t in a[prompt]], dtype=np.int64)
+        rb[prompt] = np.array([s + len(t) - lo for s, t in b[prompt]], dtype=np.int64)
         starts[prompt] = lo
-    return Draws(ta, starts), Draws(tb, dict(starts))
+    return Draws(ta, starts, ra), Draws(tb, dict(starts), rb)
 
 
 # -- the betting test ----------------------------------------------------------------------------
@@ -178,75 +186,125 @@ class DistributionTest:
     excess_tv: tuple[float, ...]  # per position offset: cross-arm TV less the A/A floor
     raw_tv: tuple[float, ...]  # per position offset: TV of all A draws vs all B draws
     floor_tv: tuple[float, ...]  # per position offset: the within-arm (A/A, B/B) TV
+    informative: int = 0  # the pairs bet on with a witness learned from earlier pairs
+    reach_tv: float = 0.0  # TV of how far the arms' draws reached, averaged over prompts
 
     @property
     def mde(self) -> float:
-        """The per-position TV an oracle witness would be expected to detect with these pairs.
-        With g = sign(pA - pB) at every position a pair's bet increment has mean TV and
-        variance at most 1/2; the best constant bet grows the log-wealth by about TV^2 per pair,
-        so it reaches log(1/alpha) after n pairs at TV = sqrt(log(1/alpha) / n). An
-        approximation that states the scale (the learned witness needs more), not a power
-        computation: the measured power is in docs/statistics.md."""
-        if self.pairs == 0:
+        """The per-position TV an oracle witness would be expected to detect with the pairs that
+        were bet on (`informative`: the first pair of all has no witness yet). With g =
+        sign(pA - pB) at every position a pair's bet increment has mean TV and variance at most
+        1/2; the best constant bet grows the log-wealth by about TV^2 per pair, so it reaches
+        log(1/alpha) after n pairs at TV = sqrt(log(1/alpha) / n). The bet is capped at
+        MAX_BET, so the log-wealth grows by at most log(1 + MAX_BET TV) a pair (Jensen): below
+        TV = (alpha^(-1/n) - 1) / MAX_BET no witness reaches 1/alpha; the larger of the two is
+        stated (1: nothing is detectable). An approximation that states the scale (the learned
+        witness needs more), not a power computation: the measured power is in
+        docs/statistics.md."""
+        if self.informative == 0:
             return 1.0
-        return min(1.0, math.sqrt(math.log(1.0 / self.alpha) / self.pairs))
+        need = math.log(1.0 / self.alpha) / self.informative
+        return min(1.0, max(math.sqrt(need), math.expm1(need) / MAX_BET))
 
     def to_json(self) -> dict[str, object]:
         return {"alpha": self.alpha, "pairs": self.pairs, "prompts": self.prompts,
                 "positions": self.positions, "e_value": self.peak, "wealth": self.wealth,
                 "differ": self.differ, "mde_tv": self.mde,
                 "excess_tv": list(self.excess_tv), "raw_tv": list(self.raw_tv),
-                "floor_tv": list(self.floor_tv)}
+                "floor_tv": list(self.floor_tv),
+                "informative_pairs": self.informative, "reach_tv": self.reach_tv}
 
 
-def _witness(at_a: np.ndarray, at_b: np.ndarray, all_a: np.ndarray, all_b: np.ndarray
-             ) -> np.ndarray:
-    """The witness of tokens, in [-1, 1]: (nA - nB) / (WITNESS_Z sqrt(nA + nB + 1)) clipped,
-    half from their counts at their position (the law there), half from their counts at every
-    position of the prompt (the n-gram class of one token: a sampler bug that moves mass to the
-    tail, such as top-p on one model only, shows at every position at once, and is learned from
-    all of them)."""
-    here = np.clip((at_a - at_b) / (WITNESS_Z * np.sqrt(at_a + at_b + 1.0)), -1.0, 1.0)
-    pooled = np.clip((all_a - all_b) / (WITNESS_Z * np.sqrt(all_a + all_b + 1.0)), -1.0, 1.0)
-    out: np.ndarray = 0.5 * (here + pooled)
+def _class_witness(n_a: np.ndarray, n_b: np.ndarray) -> np.ndarray:
+    """(nA - nB) / (WITNESS_Z sqrt(nA + nB + 1)), clipped to [-1, 1]."""
+    out: np.ndarray = np.clip((n_a - n_b) / (WITNESS_Z * np.sqrt(n_a + n_b + 1.0)), -1.0, 1.0)
     return out
+
+
+def _witness(classes: Sequence[tuple[np.ndarray, np.ndarray, bool]]) -> np.ndarray:
+    """The witness of tokens, in [-1, 1]: the mean, over the classes that have seen an earlier
+    pair, of each class's count witness. The classes: a token's counts at its position (the law
+    there), at every position of the prompt (the unigram class: a sampler bug that moves mass to
+    the tail, such as top-p on one model only, shows at every position at once), and at every
+    position of every prompt (a prompt's first pair is bet on from what the other prompts
+    taught: with one draw per prompt it is the only class that ever learns). Which classes
+    count depends on the earlier pairs only, so the witness stays predictable."""
+    used = [_class_witness(n_a, n_b) for n_a, n_b, seen in classes if seen]
+    if not used:
+        return np.zeros_like(classes[0][0])
+    out: np.ndarray = np.mean(used, axis=0)
+    return out
+
+
+LENGTH_BASE = -1  # the reach column's ids: LENGTH_BASE - reach, apart from every token id
 
 
 def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     """The betting test over the prompts both arms drew, pairs taken round-robin over prompts
-    (pair i of every prompt before pair i + 1 of any), and the per-position TVs."""
+    (pair i of every prompt before pair i + 1 of any), and the per-position TVs. Where the
+    draws say how far each reached, the reach is one more column of the pair, its ids apart
+    from the tokens': arms that emit different numbers of positions differ in law."""
     bettor = Bettor()
     prompts = sorted(a.tokens)
-    compact: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    full_a = {p: _with_reach(a.tokens[p], a.reach.get(p), b.reach.get(p)) for p in prompts}
+    full_b = {p: _with_reach(b.tokens[p], b.reach.get(p), a.reach.get(p)) for p in prompts}
+    ids = np.unique(np.concatenate([np.zeros(0, dtype=np.int64),
+                                    *(m.ravel() for m in (*full_a.values(), *full_b.values()))]))
+    every_a, every_b = np.zeros(ids.size), np.zeros(ids.size)  # every prompt, every position
+    compact: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for p in prompts:
-        ta, tb = a.tokens[p], b.tokens[p]
-        _, inv = np.unique(np.concatenate([ta.ravel(), tb.ravel()]), return_inverse=True)
-        width = int(inv.max()) + 1 if inv.size else 1
-        ia = inv[:ta.size].reshape(ta.shape)
-        ib = inv[ta.size:].reshape(tb.shape)
-        length = ta.shape[1]
-        compact[p] = (ia, ib, np.zeros((length, width)), np.zeros((length, width)))
-    pairs = 0
-    rounds = max((min(a.tokens[p].shape[0], b.tokens[p].shape[0]) for p in prompts), default=0)
-    cols_of = {p: np.arange(a.tokens[p].shape[1]) for p in prompts}
+        ta, tb = full_a[p], full_b[p]
+        local, inv = np.unique(np.concatenate([ta.ravel(), tb.ravel()]), return_inverse=True)
+        inv = inv.ravel()
+        width = max(local.size, 1)
+        compact[p] = (inv[:ta.size].reshape(ta.shape), inv[ta.size:].reshape(tb.shape),
+                      np.zeros((ta.shape[1], width)), np.zeros((ta.shape[1], width)),
+                      np.searchsorted(ids, local))
+    pairs = informative = 0
+    rounds = max((min(full_a[p].shape[0], full_b[p].shape[0]) for p in prompts), default=0)
+    cols_of = {p: np.arange(full_a[p].shape[1]) for p in prompts}
     for i in range(rounds):
         for p in prompts:
-            seq_a, seq_b, na, nb = compact[p]
-            if i >= min(seq_a.shape[0], seq_b.shape[0]):
+            seq_a, seq_b, na, nb, to_global = compact[p]
+            if i >= min(seq_a.shape[0], seq_b.shape[0]) or not seq_a.shape[1]:
                 continue
             cols = cols_of[p]
             x, y = seq_a[i], seq_b[i]
             pa, pb = na.sum(axis=0), nb.sum(axis=0)  # the prompt's tokens at every position
-            bettor.add(float(np.mean(_witness(na[cols, x], nb[cols, x], pa[x], pb[x])
-                                     - _witness(na[cols, y], nb[cols, y], pa[y], pb[y]))) / 2.0)
+            mine, anyone = i > 0, pairs > 0
+            gx, gy = to_global[x], to_global[y]
+            wx = _witness(((na[cols, x], nb[cols, x], mine), (pa[x], pb[x], mine),
+                           (every_a[gx], every_b[gx], anyone)))
+            wy = _witness(((na[cols, y], nb[cols, y], mine), (pa[y], pb[y], mine),
+                           (every_a[gy], every_b[gy], anyone)))
+            bettor.add(float(np.mean(wx - wy)) / 2.0)
             na[cols, x] += 1.0
             nb[cols, y] += 1.0
+            np.add.at(every_a, gx, 1.0)
+            np.add.at(every_b, gy, 1.0)
+            informative += anyone
             pairs += 1
     horizon = max((a.tokens[p].shape[1] for p in prompts), default=0)
     excess, raw, floor = _tv_by_position(a, b, prompts, horizon)
+    reach_tv = _reach_tv(a, b, prompts)
     return DistributionTest(alpha=alpha, pairs=pairs, prompts=len(prompts), positions=horizon,
                             wealth=bettor.wealth, peak=bettor.peak, differ=bettor.crossed(alpha),
-                            excess_tv=excess, raw_tv=raw, floor_tv=floor)
+                            excess_tv=excess, raw_tv=raw, floor_tv=floor,
+                            informative=informative, reach_tv=reach_tv)
+
+
+def _with_reach(tokens: np.ndarray, reach: np.ndarray | None, other: np.ndarray | None
+                ) -> np.ndarray:
+    """The token matrix with its reach column appended, when both arms traced their reach."""
+    if reach is None or other is None:
+        return tokens
+    return np.concatenate([tokens, (LENGTH_BASE - reach)[:, None]], axis=1)
+
+
+def _reach_tv(a: Draws, b: Draws, prompts: list[str]) -> float:
+    """The TV between the arms' laws of how far a draw reached, averaged over prompts."""
+    got = [tv(a.reach[p], b.reach[p]) for p in prompts if p in a.reach and p in b.reach]
+    return float(np.mean(got)) if got else 0.0
 
 
 def _tv_by_position(a: Draws, b: Draws, prompts: list[str], horizon: int
@@ -346,7 +404,8 @@ class SampledEvidence:
 def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
     """The kind a sampled comparison demands, and why: DIFFER when the distributions were shown
     to differ or an arm's verify accepts other than its traced overlap says; UNINFORMATIVE with
-    fewer than MIN_PAIRS pairs; else AGREE with the smallest effect it could have seen."""
+    fewer than MIN_PAIRS pairs bet on with a learned witness, or none that could reach 1/alpha;
+    else AGREE with the smallest effect it could have seen."""
     test = evidence.test
     reasons: list[str] = []
     for arm, rows in evidence.acceptance.items():
@@ -361,17 +420,21 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
         reasons.insert(0, f"the token distributions differ: e-value {test.peak:.3g} >= "
                           f"1/alpha = {1 / test.alpha:.3g} after {test.pairs} request pairs "
                           f"({test.prompts} prompts); largest excess TV "
-                          f"{max(test.excess_tv, default=0.0):.3f} at position offset {worst}")
+                          f"{max(test.excess_tv, default=0.0):.3f} at position offset {worst}"
+                          + (f"; the arms' draws reach different lengths (reach TV "
+                             f"{test.reach_tv:.2f})" if test.reach_tv > 0 else ""))
     if reasons:
         return VerdictKind.DIFFER, reasons
-    if test.pairs < MIN_PAIRS:
+    if test.informative < MIN_PAIRS or test.mde >= 1.0:
         return VerdictKind.UNINFORMATIVE, [
-            f"{test.pairs} request pairs over positions both arms reached (at least "
-            f"{MIN_PAIRS} are needed): draw more (--samples, more runs)"]
+            f"{test.informative} request pairs bet on with a learned witness, of {test.pairs} "
+            f"over positions both arms reached (at least {MIN_PAIRS} are needed): draw more "
+            "(--samples, more runs)"]
     return VerdictKind.AGREE, [
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
-        f"{test.pairs} request pairs ({test.prompts} prompts, {test.positions} positions); "
-        f"smallest per-position TV this could detect about {test.mde:.2f}"]
+        f"{test.pairs} request pairs ({test.prompts} prompts, {test.positions} positions and "
+        f"how far each draw reached, reach TV {test.reach_tv:.2f}); smallest per-position TV "
+        f"this could detect about {test.mde:.2f}"]
 
 
 def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:

@@ -25,7 +25,7 @@ from difftest.analysis.floor import measure_floor, rerun_name
 from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
                                             sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
-from difftest.trace.sampled import parse_samples
+from difftest.trace.sampled import checked, parse_samples
 from difftest.core.model import ArmTrace
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
@@ -205,7 +205,9 @@ def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
     included, against B) and each arm's acceptance against its traced p and q. The
     distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
     runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
-    rows = {o.name: [parse_samples(o.trace_path).rows()] for o in (*runs_a, b)}
+    rows = {o.name: [checked(parse_samples(o.trace_path), o.trace).rows()
+                     if o.trace is not None else parse_samples(o.trace_path).rows()]
+            for o in (*runs_a, b)}
     rows_a = [r for o in runs_a for r in rows[o.name]]
     return judge_sampled([o.trace for o in runs_a if o.trace is not None],
                          [b.trace] if b.trace is not None else [],

@@ -8,7 +8,9 @@ The main parser skips it as other output (old parsers and the compiled scanner k
 this reader is the one that reads it, with the same field reader and the same errors (file,
 line and field). A line whose fields contradict each other (more tested rows than drafts, an
 accepted count that does not fit the rows tested, a residual where every draft was accepted,
-a probability outside [0, 1]) is an error too: the distribution instrument cannot use it.
+a probability outside [0, 1], a drafted token of q = 0) is an error too: the distribution
+instrument cannot use it; so is a line that contradicts the `[SPECTRACE]` line of its verify
+(none at that request and position, another k, acc or residual: `checked`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import cast
 import numpy as np
 
 from difftest.core.errors import TraceError, UsageError
+from difftest.core.model import ArmTrace
 from difftest.trace import grammar as g
 
 TAG_SAMPLE = b"[spec-sample]"
@@ -163,6 +166,9 @@ def read_sample_line(body: bytes) -> SampleStep:
 
 def _check(s: SampleStep) -> None:
     k, tested = len(s.q), len(s.p)
+    if any(x <= 0.0 for x in s.q):
+        raise g.FieldError(f"[spec-sample] q={list(s.q)}: a drafted token was drawn from the "
+                           "draft's law, so its q is above 0")
     if len(s.overlap) != tested:
         raise g.FieldError(f"[spec-sample] p has {tested} values but overlap {len(s.overlap)}: "
                            "both cover the rows the verify tested")
@@ -210,3 +216,34 @@ def samples_of(data: bytes, path: str = "<text>") -> SampleSteps:
         steps.append(SampleStep(step.req, step.pos, step.acc, step.q, step.p, step.overlap,
                                 step.residual, lineno))
     return SampleSteps(path, tuple(steps))
+
+
+def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
+    """The steps, each held against the `[SPECTRACE]` line of the same request and position in
+    the same trace: the line must exist, and its k, acc and emitted residual must be the ones
+    the `[spec-sample]` line states; a contradiction is a TraceError at the sample's line (two
+    lines that disagree about one verify cannot both be evidence)."""
+    v = trace.verifies
+    at: dict[tuple[str, int], int] = {}
+    for i in range(len(v)):
+        at.setdefault((trace.requests[int(v.req[i])], int(v.pos[i])), i)
+    for s in steps.steps:
+        i = at.get((s.req, s.pos))
+        if i is None:
+            raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: no "
+                             "[SPECTRACE] line for this verify")
+        k, acc = int(v.k[i]), int(v.acc[i])
+        where = f"[spec-sample] req={s.req} pos={s.pos}"
+        if len(s.q) != k:
+            raise TraceError(steps.path, s.line, f"{where}: {len(s.q)} drafts but its "
+                             f"[SPECTRACE] line (line {int(v.line[i])}) says k={k}")
+        if s.acc != acc:
+            raise TraceError(steps.path, s.line, f"{where}: acc={s.acc} but its [SPECTRACE] "
+                             f"line (line {int(v.line[i])}) says acc={acc}")
+        emit = v.emit(i)
+        if s.residual is not None and (emit.size <= acc or int(emit[acc]) != s.residual):
+            shown = int(emit[acc]) if emit.size > acc else "nothing"
+            raise TraceError(steps.path, s.line, f"{where}: residual={s.residual} but its "
+                             f"[SPECTRACE] line (line {int(v.line[i])}) emits {shown} after "
+                             f"the {acc} accepted drafts")
+    return steps

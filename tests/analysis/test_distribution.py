@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from difftest.analysis.distribution import (MIN_PAIRS, Bettor, DistributionTest, Draws,
                                             SampledEvidence, acceptance_check, aligned,
-                                            distribution_test, draws_of, prompt_of, sampled_kind,
-                                            tv)
+                                            distribution_test, draws_of, judge_sampled,
+                                            prompt_of, sampled_kind, tv)
 from difftest.core.kinds import VerdictKind
+from difftest.core.model import ArmTrace
 from difftest.trace.parser import parse_lines
 from difftest.trace.sampled import VerifiedRows
 
@@ -184,3 +185,43 @@ def test_the_mde_shrinks_with_the_pairs(alpha: float) -> None:
     law = random_laws(rng, 2, 4, 1.0)
     small, large = (trial(rng, law, law, n, 1, alpha) for n in (50, 800))
     assert large.mde < small.mde < 1.0
+
+
+def constant_arm(names: list[str], token: int, length: int = 1) -> list[ArmTrace]:
+    """One run whose every request emits `token` at each of `length` positions, one a step."""
+    return [parse_lines([f"[SPECTRACE] req={n} pos={p} k=0 ns=1 acc=0 draft=[ ] emit=[ {token} ]"
+                         for n in names for p in range(length)])]
+
+
+def test_one_draw_per_prompt_is_learned_from_across_prompts() -> None:
+    """30 prompts of one draw each, A always 7, B always 9 (TV 1): a witness that learned only
+    from a prompt's own earlier pairs never bet; the cross-prompt class learns from the first."""
+    names = [f"r{i}" for i in range(30)]
+    ev = judge_sampled(constant_arm(names, 7), constant_arm(names, 9), {}, 0.01)
+    assert sampled_kind(ev)[0] is VerdictKind.DIFFER
+
+
+def test_two_draws_of_ten_prompts_decide_or_say_too_few() -> None:
+    names = [f"r{i}~{j}" for i in range(10) for j in range(2)]
+    ev = judge_sampled(constant_arm(names, 7), constant_arm(names, 9), {}, 0.01)
+    assert sampled_kind(ev)[0] in (VerdictKind.DIFFER, VerdictKind.UNINFORMATIVE)
+
+
+def test_the_stated_mde_is_reached_by_the_test() -> None:
+    """Whatever AGREE states as detectable, a TV of 1 at as many pairs is detected."""
+    for n in range(MIN_PAIRS, 60, 7):
+        names = [f"r{i}" for i in range(n)]
+        ev = judge_sampled(constant_arm(names, 7), constant_arm(names, 9), {}, 0.01)
+        assert sampled_kind(ev)[0] is not VerdictKind.AGREE, n
+
+
+def test_a_difference_in_how_many_positions_each_arm_emitted_is_judged() -> None:
+    names = [f"r0~{j}" for j in range(25)]
+    ev = judge_sampled(constant_arm(names, 7, length=8), constant_arm(names, 7, length=1), {},
+                       0.01)
+    kind, reasons = sampled_kind(ev)
+    assert kind is not VerdictKind.AGREE, reasons
+    names = [f"r{i}" for i in range(25)]
+    ev = judge_sampled(constant_arm(names, 7, length=8), constant_arm(names, 7, length=1), {},
+                       0.01)
+    assert sampled_kind(ev)[0] is not VerdictKind.AGREE

@@ -5,6 +5,8 @@ distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from difftest.config import parse_config
@@ -61,3 +63,29 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     assert mutation.killed and mutation.killed_by is KilledBy.EMITTED
     assert any(r.startswith("the token distributions differ")
                for r in mutation.report.verdict.reasons)
+
+
+def compare(tmp_path: Path, a: list[str], b: list[str]) -> subprocess.CompletedProcess[str]:
+    """`difftest compare` of two traces under a sampled comparison whose arms do nothing."""
+    (tmp_path / "cfg.toml").write_text('[arms.A]\ncommand = ["true"]\n[arms.B]\ncommand = ["true"]\n'
+                                       '[comparisons.s]\narm_a = "A"\narm_b = "B"\n'
+                                       'decoding = "sampled"\n')
+    (tmp_path / "A").write_text("\n".join(a) + "\n")
+    (tmp_path / "B").write_text("\n".join(b) + "\n")
+    return subprocess.run([sys.executable, "-m", "difftest", "compare", "--config", "cfg.toml",
+                           "-c", "s", "--trace-a", "A", "--trace-b", "B"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+
+
+def test_one_draw_per_prompt_of_different_tokens_differs(tmp_path: Path) -> None:
+    def arm(token: int) -> list[str]:
+        return [f"[SPECTRACE] req=r{i} pos=0 k=0 ns=1 acc=0 draft=[ ] emit=[ {token} ]"
+                for i in range(30)]
+    assert compare(tmp_path, arm(7), arm(9)).returncode == 1
+
+
+def test_a_sample_line_contradicting_its_verify_is_a_trace_error(tmp_path: Path) -> None:
+    spec = "[SPECTRACE] req=r0 pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 8 ]"
+    got = compare(tmp_path, [spec, "[spec-sample] req=r0 pos=3 acc=0 q=[ 0.5 0.5 ] p=[ 0.25 ] "
+                                   "overlap=[ 0.5 ] residual=9"], [spec])
+    assert got.returncode == 2 and "A:2:" in got.stderr and "says acc=2" in got.stderr

@@ -3,6 +3,7 @@ or self-contradicting line is an error naming file, line and field."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from difftest.core.errors import TraceError, UsageError
 from difftest.emit import spec_sample
 from difftest.trace.parser import parse_text
-from difftest.trace.sampled import VerifiedRows, parse_samples, samples_of
+from difftest.trace.sampled import VerifiedRows, checked, parse_samples, samples_of
 
 
 def test_the_emitted_line_reads_back_field_for_field() -> None:
@@ -86,3 +87,31 @@ def test_a_missing_file_is_bad_input(tmp_path: Path) -> None:
 def test_the_emitter_refuses_rows_that_do_not_fit() -> None:
     with pytest.raises(ValueError, match="p and overlap cover the tested rows"):
         spec_sample("r0", 1, 0, [0.5], [0.5, 0.5], [0.5, 0.5], 3)
+
+
+SPEC = "[SPECTRACE] req=r0 pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 8 ]"
+
+
+@pytest.mark.parametrize(("sample", "message"), [
+    (spec_sample("r0", 3, 0, [0.5, 0.5], [0.25], [0.5], 9), "acc=0 but its [SPECTRACE] line"),
+    (spec_sample("r1", 3, 2, [0.5, 0.5], [1.0, 0.25], [1.0, 0.5], None), "no [SPECTRACE] line"),
+    (spec_sample("r0", 3, 1, [0.5], [1.0], [1.0], None), "1 drafts but its [SPECTRACE] line"),
+])
+def test_a_sample_line_that_contradicts_its_verify_is_an_error(sample: str, message: str) -> None:
+    text = SPEC + "\n" + sample + "\n"
+    with pytest.raises(TraceError, match=r"run/a\.log:2: .*" + re.escape(message)):
+        checked(samples_of(text.encode(), "run/a.log"), parse_text(text))
+
+
+def test_a_residual_other_than_the_emitted_token_is_an_error() -> None:
+    text = ("[SPECTRACE] req=r0 pos=3 k=2 ns=2 acc=1 draft=[ 5 6 ] emit=[ 5 8 ]\n"
+            + spec_sample("r0", 3, 1, [0.5, 0.5], [1.0, 0.25], [1.0, 0.5], 9) + "\n")
+    with pytest.raises(TraceError, match=r"t\.log:2: .*residual=9"):
+        checked(samples_of(text.encode(), "t.log"), parse_text(text))
+    fine = text.replace("residual=9", "residual=8")
+    assert len(checked(samples_of(fine.encode(), "t.log"), parse_text(fine))) == 1
+
+
+def test_a_drafted_token_of_draft_probability_zero_is_an_error() -> None:
+    with pytest.raises(TraceError, match=r"t\.log:1: .*q"):
+        samples_of(spec_sample("r0", 3, 0, [0.0, 0.5], [0.25], [0.5], 7).encode(), "t.log")
