@@ -228,10 +228,11 @@ def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
     for i in range(len(v)):
         at.setdefault((trace.requests[int(v.req[i])], int(v.pos[i])), i)
     for s in steps.steps:
-        i = at.get((s.req, s.pos))
-        if i is None:
+        found = at.get((s.req, s.pos))
+        if found is None:
             raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: no "
                              "[SPECTRACE] line for this verify")
+        i = found
         k, acc = int(v.k[i]), int(v.acc[i])
         where = f"[spec-sample] req={s.req} pos={s.pos}"
         if len(s.q) != k:
