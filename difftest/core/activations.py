@@ -147,6 +147,8 @@ class LocalizeOutcome(Enum):
     WHOLE_MODEL = "whole-model"  # the first captured module already differs: no boundary to
     #                              name (a whole-model background, or a fault in that module)
     BACKGROUND = "background"  # every module within the factor of its background
+    BASELINE_IS_B = "baseline-is-b"  # the baseline's capture is B's to the byte at every
+    #                                   module: it measures no background apart from B (exit 3)
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,13 @@ class Localization:
 
     def describe(self) -> str:
         first, mods = self.first, self.modules
+        if self.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return (f"the baseline's capture is byte-identical to B's at every one of the "
+                    f"{len(mods)} captured modules: it measures no background apart from B, so "
+                    "nothing is localised against it. Either the baseline is B under another "
+                    "name (a baseline must be a run that differs from B only by benign "
+                    "numerics, e.g. another dtype), or B's change reaches no captured module "
+                    "(localise without --baseline to see A against B)")
         if self.outcome is LocalizeOutcome.WHOLE_MODEL:
             over = sum(m.max_abs_diff > self.atol for m in mods)
             every = ("every captured module differs" if over == len(mods)
@@ -258,6 +267,11 @@ def _same_modules(a: list[Dump], b: list[Dump], what: str = "the two captures") 
             raise UsageError(f"module {da.module}: shapes {da.array.shape} and {db.array.shape}")
 
 
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether two dumps hold the same bytes (dtype, shape and every bit, nans included)."""
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
 def _module_diff(da: Dump, db: Dump) -> tuple[ModuleDiff, np.ndarray]:
     d, odd = abs_diff(da.array, db.array)
     big = float(d.max()) if d.size else 0.0
@@ -299,6 +313,12 @@ def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: flo
     `atol` is kept for the record (the figure's line)."""
     _same_modules(a, b)
     _same_modules(a, b0, "the capture of A and the baseline's")
+    if all(_same_bytes(db.array, d0.array) for db, d0 in zip(b, b0, strict=True)):
+        # B's own capture again: its background is |A - B| itself, which would excuse
+        # every module whatever B computed
+        same = (_module_diff(da, db)[0] for da, db in zip(a, b, strict=True))
+        return Localization(tuple(dataclasses.replace(m, background=m.rms) for m in same),
+                            None, atol, (), LocalizeOutcome.BASELINE_IS_B, factor)
     diffs: list[ModuleDiff] = []
     first: ModuleDiff | None = None
     rows: tuple[int, ...] = ()

@@ -37,10 +37,14 @@ class LocalizeReport:
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.localization.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return ExitCode.UNINFORMATIVE
         return ExitCode.DIFFER if self.localization.differs else ExitCode.OK
 
     def render(self) -> str:
         loc = self.localization
+        if loc.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return (f"baseline {self.baseline} and B {self.dumps[1]}: {loc.describe()}")
         if loc.factor is None:
             lines = [loc.describe(), "", "| # | module | shape | max abs diff |",
                      "|---|---|---|---|"]
@@ -74,7 +78,13 @@ def localize_dumps(a: Path, b: Path, atol: float = 0.0,
                    baseline: Path | None = None) -> LocalizeReport:
     """Compare two capture folders module by module, in forward order; with a baseline's
     capture (B0, a known-good arm), each module against its own background |A - B0|."""
+    from difftest.core.errors import UsageError
+
     atol = checked_atol(atol)
+    if baseline is not None and Path(baseline).resolve() == Path(b).resolve():
+        raise UsageError(f"--baseline {baseline} is arm B's capture ({b}): a baseline must be a "
+                         "run that differs from B only by benign numerics (e.g. another dtype), "
+                         "not B itself, whose background would excuse every module")
     dumps_a, dumps_b = read_dumps(Path(a)), read_dumps(Path(b))
     if baseline is None:
         return LocalizeReport((Path(a), Path(b)), first_divergence(dumps_a, dumps_b, atol))
@@ -111,7 +121,8 @@ class RunLocalization:
         was DIFFER: the difference is below the tolerance used, or outside the captured modules
         (None when nothing needs saying)."""
         loc = self.report.localization
-        if self.verdict is not VerdictKind.DIFFER or loc.differs:
+        if self.verdict is not VerdictKind.DIFFER or loc.differs \
+                or loc.outcome is LocalizeOutcome.BASELINE_IS_B:  # its line says why
             return None
         top = max(loc.modules, key=lambda m: m.max_abs_diff)
         req, pos = self.at
@@ -267,6 +278,18 @@ def baseline_arm(name: str, spec: ComparisonSpec, results: dict[str, ArmResult],
     return on_gate_input(spec, cfg.arm(name))
 
 
+def _same_run(b: ArmSpec, b0: ArmSpec) -> bool:
+    """Whether two reruns run the same thing: command, directory (unset: this one) and
+    environment, the capture folder (one per arm) aside."""
+    from difftest.core.activations import CAPTURE_DIR_ENV
+
+    def definition(arm: ArmSpec) -> tuple[object, ...]:
+        env = {k: v for k, v in arm.env.items() if k != CAPTURE_DIR_ENV}
+        return arm.command, (arm.cwd or Path.cwd()).resolve(), env
+
+    return definition(b) == definition(b0)
+
+
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None, comparison: str | None = None,
                  baseline: str | None = None,
@@ -344,6 +367,11 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         # generate call per step) then captures every arm on the same schedule
         env[FORCE_ENV] = str(force.resolve())
         arms.append(arm.with_changes(name=f"{key}-{arm.name}", env=env))
+    if base_arm is not None and _same_run(arms[1], arms[2]):
+        raise UsageError(f"--baseline {base_name}: it runs what arm B ({spec.arm_b}) runs (the "
+                         "same command, environment and directory): a baseline must be a run "
+                         "that differs from B only by benign numerics (e.g. another dtype), not "
+                         "B under another name, whose background would excuse every module")
     folder.mkdir(parents=True, exist_ok=True)
     done = run_arms(arms, folder, progress=False)
     for arm in arms:

@@ -180,12 +180,42 @@ def test_against_a_baseline_the_first_module_beyond_its_background_is_named(
     assert "| ratio |" in rep.render()
     # without the baseline the same pair is a whole-model difference
     assert localize_dumps(a, b).localization.outcome is LocalizeOutcome.WHOLE_MODEL
-    # B = B0: every module within its background, exit 0
-    same = localize_dumps(a, b0, baseline=b0)
+    # B within B0's background (B0's rounding, B's a little less): exit 0
+    within = chain(tmp_path, "within", *((i, (BASE * (i + 1) + rounded(BASE * (i + 1))) / 2)
+                                         for i in range(4)))
+    same = localize_dumps(a, within, baseline=b0)
     assert same.localization.outcome is LocalizeOutcome.BACKGROUND
     assert same.exit_code is ExitCode.OK and same.localization.first is None
     assert same.localization.describe().startswith(
         f"every captured module is within {BACKGROUND_FACTOR:g} x its background")
+
+
+def test_a_baseline_that_is_b_excuses_nothing(tmp_path: Path) -> None:
+    """Before, B's own capture as the baseline made B's difference its own background: every
+    module 'within its background', exit 0, whatever B computed. Its own folder is refused
+    (exit 2); a copy, byte-identical at every module, measures nothing apart from B (exit 3)."""
+    a = chain(tmp_path, "a")
+    b = chain(tmp_path, "b", (2, BASE * 30))  # m2 far off: a fault no background excuses
+    with pytest.raises(UsageError, match=r"--baseline .*b is arm B's capture \(.*b\): a baseline "
+                                         "must be a run that differs from B only by benign"):
+        localize_dumps(a, b, baseline=tmp_path / "." / "b")
+    copy = folder(tmp_path, "copy", *(np.load(p) for p in sorted(b.iterdir())))
+    rep = localize_dumps(a, b, baseline=copy)
+    assert rep.localization.outcome is LocalizeOutcome.BASELINE_IS_B
+    assert rep.exit_code is ExitCode.UNINFORMATIVE and not rep.localization.differs
+    assert rep.render().startswith(f"baseline {copy} and B {b}: the baseline's capture is "
+                                   "byte-identical to B's at every one of the 4 captured modules")
+    # a baseline of its own (another m3, A's m2) names B's m2, beyond its background
+    other = chain(tmp_path, "other", (3, BASE * 4.5))
+    named = localize_dumps(a, b, baseline=other).localization
+    assert named.outcome is LocalizeOutcome.FIRST and named.first is not None
+    assert named.first.module == "m2"
+    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b), "--baseline"]
+    out = subprocess.run([*cli, str(b)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.USAGE and "is arm B's capture" in out.stderr, out.stderr
+    out = subprocess.run([*cli, str(copy)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
+    assert "byte-identical to B's at every one of the 4 captured modules" in out.stdout
 
 
 def test_localize_dumps_takes_the_baseline_on_the_command_line(tmp_path: Path) -> None:

@@ -99,6 +99,33 @@ def test_localize_run_names_the_planted_module_against_the_background(tmp_path: 
         localize_run(rep.run_dir, baseline="faulty0", config=cfg)
 
 
+def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(tmp_path: Path) -> None:
+    """Before, an arm defined as B (or as B plus a variable the runner ignores) as the baseline
+    made B's difference its own background: 'every captured module is within its background',
+    exit 0, on a run whose B carries a planted fault. The same definition is refused before
+    anything is rerun (exit 2); the alias with a no-op variable captures B's bytes at every
+    module, which measures no background (exit 3)."""
+    faulty = [*BF16, "--fault", "layers.1.mlp:scale"]
+    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
+                            "alias": {"command": faulty, "env": LEVEL3},
+                            "noop": {"command": faulty, "env": {**LEVEL3, "NOOP": "1"}}},
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    with pytest.raises(UsageError, match=r"--baseline alias: it runs what arm B \(faulty\) runs "
+                                         ".*a baseline must be a run that differs from B only"):
+        localize_run(rep.run_dir, baseline="alias", config=cfg)
+    assert not (rep.run_dir / "localize").exists()  # refused before any rerun
+    result = localize_run(rep.run_dir, baseline="noop", config=cfg)
+    assert result.report.localization.outcome is LocalizeOutcome.BASELINE_IS_B
+    assert result.exit_code is ExitCode.UNINFORMATIVE
+    assert "byte-identical to B's at every one of the" in result.render()
+    # the bf16 draft without the fault is a baseline: the planted module is named
+    named = localize_run(rep.run_dir, baseline="bf16", config=cfg).report.localization
+    assert named.first is not None and named.first.module == "layers.1.mlp"
+
+
 def report_of(diffs: list[float], *, factor: float | None = None,
               outcome: LocalizeOutcome | None = None, atol: float = 0.5,
               verdict: VerdictKind = VerdictKind.DIFFER) -> RunLocalization:
