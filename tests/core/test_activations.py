@@ -249,8 +249,32 @@ def test_a_baseline_with_values_non_finite_where_a_has_none_is_refused(tmp_path:
     a = chain(tmp_path, "a")
     b0 = chain(tmp_path, "b0", (1, with_value(np.nan)))
     b = chain(tmp_path, "b", (1, BASE * 5))
-    with pytest.raises(UsageError, match="module m1: the baseline differs from A by 1 value"):
+    with pytest.raises(UsageError, match=r"not finite at 1 module\(s\): m1 \(.*b0/001-m1.npy: 1 "
+                                         r"value\(s\) non-finite in the baseline or A"):
         localize_dumps(a, b, baseline=b0)
+
+
+def test_a_background_beyond_float64_excuses_nothing(tmp_path: Path) -> None:
+    """Before, float64 dumps whose |A - B0| squares past float64 gave an infinite RMS
+    background, a ratio of nan or 0, and 'every captured module is within its background',
+    exit 0, whatever B held there. Every such module is named with its file, exit 2, and no
+    warning escapes under -W error."""
+    big = [np.asarray(BASE * (i + 1), dtype=np.float64) * 1e300 for i in range(3)]
+    a = folder(tmp_path, "a", *big)
+    b0 = folder(tmp_path, "b0", big[0], -big[1], big[2] * 2)
+    b = folder(tmp_path, "b", big[0], big[1] * 3, big[2] * 1.5)
+    with pytest.raises(UsageError) as err:
+        localize_dumps(a, b, baseline=b0)
+    said = str(err.value)
+    assert said.startswith("the baseline's background |A - B0| is not finite at 2 module(s): "
+                           f"m1 ({b0 / '001-m1.npy'}: RMS |A - B0| is inf, beyond float64); "
+                           f"m2 ({b0 / '002-m2.npy'}: RMS |A - B0| is inf"), said
+    assert "cannot excuse a difference" in said
+    out = subprocess.run([sys.executable, "-W", "error", "-m", "difftest", "localize", "--dumps",
+                          str(a), str(b), "--baseline", str(b0)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert "not finite at 2 module(s)" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_baseline_of_other_modules_is_refused(tmp_path: Path) -> None:
