@@ -107,10 +107,21 @@ class RunLocalization:
     in_report: bool = True  # the comparison the run's report.md and report.html are of
     baseline: str | None = None  # the baseline arm B0 localised against
     verdict: VerdictKind | None = None  # the run's comparison, judged again
+    differing: tuple[str, int] | None = None  # its first differing step, judged again
+
+    @property
+    def known_difference(self) -> bool:
+        """Whether the run's comparison showed a difference for localize to find: DIFFER, or a
+        differing step under a verdict other than AGREE (an INERT or uninformative run)."""
+        return self.verdict is VerdictKind.DIFFER or (
+            self.verdict not in (None, VerdictKind.AGREE) and self.differing is not None)
 
     @property
     def exit_code(self) -> ExitCode:
-        return self.report.exit_code
+        """The localisation's, except that finding no module on a run known to differ has
+        localised nothing: uninformative (exit 3), never a pass."""
+        code = self.report.exit_code
+        return ExitCode.UNINFORMATIVE if code is ExitCode.OK and self.known_difference else code
 
     @property
     def figure(self) -> Path:
@@ -121,22 +132,28 @@ class RunLocalization:
         was DIFFER: the difference is below the tolerance used, or outside the captured modules
         (None when nothing needs saying)."""
         loc = self.report.localization
-        if self.verdict is not VerdictKind.DIFFER or loc.differs \
+        if not self.known_difference or loc.differs \
                 or loc.outcome is LocalizeOutcome.BASELINE_IS_B:  # its line says why
             return None
         top = max(loc.modules, key=lambda m: m.max_abs_diff)
         req, pos = self.at
+        was = "the run's comparison was DIFFER"
+        if self.verdict is not VerdictKind.DIFFER and self.differing is not None:
+            assert self.verdict is not None  # known_difference
+            was = (f"the run's comparison differed at {self.differing[0]}:{self.differing[1]} "
+                   f"(its verdict {self.verdict.value})")
         outside = ("outside the captured modules: the draft forward at "
                    f"{req}:{pos} is not where the comparison's difference comes from (the "
-                   "target's verify, another step, or what the runner does after the draft)")
+                   "target's verify, another step, or what the runner does after the draft: "
+                   "sampling, acceptance)")
         if top.max_abs_diff == 0:
-            return (f"the run's comparison was DIFFER, but both captures are bitwise equal at "
+            return (f"{was}, but both captures are bitwise equal at "
                     f"{req}:{pos}: the difference is {outside}")
         if loc.factor is None:
-            return (f"the run's comparison was DIFFER: the captured modules differ by at most "
+            return (f"{was}: the captured modules differ by at most "
                     f"{top.max_abs_diff:.3g} (at {top.module}), below the tolerance used "
                     f"({loc.atol:g}); rerun with a smaller --atol, or the difference is {outside}")
-        return (f"the run's comparison was DIFFER, and every captured module differs from A by "
+        return (f"{was}, and every captured module differs from A by "
                 f"no more than the baseline {self.baseline} does: the difference is the "
                 f"background's (the harmless change), or it is {outside}")
 
@@ -144,7 +161,7 @@ class RunLocalization:
         req, pos = self.at
         arms = "both arms" if self.baseline is None else f"A, B and the baseline {self.baseline}"
         why = self.why_not()
-        note = f"**Why:** {why}\n\n" if why else ""
+        note = f"**Nothing localised (exit 3). Why:** {why}\n\n" if why else ""
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
                 f"{self.folder}; {arms} teacher-forced on A's stream.\n\n{note}"
                 f"{self.report.render()}\n")
@@ -387,7 +404,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     out = RunLocalization(run_dir, (req, pos), folder,
                           localize_dumps(where[ArmSide.A.value], where[ArmSide.B.value], tol,
                                          where["b0"] if base_arm is not None else None),
-                          spec.name, in_report, base_name, verdict)
+                          spec.name, in_report, base_name, verdict, first)
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())
     return out
