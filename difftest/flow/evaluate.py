@@ -26,7 +26,7 @@ from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judg
                                             sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
 from difftest.trace.sampled import checked, parse_samples
-from difftest.core.model import ArmTrace
+from difftest.core.model import ArmTrace, same_reading
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.benign import RateEffect, rate_effect
@@ -435,13 +435,20 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
-def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
-    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
-    capture copied is. Nothing in them shows the arms ran different configurations, so the
-    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path,
+                       read_only: bool = False) -> Verdict:
+    """Two byte-identical captures, or (`read_only`) two that differ only in lines difftest does
+    not read (other output, timings, line numbers): what two runs of a deterministic engine
+    print, and what one capture copied is. Nothing in them shows the arms ran different
+    configurations, so the comparison could not have failed: INERT, saying so (an arm that
+    failed stays failed). A comparison whose `evidence` rules read the other output is judged
+    by those rules instead (difftest.flow.switch)."""
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+    what = ("say the same in every line difftest reads (drafts, logits, [spec-config], "
+            "[dflash-route], [spec-coverage]; they differ only in other output, timings or line "
+            "numbers)" if read_only else "are byte-identical")
+    why = (f"{trace_a} and {trace_b} {what}: nothing in them shows the arms ran "
            "different configurations (two runs of a deterministic engine print exactly this, "
            "and so does one capture copied), so this comparison could not have failed")
     joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
@@ -470,6 +477,10 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     report = evaluate(spec, a, b, th, evidence=evidence)
     if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
         report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
+    elif (not any(evidence) and a.trace is not None and b.trace is not None
+          and same_reading(a.trace, b.trace)):
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b,
+                                                            read_only=True))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
