@@ -320,8 +320,9 @@ def test_byte_identical_captures_are_judged_inert_and_one_file_twice_is_refused(
     assert same.exit_code == ExitCode.USAGE and "they are the same file" in same.output
 
 
-@pytest.mark.parametrize("extra", ["engine: second run\n", "[spec-phase] pre=0.20ms backbone=0.61ms sample=9.00ms logits=96\n",
-                                   "\n\n"])
+@pytest.mark.parametrize("extra", [
+    "engine: second run\n", "[spec-phase] pre=0.20ms backbone=0.61ms sample=9.00ms logits=96\n",
+    "\n\n"])
 def test_captures_apart_only_in_lines_difftest_does_not_read_are_inert(
         tmp_path: Path, extra: str) -> None:
     """One copied capture with a line of other output, a timing or blank lines added says
