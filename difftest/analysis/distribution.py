@@ -81,8 +81,14 @@ class Draws:
     reach: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
+MAX_TOKENS = "max_tokens"  # the `[spec-config]` key of a draw's token budget
+
+
 def streams(trace: ArmTrace) -> dict[str, tuple[int, list[int]]]:
-    """Each request's emitted stream from its verifies: (first position, tokens in order)."""
+    """Each request's emitted stream from its verifies: (first position, tokens in order), cut
+    to the `max_tokens` budget its `[spec-config]` states (an engine serving a budget emits a
+    last verify whole and returns the budget: how far past it a verify reached is not part of
+    the token law, and a draw that stopped short of it is)."""
     v = trace.verifies
     out: dict[str, tuple[int, list[int]]] = {}
     order = np.lexsort((v.pos, v.req)) if len(v) else np.zeros(0, dtype=np.int64)
@@ -95,7 +101,16 @@ def streams(trace: ArmTrace) -> dict[str, tuple[int, list[int]]]:
         first, toks = out[name]
         if pos == first + len(toks):  # a repeat or a hole ends what can be used of the stream
             toks.extend(emit)
+    budget = _budget(trace)
+    if budget is not None:
+        out = {name: (first, toks[:budget]) for name, (first, toks) in out.items()}
     return out
+
+
+def _budget(trace: ArmTrace) -> int | None:
+    """The `max_tokens` a trace's `[spec-config]` states (None: none, or not a count)."""
+    raw = trace.config.values.get(MAX_TOKENS, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def draws_of(traces: Sequence[ArmTrace]) -> dict[str, list[tuple[int, list[int]]]]:

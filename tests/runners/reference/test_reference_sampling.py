@@ -94,9 +94,14 @@ def test_a_sampled_run_is_reproducible_from_its_seed_and_traces_each_test() -> N
     assert other.generated != one.generated
     config = [line for line in one.lines if line.startswith("[spec-config]")][0]
     assert "temperature=0.8 top_p=0.95 sample_seed=5 samples=1" in config and "spec=on" in config
+    assert "max_tokens=4" in config
     trace = parse_lines(one.lines)
     samples = samples_of("\n".join(one.lines).encode())
-    assert not trace.findings and len(samples) == len(trace.verifies) == 8
+    assert not trace.findings and len(samples) == len(trace.verifies) <= 8
+    for req in range(len(trace.requests)):  # each draw verifies until it emitted its budget
+        emitted = [len(trace.verifies.emit(i)) for i in range(len(trace.verifies))
+                   if int(trace.verifies.req[i]) == req]
+        assert sum(emitted) >= 4 and sum(emitted[:-1]) < 4, emitted
     for i, step in enumerate(samples.steps):
         emit = trace.verifies.emit(i).tolist()
         assert step.acc == int(trace.verifies.acc[i]) == len(emit) - 1
