@@ -15,7 +15,7 @@ OS). Each prompt is decoded `samples` times, as requests `r0~0`, `r0~1`, ..., ea
 from __future__ import annotations
 
 import os
-from typing import TextIO
+from typing import Any, TextIO
 
 import torch
 
@@ -52,11 +52,13 @@ def sampling_kwargs(options: HFOptions) -> dict[str, object]:
     return {"do_sample": True, "temperature": temperature, "top_p": options.top_p, "top_k": 0}
 
 
-def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None
-                ) -> dict[str, list[int]]:
-    """Decode every prompt `samples` times; return (and print to `out`) the ids per request."""
+def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
+                pair: tuple[Any, Any] | None = None) -> dict[str, list[int]]:
+    """Decode every prompt `samples` times; return (and print to `out`) the ids per request.
+    `pair`: the (target, draft) `load_pair(options)` returns, built once for many runs (a
+    measurement's trials); by default built here."""
     torch.set_num_threads(options.threads)
-    target, draft = load_pair(options)
+    target, draft = pair if pair is not None else load_pair(options)
     fault = options.planted()
     if fault is not None:
         from difftest.runners.hf.faults import plant
