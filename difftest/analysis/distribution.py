@@ -11,7 +11,10 @@ over many seeded draws (`NAME~J` requests, and runs) of each arm:
   scores every position t of the pair's two streams: the mean of (nA - nB) / (2 sqrt(nA + nB +
   1)) (clipped to [-1, 1]) over the counts of token v at t so far and over its counts at every
   position of the prompt (the unigram class, where a bug that moves mass to the tail shows at
-  once), and the pair's increment is the mean over positions of g_t(a_t) - g_t(b_t). Equal laws
+  once), and the pair's increment is a sum over positions of g_t(a_t) - g_t(b_t) weighted by
+  what the earlier pairs showed at each position (`_weights`). A prompt's draws are laid over
+  every position any of them reached (`Draws`: where a stream starts and ends is compared
+  too). Equal laws
   at every position make that increment mean zero whatever the witness, so the wealth prod(1 +
   lambda Z / 2) (lambda chosen from the earlier pairs only, aGRAPA) is a test martingale and, by
   Ville's inequality, reaches 1/alpha with probability at most alpha at any stopping time: runs
@@ -39,8 +42,8 @@ test needs only bounded increments and is exact at every stopping time. The pric
 witness as it goes, so its first pairs carry no power.
 
 Green is not proof of equality: an undecided test ends AGREE with its minimum detectable effect
-stated (`DistributionTest.mde`), the per-position TV at which an oracle witness's bet would
-have been expected to reach 1/alpha with the pairs seen.
+stated (`DistributionTest.mde`), the TV held at every position at which an oracle witness's
+bet would have been expected to reach 1/alpha with the pairs seen.
 """
 
 from __future__ import annotations
@@ -53,13 +56,14 @@ import numpy as np
 
 from difftest.analysis.findings import Origin, VerdictFinding, of_decision
 from difftest.core.kinds import Instrument, VerdictKind
-from difftest.core.model import ArmTrace
+from difftest.core.model import ArmTrace, Finding
 from difftest.trace.sampled import VerifiedRows
 
 # A token's witness is its count difference between the arms in standard deviations, divided
 # by this and clipped to [-1, 1]: a difference of WITNESS_Z standard deviations is bet on fully.
 WITNESS_Z = 2.0
 MAX_BET = 0.5  # the largest fraction of wealth bet on one pair: bounds the loss of a bad witness
+SHOWN_BREAKS = 3  # stream-breaking findings quoted per arm (the JSON counts them all)
 MIN_PAIRS = 20  # fewer pairs bet on than this decide nothing: the witness has not learned yet
 
 
@@ -71,17 +75,22 @@ def prompt_of(request: str) -> str:
 
 @dataclass(frozen=True)
 class Draws:
-    """One arm's draws: per prompt, a (draws, positions) token matrix over the positions every
-    draw of that prompt reached, and the absolute position of its first column."""
+    """One arm's draws: per prompt, a (draws, positions) matrix over every position any draw of
+    that prompt reached in either arm, from the earliest start to the furthest end, and the
+    absolute position of its first column. A draw's cells before its stream starts hold
+    NOT_STARTED, after it ends ENDED: where a stream starts and how long it is have a law too,
+    and a cut to the positions every draw reached would hide a difference in either (one short
+    draw would hide every later position of every draw)."""
 
     tokens: Mapping[str, np.ndarray]
     start: Mapping[str, int]
-    # per prompt, how many positions past its first column each draw emitted: how long a
-    # stream is has a law too, and the cut to common positions would hide a difference in it
+    # per prompt, how many tokens each draw emitted (for the report)
     reach: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 MAX_TOKENS = "max_tokens"  # the `[spec-config]` key of a draw's token budget
+NOT_STARTED = -2  # a cell before a draw's first traced position (token ids are >= 0)
+ENDED = -1  # a cell after a draw's last traced token
 
 
 def streams(trace: ArmTrace) -> dict[str, tuple[int, list[int]]]:
@@ -124,9 +133,8 @@ def draws_of(traces: Sequence[ArmTrace]) -> dict[str, list[tuple[int, list[int]]
 
 def aligned(a: Mapping[str, list[tuple[int, list[int]]]],
             b: Mapping[str, list[tuple[int, list[int]]]]) -> tuple[Draws, Draws]:
-    """Both arms' draws cut to the positions every draw of a prompt reached, in both arms, with
-    how far each draw reached; prompts only one arm has, or with no common position, are left
-    out."""
+    """Both arms' draws of the prompts both drew, each prompt over the positions from the
+    earliest start to the furthest end of any of its draws in either arm (`Draws`)."""
     ta: dict[str, np.ndarray] = {}
     tb: dict[str, np.ndarray] = {}
     ra: dict[str, np.ndarray] = {}
@@ -134,16 +142,21 @@ def aligned(a: Mapping[str, list[tuple[int, list[int]]]],
     starts: dict[str, int] = {}
     for prompt in sorted(set(a) & set(b)):
         every = [*a[prompt], *b[prompt]]
-        lo = max(s for s, _ in every)
-        hi = min(s + len(t) for s, t in every)
-        if hi <= lo:
-            continue
-        ta[prompt] = np.array([t[lo - s:hi - s] for s, t in a[prompt]], dtype=np.int64)
-        tb[prompt] = np.array([t[lo - s:hi - s] for s, t in b[prompt]], dtype=np.int64)
-        ra[prompt] = np.array([s + len(t) - lo for s, t in a[prompt]], dtype=np.int64)
-        rb[prompt] = np.array([s + len(t) - lo for s, t in b[prompt]], dtype=np.int64)
+        lo = min(s for s, _ in every)
+        hi = max(s + len(t) for s, t in every)
+        ta[prompt], tb[prompt] = _padded(a[prompt], lo, hi), _padded(b[prompt], lo, hi)
+        ra[prompt] = np.array([len(t) for _, t in a[prompt]], dtype=np.int64)
+        rb[prompt] = np.array([len(t) for _, t in b[prompt]], dtype=np.int64)
         starts[prompt] = lo
     return Draws(ta, starts, ra), Draws(tb, dict(starts), rb)
+
+
+def _padded(draws: list[tuple[int, list[int]]], lo: int, hi: int) -> np.ndarray:
+    out = np.full((len(draws), max(hi - lo, 0)), ENDED, dtype=np.int64)
+    for i, (start, toks) in enumerate(draws):
+        out[i, :start - lo] = NOT_STARTED
+        out[i, start - lo:start - lo + len(toks)] = toks
+    return out
 
 
 # -- the betting test ----------------------------------------------------------------------------
@@ -194,7 +207,7 @@ class DistributionTest:
     alpha: float
     pairs: int
     prompts: int
-    positions: int  # the longest common horizon over prompts
+    positions: int  # the most positions of a prompt (from its earliest start to furthest end)
     wealth: float  # at the last pair
     peak: float  # the highest wealth reached (the test's e-value)
     differ: bool
@@ -202,7 +215,7 @@ class DistributionTest:
     raw_tv: tuple[float, ...]  # per position offset: TV of all A draws vs all B draws
     floor_tv: tuple[float, ...]  # per position offset: the within-arm (A/A, B/B) TV
     informative: int = 0  # the pairs bet on with a witness learned from earlier pairs
-    reach_tv: float = 0.0  # TV of how far the arms' draws reached, averaged over prompts
+    reach_tv: float = 0.0  # TV of the arms' laws of draw length, averaged over prompts
 
     @property
     def mde(self) -> float:
@@ -251,24 +264,19 @@ def _witness(classes: Sequence[tuple[np.ndarray, np.ndarray, bool]]) -> np.ndarr
     return out
 
 
-LENGTH_BASE = -1  # the reach column's ids: LENGTH_BASE - reach, apart from every token id
-
-
 def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     """The betting test over the prompts both arms drew, pairs taken round-robin over prompts
-    (pair i of every prompt before pair i + 1 of any), and the per-position TVs. Where the
-    draws say how far each reached, the reach is one more column of the pair, its ids apart
-    from the tokens': arms that emit different numbers of positions differ in law."""
+    (pair i of every prompt before pair i + 1 of any), and the per-position TVs. A pair's
+    increment weighs its positions by what the earlier pairs showed there (`_weights`), so a
+    difference at one position of many is not averaged away."""
     bettor = Bettor()
     prompts = sorted(a.tokens)
-    full_a = {p: _with_reach(a.tokens[p], a.reach.get(p), b.reach.get(p)) for p in prompts}
-    full_b = {p: _with_reach(b.tokens[p], b.reach.get(p), a.reach.get(p)) for p in prompts}
     ids = np.unique(np.concatenate([np.zeros(0, dtype=np.int64),
-                                    *(m.ravel() for m in (*full_a.values(), *full_b.values()))]))
+                                    *(m.ravel() for m in (*a.tokens.values(), *b.tokens.values()))]))
     every_a, every_b = np.zeros(ids.size), np.zeros(ids.size)  # every prompt, every position
     compact: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for p in prompts:
-        ta, tb = full_a[p], full_b[p]
+        ta, tb = a.tokens[p], b.tokens[p]
         local, inv = np.unique(np.concatenate([ta.ravel(), tb.ravel()]), return_inverse=True)
         inv = inv.ravel()
         width = max(local.size, 1)
@@ -276,8 +284,8 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
                       np.zeros((ta.shape[1], width)), np.zeros((ta.shape[1], width)),
                       np.searchsorted(ids, local))
     pairs = informative = 0
-    rounds = max((min(full_a[p].shape[0], full_b[p].shape[0]) for p in prompts), default=0)
-    cols_of = {p: np.arange(full_a[p].shape[1]) for p in prompts}
+    rounds = max((min(a.tokens[p].shape[0], b.tokens[p].shape[0]) for p in prompts), default=0)
+    cols_of = {p: np.arange(a.tokens[p].shape[1]) for p in prompts}
     for i in range(rounds):
         for p in prompts:
             seq_a, seq_b, na, nb, to_global = compact[p]
@@ -292,7 +300,7 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
                            (every_a[gx], every_b[gx], anyone)))
             wy = _witness(((na[cols, y], nb[cols, y], mine), (pa[y], pb[y], mine),
                            (every_a[gy], every_b[gy], anyone)))
-            bettor.add(float(np.mean(wx - wy)) / 2.0)
+            bettor.add(float(np.dot(_weights(na, nb, i), wx - wy)) / 2.0)
             na[cols, x] += 1.0
             nb[cols, y] += 1.0
             np.add.at(every_a, gx, 1.0)
@@ -308,16 +316,25 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
                             informative=informative, reach_tv=reach_tv)
 
 
-def _with_reach(tokens: np.ndarray, reach: np.ndarray | None, other: np.ndarray | None
-                ) -> np.ndarray:
-    """The token matrix with its reach column appended, when both arms traced their reach."""
-    if reach is None or other is None:
-        return tokens
-    return np.concatenate([tokens, (LENGTH_BASE - reach)[:, None]], axis=1)
+def _weights(na: np.ndarray, nb: np.ndarray, seen: int) -> np.ndarray:
+    """Each position's share of a pair's increment, from the `seen` earlier pairs only (so the
+    bet stays predictable and the increment in [-1, 1]): half spread evenly, half in proportion
+    to the squared plug-in TV of the earlier pairs there. A difference at one position of many
+    then carries a growing share of the bet instead of 1/positions of it."""
+    positions = na.shape[0]
+    even = np.full(positions, 1.0 / max(positions, 1))
+    if seen == 0:
+        return even
+    shown = 0.5 * np.abs(na - nb).sum(axis=1) / seen
+    mass = float(np.square(shown).sum())
+    if mass <= 0.0:
+        return even
+    out: np.ndarray = 0.5 * even + 0.5 * np.square(shown) / mass
+    return out
 
 
 def _reach_tv(a: Draws, b: Draws, prompts: list[str]) -> float:
-    """The TV between the arms' laws of how far a draw reached, averaged over prompts."""
+    """The TV between the arms' laws of how many tokens a draw emitted, averaged over prompts."""
     got = [tv(a.reach[p], b.reach[p]) for p in prompts if p in a.reach and p in b.reach]
     return float(np.mean(got)) if got else 0.0
 
@@ -409,11 +426,15 @@ class SampledEvidence:
 
     test: DistributionTest
     acceptance: Mapping[str, tuple[RowAcceptance, ...]]
+    # per arm, the parser findings that break its stream (a line not read, a step out of
+    # place, a step traced twice differently): such a trace is no record of what was drawn
+    breaks: Mapping[str, tuple[Finding, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {"distribution": self.test.to_json(),
                 "acceptance": {arm: [r.to_json() for r in rows]
-                               for arm, rows in self.acceptance.items()}}
+                               for arm, rows in self.acceptance.items()},
+                "stream_breaks": {arm: len(found) for arm, found in self.breaks.items()}}
 
 
 def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
@@ -422,6 +443,13 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
     fewer than MIN_PAIRS pairs bet on with a learned witness, or none that could reach 1/alpha;
     else AGREE with the smallest effect it could have seen."""
     test = evidence.test
+    broken = [f"{arm}: {len(found)} trace finding(s) break the stream (a line not read, a step "
+              "out of place, or a step traced twice differently), so neither a difference nor "
+              "agreement in law stands: " + "; ".join(str(f) for f in found[:SHOWN_BREAKS])
+              + (f" (and {len(found) - SHOWN_BREAKS} more)" if len(found) > SHOWN_BREAKS else "")
+              for arm, found in evidence.breaks.items() if found]
+    if broken:
+        return VerdictKind.UNINFORMATIVE, broken
     reasons: list[str] = []
     for arm, rows in evidence.acceptance.items():
         for r in rows:
@@ -436,20 +464,20 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
                           f"1/alpha = {1 / test.alpha:.3g} after {test.pairs} request pairs "
                           f"({test.prompts} prompts); largest excess TV "
                           f"{max(test.excess_tv, default=0.0):.3f} at position offset {worst}"
-                          + (f"; the arms' draws reach different lengths (reach TV "
+                          + (f"; the arms' draws differ in length (length TV "
                              f"{test.reach_tv:.2f})" if test.reach_tv > 0 else ""))
     if reasons:
         return VerdictKind.DIFFER, reasons
     if test.informative < MIN_PAIRS or test.mde >= 1.0:
         return VerdictKind.UNINFORMATIVE, [
             f"{test.informative} request pairs bet on with a learned witness, of {test.pairs} "
-            f"over positions both arms reached (at least {MIN_PAIRS} are needed): draw more "
-            "(--samples, more runs)"]
+            f"(at least {MIN_PAIRS} are needed): draw more (--samples, more runs)"]
     return VerdictKind.AGREE, [
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
-        f"{test.pairs} request pairs ({test.prompts} prompts, {test.positions} positions and "
-        f"how far each draw reached, reach TV {test.reach_tv:.2f}); smallest per-position TV "
-        f"this could detect about {test.mde:.2f}"]
+        f"{test.pairs} request pairs ({test.prompts} prompts, up to {test.positions} positions "
+        f"each, where each draw started and ended included; length TV {test.reach_tv:.2f}); "
+        f"smallest TV this could detect about {test.mde:.2f} if it holds at every position "
+        "(a difference at fewer positions needs more pairs)"]
 
 
 def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:
@@ -465,9 +493,12 @@ DEFAULT_ALPHA = 0.01  # a sampled comparison's level: the false-red rate it is h
 
 
 def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],
-                  samples: Mapping[str, Sequence[VerifiedRows]], alpha: float) -> SampledEvidence:
+                  samples: Mapping[str, Sequence[VerifiedRows]], alpha: float,
+                  names: tuple[str, str] = ("A", "B")) -> SampledEvidence:
     """The evidence of one sampled comparison: arm A's and arm B's traces (every run of each),
-    and per arm the tested rows of its runs' `[spec-sample]` lines."""
+    per arm the tested rows of its runs' `[spec-sample]` lines, and each arm's stream breaks."""
+    breaks = {name: tuple(f for t in traces for f in t.findings if f.kind.breaks_stream)
+              for name, traces in zip(names, (a, b), strict=True)}
     da, db = aligned(draws_of(a), draws_of(b))
     test = distribution_test(da, db, alpha)
     acceptance: dict[str, tuple[RowAcceptance, ...]] = {}
@@ -475,4 +506,4 @@ def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],
         rows = VerifiedRows.joined(parts)
         if len(rows):
             acceptance[arm] = acceptance_check(rows, alpha)
-    return SampledEvidence(test, acceptance)
+    return SampledEvidence(test, acceptance, breaks)
