@@ -438,7 +438,7 @@ class Calibration:
                              f"from {catch_rate_bound(n):.2g} up ({CONFIDENCE:.0%})")
         lines += [f"  - benign pair at these thresholds, {g.sentence()}"
                   for g in self.benign_failing]
-        if self.gated is None and s is not None:
+        if self.gated is None and self.probes:
             lines.append("  - the benign pair was not judged at the gate: the comparison is "
                          "teacher-forced, and calibrate runs its arms free (a parted stream "
                          "cannot part where B replays A's)")
@@ -614,6 +614,8 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     flips_rate, level, above = benign_rates(rows, near_tie)
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
                       near_tie, probes, run_dir, None, (), flips_rate, level, above)
+    if not probes:
+        return cal  # no probe: nothing can be certified, nor a file written (exit 3)
     text = thresholds_toml(cal, git_head(config.path.resolve().parent))
     if not spec.rules.teacher_force:
         cal = replace(cal, gated=gate_benign(spec, text, run_dir, pairs_of_benign,
