@@ -71,7 +71,7 @@ from difftest.numerics.clustered import clustered_rate, t_quantile
 from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.core.gitinfo import git_head
-from difftest.core.kinds import AlignMode, Expect, VerdictKind
+from difftest.core.kinds import AlignMode, DecodingMode, Expect, VerdictKind
 from difftest.analysis.audit import AuditThresholds
 from difftest.flow.evaluate import (ArmOutcome, drafting_of, evaluate, outcomes_from_run,
                                     thresholds_of)
@@ -544,6 +544,10 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        raise UsageError(f"comparison {spec.name}: decoding = \"sampled\" is judged in "
+                         "distribution, with no atol, rtol or near_tie to calibrate (its level "
+                         "is alpha; docs/statistics.md)")
     if not spec.calibration_inputs:
         raise UsageError(f"comparison {spec.name}: set calibration_inputs (held-out inputs, "
                          f"e.g. [1, 2, 3]) to calibrate")

@@ -4,6 +4,7 @@ thresholds came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from difftest.flow.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
 from difftest.core.errors import ConfigError, ExitCode, RefusedOutput, UsageError
+from difftest.core.kinds import DecodingMode
 from planned import run_comparison
 from difftest.flow.calibrate import calibrate
 from difftest import api
@@ -417,3 +419,16 @@ def test_calibrate_honours_jobs_and_takes_prompts_as_inputs(tmp_path: Path) -> N
     assert (_name("A:a", "Once upon a time", 0), _name("A:a", "7", 1)) == ("A:a@input1", "A:a@7")
     with pytest.raises(UsageError, match="--jobs must be an integer from 1"):
         calibrate(config, spec, run_root=tmp_path / "runs", progress=False, jobs=0)
+
+
+def test_a_sampled_comparison_has_no_thresholds_to_calibrate(configured: Path) -> None:
+    """Its level is alpha: nothing is run, and the refusal says why (not that the arms print
+    no block logits)."""
+    config = load_config(configured / "difftest.toml")
+    spec = config.comparison("kernel")
+    sampled = dataclasses.replace(spec, rules=dataclasses.replace(spec.rules,
+                                                                 decoding=DecodingMode.SAMPLED))
+    with pytest.raises(UsageError, match="judged in distribution, with no atol, rtol or "
+                                         "near_tie to calibrate"):
+        calibrate(config, sampled, run_root=configured / "sampled-runs", progress=False)
+    assert not (configured / "sampled-runs").exists()
