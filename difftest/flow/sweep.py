@@ -20,10 +20,9 @@ from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict
 from difftest.config import Config, ComparisonSpec
 from difftest.core.corpus import CoverageClass
-from difftest.core.errors import ExitCode
+from difftest.core.errors import ExitCode, worst
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace, SpecCoverage, same_reading
-from difftest.flow.judge import worst
 
 PAGE_SIZE = 16  # the reference runner's page (difftest.runners.reference.attention.PAGE_SIZE)
 K = 4  # the reference runner's default drafted tokens per step
