@@ -198,3 +198,12 @@ def test_one_unreached_input_is_named_and_the_others_judge() -> None:
     assert kinds.pop("prompt_len=16 seed=0") is VerdictKind.UNINFORMATIVE
     assert set(kinds.values()) == {VerdictKind.AGREE}
     assert report.exit_code is ExitCode.OK
+
+
+def test_inputs_combine_as_checks_comparisons_do_a_failed_arm_first() -> None:
+    def judge(item: SweepInput) -> InputRun:
+        kind = {"prompt_len=15 seed=0": VerdictKind.ARM_FAILED,
+                "prompt_len=16 seed=0": VerdictKind.DIFFER}.get(item.label, VerdictKind.AGREE)
+        return judge_all(kind)(item)
+
+    assert sweep(judge).exit_code is ExitCode.ARM_FAILED
