@@ -27,7 +27,8 @@ def sweep(
     another seed or requests, or its trace reads the same as for another input) is
     uninformative, named. Each input is judged under the comparison's expect: exit 1 when an
     input failed it (differed under same, agreed under differ), 3 when a state has no input
-    that passed with it exercised (inert and uninformative inputs pass nothing)."""
+    that passed with it exercised (inert and uninformative inputs pass nothing), 4 when an arm
+    failed; the worst of these, as check combines its comparisons."""
     from difftest import api
 
     result, missing = kept(lambda: api.sweep(comparison, config=config, seeds=seeds,
