@@ -141,6 +141,7 @@ def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
 
 
 # generated argument -> the `[spec-config]` key the reference runner reports it under
+# (difftest.runners.reference.runner.applied)
 REPORTED = {"--seed": "seed", "--requests": "requests", "--prompt-len": "prompt_len",
             "--draft-lens": "draft_lens", "--layer-masks": "layer_masks", "--eos-id": "eos_id",
             "--shared-prefix": "shared_prefix"}
@@ -156,12 +157,18 @@ def _arms(run: InputRun) -> tuple[tuple[str, ArmTrace | None], tuple[str, ArmTra
 
 
 def _contradicted(args: tuple[str, ...], run: InputRun) -> list[str]:
-    """A setting the input set that an arm's `[spec-config]` reports with another value."""
+    """A setting the input set that an arm's `[spec-config]` does not report, or reports with
+    another value (the reference runner reports each: docs/trace-format.md)."""
     out = []
     for name, trace in _arms(run):
+        if trace is None:
+            continue
         for key, value in _settings(args).items():
-            got = None if trace is None else trace.config.values.get(key)
-            if trace is not None and got is not None and got != value:
+            got = trace.config.values.get(key)
+            if got is None:
+                out.append(f"sweep: {name}'s [spec-config] does not report {key} (the input "
+                           f"set {key}={value}): nothing shows the generated arguments reached it")
+            elif got != value:
                 out.append(f"sweep: {name}'s [spec-config] (line "
                            f"{trace.config.lines.get(key, 0)}) says {key}={got}, the input set "
                            f"{key}={value}: the generated arguments did not reach it")
