@@ -7,6 +7,11 @@ to both arms so that they do: prompt lengths at page_size * m - 1, m, m + 1; eve
 prefixes ending on, before and after a page boundary; and reports, per boundary class, how many
 inputs exercised it and how many differed. The arguments are the reference runner's
 (`python -m difftest.runners.reference --help`).
+
+Each input is judged as the comparison is, under its `expect`; an input the arms cannot be
+shown to have received (their `[spec-config]` does not report its settings, or a trace reads
+the same as for another input) is uninformative. A class counts as judged only through inputs
+that met the expectation with it exercised: inert and uninformative inputs judge nothing.
 """
 
 from __future__ import annotations
@@ -135,8 +140,8 @@ class ClassSummary:
 
 
 def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
-    """The comparison's own coverage rule (analysis.coverage): the class exercised by the arms,
-    counted per arm as a comparison's coverage table counts it."""
+    """The comparison's own coverage rule (`analysis.coverage.table`): each arm's count, the
+    class exercised when an arm reached it (a lane without pages counts none of them)."""
     return any(r.exercised for r in table((), a, b, (cls,)) if r.cls is cls)
 
 
@@ -255,7 +260,7 @@ class SweepReport:
     @property
     def exit_code(self) -> ExitCode:
         """Each input's exit code under the comparison's expectation (`Verdict.exit_code`),
-        the worst of them as check takes it (`judge.worst`): 1 when an input failed its
+        the worst of them as check takes it (`core.errors.worst`): 1 when an input failed its
         expectation (differed under `same`, agreed under `differ`). An uninformative or inert
         input proves nothing either way; 3 when a class has no input that met the expectation
         with the class exercised (so when no input was informative)."""
