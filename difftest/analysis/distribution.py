@@ -649,9 +649,10 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
         f"{test.pairs} request pairs ({test.prompts} prompts, up to {test.positions} positions "
         f"each, where each draw started and ended included; length TV {test.reach_tv:.2f}); "
-        f"a TV of {test.mde:.2f} at every position (mass moved between the drawn tokens, "
-        f"otherwise at each position) would have been found in {MDE_POWER:.0%} of simulated "
-        "tests with these draws (a difference at fewer positions needs more)"]
+        f"a TV of {test.mde:.2f} at every position (mass moved between drawn tokens, in a "
+        f"direction that changes from position to position) would have been found in "
+        f"{MDE_POWER:.0%} of simulated tests with these draws (a difference at fewer positions "
+        "needs more)"]
 
 
 def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:
