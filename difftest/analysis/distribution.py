@@ -135,9 +135,27 @@ def _within_budget(trace: ArmTrace, out: Mapping[str, tuple[int, list[int]]], bu
 
 
 def _budget(trace: ArmTrace) -> int | None:
-    """The `max_tokens` a trace's `[spec-config]` states (None: none, or not a count)."""
-    raw = trace.config.values.get(MAX_TOKENS, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    """The `max_tokens` a trace's `[spec-config]` states (None: none); a value that is not a
+    count above 0 is a TraceError at its line (a budget that cannot be read cuts nothing)."""
+    if MAX_TOKENS not in trace.config.values:
+        return None
+    raw = trace.config.values[MAX_TOKENS].strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise TraceError(trace.path, int(trace.config.lines.get(MAX_TOKENS, 0)),
+                         f"[spec-config] {MAX_TOKENS}={raw}: must be a count of tokens above 0")
+    return int(raw)
+
+
+def budgets_differ(a: Sequence[ArmTrace], b: Sequence[ArmTrace]) -> str | None:
+    """Why the arms' runs do not state one token budget (None: they do, or none states one):
+    draws cut to one budget and draws cut to another, or not cut, differ in length by
+    construction, not in law."""
+    found = [(t.path, _budget(t)) for t in (*a, *b)]
+    if len({n for _, n in found}) <= 1:
+        return None
+    said = ", ".join(f"{path}: {'none' if n is None else n}" for path, n in found)
+    return (f"the runs do not state one token budget ({MAX_TOKENS} in [spec-config]: {said}): "
+            "draws run to different lengths by construction, so their laws cannot be compared")
 
 
 def draws_of(traces: Sequence[ArmTrace]) -> dict[str, list[tuple[int, list[int]]]]:
@@ -370,7 +388,8 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     horizon = max((a.tokens[p].shape[1] for p in prompts), default=0)
     excess, raw, floor = _tv_by_position(a, b, prompts, horizon)
     reach_tv = _reach_tv(a, b, prompts)
-    varied = any(bool(np.any(m != m[:1])) for m in (*a.tokens.values(), *b.tokens.values()))
+    repeated = [m for m in (*a.tokens.values(), *b.tokens.values()) if m.shape[0] > 1]
+    varied = not repeated or any(bool(np.any(m != m[:1])) for m in repeated)
     return DistributionTest(alpha=alpha, pairs=pairs, prompts=len(prompts), positions=horizon,
                             wealth=bettor.wealth, peak=bettor.peak, differ=bettor.crossed(alpha),
                             excess_tv=excess, raw_tv=raw, floor_tv=floor,
@@ -437,7 +456,8 @@ def simulated_mde(a: Draws, b: Draws, alpha: float, seed: int = 0) -> float | No
     (`_shifted`), so that no token gains over a prompt and the witness's pooled classes see
     next to nothing (mass moved to a token neither arm drew would be seen at once, and
     overstate the power). A position whose giving side holds less than d moves d to a token
-    neither arm drew instead. Found by bisection over the
+    neither arm drew instead. A draw's moves go together (`_drawn_moved`), the hardest
+    dependence between positions. Found by bisection over the
     grid (the power grows with d). None when even TV 1 is not found that often. Seeded, so a
     verdict's text is reproducible. The oracle formula (`DistributionTest.oracle_mde`) is
     only a bound from below."""
@@ -447,11 +467,11 @@ def simulated_mde(a: Draws, b: Draws, alpha: float, seed: int = 0) -> float | No
     rng = np.random.default_rng(seed)
 
     def found(d: float) -> bool:
-        shifted = {p: _shifted(rng, laws[p], d) for p in prompts}
+        plans = {p: _shifted(rng, laws[p], d) for p in prompts}
         hits = 0
         for rep in range(MDE_REPS):
             sa = {p: _drawn(rng, laws[p], sizes[p][0]) for p in prompts}
-            sb = {p: _drawn(rng, shifted[p], sizes[p][1]) for p in prompts}
+            sb = {p: _drawn_moved(rng, plans[p], sizes[p][1], d) for p in prompts}
             hits += distribution_test(Draws(sa, {}), Draws(sb, {}), alpha).differ
             if hits >= MDE_POWER * MDE_REPS or (rep + 1 - hits) > (1 - MDE_POWER) * MDE_REPS:
                 break
@@ -479,27 +499,47 @@ def _pooled(ta: np.ndarray, tb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray
     return out
 
 
+Plan = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # ids, pooled probs, giving side
+
+
 def _shifted(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], d: float
-             ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """One prompt's laws at TV d from `law` at every position: each id drawn into one of two
-    sides once for the prompt, mass d moved from one side to the other in proportion to what
-    each holds, in the opposite direction at every other position (so no id gains over the
-    prompt, and the pooled witness classes see next to nothing: the hardest shape for them).
-    Where the giving side holds less than d, or one side is empty, d goes to NEW_TOKEN."""
+             ) -> list[Plan]:
+    """One prompt's move of mass d at every position: each id drawn into one of two sides once
+    for the prompt; at even positions mass d leaves one side for the other in proportion to
+    what each holds, at odd ones the reverse (so no id gains over the prompt, and the pooled
+    witness classes see next to nothing: the hardest shape for them). Where the giving side
+    holds less than d, or one side is empty, the plan's side is None: d goes to NEW_TOKEN."""
     every = np.unique(np.concatenate([ids for ids, _ in law])) if law else np.zeros(0)
     bit = dict(zip(every.tolist(), (rng.random(every.size) < 0.5).tolist(), strict=True))
-    out = []
+    out: list[Plan] = []
     for t, (ids, probs) in enumerate(law):
         side = np.array([bit[i] != bool(t % 2) for i in ids.tolist()], dtype=bool)
-        give, take = float(probs[side].sum()), float(probs[~side].sum())
-        if give >= d and take > 0.0:
-            moved = probs.copy()
-            moved[side] -= d * probs[side] / give
-            moved[~side] += d * probs[~side] / take
-            moved = np.clip(moved, 0.0, None)
-            out.append((ids, moved / moved.sum()))
-        else:
-            out.append((np.append(ids, NEW_TOKEN), np.append(probs * (1.0 - d), d)))
+        fits = float(probs[side].sum()) >= d and float(probs[~side].sum()) > 0.0
+        out.append((ids, probs, side if fits else None))
+    return out
+
+
+def _drawn_moved(rng: np.random.Generator, plans: list[Plan], n: int, d: float) -> np.ndarray:
+    """n draws whose law at each position is its plan's: drawn from the pooled law, then a
+    token on the giving side moved to the other side (drawn in proportion to its probs) when
+    the draw's one uniform u is below d / P(giving side), or the cell set to NEW_TOKEN when
+    u < d. One u per draw for all its positions: the moves of a draw go together (positive
+    dependence, the largest variance of a draw's increment), so the power simulated holds for
+    streams whose positions depend on each other too; each position's law is exact either
+    way."""
+    u = rng.random(n)
+    out = np.empty((n, len(plans)), dtype=np.int64)
+    for t, (ids, probs, side) in enumerate(plans):
+        col = rng.choice(ids, size=n, p=probs)
+        if side is None:
+            out[:, t] = np.where(u < d, NEW_TOKEN, col)
+            continue
+        give = float(probs[side].sum())
+        receive = probs * ~side
+        moving = np.isin(col, ids[side]) & (u < d / give)
+        if moving.any():
+            col[moving] = rng.choice(ids, size=int(moving.sum()), p=receive / receive.sum())
+        out[:, t] = col
     return out
 
 
@@ -589,6 +629,9 @@ class SampledEvidence:
     # place, a step traced twice differently): such a trace is no record of what was drawn
     breaks: Mapping[str, tuple[Finding, ...]] = field(default_factory=dict)
     simulated: bool = False  # the MDE was simulated (`simulated_mde`), so None there means 1+
+    # why the comparison could not have failed before any test: budgets that differ, an arm
+    # that says it speculated and drafted nothing
+    unfit: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"distribution": self.test.to_json(),
@@ -608,8 +651,8 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
               "agreement in law stands: " + "; ".join(str(f) for f in found[:SHOWN_BREAKS])
               + (f" (and {len(found) - SHOWN_BREAKS} more)" if len(found) > SHOWN_BREAKS else "")
               for arm, found in evidence.breaks.items() if found]
-    if broken:
-        return VerdictKind.UNINFORMATIVE, broken
+    if broken or evidence.unfit:
+        return VerdictKind.UNINFORMATIVE, [*broken, *evidence.unfit]
     reasons: list[str] = []
     for arm, rows in evidence.acceptance.items():
         for r in rows:
@@ -674,6 +717,13 @@ def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],
     per arm the tested rows of its runs' `[spec-sample]` lines, and each arm's stream breaks."""
     breaks = {name: tuple(f for t in traces for f in t.findings if f.kind.breaks_stream)
               for name, traces in zip(names, (a, b), strict=True)}
+    unfit = [why for why in (budgets_differ(a, b),) if why is not None]
+    for name, traces in zip(names, (a, b), strict=True):
+        said = [t for t in traces if t.config.values.get("spec", "").strip() == "on"]
+        if said and not any(t.has_drafts for t in said):
+            unfit.append(f"{name}: its [spec-config] says spec=on, yet it drafted nothing (every "
+                         "verify k=0): speculation never ran, so a comparison of spec with the "
+                         "target alone could not have failed")
     da, db = aligned(draws_of(a), draws_of(b))
     test = distribution_test(da, db, alpha)
     if not test.differ and test.informative >= MIN_PAIRS:
@@ -684,4 +734,5 @@ def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],
         if len(rows):
             acceptance[arm] = acceptance_check(rows, alpha)
     return SampledEvidence(test, acceptance, breaks,
-                           simulated=not test.differ and test.informative >= MIN_PAIRS)
+                           simulated=not test.differ and test.informative >= MIN_PAIRS,
+                           unfit=tuple(unfit))

@@ -228,7 +228,9 @@ def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
     """The steps, each held against the `[SPECTRACE]` line of the same request and position in
     the same trace: the line must exist, and its k, acc and emitted residual must be the ones
     the `[spec-sample]` line states, and one verify has one such line; a contradiction is a
-    TraceError at the sample's line (two lines about one verify cannot both be evidence)."""
+    TraceError at the sample's line (two lines about one verify cannot both be evidence). A
+    trace with any such line has one for every drafting verify (else a TraceError at the first
+    verify without one: dropped tests would bias the acceptance check)."""
     v = trace.verifies
     at: dict[tuple[str, int], int] = {}
     for i in range(len(v)):
@@ -259,4 +261,14 @@ def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
             raise TraceError(steps.path, s.line, f"{where}: residual={s.residual} but its "
                              f"[SPECTRACE] line (line {int(v.line[i])}) emits {shown} after "
                              f"the {acc} accepted drafts")
+    if steps.steps:
+        missing = [i for i in range(len(v)) if int(v.k[i]) > 0
+                   and (trace.requests[int(v.req[i])], int(v.pos[i])) not in seen]
+        if missing:
+            i = missing[0]
+            raise TraceError(steps.path, int(v.line[i]), f"[SPECTRACE] req="
+                             f"{trace.requests[int(v.req[i])]} pos={int(v.pos[i])}: a drafting "
+                             f"verify with no [spec-sample] line ({len(missing)} such), while "
+                             "the trace has them for others: a trace that records some tests "
+                             "and drops others is no record of its acceptance")
     return steps

@@ -391,3 +391,32 @@ def test_one_draft_rejected_at_ratio_one_is_a_difference() -> None:
     found = acceptance_check(VerifiedRows(rows.index, accepted, rows.overlap, ratio, rows.q),
                              0.01)
     assert found[0].flagged and found[0].impossible == 1
+
+
+def test_an_arm_that_says_it_speculated_and_drafted_nothing_decides_nothing() -> None:
+    rng = np.random.default_rng(5)
+    a = _streams(lambda p, d, t: int(rng.integers(4)), length=6)
+    b = _streams(lambda p, d, t: int(rng.integers(4)), length=6)
+    b = [parse_lines(["[spec-config] spec=on"])] + b  # one run says spec=on, none drafted
+    kind, reasons = _judged(a, b)
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert any("says spec=on, yet it drafted nothing" in r for r in reasons), reasons
+
+
+def test_runs_that_state_different_budgets_or_an_unreadable_one_are_refused() -> None:
+    rng = np.random.default_rng(6)
+    a = _streams(lambda p, d, t: int(rng.integers(4)), length=6)
+    b = _streams(lambda p, d, t: int(rng.integers(4)), length=6)
+    capped = [parse_lines(["[spec-config] max_tokens=6"]) ]
+    kind, reasons = _judged(a, capped + b)
+    assert kind is VerdictKind.UNINFORMATIVE and "do not state one token budget" in reasons[0]
+    with pytest.raises(TraceError, match="max_tokens=6x: must be a count"):
+        draws_of([parse_lines(["[spec-config] max_tokens=6x",
+                               "[SPECTRACE] req=r0 pos=0 k=0 ns=1 acc=0 draft=[ ] emit=[ 5 ]"])])
+
+
+def test_one_draw_per_prompt_is_not_said_to_be_unsampled() -> None:
+    names = [f"r{i}" for i in range(10)]
+    kind, reasons = sampled_kind(judge_sampled(constant_arm(names, 7), constant_arm(names, 7),
+                                               {}, 0.01))
+    assert kind is VerdictKind.UNINFORMATIVE and "nothing was sampled" not in reasons[0]

@@ -132,3 +132,15 @@ def test_an_overlap_below_the_drafted_tokens_own_min_is_an_error() -> None:
     with pytest.raises(TraceError, match=r"t\.log:1: .*overlap 0.122 is not within"):
         samples_of(bad.encode(), "t.log")
     assert len(samples_of(bad.replace("overlap=[ 0.122 ]", "overlap=[ 0.8 ]").encode(), "t.log"))
+
+
+def test_a_drafting_verify_without_its_sample_line_is_an_error() -> None:
+    """Once a trace records its tests, it records each: dropping every second line would bias
+    the acceptance check."""
+    second = "[SPECTRACE] req=r0 pos=6 k=2 ns=3 acc=2 draft=[ 5 6 ] emit=[ 5 6 8 ]"
+    line = spec_sample("r0", 3, 2, [0.5, 0.5], [1.0, 0.25], [1.0, 0.5], None)
+    text = SPEC + "\n" + line + "\n" + second + "\n"
+    with pytest.raises(TraceError, match=r"t\.log:3: .*a drafting verify with no \[spec-sample\]"):
+        checked(samples_of(text.encode(), "t.log"), parse_text(text))
+    bare = SPEC + "\n" + second + "\n"  # a trace that records no test at all is judged without
+    assert len(checked(samples_of(bare.encode(), "t.log"), parse_text(bare))) == 0
