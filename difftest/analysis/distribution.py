@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from difftest.analysis.findings import Origin, VerdictFinding, of_decision
 from difftest.core.kinds import Instrument, VerdictKind
+from difftest.core.errors import TraceError
 from difftest.core.model import ArmTrace, Finding
 from difftest.trace.sampled import VerifiedRows
 
@@ -112,8 +113,25 @@ def streams(trace: ArmTrace) -> dict[str, tuple[int, list[int]]]:
             toks.extend(emit)
     budget = _budget(trace)
     if budget is not None:
+        _within_budget(trace, out, budget)
         out = {name: (first, toks[:budget]) for name, (first, toks) in out.items()}
     return out
+
+
+def _within_budget(trace: ArmTrace, out: Mapping[str, tuple[int, list[int]]], budget: int
+                   ) -> None:
+    """Only the verify that crosses a stated budget may pass it: one that starts at or past it
+    says the engine did not serve the budget its `[spec-config]` states (a TraceError at its
+    line: what the budget would cut is not known to be a budget's overshoot)."""
+    v = trace.verifies
+    for i in range(len(v)):
+        name = trace.requests[int(v.req[i])]
+        first = out[name][0]
+        if int(v.pos[i]) >= first + budget:
+            raise TraceError(trace.path, int(v.line[i]), f"[SPECTRACE] req={name} "
+                             f"pos={int(v.pos[i])}: starts past the budget max_tokens={budget} "
+                             f"its [spec-config] states (the stream starts at {first}): an "
+                             "engine serving that budget never verifies there")
 
 
 def _budget(trace: ArmTrace) -> int | None:
@@ -190,6 +208,29 @@ class Bettor:
         return self.peak >= 1.0 / alpha
 
 
+@dataclass
+class Mixture:
+    """Several bettors on one sequence of pairs, each with its own witness, their wealth
+    averaged: an average of test martingales is one, so Ville's bound holds for the mixture
+    at every stopping time, and the mixture grows about as fast as its best bettor (less a
+    factor of their number)."""
+
+    bettors: tuple[Bettor, ...]
+    peak: float = 1.0
+
+    @property
+    def wealth(self) -> float:
+        return sum(b.wealth for b in self.bettors) / len(self.bettors)
+
+    def add(self, xs: Sequence[float]) -> None:
+        for b, x in zip(self.bettors, xs, strict=True):
+            b.add(x)
+        self.peak = max(self.peak, self.wealth)
+
+    def crossed(self, alpha: float) -> bool:
+        return self.peak >= 1.0 / alpha
+
+
 def tv(a: np.ndarray, b: np.ndarray) -> float:
     """Total variation between the empirical laws of two token samples."""
     if not a.size or not b.size:
@@ -216,9 +257,22 @@ class DistributionTest:
     floor_tv: tuple[float, ...]  # per position offset: the within-arm (A/A, B/B) TV
     informative: int = 0  # the pairs bet on with a witness learned from earlier pairs
     reach_tv: float = 0.0  # TV of the arms' laws of draw length, averaged over prompts
+    # the TV at every position this test finds with probability MDE_POWER, simulated on the
+    # arms' own pooled laws with the same prompts, draws and positions (`simulated_mde`);
+    # None: not simulated (the oracle figure `oracle_mde` stands in)
+    simulated: float | None = None
+    # some prompt's draws differ from each other in one arm at least: something was sampled
+    varied: bool = True
 
     @property
     def mde(self) -> float:
+        """The smallest TV held at every position this test finds with probability MDE_POWER:
+        simulated where it was (`simulated_mde`), else the oracle figure, which the learned
+        witness does not reach (only a bound from below)."""
+        return self.simulated if self.simulated is not None else self.oracle_mde
+
+    @property
+    def oracle_mde(self) -> float:
         """The per-position TV an oracle witness would be expected to detect with the pairs that
         were bet on (`informative`: the first pair of all has no witness yet). With g =
         sign(pA - pB) at every position a pair's bet increment has mean TV and variance at most
@@ -269,7 +323,7 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     (pair i of every prompt before pair i + 1 of any), and the per-position TVs. A pair's
     increment weighs its positions by what the earlier pairs showed there (`_weights`), so a
     difference at one position of many is not averaged away."""
-    bettor = Bettor()
+    bettor = Mixture((Bettor(), Bettor()))
     prompts = sorted(a.tokens)
     ids = np.unique(np.concatenate([np.zeros(0, dtype=np.int64),
                                     *(m.ravel() for m in (*a.tokens.values(), *b.tokens.values()))]))
@@ -296,11 +350,17 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
             pa, pb = na.sum(axis=0), nb.sum(axis=0)  # the prompt's tokens at every position
             mine, anyone = i > 0, pairs > 0
             gx, gy = to_global[x], to_global[y]
+            weights = _weights(na, nb, i)
             wx = _witness(((na[cols, x], nb[cols, x], mine), (pa[x], pb[x], mine),
                            (every_a[gx], every_b[gx], anyone)))
             wy = _witness(((na[cols, y], nb[cols, y], mine), (pa[y], pb[y], mine),
                            (every_a[gy], every_b[gy], anyone)))
-            bettor.add(float(np.dot(_weights(na, nb, i), wx - wy)) / 2.0)
+            # the position class alone as well: a difference whose direction changes from
+            # position to position cancels in the pooled classes, which the blend averages in
+            px = _witness(((na[cols, x], nb[cols, x], mine),))
+            py = _witness(((na[cols, y], nb[cols, y], mine),))
+            bettor.add((float(np.dot(weights, wx - wy)) / 2.0,
+                        float(np.dot(weights, px - py)) / 2.0))
             na[cols, x] += 1.0
             nb[cols, y] += 1.0
             np.add.at(every_a, gx, 1.0)
@@ -310,10 +370,11 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     horizon = max((a.tokens[p].shape[1] for p in prompts), default=0)
     excess, raw, floor = _tv_by_position(a, b, prompts, horizon)
     reach_tv = _reach_tv(a, b, prompts)
+    varied = any(bool(np.any(m != m[:1])) for m in (*a.tokens.values(), *b.tokens.values()))
     return DistributionTest(alpha=alpha, pairs=pairs, prompts=len(prompts), positions=horizon,
                             wealth=bettor.wealth, peak=bettor.peak, differ=bettor.crossed(alpha),
                             excess_tv=excess, raw_tv=raw, floor_tv=floor,
-                            informative=informative, reach_tv=reach_tv)
+                            informative=informative, reach_tv=reach_tv, varied=varied)
 
 
 def _weights(na: np.ndarray, nb: np.ndarray, seen: int) -> np.ndarray:
@@ -362,6 +423,95 @@ def _tv_by_position(a: Draws, b: Draws, prompts: list[str], horizon: int
     return tuple(excess), tuple(raw), tuple(floor)
 
 
+MDE_POWER = 0.9  # the stated detectable TV is found at least this often (simulated)
+MDE_REPS = 20  # simulated tests per TV tried
+MDE_GRID = tuple(round(0.05 * i, 2) for i in range(1, 21))  # the TVs tried, 0.05 to 1
+NEW_TOKEN = -3  # the simulated B's moved mass goes to an id neither arm drew
+
+
+def simulated_mde(a: Draws, b: Draws, alpha: float, seed: int = 0) -> float | None:
+    """The smallest TV d on MDE_GRID at which this test, on the same prompts, numbers of draws
+    and positions, calls DIFFER in at least MDE_POWER of MDE_REPS simulated comparisons of
+    the arms' pooled law P_t at each position against a law Q_t at TV d from it: mass d moved
+    between the tokens the arms drew, its direction flipped from position to position
+    (`_shifted`), so that no token gains over a prompt and the witness's pooled classes see
+    next to nothing (mass moved to a token neither arm drew would be seen at once, and
+    overstate the power). A position whose giving side holds less than d moves d to a token
+    neither arm drew instead. Found by bisection over the
+    grid (the power grows with d). None when even TV 1 is not found that often. Seeded, so a
+    verdict's text is reproducible. The oracle formula (`DistributionTest.oracle_mde`) is
+    only a bound from below."""
+    prompts = sorted(a.tokens)
+    laws = {p: _pooled(a.tokens[p], b.tokens[p]) for p in prompts}
+    sizes = {p: (a.tokens[p].shape[0], b.tokens[p].shape[0]) for p in prompts}
+    rng = np.random.default_rng(seed)
+
+    def found(d: float) -> bool:
+        shifted = {p: _shifted(rng, laws[p], d) for p in prompts}
+        hits = 0
+        for rep in range(MDE_REPS):
+            sa = {p: _drawn(rng, laws[p], sizes[p][0]) for p in prompts}
+            sb = {p: _drawn(rng, shifted[p], sizes[p][1]) for p in prompts}
+            hits += distribution_test(Draws(sa, {}), Draws(sb, {}), alpha).differ
+            if hits >= MDE_POWER * MDE_REPS or (rep + 1 - hits) > (1 - MDE_POWER) * MDE_REPS:
+                break
+        return hits >= MDE_POWER * MDE_REPS
+
+    lo, hi = -1, len(MDE_GRID) - 1  # MDE_GRID[hi] found; nothing at or below lo tried found
+    if not found(MDE_GRID[hi]):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if found(MDE_GRID[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return MDE_GRID[hi]
+
+
+def _pooled(ta: np.ndarray, tb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per position, the ids both arms' draws hold there and their pooled frequencies."""
+    both = np.concatenate([ta, tb], axis=0)
+    out = []
+    for t in range(both.shape[1]):
+        ids, counts = np.unique(both[:, t], return_counts=True)
+        out.append((ids, counts / counts.sum()))
+    return out
+
+
+def _shifted(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], d: float
+             ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One prompt's laws at TV d from `law` at every position: each id drawn into one of two
+    sides once for the prompt, mass d moved from one side to the other in proportion to what
+    each holds, in the opposite direction at every other position (so no id gains over the
+    prompt, and the pooled witness classes see next to nothing: the hardest shape for them).
+    Where the giving side holds less than d, or one side is empty, d goes to NEW_TOKEN."""
+    every = np.unique(np.concatenate([ids for ids, _ in law])) if law else np.zeros(0)
+    bit = dict(zip(every.tolist(), (rng.random(every.size) < 0.5).tolist(), strict=True))
+    out = []
+    for t, (ids, probs) in enumerate(law):
+        side = np.array([bit[i] != bool(t % 2) for i in ids.tolist()], dtype=bool)
+        give, take = float(probs[side].sum()), float(probs[~side].sum())
+        if give >= d and take > 0.0:
+            moved = probs.copy()
+            moved[side] -= d * probs[side] / give
+            moved[~side] += d * probs[~side] / take
+            moved = np.clip(moved, 0.0, None)
+            out.append((ids, moved / moved.sum()))
+        else:
+            out.append((np.append(ids, NEW_TOKEN), np.append(probs * (1.0 - d), d)))
+    return out
+
+
+def _drawn(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], n: int
+           ) -> np.ndarray:
+    """n draws, positions independent, from each position's law."""
+    out = np.empty((n, len(law)), dtype=np.int64)
+    for t, (ids, probs) in enumerate(law):
+        out[:, t] = rng.choice(ids, size=n, p=probs)
+    return out
+
+
 # -- expected against observed acceptance ---------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -375,10 +525,14 @@ class RowAcceptance:
     expected: float
     e_value: float  # the larger side's peak wealth
     flagged: bool
+    # drafts accepted whose traced p(x) is 0, or rejected whose p(x) >= q(x): a correct
+    # verify accepts x with probability min(1, p(x)/q(x)), 0 or 1 there, so one is proof
+    impossible: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {"row": self.row, "tested": self.tested, "observed": self.observed,
-                "expected": self.expected, "e_value": self.e_value, "flagged": self.flagged}
+                "expected": self.expected, "e_value": self.e_value, "flagged": self.flagged,
+                "accepted_at_p_zero": self.impossible}
 
 
 Q_BINS = np.array([0.25, 0.5, 0.75])  # the witness's classes of q(x): how sure the draft was
@@ -411,9 +565,14 @@ def acceptance_check(rows: VerifiedRows, alpha: float) -> tuple[RowAcceptance, .
             sums[b] += e
             counts[b] += 1
         peak = max(up.peak, down.peak, witnessed.peak)
+        ratio = rows.ratio[sel]
+        impossible = int(((acc > 0) & (ratio <= 0.0)).sum()
+                         + ((acc == 0) & (ratio >= 1.0)).sum())
         out.append(RowAcceptance(row=r + 1, tested=int(sel.sum()), observed=float(acc.mean()),
                                  expected=float(rows.overlap[sel].mean()), e_value=peak,
-                                 flagged=any(b.crossed(level) for b in (up, down, witnessed))))
+                                 flagged=impossible > 0 or any(b.crossed(level)
+                                                               for b in (up, down, witnessed)),
+                                 impossible=impossible))
     return tuple(out)
 
 
@@ -429,6 +588,7 @@ class SampledEvidence:
     # per arm, the parser findings that break its stream (a line not read, a step out of
     # place, a step traced twice differently): such a trace is no record of what was drawn
     breaks: Mapping[str, tuple[Finding, ...]] = field(default_factory=dict)
+    simulated: bool = False  # the MDE was simulated (`simulated_mde`), so None there means 1+
 
     def to_json(self) -> dict[str, object]:
         return {"distribution": self.test.to_json(),
@@ -453,7 +613,12 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
     reasons: list[str] = []
     for arm, rows in evidence.acceptance.items():
         for r in rows:
-            if r.flagged:
+            if r.impossible:
+                reasons.append(f"{arm}: row {r.row}: {r.impossible} draft(s) accepted whose "
+                               "traced target probability p(x) is 0, or rejected whose p(x) is "
+                               "at least q(x): a correct verify accepts x with probability "
+                               "min(1, p(x)/q(x)), never at p(x) = 0 and always at p(x) >= q(x)")
+            elif r.flagged:
                 reasons.append(f"{arm}: row {r.row} accepted {r.observed:.3f} of {r.tested} "
                                f"tested drafts, its traced overlap sum(min(p, q)) expects "
                                f"{r.expected:.3f} (e-value {r.e_value:.3g}): the verify does not "
@@ -468,16 +633,26 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
                              f"{test.reach_tv:.2f})" if test.reach_tv > 0 else ""))
     if reasons:
         return VerdictKind.DIFFER, reasons
-    if test.informative < MIN_PAIRS or test.mde >= 1.0:
+    if not test.varied:
         return VerdictKind.UNINFORMATIVE, [
-            f"{test.informative} request pairs bet on with a learned witness, of {test.pairs} "
-            f"(at least {MIN_PAIRS} are needed): draw more (--samples, more runs)"]
+            f"every draw of each of the {test.prompts} prompts is one and the same stream in "
+            "both arms: nothing was sampled (did the temperature reach the sampler?), so a "
+            "comparison of laws could not have failed"]
+    if test.informative < MIN_PAIRS or test.mde >= 1.0 or (
+            test.simulated is None and test.informative >= MIN_PAIRS and evidence.simulated):
+        return VerdictKind.UNINFORMATIVE, [
+            f"{test.informative} request pairs bet on with a learned witness, of {test.pairs}: "
+            + (f"at least {MIN_PAIRS} are needed" if test.informative < MIN_PAIRS else
+               f"with these draws not even a TV of 1 at every position is found in "
+               f"{MDE_POWER:.0%} of simulated tests") + ": draw more (--samples, more runs)"]
     return VerdictKind.AGREE, [
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
         f"{test.pairs} request pairs ({test.prompts} prompts, up to {test.positions} positions "
         f"each, where each draw started and ended included; length TV {test.reach_tv:.2f}); "
-        f"smallest TV this could detect about {test.mde:.2f} if it holds at every position "
-        "(a difference at fewer positions needs more pairs)"]
+        f"a TV of {test.mde:.2f} at every position (mass moved between drawn tokens, in a "
+        f"direction that changes from position to position) would have been found in "
+        f"{MDE_POWER:.0%} of simulated tests with these draws (a difference at fewer positions "
+        "needs more)"]
 
 
 def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:
@@ -501,9 +676,12 @@ def judge_sampled(a: Sequence[ArmTrace], b: Sequence[ArmTrace],
               for name, traces in zip(names, (a, b), strict=True)}
     da, db = aligned(draws_of(a), draws_of(b))
     test = distribution_test(da, db, alpha)
+    if not test.differ and test.informative >= MIN_PAIRS:
+        test = replace(test, simulated=simulated_mde(da, db, alpha))
     acceptance: dict[str, tuple[RowAcceptance, ...]] = {}
     for arm, parts in samples.items():
         rows = VerifiedRows.joined(parts)
         if len(rows):
             acceptance[arm] = acceptance_check(rows, alpha)
-    return SampledEvidence(test, acceptance, breaks)
+    return SampledEvidence(test, acceptance, breaks,
+                           simulated=not test.differ and test.informative >= MIN_PAIRS)

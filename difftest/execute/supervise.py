@@ -482,7 +482,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
         raise ArmsEnded(signal_of(exc), run_dir) from None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Recorder:
     """meta.json written again at each change of a run's state (what each arm did so far, the
     plan record beside it); when the disk is full, the space held back for this moment is
