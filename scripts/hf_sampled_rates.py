@@ -53,7 +53,8 @@ def trials(arm: str, count: int, draws: int, alpha: float) -> None:
         a, b = traced(base), traced(other)
         trace_b = parse_text(b, arm)
         rows = checked(samples_of(b.encode(), arm), trace_b).rows()
-        evidence = judge_sampled([parse_text(a, "no-spec")], [trace_b], {arm: [rows]}, alpha)
+        evidence = judge_sampled([parse_text(a, "no-spec")], [trace_b], {arm: [rows]}, alpha,
+                                 ("no-spec", arm))
         kind, _ = sampled_kind(evidence)
         differ += kind is VerdictKind.DIFFER
         uninformative += kind is VerdictKind.UNINFORMATIVE
