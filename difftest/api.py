@@ -16,7 +16,6 @@ from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
-from difftest.core.corpus import CoverageClass
 from difftest.core.model import SpecCoverage
 from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
@@ -336,12 +335,15 @@ def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
     if seeds < 1:
         raise UsageError(f"seeds must be >= 1, got {seeds}")
     classes = sw.sweep_classes(spec)
-    eos: tuple[int, ...] = ()
-    if CoverageClass.EOS in classes:  # ids the configured input commits, to end requests at
-        first = run_comparison(cfg, spec, options=opts)
-        streams = [] if first.arm_a.trace is None else [
-            [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
-        eos = sw.eos_ids_of(streams)
+    eos: dict[int, sw.EosIds] = {}
+    for seed in range(seeds) if sw.needs_eos(classes) else ():
+        # ids this seed's input commits, to end its requests at (inside a block, on a bonus)
+        first = run_comparison(sw.with_args(cfg, spec, ("--seed", str(seed))), spec,
+                               options=opts)
+        t = first.arm_a.trace
+        eos[seed] = sw.EosIds() if t is None else sw.eos_ids_of(
+            [(t.requests[int(t.verifies.req[i])], [int(x) for x in t.verifies.emit(i)])
+             for i in range(len(t.verifies))])
 
     def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
         varied = sw.with_args(cfg, spec, item.args)
@@ -351,7 +353,7 @@ def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
                 rep.arm_b.trace.coverage if rep.arm_b.trace else none)
 
     items = sw.inputs_for(classes, tuple(range(seeds)), eos)
-    return sw.SweepReport(comparison, sw.run_sweep(items, judge))
+    return sw.SweepReport(comparison, sw.run_sweep(items, judge), classes)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from difftest.config import ComparisonSpec, load_config  # noqa: E402
 from difftest.core.corpus import CORPUS, CoverageClass, Lane, Mutation  # noqa: E402
 from difftest.core.kinds import VerdictKind  # noqa: E402
 from difftest.flow.evaluate import judge_traces  # noqa: E402
-from difftest.flow.sweep import SweepInput, eos_ids_of, inputs_for  # noqa: E402
+from difftest.flow.sweep import EosIds, eos_ids_of, inputs_for, needs_eos  # noqa: E402
 from difftest.runners.reference.__main__ import options_of, parser  # noqa: E402
 from difftest.runners.reference.runner import run  # noqa: E402
 
@@ -47,15 +47,16 @@ class Runs:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.cache: dict[tuple[str, ...], tuple[Path, dict[str, list[int]]]] = {}
+        self.cache: dict[tuple[str, ...], tuple[Path, list[tuple[str, list[int]]]]] = {}
 
-    def trace(self, argv: list[str]) -> tuple[Path, dict[str, list[int]]]:
+    def trace(self, argv: list[str]) -> tuple[Path, list[tuple[str, list[int]]]]:
+        """The run's trace file, and its verifies in order (request, emitted ids)."""
         key = tuple(argv)
         if key not in self.cache:
             result = run(options_of(parser().parse_args(argv)), 3)
             path = self.folder / f"run{len(self.cache)}.log"
             path.write_text("".join(line + "\n" for line in result.lines))
-            self.cache[key] = (path, result.generated)
+            self.cache[key] = (path, [(r.req, list(r.emit)) for r in result.records])
         return self.cache[key]
 
 
@@ -93,8 +94,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         runs = Runs(Path(tmp))
-        streams = runs.trace([*SHIPPED, *ARMS["paged"]])[1]
-        eos = eos_ids_of(list(streams.values()))
+        eos: dict[int, EosIds] = {}
         for m in chosen:
             spec = config.comparison(m.judged_by)
             shipped = Counter[str]()
@@ -104,23 +104,28 @@ def main() -> int:
                 shipped[kind.value] += 1
                 if named:
                     names[named] += 1
-            classes = m.needs or (CoverageClass.PAGE_BOUNDARY,)
-            if m.control:  # controls: every kind of generated input
-                classes = (CoverageClass.PAGE_BOUNDARY, CoverageClass.VERIFY_WIDTHS,
-                           CoverageClass.WINDOW_EDGE, CoverageClass.PREFIX_SHARED)
-            items: list[SweepInput] = [
-                *inputs_for([c for c in classes if c is not CoverageClass.EOS], seeds),
-                *inputs_for([c for c in classes if c is CoverageClass.EOS], (0,), eos)]
+            # a bug: the inputs aimed at the state it needs; a control: every kind of input
+            classes = (m.needs or (CoverageClass.PAGE_BOUNDARY,) if not m.control
+                       else tuple(CoverageClass))
+            if needs_eos(classes) and not eos:  # ids each seed's run commits (the paged arm)
+                eos = {s: eos_ids_of(runs.trace([*SHIPPED, *ARMS["paged"], "--seed", str(s)])[1])
+                       for s in seeds}
+            # each distinct argument list once (two classes may share an input)
+            items = list({i.args: i for i in inputs_for(classes, seeds, eos)}.values())
             swept = Counter[str]()
+            missed = []  # a bug's inputs not caught, a control's not agreed
             for item in items:
                 kind, named = judge(runs, m, spec, item.args)
                 swept[kind.value] += 1
                 if named:
                     names[named] += 1
+                if kind is not (VerdictKind.AGREE if m.control else VerdictKind.DIFFER):
+                    missed.append(f"{item.label} ({item.cls.value}): {kind.value}")
             rows.append({"mutation": m.name, "class": m.bug_class, "control": m.control,
                          "expect": m.shows.value if m.shows else "agree",
                          "comparison": m.judged_by, "shipped": dict(shipped),
-                         "swept": dict(swept), "inputs": len(items), "named": dict(names)})
+                         "swept": dict(swept), "inputs": len(items), "named": dict(names),
+                         "missed": missed})
             print(_line(rows[-1]), flush=True)
     _summary(rows)
     if args.json:
@@ -129,13 +134,14 @@ def main() -> int:
 
 
 def _line(r: dict[str, object]) -> str:
-    sh, sw = r["shipped"], r["swept"]
-    assert isinstance(sh, dict) and isinstance(sw, dict)
+    sh, sw, missed = r["shipped"], r["swept"], r["missed"]
+    assert isinstance(sh, dict) and isinstance(sw, dict) and isinstance(missed, list)
     return (f"{r['mutation']:28s} shipped: differ {sh.get('differ', 0)} uninf "
             f"{sh.get('uninformative', 0) + sh.get('inert', 0)} agree {sh.get('agree', 0)} | "
             f"sweep: differ {sw.get('differ', 0)}/{r['inputs']} uninf "
             f"{sw.get('uninformative', 0) + sw.get('inert', 0)} agree {sw.get('agree', 0)} | "
-            f"expect {r['expect']}, named {r['named']}")
+            f"expect {r['expect']}, named {r['named']}"
+            + "".join(f"\n    missed: {x}" for x in missed))
 
 
 def _summary(rows: list[dict[str, object]]) -> None:
@@ -149,7 +155,7 @@ def _summary(rows: list[dict[str, object]]) -> None:
 
     print()
     print("| mutation | class | shipped inputs: caught / uninformative / agreed | sweep: caught "
-          "/ inputs | named as |")
+          "(controls: agreed) / inputs | named as |")
     print("|---|---|---|---|---|")
     for r in rows:
         sh = (f"{n(r, 'shipped', 'differ')} / "
@@ -158,14 +164,18 @@ def _summary(rows: list[dict[str, object]]) -> None:
         named = r["named"]
         assert isinstance(named, dict)
         shown = ", ".join(f"{k} {v}" for k, v in sorted(named.items())) or "-"
-        print(f"| `{r['mutation']}` | {r['class']} | {sh} | {n(r, 'swept', 'differ')} / "
-              f"{r['inputs']} | {shown} |")
+        swept = n(r, "swept", "agree" if r["control"] else "differ")
+        print(f"| `{r['mutation']}` | {r['class']} | {sh} | {swept} / {r['inputs']} | {shown} |")
     caught = sum(n(r, "swept", "differ") for r in bugs)
     total = sum(int(str(r["inputs"])) for r in bugs)
     false_red = sum(n(r, p, "differ") for r in controls for p in ("shipped", "swept"))
+    agreed = sum(n(r, p, "agree") for r in controls for p in ("shipped", "swept"))
+    runs = sum(int(str(r["inputs"])) + sum(n(r, "shipped", k.value) for k in VerdictKind)
+               for r in controls)
     missed_unreached = sum(n(r, "shipped", "agree") for r in bugs)
     print()
-    print(f"sweep: {caught}/{total} mutated inputs caught; controls: {false_red} false red(s); "
+    print(f"sweep: {caught}/{total} mutated inputs caught; controls: {agreed}/{runs} AGREE, "
+          f"{false_red} false red(s); "
           f"shipped inputs: {missed_unreached} AGREE on a bug")
 
 
