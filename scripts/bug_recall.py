@@ -1,7 +1,9 @@
 """How many of the bug corpus's classes difftest catches: every mutation of the reference
 runner's corpus (docs/bugs.md) through the shipped comparison it belongs to, first on the
 shipped inputs (what the default `check` sees), then on the sweep's generated inputs for the
-state it lives in (difftest.flow.sweep); the controls through both, where each must agree.
+state it lives in (difftest.flow.sweep); the controls through both, where none may differ (on
+an input that did not reach the comparison's own states a control is UNINFORMATIVE, as any
+agreement there is).
 
 Arms run in this process (the runner's trace lines, exactly as its stderr carries them, written
 to files) and are judged by the comparison's own judge (`judge_traces`: toggle, coverage,
@@ -11,8 +13,9 @@ audit, tokens, logits). A mutation living in the paged lane is planted in the pa
 
 Prints per mutation: on the shipped inputs how many runs were caught (DIFFER), uninformative
 (UNINF: the state was not reached, or the mutation never acted) and agreed (AGREE: a miss); on
-the sweep's inputs how many inputs reached its state and how many of those were caught; and
-the kind each DIFFER was named.
+the sweep's inputs (those generated for the state the mutation needs, under each seed; for a
+control, every class's) how many were caught, uninformative and agreed, each input that was
+not caught (a control's: not agreed); and the kind each DIFFER was named.
 """
 
 from __future__ import annotations
@@ -174,7 +177,10 @@ def _summary(rows: list[dict[str, object]]) -> None:
                for r in controls)
     missed_unreached = sum(n(r, "shipped", "agree") for r in bugs)
     print()
+    uninf = sum(n(r, p, k) for r in controls for p in ("shipped", "swept")
+                for k in ("uninformative", "inert"))
     print(f"sweep: {caught}/{total} mutated inputs caught; controls: {agreed}/{runs} AGREE, "
+          f"{uninf} UNINFORMATIVE (the comparison's own states not reached on that input), "
           f"{false_red} false red(s); "
           f"shipped inputs: {missed_unreached} AGREE on a bug")
 

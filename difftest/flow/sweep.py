@@ -21,7 +21,7 @@ from difftest.analysis.coverage import about
 from difftest.config import Config, ComparisonSpec
 from difftest.core.corpus import CoverageClass
 from difftest.core.errors import ExitCode
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import DecodingMode, VerdictKind
 from difftest.core.model import SpecCoverage
 
 PAGE_SIZE = 16  # the reference runner's page (difftest.runners.reference.attention.PAGE_SIZE)
@@ -150,22 +150,24 @@ class ClassSummary:
     covered: int
     differed: int
     uninformative: int
+    not_run: int = 0
 
 
 def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
     return max(a.count(cls.value), b.count(cls.value)) >= cls.needed
 
 
-def summarize(outcomes: Sequence[InputOutcome], asked: Sequence[CoverageClass] = ()
-              ) -> tuple[ClassSummary, ...]:
-    """Per class (those `asked` first, an asked class without inputs included): its inputs,
-    how many exercised it, differed, were uninformative."""
+def summarize(outcomes: Sequence[InputOutcome], asked: Sequence[CoverageClass] = (),
+              unrun: Sequence[SweepInput] = ()) -> tuple[ClassSummary, ...]:
+    """Per class (those `asked` first, an asked class without inputs included): its inputs
+    run, how many exercised it, differed, were uninformative, and its inputs not run."""
     out = []
     for cls in dict.fromkeys([*asked, *(o.input.cls for o in outcomes)]):
         mine = [o for o in outcomes if o.input.cls is cls]
         out.append(ClassSummary(cls, len(mine), sum(o.covered for o in mine),
                                 sum(o.kind is VerdictKind.DIFFER for o in mine),
-                                sum(o.kind.uninformative for o in mine)))
+                                sum(o.kind.uninformative for o in mine),
+                                sum(i.cls is cls for i in unrun)))
     return tuple(out)
 
 
@@ -175,20 +177,46 @@ def sweep_classes(spec: ComparisonSpec) -> tuple[CoverageClass, ...]:
     return about(spec.rules.toggle or ()) or (_C.PAGE_BOUNDARY,)
 
 
+def sweepable(spec: ComparisonSpec) -> bool:
+    """Whether `check` sweeps this comparison: its toggle is about some state and it decodes
+    greedily (a sampled comparison is judged in distribution, not per generated input)."""
+    return bool(about(spec.rules.toggle or ())) and \
+        spec.rules.decoding is DecodingMode.GREEDY
+
+
+def interleaved(inputs: Sequence[SweepInput]) -> tuple[SweepInput, ...]:
+    """The inputs taking turns by class (the first of each class, then the second, ...), so
+    that a budget spent early still leaves each class tried."""
+    by_class: dict[CoverageClass, list[SweepInput]] = {}
+    for item in inputs:
+        by_class.setdefault(item.cls, []).append(item)
+    rows = list(by_class.values())
+    return tuple(row[i] for i in range(max(map(len, rows), default=0))
+                 for row in rows if i < len(row))
+
+
 Judge = Callable[[SweepInput], tuple[VerdictKind, SpecCoverage, SpecCoverage]]
 
 
-def run_sweep(inputs: Sequence[SweepInput], judge: Judge) -> tuple[InputOutcome, ...]:
+def run_sweep(inputs: Sequence[SweepInput], judge: Judge,
+              deadline: Callable[[], bool] = lambda: False
+              ) -> tuple[tuple[InputOutcome, ...], tuple[SweepInput, ...]]:
     """Judge each input (`judge` runs the comparison on it), recording whether its class was
-    exercised; an input made for two classes (the same arguments) is judged once."""
+    exercised; an input made for two classes (the same arguments) is judged once. Once
+    `deadline()` says the budget is spent no further input is started: those are returned
+    second, not run."""
     out = []
+    unrun = []
     judged: dict[tuple[str, ...], tuple[VerdictKind, SpecCoverage, SpecCoverage]] = {}
     for item in inputs:
         if item.args not in judged:
+            if deadline():
+                unrun.append(item)
+                continue
             judged[item.args] = judge(item)
         kind, a, b = judged[item.args]
         out.append(InputOutcome(item, kind, covered(item.cls, a, b)))
-    return tuple(out)
+    return tuple(out), tuple(unrun)
 
 
 @dataclass(frozen=True)
@@ -198,15 +226,16 @@ class SweepReport:
     comparison: str
     outcomes: tuple[InputOutcome, ...]
     asked: tuple[CoverageClass, ...] = ()  # the classes inputs were generated for
+    unrun: tuple[SweepInput, ...] = ()  # not started: the budget was spent
 
     @property
     def classes(self) -> tuple[ClassSummary, ...]:
-        return summarize(self.outcomes, self.asked)
+        return summarize(self.outcomes, self.asked, self.unrun)
 
     @property
     def exit_code(self) -> ExitCode:
-        """1 when any input differed; 3 when a class was exercised by no input (or had none);
-        else 0."""
+        """1 when any input differed; 3 when a class was exercised by no input run (or had
+        none); else 0."""
         if any(o.kind is VerdictKind.DIFFER for o in self.outcomes):
             return ExitCode.DIFFER
         if any(o.kind is VerdictKind.ARM_FAILED for o in self.outcomes):
@@ -217,11 +246,26 @@ class SweepReport:
 
     def lines(self) -> list[str]:
         out = [f"sweep {self.comparison}: exit {int(self.exit_code)}", "",
-               f"{'state':52s} {'inputs':>6s} {'exercised':>9s} {'differed':>8s} {'uninf.':>6s}"]
-        out += [f"{c.cls.label + ' (' + c.cls.value + ')':52s} {c.inputs:6d} {c.covered:9d} "
-                f"{c.differed:8d} {c.uninformative:6d}" for c in self.classes]
+               f"{'state':56s} {'inputs':>6s} {'exercised':>9s} {'differed':>8s} {'uninf.':>6s}"
+               f" {'not run':>7s}"]
+        out += [f"{c.cls.label + ' (' + c.cls.value + ')':56s} {c.inputs:6d} {c.covered:9d} "
+                f"{c.differed:8d} {c.uninformative:6d} {c.not_run:7d}" for c in self.classes]
         out += ["", "inputs:"]
         out += [f"  {o.input.label:32s} {o.kind.value:14s} "
                 f"{'exercised' if o.covered else 'NOT exercised'} {o.input.cls.value}"
                 for o in self.outcomes]
+        out += [f"  {i.label:32s} {'not run':14s} (budget spent) {i.cls.value}"
+                for i in self.unrun]
         return out
+
+    def to_json(self) -> dict[str, object]:
+        return {"comparison": self.comparison, "exit_code": int(self.exit_code),
+                "classes": [{"class": c.cls.value, "label": c.cls.label, "inputs": c.inputs,
+                             "exercised": c.covered, "differed": c.differed,
+                             "uninformative": c.uninformative, "not_run": c.not_run}
+                            for c in self.classes],
+                "inputs": [{"input": o.input.label, "class": o.input.cls.value,
+                            "args": list(o.input.args), "verdict": o.kind.value,
+                            "exercised": o.covered} for o in self.outcomes],
+                "not_run": [{"input": i.label, "class": i.cls.value, "args": list(i.args)}
+                            for i in self.unrun]}

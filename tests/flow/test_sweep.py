@@ -10,8 +10,12 @@ from difftest.core.corpus import CoverageClass
 from difftest.core.kinds import VerdictKind
 from difftest.core.model import SpecCoverage
 from difftest.flow.sweep import (EosIds, InputOutcome, SweepInput, SweepReport, eos_ids_of,
-                                 inputs_for, run_sweep, summarize, sweep_classes, with_args)
+                                 inputs_for, interleaved, run_sweep, summarize, sweep_classes,
+                                 sweepable, with_args)
+from dataclasses import replace
+
 from difftest.core.errors import ExitCode
+from difftest.core.kinds import DecodingMode
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "default.toml"
@@ -85,8 +89,41 @@ def test_an_input_shared_by_two_classes_is_judged_once() -> None:
         calls.append(item.args)
         return VerdictKind.AGREE, SpecCoverage({"page_end": 1}, (), 1), SpecCoverage()
 
-    outcomes = run_sweep(items, judge)
-    assert len(outcomes) == 12 and len(calls) == len(set(calls)) == 10
+    outcomes, unrun = run_sweep(items, judge)
+    assert len(outcomes) == 12 and len(calls) == len(set(calls)) == 10 and unrun == ()
+
+
+def test_once_the_budget_is_spent_no_input_starts_and_the_rest_are_reported_not_run() -> None:
+    items = interleaved(inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER]))
+    # taking turns: each class is tried before any class's second input
+    assert [i.cls for i in items[:4]] == [CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER] * 2
+    runs: list[SweepInput] = []
+
+    def judge(item: SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+        runs.append(item)
+        return VerdictKind.AGREE, SpecCoverage({"page_cross": 1}, (), 1), SpecCoverage()
+
+    outcomes, unrun = run_sweep(items, judge, deadline=lambda: len(runs) >= 3)
+    assert [o.input for o in outcomes] == runs == list(items[:3])
+    assert unrun == items[3:]
+    report = SweepReport("lanes", outcomes, (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER),
+                         unrun)
+    pages, order = report.classes
+    assert (pages.inputs, pages.covered, pages.not_run) == (2, 2, 4)
+    assert (order.inputs, order.covered, order.not_run) == (1, 0, 2)  # no page_order counted
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+    assert sum("not run" in line for line in report.lines()) == 1 + 6
+    not_run = report.to_json()["not_run"]
+    assert isinstance(not_run, list) and [x["input"] for x in not_run] == [i.label for i in unrun]
+
+
+def test_check_sweeps_greedy_comparisons_whose_toggle_names_a_state() -> None:
+    config = load_config(SHIPPED)
+    assert [n for n, spec in config.comparisons.items() if sweepable(spec)] == \
+        ["lanes", "split", "nondet"]  # not scalars (no state), not sampled (in distribution)
+    lanes = config.comparison("lanes")
+    sampled = replace(lanes, rules=replace(lanes.rules, decoding=DecodingMode.SAMPLED))
+    assert sweepable(lanes) and not sweepable(sampled)
 
 
 def test_the_lanes_sweep_is_about_pages_and_adds_its_args_to_both_arms() -> None:
@@ -108,7 +145,7 @@ def test_the_summary_counts_coverage_and_differences_per_class() -> None:
         differ = item.cls is CoverageClass.PAGE_BOUNDARY and "=15" in item.label
         return (VerdictKind.DIFFER if differ else VerdictKind.AGREE), reached, SpecCoverage()
 
-    outcomes = run_sweep(items, judge)
+    outcomes, _ = run_sweep(items, judge)
     assert all(isinstance(o, InputOutcome) for o in outcomes)
     pages, batch = summarize(outcomes)
     assert (pages.cls, pages.inputs, pages.covered, pages.differed) == \
