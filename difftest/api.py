@@ -150,7 +150,8 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
             names = (f"A:{names[0]}", f"B:{names[1]}")
         spec = ComparisonSpec(name="traces", arm_a=names[0], arm_b=names[1])
     spec = Overrides.of(keywords, overrides).on(spec)
-    return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix)
+    return judge_traces(ta, tb, spec, cfg.audit, evidence, line_prefix=line_prefix,
+                        arms=cfg.arms if comparison is not None else None)
 
 
 @dataclass(frozen=True)

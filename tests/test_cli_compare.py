@@ -210,7 +210,7 @@ def test_csv_cells_are_empty_where_a_value_is_unknown(tmp_path: Path) -> None:
 def test_csv_escapes_request_ids_a_spreadsheet_would_evaluate(tmp_path: Path) -> None:
     out = tmp_path / "hostile.csv"
     again = tmp_path / "hostile-again.log"  # a second capture: one compared with itself is refused
-    again.write_text((DATA / "hostile.log").read_text() + "engine: second run\n")
+    again.write_text((DATA / "hostile.log").read_text() + "[spec-config] build=second\n")
     r = cli("compare", "--trace-a", DATA / "hostile.log", "--trace-b", again, "--csv", out)
     assert r.exit_code == 0, r.output
     reqs = [x["req"] for x in csv_rows(out)]

@@ -66,7 +66,7 @@ def second_capture(tmp_path: Path) -> Path:
     """LEVEL3 with a line of other program output: a capture of its own (one capture compared
     with itself is refused)."""
     path = tmp_path / "second.log"
-    path.write_text(LEVEL3.read_text() + "engine: second run\n")
+    path.write_text(LEVEL3.read_text() + "[spec-config] build=second\n")
     return path
 
 

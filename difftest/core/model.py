@@ -257,3 +257,14 @@ def same_drafts(a: ArmTrace, b: ArmTrace) -> bool:
     if not all(np.array_equal(x, y) for x, y in pairs):
         return False
     return bool(np.array_equal(la.top_vals, lb.top_vals, equal_nan=True))
+
+
+def same_reading(a: ArmTrace, b: ArmTrace) -> bool:
+    """Whether two traces say the same thing in every line difftest reads: the drafts and block
+    logits (`same_drafts`), what `[spec-config]`, `[dflash-route]` and `[spec-coverage]`
+    state, and the drafting header. Line numbers, timings and other program output are left
+    out: they do not show which configuration ran."""
+    return (same_drafts(a, b) and dict(a.config.values) == dict(b.config.values)
+            and [r.counters for r in a.routes] == [r.counters for r in b.routes]
+            and dict(a.coverage.counts) == dict(b.coverage.counts)
+            and a.coverage.widths == b.coverage.widths and a.drafting == b.drafting)

@@ -18,7 +18,7 @@ from difftest.analysis.acceptance import AcceptanceReport, combine
 from difftest.analysis.acceptance import measure as measure_acceptance
 from difftest.analysis.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.analysis.compare import Comparison, DraftingSource, compare
-from difftest.config import ComparisonSpec, Config
+from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute.records import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
@@ -26,7 +26,7 @@ from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judg
                                             sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
 from difftest.trace.sampled import checked, parse_samples
-from difftest.core.model import ArmTrace
+from difftest.core.model import ArmTrace, same_reading
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.benign import RateEffect, rate_effect
@@ -60,6 +60,8 @@ class ArmOutcome:
     trace: ArmTrace | None = None
     audit: TraceAudit | None = None
     failure: ArmFailure | None = None
+    # a capture's arm as the config defines it (None: difftest ran it, or no config arm)
+    defined: ArmSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,8 @@ def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
     rows_a = [r for o in runs_a for r in rows[o.name]]
     return judge_sampled([o.trace for o in runs_a if o.trace is not None],
                          [b.trace] if b.trace is not None else [],
-                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
+                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA,
+                         (a.name, b.name))
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:
@@ -283,7 +286,8 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
     roles = check_roles([Side(o.name, o.trace, o.trace_path, o.result) for o in arms
                          if o.trace is not None],
                         Roles(forced=spec.arm_b if spec.rules.teacher_force else None,
-                              mutated=spec.arm_b if mutated else None))
+                              mutated=spec.arm_b if mutated else None),
+                        {o.name: o.defined for o in arms if o.defined is not None})
     if roles.kind is None:
         return verdict.with_reasons(roles.reasons)
     demand = Demand.INERT if roles.kind is VerdictKind.INERT else Demand.of_kind(roles.kind)
@@ -432,13 +436,20 @@ def one_capture(path_a: Path, path_b: Path, *, by_content: bool) -> str | None:
     return None
 
 
-def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdict:
-    """Two byte-identical captures: what two runs of a deterministic engine print, and what one
-    capture copied is. Nothing in them shows the arms ran different configurations, so the
-    comparison could not have failed: INERT, saying so (an arm that failed stays failed)."""
+def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path,
+                       read_only: bool = False) -> Verdict:
+    """Two byte-identical captures, or (`read_only`) two that differ only in lines difftest does
+    not read (other output, timings, line numbers): what two runs of a deterministic engine
+    print, and what one capture copied is. Nothing in them shows the arms ran different
+    configurations, so the comparison could not have failed: INERT, saying so (an arm that
+    failed stays failed). A comparison whose `evidence` rules read the other output is judged
+    by those rules instead (difftest.flow.switch)."""
     if verdict.kind is VerdictKind.ARM_FAILED:
         return verdict
-    why = (f"{trace_a} and {trace_b} are byte-identical: nothing in them shows the arms ran "
+    what = ("say the same in every line difftest reads (drafts, logits, [spec-config], "
+            "[dflash-route], [spec-coverage]; they differ only in other output, timings or line "
+            "numbers)" if read_only else "are byte-identical")
+    why = (f"{trace_a} and {trace_b} {what}: nothing in them shows the arms ran "
            "different configurations (two runs of a deterministic engine print exactly this, "
            "and so does one capture copied), so this comparison could not have failed")
     joined = verdict.joined(VerdictFinding(Origin.SWITCH, Demand.INERT, (why,)), first=(why,))
@@ -451,9 +462,11 @@ def identical_captures(verdict: Verdict, trace_a: Path, trace_b: Path) -> Verdic
 def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                  thresholds: AuditThresholds | None = None,
                  evidence: Evidence = ((), ()),
-                 line_prefix: str | None = None) -> ComparisonReport:
+                 line_prefix: str | None = None,
+                 arms: Mapping[str, ArmSpec] | None = None) -> ComparisonReport:
     """Compare two captured traces; nothing is run. Refused when both name one capture.
-    `line_prefix`: a prefix pattern both traces' lines carry besides the known ones."""
+    `line_prefix`: a prefix pattern both traces' lines carry besides the known ones; `arms`:
+    the config's arms, which say what each capture's launch asked for (difftest.flow.roles)."""
     same = one_capture(Path(trace_a), Path(trace_b), by_content=False)
     if same is not None:
         raise UsageError(f"{trace_a} and {trace_b}: one capture compared with itself ({same}); "
@@ -461,9 +474,14 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
     th = thresholds or AuditThresholds()
     a = outcome(spec.arm_a, Path(trace_a), None, th, line_prefix)
     b = outcome(spec.arm_b, Path(trace_b), None, th, line_prefix)
+    a, b = (replace(o, defined=(arms or {}).get(o.name)) for o in (a, b))
     report = evaluate(spec, a, b, th, evidence=evidence)
     if one_capture(Path(trace_a), Path(trace_b), by_content=True) is not None:
         report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b))
+    elif (not any(evidence) and a.trace is not None and b.trace is not None
+          and same_reading(a.trace, b.trace)):
+        report = replace(report, verdict=identical_captures(report.verdict, trace_a, trace_b,
+                                                            read_only=True))
     if spec.rules.noise_runs:
         note = (f"noise_runs = {spec.rules.noise_runs} not applied: a noise floor needs runs of "
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")

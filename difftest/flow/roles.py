@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from difftest.config import ArmSpec
 from difftest.core.force import FORCE_ENV, FORCED_TAG
 from difftest.core.kinds import VerdictKind
-from difftest.execute import ArmResult
 from difftest.flow.switch import CONFIG_SOURCE, Side
 
 FAULT_ENV = "DIFFTEST_FAULT"
@@ -61,15 +61,24 @@ def shows_forced_lines(path: Path | None) -> bool:
     return False
 
 
-def _asked(result: ArmResult, variable: str, flag: str) -> bool:
+def _asked(env: Mapping[str, str], argv: Sequence[str], variable: str, flag: str) -> bool:
     """The arm's launch asks for it: its own environment sets the variable (to something), or
     its argv passes the runner's flag."""
-    env: Mapping[str, str] = result.env_overrides
     value = str(env.get(variable, "")).strip()
     if value and not (variable == MUTATION_ENV and value in _NO_MUTATION):
         return True
-    return bool(flag) and any(arg == flag or str(arg).startswith(flag + "=")
-                              for arg in result.argv)
+    return bool(flag) and any(arg == flag or str(arg).startswith(flag + "=") for arg in argv)
+
+
+def _launch_asks(side: Side, defined: ArmSpec | None, variable: str, flag: str) -> bool:
+    """Whether what launched the arm asks for it: the run record of an arm difftest ran, else
+    (a capture) the config's definition of the arm by that name. A capture no config arm
+    defines asks for nothing: nothing records how it was launched."""
+    if side.result is not None:
+        return _asked(side.result.env_overrides, side.result.argv, variable, flag)
+    if defined is not None:
+        return _asked(defined.env, defined.command, variable, flag)
+    return False
 
 
 def _shown(side: Side) -> list[tuple[str, str, str]]:
@@ -92,11 +101,13 @@ def _shown(side: Side) -> list[tuple[str, str, str]]:
     return out
 
 
-def check_roles(sides: Sequence[Side], roles: Roles) -> RoleCheck:
+def check_roles(sides: Sequence[Side], roles: Roles,
+                defined: Mapping[str, ArmSpec] | None = None) -> RoleCheck:
     """INERT when an arm's trace shows forcing, a fault or a mutation that neither its role nor
     its launch asked for; a warning for each arm variable removed from an arm's environment. An
-    arm given as a capture (no run record) is held to its role for forcing only: nothing
-    records how a capture was launched."""
+    arm given as a capture (no run record) is held to the config's arm of that name in
+    `defined`; a capture no config arm defines asks for no fault nor mutation (a trace showing
+    one was not the configuration a plain comparison is about)."""
     inert: list[str] = []
     notes: list[str] = []
     for side in sides:
@@ -115,10 +126,12 @@ def check_roles(sides: Sequence[Side], roles: Roles) -> RoleCheck:
             elif side.name == roles.mutated:
                 asked = True  # a mutation is its role, however it was made (env, args, a fault)
             else:
-                asked = result is None or _asked(result, variable, flag)
+                asked = _launch_asks(side, (defined or {}).get(side.name), variable, flag)
             if not asked:
                 how = ("the comparison is not teacher-forced" if variable == FORCE_ENV else
-                       f"its launch sets no {variable} nor {flag}")
+                       f"its launch sets no {variable} nor {flag}" if result is not None else
+                       f"it is a capture, and no config arm {side.name!r} sets {variable} "
+                       f"nor {flag}")
                 inert.append(f"{side.name}: its trace shows {what}, but its role in this "
                              f"comparison runs it free ({how}): it did not run the "
                              "configuration the comparison is about")

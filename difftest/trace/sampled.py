@@ -221,13 +221,19 @@ def samples_of(data: bytes, path: str = "<text>") -> SampleSteps:
 def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
     """The steps, each held against the `[SPECTRACE]` line of the same request and position in
     the same trace: the line must exist, and its k, acc and emitted residual must be the ones
-    the `[spec-sample]` line states; a contradiction is a TraceError at the sample's line (two
-    lines that disagree about one verify cannot both be evidence)."""
+    the `[spec-sample]` line states, and one verify has one such line; a contradiction is a
+    TraceError at the sample's line (two lines about one verify cannot both be evidence)."""
     v = trace.verifies
     at: dict[tuple[str, int], int] = {}
     for i in range(len(v)):
         at.setdefault((trace.requests[int(v.req[i])], int(v.pos[i])), i)
+    seen: dict[tuple[str, int], int] = {}
     for s in steps.steps:
+        first = seen.setdefault((s.req, s.pos), s.line)
+        if first != s.line:
+            raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: a "
+                             f"second line for this verify (first at line {first}): one verify "
+                             "is one test")
         found = at.get((s.req, s.pos))
         if found is None:
             raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: no "

@@ -242,7 +242,7 @@ def test_a_green_states_what_it_could_have_detected(tmp_path: Path) -> None:
     # a second capture of the same run (one line of other output): one file, or a byte-identical
     # copy, would be refused as one capture compared with itself
     b = tmp_path / "b.log"
-    b.write_text(a.read_text(encoding="utf-8") + "engine: second run\n", encoding="utf-8")
+    b.write_text(a.read_text(encoding="utf-8") + "[spec-config] build=second\n", encoding="utf-8")
     rep = api.compare_traces(a, b)
     assert rep.verdict.kind is VerdictKind.AGREE
     assert rep.rates is not None and rep.rates.flip_mde is not None

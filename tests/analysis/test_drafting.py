@@ -246,7 +246,7 @@ def second_capture(path: Path) -> Path:
     """The trace with a line of other program output added: a capture of its own, not a copy of
     the other arm's (a byte-identical copy is refused as one capture compared with itself)."""
     with path.open("a") as fh:
-        fh.write("engine: second run\n")
+        fh.write("[spec-config] build=second\n")
     return path
 
 

@@ -39,7 +39,7 @@ def test_a_signal_during_the_analysis_ends_like_one_during_the_arms(
         tmp_path: Path, sig: int, code: int, status: str) -> None:
     lines = steps(n=6000, logits_width=4)  # about 6 MB each: judging takes a second or more
     a = trace_file(tmp_path, "a.log", lines)
-    b = trace_file(tmp_path, "b.log", [*lines, "engine: the second run"])
+    b = trace_file(tmp_path, "b.log", [*lines, "[spec-config] build=second"])
     (tmp_path / "difftest.toml").write_text(replay_arm("a", a) + replay_arm("b", b))
     runs = tmp_path / "runs"
     proc = subprocess.Popen([PY, "-m", "difftest", "compare", "--arm-a", "a", "--arm-b", "b",

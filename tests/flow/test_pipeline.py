@@ -237,7 +237,7 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     note = "vllm.cpp: request a has outgrown the draft speculative context; it stops speculating"
     for name in ("a.log", "b.log"):  # two captures (byte-identical files would be refused)
         (tmp_path / name).write_text((DATA / "agree_a.log").read_text() + note + "\n"
-                                     + f"engine: run {name}\n")
+                                     + f"[spec-config] build={name}\n")
     rep = judge_traces(tmp_path / "a.log", tmp_path / "b.log",
                                 ComparisonSpec(name="t", arm_a="a", arm_b="b"))
     assert rep.verdict.kind == "agree"
@@ -290,7 +290,7 @@ def test_the_second_run_of_a_self_comparison_takes_a_name_no_arm_has() -> None:
 
 def test_a_last_line_of_program_output_without_newline_is_no_failure(tmp_path: Path) -> None:
     b = tmp_path / "b.log"
-    b.write_text((DATA / "agree_a.log").read_text() + "bye")
+    b.write_text((DATA / "agree_a.log").read_text() + "[spec-config] build=b\nbye")
     rep = judge_traces(DATA / "agree_a.log", b, ComparisonSpec(name="t", arm_a="a",
                                                                         arm_b="b"))
     assert rep.verdict.kind == "agree"
@@ -318,3 +318,22 @@ def test_byte_identical_captures_are_judged_inert_and_one_file_twice_is_refused(
     assert differ.verdict.kind == "inert" and differ.exit_code == ExitCode.UNINFORMATIVE
     same = CliRunner().invoke(app, ["compare", "--trace-a", str(a), "--trace-b", str(a)])
     assert same.exit_code == ExitCode.USAGE and "they are the same file" in same.output
+
+
+@pytest.mark.parametrize("extra", [
+    "engine: second run\n", "[spec-phase] pre=0.20ms backbone=0.61ms sample=9.00ms logits=96\n",
+    "\n\n"])
+def test_captures_apart_only_in_lines_difftest_does_not_read_are_inert(
+        tmp_path: Path, extra: str) -> None:
+    """One copied capture with a line of other output, a timing or blank lines added says
+    nothing more about which configuration ran than the copy: INERT as the byte-identical pair,
+    naming why. A `[spec-config]` line that tells the arms apart makes it a judged pair."""
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_bytes((DATA / "agree_a.log").read_bytes())
+    b.write_text(a.read_text() + extra)
+    rep = judge_traces(a, b, ComparisonSpec(name="t", arm_a="a", arm_b="b"))
+    assert rep.verdict.kind == "inert" and rep.exit_code == ExitCode.UNINFORMATIVE
+    assert f"{a} and {b} say the same in every line difftest reads" in rep.verdict.reasons[0]
+    b.write_text(a.read_text() + extra + "[spec-config] build=b\n")
+    assert judge_traces(a, b, ComparisonSpec(name="t", arm_a="a", arm_b="b")).verdict.kind \
+        == "agree"

@@ -143,7 +143,7 @@ def test_read_diff_gives_back_request_ids_a_spreadsheet_quote_protected(tmp_path
              verify_line("-1", 5, [6, 7], [6, 8])]
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     a.write_text("\n".join(lines) + "\n")
-    b.write_text("\n".join(lines) + "\nengine: second run\n")  # a capture of its own
+    b.write_text("\n".join(lines) + "\n[spec-config] build=second\n")  # a capture of its own
     rep = api.compare_traces(a, b)
     path = tmp_path / "diff.csv"
     api.export_csv(rep, path)

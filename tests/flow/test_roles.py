@@ -139,3 +139,32 @@ def test_the_reference_runner_under_a_leaked_fault_runs_clean(
         assert arm.trace is not None and "fault" not in arm.trace.config.values
     assert any("DIFFTEST_CAPTURE, DIFFTEST_FAULT set in difftest's environment was removed"
                in r for r in rep.verdict.reasons), rep.verdict.reasons
+
+
+@pytest.mark.parametrize("shown", ["mutation=causal-mask", "fault=layers.1.mlp:scale"])
+def test_a_capture_showing_a_role_no_arm_asked_for_is_inert(tmp_path: Path, shown: str) -> None:
+    """`compare --trace-a/--trace-b`: a capture whose `[spec-config]` shows a mutation or a
+    fault is held to the config's arm of its name (here one that sets nothing), and with no
+    comparison named to nothing at all: INERT, never the AGREE its drafts alone would give."""
+    body = trace_file(tmp_path, "steps.log", steps()).read_text()
+    a = tmp_path / "a.log"
+    a.write_text("[spec-config] mutation=none\n" + body)
+    b = tmp_path / "b.log"
+    b.write_text(f"[spec-config] mutation=none {shown}\n".replace("mutation=none mutation",
+                                                                   "mutation") + body)
+    for rep in (api.compare_traces(a, b, comparison="c", config=_config(tmp_path)),
+                api.compare_traces(a, b)):
+        assert rep.verdict.kind is VerdictKind.INERT, rep.verdict.reasons
+        first = rep.verdict.reasons[0]
+        assert f"its trace shows {shown}" in first and "it is a capture" in first, first
+
+
+def test_a_capture_of_an_arm_the_config_mutates_is_judged(tmp_path: Path) -> None:
+    body = trace_file(tmp_path, "steps.log", steps()).read_text()
+    a = tmp_path / "a.log"
+    a.write_text("[spec-config] mutation=none\n" + body)
+    b = tmp_path / "b.log"
+    b.write_text("[spec-config] mutation=causal-mask\n" + body)
+    cfg = _config(tmp_path, env_b='DIFFTEST_MUTATION = "causal-mask"')
+    rep = api.compare_traces(a, b, comparison="c", config=cfg)
+    assert rep.verdict.kind is VerdictKind.AGREE, rep.verdict.reasons

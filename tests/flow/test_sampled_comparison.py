@@ -51,7 +51,7 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
     assert report.comparison is None  # tokens differ from draw to draw: not compared
     assert report_differed(report).startswith("compared in distribution")
-    assert any("100 request pairs" in r and "smallest per-position TV" in r
+    assert any("100 request pairs" in r and "at every position would have been found" in r
                for r in report.verdict.reasons)
     data = to_dict(report)["sampled"]
     assert data["distribution"]["pairs"] == 100 and data["distribution"]["positions"] == 6
@@ -81,7 +81,9 @@ def test_one_draw_per_prompt_of_different_tokens_differs(tmp_path: Path) -> None
     def arm(token: int) -> list[str]:
         return [f"[SPECTRACE] req=r{i} pos=0 k=0 ns=1 acc=0 draft=[ ] emit=[ {token} ]"
                 for i in range(30)]
-    assert compare(tmp_path, arm(7), arm(9)).returncode == 1
+    got = compare(tmp_path, arm(7), arm(9))
+    # where the tokens of two sampled arms first part names no bug class
+    assert got.returncode == 1 and "bug class" not in got.stdout, got.stdout
 
 
 def test_a_sample_line_contradicting_its_verify_is_a_trace_error(tmp_path: Path) -> None:
@@ -89,3 +91,28 @@ def test_a_sample_line_contradicting_its_verify_is_a_trace_error(tmp_path: Path)
     got = compare(tmp_path, [spec, "[spec-sample] req=r0 pos=3 acc=0 q=[ 0.5 0.5 ] p=[ 0.25 ] "
                                    "overlap=[ 0.5 ] residual=9"], [spec])
     assert got.returncode == 2 and "A:2:" in got.stderr and "says acc=2" in got.stderr
+
+
+def test_a_stated_token_budget_cuts_each_draw_and_without_it_length_is_judged(
+        tmp_path: Path) -> None:
+    """Arm B's last verify passes the budget (its streams reach 6 positions, A's 4): with
+    `max_tokens=4` in both arms' `[spec-config]` the draws are read up to the budget and agree;
+    without it how far each draw reached is part of the law, and 4 against 6 differs."""
+    import random
+
+    rng = random.Random(3)
+    a, b = [], []
+    for i in range(30):
+        for d in range(4):
+            req = f"r{i}~{d}"
+            mine = [rng.randrange(4) for _ in range(4)]
+            a.append(f"[SPECTRACE] req={req} pos=0 k=3 ns=4 acc=3 draft=[ "
+                     + " ".join(map(str, mine[:3])) + " ] emit=[ " + " ".join(map(str, mine))
+                     + " ]")
+            toks = [rng.randrange(4) for _ in range(6)]
+            b.append(f"[SPECTRACE] req={req} pos=0 k=5 ns=6 acc=5 draft=[ "
+                     + " ".join(map(str, toks[:5])) + " ] emit=[ " + " ".join(map(str, toks))
+                     + " ]")
+    budget = "[spec-config] max_tokens=4"
+    assert compare(tmp_path, [budget, *a], [budget, *b]).returncode == 0
+    assert compare(tmp_path, a, b).returncode == 1

@@ -247,7 +247,7 @@ def test_bad_toggle_or_evidence_names_file_table_and_key(table: str, needle: str
 
 # -- through compare, in trace mode -----------------------------------------------------------
 
-OTHER_RUN = "engine: second run"  # other program output: B is a capture of its own
+OTHER_RUN = "[spec-config] build=second"  # B is a capture of another build
 
 def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     """Traces that carry only `[dflash-route]` (no `[spec-config]`): both ran the paged lane."""

@@ -115,3 +115,12 @@ def test_a_residual_other_than_the_emitted_token_is_an_error() -> None:
 def test_a_drafted_token_of_draft_probability_zero_is_an_error() -> None:
     with pytest.raises(TraceError, match=r"t\.log:1: .*q"):
         samples_of(spec_sample("r0", 3, 0, [0.0, 0.5], [0.25], [0.5], 7).encode(), "t.log")
+
+
+def test_a_second_sample_line_for_one_verify_is_an_error() -> None:
+    """One verify is one test: 30 neutral copies of a line must not outweigh it."""
+    line = spec_sample("r0", 3, 2, [0.5, 0.5], [1.0, 0.25], [1.0, 0.5], None)
+    text = SPEC + "\n" + line + "\n" + line + "\n"
+    with pytest.raises(TraceError, match=r"t\.log:3: .*a second line for this verify \(first at "
+                                         r"line 2\)"):
+        checked(samples_of(text.encode(), "t.log"), parse_text(text))

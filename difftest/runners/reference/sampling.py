@@ -190,7 +190,8 @@ def run_sampled(options: RunnerOptions, level: int,
         settings.update(spec="off" if options.no_spec else "on",
                         temperature="greedy" if options.temperature is None
                         else f"{options.temperature:g}",
-                        top_p=f"{options.top_p:g}", sample_seed=seed, samples=options.samples)
+                        top_p=f"{options.top_p:g}", sample_seed=seed, samples=options.samples,
+                        max_tokens=options.steps)
         emit_line(trace.spec_config(settings))
     generated: dict[str, list[int]] = {}
     records: list[VerifyRecord] = []
@@ -208,7 +209,10 @@ def run_sampled(options: RunnerOptions, level: int,
                 r.tokens.append(first)
                 r.generated.append(first)
                 store = make_store(options)
-                for _ in range(options.steps):
+                # each draw emits at least `steps` traced tokens, as an engine serving
+                # max_tokens does (a verify that passes the budget is traced whole; the
+                # budget is in [spec-config] and difftest reads each stream up to it)
+                while len(r.generated) - 1 < options.steps:
                     pos = len(r.tokens)
                     if k == 0:
                         out, _feat = target.consume(r.cache, r.tokens[-1])

@@ -94,9 +94,14 @@ def test_a_sampled_run_is_reproducible_from_its_seed_and_traces_each_test() -> N
     assert other.generated != one.generated
     config = [line for line in one.lines if line.startswith("[spec-config]")][0]
     assert "temperature=0.8 top_p=0.95 sample_seed=5 samples=1" in config and "spec=on" in config
+    assert "max_tokens=4" in config
     trace = parse_lines(one.lines)
     samples = samples_of("\n".join(one.lines).encode())
-    assert not trace.findings and len(samples) == len(trace.verifies) == 8
+    assert not trace.findings and len(samples) == len(trace.verifies) <= 8
+    for req in range(len(trace.requests)):  # each draw verifies until it emitted its budget
+        emitted = [len(trace.verifies.emit(i)) for i in range(len(trace.verifies))
+                   if int(trace.verifies.req[i]) == req]
+        assert sum(emitted) >= 4 and sum(emitted[:-1]) < 4, emitted
     for i, step in enumerate(samples.steps):
         emit = trace.verifies.emit(i).tolist()
         assert step.acc == int(trace.verifies.acc[i]) == len(emit) - 1
@@ -129,6 +134,9 @@ def test_greedy_target_alone_follows_the_greedy_speculative_stream() -> None:
     ({"top_p": 0.5}, "top_p needs a temperature"),
     ({"samples": 2}, "samples > 1 needs a temperature"),
     ({"mutation": "noise-reuse"}, "needs a temperature"),
+    ({"sample_seed": 5}, "sample_seed needs a temperature"),
+    ({"eos_id": 0, "temperature": 0.6}, "eos_id is honoured by greedy speculative decoding only"),
+    ({"eos_id": 0, "no_spec": True}, "eos_id is honoured by greedy speculative decoding only"),
 ])
 def test_bad_sampling_options_are_refused(changes: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
