@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from difftest.analysis.bugclass import classify  # noqa: E402
-from difftest.config import ComparisonSpec, load_config  # noqa: E402
+from difftest.config import ComparisonSpec, Config, load_config  # noqa: E402
 from difftest.core.corpus import CORPUS, CoverageClass, Lane, Mutation  # noqa: E402
 from difftest.core.kinds import VerdictKind  # noqa: E402
 from difftest.flow.evaluate import judge_traces  # noqa: E402
@@ -71,12 +71,14 @@ def arms_for(m: Mutation, spec: ComparisonSpec) -> tuple[ComparisonSpec, str, st
     return spec, spec.arm_a, spec.arm_b
 
 
-def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...]
-          ) -> tuple[VerdictKind, str | None]:
+def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...],
+          config: Config) -> tuple[VerdictKind, str | None]:
     judged, a, b = arms_for(m, spec)
     pa, _ = runs.trace([*SHIPPED, *ARMS[a], *extra])
     pb, _ = runs.trace([*SHIPPED, *ARMS[b], *extra, "--mutation", m.name])
-    report = judge_traces(pa, pb, judged)
+    # what each capture's launch asked for (difftest.flow.roles): B is the mutated arm
+    mutated = config.arm(b).with_changes(env={**config.arm(b).env, "DIFFTEST_MUTATION": m.name})
+    report = judge_traces(pa, pb, judged, arms={a: config.arm(a), b: mutated})
     kind = report.verdict.kind
     named = None
     if kind is VerdictKind.DIFFER and report.arm_a.trace and report.arm_b.trace:
@@ -103,7 +105,7 @@ def main() -> int:
             shipped = Counter[str]()
             names = Counter[str]()
             for s in seeds:
-                kind, named = judge(runs, m, spec, ("--seed", str(s)))
+                kind, named = judge(runs, m, spec, ("--seed", str(s)), config)
                 shipped[kind.value] += 1
                 if named:
                     names[named] += 1
@@ -118,7 +120,7 @@ def main() -> int:
             swept = Counter[str]()
             missed = []  # a bug's inputs not caught, a control's not agreed
             for item in items:
-                kind, named = judge(runs, m, spec, item.args)
+                kind, named = judge(runs, m, spec, item.args, config)
                 swept[kind.value] += 1
                 if named:
                     names[named] += 1
