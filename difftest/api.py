@@ -18,7 +18,6 @@ from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
-from difftest.core.model import SpecCoverage
 from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
@@ -369,12 +368,11 @@ def _swept(cfg: Config, spec: ComparisonSpec, seeds: int, opts: RunOptions,
             [(t.requests[int(t.verifies.req[i])], [int(x) for x in t.verifies.emit(i)])
              for i in range(len(t.verifies))])
 
-    def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+    def judge(item: sw.SweepInput) -> sw.InputRun:
         varied = sw.with_args(cfg, spec, item.args)
         rep = run_comparison(varied, spec, options=opts)
-        none = SpecCoverage()
-        return (rep.verdict.kind, rep.arm_a.trace.coverage if rep.arm_a.trace else none,
-                rep.arm_b.trace.coverage if rep.arm_b.trace else none)
+        return sw.InputRun(rep.verdict, (spec.arm_a, spec.arm_b), rep.arm_a.trace,
+                           rep.arm_b.trace)
 
     items = sw.interleaved(sw.inputs_for(classes, tuple(range(seeds)), eos))
     outcomes, unrun = sw.run_sweep(items, judge, spent)

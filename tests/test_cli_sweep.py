@@ -1,5 +1,6 @@
-"""`difftest sweep` through the command line: a bad comparison is a usage error, and a sweep
-whose arms print no `[spec-coverage]` line has nothing exercised to show (exit 3)."""
+"""`difftest sweep` through the command line: a bad comparison is a usage error, a sweep whose
+arms print no `[spec-coverage]` line has nothing exercised to show (exit 3), and arms that never
+receive the generated inputs judge none of them (exit 3, each input named)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import json
 
 DATA = Path(__file__).resolve().parent / "data" / "compare"
+SWEEP_DATA = Path(__file__).resolve().parent / "data" / "sweep"
 # a replay arm that reads its trace from its first argument, so the arguments the sweep adds
 # after it are ignored
 REPLAY = ("import sys; sys.stdout.write('generated\\n'); "
@@ -21,10 +23,11 @@ def replay_arm(name: str, trace: Path) -> str:
     return f"[arms.{name}]\ncommand = [{argv}]\n"
 
 
-def _sweep(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _sweep(tmp_path: Path, *args: str, a: Path = DATA / "agree_a.log",
+           b: Path = DATA / "agree_b.log", toggle: str = "[]") -> subprocess.CompletedProcess[str]:
     (tmp_path / "difftest.toml").write_text(
-        replay_arm("a", DATA / "agree_a.log") + replay_arm("b", DATA / "agree_b.log")
-        + '[comparisons.lanes]\narm_a = "a"\narm_b = "b"\nexpect = "same"\ntoggle = []\n')
+        replay_arm("a", a) + replay_arm("b", b)
+        + f'[comparisons.lanes]\narm_a = "a"\narm_b = "b"\nexpect = "same"\ntoggle = {toggle}\n')
     return subprocess.run([sys.executable, "-m", "difftest", "sweep", *args,
                            "--run-root", str(tmp_path / "runs"), "--no-progress"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -45,11 +48,26 @@ def test_arms_that_print_no_coverage_exercise_nothing(tmp_path: Path) -> None:
     assert proc.stdout.count("NOT exercised") == 6
 
 
+def test_arms_that_ignore_the_generated_inputs_judge_none_of_them(tmp_path: Path) -> None:
+    # a real capture of each reference lane, replayed whatever the sweep appends: one input
+    # run nine times. Both exercised page_cross and page_order and agree, and no input reached
+    # them: every input is uninformative, named, and the sweep is exit 3 (it was exit 0)
+    proc = _sweep(tmp_path, "-c", "lanes", a=SWEEP_DATA / "paged.log",
+                  b=SWEEP_DATA / "materialized.log", toggle="[]")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.count("uninformative  UNINFORMATIVE exercised") == 6
+    assert proc.stdout.count("a's trace reads the same as for the input") == 6
+    assert "b's trace reads the same as for the input --prompt-len 11 --seed 0" in proc.stdout
+
+
 COVERED = "[spec-coverage] blocks=2 page_size=16 widths={widths}\n"
-# a replay arm given two traces: the first when run as configured, the second when the sweep
-# has added its arguments
-SWEPT_REPLAY = ("import sys; sys.stdout.write('generated\\n'); "
-                "sys.stderr.write(open(sys.argv[2 if len(sys.argv) > 3 else 1]).read())")
+# a replay arm given its name and two traces: the first when run as configured, the second when
+# the sweep has added its arguments, which its [spec-config] line reports (so each input's trace
+# reads as its own)
+SWEPT_REPLAY = ("import sys; sys.stdout.write('generated\\n'); side, base, swept = sys.argv[1:4]; "
+                "extra = sys.argv[4:]; sys.stderr.write(f'[spec-config] verify_kernel={side} "
+                "input={\"_\".join(extra) or \"configured\"}\\n'); "
+                "sys.stderr.write(open(swept if extra else base).read())")
 
 
 def _check(tmp_path: Path, widths: str, check: str, swept: str | None = None
@@ -62,10 +80,9 @@ def _check(tmp_path: Path, widths: str, check: str, swept: str | None = None
         traces = []
         for name, w in (("configured", widths), ("swept", swept or widths)):
             trace = tmp_path / f"{side}-{name}.log"
-            trace.write_text(f"[spec-config] verify_kernel={side}\n"
-                             + (DATA / f"agree_{side}.log").read_text() + COVERED.format(widths=w))
+            trace.write_text((DATA / f"agree_{side}.log").read_text() + COVERED.format(widths=w))
             traces.append(str(trace))
-        argv = ", ".join(json.dumps(a) for a in ["{python}", "-c", SWEPT_REPLAY, *traces])
+        argv = ", ".join(json.dumps(a) for a in ["{python}", "-c", SWEPT_REPLAY, side, *traces])
         arms += f"[arms.{side}]\ncommand = [{argv}]\n"
     (tmp_path / "difftest.toml").write_text(
         arms + '[comparisons.kernels]\narm_a = "a"\narm_b = "b"\nexpect = "same"\n'
@@ -101,7 +118,7 @@ def test_a_state_no_swept_input_reached_makes_the_check_uninformative(tmp_path: 
     assert (row["inputs"], row["exercised"]) == (4, 0)
     junit = next((tmp_path / "runs").glob("*-check/junit.xml")).read_text()
     assert '<failure type="uninformative" message="4 generated input(s) run, 0 differed; no ' \
-           'input exercised: widths; exit 3"' in junit
+           'input passed with it exercised: widths; exit 3"' in junit
 
 
 def test_inputs_left_when_the_budget_is_spent_are_reported_not_run(tmp_path: Path) -> None:

@@ -104,13 +104,14 @@ def sweep_lines(result: CheckResult) -> list[str]:
 
 
 def sweep_summary(sw: SweepReport) -> str:
-    """One sentence: how many inputs ran, differed, and which states no input exercised."""
-    missed = [c.cls.value for c in sw.classes if c.covered == 0]
+    """One sentence: how many inputs ran, differed, and on which states no input passed with
+    the state exercised (difftest.flow.sweep)."""
+    missed = [c.cls.value for c in sw.classes if c.judged == 0]
     ran = len({o.input.args for o in sw.outcomes})
     differed = len({o.input.args for o in sw.outcomes if o.kind is VerdictKind.DIFFER})
     return (f"{ran} generated input(s) run, {differed} differed"
             + (f", {len({i.args for i in sw.unrun})} not run (budget spent)" if sw.unrun else "")
-            + (f"; no input exercised: {', '.join(missed)}" if missed else "")
+            + (f"; no input passed with it exercised: {', '.join(missed)}" if missed else "")
             + f"; exit {int(sw.exit_code)}")
 
 

@@ -1,24 +1,35 @@
 """The sweep's generated inputs reach what they are made for: a drafted block's last row at
 page_size * m - 1, m, m + 1 and each request's block ending on a page's last slot, every verify
 width, both sides of a window edge, shared prefixes ending inside a page, short blocks, EOS ids
-committed inside a block and as the bonus token."""
+committed inside a block and as the bonus token; a budget spent leaves inputs not run; and its
+exit code
+follows each input's outcome under the comparison's expectation, with inputs that never reached
+the arms, and uninformative or inert ones, judging nothing."""
 
 from __future__ import annotations
 
-from difftest.config import load_config
-from difftest.core.corpus import CoverageClass
-from difftest.core.kinds import VerdictKind
-from difftest.core.model import SpecCoverage
-from difftest.flow.sweep import (EosIds, InputOutcome, SweepInput, SweepReport, eos_ids_of,
-                                 inputs_for, interleaved, run_sweep, summarize, sweep_classes,
-                                 sweepable, with_args)
+from collections.abc import Callable
 from dataclasses import replace
-
-from difftest.core.errors import ExitCode
-from difftest.core.kinds import DecodingMode
 from pathlib import Path
 
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
+from difftest.analysis.verdict import Verdict
+from difftest.config import load_config
+from difftest.core.corpus import CoverageClass
+from difftest.core.errors import ExitCode
+from difftest.core.kinds import DecodingMode, Expect, VerdictKind
+from difftest.core.model import ArmTrace, SpecConfig, SpecCoverage
+from difftest.flow.sweep import (EosIds, InputOutcome, InputRun, SweepInput, SweepReport,
+                                 eos_ids_of, inputs_for, interleaved, run_sweep, summarize,
+                                 sweep_classes, sweepable, with_args)
+from difftest.trace.parser import parse_trace
+
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "default.toml"
+# one run of each lane of the reference runner at its defaults (VT_SPEC_TRACE=3, seed 0,
+# 3 requests): its [spec-config] line and a [spec-coverage] line with page_cross=9
+SWEEP_DATA = Path(__file__).resolve().parents[1] / "data" / "sweep"
+PAGED = parse_trace(SWEEP_DATA / "paged.log")
+MATERIALIZED = parse_trace(SWEEP_DATA / "materialized.log")
 
 
 def test_page_boundary_inputs_put_a_blocks_last_row_around_two_boundaries() -> None:
@@ -74,58 +85,6 @@ def test_eos_inputs_use_each_seeds_own_ids() -> None:
         (CoverageClass.EOS_BONUS, ("--eos-id", "9", "--seed", "1"))]
 
 
-def test_a_class_without_inputs_is_reported_and_uninformative() -> None:
-    report = SweepReport("c", (), (CoverageClass.EOS_BONUS,))
-    (row,) = report.classes
-    assert (row.cls, row.inputs, row.covered) == (CoverageClass.EOS_BONUS, 0, 0)
-    assert report.exit_code is ExitCode.UNINFORMATIVE
-
-
-def test_an_input_shared_by_two_classes_is_judged_once() -> None:
-    items = inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_END])
-    calls: list[tuple[str, ...]] = []
-
-    def judge(item: SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
-        calls.append(item.args)
-        return VerdictKind.AGREE, SpecCoverage({"page_end": 1}, (), 1), SpecCoverage()
-
-    outcomes, unrun = run_sweep(items, judge)
-    assert len(outcomes) == 12 and len(calls) == len(set(calls)) == 10 and unrun == ()
-
-
-def test_once_the_budget_is_spent_no_input_starts_and_the_rest_are_reported_not_run() -> None:
-    items = interleaved(inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER]))
-    # taking turns: each class is tried before any class's second input
-    assert [i.cls for i in items[:4]] == [CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER] * 2
-    runs: list[SweepInput] = []
-
-    def judge(item: SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
-        runs.append(item)
-        return VerdictKind.AGREE, SpecCoverage({"page_cross": 1}, (), 1), SpecCoverage()
-
-    outcomes, unrun = run_sweep(items, judge, deadline=lambda: len(runs) >= 3)
-    assert [o.input for o in outcomes] == runs == list(items[:3])
-    assert unrun == items[3:]
-    report = SweepReport("lanes", outcomes, (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER),
-                         unrun)
-    pages, order = report.classes
-    assert (pages.inputs, pages.covered, pages.not_run) == (2, 2, 4)
-    assert (order.inputs, order.covered, order.not_run) == (1, 0, 2)  # no page_order counted
-    assert report.exit_code is ExitCode.UNINFORMATIVE
-    assert sum("not run" in line for line in report.lines()) == 1 + 6
-    not_run = report.to_json()["not_run"]
-    assert isinstance(not_run, list) and [x["input"] for x in not_run] == [i.label for i in unrun]
-
-
-def test_check_sweeps_greedy_comparisons_whose_toggle_names_a_state() -> None:
-    config = load_config(SHIPPED)
-    assert [n for n, spec in config.comparisons.items() if sweepable(spec)] == \
-        ["lanes", "split", "nondet"]  # not scalars (no state), not sampled (in distribution)
-    lanes = config.comparison("lanes")
-    sampled = replace(lanes, rules=replace(lanes.rules, decoding=DecodingMode.SAMPLED))
-    assert sweepable(lanes) and not sweepable(sampled)
-
-
 def test_the_lanes_sweep_is_about_pages_and_adds_its_args_to_both_arms() -> None:
     config = load_config(SHIPPED)
     spec = config.comparison("lanes")
@@ -137,18 +96,197 @@ def test_the_lanes_sweep_is_about_pages_and_adds_its_args_to_both_arms() -> None
     assert changed.arm("scalars-on").command == config.arm("scalars-on").command
 
 
+def verdict(kind: VerdictKind, expect: Expect = Expect.SAME) -> Verdict:
+    """A verdict decided by the one rule (`findings.decide`) from one finding of this kind."""
+    return Verdict.of([VerdictFinding(Origin.DRAFTS, Demand.of_kind(kind))], expect, ())
+
+
+def reached(trace: ArmTrace, args: tuple[str, ...]) -> ArmTrace:
+    """The capture as an arm that ran these arguments would print it: its [spec-config] says
+    the input's seed and requests (so no two inputs' traces read the same)."""
+    values = dict(trace.config.values)
+    values.update(seed=args[-1], input=" ".join(args))
+    if "--requests" in args:
+        values["requests"] = args[args.index("--requests") + 1]
+    return replace(trace, config=SpecConfig(values, trace.config.lines))
+
+
+def judge_all(kind: VerdictKind, expect: Expect = Expect.SAME, a: ArmTrace = PAGED,
+              b: ArmTrace = MATERIALIZED, reach: bool = True
+              ) -> Callable[[SweepInput], InputRun]:
+    def judge(item: SweepInput) -> InputRun:
+        ta, tb = (reached(a, item.args), reached(b, item.args)) if reach else (a, b)
+        return InputRun(verdict(kind, expect), ("paged", "materialized"), ta, tb)
+    return judge
+
+
+LANES = (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER)
+
+
+def sweep(judge: Callable[[SweepInput], InputRun],
+          classes: tuple[CoverageClass, ...] = LANES) -> SweepReport:
+    outcomes, unrun = run_sweep(inputs_for(classes), judge)
+    return SweepReport("lanes", outcomes, classes, unrun)
+
+
 def test_the_summary_counts_coverage_and_differences_per_class() -> None:
     items = inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.BATCH])
-    reached = SpecCoverage({"page_cross": 2, "batch": 1}, (), 1)
+    pages_only = replace(PAGED, coverage=SpecCoverage({"page_cross": 2, "batch": 1}, (), 1))
+    none = replace(MATERIALIZED, coverage=SpecCoverage())
 
-    def judge(item: SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+    def judge(item: SweepInput) -> InputRun:
         differ = item.cls is CoverageClass.PAGE_BOUNDARY and "=15" in item.label
-        return (VerdictKind.DIFFER if differ else VerdictKind.AGREE), reached, SpecCoverage()
+        return InputRun(verdict(VerdictKind.DIFFER if differ else VerdictKind.AGREE),
+                        ("a", "b"), reached(pages_only, item.args), reached(none, item.args))
 
     outcomes, _ = run_sweep(items, judge)
     assert all(isinstance(o, InputOutcome) for o in outcomes)
     pages, batch = summarize(outcomes)
-    assert (pages.cls, pages.inputs, pages.covered, pages.differed) == \
-        (CoverageClass.PAGE_BOUNDARY, 6, 6, 1)
-    assert (batch.cls, batch.inputs, batch.covered, batch.differed) == \
-        (CoverageClass.BATCH, 3, 0, 0)  # one request per batch is not two
+    assert (pages.cls, pages.inputs, pages.covered, pages.differed, pages.judged) == \
+        (CoverageClass.PAGE_BOUNDARY, 6, 6, 1, 5)
+    assert (batch.cls, batch.inputs, batch.covered, batch.differed, batch.judged) == \
+        (CoverageClass.BATCH, 3, 0, 0, 0)  # one request per batch is not two
+
+
+def test_agreeing_inputs_that_exercised_each_class_pass() -> None:
+    report = sweep(judge_all(VerdictKind.AGREE))
+    assert [c.judged for c in report.classes] == [6, 3]
+    assert report.exit_code is ExitCode.OK
+
+
+def test_inert_inputs_judge_nothing_although_the_state_was_exercised() -> None:
+    # both arms paged: every input exercised page_cross and page_order, and every input is
+    # INERT (the lane never switched): no class was judged, the sweep is uninformative
+    report = sweep(judge_all(VerdictKind.INERT, a=PAGED, b=PAGED))
+    assert [(c.covered, c.judged, c.uninformative) for c in report.classes] == \
+        [(6, 0, 6), (3, 0, 3)]
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+    assert report.lines()[0] == "sweep lanes: exit 3"
+
+
+def test_one_class_without_a_passing_input_leaves_the_sweep_uninformative() -> None:
+    def judge(item: SweepInput) -> InputRun:
+        kind = VerdictKind.UNINFORMATIVE if "requests" in item.label else VerdictKind.AGREE
+        return judge_all(kind)(item)
+
+    report = sweep(judge)
+    assert [c.judged for c in report.classes] == [6, 0]
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+
+
+def test_under_expect_differ_an_agreement_fails_and_a_difference_passes() -> None:
+    # the lanes must differ: inputs on which they agree each failed the expectation (exit 1);
+    # inputs on which they differ each met it (exit 0), whatever a same-comparison would say
+    failed = sweep(judge_all(VerdictKind.AGREE, Expect.DIFFER))
+    assert failed.exit_code is ExitCode.DIFFER
+    assert all(o.verdict.label == "FAIL" for o in failed.outcomes)
+    passed = sweep(judge_all(VerdictKind.DIFFER, Expect.DIFFER))
+    assert [c.judged for c in passed.classes] == [6, 3]
+    assert passed.exit_code is ExitCode.OK
+
+
+def test_under_expect_same_one_differing_input_fails_the_sweep() -> None:
+    def judge(item: SweepInput) -> InputRun:
+        kind = VerdictKind.DIFFER if "block_end=16" in item.label else VerdictKind.INERT
+        return judge_all(kind)(item)
+
+    assert sweep(judge).exit_code is ExitCode.DIFFER
+
+
+def test_arms_that_never_received_the_inputs_make_every_input_uninformative() -> None:
+    # each arm prints one capture whatever it is given: nine inputs are one input run nine
+    # times; every input is named, and no class is judged
+    report = sweep(judge_all(VerdictKind.AGREE, reach=False))
+    assert all(o.kind is VerdictKind.UNINFORMATIVE for o in report.outcomes)
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+    first = report.outcomes[1]
+    assert any("paged's trace reads the same as for the input" in r
+               for r in first.verdict.reasons)
+    # the capture says requests=3 seed=0: an input that set requests=2 is contradicted by name
+    two = next(o for o in report.outcomes if "requests=2" in o.input.label)
+    assert any("paged's [spec-config] (line 1) says requests=3, the input set requests=2" in r
+               for r in two.verdict.reasons)
+    text = "\n".join(report.lines())
+    assert text.count("nothing shows the generated arguments reached it") == 2 * 9
+
+
+def test_under_expect_differ_a_difference_on_unreached_inputs_passes_nothing() -> None:
+    # arms that differ on their one fixed input: a difference would be the pass, and no input
+    # of the sweep can show it
+    report = sweep(judge_all(VerdictKind.DIFFER, Expect.DIFFER, reach=False))
+    assert all(o.kind is VerdictKind.UNINFORMATIVE for o in report.outcomes)
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+
+
+def test_under_expect_same_a_difference_on_unreached_inputs_stands() -> None:
+    report = sweep(judge_all(VerdictKind.DIFFER, reach=False))
+    assert all(o.kind is VerdictKind.DIFFER for o in report.outcomes)
+    assert report.exit_code is ExitCode.DIFFER
+
+
+def test_one_unreached_input_is_named_and_the_others_judge() -> None:
+    def judge(item: SweepInput) -> InputRun:
+        run = judge_all(VerdictKind.AGREE)(item)
+        if item.args[:2] == ("--prompt-len", "12"):  # this arm kept an older seed
+            seed1 = dict(run.a.config.values) | {"seed": "1"} if run.a else {}
+            return replace(run, a=replace(PAGED, config=SpecConfig(seed1, PAGED.config.lines)))
+        return run
+
+    report = sweep(judge)
+    kinds = {o.input.label: o.kind for o in report.outcomes}
+    assert kinds.pop("r0 block_end=16 seed=0") is VerdictKind.UNINFORMATIVE
+    assert set(kinds.values()) == {VerdictKind.AGREE}
+    assert report.exit_code is ExitCode.OK
+
+
+def test_an_input_shared_by_two_classes_is_judged_once() -> None:
+    items = inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_END])
+    calls: list[tuple[str, ...]] = []
+
+    def judge(item: SweepInput) -> InputRun:
+        calls.append(item.args)
+        return judge_all(VerdictKind.AGREE)(item)
+
+    outcomes, unrun = run_sweep(items, judge)
+    assert len(outcomes) == 12 and len(calls) == len(set(calls)) == 10 and unrun == ()
+
+
+def test_once_the_budget_is_spent_no_input_starts_and_the_rest_are_reported_not_run() -> None:
+    items = interleaved(inputs_for([CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER]))
+    # taking turns: each class is tried before any class's second input
+    assert [i.cls for i in items[:4]] == [CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER] * 2
+    runs: list[SweepInput] = []
+
+    def judge(item: SweepInput) -> InputRun:
+        runs.append(item)
+        return judge_all(VerdictKind.AGREE)(item)
+
+    outcomes, unrun = run_sweep(items, judge, deadline=lambda: len(runs) >= 3)
+    assert [o.input for o in outcomes] == runs == list(items[:3])
+    assert unrun == items[3:]
+    report = SweepReport("lanes", outcomes, LANES, unrun)
+    pages, order = report.classes
+    assert (pages.inputs, pages.judged, pages.not_run) == (2, 2, 4)
+    assert (order.inputs, order.judged, order.not_run) == (1, 1, 2)
+    assert report.exit_code is ExitCode.OK  # each class passed on an input that ran
+    assert sum("(budget spent)" in line for line in report.lines()) == 6
+    not_run = report.to_json()["not_run"]
+    assert isinstance(not_run, list) and [x["input"] for x in not_run] == [i.label for i in unrun]
+    nothing = SweepReport("lanes", (), LANES, tuple(items))
+    assert nothing.exit_code is ExitCode.UNINFORMATIVE
+
+
+def test_a_class_without_inputs_is_reported_and_uninformative() -> None:
+    report = SweepReport("c", (), (CoverageClass.EOS_BONUS,))
+    (row,) = report.classes
+    assert (row.cls, row.inputs, row.covered) == (CoverageClass.EOS_BONUS, 0, 0)
+    assert report.exit_code is ExitCode.UNINFORMATIVE
+
+
+def test_check_sweeps_greedy_comparisons_whose_toggle_names_a_state() -> None:
+    config = load_config(SHIPPED)
+    assert [n for n, spec in config.comparisons.items() if sweepable(spec)] == \
+        ["lanes", "split", "nondet"]  # not scalars (no state), not sampled (in distribution)
+    lanes = config.comparison("lanes")
+    sampled = replace(lanes, rules=replace(lanes.rules, decoding=DecodingMode.SAMPLED))
+    assert sweepable(lanes) and not sweepable(sampled)
