@@ -62,12 +62,15 @@ def test_arms_that_ignore_the_generated_inputs_judge_none_of_them(tmp_path: Path
 
 COVERED = "[spec-coverage] blocks=2 page_size=16 widths={widths}\n"
 # a replay arm given its name and two traces: the first when run as configured, the second when
-# the sweep has added its arguments, which its [spec-config] line reports (so each input's trace
-# reads as its own)
-SWEPT_REPLAY = ("import sys; sys.stdout.write('generated\\n'); side, base, swept = sys.argv[1:4]; "
-                "extra = sys.argv[4:]; sys.stderr.write(f'[spec-config] verify_kernel={side} "
-                "input={\"_\".join(extra) or \"configured\"}\\n'); "
-                "sys.stderr.write(open(swept if extra else base).read())")
+# the sweep has added its arguments, which its [spec-config] line reports as the reference
+# runner does (so each input is shown to have reached it, and its trace reads as its own)
+SWEPT_REPLAY = "; ".join([
+    "import sys", "sys.stdout.write('generated\\n')", "side, base, swept = sys.argv[1:4]",
+    "extra = sys.argv[4:]",
+    "kv = ' '.join(k[2:].replace('-', '_') + '=' + v for k, v in zip(extra[::2], extra[1::2]))",
+    "sys.stderr.write('[spec-config] verify_kernel=' + side + ' ' + (kv or 'input=configured')"
+    " + '\\n')",
+    "sys.stderr.write(open(swept if extra else base).read())"])
 
 
 def _check(tmp_path: Path, widths: str, check: str, swept: str | None = None

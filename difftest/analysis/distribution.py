@@ -208,6 +208,29 @@ class Bettor:
         return self.peak >= 1.0 / alpha
 
 
+@dataclass
+class Mixture:
+    """Several bettors on one sequence of pairs, each with its own witness, their wealth
+    averaged: an average of test martingales is one, so Ville's bound holds for the mixture
+    at every stopping time, and the mixture grows about as fast as its best bettor (less a
+    factor of their number)."""
+
+    bettors: tuple[Bettor, ...]
+    peak: float = 1.0
+
+    @property
+    def wealth(self) -> float:
+        return sum(b.wealth for b in self.bettors) / len(self.bettors)
+
+    def add(self, xs: Sequence[float]) -> None:
+        for b, x in zip(self.bettors, xs, strict=True):
+            b.add(x)
+        self.peak = max(self.peak, self.wealth)
+
+    def crossed(self, alpha: float) -> bool:
+        return self.peak >= 1.0 / alpha
+
+
 def tv(a: np.ndarray, b: np.ndarray) -> float:
     """Total variation between the empirical laws of two token samples."""
     if not a.size or not b.size:
@@ -300,7 +323,7 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
     (pair i of every prompt before pair i + 1 of any), and the per-position TVs. A pair's
     increment weighs its positions by what the earlier pairs showed there (`_weights`), so a
     difference at one position of many is not averaged away."""
-    bettor = Bettor()
+    bettor = Mixture((Bettor(), Bettor()))
     prompts = sorted(a.tokens)
     ids = np.unique(np.concatenate([np.zeros(0, dtype=np.int64),
                                     *(m.ravel() for m in (*a.tokens.values(), *b.tokens.values()))]))
@@ -327,11 +350,17 @@ def distribution_test(a: Draws, b: Draws, alpha: float) -> DistributionTest:
             pa, pb = na.sum(axis=0), nb.sum(axis=0)  # the prompt's tokens at every position
             mine, anyone = i > 0, pairs > 0
             gx, gy = to_global[x], to_global[y]
+            weights = _weights(na, nb, i)
             wx = _witness(((na[cols, x], nb[cols, x], mine), (pa[x], pb[x], mine),
                            (every_a[gx], every_b[gx], anyone)))
             wy = _witness(((na[cols, y], nb[cols, y], mine), (pa[y], pb[y], mine),
                            (every_a[gy], every_b[gy], anyone)))
-            bettor.add(float(np.dot(_weights(na, nb, i), wx - wy)) / 2.0)
+            # the position class alone as well: a difference whose direction changes from
+            # position to position cancels in the pooled classes, which the blend averages in
+            px = _witness(((na[cols, x], nb[cols, x], mine),))
+            py = _witness(((na[cols, y], nb[cols, y], mine),))
+            bettor.add((float(np.dot(weights, wx - wy)) / 2.0,
+                        float(np.dot(weights, px - py)) / 2.0))
             na[cols, x] += 1.0
             nb[cols, y] += 1.0
             np.add.at(every_a, gx, 1.0)
@@ -403,22 +432,26 @@ NEW_TOKEN = -3  # the simulated B's moved mass goes to an id neither arm drew
 def simulated_mde(a: Draws, b: Draws, alpha: float, seed: int = 0) -> float | None:
     """The smallest TV d on MDE_GRID at which this test, on the same prompts, numbers of draws
     and positions, calls DIFFER in at least MDE_POWER of MDE_REPS simulated comparisons of
-    the arms' pooled law P_t at each position against (1 - d) P_t + d (a token neither arm
-    drew): a difference of TV d at every position (positions drawn independently). Found by
-    bisection over the grid (the power grows with d). None when even TV 1 is not found that
-    often: nothing is detectable with these draws. Seeded, so a verdict's text is
-    reproducible. What the learned witness really reaches with the pairs seen, which the
-    oracle formula (`DistributionTest.oracle_mde`) overstates."""
+    the arms' pooled law P_t at each position against a law Q_t at TV d from it: mass d moved
+    between the tokens the arms drew, its direction flipped from position to position
+    (`_shifted`), so that no token gains over a prompt and the witness's pooled classes see
+    next to nothing (mass moved to a token neither arm drew would be seen at once, and
+    overstate the power). A position whose giving side holds less than d moves d to a token
+    neither arm drew instead. Found by bisection over the
+    grid (the power grows with d). None when even TV 1 is not found that often. Seeded, so a
+    verdict's text is reproducible. The oracle formula (`DistributionTest.oracle_mde`) is
+    only a bound from below."""
     prompts = sorted(a.tokens)
     laws = {p: _pooled(a.tokens[p], b.tokens[p]) for p in prompts}
     sizes = {p: (a.tokens[p].shape[0], b.tokens[p].shape[0]) for p in prompts}
     rng = np.random.default_rng(seed)
 
     def found(d: float) -> bool:
+        shifted = {p: _shifted(rng, laws[p], d) for p in prompts}
         hits = 0
         for rep in range(MDE_REPS):
-            sa = {p: _drawn(rng, laws[p], sizes[p][0], 0.0) for p in prompts}
-            sb = {p: _drawn(rng, laws[p], sizes[p][1], d) for p in prompts}
+            sa = {p: _drawn(rng, laws[p], sizes[p][0]) for p in prompts}
+            sb = {p: _drawn(rng, shifted[p], sizes[p][1]) for p in prompts}
             hits += distribution_test(Draws(sa, {}), Draws(sb, {}), alpha).differ
             if hits >= MDE_POWER * MDE_REPS or (rep + 1 - hits) > (1 - MDE_POWER) * MDE_REPS:
                 break
@@ -446,14 +479,36 @@ def _pooled(ta: np.ndarray, tb: np.ndarray) -> list[tuple[np.ndarray, np.ndarray
     return out
 
 
-def _drawn(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], n: int,
-           moved: float) -> np.ndarray:
-    """n draws, positions independent, from each position's law with `moved` of its mass on
-    NEW_TOKEN."""
+def _shifted(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], d: float
+             ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One prompt's laws at TV d from `law` at every position: each id drawn into one of two
+    sides once for the prompt, mass d moved from one side to the other in proportion to what
+    each holds, in the opposite direction at every other position (so no id gains over the
+    prompt, and the pooled witness classes see next to nothing: the hardest shape for them).
+    Where the giving side holds less than d, or one side is empty, d goes to NEW_TOKEN."""
+    every = np.unique(np.concatenate([ids for ids, _ in law])) if law else np.zeros(0)
+    bit = dict(zip(every.tolist(), (rng.random(every.size) < 0.5).tolist(), strict=True))
+    out = []
+    for t, (ids, probs) in enumerate(law):
+        side = np.array([bit[i] != bool(t % 2) for i in ids.tolist()], dtype=bool)
+        give, take = float(probs[side].sum()), float(probs[~side].sum())
+        if give >= d and take > 0.0:
+            moved = probs.copy()
+            moved[side] -= d * probs[side] / give
+            moved[~side] += d * probs[~side] / take
+            moved = np.clip(moved, 0.0, None)
+            out.append((ids, moved / moved.sum()))
+        else:
+            out.append((np.append(ids, NEW_TOKEN), np.append(probs * (1.0 - d), d)))
+    return out
+
+
+def _drawn(rng: np.random.Generator, law: list[tuple[np.ndarray, np.ndarray]], n: int
+           ) -> np.ndarray:
+    """n draws, positions independent, from each position's law."""
     out = np.empty((n, len(law)), dtype=np.int64)
     for t, (ids, probs) in enumerate(law):
-        col = rng.choice(ids, size=n, p=probs)
-        out[:, t] = np.where(rng.random(n) < moved, NEW_TOKEN, col)
+        out[:, t] = rng.choice(ids, size=n, p=probs)
     return out
 
 
@@ -470,8 +525,8 @@ class RowAcceptance:
     expected: float
     e_value: float  # the larger side's peak wealth
     flagged: bool
-    # drafts accepted whose traced p(x) is 0: a correct verify accepts x with probability
-    # min(1, p(x)/q(x)) = 0, so one is proof, not a statistic
+    # drafts accepted whose traced p(x) is 0, or rejected whose p(x) >= q(x): a correct
+    # verify accepts x with probability min(1, p(x)/q(x)), 0 or 1 there, so one is proof
     impossible: int = 0
 
     def to_json(self) -> dict[str, object]:
@@ -510,7 +565,9 @@ def acceptance_check(rows: VerifiedRows, alpha: float) -> tuple[RowAcceptance, .
             sums[b] += e
             counts[b] += 1
         peak = max(up.peak, down.peak, witnessed.peak)
-        impossible = int(((acc > 0) & (rows.ratio[sel] <= 0.0)).sum())
+        ratio = rows.ratio[sel]
+        impossible = int(((acc > 0) & (ratio <= 0.0)).sum()
+                         + ((acc == 0) & (ratio >= 1.0)).sum())
         out.append(RowAcceptance(row=r + 1, tested=int(sel.sum()), observed=float(acc.mean()),
                                  expected=float(rows.overlap[sel].mean()), e_value=peak,
                                  flagged=impossible > 0 or any(b.crossed(level)
@@ -558,8 +615,9 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
         for r in rows:
             if r.impossible:
                 reasons.append(f"{arm}: row {r.row}: {r.impossible} draft(s) accepted whose "
-                               "traced target probability p(x) is 0: a correct verify accepts "
-                               "x with probability min(1, p(x)/q(x)), never at p(x) = 0")
+                               "traced target probability p(x) is 0, or rejected whose p(x) is "
+                               "at least q(x): a correct verify accepts x with probability "
+                               "min(1, p(x)/q(x)), never at p(x) = 0 and always at p(x) >= q(x)")
             elif r.flagged:
                 reasons.append(f"{arm}: row {r.row} accepted {r.observed:.3f} of {r.tested} "
                                f"tested drafts, its traced overlap sum(min(p, q)) expects "
@@ -591,8 +649,10 @@ def sampled_kind(evidence: SampledEvidence) -> tuple[VerdictKind, list[str]]:
         f"no difference shown at alpha {test.alpha:g}: e-value {test.peak:.3g} after "
         f"{test.pairs} request pairs ({test.prompts} prompts, up to {test.positions} positions "
         f"each, where each draw started and ended included; length TV {test.reach_tv:.2f}); "
-        f"a TV of {test.mde:.2f} at every position would have been found in {MDE_POWER:.0%} "
-        "of simulated tests with these draws (a difference at fewer positions needs more)"]
+        f"a TV of {test.mde:.2f} at every position (mass moved between drawn tokens, in a "
+        f"direction that changes from position to position) would have been found in "
+        f"{MDE_POWER:.0%} of simulated tests with these draws (a difference at fewer positions "
+        "needs more)"]
 
 
 def sampled_finding(evidence: SampledEvidence) -> VerdictFinding:

@@ -327,6 +327,67 @@ def _finite_background(b0: list[Dump], backgrounds: list[ModuleDiff]) -> None:
                          "capture is")
 
 
+@dataclass(frozen=True)
+class Departure:
+    """Where B first departs from the baseline B0 (its first module not B0's to the byte), and
+    the triangle A, B, B0 there: the RMS of each pair's difference."""
+
+    module: str
+    path: Path | None  # B's dump of that module, for messages
+    a_b: float  # RMS |A - B|
+    a_b0: float  # RMS |A - B0|: the background
+    b_b0: float  # RMS |B - B0|: the change under test, where it starts
+
+    @property
+    def ratio(self) -> float:
+        return self.a_b / self.a_b0 if self.a_b0 > 0 else math.inf
+
+    @property
+    def margin(self) -> float:
+        """RMS |A - B| over the shorter of the other two sides: below 1, |A - B| is the
+        shortest side of the triangle A, B, B0."""
+        short = min(self.a_b0, self.b_b0)
+        return self.a_b / short if short > 0 else math.inf
+
+    @property
+    def baseline_apart(self) -> bool:
+        """Whether |A - B| is the shortest side: B sits by A and the baseline apart from both,
+        so B lacks the baseline's difference from A. A change under test independent of the
+        background adds to it (|A - B|^2 ~ |A - B0|^2 + |B - B0|^2); making |A - B| the
+        shortest side takes one correlated with the background by more than 1/2, i.e. one
+        that undoes the harmless change rather than adding to it."""
+        return self.margin < 1
+
+
+def departure(a: list[Dump], b: list[Dump], b0: list[Dump]) -> Departure | None:
+    """The first module, in forward order, whose output in B is not B0's to the byte (None: B is
+    B0 at every module). Where the baseline is B's background (B and B0 compute alike up to the
+    change under test), that is where the change starts: a fresh perturbation there, not yet
+    mixed with anything downstream."""
+    for da, db, d0 in zip(a, b, b0, strict=True):
+        if not _same_bytes(db.array, d0.array):
+            return Departure(da.module, db.path, _module_diff(da, db)[0].rms,
+                             _module_diff(da, d0)[0].rms, _module_diff(db, d0)[0].rms)
+    return None
+
+
+def _tracks_b(start: Departure | None) -> None:
+    """Refuse a baseline that is no background for B: where B first departs from it, |A - B| is
+    the shortest side of the triangle A, B, B0 (B sits by A, the baseline apart from both: another
+    model, input or setting than B's). Against it, every module of B would look within its
+    background (ratios far below 1), whatever B computed."""
+    if start is None or not start.baseline_apart:
+        return
+    where = start.module if start.path is None else f"{start.module} ({start.path})"
+    raise UsageError(
+        f"the baseline is no background for B: where B first departs from it, at {where}, B is "
+        f"nearer to A (RMS |A - B| {start.a_b:.3g}) than the baseline is to either (RMS |A - B0| "
+        f"{start.a_b0:.3g}, RMS |B - B0| {start.b_b0:.3g}): B lacks the baseline's difference "
+        "from A, so the baseline computes something B does not (another model, input or "
+        "setting), not the harmless change B carries. A background differs from A only in the "
+        "harmless change and computes as B does up to the change under test: give one that does")
+
+
 def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: float,
                        atol: float = 0.0) -> Localization:
     """Walk A, B and a baseline B0 (a known-good arm that differs from A only in the harmless
@@ -343,6 +404,7 @@ def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: flo
                             None, atol, (), LocalizeOutcome.BASELINE_IS_B, factor)
     backgrounds = [_module_diff(da, d0) for da, d0 in zip(a, b0, strict=True)]
     _finite_background(b0, [back for back, _ in backgrounds])
+    _tracks_b(departure(a, b, b0))
     diffs: list[ModuleDiff] = []
     first: ModuleDiff | None = None
     rows: tuple[int, ...] = ()

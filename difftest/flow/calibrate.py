@@ -308,15 +308,16 @@ class Calibration:
     near_tie_flips: BenignRate | None = None
     logit_level: float | None = None
     above_level: BenignRate | None = None
-    # the benign pair judged by the gate at these thresholds on each input (empty: not judged)
-    gated: tuple[BenignVerdict, ...] = ()
+    # the benign pair judged by the gate at these thresholds on each input (None: not judged,
+    # as for a teacher-forced comparison, whose gate forces what calibrate ran free)
+    gated: tuple[BenignVerdict, ...] | None = None
 
     @property
     def benign_failing(self) -> tuple[BenignVerdict, ...]:
         """The calibration inputs on which the gate, at these thresholds, fails the benign pair
         (a difference D_i does not see: the rows after a committed stream parted are not
         compared, nor is what the arms do not trace)."""
-        return tuple(g for g in self.gated if g.kind is not VerdictKind.AGREE)
+        return tuple(g for g in self.gated or () if g.kind is not VerdictKind.AGREE)
 
     @property
     def separation(self) -> float | None:
@@ -437,6 +438,10 @@ class Calibration:
                              f"from {catch_rate_bound(n):.2g} up ({CONFIDENCE:.0%})")
         lines += [f"  - benign pair at these thresholds, {g.sentence()}"
                   for g in self.benign_failing]
+        if self.gated is None and self.probes:
+            lines.append("  - the benign pair was not judged at the gate: the comparison is "
+                         "teacher-forced, and calibrate runs its arms free (a parted stream "
+                         "cannot part where B replays A's)")
         if self.written is not None:
             lines.append(f"  - thresholds written to {self.written}")
         return lines + [f"run directory: {self.run_dir}"]
@@ -613,9 +618,12 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     flips_rate, level, above = benign_rates(rows, near_tie)
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
                       near_tie, probes, run_dir, None, (), flips_rate, level, above)
+    if not probes:
+        return cal  # no probe: nothing can be certified, nor a file written (exit 3)
     text = thresholds_toml(cal, git_head(config.path.resolve().parent))
-    cal = replace(cal, gated=gate_benign(spec, text, run_dir, pairs_of_benign,
-                                         evidence_of(config, spec), th))
+    if not spec.rules.teacher_force:
+        cal = replace(cal, gated=gate_benign(spec, text, run_dir, pairs_of_benign,
+                                             evidence_of(config, spec), th))
     if write and cal.exit_code is ExitCode.OK:
         path = Path(spec.thresholds)
         write_text_atomic(path, text)

@@ -29,7 +29,6 @@ from difftest.flow.sweep import SweepReport
 from difftest.numerics.noise import NoiseFloor
 
 
-
 def self_differences(rep: ComparisonReport) -> list[str]:
     """What a comparison of one capture with itself found; anything at all is a bug."""
     c = rep.comparison

@@ -8,6 +8,7 @@ input did (in a chain of modules; a residual input is the stream an earlier modu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -307,6 +308,44 @@ def _same_run(b: ArmSpec, b0: ArmSpec) -> bool:
     return definition(b) == definition(b0)
 
 
+def foreign_settings(a: Mapping[str, str], b: Mapping[str, str],
+                     b0: Mapping[str, str]) -> tuple[str, ...]:
+    """The `[spec-config]` settings in which the baseline B0 differs from A where B does not
+    carry B0's value: `key (A: x, B: y, B0: z)`. A background differs from A only in the harmless
+    change, and B carries that change too (it differs from B0 only in the change under test);
+    a setting of B0's own (another seed, model, input, thread count) makes it compute something
+    B does not. A setting a trace does not print is absent (`-`)."""
+    out = []
+    for key in sorted({*a, *b, *b0}):
+        x, y, z = a.get(key), b.get(key), b0.get(key)
+        if z != x and y != z:
+            out.append(f"{key} (A: {x or '-'}, B: {y or '-'}, baseline: {z or '-'})")
+    return tuple(out)
+
+
+def _check_settings(name: str, reruns: Sequence[ArmResult]) -> None:
+    """Refuse a baseline whose rerun's `[spec-config]` has settings of its own
+    (`foreign_settings`); arms whose traces print no settings (or cannot be read) say nothing
+    here, and the captures decide (`difftest.core.activations.departure`)."""
+    from difftest.core.errors import DifftestError, UsageError
+    from difftest.trace import parse_trace
+
+    try:
+        configs = [dict(parse_trace(r.stderr_path).config.values) for r in reruns]
+    except DifftestError:
+        return
+    if not all(configs):
+        return
+    foreign = foreign_settings(*configs)
+    if foreign:
+        raise UsageError(
+            f"--baseline {name} is no background for B: its [spec-config] differs from A's where "
+            f"B's does not: {'; '.join(foreign)} (in {reruns[2].stderr_path}). A background "
+            "differs from A only in the harmless change, which B carries too (B differs from it "
+            "only in the change under test); a baseline of another seed, model, input or "
+            "setting computes something B does not, and would excuse or blame every module")
+
+
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None, comparison: str | None = None,
                  baseline: str | None = None,
@@ -400,6 +439,8 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
             raise UsageError(f"localize: arm {rerun.name} wrote no capture in {where[key]}: does "
                              f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
                              "runners do)")
+    if base_arm is not None:
+        _check_settings(str(base_name), [done[arm.name] for arm in arms])
     tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
                           localize_dumps(where[ArmSide.A.value], where[ArmSide.B.value], tol,

@@ -10,6 +10,11 @@ boundary and inside a page; short blocks whose last drafted token can be accepte
 ids a request commits inside a drafted block and as its bonus token; and reports, per boundary class, how many
 inputs exercised it and how many differed. The arguments are the reference runner's
 (`python -m difftest.runners.reference --help`).
+
+Each input is judged as the comparison is, under its `expect`; an input the arms cannot be
+shown to have received (their `[spec-config]` does not report its settings, or a trace reads
+the same as for another input) is uninformative. A class counts as judged only through inputs
+that met the expectation with it exercised: inert and uninformative inputs judge nothing.
 """
 
 from __future__ import annotations
@@ -179,12 +184,13 @@ class ClassSummary:
 
 
 def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
-    """The comparison's own coverage rule (analysis.coverage): the class exercised by the arms,
-    counted per arm as a comparison's coverage table counts it."""
+    """The comparison's own coverage rule (`analysis.coverage.table`): each arm's count, the
+    class exercised when an arm reached it (a lane without pages counts none of them)."""
     return any(r.exercised for r in table((), a, b, (cls,)) if r.cls is cls)
 
 
 # generated argument -> the `[spec-config]` key the reference runner reports it under
+# (difftest.runners.reference.runner.applied)
 REPORTED = {"--seed": "seed", "--requests": "requests", "--prompt-len": "prompt_len",
             "--draft-lens": "draft_lens", "--layer-masks": "layer_masks", "--eos-id": "eos_id",
             "--shared-prefix": "shared_prefix"}
@@ -200,12 +206,18 @@ def _arms(run: InputRun) -> tuple[tuple[str, ArmTrace | None], tuple[str, ArmTra
 
 
 def _contradicted(args: tuple[str, ...], run: InputRun) -> list[str]:
-    """A setting the input set that an arm's `[spec-config]` reports with another value."""
+    """A setting the input set that an arm's `[spec-config]` does not report, or reports with
+    another value (the reference runner reports each: docs/trace-format.md)."""
     out = []
     for name, trace in _arms(run):
+        if trace is None:
+            continue
         for key, value in _settings(args).items():
-            got = None if trace is None else trace.config.values.get(key)
-            if trace is not None and got is not None and got != value:
+            got = trace.config.values.get(key)
+            if got is None:
+                out.append(f"sweep: {name}'s [spec-config] does not report {key} (the input "
+                           f"set {key}={value}): nothing shows the generated arguments reached it")
+            elif got != value:
                 out.append(f"sweep: {name}'s [spec-config] (line "
                            f"{trace.config.lines.get(key, 0)}) says {key}={got}, the input set "
                            f"{key}={value}: the generated arguments did not reach it")
@@ -325,7 +337,7 @@ class SweepReport:
     @property
     def exit_code(self) -> ExitCode:
         """Each input's exit code under the comparison's expectation (`Verdict.exit_code`),
-        the worst of them as check takes it (`judge.worst`): 1 when an input failed its
+        the worst of them as check takes it (`core.errors.worst`): 1 when an input failed its
         expectation (differed under `same`, agreed under `differ`). An uninformative or inert
         input proves nothing either way; 3 when a class has no input that met the expectation
         with the class exercised (so when no input was informative, or none was run)."""

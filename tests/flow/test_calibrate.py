@@ -244,6 +244,31 @@ def test_calibrate_refuses_a_benign_pair_the_gate_fails_on_its_own_input(tmp_pat
         assert rep.verdict.kind.value == kind, rep.verdict.reasons
 
 
+def test_no_probe_is_exit_3_and_writes_nothing(tmp_path: Path) -> None:
+    path = _printed_config(tmp_path, "0.0019")
+    path.write_text(path.read_text().replace('mutations = ["bump"]', "mutations = []"))
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    assert cal.exit_code is ExitCode.UNINFORMATIVE and cal.gated is None
+    assert any("no probe configured" in line for line in cal.summary())
+    assert not (tmp_path / "pair.thresholds.toml").exists()
+
+
+def test_a_teacher_forced_comparison_is_not_judged_on_free_runs(tmp_path: Path) -> None:
+    # calibrate runs every arm free; the gate of a teacher-forced comparison runs B on A's
+    # stream, where it cannot part: a free run's parting is no reason to refuse, and calibrate
+    # says it did not judge the pair at the gate
+    path = _printed_config(tmp_path, "0.0019", b_args='"--noise", "2e-5", "--part-on", "2"')
+    path.write_text(path.read_text() + "teacher_force = true\n")
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    said = "\n".join(cal.summary())
+    assert cal.gated is None and cal.exit_code is ExitCode.OK, said
+    assert "the benign pair was not judged at the gate: the comparison is teacher-forced" in said
+
+
 GOOD_PROVENANCE = ('[provenance]\ncomparison = "c"\ninputs = ["1", "2"]\nn = 2\n'
                    'separation = 3.5\n')
 

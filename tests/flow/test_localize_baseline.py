@@ -20,8 +20,8 @@ from difftest.core.activations import (Localization, LocalizeOutcome, ModuleDiff
 from difftest.core.errors import ConfigError, ExitCode, UsageError
 from difftest.core.rules import InvalidValue
 from difftest.core.kinds import VerdictKind
-from difftest.flow.localize import (LocalizeReport, RunLocalization, localize_dumps,
-                                    localize_run)
+from difftest.flow.localize import (LocalizeReport, RunLocalization, foreign_settings,
+                                    localize_dumps, localize_run)
 from tests.flow.test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
@@ -125,6 +125,53 @@ def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(tmp_path: P
     # the bf16 draft without the fault is a baseline: the planted module is named
     named = localize_run(rep.run_dir, baseline="bf16", config=cfg).report.localization
     assert named.first is not None and named.first.module == "layers.1.mlp"
+
+
+def test_a_baseline_of_another_seed_is_no_background(tmp_path: Path) -> None:
+    """Before, the bf16 draft of another seed (other weights, other prompts) as the baseline
+    swallowed a planted fault: every module of B nearer to A than the baseline (ratios 0.001 to
+    0.04), 'within its background', exit 3 saying that the difference is the background's (and
+    `--dumps` on its captures: exit 0). Its [spec-config] differs from A's in a setting B does
+    not carry (the seed): refused, exit 2, naming it; its captures, given with --dumps, are
+    refused too (B nearer to A than the baseline is to either, from the embedding on)."""
+    faulty = [*BF16, "--fault", "layers.1.mlp:scale:0.05"]
+    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
+                            "seed7": {"command": [*BF16, "--seed", "7"], "env": LEVEL3}},
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    with pytest.raises(UsageError) as err:
+        localize_run(rep.run_dir, baseline="seed7", config=cfg)
+    said = str(err.value)
+    assert said.startswith("--baseline seed7 is no background for B: its [spec-config] differs "
+                           "from A's where B's does not: seed (A: 0, B: 0, baseline: 7) (in "), said
+    folder = next((rep.run_dir / "localize").iterdir())
+    assert not (folder / "localize.json").exists()
+    with pytest.raises(UsageError, match="the baseline is no background for B: where B first "
+                                         "departs from it, at embed "):
+        localize_dumps(folder / "capture-a", folder / "capture-b",
+                       baseline=folder / "capture-b0")
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+                          "--baseline", "seed7", "--config", str(tmp_path / "difftest.toml")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert "seed (A: 0, B: 0, baseline: 7)" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("a, b, b0, foreign", [
+    ({"dtype": "f32", "seed": "0"}, {"dtype": "bf16", "seed": "0", "fault": "x"},
+     {"dtype": "bf16", "seed": "0"}, ()),  # the harmless change, and B's own
+    ({"seed": "0"}, {"seed": "0"}, {"seed": "7"}, ("seed (A: 0, B: 0, baseline: 7)",)),
+    ({"seed": "0"}, {"seed": "3"}, {"seed": "7"}, ("seed (A: 0, B: 3, baseline: 7)",)),
+    ({"seed": "0"}, {"seed": "7"}, {"seed": "7"}, ()),  # B carries it: the captures decide
+    ({"k": "4"}, {"k": "4"}, {"k": "4", "noise": "2"}, ("noise (A: -, B: -, baseline: 2)",)),
+    ({"k": "4", "noise": "2"}, {"k": "4", "noise": "2"}, {"k": "4"},
+     ("noise (A: 2, B: 2, baseline: -)",))])
+def test_a_setting_of_the_baseline_s_own_is_foreign(a: dict[str, str], b: dict[str, str],
+                                                    b0: dict[str, str],
+                                                    foreign: tuple[str, ...]) -> None:
+    assert foreign_settings(a, b, b0) == foreign
 
 
 def report_of(diffs: list[float], *, factor: float | None = None,

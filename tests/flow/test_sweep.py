@@ -8,6 +8,9 @@ the arms, and uninformative or inert ones, judging nothing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -19,9 +22,9 @@ from difftest.core.corpus import CoverageClass
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import DecodingMode, Expect, VerdictKind
 from difftest.core.model import ArmTrace, SpecConfig, SpecCoverage
-from difftest.flow.sweep import (EosIds, InputOutcome, InputRun, SweepInput, SweepReport,
-                                 eos_ids_of, inputs_for, interleaved, run_sweep, summarize,
-                                 sweep_classes, sweepable, with_args)
+from difftest.flow.sweep import (REPORTED, EosIds, InputOutcome, InputRun, SweepInput,
+                                 SweepReport, eos_ids_of, inputs_for, interleaved, run_sweep,
+                                 summarize, sweep_classes, sweepable, unreached, with_args)
 from difftest.trace.parser import parse_trace
 
 SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "default.toml"
@@ -102,12 +105,11 @@ def verdict(kind: VerdictKind, expect: Expect = Expect.SAME) -> Verdict:
 
 
 def reached(trace: ArmTrace, args: tuple[str, ...]) -> ArmTrace:
-    """The capture as an arm that ran these arguments would print it: its [spec-config] says
-    the input's seed and requests (so no two inputs' traces read the same)."""
+    """The capture as the reference runner would print it given these arguments: its
+    [spec-config] reports each setting they set (so no two inputs' traces read the same)."""
     values = dict(trace.config.values)
-    values.update(seed=args[-1], input=" ".join(args))
-    if "--requests" in args:
-        values["requests"] = args[args.index("--requests") + 1]
+    values.update({REPORTED[k]: v for k, v in zip(args, args[1:], strict=False)
+                   if k in REPORTED})
     return replace(trace, config=SpecConfig(values, trace.config.lines))
 
 
@@ -206,8 +208,12 @@ def test_arms_that_never_received_the_inputs_make_every_input_uninformative() ->
     two = next(o for o in report.outcomes if "requests=2" in o.input.label)
     assert any("paged's [spec-config] (line 1) says requests=3, the input set requests=2" in r
                for r in two.verdict.reasons)
+    # the capture (made before the runner reported prompt_len) does not report the prompt
+    # length the input set
+    assert any("paged's [spec-config] does not report prompt_len (the input set "
+               "prompt_len=11)" in r for r in report.outcomes[0].verdict.reasons)
     text = "\n".join(report.lines())
-    assert text.count("nothing shows the generated arguments reached it") == 2 * 9
+    assert text.count("trace reads the same as for the input") == 2 * 9
 
 
 def test_under_expect_differ_a_difference_on_unreached_inputs_passes_nothing() -> None:
@@ -290,3 +296,48 @@ def test_check_sweeps_greedy_comparisons_whose_toggle_names_a_state() -> None:
     lanes = config.comparison("lanes")
     sampled = replace(lanes, rules=replace(lanes.rules, decoding=DecodingMode.SAMPLED))
     assert sweepable(lanes) and not sweepable(sampled)
+
+
+def test_inputs_combine_as_checks_comparisons_do_a_failed_arm_first() -> None:
+    def judge(item: SweepInput) -> InputRun:
+        kind = {"r0 block_end=15 seed=0": VerdictKind.ARM_FAILED,
+                "r0 block_end=16 seed=0": VerdictKind.DIFFER}.get(item.label, VerdictKind.AGREE)
+        return judge_all(kind)(item)
+
+    assert sweep(judge).exit_code is ExitCode.ARM_FAILED
+
+
+def test_an_arm_that_does_not_report_a_setting_leaves_that_input_unshown() -> None:
+    # the arm's traces differ from input to input, but its [spec-config] says nothing of the
+    # prompt length the input set: nothing shows that setting reached it
+    def judge(item: SweepInput) -> InputRun:
+        run = judge_all(VerdictKind.AGREE)(item)
+        if run.b is not None and item.args[:2] == ("--prompt-len", "27"):
+            values = {k: v for k, v in run.b.config.values.items() if k != "prompt_len"}
+            return replace(run, b=replace(run.b, config=SpecConfig(values, run.b.config.lines)))
+        return run
+
+    report = sweep(judge)
+    named = {o.input.label: o.verdict.reasons for o in report.outcomes
+             if o.kind is VerdictKind.UNINFORMATIVE}
+    assert list(named) == ["r0 block_end=31 seed=0"]
+    assert any("materialized's [spec-config] does not report prompt_len" in r
+               for r in named["r0 block_end=31 seed=0"])
+
+
+def test_the_reference_runner_reports_every_setting_the_inputs_set(tmp_path: Path) -> None:
+    # a real run given one of each kind of generated argument: its [spec-config] reports each
+    # in the syntax the sweep wrote it, so the sweep's check finds nothing unreached
+    args = ("--requests", "2", "--prompt-len", "40", "--shared-prefix", "17", "--draft-lens",
+            "1,2", "--layer-masks", "full,sliding:8", "--eos-id", "0", "--steps", "2",
+            "--seed", "1")
+    assert set(REPORTED) <= set(args)
+    proc = subprocess.run([sys.executable, "-m", "difftest.runners.reference", *args],
+                          env={**os.environ, "VT_SPEC_TRACE": "1", "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "arm.log").write_text(proc.stderr)
+    trace = parse_trace(tmp_path / "arm.log")
+    run = InputRun(verdict(VerdictKind.AGREE), ("a", "b"), trace, trace)
+    assert unreached({args: run}) == {}
+    assert trace.config.values["layer_masks"] == "full,sliding:8"
