@@ -8,6 +8,8 @@ else the packaged default; comparison values from the config, then the caller's 
 from __future__ import annotations
 
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -16,7 +18,6 @@ from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
-from difftest.core.corpus import CoverageClass
 from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
@@ -290,10 +291,19 @@ def check(config: ConfigLike = None, *, only: list[str] | None = None, probes: b
     plan = plan_check(cfg, only, probes=probes)
     def analysis(results: RunResults) -> CheckResult:
         result = judged(plan, results, CheckResult)
+        if cfg.check.sweep:  # its arms run after the gate's, each input a run of its own
+            result = _with_sweeps(result, _check_sweeps(cfg, plan.selected, opts), results)
         outputs.write_check(result, junit=junit, markdown=markdown, html_path=html)
         return result
 
     return analysed(plan, opts, outputs.CHECK_REPORTS, analysis)
+
+
+def _with_sweeps(result: CheckResult, sweeps: tuple[SweepReport, ...],
+                 results: RunResults) -> CheckResult:
+    """The check's result with its sweeps, its wall time counting theirs."""
+    took = None if results.started is None else time.monotonic() - results.started
+    return replace(result, sweeps=sweeps, duration_s=took)
 
 
 def probe(arm_a: str | None = None, arm_b: str | None = None, *,
@@ -328,20 +338,35 @@ def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
     """Run a comparison over inputs generated to reach what its toggle is about
     (difftest.flow.sweep): each input a run of both arms with reference-runner arguments
     added, judged as the comparison is; `seeds` runs each input under that many seeds."""
-    from difftest.flow import sweep as sw
-
     cfg = _config(config)
     spec = cfg.comparison(comparison)
     opts = run_options(keywords, options)
     if seeds < 1:
         raise UsageError(f"seeds must be >= 1, got {seeds}")
+    return _swept(cfg, spec, seeds, opts)
+
+
+def _swept(cfg: Config, spec: ComparisonSpec, seeds: int, opts: RunOptions,
+           until: float | None = None) -> SweepReport:
+    """The sweep of one comparison; with `until` (a time.monotonic() value) no input starts
+    after it, and those left are reported as not run."""
+    from difftest.flow import sweep as sw
+
+    def spent() -> bool:
+        return until is not None and time.monotonic() >= until
+
     classes = sw.sweep_classes(spec)
-    eos: tuple[int, ...] = ()
-    if CoverageClass.EOS in classes:  # ids the configured input commits, to end requests at
-        first = run_comparison(cfg, spec, options=opts)
-        streams = [] if first.arm_a.trace is None else [
-            [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
-        eos = sw.eos_ids_of(streams)
+    eos: dict[int, sw.EosIds] = {}
+    for seed in range(seeds) if sw.needs_eos(classes) else ():
+        if spent():
+            break
+        # ids this seed's input commits, to end its requests at (inside a block, on a bonus)
+        first = run_comparison(sw.with_args(cfg, spec, ("--seed", str(seed))), spec,
+                               options=opts)
+        t = first.arm_a.trace
+        eos[seed] = sw.EosIds() if t is None else sw.eos_ids_of(
+            [(t.requests[int(t.verifies.req[i])], [int(x) for x in t.verifies.emit(i)])
+             for i in range(len(t.verifies))])
 
     def judge(item: sw.SweepInput) -> sw.InputRun:
         varied = sw.with_args(cfg, spec, item.args)
@@ -349,8 +374,27 @@ def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
         return sw.InputRun(rep.verdict, (spec.arm_a, spec.arm_b), rep.arm_a.trace,
                            rep.arm_b.trace)
 
-    items = sw.inputs_for(classes, tuple(range(seeds)), eos)
-    return sw.SweepReport(comparison, sw.run_sweep(items, judge))
+    items = sw.interleaved(sw.inputs_for(classes, tuple(range(seeds)), eos))
+    outcomes, unrun = sw.run_sweep(items, judge, spent)
+    return sw.SweepReport(spec.name, outcomes, classes, unrun)
+
+
+def _check_sweeps(cfg: Config, names: Sequence[str], opts: RunOptions
+                 ) -> tuple[SweepReport, ...]:
+    """`[check] sweep = true`: each of these comparisons that is about some state
+    (difftest.flow.sweep.sweepable) swept in turn, each given an equal share of the budget
+    that is left when it starts."""
+    from difftest.flow import sweep as sw
+
+    settings = cfg.check
+    specs = [cfg.comparison(n) for n in names if sw.sweepable(cfg.comparison(n))]
+    end = time.monotonic() + settings.sweep_budget_s
+    out = []
+    for i, spec in enumerate(specs):
+        now = time.monotonic()
+        until = now + max(end - now, 0.0) / (len(specs) - i)
+        out.append(_swept(cfg, spec, settings.sweep_seeds, opts, until))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

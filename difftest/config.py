@@ -40,12 +40,14 @@ PYTHON_TOKEN = "{python}"
 INPUT_TOKEN = "{seed}"  # replaced by the comparison's gate input, or a calibration input
 CONFIG_FILE_NAME = "difftest.toml"
 
-_TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit")
+_TOP_TABLES = ("defaults", "arms", "comparisons", "mutations", "audit", "check")
 _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
+_CHECK_KEYS = ("sweep", "sweep_budget_s", "sweep_seeds")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
              "max_capture_bytes", "evidence", "line_prefix", "dtype")
 MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
+MAX_SWEEP_SEEDS = 100  # each seed runs every generated input once more
 # a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
 _COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inputs",
                     "gate_input", "localize_baseline")
@@ -321,6 +323,18 @@ class Defaults:
 
 
 @dataclass(frozen=True)
+class CheckSettings:
+    """[check]: what `difftest check` runs besides the comparisons. With `sweep`, each checked
+    comparison whose toggle is about a coverage class is also swept (difftest.flow.sweep: inputs
+    generated to reach that state, `sweep_seeds` seeds each) until `sweep_budget_s` seconds of
+    wall time are spent; an input not started by then is reported as not run."""
+
+    sweep: bool = False
+    sweep_budget_s: float = 300.0
+    sweep_seeds: int = 1
+
+
+@dataclass(frozen=True)
 class Config:
     """A validated config file."""
 
@@ -330,6 +344,7 @@ class Config:
     mutations: Mapping[str, MutationSpec]
     audit: AuditThresholds = AuditThresholds()
     defaults: Defaults = Defaults()
+    check: CheckSettings = CheckSettings()
 
     def arm(self, name: str) -> ArmSpec:
         """The named arm; a typo on the command line gets the list of real names."""
@@ -566,7 +581,21 @@ def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = No
     except InvalidValue as exc:
         raise check.fail("audit", f"key {exc.key!r}: {exc.why}") from None
     return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit,
-                  defaults=run_defaults)
+                  defaults=run_defaults, check=_check(check, data.get("check", {})))
+
+
+def _check(check: _Checker, raw: dict[str, Any]) -> CheckSettings:
+    check.keys("check", raw, _CHECK_KEYS)
+    d = CheckSettings()
+    sweep = raw.get("sweep", d.sweep)
+    if not isinstance(sweep, bool):
+        raise check.fail("check", f"key 'sweep': must be true or false, got {kind_of(sweep)}")
+    budget = (check.number("check", "sweep_budget_s", raw["sweep_budget_s"], strict=True)
+              if "sweep_budget_s" in raw else d.sweep_budget_s)
+    seeds = (check.integer("check", "sweep_seeds", raw["sweep_seeds"], minimum=1,
+                           maximum=MAX_SWEEP_SEEDS)
+             if "sweep_seeds" in raw else d.sweep_seeds)
+    return CheckSettings(sweep=sweep, sweep_budget_s=budget, sweep_seeds=seeds)
 
 
 def _defaults(check: _Checker, raw: dict[str, Any], base: Path) -> Defaults:

@@ -1,7 +1,9 @@
 """How many of the bug corpus's classes difftest catches: every mutation of the reference
 runner's corpus (docs/bugs.md) through the shipped comparison it belongs to, first on the
 shipped inputs (what the default `check` sees), then on the sweep's generated inputs for the
-state it lives in (difftest.flow.sweep); the controls through both, where each must agree.
+state it lives in (difftest.flow.sweep); the controls through both, where none may differ (on
+an input that did not reach the comparison's own states a control is UNINFORMATIVE, as any
+agreement there is).
 
 Arms run in this process (the runner's trace lines, exactly as its stderr carries them, written
 to files) and are judged by the comparison's own judge (`judge_traces`: toggle, coverage,
@@ -11,8 +13,9 @@ audit, tokens, logits). A mutation living in the paged lane is planted in the pa
 
 Prints per mutation: on the shipped inputs how many runs were caught (DIFFER), uninformative
 (UNINF: the state was not reached, or the mutation never acted) and agreed (AGREE: a miss); on
-the sweep's inputs how many inputs reached its state and how many of those were caught; and
-the kind each DIFFER was named.
+the sweep's inputs (those generated for the state the mutation needs, under each seed; for a
+control, every class's) how many were caught, uninformative and agreed, each input that was
+not caught (a control's: not agreed); and the kind each DIFFER was named.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from difftest.analysis.bugclass import classify  # noqa: E402
-from difftest.config import ComparisonSpec, load_config  # noqa: E402
+from difftest.config import ComparisonSpec, Config, load_config  # noqa: E402
 from difftest.core.corpus import CORPUS, CoverageClass, Lane, Mutation  # noqa: E402
 from difftest.core.kinds import VerdictKind  # noqa: E402
 from difftest.flow.evaluate import judge_traces  # noqa: E402
-from difftest.flow.sweep import SweepInput, eos_ids_of, inputs_for  # noqa: E402
+from difftest.flow.sweep import EosIds, eos_ids_of, inputs_for, needs_eos  # noqa: E402
 from difftest.runners.reference.__main__ import options_of, parser  # noqa: E402
 from difftest.runners.reference.runner import run  # noqa: E402
 
@@ -47,15 +50,16 @@ class Runs:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.cache: dict[tuple[str, ...], tuple[Path, dict[str, list[int]]]] = {}
+        self.cache: dict[tuple[str, ...], tuple[Path, list[tuple[str, list[int]]]]] = {}
 
-    def trace(self, argv: list[str]) -> tuple[Path, dict[str, list[int]]]:
+    def trace(self, argv: list[str]) -> tuple[Path, list[tuple[str, list[int]]]]:
+        """The run's trace file, and its verifies in order (request, emitted ids)."""
         key = tuple(argv)
         if key not in self.cache:
             result = run(options_of(parser().parse_args(argv)), 3)
             path = self.folder / f"run{len(self.cache)}.log"
             path.write_text("".join(line + "\n" for line in result.lines))
-            self.cache[key] = (path, result.generated)
+            self.cache[key] = (path, [(r.req, list(r.emit)) for r in result.records])
         return self.cache[key]
 
 
@@ -67,12 +71,14 @@ def arms_for(m: Mutation, spec: ComparisonSpec) -> tuple[ComparisonSpec, str, st
     return spec, spec.arm_a, spec.arm_b
 
 
-def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...]
-          ) -> tuple[VerdictKind, str | None]:
+def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...],
+          config: Config) -> tuple[VerdictKind, str | None]:
     judged, a, b = arms_for(m, spec)
     pa, _ = runs.trace([*SHIPPED, *ARMS[a], *extra])
     pb, _ = runs.trace([*SHIPPED, *ARMS[b], *extra, "--mutation", m.name])
-    report = judge_traces(pa, pb, judged)
+    # what each capture's launch asked for (difftest.flow.roles): B is the mutated arm
+    mutated = config.arm(b).with_changes(env={**config.arm(b).env, "DIFFTEST_MUTATION": m.name})
+    report = judge_traces(pa, pb, judged, arms={a: config.arm(a), b: mutated})
     kind = report.verdict.kind
     named = None
     if kind is VerdictKind.DIFFER and report.arm_a.trace and report.arm_b.trace:
@@ -93,34 +99,38 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         runs = Runs(Path(tmp))
-        streams = runs.trace([*SHIPPED, *ARMS["paged"]])[1]
-        eos = eos_ids_of(list(streams.values()))
+        eos: dict[int, EosIds] = {}
         for m in chosen:
             spec = config.comparison(m.judged_by)
             shipped = Counter[str]()
             names = Counter[str]()
             for s in seeds:
-                kind, named = judge(runs, m, spec, ("--seed", str(s)))
+                kind, named = judge(runs, m, spec, ("--seed", str(s)), config)
                 shipped[kind.value] += 1
                 if named:
                     names[named] += 1
-            classes = m.needs or (CoverageClass.PAGE_BOUNDARY,)
-            if m.control:  # controls: every kind of generated input
-                classes = (CoverageClass.PAGE_BOUNDARY, CoverageClass.VERIFY_WIDTHS,
-                           CoverageClass.WINDOW_EDGE, CoverageClass.PREFIX_SHARED)
-            items: list[SweepInput] = [
-                *inputs_for([c for c in classes if c is not CoverageClass.EOS], seeds),
-                *inputs_for([c for c in classes if c is CoverageClass.EOS], (0,), eos)]
+            # a bug: the inputs aimed at the state it needs; a control: every kind of input
+            classes = (m.needs or (CoverageClass.PAGE_BOUNDARY,) if not m.control
+                       else tuple(CoverageClass))
+            if needs_eos(classes) and not eos:  # ids each seed's run commits (the paged arm)
+                eos = {s: eos_ids_of(runs.trace([*SHIPPED, *ARMS["paged"], "--seed", str(s)])[1])
+                       for s in seeds}
+            # each distinct argument list once (two classes may share an input)
+            items = list({i.args: i for i in inputs_for(classes, seeds, eos)}.values())
             swept = Counter[str]()
+            missed = []  # a bug's inputs not caught, a control's not agreed
             for item in items:
-                kind, named = judge(runs, m, spec, item.args)
+                kind, named = judge(runs, m, spec, item.args, config)
                 swept[kind.value] += 1
                 if named:
                     names[named] += 1
+                if kind is not (VerdictKind.AGREE if m.control else VerdictKind.DIFFER):
+                    missed.append(f"{item.label} ({item.cls.value}): {kind.value}")
             rows.append({"mutation": m.name, "class": m.bug_class, "control": m.control,
                          "expect": m.shows.value if m.shows else "agree",
                          "comparison": m.judged_by, "shipped": dict(shipped),
-                         "swept": dict(swept), "inputs": len(items), "named": dict(names)})
+                         "swept": dict(swept), "inputs": len(items), "named": dict(names),
+                         "missed": missed})
             print(_line(rows[-1]), flush=True)
     _summary(rows)
     if args.json:
@@ -129,13 +139,14 @@ def main() -> int:
 
 
 def _line(r: dict[str, object]) -> str:
-    sh, sw = r["shipped"], r["swept"]
-    assert isinstance(sh, dict) and isinstance(sw, dict)
+    sh, sw, missed = r["shipped"], r["swept"], r["missed"]
+    assert isinstance(sh, dict) and isinstance(sw, dict) and isinstance(missed, list)
     return (f"{r['mutation']:28s} shipped: differ {sh.get('differ', 0)} uninf "
             f"{sh.get('uninformative', 0) + sh.get('inert', 0)} agree {sh.get('agree', 0)} | "
             f"sweep: differ {sw.get('differ', 0)}/{r['inputs']} uninf "
             f"{sw.get('uninformative', 0) + sw.get('inert', 0)} agree {sw.get('agree', 0)} | "
-            f"expect {r['expect']}, named {r['named']}")
+            f"expect {r['expect']}, named {r['named']}"
+            + "".join(f"\n    missed: {x}" for x in missed))
 
 
 def _summary(rows: list[dict[str, object]]) -> None:
@@ -149,7 +160,7 @@ def _summary(rows: list[dict[str, object]]) -> None:
 
     print()
     print("| mutation | class | shipped inputs: caught / uninformative / agreed | sweep: caught "
-          "/ inputs | named as |")
+          "(controls: agreed) / inputs | named as |")
     print("|---|---|---|---|---|")
     for r in rows:
         sh = (f"{n(r, 'shipped', 'differ')} / "
@@ -158,14 +169,21 @@ def _summary(rows: list[dict[str, object]]) -> None:
         named = r["named"]
         assert isinstance(named, dict)
         shown = ", ".join(f"{k} {v}" for k, v in sorted(named.items())) or "-"
-        print(f"| `{r['mutation']}` | {r['class']} | {sh} | {n(r, 'swept', 'differ')} / "
-              f"{r['inputs']} | {shown} |")
+        swept = n(r, "swept", "agree" if r["control"] else "differ")
+        print(f"| `{r['mutation']}` | {r['class']} | {sh} | {swept} / {r['inputs']} | {shown} |")
     caught = sum(n(r, "swept", "differ") for r in bugs)
     total = sum(int(str(r["inputs"])) for r in bugs)
     false_red = sum(n(r, p, "differ") for r in controls for p in ("shipped", "swept"))
+    agreed = sum(n(r, p, "agree") for r in controls for p in ("shipped", "swept"))
+    runs = sum(int(str(r["inputs"])) + sum(n(r, "shipped", k.value) for k in VerdictKind)
+               for r in controls)
     missed_unreached = sum(n(r, "shipped", "agree") for r in bugs)
     print()
-    print(f"sweep: {caught}/{total} mutated inputs caught; controls: {false_red} false red(s); "
+    uninf = sum(n(r, p, k) for r in controls for p in ("shipped", "swept")
+                for k in ("uninformative", "inert"))
+    print(f"sweep: {caught}/{total} mutated inputs caught; controls: {agreed}/{runs} AGREE, "
+          f"{uninf} UNINFORMATIVE (the comparison's own states not reached on that input), "
+          f"{false_red} false red(s); "
           f"shipped inputs: {missed_unreached} AGREE on a bug")
 
 

@@ -51,9 +51,8 @@ MODULES = {
                  "distribution"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
-    "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring", "judge",
-             "sweep",
-             "rejudge", "calibrate", "localize"),
+    "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring",
+             "sweep", "judge", "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
     # the command line: the error translator and the shared options, then a file per command
     "cli": ("errors", "options", "compare", "parse", "audit", "noise", "calibrate", "check",

@@ -131,7 +131,7 @@ def test_good_fixture_every_key() -> None:
 @pytest.mark.parametrize("text, expected", [
     pytest.param('[arms.paged]\ncommand = ["python"\n', "TOML syntax error", id="syntax"),
     pytest.param(ARM + '[arm.x]\n', "[arm]: unknown table (known: defaults, arms, comparisons, "
-                 "mutations, audit)", id="unknown-table"),
+                 "mutations, audit, check)", id="unknown-table"),
     pytest.param("arms = 3\n", "[arms]: must be a table", id="arms-not-table"),
     pytest.param("[arms]\npaged = 3\n", "[arms]: key 'paged': must be a table", id="arm-not-table"),
     pytest.param(ARM + "timout_s = 10\n", "[arms.paged]: key 'timout_s': unknown key (known: "
@@ -228,6 +228,14 @@ def test_good_fixture_every_key() -> None:
                  "must be >= 1, got 0", id="audit-zero-distinct-ids"),
     pytest.param(ARM + "[audit]\nmax_blind_radius = -1\n", "[audit]: key 'max_blind_radius': "
                  "must be >= 0", id="audit-negative"),
+    pytest.param(ARM + "[check]\nsweep = 1\n", "[check]: key 'sweep': must be true or false, got "
+                 "an integer", id="check-sweep-int"),
+    pytest.param(ARM + "[check]\nsweep_budget_s = 0\n", "[check]: key 'sweep_budget_s': must be "
+                 "> 0, got 0", id="check-budget-zero"),
+    pytest.param(ARM + "[check]\nsweep_seeds = 0\n", "[check]: key 'sweep_seeds': must be >= 1",
+                 id="check-seeds-zero"),
+    pytest.param(ARM + "[check]\nsweeps = true\n", "[check]: key 'sweeps': unknown key (known: "
+                 "sweep, sweep_budget_s, sweep_seeds)", id="check-unknown-key"),
 ])
 def test_bad_config_names_file_table_and_key(tmp_path: Path, text: str, expected: str) -> None:
     path = tmp_path / "difftest.toml"
@@ -238,6 +246,14 @@ def test_bad_config_names_file_table_and_key(tmp_path: Path, text: str, expected
     assert message.startswith(f"{path}: "), message
     assert expected in message, message
     assert info.value.exit_code == ExitCode.USAGE
+
+
+def test_the_check_table_switches_the_sweep_on_with_a_budget() -> None:
+    cfg = parse_config(ARM + "[check]\nsweep = true\nsweep_budget_s = 90\nsweep_seeds = 2\n",
+                       Path("d.toml"))
+    assert (cfg.check.sweep, cfg.check.sweep_budget_s, cfg.check.sweep_seeds) == (True, 90.0, 2)
+    plain = parse_config(ARM, Path("d.toml")).check
+    assert (plain.sweep, plain.sweep_budget_s, plain.sweep_seeds) == (False, 300.0, 1)
 
 
 def test_unknown_key_message_in_full() -> None:

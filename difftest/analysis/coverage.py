@@ -21,11 +21,11 @@ from difftest.analysis.findings import Demand, Origin, VerdictFinding
 _C = CoverageClass
 # toggle setting -> the state a difference in it shows through (the one map; docs/switch.md)
 ABOUT: Mapping[str, tuple[CoverageClass, ...]] = {
-    "lane": (_C.PAGE_BOUNDARY, _C.PAGE_ORDER),
+    "lane": (_C.PAGE_BOUNDARY, _C.PAGE_END, _C.PAGE_ORDER),
     "verify_kernel": (_C.VERIFY_WIDTHS,),
     "layer_masks": (_C.WINDOW_EDGE,),
-    "prefix_cache": (_C.PREFIX_SHARED,),
-    "eos": (_C.EOS,),
+    "prefix_cache": (_C.PREFIX_SHARED, _C.PREFIX_PARTIAL),
+    "eos": (_C.EOS, _C.EOS_BONUS),
 }
 
 

@@ -28,7 +28,10 @@ def check(
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
 
-    Exit code: the worst of the comparisons' and probes', by severity arm-failed (4) >
+    With `sweep = true` in the config's [check] table, each comparison whose toggle is about
+    some state is also swept (as `difftest sweep` does) within `sweep_budget_s` seconds.
+
+    Exit code: the worst of the comparisons', probes' and sweeps', by severity arm-failed (4) >
     usage (2: a probe whose mutation never reached the runner, NOT-APPLIED) > differ (1) >
     uninformative (3) > agree (0).
     """

@@ -17,6 +17,7 @@ class CoverageClass(StrEnum):
     """A kind of state a run can exercise, named by the `[spec-coverage]` counter that counts it."""
 
     PAGE_BOUNDARY = "page_cross"  # drafted blocks that reach or cross a page boundary
+    PAGE_END = "page_end"  # drafted blocks whose last row is a page's last slot
     PAGE_ORDER = "page_order"  # block reads through a block table not in physical order
     VERIFY_WIDTHS = "widths"  # distinct verify widths (anchor + drafted tokens) seen
     REJECTION = "rejections"  # verifies that rejected a drafted token (and rolled back)
@@ -24,7 +25,9 @@ class CoverageClass(StrEnum):
     BATCH = "batch"  # most requests drafted in one step
     WINDOW_EDGE = "window_edges"  # block reads where a sliding window excludes a key
     EOS = "eos"  # requests that ended at their end-of-sequence id
+    EOS_BONUS = "eos_bonus"  # requests that ended at EOS as a verify's own token
     PREFIX_SHARED = "prefix_shared"  # requests that met another's prompt in the prefix cache
+    PREFIX_PARTIAL = "prefix_partial"  # shared prefixes ending inside a page the donor holds
 
     @property
     def needed(self) -> int:
@@ -38,6 +41,7 @@ class CoverageClass(StrEnum):
 
 _LABELS = {
     CoverageClass.PAGE_BOUNDARY: "page boundary inside a drafted block",
+    CoverageClass.PAGE_END: "drafted block ending on a page's last slot",
     CoverageClass.PAGE_ORDER: "block table out of physical order",
     CoverageClass.VERIFY_WIDTHS: "verify widths",
     CoverageClass.REJECTION: "rejections and rollbacks",
@@ -45,7 +49,9 @@ _LABELS = {
     CoverageClass.BATCH: "requests per batch",
     CoverageClass.WINDOW_EDGE: "sliding-window edges",
     CoverageClass.EOS: "requests ended at EOS",
+    CoverageClass.EOS_BONUS: "requests ended at EOS as the bonus token",
     CoverageClass.PREFIX_SHARED: "shared prompt prefixes met",
+    CoverageClass.PREFIX_PARTIAL: "shared prefixes ending inside a page",
 }
 
 
@@ -96,7 +102,7 @@ CORPUS: tuple[Mutation, ...] = (
     Mutation("stale-seq-lens", "sequence length not extended by the block", (), BugKind.DRAFTER,
              "class seen in paged-attention seq_lens fixes"),
     # State and shape.
-    Mutation("page-boundary-off-by-one", "page-boundary off-by-one", (_C.PAGE_BOUNDARY,),
+    Mutation("page-boundary-off-by-one", "page-boundary off-by-one", (_C.PAGE_END,),
              BugKind.DRAFTER, "class seen in paged-attention last-block length fixes (vLLM, SGLang)",
              _P),
     Mutation("block-crosses-page", "block written as if within one page", (_C.PAGE_BOUNDARY,),
@@ -106,7 +112,7 @@ CORPUS: tuple[Mutation, ...] = (
     Mutation("batch-seq-lens-shift", "batch metadata one request off", (_C.BATCH,),
              BugKind.DRAFTER, "class seen in batched-metadata fixes of serving engines", _P),
     Mutation("prefix-cache-partial-page", "prefix-cache block reused across requests",
-             (_C.PREFIX_SHARED,), BugKind.DRAFTER,
+             (_C.PREFIX_PARTIAL,), BugKind.DRAFTER,
              "class seen in prefix-caching fixes (vLLM, SGLang)", _P),
     Mutation("sliding-window-edge", "sliding-window edge", (_C.WINDOW_EDGE,), BugKind.DRAFTER,
              "class seen in sliding-window fixes (vLLM, SGLang)"),
@@ -120,7 +126,7 @@ CORPUS: tuple[Mutation, ...] = (
     Mutation("last-draft-never-accepted", "acceptance loop stops one short", (_C.FULL_ACCEPT,),
              BugKind.ACCEPTANCE,
              "class seen in acceptance-rate regressions, e.g. llama.cpp #26750"),
-    Mutation("bonus-dropped-at-eos", "bonus token dropped at EOS", (_C.EOS,), BugKind.STATE,
+    Mutation("bonus-dropped-at-eos", "bonus token dropped at EOS", (_C.EOS_BONUS,), BugKind.STATE,
              "class seen in stop-token handling fixes of speculative decoding"),
     Mutation("drafter-stale-hidden", "drafter fed hidden states of the wrong step", (),
              BugKind.DRAFTER, "class seen in EAGLE-style hidden-state offset fixes"),

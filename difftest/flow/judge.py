@@ -25,6 +25,7 @@ from difftest.flow.plan import Judged, Plan, PlanKind
 from difftest.flow.run import RunResults
 from difftest.flow.sequential_runs import SequentialRun
 from difftest.flow.scoring import ProbeReport, score_probe
+from difftest.flow.sweep import SweepReport
 from difftest.numerics.noise import NoiseFloor
 
 
@@ -71,11 +72,13 @@ class CheckResult:
     probes: Mapping[str, ProbeReport]
     started_at: str | None = None  # ISO 8601 UTC, when the gate started
     duration_s: float | None = None  # wall time of the whole gate, arms and analysis
+    sweeps: tuple[SweepReport, ...] = ()  # with [check] sweep = true (difftest.flow.sweep)
 
     @property
     def exit_code(self) -> ExitCode:
         codes = [r.verdict.exit_code for r in self.reports]
         codes += [p.exit_code for p in self.probes.values()]
+        codes += [s.exit_code for s in self.sweeps]
         return worst(codes)
 
 

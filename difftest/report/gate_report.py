@@ -8,10 +8,11 @@ from collections.abc import Sequence
 import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
 
-from difftest.core.errors import ArmFailure
+from difftest.core.errors import ArmFailure, ExitCode
 from difftest.execute.records import ArmResult
 from difftest.flow.judge import CheckResult
 from difftest.flow.scoring import MutationResult, ProbeReport
+from difftest.flow.sweep import SweepReport
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
@@ -86,7 +87,32 @@ def check_dict(result: CheckResult) -> dict[str, object]:
         "run_dir": str(result.run_dir) if result.run_dir else None,
         "comparisons": [to_dict(r) for r in result.reports],
         "probes": {name: probe_dict(p) for name, p in result.probes.items()},
+        "sweeps": [sw.to_json() for sw in result.sweeps],
     }
+
+
+def sweep_lines(result: CheckResult) -> list[str]:
+    """Each sweep's verdict and its table of states (difftest.flow.sweep), for check's
+    terminal lines and check.md."""
+    out: list[str] = []
+    for sw in result.sweeps:
+        state = {ExitCode.OK: "PASS", ExitCode.DIFFER: "FAIL",
+                 ExitCode.UNINFORMATIVE: "UNINFORMATIVE"}.get(sw.exit_code, "ARM-FAILED")
+        out += ["", f"{state:<14} {sw.comparison + '/sweep':<20} " + sweep_summary(sw)]
+        out += [f"{'':15}{line}" for line in sw.lines()[2:2 + len(sw.classes) + 1]]
+    return out
+
+
+def sweep_summary(sw: SweepReport) -> str:
+    """One sentence: how many inputs ran, differed, and on which states no input passed with
+    the state exercised (difftest.flow.sweep)."""
+    missed = [c.cls.value for c in sw.classes if c.judged == 0]
+    ran = len({o.input.args for o in sw.outcomes})
+    differed = len({o.input.args for o in sw.outcomes if o.kind is VerdictKind.DIFFER})
+    return (f"{ran} generated input(s) run, {differed} differed"
+            + (f", {len({i.args for i in sw.unrun})} not run (budget spent)" if sw.unrun else "")
+            + (f"; no input passed with it exercised: {', '.join(missed)}" if missed else "")
+            + f"; exit {int(sw.exit_code)}")
 
 
 def render_check_json(result: CheckResult) -> str:
@@ -149,6 +175,7 @@ def check_lines(result: CheckResult) -> str:
                                                       if p.survivors else "")
                          + (f"; not applied: {', '.join(p.not_applied)}"
                             if p.not_applied else ""))
+    lines += sweep_lines(result)
     lines += arm_failure_lines(result.reports)
     passed = sum(r.verdict.passed for r in result.reports)
     lines.append("")
@@ -200,6 +227,16 @@ def check_markdown(result: CheckResult) -> str:
                              f"{m.result if m.killed or not m.applied else f'**{m.result}**'} | "
                              f"{md_inline(m.killed_by or '-')} |")
             lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
+    if result.sweeps:
+        lines += ["", "### Sweeps (inputs generated to reach each state)", "",
+                  "| comparison | state | inputs | exercised | differed | uninformative | "
+                  "not run |", "|---|---|---|---|---|---|---|"]
+        for sw in result.sweeps:
+            lines += [f"| {md_code(sw.comparison)} | {md_inline(c.cls.label)} ({md_code(c.cls.value)})"
+                      f" | {c.inputs} | {c.covered if c.covered else '**0**'} | {c.differed} | "
+                      f"{c.uninformative} | {c.not_run} |" for c in sw.classes]
+        lines += [""] + [f"- {md_code(sw.comparison)}: {md_inline(sweep_summary(sw))}"
+                         for sw in result.sweeps]
     for r in result.reports:
         if r.verdict.passed:
             continue
@@ -243,7 +280,7 @@ def _seconds(*outcomes: ArmOutcome) -> float:
 
 
 def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
-    """One testcase per comparison and per probed mutation. A difference or an unmet
+    """One testcase per comparison, per probed mutation and per sweep. A difference or an unmet
     expectation is a <failure>, an uninformative comparison a <failure type="uninformative">
     (never a pass), an arm that crashed, timed out or drafted nothing an <error>."""
     results = _arm_results(result)
@@ -263,6 +300,8 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
                 cases.add(f"{r.name}/probe/{m.name}", _seconds(m.report.arm_b),
                           _mutation_outcome(m, p),
                           f"killed by {m.killed_by}" if m.killed else "\n".join(mv.reasons))
+    for sw in result.sweeps:
+        cases.add(f"{sw.comparison}/sweep", 0.0, _sweep_outcome(sw), "\n".join(sw.lines()))
     counts = cases.counts
     total = (result.duration_s if result.duration_s is not None
              else sum(float(tc.get("time", "0")) for tc in suite.iter("testcase")))
@@ -319,6 +358,18 @@ class _Cases:
             el = ET.SubElement(tc, tag, type=kind, message=xml_safe(md_inline(message)))
             el.text = xml_safe(body)
         ET.SubElement(tc, "system-out").text = xml_safe(out)
+
+
+def _sweep_outcome(sw: SweepReport) -> _Outcome | None:
+    """A sweep as a testcase: an arm that failed an <error>; an input that differed or a state
+    no input reached a <failure>."""
+    table = "\n".join(sw.lines())
+    if sw.exit_code is ExitCode.ARM_FAILED:
+        return ("error", str(VerdictKind.ARM_FAILED), sweep_summary(sw), table)
+    if sw.exit_code is not ExitCode.OK:
+        kind = "differ" if sw.exit_code is ExitCode.DIFFER else "uninformative"
+        return ("failure", kind, sweep_summary(sw), table)
+    return None
 
 
 def _comparison_outcome(r: ComparisonReport) -> _Outcome | None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from difftest.analysis.compare import Comparison
     from difftest.flow.judge import CheckResult
     from difftest.flow.scoring import ProbeReport
+    from difftest.flow.sweep import SweepReport
     from difftest.flow.localize import SavedLocalization
     from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 
@@ -1059,9 +1060,23 @@ def render_check(result: CheckResult) -> str:
                     f'<span class="verdict {head.tone.value}">{_e(head.observed)}</span> '
                     f"<code>{_e(r.name)}</code> {_e(head.qualifier)}</summary>\n{inner}\n"
                     "</details>")
+    body += [_sweep_section(sw) for sw in result.sweeps]
     if result.run_dir:
         body.append(f"<p>Run directory: <code>{_e(result.run_dir)}</code></p>")
     return _page("difftest check", "\n".join(body))
+
+
+def _sweep_section(sw: SweepReport) -> str:
+    """A sweep of `check` (difftest.flow.sweep): per state, its generated inputs and what they
+    showed."""
+    from difftest.report.gate_report import sweep_summary
+
+    rows = [[f"{c.cls.label} ({c.cls.value})", c.inputs, c.covered, c.differed,
+             c.uninformative, c.not_run] for c in sw.classes]
+    return (f"<section><h2>Sweep <code>{_e(sw.comparison)}</code></h2>"
+            f"<p>{_e(sweep_summary(sw))}</p>"
+            + _table(["state", "inputs", "exercised", "differed", "uninformative", "not run"],
+                     rows, [False, True, True, True, True, True]) + "</section>")
 
 
 def write_html(path: Path, text: str) -> None:

@@ -16,7 +16,8 @@ def cov(line: int = 1, widths: tuple[tuple[int, int], ...] = (), **counts: int) 
 
 
 def test_lane_is_about_page_boundaries_and_page_order() -> None:
-    assert about(["lane"]) == (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_ORDER)
+    assert about(["lane"]) == (CoverageClass.PAGE_BOUNDARY, CoverageClass.PAGE_END,
+                               CoverageClass.PAGE_ORDER)
     assert about(["lane", "attention"]) == about(["lane"])  # attention names no state
     assert about(["scalars"]) == ()
 
@@ -31,7 +32,8 @@ def test_every_class_a_corpus_bug_needs_has_a_toggle_or_is_named_by_the_sweep() 
 
 
 def test_an_agreement_without_a_page_boundary_is_uninformative_with_the_counts() -> None:
-    kind, reasons = effect(["lane"], cov(page_cross=0, page_order=3), cov(page_cross=0), NAMES)
+    kind, reasons = effect(["lane"], cov(page_cross=0, page_end=1, page_order=3), cov(page_cross=0),
+                           NAMES)
     assert kind is VerdictKind.UNINFORMATIVE
     (reason,) = reasons
     assert "page boundary inside a drafted block (page_cross)" in reason
@@ -40,7 +42,26 @@ def test_an_agreement_without_a_page_boundary_is_uninformative_with_the_counts()
 
 def test_one_arm_exercising_the_state_is_enough() -> None:
     # the materialized lane has no pages; the paged arm crossing boundaries covers the claim
-    assert effect(["lane"], cov(page_cross=4, page_order=2), cov(), NAMES) == (None, ())
+    assert effect(["lane"], cov(page_cross=4, page_end=1, page_order=2), cov(), NAMES) == \
+        (None, ())
+
+
+def test_blocks_crossing_pages_but_never_ending_on_a_last_slot_are_uninformative() -> None:
+    # the off-by-one of a last page's valid length lives where a block ends on a page's last
+    # slot: crossing boundaries elsewhere does not reach it
+    kind, reasons = effect(["lane"], cov(page_cross=6, page_order=3), cov(), NAMES)
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert ["drafted block ending on a page's last slot (page_end)" in r for r in reasons] == [True]
+
+
+def test_each_bugs_trigger_is_the_class_it_needs() -> None:
+    needs = {m.name: m.needs for m in CORPUS}
+    assert needs["page-boundary-off-by-one"] == (CoverageClass.PAGE_END,)
+    assert needs["prefix-cache-partial-page"] == (CoverageClass.PREFIX_PARTIAL,)
+    assert needs["bonus-dropped-at-eos"] == (CoverageClass.EOS_BONUS,)
+    assert needs["last-draft-never-accepted"] == (CoverageClass.FULL_ACCEPT,)
+    assert about(["prefix_cache"]) == (CoverageClass.PREFIX_SHARED, CoverageClass.PREFIX_PARTIAL)
+    assert about(["eos"]) == (CoverageClass.EOS, CoverageClass.EOS_BONUS)
 
 
 def test_widths_need_two_different_ones() -> None:
@@ -70,11 +91,11 @@ def test_the_finding_asks_for_no_agreement_so_a_difference_stands() -> None:
     from difftest.analysis.findings import VerdictFinding
     assert decide([VerdictFinding(Origin.DRAFTS, agree), found]) is VerdictKind.UNINFORMATIVE
     assert decide([VerdictFinding(Origin.DRAFTS, differ), found]) is VerdictKind.DIFFER
-    assert finding(["lane"], cov(page_cross=1, page_order=1), cov(), NAMES) is None
+    assert finding(["lane"], cov(page_cross=1, page_end=1, page_order=1), cov(), NAMES) is None
 
 
 def test_a_planted_mutation_demands_its_own_state_and_to_have_acted() -> None:
-    reached = cov(page_cross=3, page_order=3, fired=5)
+    reached = cov(page_cross=3, page_end=1, page_order=3, fired=5)
     # the window bug on inputs without a window edge: the toggle's state is there, its own not
     kind, reasons = effect(["lane"], reached, cov(fired=0), NAMES, "sliding-window-edge")
     assert kind is VerdictKind.UNINFORMATIVE

@@ -33,6 +33,7 @@ class Coverage:
 
     blocks: int = 0
     page_cross: int = 0
+    page_end: int = 0
     page_order: int = 0
     widths: Counter[int] = field(default_factory=Counter)
     rejections: int = 0
@@ -41,7 +42,9 @@ class Coverage:
     batch: int = 0
     window_edges: int = 0
     eos: int = 0
+    eos_bonus: int = 0
     prefix_shared: int = 0
+    prefix_partial: int = 0
     fired: int = 0
 
     def fields(self, paged: bool) -> dict[str, object]:
@@ -49,6 +52,7 @@ class Coverage:
         out: dict[str, object] = {"blocks": self.blocks,
                                   "page_size": PAGE_SIZE if paged else 0,
                                   CoverageClass.PAGE_BOUNDARY.value: self.page_cross,
+                                  CoverageClass.PAGE_END.value: self.page_end,
                                   CoverageClass.PAGE_ORDER.value: self.page_order,
                                   CoverageClass.VERIFY_WIDTHS.value: ",".join(
                                       f"{w}:{n}" for w, n in sorted(self.widths.items())) or "-",
@@ -58,7 +62,9 @@ class Coverage:
                                   CoverageClass.BATCH.value: self.batch,
                                   CoverageClass.WINDOW_EDGE.value: self.window_edges,
                                   CoverageClass.EOS.value: self.eos,
+                                  CoverageClass.EOS_BONUS.value: self.eos_bonus,
                                   CoverageClass.PREFIX_SHARED.value: self.prefix_shared,
+                                  CoverageClass.PREFIX_PARTIAL.value: self.prefix_partial,
                                   "fired": self.fired}
         return out
 
@@ -80,7 +86,10 @@ class CorpusPagedKVStore(PagedKVStore):
         write their own tokens into."""
         full = n // PAGE_SIZE
         take = -(-n // PAGE_SIZE) if self.mutation == "prefix-cache-partial-page" else full
-        pages = self.block_tables.get(donor, [])[:take]
+        held = self.block_tables.get(donor, [])
+        pages = held[:take]
+        if n % PAGE_SIZE and len(held) > full:  # the donor holds a partly shared page
+            self.coverage.prefix_partial += 1
         if take > full and len(pages) > full:
             self.coverage.fired += 1
         self.block_tables[req] = list(pages)
@@ -118,6 +127,7 @@ class CorpusPagedKVStore(PagedKVStore):
         first = layer == 0
         if first:
             self.coverage.page_cross += ctx // PAGE_SIZE != (ctx + tq) // PAGE_SIZE
+            self.coverage.page_end += (ctx + tq) % PAGE_SIZE == 0
             self.coverage.page_order += table != sorted(table)
         slots = self.slot_mapping(req, ctx, ctx + tq)
         if mutation == "block-crosses-page":
@@ -245,6 +255,7 @@ def verify_block(target: Target, cache: TargetCache, pending: list[torch.Tensor]
     if eos_id >= 0 and eos_id in emitted:
         end = emitted.index(eos_id) + 1
         coverage.eos += 1
+        coverage.eos_bonus += end == len(emitted)
         if mutation == "bonus-dropped-at-eos" and end == len(emitted):
             end -= 1  # the stop check ran before the step's own token was appended
             coverage.fired += 1

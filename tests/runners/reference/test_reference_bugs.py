@@ -149,3 +149,51 @@ def test_page_boundary_counter_matches_a_recount_of_the_trace() -> None:
         {n: sum(len(r.draft) + 1 == n for r in run.records) for n in (2, 3, 4, 5)}
     materialized = coverage(cached_run(REACHING.with_(lane="materialized"), 1).lines)
     assert materialized["page_size"] == materialized["page_cross"] == "0"
+
+
+def test_page_end_counter_counts_blocks_ending_on_a_pages_last_slot() -> None:
+    run = cached_run(REACHING, 1)
+    # a block of 1 + k rows starts at the context length pos - 1 and ends before pos - 1 + 5
+    expect = sum((r.pos - 1 + 5) % 16 == 0 for r in run.records)
+    assert int(coverage(run.lines)["page_end"]) == expect > 0
+    # one request, one step: its block holds rows 11..15, the first page's last slot its last
+    one = RunnerOptions(requests=1, prompt_len=11, steps=1)
+    assert coverage(cached_run(one, 1).lines)["page_end"] == "1"
+    assert coverage(cached_run(one.with_(prompt_len=12), 1).lines)["page_end"] == "0"
+
+
+def test_off_by_one_is_silent_where_blocks_cross_pages_but_never_end_on_a_last_slot() -> None:
+    # prompt 12 of 1 request, 2 steps: blocks 12..16 and 13/14..17/18 cross into page 2 and
+    # none ends on slot 15
+    base = RunnerOptions(requests=1, prompt_len=12, steps=2)
+    cov = coverage(cached_run(base, 1).lines)
+    assert int(cov["page_cross"]) > 0 and cov["page_end"] == "0"
+    bad = cached_run(base.with_(mutation="page-boundary-off-by-one"), 1)
+    assert coverage(bad.lines)["fired"] == "0"
+
+
+@pytest.mark.parametrize(("shared", "partial"), [(16, 0), (32, 0), (15, 2), (17, 2), (24, 2)])
+def test_prefix_partial_counts_shared_prefixes_ending_inside_a_page(shared: int,
+                                                                    partial: int) -> None:
+    base = RunnerOptions(prompt_len=40, shared_prefix=shared, steps=2)
+    cov = coverage(cached_run(base, 1).lines)
+    assert (cov["prefix_shared"], cov["prefix_partial"]) == ("2", str(partial))
+    bad = cached_run(base.with_(mutation="prefix-cache-partial-page"), 1)
+    assert coverage(bad.lines)["fired"] == str(partial)  # acts exactly there
+
+
+def test_eos_bonus_counts_requests_ending_on_their_verifys_own_token() -> None:
+    from difftest.flow.sweep import eos_ids_of
+
+    base = RunnerOptions(draft_lens=(1,))  # short blocks: some drafts accepted
+    eos = eos_ids_of([(r.req, r.emit) for r in cached_run(base, 1).records])
+    assert eos.drafted and eos.bonus
+    inside = coverage(cached_run(base.with_(eos_id=eos.drafted[0]), 1).lines)
+    assert int(inside["eos"]) >= 1
+    bonus = coverage(cached_run(base.with_(eos_id=eos.bonus[0]), 1).lines)
+    assert int(bonus["eos_bonus"]) >= 1
+    # the bug acts only where a request ends on its bonus token
+    for eos_id, reached in ((eos.drafted[0], int(inside["eos_bonus"])),
+                            (eos.bonus[0], int(bonus["eos_bonus"]))):
+        bad = cached_run(base.with_(eos_id=eos_id, mutation="bonus-dropped-at-eos"), 1)
+        assert int(coverage(bad.lines)["fired"]) == reached
