@@ -81,7 +81,8 @@ def record(folder: Path, runs: int, samples: int, arms: list[str], chosen: dict[
               f"{time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def rates(folder: Path, trials: int, draws: int, alpha: float, seed: int) -> None:
+def rates(folder: Path, trials: int, draws: int, alpha: float, seed: int, arms: list[str]
+          ) -> None:
     from difftest.analysis.distribution import (SampledEvidence, acceptance_check, aligned,
                                                 distribution_test, prompt_of, sampled_kind,
                                                 streams)
@@ -110,7 +111,7 @@ def rates(folder: Path, trials: int, draws: int, alpha: float, seed: int) -> Non
     print(f"alpha {alpha}, {trials} trials, {draws} draws per prompt and arm per trial, "
           f"{len(base)} prompts, pools of {min(len(v) for v in base.values())} draws per prompt "
           "(no-spec)")
-    for arm in ARMS:
+    for arm in arms:
         if arm == "no-spec" or not (folder / arm).is_dir():
             continue
         other = load(arm)
@@ -215,6 +216,7 @@ def main() -> int:
     t.add_argument("--draws", type=int, default=60)
     t.add_argument("--alpha", type=float, default=0.01)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--arms", default=",".join(ARMS))
     args = p.parse_args()
     if args.command == "record":
         record(args.folder, args.runs, args.samples, args.arms.split(","),
@@ -224,7 +226,7 @@ def main() -> int:
     elif args.command == "fresh":
         fresh(args.arm, args.trials, args.draws, args.alpha, settings(args.temperature, args.top_p))
     else:
-        rates(args.folder, args.trials, args.draws, args.alpha, args.seed)
+        rates(args.folder, args.trials, args.draws, args.alpha, args.seed, args.arms.split(","))
     return 0
 
 
