@@ -17,7 +17,6 @@ from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.corpus import CoverageClass
-from difftest.core.model import SpecCoverage
 from difftest.core.rules import Rules
 from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
                             split_keywords)
@@ -344,12 +343,11 @@ def sweep(comparison: str, *, config: ConfigLike = None, seeds: int = 1,
             [int(x) for x in first.arm_a.trace.verifies.emit_ids]]
         eos = sw.eos_ids_of(streams)
 
-    def judge(item: sw.SweepInput) -> tuple[VerdictKind, SpecCoverage, SpecCoverage]:
+    def judge(item: sw.SweepInput) -> sw.InputRun:
         varied = sw.with_args(cfg, spec, item.args)
         rep = run_comparison(varied, spec, options=opts)
-        none = SpecCoverage()
-        return (rep.verdict.kind, rep.arm_a.trace.coverage if rep.arm_a.trace else none,
-                rep.arm_b.trace.coverage if rep.arm_b.trace else none)
+        return sw.InputRun(rep.verdict, (spec.arm_a, spec.arm_b), rep.arm_a.trace,
+                           rep.arm_b.trace)
 
     items = sw.inputs_for(classes, tuple(range(seeds)), eos)
     return sw.SweepReport(comparison, sw.run_sweep(items, judge))

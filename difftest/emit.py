@@ -198,6 +198,23 @@ def _ids(name: str, values: Any) -> list[int]:
     return out
 
 
+def _request_place(req: str | int, pos: Any) -> tuple[str, int]:
+    """A step's request id and position as a trace line can carry them: an id a line's fields
+    cannot be confused by, and a token count >= 0 (a numpy or torch scalar is taken whole)."""
+    name = str(req)
+    if not _REQ_RE.match(name):
+        raise ValueError(f"req: {name!r} must be non-empty, without spaces or control "
+                         "characters, and not start with '['")
+    if isinstance(pos, bool) or not isinstance(pos, int):
+        if hasattr(pos, "item"):
+            pos = int(pos.item())
+        else:
+            raise ValueError(f"pos: expected an integer, got {pos!r}")
+    if pos < 0:
+        raise ValueError(f"pos: expected a token count >= 0, got {pos}")
+    return name, pos
+
+
 def _float32_rows(logits: Any) -> np.ndarray:
     """(rows, vocab) float32 on the host, from numpy, torch (any dtype/device) or lists."""
     import numpy as np
@@ -424,17 +441,7 @@ class Tracer:
         if not self.enabled:
             return
         self.header()  # the header stands even when this first step's input is refused
-        name = str(req)
-        if not _REQ_RE.match(name):
-            raise ValueError(f"req: {name!r} must be non-empty, without spaces or control "
-                             "characters, and not start with '['")
-        if isinstance(pos, bool) or not isinstance(pos, int):
-            if hasattr(pos, "item"):
-                pos = int(pos.item())
-            else:
-                raise ValueError(f"pos: expected an integer, got {pos!r}")
-        if pos < 0:
-            raise ValueError(f"pos: expected a token count >= 0, got {pos}")
+        name, pos = _request_place(req, pos)
         draft = _ids("drafted", drafted)
         emit = _ids("emitted", emitted)
         k, ns = len(draft), len(emit)
@@ -448,13 +455,7 @@ class Tracer:
         else:
             lines.append("[spec-propose] NO proposing rows this step (num_reqs=1)")
         if self.wants_logits and logits is not None and k:
-            rows = _float32_rows(logits)
-            if rows.shape[0] != k:
-                raise ValueError(f"logits: {rows.shape[0]} rows for {k} drafted ids")
-            if rows.shape[1] < 2:
-                raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
-            for j in range(k):
-                lines.append(spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)))
+            lines += self._logit_lines(name, pos, k, logits)
         if bonus and draft and emit == draft:
             # what a hook written before `bonus` existed passes at a verify a token budget cut
             # short (mlx-lm's last step): every draft emitted, no token of the target's own
@@ -468,4 +469,14 @@ class Tracer:
         acc = accepted(name, pos, draft, emit) if bonus else ns
         lines.append(spectrace(name, pos, k, ns, acc, draft, emit))
         self._write(lines)
+
+    def _logit_lines(self, name: str, pos: int, k: int, logits: Any) -> list[str]:
+        """The `[spec-logits]` lines of a step's `k` drafted rows (their top_k pairs), from
+        logits of one row per drafted id and a vocab wide enough to have a margin."""
+        rows = _float32_rows(logits)
+        if rows.shape[0] != k:
+            raise ValueError(f"logits: {rows.shape[0]} rows for {k} drafted ids")
+        if rows.shape[1] < 2:
+            raise ValueError(f"logits: vocab of {rows.shape[1]} leaves no margin (need 2)")
+        return [spec_logits(name, pos, j + 1, top_pairs(rows[j], self.top_k)) for j in range(k)]
 

@@ -21,6 +21,11 @@ budget leaves no room to draft; those steps are traced as `k=0` verifies.
 The one private name this relies on is `GenerationMixin._get_candidate_generator`, present
 from transformers 5.0 through the versions the `difftest[hf]` extra admits.
 
+In sampled decoding (`generate(..., do_sample=True)` with an assistant: transformers'
+speculative sampling) `traced_generation(..., sampled=True)` also prints each verify's rejection
+test as a `[spec-sample]` line (`sample_test`), from the candidate logits and the target's
+processed logits that very test used.
+
 Two parts of difftest's protocol (docs/trace-format.md) come with it:
 
 - `forced_generation` replays another arm's committed stream (`DIFFTEST_FORCE`, difftest.core.force):
@@ -44,7 +49,7 @@ from difftest.emit import Tracer
 from difftest.core.kinds import DraftingKind
 
 __all__ = ["ActivationCapture", "HFStep", "HFTrace", "drafting_kind_of", "forced_generation",
-           "resolved_settings", "traced_generation"]
+           "resolved_settings", "sample_test", "traced_generation"]
 
 # Generators whose rows come from one forward pass; everything else drafts row by row.
 _BLOCK_GENERATORS = ("DFlashTokenCandidateGenerator",)
@@ -108,14 +113,43 @@ def cut_at_stop(drafted: list[int], emitted: list[int], logits: Any) -> tuple[li
     return drafted[:keep], (logits[:keep] if logits is not None else None)
 
 
+def sample_test(q_logits: Any, p_logits: Any, drafted: list[int], emitted: list[int]
+                ) -> tuple[int, list[float], list[float], list[float], int | None]:
+    """One speculative-sampling verify's test, as transformers made it (`_speculative_sampling`:
+    q the softmax of the draft's processed scores, p of the target's, both after temperature
+    and top-p; draft i accepted when a uniform falls below p_i(x_i) / q_i(x_i), the first
+    rejection emits a draw from the normalised max(0, p - q)): (acc, q of every drafted token,
+    p of each tested one, each tested row's overlap sum(min(p, q)), the residual draw or None).
+    The same tensors and the same float32 softmax the verify used, read back, not recomputed
+    another way."""
+    import torch
+
+    k = len(drafted)
+    q = q_logits[:k].float().softmax(dim=-1)
+    p = p_logits[:k].float().softmax(dim=-1)
+    acc = len(emitted) - 1
+    tested = k if acc >= k else acc + 1
+    ids = torch.tensor(drafted, dtype=torch.long)
+    rows = torch.arange(k)
+    q_x = q[rows, ids].tolist()
+    p_x = p[rows, ids][:tested].tolist()
+    overlap = torch.minimum(p[:tested], q[:tested]).sum(dim=-1).tolist()
+    residual = int(emitted[acc]) if acc < k else None
+    return acc, q_x, p_x, overlap, residual
+
+
 class _Hook:
     """Wraps one candidate generator instance: remembers the proposal, traces the outcome."""
 
     def __init__(self, generator: Any, tracer: Tracer, record: HFTrace,
-                 capture: ActivationCapture | None = None) -> None:
+                 capture: ActivationCapture | None = None, sampled: bool = False) -> None:
         self.tracer = tracer
         self.record = record
         self.capture = capture
+        # sampled decoding: keep each step's candidate logits (the draft's processed scores,
+        # q = their softmax) for the step's [spec-sample] line
+        self.sampled = sampled
+        self.q_logits: Any = None
         self.pending: tuple[int, list[int], Any] | None = None
         self.last_candidates: list[int] = []  # the sequence the generator last drafted along
         # teacher-forced drafts (forced_generation): the recorder sits in the assistant's
@@ -156,6 +190,8 @@ class _Hook:
         elif candidate_logits is not None and drafted and self.tracer.wants_logits:
             logits = candidate_logits[0, : len(drafted)]
         self.pending = (cur_len, drafted, logits)
+        self.q_logits = (candidate_logits[0, : len(drafted)]
+                         if self.sampled and candidate_logits is not None and drafted else None)
         return candidate_ids, candidate_logits
 
     def would_have(self, prefix: list[int], drafted: list[int], candidates: list[int],
@@ -197,17 +233,29 @@ class _Hook:
             drafted, logits = cut_at_stop(drafted, emitted, logits)
             self.tracer.step(self.record.req, cur_len, drafted, emitted, logits=logits)
             self.record.steps.append(HFStep(cur_len, tuple(drafted), tuple(emitted)))
+            if self.sampled and drafted and self.q_logits is not None and args:
+                self.tracer.sample(self.record.req, cur_len,
+                                   *sample_test(self.q_logits, args[0][0], drafted, emitted))
+            self.q_logits = None
         return self.inner_update(input_ids, *args, **kwargs)
 
 
 @contextmanager
 def traced_generation(tracer: Tracer, req: str = "r0",
-                      capture: ActivationCapture | None = None) -> Iterator[HFTrace]:
+                      capture: ActivationCapture | None = None, *, sampled: bool = False,
+                      draft_temperature: float | None = None) -> Iterator[HFTrace]:
     """Trace every speculative `generate` call made inside the block as request `req`.
 
     The tracer's drafting kind, when it has none, is set from the first generator built (and
     printed in its header); a tracer declared otherwise keeps its declaration. With `capture`,
     the draft forward of the step it names is captured module by module.
+
+    `sampled` (a `generate(..., do_sample=True)`): after each verify that tested drafts, its
+    rejection test as a `[spec-sample]` line (`sample_test`). `draft_temperature`: a
+    known-wrong sampler for probes: the assistant samples at this temperature whatever the
+    target's (transformers hands the assistant a copy of the target's generation config; this
+    changes that copy only), so the verify tests the draft's tempered law against the target's
+    own.
     """
     from transformers.generation.utils import GenerationMixin
 
@@ -219,7 +267,9 @@ def traced_generation(tracer: Tracer, req: str = "r0",
         record.generator = type(generator).__name__
         record.drafting = drafting_kind_of(generator)
         tracer.declare(record.drafting)
-        _Hook(generator, tracer, record, capture)
+        if draft_temperature is not None:
+            generator.generation_config.temperature = draft_temperature
+        _Hook(generator, tracer, record, capture, sampled)
         return generator
 
     setattr(GenerationMixin, "_get_candidate_generator", hooked)  # noqa: B010 - a typed hook

@@ -49,6 +49,7 @@ class Origin(StrEnum):
     RATES = "rates"  # near-tie flips and in-tolerance logit rows against the benign rate
     ROLES = "roles"  # each arm ran forced, faulted or mutated only in its role
     DISTRIBUTION = "distribution"  # sampled decoding: the arms' token laws and acceptance
+    SWEEP = "sweep"  # a generated input reached the arms it was made for (flow.sweep)
 
 
 class Demand(Enum):

@@ -112,6 +112,17 @@ def logit_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
         out = [lg.not_compared.sentence(names)]
     else:
         out = _resolution_reasons(cmp, lg, names)
+    out += _floor_reasons(cmp, lg)
+    out += _flip_reasons(cmp, lg)
+    if cmp.logit_rows_compared:
+        out.append(blind_radius(cmp).sentence())
+    return out
+
+
+def _floor_reasons(cmp: Comparison, lg: LogitFindings) -> list[str]:
+    """What A's measured noise floor made of the logit values: the floor itself, an excess of
+    differences over it, and the rows beyond the noise band that count whatever the test says."""
+    out: list[str] = []
     if lg.floor is not None:
         out.append(_floor_reason(cmp, lg))
     if lg.excess is not None and lg.excess.exceed:
@@ -119,6 +130,13 @@ def logit_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     if lg.rows_beyond_band:
         out.append(f"{lg.rows_beyond_band} logit row(s) differ beyond the noise band: counted "
                    "whatever the count test says")
+    return out
+
+
+def _flip_reasons(cmp: Comparison, lg: LogitFindings) -> list[str]:
+    """What the flip test made of the hard flips (the top token changing): its result, the
+    flips counted beyond the noise band, and those judged as noise."""
+    out: list[str] = []
     if lg.flips is not None:
         if lg.flips.rule is FlipRule.EXACT_TEST:
             out.append(lg.flips.reason())
@@ -130,34 +148,53 @@ def logit_reasons(cmp: Comparison, names: tuple[str, str]) -> list[str]:
     if cmp.rows_noise_flip:
         out.append(f"{cmp.rows_noise_flip} hard flip(s) judged as noise (`noise-flip` rows): "
                    "within the noise band, and not significantly more often than A's reruns")
-    if cmp.logit_rows_compared:
-        out.append(blind_radius(cmp).sentence())
     return out
 
 
 def _resolution_reasons(cmp: Comparison, lg: LogitFindings, names: tuple[str, str]
                         ) -> list[str]:
+    """What the printed digits let the logit instrument see: the resolution against the
+    tolerance, then the rows it could not judge whole."""
+    out: list[str] = []
+    if lg.resolution is not None and lg.digits is not None:
+        out += _printed_digits_reasons(cmp, lg, names)
+    return out + _unjudged_row_reasons(lg)
+
+
+def _printed_digits_reasons(cmp: Comparison, lg: LogitFindings, names: tuple[str, str]
+                            ) -> list[str]:
+    """Where the printed resolution, not the engines, bounds what agreement means: a wider
+    engine's values rounded, bitwise asked at fewer digits than bit identity needs, a
+    tolerance finer than the resolution."""
     out: list[str] = []
     tol = cmp.tolerance
     digits, quantum = lg.digits, lg.resolution
-    if quantum is not None and digits is not None:
-        coarse = max(((lg.resolution_a, names[0]), (lg.resolution_b, names[1])),
-                     key=lambda x: x[0].quantum or 0.0)
-        for res, name in ((lg.resolution_a, names[0]), (lg.resolution_b, names[1])):
-            if wide(res.digits):
-                out.append(f"{name} prints values that are not float32 (a wider engine) with "
-                           f"{res.digits} significant digits: they are rounded to the printed "
-                           f"resolution {_q(res.quantum)}, not compared bit for bit (print "
-                           "%.17g for that)")
-        if tol.bitwise and not lossless(digits):
-            out.append(f"bitwise at {digits} significant digits: agreement means equal to within "
-                       f"the printed resolution {_q(quantum)}, not bit-identical (print logits "
-                       f"with %.9g for bit-identity)")
-        if tol.finer_than(quantum, digits):
-            out.append(f"the tolerance ({tol.describe()}) is finer than the logit resolution "
-                       f"{_q(quantum)} of {coarse[1]} ({coarse[0].digits} significant digits): "
-                       f"differences below {_q(quantum)} cannot be seen; print 9 significant "
-                       f"digits (%.9g) or use a tolerance of at least {_q(quantum)}")
+    assert digits is not None and quantum is not None
+    coarse = max(((lg.resolution_a, names[0]), (lg.resolution_b, names[1])),
+                 key=lambda x: x[0].quantum or 0.0)
+    for res, name in ((lg.resolution_a, names[0]), (lg.resolution_b, names[1])):
+        if wide(res.digits):
+            out.append(f"{name} prints values that are not float32 (a wider engine) with "
+                       f"{res.digits} significant digits: they are rounded to the printed "
+                       f"resolution {_q(res.quantum)}, not compared bit for bit (print "
+                       "%.17g for that)")
+    if tol.bitwise and not lossless(digits):
+        out.append(f"bitwise at {digits} significant digits: agreement means equal to within "
+                   f"the printed resolution {_q(quantum)}, not bit-identical (print logits "
+                   f"with %.9g for bit-identity)")
+    if tol.finer_than(quantum, digits):
+        out.append(f"the tolerance ({tol.describe()}) is finer than the logit resolution "
+                   f"{_q(quantum)} of {coarse[1]} ({coarse[0].digits} significant digits): "
+                   f"differences below {_q(quantum)} cannot be seen; print 9 significant "
+                   f"digits (%.9g) or use a tolerance of at least {_q(quantum)}")
+    return out
+
+
+def _unjudged_row_reasons(lg: LogitFindings) -> list[str]:
+    """The logit rows the instrument could not judge whole (unresolved, one quantum apart,
+    disjoint top-k lists, non-finite values), each counted and said how it was treated."""
+    out: list[str] = []
+    quantum = lg.resolution
     if lg.rows_unresolved:
         out.append(f"{lg.rows_unresolved} logit row(s) differ by an amount the printed resolution "
                    f"{_q(quantum)} cannot place above or below the tolerance: not counted as "

@@ -203,6 +203,16 @@ def rederive(setup: Setup, bisect_dir: Path, logged: Sequence[tuple[str, Observa
     captures): a log line that says otherwise than its run is refused, naming the line. A
     resumed bisect decides on what its runs show, never on what its log claims. `logged`:
     (where, observation), where is `log.jsonl:N`."""
+    for rel, entries in _rounds(logged).items():
+        run_dir, results, tests = _round_run(bisect_dir, rel, entries)
+        for (where, obs), test in zip(entries, tests, strict=True):
+            _rejudge_line(setup, where, obs, test, results, run_dir)
+
+
+def _rounds(logged: Sequence[tuple[str, Observation]]
+            ) -> dict[str, list[tuple[str, Observation]]]:
+    """The logged readings by the round's run directory they came from; a commit that could
+    not be built has no run, and reads skip or the log was edited."""
     rounds: dict[str, list[tuple[str, Observation]]] = {}
     for where, obs in logged:
         if obs.unbuildable:
@@ -211,35 +221,47 @@ def rederive(setup: Setup, bisect_dir: Path, logged: Sequence[tuple[str, Observa
                                  f"{obs.reading.value}, not skip: the log was edited")
             continue
         rounds.setdefault(obs.run_dir, []).append((where, obs))
-    for rel, entries in rounds.items():
-        run_dir = Path(bisect_dir) / rel
-        where0 = entries[0][0]
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise UsageError(f"{where0}: run_dir {rel!r} is not a run directory of this bisect")
-        try:
-            results, meta = load_run(run_dir)
-        except UsageError as exc:
-            raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
-        extra = meta.get("extra")
-        tests = extra.get("tests") if isinstance(extra, dict) else None
-        if not isinstance(tests, list) or len(tests) != len(entries):
-            raise UsageError(f"{where0}: its run {run_dir} records "
-                             f"{len(tests) if isinstance(tests, list) else 'no'} test(s), the "
-                             f"log {len(entries)}: the log and the run directory disagree")
-        for (where, obs), test in zip(entries, tests, strict=True):
-            recorded = test.get("comparison") if isinstance(test, dict) else None
-            table = recorded.get("comparison") if isinstance(recorded, dict) else None
-            if not isinstance(test, dict) or test.get("commit") != obs.sha or \
-                    not isinstance(table, dict):
-                raise UsageError(f"{where}: its run {run_dir} did not test commit "
-                                 f"{obs.sha[:10]} there")
-            spec = spec_from(table, str(run_dir / "meta.json"))
-            missing = [n for n in (spec.arm_a, spec.arm_b) if n not in results]
-            if missing:
-                raise UsageError(f"{where}: its run {run_dir} holds no arm {missing[0]!r}")
-            reading, label, _reason = _read(setup, spec, results, run_dir)
-            if (reading, label) != (obs.reading, obs.verdict):
-                raise UsageError(f"{where}: the log reads commit {obs.sha[:10]} "
-                                 f"{obs.reading.value} ({obs.verdict}), its run {run_dir} "
-                                 f"judges {reading.value} ({label}): the log was edited or the "
-                                 "run changed since; not resumed")
+    return rounds
+
+
+def _round_run(bisect_dir: Path, rel: str, entries: list[tuple[str, Observation]]
+               ) -> tuple[Path, dict[str, ArmResult], list[object]]:
+    """A round's run directory read back (inside this bisect's folder), with the tests its
+    meta.json records: one per log line of that round, or the two disagree."""
+    run_dir = Path(bisect_dir) / rel
+    where0 = entries[0][0]
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise UsageError(f"{where0}: run_dir {rel!r} is not a run directory of this bisect")
+    try:
+        results, meta = load_run(run_dir)
+    except UsageError as exc:
+        raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
+    extra = meta.get("extra")
+    tests = extra.get("tests") if isinstance(extra, dict) else None
+    if not isinstance(tests, list) or len(tests) != len(entries):
+        raise UsageError(f"{where0}: its run {run_dir} records "
+                         f"{len(tests) if isinstance(tests, list) else 'no'} test(s), the "
+                         f"log {len(entries)}: the log and the run directory disagree")
+    return run_dir, results, tests
+
+
+def _rejudge_line(setup: Setup, where: str, obs: Observation, test: object,
+                  results: dict[str, ArmResult], run_dir: Path) -> None:
+    """One log line judged again from the test its run recorded: the run must have tested that
+    commit, hold both arms, and judge what the line reads."""
+    recorded = test.get("comparison") if isinstance(test, dict) else None
+    table = recorded.get("comparison") if isinstance(recorded, dict) else None
+    if not isinstance(test, dict) or test.get("commit") != obs.sha or \
+            not isinstance(table, dict):
+        raise UsageError(f"{where}: its run {run_dir} did not test commit "
+                         f"{obs.sha[:10]} there")
+    spec = spec_from(table, str(run_dir / "meta.json"))
+    missing = [n for n in (spec.arm_a, spec.arm_b) if n not in results]
+    if missing:
+        raise UsageError(f"{where}: its run {run_dir} holds no arm {missing[0]!r}")
+    reading, label, _reason = _read(setup, spec, results, run_dir)
+    if (reading, label) != (obs.reading, obs.verdict):
+        raise UsageError(f"{where}: the log reads commit {obs.sha[:10]} "
+                         f"{obs.reading.value} ({obs.verdict}), its run {run_dir} "
+                         f"judges {reading.value} ({label}): the log was edited or the "
+                         "run changed since; not resumed")

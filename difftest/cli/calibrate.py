@@ -21,7 +21,8 @@ def calibrate(
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
     probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
     differences overlap, the separation's lower bound is below 1 (it says how many inputs
-    would reach it), or no probe ran."""
+    would reach it; one input never does), the gate at the new thresholds fails the benign
+    pair on one of its own inputs (it names the input and why), or no probe ran."""
     from difftest import api
 
     cal = api.calibrate(comparison, config=config, run_root=run_root, progress=progress,

@@ -34,7 +34,8 @@ def localize(
     config: o.ConfigOpt = None,
 ) -> None:
     """Name the first draft-forward module whose output differs between the arms, or that
-    differs beyond a baseline's (exit 1 when one differs, 0 when all agree)."""
+    differs beyond a baseline's (exit 1 when one differs, 0 when all agree; 3 when none does
+    on a run whose comparison differed, or the baseline's capture is B's)."""
     from difftest import api
     from difftest.flow.localize import LocalizeReport
 

@@ -86,6 +86,7 @@ class Dump:
     index: int
     module: str
     array: np.ndarray
+    path: Path | None = None  # the file it was read from, for messages
 
 
 def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any]]:
@@ -132,7 +133,7 @@ def read_dumps(folder: Path) -> list[Dump]:
             arr = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
             raise UsageError(f"{path}: not a readable .npy ({exc})") from None
-        out.append(Dump(int(m.group(1)), m.group(2), arr))
+        out.append(Dump(int(m.group(1)), m.group(2), arr, path))
     if not out:
         raise UsageError(f"{folder}: no NNN-module.npy dumps")
     return out
@@ -147,6 +148,8 @@ class LocalizeOutcome(Enum):
     WHOLE_MODEL = "whole-model"  # the first captured module already differs: no boundary to
     #                              name (a whole-model background, or a fault in that module)
     BACKGROUND = "background"  # every module within the factor of its background
+    BASELINE_IS_B = "baseline-is-b"  # the baseline's capture is B's to the byte at every
+    #                                   module: it measures no background apart from B (exit 3)
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,13 @@ class Localization:
 
     def describe(self) -> str:
         first, mods = self.first, self.modules
+        if self.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return (f"the baseline's capture is byte-identical to B's at every one of the "
+                    f"{len(mods)} captured modules: it measures no background apart from B, so "
+                    "nothing is localised against it. Either the baseline is B under another "
+                    "name (a baseline must be a run that differs from B only by benign "
+                    "numerics, e.g. another dtype), or B's change reaches no captured module "
+                    "(localise without --baseline to see A against B)")
         if self.outcome is LocalizeOutcome.WHOLE_MODEL:
             over = sum(m.max_abs_diff > self.atol for m in mods)
             every = ("every captured module differs" if over == len(mods)
@@ -258,12 +268,18 @@ def _same_modules(a: list[Dump], b: list[Dump], what: str = "the two captures") 
             raise UsageError(f"module {da.module}: shapes {da.array.shape} and {db.array.shape}")
 
 
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether two dumps hold the same bytes (dtype, shape and every bit, nans included)."""
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
 def _module_diff(da: Dump, db: Dump) -> tuple[ModuleDiff, np.ndarray]:
     d, odd = abs_diff(da.array, db.array)
     big = float(d.max()) if d.size else 0.0
     where = tuple(int(i) for i in np.unravel_index(int(d.argmax()), d.shape)) \
         if d.size and big > 0 else None
-    rms = float(np.sqrt(np.mean(np.square(d)))) if d.size else 0.0
+    with np.errstate(over="ignore"):  # an RMS beyond float64 is inf, said where it matters
+        rms = float(np.sqrt(np.mean(np.square(d)))) if d.size else 0.0
     return ModuleDiff(da.module, tuple(da.array.shape), big, where, odd, rms), d
 
 
@@ -291,6 +307,87 @@ def first_divergence(a: list[Dump], b: list[Dump], atol: float = 0.0) -> Localiz
     return Localization(tuple(diffs), first, atol, rows)
 
 
+def _finite_background(b0: list[Dump], backgrounds: list[ModuleDiff]) -> None:
+    """Refuse a baseline whose background |A - B0| is not finite at some module: a value
+    non-finite in B0 where A's is finite (or another non-finite value), or an RMS beyond
+    float64. Such a background would excuse any difference of B there (its ratio 0 or nan), and
+    judging B there without it would blame B for the baseline's values: neither localises."""
+    bad = []
+    for dump, back in zip(b0, backgrounds, strict=True):
+        where = dump.path if dump.path is not None else dump.module
+        if back.nonfinite:
+            bad.append(f"{dump.module} ({where}: {back.nonfinite} value(s) non-finite in the "
+                       "baseline or A but not alike in both)")
+        elif not math.isfinite(back.rms):
+            bad.append(f"{dump.module} ({where}: RMS |A - B0| is {back.rms}, beyond float64)")
+    if bad:
+        raise UsageError(f"the baseline's background |A - B0| is not finite at {len(bad)} "
+                         f"module(s): {'; '.join(bad)}. A non-finite background cannot excuse a "
+                         "difference; a known-good baseline is finite where A is: give one whose "
+                         "capture is")
+
+
+@dataclass(frozen=True)
+class Departure:
+    """Where B first departs from the baseline B0 (its first module not B0's to the byte), and
+    the triangle A, B, B0 there: the RMS of each pair's difference."""
+
+    module: str
+    path: Path | None  # B's dump of that module, for messages
+    a_b: float  # RMS |A - B|
+    a_b0: float  # RMS |A - B0|: the background
+    b_b0: float  # RMS |B - B0|: the change under test, where it starts
+
+    @property
+    def ratio(self) -> float:
+        return self.a_b / self.a_b0 if self.a_b0 > 0 else math.inf
+
+    @property
+    def margin(self) -> float:
+        """RMS |A - B| over the shorter of the other two sides: below 1, |A - B| is the
+        shortest side of the triangle A, B, B0."""
+        short = min(self.a_b0, self.b_b0)
+        return self.a_b / short if short > 0 else math.inf
+
+    @property
+    def baseline_apart(self) -> bool:
+        """Whether |A - B| is the shortest side: B sits by A and the baseline apart from both,
+        so B lacks the baseline's difference from A. A change under test independent of the
+        background adds to it (|A - B|^2 ~ |A - B0|^2 + |B - B0|^2); making |A - B| the
+        shortest side takes one correlated with the background by more than 1/2, i.e. one
+        that undoes the harmless change rather than adding to it."""
+        return self.margin < 1
+
+
+def departure(a: list[Dump], b: list[Dump], b0: list[Dump]) -> Departure | None:
+    """The first module, in forward order, whose output in B is not B0's to the byte (None: B is
+    B0 at every module). Where the baseline is B's background (B and B0 compute alike up to the
+    change under test), that is where the change starts: a fresh perturbation there, not yet
+    mixed with anything downstream."""
+    for da, db, d0 in zip(a, b, b0, strict=True):
+        if not _same_bytes(db.array, d0.array):
+            return Departure(da.module, db.path, _module_diff(da, db)[0].rms,
+                             _module_diff(da, d0)[0].rms, _module_diff(db, d0)[0].rms)
+    return None
+
+
+def _tracks_b(start: Departure | None) -> None:
+    """Refuse a baseline that is no background for B: where B first departs from it, |A - B| is
+    the shortest side of the triangle A, B, B0 (B sits by A, the baseline apart from both: another
+    model, input or setting than B's). Against it, every module of B would look within its
+    background (ratios far below 1), whatever B computed."""
+    if start is None or not start.baseline_apart:
+        return
+    where = start.module if start.path is None else f"{start.module} ({start.path})"
+    raise UsageError(
+        f"the baseline is no background for B: where B first departs from it, at {where}, B is "
+        f"nearer to A (RMS |A - B| {start.a_b:.3g}) than the baseline is to either (RMS |A - B0| "
+        f"{start.a_b0:.3g}, RMS |B - B0| {start.b_b0:.3g}): B lacks the baseline's difference "
+        "from A, so the baseline computes something B does not (another model, input or "
+        "setting), not the harmless change B carries. A background differs from A only in the "
+        "harmless change and computes as B does up to the change under test: give one that does")
+
+
 def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: float,
                        atol: float = 0.0) -> Localization:
     """Walk A, B and a baseline B0 (a known-good arm that differs from A only in the harmless
@@ -299,16 +396,20 @@ def against_background(a: list[Dump], b: list[Dump], b0: list[Dump], factor: flo
     `atol` is kept for the record (the figure's line)."""
     _same_modules(a, b)
     _same_modules(a, b0, "the capture of A and the baseline's")
+    if all(_same_bytes(db.array, d0.array) for db, d0 in zip(b, b0, strict=True)):
+        # B's own capture again: its background is |A - B| itself, which would excuse
+        # every module whatever B computed
+        same = (_module_diff(da, db)[0] for da, db in zip(a, b, strict=True))
+        return Localization(tuple(dataclasses.replace(m, background=m.rms) for m in same),
+                            None, atol, (), LocalizeOutcome.BASELINE_IS_B, factor)
+    backgrounds = [_module_diff(da, d0) for da, d0 in zip(a, b0, strict=True)]
+    _finite_background(b0, [back for back, _ in backgrounds])
+    _tracks_b(departure(a, b, b0))
     diffs: list[ModuleDiff] = []
     first: ModuleDiff | None = None
     rows: tuple[int, ...] = ()
-    for da, db, d0 in zip(a, b, b0, strict=True):
+    for da, db, (back, e) in zip(a, b, backgrounds, strict=True):
         md, d = _module_diff(da, db)
-        back, e = _module_diff(da, d0)
-        if back.nonfinite:  # an infinite background would excuse any difference of B there
-            raise UsageError(f"module {da.module}: the baseline differs from A by "
-                             f"{back.nonfinite} value(s) non-finite in one of them; a known-good "
-                             "arm has no such values where A has none")
         md = dataclasses.replace(md, background=back.rms)
         diffs.append(md)
         if first is None and (md.ratio or 0.0) > factor:

@@ -68,6 +68,18 @@ def check_target(path: Path, *, reads: Iterable[Path] = (), keeps: Iterable[Path
     if str(path) == STDOUT_NAME:
         raise RefusedOutput(f"{path}: '-' (standard output) is not a file this option writes; "
                             "give a file name")
+    st = _regular_or_none(path)
+    if st is not None:
+        _check_not_ours(path, (st.st_dev, st.st_ino), reads, keeps)
+    if inside is not None:
+        parent = os.path.realpath(path.parent)
+        if not _within(parent, os.path.realpath(inside)):
+            raise RefusedOutput(f"{path}: leads outside the run directory {inside}")
+
+
+def _regular_or_none(path: Path) -> os.stat_result | None:
+    """What is at the target, without following a link: nothing (None) or a regular file;
+    anything else is refused by its kind, before anything is created."""
     try:
         st: os.stat_result | None = os.lstat(path)
     except FileNotFoundError:
@@ -78,20 +90,22 @@ def check_target(path: Path, *, reads: Iterable[Path] = (), keeps: Iterable[Path
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
         raise RefusedOutput(f"{path}: is {kind}; difftest writes only regular files and never "
                             "replaces or writes through anything else (choose another path)")
-    if st is not None:
-        here = (st.st_dev, st.st_ino)
-        for read in reads:
-            if _identity(Path(read)) == here:
-                raise RefusedOutput(f"{path}: is {read}, a file this run reads; difftest never "
-                                    "writes over its own inputs (choose another path)")
-        for kept in keeps:
-            if _identity(Path(kept)) == here:
-                raise RefusedOutput(f"{path}: is {kept}, a record the run itself wrote; a "
-                                    "requested report never replaces it (choose another path)")
-    if inside is not None:
-        parent = os.path.realpath(path.parent)
-        if not _within(parent, os.path.realpath(inside)):
-            raise RefusedOutput(f"{path}: leads outside the run directory {inside}")
+    return st
+
+
+def _check_not_ours(path: Path, here: tuple[int, int], reads: Iterable[Path],
+                    keeps: Iterable[Path]) -> None:
+    """An existing target (device and inode `here`) that is one of the run's inputs or one of
+    its own records, by any name or link, is refused: writing it would destroy what the run
+    is about."""
+    for read in reads:
+        if _identity(Path(read)) == here:
+            raise RefusedOutput(f"{path}: is {read}, a file this run reads; difftest never "
+                                "writes over its own inputs (choose another path)")
+    for kept in keeps:
+        if _identity(Path(kept)) == here:
+            raise RefusedOutput(f"{path}: is {kept}, a record the run itself wrote; a "
+                                "requested report never replaces it (choose another path)")
 
 
 def check_writable(path: Path) -> None:

@@ -21,6 +21,19 @@ class ExitCode(IntEnum):
     TERMINATED = 143  # SIGTERM (128 + 15): handled like Ctrl-C
 
 
+# Severity for the worst-of rule (check's comparisons, probes and sweeps; a sweep's inputs): an
+# arm that failed hides everything else. A probe whose mutation never reached the runner (exit 2)
+# is a set-up error: it outranks a difference, since the gate's coverage claim is unfounded,
+# but not a failed arm.
+SEVERITY = {ExitCode.ARM_FAILED: 4, ExitCode.USAGE: 3, ExitCode.DIFFER: 2,
+            ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
+
+
+def worst(codes: Sequence[ExitCode]) -> ExitCode:
+    """The most severe of these exit codes (OK for none)."""
+    return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
+
+
 class DifftestError(Exception):
     """Base of every error difftest reports to a user as a message, not a traceback."""
 

@@ -242,6 +242,11 @@ class BenignRate:
             if key not in RATE_KEYS:
                 raise ThresholdError(f"{where}: key {key!r}: unknown key (known: "
                                      f"{', '.join(RATE_KEYS)})")
+        return cls._measurable(where, out)
+
+    @classmethod
+    def _measurable(cls, where: str, out: dict[str, float]) -> BenignRate:
+        """What calibrate can have measured, or ThresholdError."""
         # what calibrate cannot have measured: a rate over no row, or over no independent one,
         # has the interval [0, 1], which no gate's rate can exceed (it would disarm the test)
         rows = int(out["rows"])
@@ -340,12 +345,34 @@ class ThresholdsFile:
 
 def read_thresholds(path: Path) -> ThresholdsFile:
     """A thresholds file; ThresholdError naming the file and key for anything else."""
+    data = _toml(path)
+    values = _values(path, data)
+    for name in data:
+        if name not in THRESHOLDS_TABLES:
+            raise ThresholdError(f"{path}: [{name}]: unknown table (known: "
+                                 f"{', '.join(THRESHOLDS_TABLES)})")
+    prov = _provenance(path, data)
+    comparison, inputs, separation = prov["comparison"], prov["inputs"], prov["separation"]
+    _check_atol(path, values["atol"], prov)
+    said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
+                                                 "git_sha", "date") if k in prov)
+    return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
+                          f"{path} (calibrated: {said})", comparison,
+                          tuple(str(i) for i in inputs), float(separation),
+                          _calibrated(path, data, values, prov))
+
+
+def _toml(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ThresholdError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ThresholdError(f"{path}: TOML syntax error: {exc}") from None
+
+
+def _values(path: Path, data: dict[str, Any]) -> dict[str, float]:
+    """The `[thresholds]` table: atol, rtol and near_tie, each a finite number >= 0."""
     table = data.get("thresholds")
     if not isinstance(table, dict):
         raise ThresholdError(f"{path}: [thresholds]: missing (atol, rtol, near_tie)")
@@ -360,10 +387,11 @@ def read_thresholds(path: Path) -> ThresholdsFile:
         if key not in THRESHOLDS_KEYS:
             raise ThresholdError(f"{path}: [thresholds]: key {key!r}: unknown key (known: "
                                  f"{', '.join(THRESHOLDS_KEYS)})")
-    for name in data:
-        if name not in THRESHOLDS_TABLES:
-            raise ThresholdError(f"{path}: [{name}]: unknown table (known: "
-                                 f"{', '.join(THRESHOLDS_TABLES)})")
+    return values
+
+
+def _provenance(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The `[provenance]` table, its keys known, the required ones there and of their types."""
     prov = data.get("provenance")
     if prov is None:
         raise ThresholdError(f"{path}: [provenance]: missing: nothing says what these thresholds "
@@ -377,6 +405,12 @@ def read_thresholds(path: Path) -> ThresholdsFile:
     for key in REQUIRED_PROVENANCE:
         if key not in prov:
             raise ThresholdError(f"{path}: [provenance]: key {key!r}: missing")
+    _check_required(path, prov)
+    return prov
+
+
+def _check_required(path: Path, prov: dict[str, Any]) -> None:
+    """comparison a string, inputs a non-empty list of inputs, separation a number."""
     comparison, inputs, separation = prov["comparison"], prov["inputs"], prov["separation"]
     if not isinstance(comparison, str):
         raise ThresholdError(f"{path}: [provenance]: key 'comparison': must be a string, got "
@@ -393,13 +427,6 @@ def read_thresholds(path: Path) -> ThresholdsFile:
             separation):
         raise ThresholdError(f"{path}: [provenance]: key 'separation': must be a number, got "
                              f"{separation!r}")
-    _check_atol(path, values["atol"], prov)
-    said = ", ".join(f"{k} {prov[k]}" for k in ("inputs", "n", "multiplier", "separation",
-                                                 "git_sha", "date") if k in prov)
-    return ThresholdsFile(values["atol"], values["rtol"], values["near_tie"],
-                          f"{path} (calibrated: {said})", comparison,
-                          tuple(str(i) for i in inputs), float(separation),
-                          _calibrated(path, data, values, prov))
 
 
 def _number(v: object) -> float | None:

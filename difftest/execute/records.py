@@ -214,6 +214,16 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
     """The arms and meta of a past run, for re-judging or re-exporting without re-running."""
     run_dir = Path(run_dir)
     meta_path = run_dir / META_NAME
+    meta = _read_meta(run_dir, meta_path)
+    _check_record(meta, meta_path)
+    results = _arm_results(meta["arms"], run_dir, meta_path)
+    _check_distinct(results, meta_path)
+    return results, meta
+
+
+def _read_meta(run_dir: Path, meta_path: Path) -> Any:
+    """meta.json's JSON, read only from a plain file of a run record's size: every way it
+    cannot be read is a line naming the file, never a traceback."""
     try:
         if meta_path.is_symlink():
             raise UsageError(f"{meta_path}: is a symbolic link; a run record is a plain file")
@@ -221,7 +231,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
             raw = fh.read(META_MAX_BYTES + 1)
         if len(raw) > META_MAX_BYTES:
             raise UsageError(f"{meta_path}: larger than {META_MAX_BYTES} bytes; not a run record")
-        meta = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{run_dir}: not a run directory (no {META_NAME})") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -230,6 +240,11 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
         raise UsageError(f"{meta_path}: not valid JSON ({exc})") from None
     except RecursionError:
         raise UsageError(f"{meta_path}: nested too deep to be a run record") from None
+
+
+def _check_record(meta: Any, meta_path: Path) -> None:
+    """JSON that is a run record: a table of arms, in a format this difftest reads (a record
+    a newer difftest wrote is refused rather than misread)."""
     if not isinstance(meta, dict) or not isinstance(meta.get("arms"), dict):
         raise UsageError(f"{meta_path}: not a difftest run record (no 'arms' table)")
     version = meta.get("format", META_FORMAT)  # absent in the oldest records
@@ -238,8 +253,14 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
         raise UsageError(f"{meta_path}: key 'format': {version!r} is not a run record format "
                          f"this difftest reads (1 to {META_FORMAT}); a newer difftest wrote it, "
                          "or it was edited")
+
+
+def _arm_results(arms: dict[str, Any], run_dir: Path,
+                 meta_path: Path) -> dict[str, ArmResult]:
+    """Each arm's recorded result, its captures held inside the run directory; a record that
+    is not one says which arm."""
     results: dict[str, ArmResult] = {}
-    for name, data in meta["arms"].items():
+    for name, data in arms.items():
         if not isinstance(data, dict):
             raise UsageError(f"{meta_path}: arm {name!r}: not a record")
         try:
@@ -249,8 +270,7 @@ def load_run(run_dir: Path) -> tuple[dict[str, ArmResult], dict[str, Any]]:
         except ValueError as exc:
             raise UsageError(f"{meta_path}: arm {name!r}: {exc}") from None
         _check_inside(results[name], run_dir, meta_path)
-    _check_distinct(results, meta_path)
-    return results, meta
+    return results
 
 
 def _check_distinct(results: dict[str, ArmResult], meta_path: Path) -> None:

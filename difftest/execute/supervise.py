@@ -288,22 +288,14 @@ def _finish(arm: _Arm) -> None:
 
 def _stop_all(arms: Sequence[_Arm]) -> None:
     """TERM every running group, give them KILL_GRACE_S, then KILL what is left; reap all."""
-    now = time.monotonic()
+    deadline = time.monotonic() + KILL_GRACE_S
     for arm in arms:
         if arm.running:
             arm.interrupted = True
             _send(arm, signal.SIGTERM)
         elif arm.proc is None and arm.error is None:
             arm.interrupted = True  # queued, never started
-    deadline = now + KILL_GRACE_S
-    while any(a.running for a in arms) and time.monotonic() < deadline:
-        for arm in arms:
-            if arm.running and arm.returncode is None and arm.proc.poll() is not None:
-                arm.returncode = arm.proc.returncode
-                arm.end, arm.ended_at = time.monotonic(), utc_now()
-            if arm.running and arm.returncode is not None and not group_alive(arm.proc.pid):
-                _finish(arm)
-        time.sleep(POLL_S)
+    _reap_until(arms, deadline)
     for arm in arms:
         if arm.running:
             _send(arm, signal.SIGKILL)
@@ -312,6 +304,19 @@ def _stop_all(arms: Sequence[_Arm]) -> None:
                 arm.returncode = arm.proc.wait()
                 arm.end, arm.ended_at = time.monotonic(), utc_now()
             _finish(arm)
+
+
+def _reap_until(arms: Sequence[_Arm], deadline: float) -> None:
+    """The grace a TERMed arm gets: each arm whose whole process group has ended is finished
+    (its exit code and end time kept) as soon as it has, until none runs or `deadline`."""
+    while any(a.running for a in arms) and time.monotonic() < deadline:
+        for arm in arms:
+            if arm.running and arm.returncode is None and arm.proc.poll() is not None:
+                arm.returncode = arm.proc.returncode
+                arm.end, arm.ended_at = time.monotonic(), utc_now()
+            if arm.running and arm.returncode is not None and not group_alive(arm.proc.pid):
+                _finish(arm)
+        time.sleep(POLL_S)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -435,17 +440,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
     meta_path = run_dir / META_NAME
 
     reserve = _Reserve(run_dir / RESERVE_NAME)
-
-    def record(status: RunStatus, signum: int | None = None) -> None:
-        meta = _meta(arms, run_dir, status, created_at, extra_meta, signum)
-        if plan is not None:
-            meta["plan"] = dict(plan)
-        try:
-            write_json_atomic(meta_path, meta)
-        except OSError as exc:
-            if exc.errno != errno.ENOSPC or not reserve.release():
-                raise
-            write_json_atomic(meta_path, meta)  # the space we kept for this moment
+    record = _Recorder(arms, run_dir, meta_path, created_at, extra_meta, plan, reserve)
 
     started = time.monotonic()
     ended = False
@@ -464,20 +459,14 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
     except KeyboardInterrupt as exc:
         if ended:  # the arms' record is complete: the signal ends what comes next
             raise ArmsEnded(signal_of(exc), run_dir) from None
-        with _signals_ignored():
-            _stop_all(arms)
-            bar.clear()
-            signum = signal_of(exc)
-            _record_quietly(record, RunStatus.for_signal(signum), signum)
+        signum = signal_of(exc)
+        _stop_and_record(arms, bar, record, RunStatus.for_signal(signum), signum)
         raise
     except UsageError:
         raise
     except BaseException:
         # Any other failure in here must not leave children running unattended.
-        with _signals_ignored():
-            _stop_all(arms)
-            bar.clear()
-            _record_quietly(record, RunStatus.FAILED)
+        _stop_and_record(arms, bar, record, RunStatus.FAILED)
         raise
     finally:
         try:
@@ -487,14 +476,56 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
                 raise
             raise ArmsEnded(signal_of(exc), run_dir) from None
     try:
-        for arm in arms:
-            for warning in arm.warnings:
-                if warning != arm.place.warning:
-                    print(f"difftest: warning: arm {arm.spec.name!r}: {warning}",
-                          file=sys.stderr)
+        _print_warnings(arms)
         return {a.spec.name: a.result() for a in arms}
     except KeyboardInterrupt as exc:
         raise ArmsEnded(signal_of(exc), run_dir) from None
+
+
+@dataclass(frozen=True)
+class _Recorder:
+    """meta.json written again at each change of a run's state (what each arm did so far, the
+    plan record beside it); when the disk is full, the space held back for this moment is
+    given back and the write tried once more."""
+
+    arms: Sequence[_Arm]
+    run_dir: Path
+    meta_path: Path
+    created_at: str
+    extra_meta: Mapping[str, object] | None
+    plan: Mapping[str, object] | None
+    reserve: _Reserve
+
+    def __call__(self, status: RunStatus, signum: int | None = None) -> None:
+        meta = _meta(self.arms, self.run_dir, status, self.created_at, self.extra_meta, signum)
+        if self.plan is not None:
+            meta["plan"] = dict(self.plan)
+        try:
+            write_json_atomic(self.meta_path, meta)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or not self.reserve.release():
+                raise
+            write_json_atomic(self.meta_path, meta)  # the space we kept for this moment
+
+
+def _stop_and_record(arms: Sequence[_Arm], bar: Progress, record: _Recorder,
+                     status: RunStatus, signum: int | None = None) -> None:
+    """A run cut short leaves no arm running unattended: every arm stopped, then how the run
+    ended recorded; signals are ignored meanwhile so a second Ctrl-C cannot cut this short."""
+    with _signals_ignored():
+        _stop_all(arms)
+        bar.clear()
+        _record_quietly(record, status, signum)
+
+
+def _print_warnings(arms: Sequence[_Arm]) -> None:
+    """What each arm warned about, once its run is recorded (a placement's own warning was
+    printed when the arm was placed)."""
+    for arm in arms:
+        for warning in arm.warnings:
+            if warning != arm.place.warning:
+                print(f"difftest: warning: arm {arm.spec.name!r}: {warning}",
+                      file=sys.stderr)
 
 
 RESERVE_NAME = ".meta.reserve"

@@ -752,44 +752,57 @@ def prune_cache(cache_dir: Path | None = None, *,
         return PruneResult((), ((given, f"no {CACHE_MARKER} here: not a difftest cache, "
                                          "nothing removed"),))
     for folder in sorted(Path(base).iterdir()):
-        if folder.is_symlink():
-            skipped.append((folder, "is a symbolic link (never followed)"))
+        done = _prune_folder(base, folder, ident, max_age_days)
+        removed += done.removed
+        skipped += done.skipped
+    return PruneResult(tuple(removed), tuple(skipped))
+
+
+def _prune_folder(base: str, folder: Path, ident: str, max_age_days: float) -> PruneResult:
+    """One folder of the cache: pruned only if its repo.json carries this cache's id (a link
+    is never followed, a stray file never read), by its repository's own prune while that
+    repository is there, else as the folder of a repository that is gone."""
+    if folder.is_symlink():
+        return PruneResult((), ((folder, "is a symbolic link (never followed)"),))
+    if not folder.is_dir():
+        return PruneResult((), ())
+    note = _read_json(folder / "repo.json")
+    if note is None or note.get("cache_id") != ident:
+        return PruneResult((), ((folder, "no repo.json with this cache's id: not made by "
+                                         "difftest"),))
+    repo = str(note.get("repo", "?"))
+    if repo != "?" and Path(repo).is_dir():
+        try:
+            r = _open_repo(Path(repo), "(prune)")
+        except (GitError, UsageError) as exc:
+            return PruneResult((), ((folder, f"its repository {repo} cannot be read: {exc}"),))
+        if r.key != folder.name:
+            return PruneResult((), ((folder, f"repo.json names {repo}, whose cache folder is "
+                                             f"{r.key}"),))
+        return prune_repo(Path(repo), Path(base), max_age_days=max_age_days)
+    return _prune_gone(base, folder, repo, ident)
+
+
+def _prune_gone(base: str, folder: Path, repo: str, ident: str) -> PruneResult:
+    """The folder of a repository that is gone: every entry difftest made removed (their git
+    metadata went with the repository), then the folder, unless something that is not
+    difftest's is left in it."""
+    removed: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for entry in sorted(p.name for p in folder.iterdir() if _ENTRY_RE.match(p.name)):
+        why = _not_ours(base, folder, entry, ident)
+        if why is not None:
+            skipped.append((folder / entry, why))
             continue
-        if not folder.is_dir():
-            continue
-        note = _read_json(folder / "repo.json")
-        if note is None or note.get("cache_id") != ident:
-            skipped.append((folder, "no repo.json with this cache's id: not made by difftest"))
-            continue
-        repo = str(note.get("repo", "?"))
-        if repo != "?" and Path(repo).is_dir():
-            try:
-                r = _open_repo(Path(repo), "(prune)")
-            except (GitError, UsageError) as exc:
-                skipped.append((folder, f"its repository {repo} cannot be read: {exc}"))
-                continue
-            if r.key != folder.name:
-                skipped.append((folder, f"repo.json names {repo}, whose cache folder is "
-                                        f"{r.key}"))
-                continue
-            done = prune_repo(Path(repo), Path(base), max_age_days=max_age_days)
-            removed += done.removed
-            skipped += done.skipped
-            continue
-        for entry in sorted(p.name for p in folder.iterdir() if _ENTRY_RE.match(p.name)):
-            why = _not_ours(base, folder, entry, ident)
-            if why is not None:
-                skipped.append((folder / entry, why))
-                continue
-            _remove_entry(folder, entry, None)
-            removed.append(folder / entry)
-        left = [p for p in folder.iterdir()
-                if p.name not in ("repo.json", "worktrees.lock") and not p.name.endswith(".lock")]
-        if left:
-            skipped.append((folder, f"repository {repo} is gone, but {len(left)} item(s) that "
-                                    "are not difftest's remain: folder kept"))
-            continue
-        for p in folder.iterdir():
-            _remove_path(p)
-        folder.rmdir()
+        _remove_entry(folder, entry, None)
+        removed.append(folder / entry)
+    left = [p for p in folder.iterdir()
+            if p.name not in ("repo.json", "worktrees.lock") and not p.name.endswith(".lock")]
+    if left:
+        skipped.append((folder, f"repository {repo} is gone, but {len(left)} item(s) that "
+                                "are not difftest's remain: folder kept"))
+        return PruneResult(tuple(removed), tuple(skipped))
+    for p in folder.iterdir():
+        _remove_path(p)
+    folder.rmdir()
     return PruneResult(tuple(removed), tuple(skipped))

@@ -27,13 +27,21 @@ flip margin / near_tie).
 The separation is a bound, not the smallest strength the inputs happened to show: log strength
 is modelled as normal across inputs, and the separation is the 95% lower prediction bound for
 an unseen input, `exp(mean - t_{0.95, n-1} * sd * sqrt(1 + 1/n))` over the inputs' log
-strengths, of the weakest probe (`strength_bound`). It needs two inputs; a probe that missed an
-input (strength 0) has none; inputs where a probe's difference has no finite size are certain
-catches and left out of the spread. The file is written only when the gate catches every probe
-on every input and the separation reaches `MARGIN` (1); otherwise nothing is written, the exit
-code is 3, and calibrate says how many inputs would bring the bound to the margin if the
-strengths kept the mean and spread it saw (`inputs_needed`: more inputs shrink atol, by the
-bound's multiplier, and the t quantile).
+strengths, of the weakest probe (`strength_bound`). It needs two inputs (`MIN_INPUTS`), even
+where every difference is a certain catch: one input shows no spread, nor whether the probe
+moves the next one (without the model, one catch in one bounds the catch rate only from 0.05
+up, n in n from 0.05**(1/n): `catch_rate_bound`, stated beside an infinite separation); a probe
+that missed an input (strength 0) has none; inputs where a probe's difference has no finite
+size are certain catches and left out of the spread. Then the benign pair on each input is
+judged by the gate itself (`evaluate`) at the thresholds file calibrate arrived at
+(`gate_benign`): D_i covers only the rows compared before the arms' committed streams parted,
+and a pair the gate calls wrong on one of its own inputs cannot be certified by it. The file
+is written only when the gate catches every probe on every input, the separation reaches
+`MARGIN` (1) and the gate agrees with the benign pair on every input; otherwise nothing is
+written, the exit code is 3, and calibrate says how many inputs would bring the bound to the
+margin if the strengths kept the mean and spread it saw (`inputs_needed`: more inputs shrink
+atol, by the bound's multiplier, and the t quantile), or names the input the gate fails the
+benign pair on and why.
 
 Calibrate also records the benign pair's rates at the thresholds it writes, which a gate judges
 its own against (`difftest.analysis.benign`): the near-tie flip rate (compared rows whose flip
@@ -58,13 +66,16 @@ from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Compa
                                        near_tie_rows)
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
 from difftest.core.machine import this_machine
-from difftest.core.thresholds import LEVEL_QUANTILE, BenignRate
+from difftest.core.thresholds import LEVEL_QUANTILE, BenignRate, read_thresholds
 from difftest.numerics.clustered import clustered_rate, t_quantile
 from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.core.gitinfo import git_head
-from difftest.core.kinds import AlignMode, Expect
-from difftest.flow.evaluate import ArmOutcome, drafting_of, outcomes_from_run, thresholds_of
+from difftest.core.kinds import AlignMode, DecodingMode, Expect, VerdictKind
+from difftest.analysis.audit import AuditThresholds
+from difftest.flow.evaluate import (ArmOutcome, drafting_of, evaluate, outcomes_from_run,
+                                    thresholds_of)
+from difftest.flow.plan import Evidence, evidence_of
 from difftest.flow.run import job_limits, run_arm_set
 
 COVERAGE = 0.99
@@ -72,6 +83,7 @@ CONFIDENCE = 0.95
 MARGIN = 1.0  # the separation bound a file needs: each probe above the thresholds
 SEPARATION_CONFIDENCE = 0.95  # of the lower prediction bound on a probe's strength
 MAX_INPUTS = 200  # the most inputs `inputs_needed` looks for
+MIN_INPUTS = 2  # the fewest a bound needs: one input shows no spread
 
 
 @dataclass(frozen=True)
@@ -166,9 +178,10 @@ def prediction_bound(mean: float, sd: float, n: int,
 def strength_bound(strengths: Sequence[float],
                    confidence: float = SEPARATION_CONFIDENCE) -> float:
     """A lower confidence bound on a probe's strength on an unseen input (module docstring):
-    0 when it missed an input or fewer than two inputs give a finite strength, inf when every
-    input is a certain catch."""
-    if not strengths or any(s <= 0.0 for s in strengths):
+    0 when it missed an input, when there are fewer than MIN_INPUTS inputs (one input, even a
+    certain catch, says nothing of the next) or fewer than two give a finite strength; inf when
+    every one of MIN_INPUTS or more inputs is a certain catch."""
+    if len(strengths) < MIN_INPUTS or any(s <= 0.0 for s in strengths):
         return 0.0
     if all(math.isinf(s) for s in strengths):
         return math.inf
@@ -184,12 +197,14 @@ def inputs_needed(strengths: Sequence[float], n_inputs: int, margin: float = MAR
     strengths kept the mean and spread seen on `n_inputs` and atol shrank with n as the
     exponential model's multiplier does (near_tie with it): the smallest such n up to
     MAX_INPUTS, `n_inputs` when the bound already reaches it, None when none does (a probe
-    that missed an input, or too few finite strengths to see a spread)."""
+    that missed an input, or too few finite strengths to see a spread). Certain catches on
+    every input need MIN_INPUTS of them."""
     if any(s <= 0.0 for s in strengths):
         return None
     spread = _log_spread(strengths)
     if spread is None:
-        return n_inputs if all(math.isinf(s) for s in strengths) and strengths else None
+        return max(n_inputs, MIN_INPUTS) if all(math.isinf(s) for s in strengths) \
+            and strengths else None
     mean, sd, _ = spread
     here = model_multiplier(n_inputs)
 
@@ -206,6 +221,12 @@ def inputs_needed(strengths: Sequence[float], n_inputs: int, margin: float = MAR
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
     return hi
+
+
+def catch_rate_bound(n: int, confidence: float = SEPARATION_CONFIDENCE) -> float:
+    """The lower confidence bound on a probe's catch rate after n catches in n inputs, with no
+    model of its strength: (1 - confidence) ** (1/n) (0.05 at n = 1, 0.22 at 2, 0.74 at 10)."""
+    return float((1.0 - confidence) ** (1.0 / n))
 
 
 @dataclass(frozen=True)
@@ -257,6 +278,19 @@ class ProbeSeparation:
 
 
 @dataclass(frozen=True)
+class BenignVerdict:
+    """The benign pair on one calibration input as the gate judges it at the thresholds
+    calibrate arrived at: its verdict kind, and the reasons that decided it."""
+
+    input: str
+    kind: VerdictKind
+    reasons: tuple[str, ...]
+
+    def sentence(self) -> str:
+        return f"input {self.input}: {self.kind.value}: " + "; ".join(self.reasons)
+
+
+@dataclass(frozen=True)
 class Calibration:
     """What `calibrate` measured and decided."""
 
@@ -274,6 +308,16 @@ class Calibration:
     near_tie_flips: BenignRate | None = None
     logit_level: float | None = None
     above_level: BenignRate | None = None
+    # the benign pair judged by the gate at these thresholds on each input (None: not judged,
+    # as for a teacher-forced comparison, whose gate forces what calibrate ran free)
+    gated: tuple[BenignVerdict, ...] | None = None
+
+    @property
+    def benign_failing(self) -> tuple[BenignVerdict, ...]:
+        """The calibration inputs on which the gate, at these thresholds, fails the benign pair
+        (a difference D_i does not see: the rows after a committed stream parted are not
+        compared, nor is what the arms do not trace)."""
+        return tuple(g for g in self.gated or () if g.kind is not VerdictKind.AGREE)
 
     @property
     def separation(self) -> float | None:
@@ -310,7 +354,8 @@ class Calibration:
     def exit_code(self) -> ExitCode:
         if self.failures:
             return ExitCode.ARM_FAILED
-        return ExitCode.OK if self.caught and self.bounded else ExitCode.UNINFORMATIVE
+        return (ExitCode.OK if self.caught and self.bounded and not self.benign_failing
+                else ExitCode.UNINFORMATIVE)
 
     def _refusal(self) -> str:
         """Why the thresholds are refused, and how many inputs would do."""
@@ -321,6 +366,11 @@ class Calibration:
                    f"near_tie {self.near_tie:.3g} (a difference counts only when its printed "
                    "value minus the arms' half quanta is above atol): these thresholds cannot "
                    "tell benign from wrong")
+        elif n < MIN_INPUTS:
+            why = (f"every probe was caught on the one input, but one input shows no spread: "
+                   f"the {SEPARATION_CONFIDENCE:.0%} lower bound of a probe's strength on an "
+                   f"unseen input needs {MIN_INPUTS} inputs or more (one catch bounds the catch "
+                   f"rate on an unseen input only from {catch_rate_bound(n):.2g} up)")
         else:
             why = (f"every probe was caught on the {n} input(s), but the "
                    f"{SEPARATION_CONFIDENCE:.0%} lower bound of probe {weakest}'s strength on an "
@@ -332,9 +382,11 @@ class Calibration:
         if any(s <= 0.0 for p in self.probes
                for s in p.strengths(self.atol.value, self.near_tie)):
             return why  # a probe with no difference at all on an input: no count helps
+        if n < MIN_INPUTS:
+            return why + (f"; use {MIN_INPUTS} inputs or more (how many more depends on the "
+                          "spread they show)")
         return why + (f"; no count up to {MAX_INPUTS} inputs would reach it at the spread seen "
-                      "here" + (" (the spread of fewer than two finite strengths is unknown: use "
-                                "two inputs or more)" if n < 2 else ""))
+                      "here")
 
     def summary(self) -> list[str]:
         lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "
@@ -367,10 +419,29 @@ class Calibration:
         elif not (self.caught and self.bounded):
             lines.append(f"  - separation {s:.3g} < {MARGIN:g}: {self._refusal()}; nothing "
                          "written (exit 3)")
+        elif self.benign_failing:
+            lines.append(f"  - separation {s:.3g}, but the gate at these thresholds fails the "
+                         "benign pair on its own calibration input(s): thresholds that call "
+                         "the pair wrong cannot certify it; nothing written (exit 3)")
         else:
             lines.append(f"  - separation {s:.3g} (the {SEPARATION_CONFIDENCE:.0%} lower bound of "
                          "the weakest probe's strength over the thresholds on an unseen input, "
                          f"from the spread of {len(self.inputs)} inputs)")
+            if math.isinf(s):
+                n = len(self.inputs)
+                lines.append(f"  - every probe was caught on all {n} inputs by a difference of "
+                             "no finite size (any difference under a bitwise benign pair, top "
+                             "lists sharing no id, a flip whose margin is not traced): the "
+                             "model, as for finite strengths, takes a probe that moved "
+                             "every input to move an unseen one; without it, "
+                             f"{n} catches of {n} bound the catch rate on an unseen input only "
+                             f"from {catch_rate_bound(n):.2g} up ({CONFIDENCE:.0%})")
+        lines += [f"  - benign pair at these thresholds, {g.sentence()}"
+                  for g in self.benign_failing]
+        if self.gated is None and self.probes:
+            lines.append("  - the benign pair was not judged at the gate: the comparison is "
+                         "teacher-forced, and calibrate runs its arms free (a parted stream "
+                         "cannot part where B replays A's)")
         if self.written is not None:
             lines.append(f"  - thresholds written to {self.written}")
         return lines + [f"run directory: {self.run_dir}"]
@@ -473,6 +544,10 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
+    if spec.rules.decoding is DecodingMode.SAMPLED:
+        raise UsageError(f"comparison {spec.name}: decoding = \"sampled\" is judged in "
+                         "distribution, with no atol, rtol or near_tie to calibrate (its level "
+                         "is alpha; docs/statistics.md)")
     if not spec.calibration_inputs:
         raise UsageError(f"comparison {spec.name}: set calibration_inputs (held-out inputs, "
                          f"e.g. [1, 2, 3]) to calibrate")
@@ -501,6 +576,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     probe_flips: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     probe_resolved: dict[str, list[float]] = {m: [] for m in spec.rules.mutations}
     failures: list[ArmFailure] = []
+    pairs_of_benign: list[tuple[str, ArmOutcome, ArmOutcome]] = []
     for i, value in enumerate(spec.calibration_inputs):
         na, nb = _name("A:" + arm_a.name, value, i), _name("B:" + arm_b.name, value, i)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
@@ -518,6 +594,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
             c = compare(a_out.trace, other.trace, BARE, drafting=drafting,
                         drafting_source=source)
             if mutation is None:
+                pairs_of_benign.append((value, a_out, other))
                 benign.append(_largest_diff(c))
                 margins.append(_flip_margin(c))
                 rows.append(_BenignRows.of(c, i))
@@ -541,11 +618,38 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     flips_rate, level, above = benign_rates(rows, near_tie)
     cal = Calibration(spec.name, spec.calibration_inputs, tuple(benign), tuple(margins), atol,
                       near_tie, probes, run_dir, None, (), flips_rate, level, above)
+    if not probes:
+        return cal  # no probe: nothing can be certified, nor a file written (exit 3)
+    text = thresholds_toml(cal, git_head(config.path.resolve().parent))
+    if not spec.rules.teacher_force:
+        cal = replace(cal, gated=gate_benign(spec, text, run_dir, pairs_of_benign,
+                                             evidence_of(config, spec), th))
     if write and cal.exit_code is ExitCode.OK:
         path = Path(spec.thresholds)
-        write_text_atomic(path, thresholds_toml(cal, git_head(config.path.resolve().parent)))
+        write_text_atomic(path, text)
         cal = replace(cal, written=path)
     return cal
+
+
+def gate_benign(spec: ComparisonSpec, text: str, run_dir: Path,
+                pairs: Sequence[tuple[str, ArmOutcome, ArmOutcome]], evidence: Evidence,
+                audit: AuditThresholds) -> tuple[BenignVerdict, ...]:
+    """The benign pair on each calibration input, judged as the gate judges (`evaluate`) at the
+    thresholds file `text`, read back as a gate reads it (kept in the run directory). D_i
+    sees only the rows compared before the arms' committed streams parted; the gate sees the
+    parting itself, and whatever else it judges."""
+    candidate = run_dir / Path(spec.thresholds).name
+    write_text_atomic(candidate, text)
+    found = read_thresholds(candidate)
+    gated = replace(spec, threshold_origin=found.origin, calibrated=found.calibrated).with_rules(
+        atol=found.atol, rtol=found.rtol, near_tie=found.near_tie)
+    out = []
+    for value, a, b in pairs:
+        verdict = evaluate(gated, a, b, audit, evidence=evidence).verdict
+        decisive = [r for f in verdict.findings if f.kind is verdict.kind
+                    for r in f.reasons] or list(verdict.reasons[:2])
+        out.append(BenignVerdict(value, verdict.kind, tuple(decisive)))
+    return tuple(out)
 
 
 def _toml_value(v: object) -> str:

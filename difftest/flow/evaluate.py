@@ -213,7 +213,8 @@ def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
     rows_a = [r for o in runs_a for r in rows[o.name]]
     return judge_sampled([o.trace for o in runs_a if o.trace is not None],
                          [b.trace] if b.trace is not None else [],
-                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA)
+                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA,
+                         (a.name, b.name))
 
 
 def with_rate_effect(verdict: Verdict, effect: RateEffect) -> Verdict:

@@ -8,7 +8,7 @@ its `NoiseReport`. Each comparison is judged by `difftest.flow.evaluate.evaluate
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -18,7 +18,7 @@ from difftest.analysis.floor import measure_floor
 from difftest.analysis.sequential import fold
 from difftest.analysis.verdict import arm_failed
 from difftest.config import ComparisonSpec
-from difftest.core.errors import ArmFailure, ExitCode, InternalError
+from difftest.core.errors import ArmFailure, ExitCode, InternalError, worst
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
 from difftest.flow.plan import Judged, Plan, PlanKind
@@ -26,16 +26,6 @@ from difftest.flow.run import RunResults
 from difftest.flow.sequential_runs import SequentialRun
 from difftest.flow.scoring import ProbeReport, score_probe
 from difftest.numerics.noise import NoiseFloor
-
-# Severity for the worst-of rule: an arm that failed hides everything else.
-# A probe whose mutation never reached the runner (exit 2) is a set-up error: it outranks a
-# difference, since the gate's coverage claim is unfounded, but not a failed arm.
-SEVERITY = {ExitCode.ARM_FAILED: 4, ExitCode.USAGE: 3, ExitCode.DIFFER: 2,
-            ExitCode.UNINFORMATIVE: 1, ExitCode.OK: 0}
-
-
-def worst(codes: Sequence[ExitCode]) -> ExitCode:
-    return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
 
 
 def self_differences(rep: ComparisonReport) -> list[str]:

@@ -8,6 +8,7 @@ input did (in a chain of modules; a residual input is the stream an earlier modu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,10 +38,14 @@ class LocalizeReport:
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.localization.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return ExitCode.UNINFORMATIVE
         return ExitCode.DIFFER if self.localization.differs else ExitCode.OK
 
     def render(self) -> str:
         loc = self.localization
+        if loc.outcome is LocalizeOutcome.BASELINE_IS_B:
+            return (f"baseline {self.baseline} and B {self.dumps[1]}: {loc.describe()}")
         if loc.factor is None:
             lines = [loc.describe(), "", "| # | module | shape | max abs diff |",
                      "|---|---|---|---|"]
@@ -74,7 +79,13 @@ def localize_dumps(a: Path, b: Path, atol: float = 0.0,
                    baseline: Path | None = None) -> LocalizeReport:
     """Compare two capture folders module by module, in forward order; with a baseline's
     capture (B0, a known-good arm), each module against its own background |A - B0|."""
+    from difftest.core.errors import UsageError
+
     atol = checked_atol(atol)
+    if baseline is not None and Path(baseline).resolve() == Path(b).resolve():
+        raise UsageError(f"--baseline {baseline} is arm B's capture ({b}): a baseline must be a "
+                         "run that differs from B only by benign numerics (e.g. another dtype), "
+                         "not B itself, whose background would excuse every module")
     dumps_a, dumps_b = read_dumps(Path(a)), read_dumps(Path(b))
     if baseline is None:
         return LocalizeReport((Path(a), Path(b)), first_divergence(dumps_a, dumps_b, atol))
@@ -97,10 +108,21 @@ class RunLocalization:
     in_report: bool = True  # the comparison the run's report.md and report.html are of
     baseline: str | None = None  # the baseline arm B0 localised against
     verdict: VerdictKind | None = None  # the run's comparison, judged again
+    differing: tuple[str, int] | None = None  # its first differing step, judged again
+
+    @property
+    def known_difference(self) -> bool:
+        """Whether the run's comparison showed a difference for localize to find: DIFFER, or a
+        differing step under a verdict other than AGREE (an INERT or uninformative run)."""
+        return self.verdict is VerdictKind.DIFFER or (
+            self.verdict not in (None, VerdictKind.AGREE) and self.differing is not None)
 
     @property
     def exit_code(self) -> ExitCode:
-        return self.report.exit_code
+        """The localisation's, except that finding no module on a run known to differ has
+        localised nothing: uninformative (exit 3), never a pass."""
+        code = self.report.exit_code
+        return ExitCode.UNINFORMATIVE if code is ExitCode.OK and self.known_difference else code
 
     @property
     def figure(self) -> Path:
@@ -111,21 +133,28 @@ class RunLocalization:
         was DIFFER: the difference is below the tolerance used, or outside the captured modules
         (None when nothing needs saying)."""
         loc = self.report.localization
-        if self.verdict is not VerdictKind.DIFFER or loc.differs:
+        if not self.known_difference or loc.differs \
+                or loc.outcome is LocalizeOutcome.BASELINE_IS_B:  # its line says why
             return None
         top = max(loc.modules, key=lambda m: m.max_abs_diff)
         req, pos = self.at
+        was = "the run's comparison was DIFFER"
+        if self.verdict is not VerdictKind.DIFFER and self.differing is not None:
+            assert self.verdict is not None  # known_difference
+            was = (f"the run's comparison differed at {self.differing[0]}:{self.differing[1]} "
+                   f"(its verdict {self.verdict.value})")
         outside = ("outside the captured modules: the draft forward at "
                    f"{req}:{pos} is not where the comparison's difference comes from (the "
-                   "target's verify, another step, or what the runner does after the draft)")
+                   "target's verify, another step, or what the runner does after the draft: "
+                   "sampling, acceptance)")
         if top.max_abs_diff == 0:
-            return (f"the run's comparison was DIFFER, but both captures are bitwise equal at "
+            return (f"{was}, but both captures are bitwise equal at "
                     f"{req}:{pos}: the difference is {outside}")
         if loc.factor is None:
-            return (f"the run's comparison was DIFFER: the captured modules differ by at most "
+            return (f"{was}: the captured modules differ by at most "
                     f"{top.max_abs_diff:.3g} (at {top.module}), below the tolerance used "
                     f"({loc.atol:g}); rerun with a smaller --atol, or the difference is {outside}")
-        return (f"the run's comparison was DIFFER, and every captured module differs from A by "
+        return (f"{was}, and every captured module differs from A by "
                 f"no more than the baseline {self.baseline} does: the difference is the "
                 f"background's (the harmless change), or it is {outside}")
 
@@ -133,7 +162,7 @@ class RunLocalization:
         req, pos = self.at
         arms = "both arms" if self.baseline is None else f"A, B and the baseline {self.baseline}"
         why = self.why_not()
-        note = f"**Why:** {why}\n\n" if why else ""
+        note = f"**Nothing localised (exit 3). Why:** {why}\n\n" if why else ""
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
                 f"{self.folder}; {arms} teacher-forced on A's stream.\n\n{note}"
                 f"{self.report.render()}\n")
@@ -267,6 +296,56 @@ def baseline_arm(name: str, spec: ComparisonSpec, results: dict[str, ArmResult],
     return on_gate_input(spec, cfg.arm(name))
 
 
+def _same_run(b: ArmSpec, b0: ArmSpec) -> bool:
+    """Whether two reruns run the same thing: command, directory (unset: this one) and
+    environment, the capture folder (one per arm) aside."""
+    from difftest.core.activations import CAPTURE_DIR_ENV
+
+    def definition(arm: ArmSpec) -> tuple[object, ...]:
+        env = {k: v for k, v in arm.env.items() if k != CAPTURE_DIR_ENV}
+        return arm.command, (arm.cwd or Path.cwd()).resolve(), env
+
+    return definition(b) == definition(b0)
+
+
+def foreign_settings(a: Mapping[str, str], b: Mapping[str, str],
+                     b0: Mapping[str, str]) -> tuple[str, ...]:
+    """The `[spec-config]` settings in which the baseline B0 differs from A where B does not
+    carry B0's value: `key (A: x, B: y, B0: z)`. A background differs from A only in the harmless
+    change, and B carries that change too (it differs from B0 only in the change under test);
+    a setting of B0's own (another seed, model, input, thread count) makes it compute something
+    B does not. A setting a trace does not print is absent (`-`)."""
+    out = []
+    for key in sorted({*a, *b, *b0}):
+        x, y, z = a.get(key), b.get(key), b0.get(key)
+        if z != x and y != z:
+            out.append(f"{key} (A: {x or '-'}, B: {y or '-'}, baseline: {z or '-'})")
+    return tuple(out)
+
+
+def _check_settings(name: str, reruns: Sequence[ArmResult]) -> None:
+    """Refuse a baseline whose rerun's `[spec-config]` has settings of its own
+    (`foreign_settings`); arms whose traces print no settings (or cannot be read) say nothing
+    here, and the captures decide (`difftest.core.activations.departure`)."""
+    from difftest.core.errors import DifftestError, UsageError
+    from difftest.trace import parse_trace
+
+    try:
+        configs = [dict(parse_trace(r.stderr_path).config.values) for r in reruns]
+    except DifftestError:
+        return
+    if not all(configs):
+        return
+    foreign = foreign_settings(*configs)
+    if foreign:
+        raise UsageError(
+            f"--baseline {name} is no background for B: its [spec-config] differs from A's where "
+            f"B's does not: {'; '.join(foreign)} (in {reruns[2].stderr_path}). A background "
+            "differs from A only in the harmless change, which B carries too (B differs from it "
+            "only in the change under test); a baseline of another seed, model, input or "
+            "setting computes something B does not, and would excuse or blame every module")
+
+
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None, comparison: str | None = None,
                  baseline: str | None = None,
@@ -344,6 +423,11 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
         # generate call per step) then captures every arm on the same schedule
         env[FORCE_ENV] = str(force.resolve())
         arms.append(arm.with_changes(name=f"{key}-{arm.name}", env=env))
+    if base_arm is not None and _same_run(arms[1], arms[2]):
+        raise UsageError(f"--baseline {base_name}: it runs what arm B ({spec.arm_b}) runs (the "
+                         "same command, environment and directory): a baseline must be a run "
+                         "that differs from B only by benign numerics (e.g. another dtype), not "
+                         "B under another name, whose background would excuse every module")
     folder.mkdir(parents=True, exist_ok=True)
     done = run_arms(arms, folder, progress=False)
     for arm in arms:
@@ -355,11 +439,13 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
             raise UsageError(f"localize: arm {rerun.name} wrote no capture in {where[key]}: does "
                              f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
                              "runners do)")
+    if base_arm is not None:
+        _check_settings(str(base_name), [done[arm.name] for arm in arms])
     tol = spec.rules.atol if atol is None else atol
     out = RunLocalization(run_dir, (req, pos), folder,
                           localize_dumps(where[ArmSide.A.value], where[ArmSide.B.value], tol,
                                          where["b0"] if base_arm is not None else None),
-                          spec.name, in_report, base_name, verdict)
+                          spec.name, in_report, base_name, verdict, first)
     write_text_atomic(folder / LOCALIZE_MD, out.render())
     write_json_atomic(folder / LOCALIZE_JSON, out.to_json())
     return out

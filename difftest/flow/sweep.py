@@ -7,20 +7,27 @@ to both arms so that they do: prompt lengths at page_size * m - 1, m, m + 1; eve
 prefixes ending on, before and after a page boundary; and reports, per boundary class, how many
 inputs exercised it and how many differed. The arguments are the reference runner's
 (`python -m difftest.runners.reference --help`).
+
+Each input is judged as the comparison is, under its `expect`; an input the arms cannot be
+shown to have received (their `[spec-config]` does not report its settings, or a trace reads
+the same as for another input) is uninformative. A class counts as judged only through inputs
+that met the expectation with it exercised: inert and uninformative inputs judge nothing.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from difftest.analysis.coverage import about
+from difftest.analysis.coverage import about, table
+from difftest.analysis.findings import Demand, Origin, VerdictFinding
+from difftest.analysis.verdict import Verdict
 from difftest.config import Config, ComparisonSpec
 from difftest.core.corpus import CoverageClass
-from difftest.core.errors import ExitCode
-from difftest.core.kinds import VerdictKind
-from difftest.core.model import SpecCoverage
+from difftest.core.errors import ExitCode, worst
+from difftest.core.kinds import Expect, VerdictKind
+from difftest.core.model import ArmTrace, SpecCoverage, same_reading
 
 PAGE_SIZE = 16  # the reference runner's page (difftest.runners.reference.attention.PAGE_SIZE)
 K = 4  # the reference runner's default drafted tokens per step
@@ -92,12 +99,34 @@ def with_args(config: Config, spec: ComparisonSpec, args: Sequence[str]) -> Conf
 
 
 @dataclass(frozen=True)
+class InputRun:
+    """One input judged as the comparison is: its verdict, and each arm's name and trace
+    (None: the arm left none to read)."""
+
+    verdict: Verdict
+    names: tuple[str, str]
+    a: ArmTrace | None
+    b: ArmTrace | None
+
+
+@dataclass(frozen=True)
 class InputOutcome:
-    """One input's verdict, and whether the arms exercised the class it was made for."""
+    """One input's verdict (with what showed the input never reached an arm joined in), and
+    whether the arms exercised the class it was made for."""
 
     input: SweepInput
-    kind: VerdictKind
+    verdict: Verdict
     covered: bool
+
+    @property
+    def kind(self) -> VerdictKind:
+        return self.verdict.kind
+
+    @property
+    def judged(self) -> bool:
+        """The input met the comparison's expectation with its class exercised: what makes a
+        class exercised and judged (an uninformative or inert input never does)."""
+        return self.covered and self.verdict.passed
 
 
 @dataclass(frozen=True)
@@ -107,10 +136,69 @@ class ClassSummary:
     covered: int
     differed: int
     uninformative: int
+    judged: int  # inputs that met the expectation with the class exercised
 
 
 def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
-    return max(a.count(cls.value), b.count(cls.value)) >= cls.needed
+    """The comparison's own coverage rule (`analysis.coverage.table`): each arm's count, the
+    class exercised when an arm reached it (a lane without pages counts none of them)."""
+    return any(r.exercised for r in table((), a, b, (cls,)) if r.cls is cls)
+
+
+# generated argument -> the `[spec-config]` key the reference runner reports it under
+# (difftest.runners.reference.runner.applied)
+REPORTED = {"--seed": "seed", "--requests": "requests", "--prompt-len": "prompt_len",
+            "--draft-lens": "draft_lens", "--layer-masks": "layer_masks", "--eos-id": "eos_id",
+            "--shared-prefix": "shared_prefix"}
+
+
+def _settings(args: Sequence[str]) -> dict[str, str]:
+    """The `[spec-config]` values an input's arguments set (the last of a repeated one)."""
+    return {REPORTED[k]: v for k, v in zip(args, args[1:], strict=False) if k in REPORTED}
+
+
+def _arms(run: InputRun) -> tuple[tuple[str, ArmTrace | None], tuple[str, ArmTrace | None]]:
+    return (run.names[0], run.a), (run.names[1], run.b)
+
+
+def _contradicted(args: tuple[str, ...], run: InputRun) -> list[str]:
+    """A setting the input set that an arm's `[spec-config]` does not report, or reports with
+    another value (the reference runner reports each: docs/trace-format.md)."""
+    out = []
+    for name, trace in _arms(run):
+        if trace is None:
+            continue
+        for key, value in _settings(args).items():
+            got = trace.config.values.get(key)
+            if got is None:
+                out.append(f"sweep: {name}'s [spec-config] does not report {key} (the input "
+                           f"set {key}={value}): nothing shows the generated arguments reached it")
+            elif got != value:
+                out.append(f"sweep: {name}'s [spec-config] (line "
+                           f"{trace.config.lines.get(key, 0)}) says {key}={got}, the input set "
+                           f"{key}={value}: the generated arguments did not reach it")
+    return out
+
+
+def _repeated(args: tuple[str, ...], runs: Mapping[tuple[str, ...], InputRun]) -> list[str]:
+    """An arm whose trace reads the same (`same_reading`) as for an input with other
+    arguments: it ran one input however many were generated."""
+    out = []
+    for side, (name, mine) in enumerate(_arms(runs[args])):
+        same = [other for other, run in runs.items() if other != args and mine is not None
+                and (theirs := _arms(run)[side][1]) is not None and same_reading(mine, theirs)]
+        if same:
+            out.append(f"sweep: {name}'s trace reads the same as for the input "
+                       f"{' '.join(same[0])}: nothing shows the generated arguments reached it")
+    return out
+
+
+def unreached(runs: Mapping[tuple[str, ...], InputRun]) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Why each input (by its arguments) cannot be shown to have reached its arms
+    (`_contradicted`, `_repeated`); inputs without such a reason are absent."""
+    out = {args: (*_contradicted(args, run), *_repeated(args, runs))
+           for args, run in runs.items()}
+    return {k: v for k, v in out.items() if v}
 
 
 def summarize(outcomes: Sequence[InputOutcome]) -> tuple[ClassSummary, ...]:
@@ -119,7 +207,8 @@ def summarize(outcomes: Sequence[InputOutcome]) -> tuple[ClassSummary, ...]:
         mine = [o for o in outcomes if o.input.cls is cls]
         out.append(ClassSummary(cls, len(mine), sum(o.covered for o in mine),
                                 sum(o.kind is VerdictKind.DIFFER for o in mine),
-                                sum(o.kind.uninformative for o in mine)))
+                                sum(o.kind.uninformative for o in mine),
+                                sum(o.judged for o in mine)))
     return tuple(out)
 
 
@@ -129,16 +218,31 @@ def sweep_classes(spec: ComparisonSpec) -> tuple[CoverageClass, ...]:
     return about(spec.rules.toggle or ()) or (_C.PAGE_BOUNDARY,)
 
 
-Judge = Callable[[SweepInput], tuple[VerdictKind, SpecCoverage, SpecCoverage]]
+Judge = Callable[[SweepInput], InputRun]
 
 
 def run_sweep(inputs: Sequence[SweepInput], judge: Judge) -> tuple[InputOutcome, ...]:
     """Judge each input (`judge` runs the comparison on it), recording whether its class was
-    exercised."""
+    exercised; an input that cannot be shown to have reached its arms (`unreached`) has that
+    joined to its verdict as a finding: no agreement may rest on it, and under `expect =
+    differ` no difference either (the comparison's one rule, `findings.decide`, says what
+    remains)."""
+    runs: dict[tuple[str, ...], InputRun] = {}
+    for item in inputs:
+        if item.args not in runs:
+            runs[item.args] = judge(item)
+    why = unreached(runs)
     out = []
     for item in inputs:
-        kind, a, b = judge(item)
-        out.append(InputOutcome(item, kind, covered(item.cls, a, b)))
+        run = runs[item.args]
+        verdict = run.verdict
+        if item.args in why:
+            verdict = verdict.joined(VerdictFinding(
+                Origin.SWEEP, Demand.UNDECIDED if verdict.expect is Expect.DIFFER
+                else Demand.NO_AGREEMENT, why[item.args]), last=why[item.args])
+        none = SpecCoverage()
+        out.append(InputOutcome(item, verdict, covered(
+            item.cls, run.a.coverage if run.a else none, run.b.coverage if run.b else none)))
     return tuple(out)
 
 
@@ -155,22 +259,27 @@ class SweepReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """1 when any input differed; 3 when a class was exercised by no input; else 0."""
-        if any(o.kind is VerdictKind.DIFFER for o in self.outcomes):
-            return ExitCode.DIFFER
-        if any(o.kind is VerdictKind.ARM_FAILED for o in self.outcomes):
-            return ExitCode.ARM_FAILED
-        if not self.outcomes or any(c.covered == 0 for c in self.classes):
-            return ExitCode.UNINFORMATIVE
-        return ExitCode.OK
+        """Each input's exit code under the comparison's expectation (`Verdict.exit_code`),
+        the worst of them as check takes it (`core.errors.worst`): 1 when an input failed its
+        expectation (differed under `same`, agreed under `differ`). An uninformative or inert
+        input proves nothing either way; 3 when a class has no input that met the expectation
+        with the class exercised (so when no input was informative)."""
+        codes = [o.verdict.exit_code for o in self.outcomes if not o.kind.uninformative]
+        codes += [ExitCode.UNINFORMATIVE for c in self.classes if c.judged == 0]
+        return worst(codes) if self.outcomes else ExitCode.UNINFORMATIVE
 
     def lines(self) -> list[str]:
         out = [f"sweep {self.comparison}: exit {int(self.exit_code)}", "",
-               f"{'state':52s} {'inputs':>6s} {'exercised':>9s} {'differed':>8s} {'uninf.':>6s}"]
+               f"{'state':52s} {'inputs':>6s} {'exercised':>9s} {'passed':>6s} "
+               f"{'differed':>8s} {'uninf.':>6s}"]
         out += [f"{c.cls.label + ' (' + c.cls.value + ')':52s} {c.inputs:6d} {c.covered:9d} "
-                f"{c.differed:8d} {c.uninformative:6d}" for c in self.classes]
-        out += ["", "inputs:"]
-        out += [f"  {o.input.label:32s} {o.kind.value:14s} "
-                f"{'exercised' if o.covered else 'NOT exercised'} {o.input.cls.value}"
-                for o in self.outcomes]
+                f"{c.judged:6d} {c.differed:8d} {c.uninformative:6d}" for c in self.classes]
+        out += ["", "passed: inputs that met the comparison's expectation with the state "
+                "exercised (a state none passed on leaves the sweep uninformative, exit 3)",
+                "", "inputs:"]
+        for o in self.outcomes:
+            out.append(f"  {o.input.label:32s} {o.kind.value:14s} {o.verdict.label:13s} "
+                       f"{'exercised' if o.covered else 'NOT exercised'} {o.input.cls.value}")
+            out += [f"      {r}" for f in o.verdict.findings if f.origin is Origin.SWEEP
+                    for r in f.reasons]
         return out

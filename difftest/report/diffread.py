@@ -43,9 +43,20 @@ def read_diff(path: Path | str) -> pd.DataFrame:
     where an arm has no row), float64 margins and logits (NaN where unknown), the request id
     as a string with the writer's spreadsheet quote removed, and `status`/`logits` as
     categoricals of the values difftest writes."""
+    path = Path(path)
+    frame = _read_text(path)
+    _read_labels(path, frame)
+    _read_numbers(path, frame)
+    frame["req"] = frame["req"].map(_unquote).astype("string")
+    return frame
+
+
+def _read_text(path: Path) -> pd.DataFrame:
+    """Every cell of a diff CSV as text, after the checks that tell a diff CSV from any other
+    file (a regular file, of a diff CSV's size, with its header): each kind of unreadable file
+    gets its own line, never a traceback."""
     import pandas as pd
 
-    path = Path(path)
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             info = os.fstat(fh.fileno())
@@ -60,7 +71,7 @@ def read_diff(path: Path | str) -> pd.DataFrame:
                                  f"{','.join(header)[:200]!r}, expected "
                                  f"{','.join(CSV_COLUMNS)!r}")
             fh.seek(0)
-            frame = pd.read_csv(fh, dtype=str, keep_default_na=False)
+            return pd.read_csv(fh, dtype=str, keep_default_na=False)
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not a diff CSV") from None
     except OSError as exc:
@@ -69,6 +80,13 @@ def read_diff(path: Path | str) -> pd.DataFrame:
         raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}): not a diff CSV") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise UsageError(f"{path}: not a well-formed CSV: {str(exc).strip()}") from None
+
+
+def _read_labels(path: Path, frame: pd.DataFrame) -> None:
+    """The label columns as categoricals of the values difftest writes; any other value is
+    refused with its line, so a typo is not read as a new category."""
+    import pandas as pd
+
     for column, allowed in _LABELS.items():
         bad = ~frame[column].isin(allowed)
         if bad.any():
@@ -76,6 +94,13 @@ def read_diff(path: Path | str) -> pd.DataFrame:
             raise UsageError(f"{path}:{line}: column {column}: {frame[column][bad].iloc[0]!r} is "
                              f"not one of {', '.join(repr(v) for v in allowed)}")
         frame[column] = pd.Categorical(frame[column], categories=list(allowed))
+
+
+def _read_numbers(path: Path, frame: pd.DataFrame) -> None:
+    """The numeric columns in their dtypes (an empty cell is unknown); the integer columns
+    hold whole numbers (`_whole`)."""
+    import pandas as pd
+
     for column in _NUMERIC:
         text = frame[column]
         try:
@@ -86,8 +111,6 @@ def read_diff(path: Path | str) -> pd.DataFrame:
             frame[column] = numbers.astype(dtype)
         except (ValueError, TypeError, OverflowError) as exc:
             raise UsageError(f"{path}: column {column}: {exc}") from None
-    frame["req"] = frame["req"].map(_unquote).astype("string")
-    return frame
 
 
 def _whole(path: Path, column: str, numbers: pd.Series, text: pd.Series) -> None:

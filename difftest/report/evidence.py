@@ -37,9 +37,11 @@ def coverage_cells(rep: ComparisonReport) -> tuple[list[str], list[list[str]]]:
 
 
 def bug_class(rep: ComparisonReport) -> BugClass | None:
-    """The kind of a DIFFER (None for any other verdict, or without both traces)."""
+    """The kind of a DIFFER (None for any other verdict, without both traces, or for a sampled
+    comparison: its arms' tokens differ draw by draw, so where they first part names no bug)."""
     a, b = rep.arm_a.trace, rep.arm_b.trace
-    if rep.verdict.kind is not VerdictKind.DIFFER or a is None or b is None:
+    if rep.verdict.kind is not VerdictKind.DIFFER or a is None or b is None \
+            or rep.sampled is not None:
         return None
     return classify(a, b)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass, field
 from collections.abc import Sequence
 import xml.etree.ElementTree as ET
 from datetime import datetime, UTC
@@ -10,7 +11,7 @@ from datetime import datetime, UTC
 from difftest.core.errors import ArmFailure
 from difftest.execute.records import ArmResult
 from difftest.flow.judge import CheckResult
-from difftest.flow.scoring import ProbeReport
+from difftest.flow.scoring import MutationResult, ProbeReport
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ProbeState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
@@ -250,6 +251,39 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
     suite = ET.Element("testsuite", name="difftest", tests="0", failures="0", errors="0",
                        skipped="0", time="0", timestamp=_timestamp(started),
                        hostname=xml_safe(hostname if hostname is not None else platform.node()))
+    _properties(suite, result, results)
+    cases = _Cases(suite, xml_safe(f"difftest.{result.config.stem}"))
+    for r in result.reports:
+        cases.add(r.name, _seconds(r.arm_a, r.arm_b), _comparison_outcome(r),
+                  "\n".join(r.verdict.reasons))
+        p = result.probes.get(r.name)
+        if p is not None:
+            for m in p.mutations:
+                mv = m.report.verdict
+                cases.add(f"{r.name}/probe/{m.name}", _seconds(m.report.arm_b),
+                          _mutation_outcome(m, p),
+                          f"killed by {m.killed_by}" if m.killed else "\n".join(mv.reasons))
+    counts = cases.counts
+    total = (result.duration_s if result.duration_s is not None
+             else sum(float(tc.get("time", "0")) for tc in suite.iter("testcase")))
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{total:.3f}")
+    root = ET.Element("testsuites", name="difftest", tests=str(counts["tests"]),
+                      failures=str(counts["failures"]), errors=str(counts["errors"]),
+                      time=f"{total:.3f}")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# a testcase's failure or error: (element tag, type, message, body)
+_Outcome = tuple[str, str, str, str]
+
+
+def _properties(suite: ET.Element, result: CheckResult, results: Sequence[ArmResult]) -> None:
+    """The suite's properties: the config, the run directory and each git arm's ref and
+    commit, so a CI page links a failure to what ran."""
     props = ET.SubElement(suite, "properties")
 
     def prop(name: str, value: object) -> None:
@@ -263,71 +297,67 @@ def junit_xml(result: CheckResult, hostname: str | None = None) -> str:
             prop(f"arm.{arm.name}.git_sha", arm.git_sha)
         if arm.git_ref:
             prop(f"arm.{arm.name}.git_ref", arm.git_ref)
-    counts = {"tests": 0, "failures": 0, "errors": 0}
-    classname = xml_safe(f"difftest.{result.config.stem}")
 
-    def case(name: str, seconds: float, outcome: tuple[str, str, str, str] | None,
-             out: str) -> None:
-        counts["tests"] += 1
-        tc = ET.SubElement(suite, "testcase", classname=classname, name=xml_safe(name),
-                           time=f"{seconds:.3f}")
+
+@dataclass
+class _Cases:
+    """The suite's testcases as they are added, and the counts its header carries."""
+
+    suite: ET.Element
+    classname: str
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"tests": 0, "failures": 0, "errors": 0})
+
+    def add(self, name: str, seconds: float, outcome: _Outcome | None, out: str) -> None:
+        self.counts["tests"] += 1
+        tc = ET.SubElement(self.suite, "testcase", classname=self.classname,
+                           name=xml_safe(name), time=f"{seconds:.3f}")
         if outcome is not None:
             tag, kind, message, body = outcome
-            counts["failures" if tag == "failure" else "errors"] += 1
+            self.counts["failures" if tag == "failure" else "errors"] += 1
             # CI pages render the message as markdown: runner text in it stays text
             el = ET.SubElement(tc, tag, type=kind, message=xml_safe(md_inline(message)))
             el.text = xml_safe(body)
         ET.SubElement(tc, "system-out").text = xml_safe(out)
 
-    for r in result.reports:
-        v = r.verdict
-        reasons = "\n".join(v.reasons)
-        outcome = None
-        if v.kind is VerdictKind.ARM_FAILED:
-            outcome = ("error", str(VerdictKind.ARM_FAILED), v.reasons[0].split("\n", 1)[0] if v.reasons
-                       else "an arm failed", reasons)
-        elif not v.passed:
-            kind = str(v.kind) if v.kind is not VerdictKind.AGREE else "expectation"
-            message = (f"{summary(r)}. The comparison could not have failed"
-                       if v.kind is VerdictKind.UNINFORMATIVE
-                       else f"{summary(r)}. The arms did not run what the comparison is about: "
-                            + (v.reasons[0] if v.reasons else "")
-                       if v.kind is VerdictKind.INERT
-                       else f"{summary(r)}. {_why(r)}")
-            outcome = ("failure", kind, message, reasons)
-        case(r.name, _seconds(r.arm_a, r.arm_b), outcome, reasons)
-        p = result.probes.get(r.name)
-        if p is not None:
-            for m in p.mutations:
-                mv = m.report.verdict
-                if mv.kind is VerdictKind.ARM_FAILED:
-                    mo: tuple[str, str, str, str] | None = (
-                        "error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
-                        f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",
-                        "\n".join(mv.reasons))
-                elif not m.applied:
-                    mo = ("error", "not-applied",
-                          f"mutation {m.name} did not reach the runner: the mutated arm printed "
-                          "exactly what the baseline printed", "\n".join(p.notes))
-                elif not m.killed:
-                    mo = ("failure", "survived",
-                          f"mutation {m.name} survived: the comparison is blind to it",
-                          "\n".join(mv.reasons))
-                else:
-                    mo = None
-                case(f"{r.name}/probe/{m.name}", _seconds(m.report.arm_b), mo,
-                     f"killed by {m.killed_by}" if m.killed else "\n".join(mv.reasons))
-    total = (result.duration_s if result.duration_s is not None
-             else sum(float(tc.get("time", "0")) for tc in suite.iter("testcase")))
-    for key, value in counts.items():
-        suite.set(key, str(value))
-    suite.set("time", f"{total:.3f}")
-    root = ET.Element("testsuites", name="difftest", tests=str(counts["tests"]),
-                      failures=str(counts["failures"]), errors=str(counts["errors"]),
-                      time=f"{total:.3f}")
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+def _comparison_outcome(r: ComparisonReport) -> _Outcome | None:
+    """A comparison as a testcase: an arm that failed is an <error>; a difference, an unmet
+    expectation, an inert switch or an uninformative comparison a <failure> (never a pass)."""
+    v = r.verdict
+    reasons = "\n".join(v.reasons)
+    if v.kind is VerdictKind.ARM_FAILED:
+        return ("error", str(VerdictKind.ARM_FAILED), v.reasons[0].split("\n", 1)[0] if v.reasons
+                else "an arm failed", reasons)
+    if not v.passed:
+        kind = str(v.kind) if v.kind is not VerdictKind.AGREE else "expectation"
+        message = (f"{summary(r)}. The comparison could not have failed"
+                   if v.kind is VerdictKind.UNINFORMATIVE
+                   else f"{summary(r)}. The arms did not run what the comparison is about: "
+                        + (v.reasons[0] if v.reasons else "")
+                   if v.kind is VerdictKind.INERT
+                   else f"{summary(r)}. {_why(r)}")
+        return ("failure", kind, message, reasons)
+    return None
+
+
+def _mutation_outcome(m: MutationResult, p: ProbeReport) -> _Outcome | None:
+    """A probed mutation as a testcase: killed passes; a mutated arm that failed or a mutation
+    that never reached the runner is an <error>, a survivor a <failure>."""
+    mv = m.report.verdict
+    if mv.kind is VerdictKind.ARM_FAILED:
+        return ("error", str(VerdictKind.ARM_FAILED), f"mutated arm failed: "
+                f"{mv.reasons[0].split(chr(10), 1)[0] if mv.reasons else ''}",
+                "\n".join(mv.reasons))
+    if not m.applied:
+        return ("error", "not-applied",
+                f"mutation {m.name} did not reach the runner: the mutated arm printed "
+                "exactly what the baseline printed", "\n".join(p.notes))
+    if not m.killed:
+        return ("failure", "survived",
+                f"mutation {m.name} survived: the comparison is blind to it",
+                "\n".join(mv.reasons))
+    return None
 
 
 def _timestamp(iso: str) -> str:

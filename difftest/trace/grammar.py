@@ -279,19 +279,31 @@ def read_fields(tag: bytes, body: bytes) -> dict[str, object] | NoPropose:
     if canonical is not None:
         return canonical
     if tag == TAG_PROPOSE and body.lstrip().startswith(b"NO "):
-        m = _NO_PROPOSE_RE.match(body.strip())
-        if m is None:
-            raise FieldError("[spec-propose] expected 'NO proposing rows this step (num_reqs=N)'")
-        try:
-            return NoPropose(_count("num_reqs", m.group(1)))
-        except FieldError as exc:
-            raise FieldError(f"[spec-propose] {exc}") from None
+        return _read_no_propose(body)
     if tag == TAG_ROUTE:
         return read_route(body)
     if tag == TAG_CONFIG:
         return read_config(body)
     if tag == TAG_COVERAGE:
         return read_coverage(body)
+    return _read_by_schema(tag, body)
+
+
+def _read_no_propose(body: bytes) -> NoPropose:
+    """`[spec-propose] NO proposing rows this step (num_reqs=N)`: a step that drafted nothing
+    has a sentence of its own, not the propose schema's fields."""
+    m = _NO_PROPOSE_RE.match(body.strip())
+    if m is None:
+        raise FieldError("[spec-propose] expected 'NO proposing rows this step (num_reqs=N)'")
+    try:
+        return NoPropose(_count("num_reqs", m.group(1)))
+    except FieldError as exc:
+        raise FieldError(f"[spec-propose] {exc}") from None
+
+
+def _read_by_schema(tag: bytes, body: bytes) -> dict[str, object]:
+    """A body the canonical pattern refused, read field by field against the tag's schema, so
+    the error names the first field that is missing, misnamed, unreadable or extra."""
     schema = SCHEMAS[tag]
     fields = split_fields(tag, body)
     out: dict[str, object] = {}

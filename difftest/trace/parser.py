@@ -250,19 +250,7 @@ class TraceBuilder:
                         rest.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in rest):
                     line = rest
         if tag is None:
-            if line.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in line:
-                req = line[len(g.NOTICE_PREFIX):].split(b" ", 1)[0]
-                text = line.decode("utf-8", errors="backslashreplace")
-                self.notices.append(Notice(lineno, req.decode("utf-8", "backslashreplace"), text))
-                self._finding(lineno, FindingKind.OUTGROWN, text)
-            elif line.startswith(g.ENGINE_ERROR_PREFIX):
-                self.engine_errors.append(Finding(
-                    self.path, lineno, FindingKind.ENGINE_ERROR,
-                    line.decode("utf-8", "backslashreplace")))
-            elif g.may_be_misplaced(line) and (found := g.misplaced(line)) is not None:
-                self._misplaced(found, lineno)
-            else:
-                self.lines_skipped += 1
+            self._untagged(line, lineno)
             return
         fields = g.read_fields(tag, line[len(tag):])
         if isinstance(fields, g.NoPropose):
@@ -271,7 +259,32 @@ class TraceBuilder:
             self._verify(fields, lineno)
         elif tag == g.TAG_PROPOSE:
             self._propose(fields, lineno)
-        elif tag == g.TAG_PHASE:
+        else:
+            self._other_tag(tag, line, fields, lineno)
+
+    def _untagged(self, line: bytes, lineno: int) -> None:
+        """A line with no tag at its start (behind a known prefix or not): an outgrown notice, an
+        engine's error, a tag misplaced inside it (findings each), or program output, skipped."""
+        if line.startswith(g.NOTICE_PREFIX) and g.NOTICE_MARK in line:
+            req = line[len(g.NOTICE_PREFIX):].split(b" ", 1)[0]
+            text = line.decode("utf-8", errors="backslashreplace")
+            self.notices.append(Notice(lineno, req.decode("utf-8", "backslashreplace"), text))
+            self._finding(lineno, FindingKind.OUTGROWN, text)
+        elif line.startswith(g.ENGINE_ERROR_PREFIX):
+            self.engine_errors.append(Finding(
+                self.path, lineno, FindingKind.ENGINE_ERROR,
+                line.decode("utf-8", "backslashreplace")))
+        elif g.may_be_misplaced(line) and (found := g.misplaced(line)) is not None:
+            self._misplaced(found, lineno)
+        else:
+            self.lines_skipped += 1
+
+    def _other_tag(self, tag: bytes, line: bytes, fields: dict[str, object],
+                   lineno: int) -> None:
+        """Every tagged line but a step's propose and verify (which `_line` reads first, as
+        the most frequent): phase timings, routes, the declarations (drafting, config,
+        coverage), and the logits lines the bulk reader did not take."""
+        if tag == g.TAG_PHASE:
             for name in ("pre", "backbone", "sample", "logits"):
                 self._put(f"ph_{name}", fields[name])  # type: ignore[arg-type]
             self._put("ph_line", lineno)

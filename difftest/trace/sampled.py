@@ -8,9 +8,10 @@ The main parser skips it as other output (old parsers and the compiled scanner k
 this reader is the one that reads it, with the same field reader and the same errors (file,
 line and field). A line whose fields contradict each other (more tested rows than drafts, an
 accepted count that does not fit the rows tested, a residual where every draft was accepted,
-a probability outside [0, 1], a drafted token of q = 0) is an error too: the distribution
-instrument cannot use it; so is a line that contradicts the `[SPECTRACE]` line of its verify
-(none at that request and position, another k, acc or residual: `checked`).
+a probability outside [0, 1], a drafted token of q = 0, an overlap below the drafted token's
+own min(p, q)) is an error too: the distribution instrument cannot use it; so is a line that
+contradicts the `[SPECTRACE]` line of its verify (none at that request and position, another k,
+acc or residual: `checked`).
 """
 
 from __future__ import annotations
@@ -175,6 +176,11 @@ def _check(s: SampleStep) -> None:
     if not 1 <= tested <= k:
         raise g.FieldError(f"[spec-sample] p has {tested} values for {k} drafts: a verify "
                            "tests 1 to k rows")
+    for i, (p, q, o) in enumerate(zip(s.p, s.q, s.overlap, strict=False)):
+        if o < min(p, q) - 1e-4 or o > 1.0 + 1e-4:  # float32 sums over a vocabulary
+            raise g.FieldError(f"[spec-sample] row {i + 1}: overlap {o:.9g} is not within "
+                               f"[min(p, q) = {min(p, q):.9g}, 1]: sum(min(p, q)) over the "
+                               "vocabulary holds the drafted token's own min(p(x), q(x))")
     everything = s.acc == k
     if s.acc != (tested if everything else tested - 1):
         raise g.FieldError(f"[spec-sample] acc={s.acc} with {tested} rows tested of {k}: the "
@@ -221,13 +227,19 @@ def samples_of(data: bytes, path: str = "<text>") -> SampleSteps:
 def checked(steps: SampleSteps, trace: ArmTrace) -> SampleSteps:
     """The steps, each held against the `[SPECTRACE]` line of the same request and position in
     the same trace: the line must exist, and its k, acc and emitted residual must be the ones
-    the `[spec-sample]` line states; a contradiction is a TraceError at the sample's line (two
-    lines that disagree about one verify cannot both be evidence)."""
+    the `[spec-sample]` line states, and one verify has one such line; a contradiction is a
+    TraceError at the sample's line (two lines about one verify cannot both be evidence)."""
     v = trace.verifies
     at: dict[tuple[str, int], int] = {}
     for i in range(len(v)):
         at.setdefault((trace.requests[int(v.req[i])], int(v.pos[i])), i)
+    seen: dict[tuple[str, int], int] = {}
     for s in steps.steps:
+        first = seen.setdefault((s.req, s.pos), s.line)
+        if first != s.line:
+            raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: a "
+                             f"second line for this verify (first at line {first}): one verify "
+                             "is one test")
         found = at.get((s.req, s.pos))
         if found is None:
             raise TraceError(steps.path, s.line, f"[spec-sample] req={s.req} pos={s.pos}: no "

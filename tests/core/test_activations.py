@@ -180,12 +180,44 @@ def test_against_a_baseline_the_first_module_beyond_its_background_is_named(
     assert "| ratio |" in rep.render()
     # without the baseline the same pair is a whole-model difference
     assert localize_dumps(a, b).localization.outcome is LocalizeOutcome.WHOLE_MODEL
-    # B = B0: every module within its background, exit 0
-    same = localize_dumps(a, b0, baseline=b0)
+    # B within B0's background (B0's rounding, but for one value of m3 that a change under
+    # test moved back to A's, as bf16 rounding absorbs a small noise): exit 0
+    last = rounded(BASE * 4)
+    last[1, 2] = BASE[1, 2] * 4
+    within = chain(tmp_path, "within", *background[:3], (3, last))
+    same = localize_dumps(a, within, baseline=b0)
     assert same.localization.outcome is LocalizeOutcome.BACKGROUND
     assert same.exit_code is ExitCode.OK and same.localization.first is None
     assert same.localization.describe().startswith(
         f"every captured module is within {BACKGROUND_FACTOR:g} x its background")
+
+
+def test_a_baseline_that_is_b_excuses_nothing(tmp_path: Path) -> None:
+    """Before, B's own capture as the baseline made B's difference its own background: every
+    module 'within its background', exit 0, whatever B computed. Its own folder is refused
+    (exit 2); a copy, byte-identical at every module, measures nothing apart from B (exit 3)."""
+    a = chain(tmp_path, "a")
+    b = chain(tmp_path, "b", (2, BASE * 30))  # m2 far off: a fault no background excuses
+    with pytest.raises(UsageError, match=r"--baseline .*b is arm B's capture \(.*b\): a baseline "
+                                         "must be a run that differs from B only by benign"):
+        localize_dumps(a, b, baseline=tmp_path / "." / "b")
+    copy = folder(tmp_path, "copy", *(np.load(p) for p in sorted(b.iterdir())))
+    rep = localize_dumps(a, b, baseline=copy)
+    assert rep.localization.outcome is LocalizeOutcome.BASELINE_IS_B
+    assert rep.exit_code is ExitCode.UNINFORMATIVE and not rep.localization.differs
+    assert rep.render().startswith(f"baseline {copy} and B {b}: the baseline's capture is "
+                                   "byte-identical to B's at every one of the 4 captured modules")
+    # a baseline of its own (another m3, A's m2) names B's m2, beyond its background
+    other = chain(tmp_path, "other", (3, BASE * 4.5))
+    named = localize_dumps(a, b, baseline=other).localization
+    assert named.outcome is LocalizeOutcome.FIRST and named.first is not None
+    assert named.first.module == "m2"
+    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b), "--baseline"]
+    out = subprocess.run([*cli, str(b)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.USAGE and "is arm B's capture" in out.stderr, out.stderr
+    out = subprocess.run([*cli, str(copy)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
+    assert "byte-identical to B's at every one of the 4 captured modules" in out.stdout
 
 
 def test_localize_dumps_takes_the_baseline_on_the_command_line(tmp_path: Path) -> None:
@@ -219,8 +251,32 @@ def test_a_baseline_with_values_non_finite_where_a_has_none_is_refused(tmp_path:
     a = chain(tmp_path, "a")
     b0 = chain(tmp_path, "b0", (1, with_value(np.nan)))
     b = chain(tmp_path, "b", (1, BASE * 5))
-    with pytest.raises(UsageError, match="module m1: the baseline differs from A by 1 value"):
+    with pytest.raises(UsageError, match=r"not finite at 1 module\(s\): m1 \(.*b0/001-m1.npy: 1 "
+                                         r"value\(s\) non-finite in the baseline or A"):
         localize_dumps(a, b, baseline=b0)
+
+
+def test_a_background_beyond_float64_excuses_nothing(tmp_path: Path) -> None:
+    """Before, float64 dumps whose |A - B0| squares past float64 gave an infinite RMS
+    background, a ratio of nan or 0, and 'every captured module is within its background',
+    exit 0, whatever B held there. Every such module is named with its file, exit 2, and no
+    warning escapes under -W error."""
+    big = [np.asarray(BASE * (i + 1), dtype=np.float64) * 1e300 for i in range(3)]
+    a = folder(tmp_path, "a", *big)
+    b0 = folder(tmp_path, "b0", big[0], -big[1], big[2] * 2)
+    b = folder(tmp_path, "b", big[0], big[1] * 3, big[2] * 1.5)
+    with pytest.raises(UsageError) as err:
+        localize_dumps(a, b, baseline=b0)
+    said = str(err.value)
+    assert said.startswith("the baseline's background |A - B0| is not finite at 2 module(s): "
+                           f"m1 ({b0 / '001-m1.npy'}: RMS |A - B0| is inf, beyond float64); "
+                           f"m2 ({b0 / '002-m2.npy'}: RMS |A - B0| is inf"), said
+    assert "cannot excuse a difference" in said
+    out = subprocess.run([sys.executable, "-W", "error", "-m", "difftest", "localize", "--dumps",
+                          str(a), str(b), "--baseline", str(b0)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert "not finite at 2 module(s)" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_baseline_of_other_modules_is_refused(tmp_path: Path) -> None:
@@ -228,3 +284,37 @@ def test_a_baseline_of_other_modules_is_refused(tmp_path: Path) -> None:
     other = folder(tmp_path, "other", BASE, BASE)
     with pytest.raises(UsageError, match="the capture of A and the baseline's list different"):
         localize_dumps(a, b, baseline=other)
+
+
+def test_a_baseline_that_is_no_background_for_b_is_refused(tmp_path: Path) -> None:
+    """Before, a baseline of another model (other weights: B nearer to A than it at every
+    module, every ratio far below 1) was 'every captured module is within 1.001 x its
+    background', exit 0, whatever B computed. Where B first departs from it (the first module,
+    here) |A - B| is the shortest side of the triangle A, B, B0: refused, exit 2, naming the
+    module. A right baseline passes, with B's change anywhere, the first module included."""
+    a = chain(tmp_path, "a")
+    background = [(i, rounded(BASE * (i + 1))) for i in range(4)]
+    b = chain(tmp_path, "b", *background[:2], *((i, rounded(BASE * (i + 1) * 1.05))
+                                                for i in (2, 3)))
+    other = chain(tmp_path, "other", *((i, rounded(BASE[::-1] * (i + 1) + 0.25))
+                                       for i in range(4)))
+    with pytest.raises(UsageError) as err:
+        localize_dumps(a, b, baseline=other)
+    said = str(err.value)
+    assert said.startswith("the baseline is no background for B: where B first departs from it, "
+                           f"at m0 ({b / '000-m0.npy'}), B is nearer to A (RMS |A - B| "), said
+    assert "B lacks the baseline's difference from A" in said
+    b0 = chain(tmp_path, "b0", *background)
+    named = localize_dumps(a, b, baseline=b0).localization
+    assert named.first is not None and named.first.module == "m2"
+    # B's change in the first module (an embedding fault): B departs from B0 there too, away
+    # from A, and the walk names it
+    first = chain(tmp_path, "first", (0, rounded(BASE * 1.05)), *background[1:])
+    at0 = localize_dumps(a, first, baseline=b0).localization
+    assert at0.first is not None and at0.first.module == "m0"
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", str(a),
+                          str(b), "--baseline", str(other)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert "no background for B: where B first departs from it, at m0" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""

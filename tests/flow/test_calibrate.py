@@ -4,6 +4,7 @@ thresholds came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from difftest.flow.calibrate import (chi2_even_quantile, nonparametric_confidence, upper_bound)
 from difftest.config import load_config
 from difftest.core.errors import ConfigError, ExitCode, RefusedOutput, UsageError
+from difftest.core.kinds import DecodingMode
 from planned import run_comparison
 from difftest.flow.calibrate import calibrate
 from difftest import api
@@ -145,7 +147,8 @@ def test_a_broken_thresholds_file_is_a_config_error(tmp_path: Path) -> None:
 PRINTED_ARM = Path(__file__).parents[1] / "data" / "arms" / "printed_arm.py"
 
 
-def _printed_config(root: Path, shift: str) -> Path:
+def _printed_config(root: Path, shift: str, b_args: str = '"--noise", "2e-5"',
+                    inputs: str = "[1, 2, 3]") -> Path:
     """Arms printing `%.6g` (a quantum of 1e-4 near 10), B off by at most 2e-5, so each benign
     difference prints as one quantum; the probe moves large top-1 logits by `shift`."""
     arm = f'"{{python}}", "{PRINTED_ARM}", "--seed", "{{seed}}"'
@@ -154,14 +157,14 @@ def _printed_config(root: Path, shift: str) -> Path:
 [arms.a]
 command = [{arm}]
 [arms.b]
-command = [{arm}, "--noise", "2e-5"]
+command = [{arm}, {b_args}]
 [mutations.bump]
 args = ["--mut", "{shift}"]
 [comparisons.pair]
 arm_a = "a"
 arm_b = "b"
 gate_input = 0
-calibration_inputs = [1, 2, 3]
+calibration_inputs = {inputs}
 thresholds = "pair.thresholds.toml"
 mutations = ["bump"]
 """)
@@ -186,6 +189,84 @@ def test_separation_is_judged_as_the_gate_judges(tmp_path: Path, shift: str,
         # what calibrate wrote, the gate holds: its probe fails the comparison there
         result = api.check(load_config(path), run_root=tmp_path / "runs", progress=False)
         assert result.exit_code is ExitCode.OK, [r.verdict.reasons for r in result.reports]
+
+
+@pytest.mark.parametrize(("inputs", "writes"), [("[1]", False), ("[1, 2]", True)])
+def test_one_input_bounds_nothing_even_where_every_difference_is_a_certain_catch(
+        tmp_path: Path, inputs: str, writes: bool) -> None:
+    # a bitwise benign pair (atol 0): any difference of the probe's is a certain catch, of
+    # strength inf; one input still says nothing of whether the probe moves the next one
+    path = _printed_config(tmp_path, "0.0019", b_args='"--noise", "0"', inputs=inputs)
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    said = "\n".join(cal.summary())
+    assert cal.atol.value == 0.0 and cal.probes[0].strengths(0.0, 0.0) == [math.inf] * len(
+        cal.inputs), said
+    assert (cal.exit_code is ExitCode.OK) is writes, said
+    assert (tmp_path / "pair.thresholds.toml").exists() is writes
+    if writes:
+        assert cal.separation == math.inf
+        assert "2 catches of 2 bound the catch rate on an unseen input only from 0.22 up" in said
+    else:
+        assert cal.separation == 0.0
+        assert ("one input shows no spread: the 95% lower bound of a probe's strength on an "
+                "unseen input needs 2 inputs or more") in said, said
+        assert "about 2 inputs would reach it" in said and "nothing written (exit 3)" in said
+
+
+def test_calibrate_refuses_a_benign_pair_the_gate_fails_on_its_own_input(tmp_path: Path) -> None:
+    # on input 2, B commits another token at r0 pos 4 (a target flip its traced logits do not
+    # show); D_2 covers only the rows before the streams parted, so the separation holds, but
+    # the gate at these thresholds is DIFFER on that input: the file would certify a pair its
+    # own gate calls wrong
+    path = _printed_config(tmp_path, "0.0019", b_args='"--noise", "2e-5", "--part-on", "2"')
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    said = "\n".join(cal.summary())
+    assert cal.caught and cal.bounded, said  # the separation alone would have written it
+    assert cal.exit_code is ExitCode.UNINFORMATIVE, said
+    assert not (tmp_path / "pair.thresholds.toml").exists()
+    assert [(g.input, g.kind.value) for g in cal.gated] == [
+        ("1", "agree"), ("2", "differ"), ("3", "agree")], said
+    assert ("benign pair at these thresholds, input 2: differ: " in said
+            and "the emitted streams of request r0 differ at position 4" in said), said
+    assert "fails the benign pair on its own calibration input(s)" in said
+    # the thresholds it measured are kept in the run directory: put in place, they make the
+    # gate itself (compare of that input's captures) DIFFER, and AGREE on input 1
+    (tmp_path / "pair.thresholds.toml").write_text(
+        (cal.run_dir / "pair.thresholds.toml").read_text())
+    for value, kind in (("2", "differ"), ("1", "agree")):
+        rep = api.compare_traces(cal.run_dir / f"A_a_{value}.stderr",
+                                 cal.run_dir / f"B_b_{value}.stderr", comparison="pair",
+                                 config=path)
+        assert rep.verdict.kind.value == kind, rep.verdict.reasons
+
+
+def test_no_probe_is_exit_3_and_writes_nothing(tmp_path: Path) -> None:
+    path = _printed_config(tmp_path, "0.0019")
+    path.write_text(path.read_text().replace('mutations = ["bump"]', "mutations = []"))
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    assert cal.exit_code is ExitCode.UNINFORMATIVE and cal.gated is None
+    assert any("no probe configured" in line for line in cal.summary())
+    assert not (tmp_path / "pair.thresholds.toml").exists()
+
+
+def test_a_teacher_forced_comparison_is_not_judged_on_free_runs(tmp_path: Path) -> None:
+    # calibrate runs every arm free; the gate of a teacher-forced comparison runs B on A's
+    # stream, where it cannot part: a free run's parting is no reason to refuse, and calibrate
+    # says it did not judge the pair at the gate
+    path = _printed_config(tmp_path, "0.0019", b_args='"--noise", "2e-5", "--part-on", "2"')
+    path.write_text(path.read_text() + "teacher_force = true\n")
+    config = load_config(path)
+    cal = calibrate(config, config.comparison("pair"), run_root=tmp_path / "runs",
+                    progress=False)
+    said = "\n".join(cal.summary())
+    assert cal.gated is None and cal.exit_code is ExitCode.OK, said
+    assert "the benign pair was not judged at the gate: the comparison is teacher-forced" in said
 
 
 GOOD_PROVENANCE = ('[provenance]\ncomparison = "c"\ninputs = ["1", "2"]\nn = 2\n'
@@ -338,3 +419,16 @@ def test_calibrate_honours_jobs_and_takes_prompts_as_inputs(tmp_path: Path) -> N
     assert (_name("A:a", "Once upon a time", 0), _name("A:a", "7", 1)) == ("A:a@input1", "A:a@7")
     with pytest.raises(UsageError, match="--jobs must be an integer from 1"):
         calibrate(config, spec, run_root=tmp_path / "runs", progress=False, jobs=0)
+
+
+def test_a_sampled_comparison_has_no_thresholds_to_calibrate(configured: Path) -> None:
+    """Its level is alpha: nothing is run, and the refusal says why (not that the arms print
+    no block logits)."""
+    config = load_config(configured / "difftest.toml")
+    spec = config.comparison("kernel")
+    sampled = dataclasses.replace(spec, rules=dataclasses.replace(spec.rules,
+                                                                 decoding=DecodingMode.SAMPLED))
+    with pytest.raises(UsageError, match="judged in distribution, with no atol, rtol or "
+                                         "near_tie to calibrate"):
+        calibrate(config, sampled, run_root=configured / "sampled-runs", progress=False)
+    assert not (configured / "sampled-runs").exists()

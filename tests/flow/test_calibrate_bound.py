@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.flow.calibrate import (MARGIN, MAX_INPUTS, inputs_needed, model_multiplier,
-                                     strength_bound)
+from difftest.flow.calibrate import (MARGIN, MAX_INPUTS, catch_rate_bound, inputs_needed,
+                                     model_multiplier, strength_bound)
 
 strength = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
 strengths = st.lists(strength, min_size=2, max_size=12)
@@ -57,6 +57,12 @@ def test_one_input_has_no_spread_and_certain_catches_are_unbounded() -> None:
     assert strength_bound([5.0]) == 0.0 and strength_bound([]) == 0.0
     assert strength_bound([math.inf, math.inf]) == math.inf
     assert inputs_needed([math.inf, math.inf], 2) == 2
+    # one certain catch says nothing of the next input: no bound, and two inputs are needed
+    assert strength_bound([math.inf]) == 0.0
+    assert inputs_needed([math.inf], 1) == 2
+    # without a model, n catches of n bound the catch rate only from 0.05 ** (1/n) up
+    assert [round(catch_rate_bound(n), 3) for n in (1, 2, 10)] == [0.05, 0.224, 0.741]
+    assert catch_rate_bound(58) < 0.95 <= catch_rate_bound(59)
     assert strength_bound([math.inf, 4.0, 4.0]) == 4.0  # spread of the finite ones: none
 
 

@@ -6,6 +6,7 @@ never left at "every module agrees" without the reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,8 @@ from difftest.core.activations import (Localization, LocalizeOutcome, ModuleDiff
 from difftest.core.errors import ConfigError, ExitCode, UsageError
 from difftest.core.rules import InvalidValue
 from difftest.core.kinds import VerdictKind
-from difftest.flow.localize import (LocalizeReport, RunLocalization, localize_dumps,
-                                    localize_run)
+from difftest.flow.localize import (LocalizeReport, RunLocalization, foreign_settings,
+                                    localize_dumps, localize_run)
 from tests.flow.test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
@@ -99,6 +100,80 @@ def test_localize_run_names_the_planted_module_against_the_background(tmp_path: 
         localize_run(rep.run_dir, baseline="faulty0", config=cfg)
 
 
+def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(tmp_path: Path) -> None:
+    """Before, an arm defined as B (or as B plus a variable the runner ignores) as the baseline
+    made B's difference its own background: 'every captured module is within its background',
+    exit 0, on a run whose B carries a planted fault. The same definition is refused before
+    anything is rerun (exit 2); the alias with a no-op variable captures B's bytes at every
+    module, which measures no background (exit 3)."""
+    faulty = [*BF16, "--fault", "layers.1.mlp:scale"]
+    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
+                            "alias": {"command": faulty, "env": LEVEL3},
+                            "noop": {"command": faulty, "env": {**LEVEL3, "NOOP": "1"}}},
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    with pytest.raises(UsageError, match=r"--baseline alias: it runs what arm B \(faulty\) runs "
+                                         ".*a baseline must be a run that differs from B only"):
+        localize_run(rep.run_dir, baseline="alias", config=cfg)
+    assert not (rep.run_dir / "localize").exists()  # refused before any rerun
+    result = localize_run(rep.run_dir, baseline="noop", config=cfg)
+    assert result.report.localization.outcome is LocalizeOutcome.BASELINE_IS_B
+    assert result.exit_code is ExitCode.UNINFORMATIVE
+    assert "byte-identical to B's at every one of the" in result.render()
+    # the bf16 draft without the fault is a baseline: the planted module is named
+    named = localize_run(rep.run_dir, baseline="bf16", config=cfg).report.localization
+    assert named.first is not None and named.first.module == "layers.1.mlp"
+
+
+def test_a_baseline_of_another_seed_is_no_background(tmp_path: Path) -> None:
+    """Before, the bf16 draft of another seed (other weights, other prompts) as the baseline
+    swallowed a planted fault: every module of B nearer to A than the baseline (ratios 0.001 to
+    0.04), 'within its background', exit 3 saying that the difference is the background's (and
+    `--dumps` on its captures: exit 0). Its [spec-config] differs from A's in a setting B does
+    not carry (the seed): refused, exit 2, naming it; its captures, given with --dumps, are
+    refused too (B nearer to A than the baseline is to either, from the embedding on)."""
+    faulty = [*BF16, "--fault", "layers.1.mlp:scale:0.05"]
+    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
+                            "seed7": {"command": [*BF16, "--seed", "7"], "env": LEVEL3}},
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    with pytest.raises(UsageError) as err:
+        localize_run(rep.run_dir, baseline="seed7", config=cfg)
+    said = str(err.value)
+    assert said.startswith("--baseline seed7 is no background for B: its [spec-config] differs "
+                           "from A's where B's does not: seed (A: 0, B: 0, baseline: 7) (in "), said
+    folder = next((rep.run_dir / "localize").iterdir())
+    assert not (folder / "localize.json").exists()
+    with pytest.raises(UsageError, match="the baseline is no background for B: where B first "
+                                         "departs from it, at embed "):
+        localize_dumps(folder / "capture-a", folder / "capture-b",
+                       baseline=folder / "capture-b0")
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+                          "--baseline", "seed7", "--config", str(tmp_path / "difftest.toml")],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert "seed (A: 0, B: 0, baseline: 7)" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("a, b, b0, foreign", [
+    ({"dtype": "f32", "seed": "0"}, {"dtype": "bf16", "seed": "0", "fault": "x"},
+     {"dtype": "bf16", "seed": "0"}, ()),  # the harmless change, and B's own
+    ({"seed": "0"}, {"seed": "0"}, {"seed": "7"}, ("seed (A: 0, B: 0, baseline: 7)",)),
+    ({"seed": "0"}, {"seed": "3"}, {"seed": "7"}, ("seed (A: 0, B: 3, baseline: 7)",)),
+    ({"seed": "0"}, {"seed": "7"}, {"seed": "7"}, ()),  # B carries it: the captures decide
+    ({"k": "4"}, {"k": "4"}, {"k": "4", "noise": "2"}, ("noise (A: -, B: -, baseline: 2)",)),
+    ({"k": "4", "noise": "2"}, {"k": "4", "noise": "2"}, {"k": "4"},
+     ("noise (A: 2, B: 2, baseline: -)",))])
+def test_a_setting_of_the_baseline_s_own_is_foreign(a: dict[str, str], b: dict[str, str],
+                                                    b0: dict[str, str],
+                                                    foreign: tuple[str, ...]) -> None:
+    assert foreign_settings(a, b, b0) == foreign
+
+
 def report_of(diffs: list[float], *, factor: float | None = None,
               outcome: LocalizeOutcome | None = None, atol: float = 0.5,
               verdict: VerdictKind = VerdictKind.DIFFER) -> RunLocalization:
@@ -112,23 +187,36 @@ def report_of(diffs: list[float], *, factor: float | None = None,
 
 def test_every_module_agreeing_on_a_differ_run_says_why() -> None:
     """Before, such a run printed 'every captured module agrees within 0.5', exit 0, and
-    nothing else."""
+    nothing else; then the reason, still exit 0. A run known to differ in which no module
+    differs has localised nothing: exit 3, with the reason."""
     below = report_of([0.0, 0.25, 0.125])
     assert below.why_not() == (
         "the run's comparison was DIFFER: the captured modules differ by at most 0.25 (at m1), "
         "below the tolerance used (0.5); rerun with a smaller --atol, or the difference is "
         "outside the captured modules: the draft forward at r0:3 is not where the "
         "comparison's difference comes from (the target's verify, another step, or what the "
-        "runner does after the draft)")
-    assert "**Why:** the run's comparison was DIFFER" in below.render()
+        "runner does after the draft: sampling, acceptance)")
+    assert "**Nothing localised (exit 3). Why:** the run's comparison was DIFFER" in below.render()
+    assert below.exit_code is ExitCode.UNINFORMATIVE
     equal = report_of([0.0, 0.0])
     assert equal.why_not() is not None and equal.why_not().startswith(  # type: ignore[union-attr]
         "the run's comparison was DIFFER, but both captures are bitwise equal at r0:3: the "
         "difference is outside the captured modules")
     within = report_of([0.5, 0.25], factor=1.001, outcome=LocalizeOutcome.BACKGROUND)
     assert "no more than the baseline bf16 does" in (within.why_not() or "")
-    assert report_of([0.0, 0.25], verdict=VerdictKind.AGREE).why_not() is None
-    assert report_of([1.0, 2.0], outcome=LocalizeOutcome.WHOLE_MODEL).why_not() is None
+    assert within.exit_code is ExitCode.UNINFORMATIVE
+    agreed = report_of([0.0, 0.25], verdict=VerdictKind.AGREE)
+    assert agreed.why_not() is None and agreed.exit_code is ExitCode.OK
+    whole = report_of([1.0, 2.0], outcome=LocalizeOutcome.WHOLE_MODEL)
+    assert whole.why_not() is None and whole.exit_code is ExitCode.DIFFER
+    # an INERT run that differed at a step: nothing found there is not a pass either
+    inert = dataclasses.replace(report_of([0.0, 0.0], verdict=VerdictKind.INERT),
+                                differing=("r0", 3))
+    assert inert.exit_code is ExitCode.UNINFORMATIVE and (inert.why_not() or "").startswith(
+        "the run's comparison differed at r0:3 (its verdict inert), but both captures are "
+        "bitwise equal at r0:3")
+    nothing = report_of([0.0, 0.0], verdict=VerdictKind.INERT)  # no differing step: --at
+    assert nothing.exit_code is ExitCode.OK and nothing.why_not() is None
     assert report_of([0.0, 0.25]).to_json()["why"] == below.why_not()
 
 
@@ -139,10 +227,15 @@ def test_localize_run_below_the_tolerance_says_why(tmp_path: Path) -> None:
     assert rep.run_dir is not None
     result = localize_run(rep.run_dir, atol=1e6)
     assert result.report.localization.outcome is LocalizeOutcome.AGREE
-    assert result.verdict is VerdictKind.DIFFER and result.exit_code is ExitCode.OK
+    assert result.verdict is VerdictKind.DIFFER and result.exit_code is ExitCode.UNINFORMATIVE
     why = result.why_not()
     assert why is not None and "below the tolerance used (1e+06)" in why
-    assert f"**Why:** {why}" in (result.folder / "localize.md").read_text()
+    assert f"**Nothing localised (exit 3). Why:** {why}" in (
+        result.folder / "localize.md").read_text()
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+                          "--atol", "1e6"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
+    assert "below the tolerance used (1e+06)" in out.stdout
     # the comparison names no baseline: the command line does
     out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
                           "--baseline", "bf16", "--config", str(tmp_path / "difftest.toml")],

@@ -19,7 +19,7 @@ from difftest.core.errors import ExitCode
 from difftest.core.force import FORCE_ENV, committed_stream, write_force_file
 from difftest.runners.hf.options import HFOptions
 from difftest.core.kinds import VerdictKind
-from difftest.flow.localize import localize_dumps
+from difftest.flow.localize import foreign_settings, localize_dumps
 from difftest.trace.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,17 +222,23 @@ BACKGROUND_FAULTS = ("model.layers.0.self_attn.o_proj:noise", "model.layers.1.se
 def test_localize_against_a_bf16_background_names_planted_modules(tmp_path: Path) -> None:
     """A: the float32 assistant; B0: the bfloat16 one; B: bfloat16 with a planted fault. Every
     module of B differs from A (bf16 rounding from the embeddings on): without the baseline no
-    module is named (never the embedding); against it, the planted module is."""
+    module is named (never the embedding); against it, the planted module is. The baseline is a
+    background for each B: its [spec-config] differs from A's only where B's does too (the
+    dtype), and where B departs from it B is no nearer to A than it is."""
+    settings: dict[str, dict[str, str]] = {}
+
     def bf16(fault: str) -> Path:
         folder = tmp_path / (fault.replace(":", "_") or "b0")
-        traced(capture=AT, folder=folder, fault=fault, assistant_dtype="bfloat16", **SMALL)
+        text = traced(capture=AT, folder=folder, fault=fault, assistant_dtype="bfloat16", **SMALL)
+        settings[fault] = dict(parse_text(text).config.values)
         return folder
 
     a = tmp_path / "a"
-    traced(capture=AT, folder=a, **SMALL)
+    config_a = dict(parse_text(traced(capture=AT, folder=a, **SMALL)).config.values)
     b0 = bf16("")
     for fault in BACKGROUND_FAULTS:
         b = bf16(fault)
+        assert foreign_settings(config_a, settings[fault], settings[""]) == ()
         plain_loc = localize_dumps(a, b).localization
         assert plain_loc.first is None and plain_loc.start is not None
         assert plain_loc.start.module == "d0.model.embed_tokens"  # where it starts, not a cause

@@ -17,7 +17,7 @@ from difftest.core.activations import read_dumps
 from difftest.core.errors import ExitCode, UsageError
 from difftest.core.force import ForcedStep, ForceStream, committed_stream
 from difftest.emit import Tracer
-from difftest.flow.localize import localize_dumps
+from difftest.flow.localize import foreign_settings, localize_dumps
 from difftest.runners.mlx.options import MLXOptions
 from difftest.trace.parser import parse_text
 
@@ -80,7 +80,13 @@ def capture(tmp_path: Path, name: str, **options: Any) -> Path:
     folder = tmp_path / name
     text, _ = traced(capture=AT, folder=folder, requests=1, max_new_tokens=6, **options)
     assert text.count("[spec-act]") == len(read_dumps(folder)) > 100
+    (tmp_path / f"{name}.trace").write_text(text)  # beside the folder: no dump
     return folder
+
+
+def settings(tmp_path: Path, name: str) -> dict[str, str]:
+    """The [spec-config] settings of a capture's run."""
+    return dict(parse_text((tmp_path / f"{name}.trace").read_text()).config.values)
 
 
 def test_capture_lists_every_module_in_forward_order(tmp_path: Path) -> None:
@@ -109,6 +115,9 @@ def test_localize_names_planted_mlx_modules_against_a_bf16_background(tmp_path: 
         plain = localize_dumps(a, b).localization
         assert plain.first is None and plain.start is not None
         assert plain.start.module == "d0.model.embed_tokens"  # where it starts, not a cause
+        # the baseline is a background for B: its settings differ from A's only where B's do
+        assert foreign_settings(settings(tmp_path, "a"), settings(tmp_path, fault),
+                                settings(tmp_path, "b0")) == ()
         against = localize_dumps(a, b, baseline=b0).localization
         for loc in (alone, against):
             assert loc.first is not None, (fault, loc.describe())

@@ -115,3 +115,20 @@ def test_a_residual_other_than_the_emitted_token_is_an_error() -> None:
 def test_a_drafted_token_of_draft_probability_zero_is_an_error() -> None:
     with pytest.raises(TraceError, match=r"t\.log:1: .*q"):
         samples_of(spec_sample("r0", 3, 0, [0.0, 0.5], [0.25], [0.5], 7).encode(), "t.log")
+
+
+def test_a_second_sample_line_for_one_verify_is_an_error() -> None:
+    """One verify is one test: 30 neutral copies of a line must not outweigh it."""
+    line = spec_sample("r0", 3, 2, [0.5, 0.5], [1.0, 0.25], [1.0, 0.5], None)
+    text = SPEC + "\n" + line + "\n" + line + "\n"
+    with pytest.raises(TraceError, match=r"t\.log:3: .*a second line for this verify \(first at "
+                                         r"line 2\)"):
+        checked(samples_of(text.encode(), "t.log"), parse_text(text))
+
+
+def test_an_overlap_below_the_drafted_tokens_own_min_is_an_error() -> None:
+    """sum(min(p, q)) over the vocabulary holds min(p(x), q(x)) of the drafted token x."""
+    bad = spec_sample("r0", 3, 0, [0.715, 0.5], [0.715], [0.122], 7)
+    with pytest.raises(TraceError, match=r"t\.log:1: .*overlap 0.122 is not within"):
+        samples_of(bad.encode(), "t.log")
+    assert len(samples_of(bad.replace("overlap=[ 0.122 ]", "overlap=[ 0.8 ]").encode(), "t.log"))

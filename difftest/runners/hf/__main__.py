@@ -26,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     d = HFOptions()
     p = _Parser(prog="python -m difftest.runners.hf",
-                description="Greedy speculative decoding with Hugging Face transformers. Trace "
+                description="Speculative decoding with Hugging Face transformers, greedy or "
+                            "sampled (--temperature). Trace "
                             "lines go to stderr at the level of VT_SPEC_TRACE (unset/0: none; 1; "
                             "3 with draft logits), generated ids to stdout. DIFFTEST_FORCE=FILE "
                             "replays another arm's committed stream (teacher forcing); "
@@ -54,12 +55,27 @@ def parser() -> argparse.ArgumentParser:
                    help="torch threads (default 1: two arms side by side otherwise slow each "
                         "other down)")
     p.add_argument("--mutation", choices=MUTATIONS, default="none",
-                   help="a known-wrong draft attention, for probes")
+                   help="a known-wrong draft attention (broken-mask, sliding-window-4) or, "
+                        "with --temperature, sampler (temperature-draft-only), for probes")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
     p.add_argument("--fault", default=None,
                    help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
                         "noise or mask, MODULE e.g. model.layers.1.mlp (default: DIFFTEST_FAULT, "
                         "unset = none)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampled decoding at this temperature (> 0): transformers' speculative "
+                        "sampling (do_sample=True), a `[spec-sample]` line per verify that "
+                        "drafted (default: greedy)")
+    p.add_argument("--top-p", type=float, default=d.top_p,
+                   help="with --temperature: nucleus sampling over the tempered distribution "
+                        "(transformers' top-k is off)")
+    p.add_argument("--sample-seed", type=int, default=None,
+                   help="the sampler's seed (default: drawn afresh each run and printed in "
+                        "[spec-config]; --seed builds the models and prompts)")
+    p.add_argument("--samples", type=int, default=d.samples,
+                   help="with --temperature: draws per prompt in one run, requests rI~J")
+    p.add_argument("--no-spec", action="store_true",
+                   help="the target alone: one token per step, nothing drafted")
     return p
 
 
@@ -73,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
             schedule=args.schedule,
             prompt_len=args.prompt_len, seed=args.seed, threads=args.threads,
             mutation=args.mutation, top_k=args.top_k,
-            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip())
+            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip(),
+            temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
+            samples=args.samples, no_spec=args.no_spec)
+        if options.sampled and (os.environ.get(FORCE_ENV, "").strip()
+                                or os.environ.get(CAPTURE_ENV, "").strip()):
+            raise UsageError(f"{FORCE_ENV} and {CAPTURE_ENV} replay greedy decoding; unset them "
+                             "for --temperature or --no-spec")
         force, force_path = None, os.environ.get(FORCE_ENV, "").strip()
         if force_path:
             force = read_force_file(Path(force_path))

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from difftest.core.errors import UsageError
-from difftest.runners.hf.options import HFOptions
+from difftest.runners.hf.options import ATTENTION_MUTATIONS, HFOptions
 
 VOCAB = 256
 HIDDEN = 64
@@ -82,7 +82,7 @@ def load_pair(options: HFOptions) -> tuple[Any, Any]:
     draft.set_attn_implementation(options.attn)
     target.to(getattr(torch, options.dtype)).eval()
     draft.to(getattr(torch, options.draft_dtype)).eval()
-    if options.mutation != "none":
+    if options.mutation in ATTENTION_MUTATIONS:  # a sampler's mutation is the sampler's
         mutate(draft, options.mutation)
     return target, draft
 

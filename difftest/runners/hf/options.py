@@ -7,7 +7,7 @@ from pathlib import Path
 
 from difftest.core.errors import UsageError
 from difftest.core.faults import Fault, parse_fault_text
-from difftest.core.limits import check_seed
+from difftest.core.limits import MAX_NONDET_SEED, check_seed
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -19,7 +19,11 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 # broken-mask: the draft's attention mask of the wrong causality (bidirectional for a causal
 # draft, causal for DFlash's bidirectional block); sliding-window-4: each draft query sees only
 # the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
-MUTATIONS: tuple[str, ...] = ("none", "broken-mask", "sliding-window-4")
+# temperature-draft-only: a known-wrong sampler (sampled mode only): the draft samples at the
+# temperature and the target verifies at 1, so the output follows the target's untempered law.
+SAMPLED_MUTATIONS: tuple[str, ...] = ("temperature-draft-only",)
+ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4")
+MUTATIONS: tuple[str, ...] = ("none", *ATTENTION_MUTATIONS, *SAMPLED_MUTATIONS)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,15 @@ class HFOptions:
     top_k: int = 8
     # A planted fault in one draft module (difftest.runners.hf.faults), MODULE:KIND[:SIZE]; "" for none.
     fault: str = ""
+    # Sampled decoding (difftest.runners.hf.sampling): a temperature samples instead of taking
+    # the argmax, through transformers' speculative sampling; top-p over the tempered law
+    temperature: float | None = None
+    top_p: float = 1.0
+    # the sampler's seed (torch's global generator, which transformers draws from); None: a
+    # fresh seed from the OS each run, printed in [spec-config]
+    sample_seed: int | None = None
+    samples: int = 1  # draws per prompt in one run, requests rI~J
+    no_spec: bool = False  # the target alone: one token per step, nothing drafted
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
@@ -88,6 +101,37 @@ class HFOptions:
             if self.attn != "sdpa" or self.mutation != "none":
                 raise UsageError(f"fault {self.fault!r}: a mask fault needs --attn sdpa and no "
                                  "--mutation (it routes one layer through a changed sdpa mask)")
+        self._validate_sampling()
+
+    def _validate_sampling(self) -> None:
+        t = self.temperature
+        if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool)
+                                  and 0 < t < float("inf")):
+            raise UsageError(f"temperature must be a finite number > 0, got {t!r}")
+        p = self.top_p
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+            raise UsageError(f"top-p must be in (0, 1], got {p!r}")
+        if t is None and p != 1:
+            raise UsageError("top-p needs a temperature (greedy decoding takes the argmax)")
+        if self.sample_seed is not None:
+            check_seed(self.sample_seed, "sample-seed", MAX_NONDET_SEED)
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise UsageError(f"samples must be an integer >= 1, got {self.samples!r}")
+        if self.samples > 1 and t is None:
+            raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")
+        if self.mutation in SAMPLED_MUTATIONS:
+            if t is None or self.no_spec:
+                raise UsageError(f"mutation {self.mutation!r} is a speculative sampler's: it "
+                                 "needs a temperature and a draft (drop --no-spec)")
+            if self.drafter != "assisted":
+                raise UsageError(f"mutation {self.mutation!r} needs --drafter assisted (it "
+                                 "sets the assistant's own sampling temperature)")
+
+    @property
+    def sampled(self) -> bool:
+        """Sampled decoding (a temperature), or the target alone: the loop of
+        difftest.runners.hf.sampling."""
+        return self.temperature is not None or self.no_spec
 
     def planted(self) -> Fault | None:
         """The planted fault, parsed (its module is checked against the loaded draft)."""

@@ -35,7 +35,16 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     With `force` (teacher forcing, difftest.core.force) each request replays the forced stream:
     assisted drafting only (DFlash drafts from the target's hidden states of the previous
     verify, which a fresh forced step does not have). With `capture` (req, pos) the draft
-    forward of that step is captured module by module into `capture_dir`."""
+    forward of that step is captured module by module into `capture_dir`. Sampled options (a
+    temperature, or `no_spec`) run difftest.runners.hf.sampling's loop; forcing and capture
+    replay greedy decoding only."""
+    if options.sampled:
+        if force is not None or capture is not None:
+            raise ForceMismatch("teacher forcing and capture replay greedy decoding; drop "
+                                "--temperature and --no-spec")
+        from difftest.runners.hf.sampling import run_sampled
+
+        return run_sampled(options, tracer, out)
     torch.set_num_threads(options.threads)
     if force is not None and options.drafter != "assisted":
         raise ForceMismatch("teacher forcing needs --drafter assisted")

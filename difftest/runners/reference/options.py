@@ -154,6 +154,12 @@ class RunnerOptions:
             raise UsageError("top_p needs a temperature (greedy decoding takes the argmax)")
         if self.sample_seed is not None:
             check_seed(self.sample_seed, "sample_seed", MAX_NONDET_SEED)
+            if t is None:
+                raise UsageError("sample_seed needs a temperature (greedy decoding draws "
+                                 "nothing)")
+        if self.eos_id >= 0 and (t is not None or self.no_spec):
+            raise UsageError("eos_id is honoured by greedy speculative decoding only: sampled "
+                             "decoding and --no-spec run each draw to its --steps budget")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise UsageError(f"samples must be an integer >= 1, got {self.samples!r}")
         if self.samples > 1 and t is None:

@@ -276,6 +276,14 @@ def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
         "vocab": options.vocab,
         "requests": options.requests,
         "seed": options.seed,
+        # the input's shape, in the syntax of the options that set it (so `difftest sweep` can
+        # check that its generated arguments reached the runner); the optional ones named only
+        # when set
+        "prompt_len": options.prompt_len,
+        **({"draft_lens": ",".join(map(str, options.draft_lens))} if options.draft_lens else {}),
+        **({"layer_masks": ",".join(options.layer_masks)} if options.layer_masks else {}),
+        **({"eos_id": options.eos_id} if options.eos_id >= 0 else {}),
+        **({"shared_prefix": options.shared_prefix} if options.shared_prefix else {}),
         # noise planted on the drafter's block logits, named only when planted (the default
         # run's line stays as it was)
         **({"draft_noise": options.draft_noise} if options.draft_noise else {}),

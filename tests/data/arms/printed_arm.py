@@ -1,7 +1,9 @@
 """A runner for calibration tests: seeded top-4 block logits printed with `%.6g` (a quantum of
 1e-4 at values near 10), arm B's noise of a fraction of that quantum, and a probe that raises
 top-1 logits at or above 10.5 by `--mut`. A probe whose shift is just above the thresholds in
-printed digits, and not above them once the print's rounding is taken off."""
+printed digits, and not above them once the print's rounding is taken off. `--part-on SEED`:
+on that seed the committed stream of r0 parts at pos 4 (another token emitted, as a target
+whose logits are not traced would flip one), every traced logit unchanged."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--noise", type=float, default=0.0)
     p.add_argument("--mut", type=float, default=0.0)
+    p.add_argument("--part-on", type=int, default=None)
     args = p.parse_args()
     shape = random.Random(args.seed)
     noise = random.Random(1234 + args.seed)
@@ -31,8 +34,9 @@ def main() -> None:
                            for j, v in enumerate(values)]
                 rows.append(list(zip(ids, shifted, strict=True)))
             draft = " ".join(str(row[0][0]) for row in rows)
+            emit = 8 if args.part_on == args.seed and r == 0 and pos == 4 else 7
             print(f"[SPECTRACE] req=r{r} pos={pos} k=4 ns=1 acc=0 draft=[ {draft} ] "
-                  "emit=[ 7 ]", file=sys.stderr)
+                  f"emit=[ {emit} ]", file=sys.stderr)
             for j, row in enumerate(rows, start=1):
                 cells = " ".join(f"{i}:{v:.6g}" for i, v in row)
                 print(f"[spec-logits] req=r{r} pos={pos} row={j} top=[ {cells} ]", file=sys.stderr)

@@ -134,6 +134,9 @@ def test_greedy_target_alone_follows_the_greedy_speculative_stream() -> None:
     ({"top_p": 0.5}, "top_p needs a temperature"),
     ({"samples": 2}, "samples > 1 needs a temperature"),
     ({"mutation": "noise-reuse"}, "needs a temperature"),
+    ({"sample_seed": 5}, "sample_seed needs a temperature"),
+    ({"eos_id": 0, "temperature": 0.6}, "eos_id is honoured by greedy speculative decoding only"),
+    ({"eos_id": 0, "no_spec": True}, "eos_id is honoured by greedy speculative decoding only"),
 ])
 def test_bad_sampling_options_are_refused(changes: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
