@@ -42,8 +42,9 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert set(cases) == {"lanes", "scalars", "split", "nondet", "sampled"} | {
         f"{c}/probe/{m}" for c in probed
         for m in ("causal-mask", "skip-kv-write", "stale-seq-lens")} | {
-        "scalars/probe/arm-b-as-a",  # the built-in probe of a `differ` comparison
-        "sampled/probe/temperature-draft-only"}  # the sampled comparison's sampler mutation
+        "scalars/probe/arm-b-as-a"} | {  # the built-in probe of a `differ` comparison
+        f"sampled/probe/{m}"  # the sampler mutations the sampled comparison kills
+        for m in ("temperature-draft-only", "top-p-draft-only", "residual-unnormalised")}
     assert root.get("failures") == "0" and all(c.find("failure") is None for c in cases.values())
     text = md.read_text()
     assert "## difftest check: passed (exit 0)" in text
@@ -53,7 +54,7 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert "| PASS | `nondet` | `paged-nondet` vs `materialized` | **AGREE** (expect same): passed, exit 0 |" in text
     run_dir = next((tmp_path / "runs").iterdir())
     # six shared arms, three mutated ones and two reruns for the noise floor, the sampled
-    # comparison's two arms and its mutated one, each run once
+    # comparison's two arms and its three mutated ones, each run once
     meta = json.loads((run_dir / "meta.json").read_text())
     assert sorted(meta["arms"]) == sorted(["paged", "materialized", "scalars-on", "scalars-off",
                                            "paged-split", "paged-nondet", "paged-nondet#run2",
@@ -62,7 +63,9 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
                                            "materialized+skip-kv-write",
                                            "materialized+stale-seq-lens",
                                            "sampled-target", "sampled-spec",
-                                           "sampled-spec+temperature-draft-only"])
+                                           "sampled-spec+temperature-draft-only",
+                                           "sampled-spec+top-p-draft-only",
+                                           "sampled-spec+residual-unnormalised"])
     assert (run_dir / "junit.xml").exists() and (run_dir / "diff-lanes.csv").exists()
 
 
