@@ -136,6 +136,15 @@ class ProbeState(StrEnum):
     FAIL = "FAIL"
 
 
+class SweepState(StrEnum):
+    """A sweep's line in check's report, from its exit code."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    UNINFORMATIVE = "UNINFORMATIVE"
+    ARM_FAILED = "ARM-FAILED"
+
+
 class KilledBy(StrEnum):
     """What caught a probe's mutation: an instrument, the expectation of a `differ` comparison
     (the difference it expects went away), or the mutated arm failing."""

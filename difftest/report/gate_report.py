@@ -14,7 +14,7 @@ from difftest.flow.judge import CheckResult
 from difftest.flow.scoring import MutationResult, ProbeReport
 from difftest.flow.sweep import SweepReport
 from difftest.core.jsonout import dumps
-from difftest.core.kinds import ProbeState, VerdictKind
+from difftest.core.kinds import ProbeState, SweepState, VerdictKind
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.comparison import arm_failure_details, to_dict
 from difftest.report.headline import differed, headline, report_differed
@@ -96,8 +96,9 @@ def sweep_lines(result: CheckResult) -> list[str]:
     terminal lines and check.md."""
     out: list[str] = []
     for sw in result.sweeps:
-        state = {ExitCode.OK: "PASS", ExitCode.DIFFER: "FAIL",
-                 ExitCode.UNINFORMATIVE: "UNINFORMATIVE"}.get(sw.exit_code, "ARM-FAILED")
+        state = {ExitCode.OK: SweepState.PASS, ExitCode.DIFFER: SweepState.FAIL,
+                 ExitCode.UNINFORMATIVE: SweepState.UNINFORMATIVE}.get(sw.exit_code,
+                                                                       SweepState.ARM_FAILED)
         out += ["", f"{state:<14} {sw.comparison + '/sweep':<20} " + sweep_summary(sw)]
         out += [f"{'':15}{line}" for line in sw.lines()[2:2 + len(sw.classes) + 1]]
     return out
