@@ -28,3 +28,31 @@ def check_seed(value: object, name: str = "seed", high: int = MAX_SEED) -> None:
         shown = (f"an integer of {value.bit_length()} bits"
                  if isinstance(value, int) and value.bit_length() > 128 else repr(value))
         raise UsageError(f"{name} must be an integer >= 0 and <= {high}, got {shown}")
+
+
+def check_sampling(temperature: object, top_p: object, sample_seed: object, samples: object,
+                   *, dash: bool, seed_needs_temperature: bool = False) -> None:
+    """Refuse sampling options a runner cannot honour (UsageError, exit 2): the reference and
+    transformers runners take the same four. `dash`: options named as on a command line
+    (`top-p`), else as in a config (`top_p`); `seed_needs_temperature`: a sampler seed without a
+    temperature is refused too (greedy decoding draws nothing)."""
+    from difftest.core.errors import UsageError
+
+    top, seed = ("top-p", "sample-seed") if dash else ("top_p", "sample_seed")
+    t = temperature
+    if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool)
+                              and 0 < t < float("inf")):
+        raise UsageError(f"temperature must be a finite number > 0, got {t!r}")
+    p = top_p
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise UsageError(f"{top} must be in (0, 1], got {p!r}")
+    if t is None and p != 1:
+        raise UsageError(f"{top} needs a temperature (greedy decoding takes the argmax)")
+    if sample_seed is not None:
+        check_seed(sample_seed, seed, MAX_NONDET_SEED)
+        if seed_needs_temperature and t is None:
+            raise UsageError(f"{seed} needs a temperature (greedy decoding draws nothing)")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise UsageError(f"samples must be an integer >= 1, got {samples!r}")
+    if samples > 1 and t is None:
+        raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")

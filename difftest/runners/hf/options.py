@@ -7,7 +7,7 @@ from pathlib import Path
 
 from difftest.core.errors import UsageError
 from difftest.core.faults import Fault, parse_fault_text
-from difftest.core.limits import MAX_NONDET_SEED, check_seed
+from difftest.core.limits import check_sampling, check_seed
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -104,21 +104,9 @@ class HFOptions:
         self._validate_sampling()
 
     def _validate_sampling(self) -> None:
+        check_sampling(self.temperature, self.top_p, self.sample_seed, self.samples,
+                       dash=True)
         t = self.temperature
-        if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool)
-                                  and 0 < t < float("inf")):
-            raise UsageError(f"temperature must be a finite number > 0, got {t!r}")
-        p = self.top_p
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
-            raise UsageError(f"top-p must be in (0, 1], got {p!r}")
-        if t is None and p != 1:
-            raise UsageError("top-p needs a temperature (greedy decoding takes the argmax)")
-        if self.sample_seed is not None:
-            check_seed(self.sample_seed, "sample-seed", MAX_NONDET_SEED)
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
-            raise UsageError(f"samples must be an integer >= 1, got {self.samples!r}")
-        if self.samples > 1 and t is None:
-            raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")
         if self.mutation in SAMPLED_MUTATIONS:
             if t is None or self.no_spec:
                 raise UsageError(f"mutation {self.mutation!r} is a speculative sampler's: it "

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from difftest.emit import level_from_env
 from difftest.core.corpus import NAMES as CORPUS_NAMES
 from difftest.core.errors import UsageError
-from difftest.core.limits import MAX_NONDET_SEED, check_seed
+from difftest.core.limits import MAX_NONDET_SEED, check_sampling, check_seed
 from difftest.runners.reference.faults import Fault, flipped_mask, parse_fault
 
 # VT_SPEC_TRACE is read by the one rule every producer shares.
@@ -143,27 +143,12 @@ class RunnerOptions:
         self._validate_sampling()
 
     def _validate_sampling(self) -> None:
+        check_sampling(self.temperature, self.top_p, self.sample_seed, self.samples,
+                       dash=False, seed_needs_temperature=True)
         t = self.temperature
-        if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool)
-                                  and 0 < t < float("inf")):
-            raise UsageError(f"temperature must be a finite number > 0, got {t!r}")
-        p = self.top_p
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
-            raise UsageError(f"top_p must be in (0, 1], got {p!r}")
-        if t is None and p != 1:
-            raise UsageError("top_p needs a temperature (greedy decoding takes the argmax)")
-        if self.sample_seed is not None:
-            check_seed(self.sample_seed, "sample_seed", MAX_NONDET_SEED)
-            if t is None:
-                raise UsageError("sample_seed needs a temperature (greedy decoding draws "
-                                 "nothing)")
         if self.eos_id >= 0 and (t is not None or self.no_spec):
             raise UsageError("eos_id is honoured by greedy speculative decoding only: sampled "
                              "decoding and --no-spec run each draw to its --steps budget")
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
-            raise UsageError(f"samples must be an integer >= 1, got {self.samples!r}")
-        if self.samples > 1 and t is None:
-            raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")
         if self.mutation in SAMPLED_MUTATIONS and t is None:
             raise UsageError(f"mutation {self.mutation!r} is a sampler's: it needs a temperature")
 
