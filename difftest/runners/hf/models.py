@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from difftest.core.errors import UsageError
+from difftest.core.faults import Fault
 from difftest.runners.hf.options import ATTENTION_MUTATIONS, HFOptions
 
 VOCAB = 256
@@ -143,3 +144,21 @@ def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = Non
     AttentionInterface.register(name, attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
     draft.set_attn_implementation(name)
+
+
+def prepare_draft(options: HFOptions, draft: Any) -> Fault | None:
+    """The draft as a run uses it: the planted fault (if any) in its weights, and, for the
+    assisted drafter, transformers' assistant settings (k, schedule, confidence) on its
+    generation config. Greedy and sampled runs alike; the fault planted is returned (its
+    `[spec-config]` key)."""
+    fault = options.planted()
+    if fault is not None:
+        from difftest.runners.hf.faults import plant
+
+        plant(draft, fault, options.seed)
+    if options.drafter == "assisted":
+        config = draft.generation_config
+        config.num_assistant_tokens = options.k
+        config.num_assistant_tokens_schedule = options.schedule
+        config.assistant_confidence_threshold = options.confidence
+    return fault

@@ -11,7 +11,7 @@ from difftest.adapters.hf import (ActivationCapture, forced_generation, resolved
                                   traced_generation)
 from difftest.emit import Tracer
 from difftest.core.force import ForceStream
-from difftest.runners.hf.models import load_pair
+from difftest.runners.hf.models import load_pair, prepare_draft
 from difftest.runners.hf.options import HFOptions
 
 
@@ -49,16 +49,7 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     if force is not None and options.drafter != "assisted":
         raise ForceMismatch("teacher forcing needs --drafter assisted")
     target, draft = load_pair(options)
-    fault = options.planted()
-    if fault is not None:
-        from difftest.runners.hf.faults import plant
-
-        plant(draft, fault, options.seed)
-    if options.drafter == "assisted":
-        config = draft.generation_config
-        config.num_assistant_tokens = options.k
-        config.num_assistant_tokens_schedule = options.schedule
-        config.assistant_confidence_threshold = options.confidence
+    fault = prepare_draft(options, draft)
     extra = {"speculation_type": "dflash"} if options.drafter == "dflash" else {}
     settings: dict[str, object] = {**resolved_settings(target, draft), "drafter": options.drafter,
                                    "k": options.k, "schedule": options.schedule,

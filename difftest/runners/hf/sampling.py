@@ -22,7 +22,7 @@ import torch
 from difftest.adapters.hf import resolved_settings, traced_generation
 from difftest.core.kinds import DraftingKind
 from difftest.emit import Tracer
-from difftest.runners.hf.models import load_pair
+from difftest.runners.hf.models import load_pair, prepare_draft
 from difftest.runners.hf.options import HFOptions
 from difftest.runners.hf.runner import prompts
 
@@ -59,16 +59,7 @@ def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     measurement's trials); by default built here."""
     torch.set_num_threads(options.threads)
     target, draft = pair if pair is not None else load_pair(options)
-    fault = options.planted()
-    if fault is not None:
-        from difftest.runners.hf.faults import plant
-
-        plant(draft, fault, options.seed)
-    if options.drafter == "assisted":
-        config = draft.generation_config
-        config.num_assistant_tokens = options.k
-        config.num_assistant_tokens_schedule = options.schedule
-        config.assistant_confidence_threshold = options.confidence
+    fault = prepare_draft(options, draft)
     extra: dict[str, object] = {}
     if not options.no_spec:
         extra["assistant_model"] = draft
