@@ -385,8 +385,23 @@ class Calibration:
         if n < MIN_INPUTS:
             return why + (f"; use {MIN_INPUTS} inputs or more (how many more depends on the "
                           "spread they show)")
+        lone = self._lone_finite()
+        if lone is not None:
+            return why + (f"; probe {lone} was a certain catch on {n - 1} of the {n} inputs and "
+                          "finite on one: one finite strength shows no spread, so no count can "
+                          f"be read from it; about {2 * n} inputs would show two (if finite "
+                          "strengths keep their share)")
         return why + (f"; no count up to {MAX_INPUTS} inputs would reach it at the spread seen "
                       "here")
+
+    def _lone_finite(self) -> str | None:
+        """A probe whose strength was finite on exactly one input, every other input a certain
+        catch (inf): its bound is 0 for want of a spread, not for a weak probe."""
+        for p in self.probes:
+            finite = [s for s in p.strengths(self.atol.value, self.near_tie) if math.isfinite(s)]
+            if len(finite) == 1:
+                return p.mutation
+        return None
 
     def summary(self) -> list[str]:
         lines = [f"calibrate {self.comparison}: inputs {', '.join(self.inputs)} (n = "

@@ -143,3 +143,30 @@ def test_calibrate_refuses_a_bound_below_the_margin_and_says_how_many_inputs_rea
     ok = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
                      (tight,), Path("run"), None)
     assert ok.exit_code is ExitCode.OK and ok.needed == 3
+
+
+def test_a_probe_finite_on_one_input_only_is_refused_for_want_of_a_spread() -> None:
+    # certain catches (inf: a row shared no id) on two inputs, a finite strength on the third:
+    # one finite strength has no spread, so the bound is 0 without the probe being weak, and
+    # the refusal must say so instead of "no count would reach it"
+    from pathlib import Path
+
+    from difftest.core.errors import ExitCode
+    from difftest.flow.calibrate import Bound, Calibration, ProbeSeparation
+    atol = Bound(1.0, 16.9, "exponential model")
+    inf = math.inf
+    probe = ProbeSeparation("zeroed-layer", (inf, 3.0, inf), (0.0, 0.0, 0.0), (inf, 3.0, inf))
+    cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
+                      (probe,), Path("run"), None)
+    assert cal.caught and cal.separation == 0.0 and cal.needed is None
+    assert cal.exit_code is ExitCode.UNINFORMATIVE
+    line = next(s for s in cal.summary() if "separation" in s)
+    assert ("probe zeroed-layer was a certain catch on 2 of the 3 inputs and finite on one: one "
+            "finite strength shows no spread") in line
+    assert "about 6 inputs would show two" in line
+    assert f"no count up to {MAX_INPUTS}" not in line
+    # two finite strengths do show a spread: the count is read from them as usual
+    two = ProbeSeparation("zeroed-layer", (inf, 3.0, 2.9), (0.0, 0.0, 0.0), (inf, 3.0, 2.9))
+    cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
+                      (two,), Path("run"), None)
+    assert "finite on one" not in " ".join(cal.summary())
