@@ -44,7 +44,8 @@ from statistics import NormalDist
 import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, measure_counts
-from difftest.numerics.clustered import ClusterSums, paired_difference, wilson_bounds
+from difftest.core.proportion import wilson_bounds
+from difftest.numerics.clustered import ClusterSums, paired_difference
 from difftest.config import AcceptanceGate
 from difftest.core.kinds import VerdictKind
 from difftest.numerics.noise import fisher_greater

@@ -32,6 +32,8 @@ MODULES = {
              "corpus",
              # what makes a float differ between machines: a thresholds file records it
              "machine",
+             # a proportion's interval: the rate instruments and the thresholds reader share it
+             "proportion",
              # the per-dtype table and thresholds files: data a config and a comparison read
              "thresholds",
              # a comparison's rules, checked once: what a config, an override and a run record

@@ -40,9 +40,11 @@ import numpy as np
 from difftest.analysis.compare import NEAR_TIE, Comparison, near_tie_rows
 from difftest.core.kinds import AlignMode, Expect, Instrument, VerdictKind
 from difftest.core.thresholds import BenignRate, Calibrated
-from difftest.numerics.clustered import ClusteredRate, clustered_rate, wilson_bounds, z_quantile
+from difftest.core.proportion import RATE_ALPHA, wilson_bounds
+from difftest.numerics.clustered import ClusteredRate, clustered_rate, z_quantile
 
-ALPHA = 0.01
+ALPHA = RATE_ALPHA
+NEAR_TIE_RATE = "near-tie flip rate"
 BLIND_SHARE = 0.5  # near_tie covering more than this share of compared rows: nearly blind
 
 
@@ -161,7 +163,7 @@ def rate_tests(cmp: Comparison, calibrated: Calibrated | None,
     if benign is None:
         benign, source = aa_near_tie_rate(cmp), "A/A reruns"
     if benign is not None and compared.any():
-        t = _test("near-tie flip rate", (r.status == NEAR_TIE)[compared],
+        t = _test(NEAR_TIE_RATE, (r.status == NEAR_TIE)[compared],
                   _groups(cmp, compared), benign, source, alpha)
         out += [t] if t is not None else []
     if calibrated is not None and calibrated.above_level is not None \
@@ -183,6 +185,11 @@ def rate_effect(cmp: Comparison, calibrated: Calibrated | None,
         return RateEffect(None, ())
     tests = rate_tests(cmp, calibrated, alpha)
     reasons = [t.sentence() for t in tests]
+    if calibrated is not None and not any(t.name == NEAR_TIE_RATE for t in tests):
+        reasons.append(f"near-tie flip rate not judged: {calibrated.path} records no benign rate "
+                       "([benign.near_tie_flips]) and no A/A rerun measured one, so near-ties "
+                       "are excused one at a time however many there are; recalibrate with "
+                       "`difftest calibrate -c NAME`")
     share = blind_share(cmp)
     if any(t.exceeds for t in tests):
         return RateEffect(VerdictKind.DIFFER, tuple(reasons), tuple(tests), share)

@@ -25,6 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from difftest.core.proportion import RATE_ALPHA, rate_upper_bound
+
 
 class Dtype(Enum):
     """A draft-logit dtype, ordered from the most precise to the least."""
@@ -193,6 +195,10 @@ REQUIRED_PROVENANCE = ("comparison", "inputs", "separation")
 # the benign level: nine benign logit rows in ten stay within it (the 0.9 quantile, method
 # "higher", of their differences: at most a tenth of them lie above it)
 LEVEL_QUANTILE = 0.9
+# A benign rate whose upper bound reaches this cannot be exceeded by a gate's rate in practice
+# (its lower bound would have to pass it): such a rate is refused, not judged against. The
+# shipped files' largest bound is about a quarter; the line is a choice, about twice it.
+DISARMING_BOUND = 0.5
 
 
 def canonical_input(text: str) -> str:
@@ -219,13 +225,26 @@ class BenignRate:
     def value(self) -> float:
         return self.events / self.rows if self.rows else 0.0
 
+    @property
+    def upper_bound(self) -> float:
+        """What a gate's rate must exceed (difftest.analysis.benign)."""
+        return rate_upper_bound(self.events, self.rows, self.effective_rows)
+
+    @property
+    def disarms(self) -> bool:
+        """A benign rate whose upper bound reaches DISARMING_BOUND: a gate's rate test could
+        not fail against it (only a rate whose lower bound is above it would)."""
+        return self.upper_bound >= DISARMING_BOUND
+
     def to_json(self) -> dict[str, object]:
         return {"events": self.events, "rows": self.rows, "requests": self.requests,
                 "effective_rows": self.effective_rows}
 
     @classmethod
-    def of(cls, where: str, table: object) -> BenignRate:
-        """From a file's table or a run record; ThresholdError naming `where` and the key."""
+    def of(cls, where: str, table: object, armed: bool = True) -> BenignRate:
+        """From a file's table or a run record; ThresholdError naming `where` and the key
+        (`armed`: also when the rate disarms the rate test; a file's reader checks that after
+        its more particular rules)."""
         if not isinstance(table, dict):
             raise ThresholdError(f"{where}: must be a table of {', '.join(RATE_KEYS)}")
         out: dict[str, float] = {}
@@ -242,7 +261,8 @@ class BenignRate:
             if key not in RATE_KEYS:
                 raise ThresholdError(f"{where}: key {key!r}: unknown key (known: "
                                      f"{', '.join(RATE_KEYS)})")
-        return cls._measurable(where, out)
+        return cls._measurable(where, out) if not armed else \
+            cls._measurable(where, out).armed(where)
 
     @classmethod
     def _measurable(cls, where: str, out: dict[str, float]) -> BenignRate:
@@ -262,8 +282,18 @@ class BenignRate:
                                  f"{out['effective_rows']!r}")
         if out["events"] > out["rows"] or out["effective_rows"] > out["rows"]:
             raise ThresholdError(f"{where}: events and effective_rows must not exceed rows")
-        return cls(int(out["events"]), rows, int(out["requests"]),
-                   float(out["effective_rows"]))
+        return cls(int(out["events"]), rows, int(out["requests"]), float(out["effective_rows"]))
+
+    def armed(self, where: str) -> BenignRate:
+        """This rate, or ThresholdError naming `where` when it disarms the rate test."""
+        if self.disarms:
+            raise ThresholdError(f"{where}: {self.events} of {self.rows} rows over "
+                                 f"{self.effective_rows:g} effective rows: the benign rate's "
+                                 f"{1 - RATE_ALPHA:.0%} upper bound {self.upper_bound:.3g} "
+                                 f"reaches {DISARMING_BOUND:g}, so a gate's rate could hardly "
+                                 "exceed it (the rate test would be disarmed); recalibrate on "
+                                 "more inputs")
+        return self
 
 
 @dataclass(frozen=True)
@@ -459,8 +489,8 @@ def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
         if key not in (*BENIGN_RATES, "logit_level"):
             raise ThresholdError(f"{path}: [benign]: key {key!r}: unknown key (known: "
                                  f"{', '.join((*BENIGN_RATES, 'logit_level'))})")
-    rates = {k: BenignRate.of(f"{path}: [benign.{k}]", benign[k]) if k in benign else None
-             for k in BENIGN_RATES}
+    rates = {k: BenignRate.of(f"{path}: [benign.{k}]", benign[k], armed=False)
+             if k in benign else None for k in BENIGN_RATES}
     level = benign.get("logit_level")
     if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))
                               or not math.isfinite(level) or level < 0):
@@ -479,11 +509,17 @@ def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
                                  " ([provenance]/[thresholds]): calibrate writes a quantile of "
                                  "the benign differences; recalibrate")
     above = rates["above_level"]
+    if above is not None and level is None:
+        raise ThresholdError(f"{path}: [benign.above_level]: a rate of rows above a level, and "
+                             "[benign] has no key 'logit_level' to say which; recalibrate")
     if above is not None and above.events > (1.0 - LEVEL_QUANTILE) * above.rows:
         raise ThresholdError(f"{path}: [benign.above_level]: {above.events} of {above.rows} rows "
                              f"above the benign level: at most {1.0 - LEVEL_QUANTILE:.0%} are, "
                              f"the level being the benign rows' {LEVEL_QUANTILE:g} quantile; "
                              "recalibrate")
+    for key, rate in rates.items():
+        if rate is not None:
+            rate.armed(f"{path}: [benign.{key}]")
     machine = data.get("machine", {})
     if not isinstance(machine, dict) or not all(isinstance(v, str) for v in machine.values()):
         raise ThresholdError(f"{path}: [machine]: must be a table of strings")

@@ -66,7 +66,8 @@ from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Compa
                                        near_tie_rows)
 from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
 from difftest.core.machine import this_machine
-from difftest.core.thresholds import LEVEL_QUANTILE, BenignRate, read_thresholds
+from difftest.core.proportion import RATE_ALPHA
+from difftest.core.thresholds import DISARMING_BOUND, LEVEL_QUANTILE, BenignRate, read_thresholds
 from difftest.numerics.clustered import clustered_rate, t_quantile
 from difftest.core.rules import BARE
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
@@ -424,9 +425,13 @@ class Calibration:
             if rate is not None:
                 level = (f" {self.logit_level:.3g}" if rate is self.above_level
                          and self.logit_level is not None else "")
+                said = ("what a gate's rate is judged against" if not rate.disarms else
+                        f"left out of the file: its {1 - RATE_ALPHA:.0%} upper bound "
+                        f"{rate.upper_bound:.3g} reaches {DISARMING_BOUND:g}, which no gate's "
+                        "rate could be shown to exceed (more inputs narrow it)")
                 lines.append(f"  - benign {name}{level}: {rate.events}/{rate.rows} rows "
                              f"({rate.requests} requests, {rate.effective_rows:.3g} effective "
-                             "rows): what a gate's rate is judged against")
+                             f"rows): {said}")
         s = self.separation
         if s is None:
             lines.append("  - no probe configured: the separation of benign and wrong cannot be "
@@ -697,7 +702,7 @@ def thresholds_toml(cal: Calibration, sha: str | None,
     if cal.logit_level is not None:
         lines.append(f"logit_level = {cal.logit_level!r}")
     for name, rate in (("near_tie_flips", cal.near_tie_flips), ("above_level", cal.above_level)):
-        if rate is not None:
+        if rate is not None and not rate.disarms:  # the reader refuses a disarming rate
             lines += ["", f"[benign.{name}]"]
             lines += [f"{k} = {_toml_value(v)}" for k, v in rate.to_json().items()]
     lines += ["", "# the machine these were measured on (a bitwise file is bitwise here)",

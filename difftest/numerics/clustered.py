@@ -38,6 +38,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from difftest.core.proportion import wilson_bounds
+
 POWER = 0.80  # the power a minimum detectable effect is stated at
 CONFIDENCE = 0.95  # two-sided, for the intervals a report shows
 
@@ -179,18 +181,6 @@ def _jackknife(replicates: np.ndarray) -> float:
         return math.nan
     mean = math.fsum(replicates.tolist()) / g
     return (g - 1) / g * _sum_of_squares(replicates - mean)
-
-
-def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
-    """Wilson's score interval of a proportion p seen over n (possibly fractional) rows."""
-    if n <= 0:
-        return 0.0, 1.0
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if p <= 0.0 else max(0.0, centre - half)
-    high = 1.0 if p >= 1.0 else min(1.0, centre + half)
-    return low, high
 
 
 @dataclass(frozen=True)

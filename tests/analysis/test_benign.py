@@ -168,3 +168,18 @@ def test_a_test_that_cannot_fail_says_whose_rows_are_the_cause() -> None:
                      t.benign_low, 0.999, t.alpha)
     assert not short.armed
     assert "too few independent rows of this comparison (" in short.sentence()
+
+
+def test_a_file_without_a_benign_flip_rate_says_the_rate_was_not_judged() -> None:
+    # a thresholds file from before [benign] (or with it left out): the flips are excused one at
+    # a time, and the report says the rate went unjudged, with the command that fixes it
+    old_file = Calibrated("old.toml")
+    effect = _effect(_trace(3), calibrated=old_file)
+    assert effect.tests == () and effect.kind is not VerdictKind.DIFFER
+    said = [r for r in effect.reasons if r.startswith("near-tie flip rate not judged")]
+    assert len(said) == 1 and "old.toml records no benign rate" in said[0]
+    assert "`difftest calibrate -c NAME`" in said[0]
+    # with the rate, nothing of the kind is said
+    assert not any("not judged" in r for r in _effect(_trace(3)).reasons)
+    # without a thresholds file there is no file to blame (A/A or nothing, said elsewhere)
+    assert not any("not judged" in r for r in _effect(_trace(3), calibrated=None).reasons)

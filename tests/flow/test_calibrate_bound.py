@@ -170,3 +170,29 @@ def test_a_probe_finite_on_one_input_only_is_refused_for_want_of_a_spread() -> N
     cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0,
                       (two,), Path("run"), None)
     assert "finite on one" not in " ".join(cal.summary())
+
+
+def test_calibrate_leaves_a_disarming_benign_rate_out_of_the_file_and_says_so(
+        tmp_path: object) -> None:
+    # a benign flip rate over too few effective rows has an upper bound no gate's rate could be
+    # shown to exceed: written, it would disarm the rate test (and the reader refuses it)
+    from pathlib import Path
+
+    from difftest.core.thresholds import BenignRate, read_thresholds
+    from difftest.flow.calibrate import Bound, Calibration, ProbeSeparation, thresholds_toml
+    atol = Bound(1.0, 16.9, "exponential model")
+    probe = ProbeSeparation("broken-mask", (1.9, 2.0, 2.1), (0.0, 0.0, 0.0), (1.9, 2.0, 2.1))
+    wide = BenignRate(1, 4, 3, 2.0)  # a quarter of four rows: bound far above one half
+    fine = BenignRate(2, 400, 3, 300.0)
+    atol = Bound(0.1 * 16.9, 16.9, "exponential model")  # as calibrate sizes it: read back
+    cal = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0 * 1.69,
+                      (probe,), Path("run"), None, (), wide, 0.05, fine)
+    assert wide.disarms and not fine.disarms
+    text = thresholds_toml(cal, "abc", {"cpu": "X"})
+    assert "[benign.near_tie_flips]" not in text and "[benign.above_level]" in text
+    path = Path(str(tmp_path)) / "t.toml"
+    path.write_text(text)
+    read = read_thresholds(path).calibrated
+    assert read is not None and read.near_tie_flips is None and read.above_level == fine
+    said = [s for s in cal.summary() if "near-tie flip rate" in s]
+    assert len(said) == 1 and "left out of the file: its 99% upper bound" in said[0]
