@@ -104,16 +104,17 @@ def test_compare_and_rejudge_write_their_outputs_and_name_every_file_they_could_
         raise outputs.NotWritten([(Path("report.md"), "disk full")], report)
 
     monkeypatch.setattr(outputs, "write_comparison", run_dir_unwritten)
-    with pytest.raises(difftest.UsageError) as caught:
+    with pytest.raises(outputs.NotWritten) as caught:  # a UsageError: exit 2
         difftest.compare(comparison="broken", config=config, outputs=broken,
                          options=difftest.RunOptions(run_root=tmp_path / "r1", progress=False))
-    failures = getattr(caught.value, "failures")
-    assert [path.name for path, _ in failures] == ["report.md", "r.html", "d.csv"]
-    run = getattr(caught.value, "result")
+    assert isinstance(caught.value, difftest.UsageError)  # the public error, exit 2
+    assert [path.name for path, _ in caught.value.failures] == ["report.md", "r.html", "d.csv"]
+    run = caught.value.result
+    assert isinstance(run, difftest.ComparisonReport)
     assert run.exit_code == ExitCode.DIFFER and run.run_dir is not None
 
     with pytest.raises(difftest.UsageError, match="report.md"):  # a record of the run
         difftest.rejudge(run.run_dir, outputs=difftest.Outputs(html=run.run_dir / "report.md"))
-    with pytest.raises(difftest.UsageError) as caught:
+    with pytest.raises(outputs.NotWritten) as caught:
         difftest.rejudge(run.run_dir, outputs=broken)
-    assert [path.name for path, _ in getattr(caught.value, "failures")] == ["r.html", "d.csv"]
+    assert [path.name for path, _ in caught.value.failures] == ["r.html", "d.csv"]
