@@ -54,8 +54,7 @@ def _root(
         help="Print the version (and whether the compiled trace scanner is present), then "
              "exit.")] = False,
 ) -> None:
-    """Compare what two arms of a speculative-decoding runner drafted, and prove the
-    comparison could have failed."""
+    """The group's own options (its help is HELP, given to the Typer above)."""
 
 
 for command in (search.localize, traces.parse, traces.audit, compare.compare, compare.export,
