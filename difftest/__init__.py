@@ -24,8 +24,8 @@ __all__ = [
     "noise", "parse", "probe", "read_diff", "rejudge",
     # the records they take and return, and the errors they raise
     "AuditReport", "BisectResult", "CheckResult", "ComparisonReport", "ConfigError",
-    "DifftestError", "ExitCode", "Expect", "NoiseReport", "Overrides", "ProbeReport", "Rules",
-    "RunOptions", "Traces", "UsageError", "Verdict", "VerdictKind",
+    "DifftestError", "ExitCode", "Expect", "NoiseReport", "Outputs", "Overrides", "ProbeReport",
+    "Rules", "RunOptions", "Traces", "UsageError", "Verdict", "VerdictKind",
     # what an engine calls to print a trace: the emitter, its tracer and drafting kinds, and
     # the adapters (`difftest.adapters.hf`, `.mlx`, `.llamacpp`)
     "DraftingKind", "Tracer", "adapters", "emit",
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from difftest import adapters, emit
     from difftest.api import (AuditReport, BisectResult, CheckResult, ComparisonReport,
                               ConfigError, DifftestError, ExitCode, Expect, NoiseReport,
-                              Overrides, ProbeReport, Rules, RunOptions, Traces, UsageError,
+                              Outputs, Overrides, ProbeReport, Rules, RunOptions, Traces, UsageError,
                               Verdict, VerdictKind, audit, calibrate, check, compare,
                               compare_arms, localize,
                               compare_traces, noise, parse, probe, read_diff, rejudge)

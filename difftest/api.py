@@ -9,10 +9,10 @@ from __future__ import annotations
 
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from difftest.flow.calibrate import Calibration
     from difftest.flow.localize import LocalizeReport, RunLocalization
 
-__all__ = ["AuditReport", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
+__all__ = ["AuditReport", "Outputs", "Traces", "audit", "bisect", "check", "compare", "compare_arms",
            "compare_traces", "export_csv", "export_html", "noise", "parse", "probe", "read_diff",
            "rejudge", "resolve_spec", "run_comparison", "write_reports", "cache_folder",
            "cache_list", "cache_prune", "calibrate", "localize",
@@ -166,15 +166,62 @@ class Traces:
         return self.a is not None or self.b is not None
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """Files a comparison's report is written to besides its run directory: the per-row diff
+    (`csv`, when something was compared) and the HTML page (`html`)."""
+
+    csv: Path | str | None = None
+    html: Path | str | None = None
+
+
+def _reported(outputs: Outputs | None, judge: Callable[[], ComparisonReport]
+              ) -> ComparisonReport:
+    """The report `judge` makes, and the files `outputs` asks for written. Every file is
+    tried; one NotWritten (exit 2, the report riding with it) names each that could not be
+    written, the run directory's first."""
+    from difftest.report.outputs import NotWritten
+
+    failures: list[tuple[Path, str]] = []
+    try:
+        report = judge()
+    except NotWritten as exc:
+        report, failures = cast("ComparisonReport", exc.result), list(exc.failures)
+    if outputs is not None:
+        try:
+            write_reports(report, csv=_path(outputs.csv), html=_path(outputs.html))
+        except NotWritten as exc:
+            failures += exc.failures
+    if failures:
+        raise NotWritten(failures, report)
+    return report
+
+
+def _path(path: Path | str | None) -> Path | None:
+    return Path(path) if path is not None else None
+
+
 def compare(arm_a: str | None = None, arm_b: str | None = None, *,
             traces: Traces | None = None, comparison: str | None = None,
             config: ConfigLike = None, overrides: Overrides | None = None,
-            options: RunOptions | None = None) -> ComparisonReport:
+            options: RunOptions | None = None, outputs: Outputs | None = None
+            ) -> ComparisonReport:
     """`difftest compare`: two captured traces judged (`traces`), else two arms run and judged;
     what needs arms (a noise floor, teacher forcing) is refused with traces, what belongs to
-    traces (a line prefix) with arms."""
-    given = overrides or Overrides()
+    traces (a line prefix) with arms. `outputs`: files the report is also written to, their
+    paths checked before any work (see `check_outputs`)."""
     traces = traces or Traces()
+    if outputs is not None:
+        source = config.path if isinstance(config, Config) else config or Path("difftest.toml")
+        check_outputs(outputs.csv, outputs.html, reads=[traces.a, traces.b, source])
+    return _reported(outputs, lambda: _compared(arm_a, arm_b, traces, comparison, config,
+                                                overrides, options))
+
+
+def _compared(arm_a: str | None, arm_b: str | None, traces: Traces, comparison: str | None,
+              config: ConfigLike, overrides: Overrides | None, options: RunOptions | None
+              ) -> ComparisonReport:
+    given = overrides or Overrides()
     if traces.given:
         if arm_a or arm_b:
             raise UsageError("give either --trace-a/--trace-b or arms, not both")
@@ -198,15 +245,18 @@ def compare(arm_a: str | None = None, arm_b: str | None = None, *,
 
 
 def rejudge(run_dir: Path | str, *, comparison: str | None = None,
-            overrides: Overrides | None = None,
+            overrides: Overrides | None = None, outputs: Outputs | None = None,
             **keywords: Unpack[OverrideKeywords]) -> ComparisonReport:
     """Judge a past run again with the thresholds it recorded (or these overrides); a run of
     several comparisons (`check`, `probe`, `noise`) needs `comparison`, by name
-    (`NAME/MUTATION` for a probed mutation)."""
+    (`NAME/MUTATION` for a probed mutation). `outputs`: files the report is written to, their
+    paths checked before any work (none may replace what the run holds)."""
     from difftest.flow.rejudge import rejudge_run
 
-    return rejudge_run(Path(run_dir), comparison=comparison,
-                       overrides=Overrides.of(keywords, overrides))
+    if outputs is not None:
+        check_outputs(outputs.csv, outputs.html, run_dir=run_dir)
+    return _reported(outputs, lambda: rejudge_run(Path(run_dir), comparison=comparison,
+                                                  overrides=Overrides.of(keywords, overrides)))
 
 
 def noise(arm: str, *, noise_runs: int | None = None, config: ConfigLike = None,

@@ -221,9 +221,24 @@ class ComparisonSpec:
     def __post_init__(self) -> None:
         for key in ("name", "arm_a", "arm_b"):
             name_string(key, getattr(self, key))
-        set_ = object.__setattr__
         if not isinstance(self.rules, Rules):
             raise InvalidValue("rules", f"must be a Rules record, got {self.rules!r}")
+        self._set_dtypes_and_calibrated()
+        if self.gate_input is not None:
+            object.__setattr__(self, "gate_input", _input("gate_input", self.gate_input))
+        if self.localize_baseline is not None:
+            name_string("localize_baseline", self.localize_baseline)
+            if self.localize_baseline in (self.arm_a, self.arm_b):
+                raise InvalidValue("localize_baseline", f"names arm {self.localize_baseline!r} "
+                                   "of the comparison itself; the baseline is a third, "
+                                   "known-good arm that differs from A only in the harmless "
+                                   "change")
+        self._set_calibration_inputs()
+
+    def _set_dtypes_and_calibrated(self) -> None:
+        """arm_dtypes as two Dtypes (or None); calibrated as a record (a run record's echo
+        holds it as a table)."""
+        set_ = object.__setattr__
         dtypes: object = self.arm_dtypes
         if not isinstance(dtypes, (list, tuple)) or len(dtypes) != 2:
             raise InvalidValue("arm_dtypes", f"must be two dtypes (or null), got {dtypes!r}")
@@ -232,25 +247,20 @@ class ComparisonSpec:
                                            else parse_dtype(str(d)) for d in dtypes))
         except ValueError as exc:
             raise InvalidValue("arm_dtypes", str(exc)) from None
-        calibrated: object = self.calibrated  # a run record's echo holds it as a table
+        calibrated: object = self.calibrated
         if calibrated is not None and not isinstance(calibrated, Calibrated):
             try:
                 set_(self, "calibrated", Calibrated.of(calibrated))
             except ThresholdError as exc:
                 raise InvalidValue("calibrated", str(exc)) from None
-        if self.gate_input is not None:
-            set_(self, "gate_input", _input("gate_input", self.gate_input))
-        if self.localize_baseline is not None:
-            name_string("localize_baseline", self.localize_baseline)
-            if self.localize_baseline in (self.arm_a, self.arm_b):
-                raise InvalidValue("localize_baseline", f"names arm {self.localize_baseline!r} "
-                                   "of the comparison itself; the baseline is a third, "
-                                   "known-good arm that differs from A only in the harmless "
-                                   "change")
+
+    def _set_calibration_inputs(self) -> None:
+        """calibration_inputs as a tuple of held-out inputs: none twice, none the gate input."""
         inputs: object = self.calibration_inputs
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
             raise InvalidValue("calibration_inputs", f"must be a list of inputs, got {inputs!r}")
-        set_(self, "calibration_inputs", tuple(_input("calibration_inputs", v) for v in inputs))
+        object.__setattr__(self, "calibration_inputs",
+                           tuple(_input("calibration_inputs", v) for v in inputs))
         # inputs are compared as the runner reads them: "00" and 0 are one seed
         seen: dict[str, str] = {}
         for value in self.calibration_inputs:
@@ -559,17 +569,8 @@ def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = No
             arm = arm.with_changes(launcher=run_defaults.launcher)
         arms[name] = arm
 
-    mutations: dict[str, MutationSpec] = {}
-    for name, raw in data.get("mutations", {}).items():
-        table = _table_of("mutations", name)
-        why = name_problem(name)
-        if why is not None:
-            raise check.fail(table, f"a mutation name {why}")
-        raw = check.table("mutations", name, raw)
-        check.keys(table, raw, _MUTATION_KEYS)
-        env = check.env(table, "env", raw["env"]) if "env" in raw else {}
-        args = _substitute(check.strings(table, "args", raw["args"])) if "args" in raw else ()
-        mutations[name] = MutationSpec(name, env=env, args=args)
+    mutations = {name: _mutation(check, name, raw)
+                 for name, raw in data.get("mutations", {}).items()}
 
     comparisons: dict[str, ComparisonSpec] = {}
     for name, raw in data.get("comparisons", {}).items():
@@ -582,6 +583,18 @@ def _parse(text: str, path: Path, base: Path, cwd: Path, unread: str | None = No
         raise check.fail("audit", f"key {exc.key!r}: {exc.why}") from None
     return Config(path=path, arms=arms, comparisons=comparisons, mutations=mutations, audit=audit,
                   defaults=run_defaults, check=_check(check, data.get("check", {})))
+
+
+def _mutation(check: _Checker, name: str, raw: object) -> MutationSpec:
+    table = _table_of("mutations", name)
+    why = name_problem(name)
+    if why is not None:
+        raise check.fail(table, f"a mutation name {why}")
+    raw = check.table("mutations", name, raw)
+    check.keys(table, raw, _MUTATION_KEYS)
+    env = check.env(table, "env", raw["env"]) if "env" in raw else {}
+    args = _substitute(check.strings(table, "args", raw["args"])) if "args" in raw else ()
+    return MutationSpec(name, env=env, args=args)
 
 
 def _check(check: _Checker, raw: dict[str, Any]) -> CheckSettings:
@@ -632,6 +645,23 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
     timeout = (check.number(table, "timeout_s", raw["timeout_s"], strict=True)
                if "timeout_s" in raw else None)
     git_ref = check.string(table, "git_ref", raw["git_ref"]) if "git_ref" in raw else None
+    build, cwd, repo = _checkout(check, table, raw, git_ref, (base, repo_base))
+    launcher = (_substitute(check.argv(table, "launcher", raw["launcher"]))
+                if "launcher" in raw else None)
+    cap = (check.integer(table, "max_capture_bytes", raw["max_capture_bytes"], minimum=1)
+           if "max_capture_bytes" in raw else None)
+    evidence, line_prefix, dtype = _reading(check, table, raw)
+    return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
+                   git_ref=git_ref, build=build, repo=repo, launcher=launcher,
+                   max_capture_bytes=cap, evidence=evidence, line_prefix=line_prefix,
+                   dtype=dtype)
+
+
+def _checkout(check: _Checker, table: str, raw: dict[str, Any], git_ref: str | None,
+              bases: tuple[Path, Path]) -> tuple[tuple[str, ...] | None, Path | None, Path | None]:
+    """An arm's build, cwd and repo: where it runs (inside the checkout of a git_ref arm).
+    `bases`: the config's folder, and the one a git_ref arm's repo is found from."""
+    base, repo_base = bases
     build = None
     if "build" in raw:
         if git_ref is None:
@@ -655,10 +685,12 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
         repo = repo if repo.is_absolute() else (base / repo).resolve()
     elif git_ref is not None:
         repo = git_toplevel(repo_base.resolve()) or repo_base.resolve()
-    launcher = (_substitute(check.argv(table, "launcher", raw["launcher"]))
-                if "launcher" in raw else None)
-    cap = (check.integer(table, "max_capture_bytes", raw["max_capture_bytes"], minimum=1)
-           if "max_capture_bytes" in raw else None)
+    return build, cwd, repo
+
+
+def _reading(check: _Checker, table: str, raw: dict[str, Any]
+             ) -> tuple[tuple[Rule, ...], str | None, Dtype | None]:
+    """How an arm's trace is read: its evidence rules, line prefix and dtype."""
     evidence: list[Rule] = []
     for i, text in enumerate(check.strings(table, "evidence", raw["evidence"])
                              if "evidence" in raw else ()):
@@ -679,10 +711,7 @@ def _arm(check: _Checker, name: str, raw: dict[str, Any], base: Path, repo_base:
             dtype = parse_dtype(check.string(table, "dtype", raw["dtype"]))
         except ValueError as exc:
             raise check.fail(table, f"key 'dtype': {exc}") from None
-    return ArmSpec(name=name, command=command, env=env, cwd=cwd, timeout_s=timeout,
-                   git_ref=git_ref, build=build, repo=repo, launcher=launcher,
-                   max_capture_bytes=cap, evidence=tuple(evidence), line_prefix=line_prefix,
-                   dtype=dtype)
+    return tuple(evidence), line_prefix, dtype
 
 
 def _not_a_file(path: Path) -> str | None:
@@ -714,6 +743,31 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
     spelt = next((old for old in _OLD_COMPARISON_KEYS if old in raw), "mutations")
     raw = check.renamed(table, raw, _OLD_COMPARISON_KEYS)
     check.keys(table, raw, _COMPARISON_KEYS)
+    sides = _sides(check, table, raw, arms)
+    probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
+    for mutation in probe:
+        if mutation not in mutations and mutation not in KNOWN_MUTATIONS:
+            known = ", ".join(dict.fromkeys([*mutations, *KNOWN_MUTATIONS]))
+            raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
+    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs",
+                                                  "localize_baseline")
+                              if k in raw and k != "mutations"}
+    _tolerance_alone(check, table, raw)
+    if "thresholds" in raw:
+        values.update(_thresholds(check, table, raw, (name, base), read=read))
+    try:
+        return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
+                                  "mutations": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,
+                                                                 arms[sides["arm_b"]].dtype),
+                                  **values})
+    except InvalidValue as exc:
+        raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None
+
+
+def _sides(check: _Checker, table: str, raw: dict[str, Any], arms: Mapping[str, ArmSpec]
+           ) -> dict[str, str]:
+    """A comparison's arms (arm_a, arm_b), each one the config defines, as its
+    localize_baseline must be."""
     sides: dict[str, str] = {}
     for key in ("arm_a", "arm_b"):
         if key not in raw:
@@ -729,14 +783,11 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
             known = ", ".join(arms) or "none defined"
             raise check.fail(table, f"key 'localize_baseline': no arm named {arm!r} (arms: "
                                     f"{known})")
-    probe = check.strings(table, spelt, raw["mutations"]) if "mutations" in raw else ()
-    for mutation in probe:
-        if mutation not in mutations and mutation not in KNOWN_MUTATIONS:
-            known = ", ".join(dict.fromkeys([*mutations, *KNOWN_MUTATIONS]))
-            raise check.fail(table, f"key {spelt!r}: unknown mutation {mutation!r} (known: {known})")
-    values: dict[str, Any] = {k: raw[k] for k in (*RULE_KEYS, "gate_input", "calibration_inputs",
-                                                  "localize_baseline")
-                              if k in raw and k != "mutations"}
+    return sides
+
+
+def _tolerance_alone(check: _Checker, table: str, raw: dict[str, Any]) -> None:
+    """`tolerance = "dtype"` takes atol and rtol from the dtype table: neither may be set."""
     if "tolerance" in raw:
         try:
             dtype_mode = tolerance_mode(raw["tolerance"]) is ToleranceMode.DTYPE
@@ -747,30 +798,32 @@ def _comparison(check: _Checker, name: str, raw: dict[str, Any], arms: Mapping[s
                 raise check.fail(table, f"key 'tolerance': \"dtype\" takes atol and rtol from "
                                         "the dtype table: set either tolerance or atol/rtol, not "
                                         f"both (key {key!r} is set, to {raw[key]!r})")
-    if "thresholds" in raw:
-        given = check.string(table, "thresholds", raw["thresholds"])
-        for key in ("atol", "rtol", "near_tie", "tolerance"):
-            if key in raw:
-                raise check.fail(table, f"key {key!r}: set by the thresholds file {given!r}; "
-                                        "remove one of them")
-        file = Path(given) if Path(given).is_absolute() else base / given
-        values["thresholds"] = str(file)
-        kind = _not_a_file(file)
-        if kind is not None:
-            raise check.fail(table, f"key 'thresholds': {file} is {kind}, not a thresholds file")
-        if read and file.is_file():
-            try:
-                found = read_thresholds(file)
-                gate = raw.get("gate_input")
-                found.check_for(file, name, None if gate is None else str(gate))
-            except ThresholdError as exc:
-                raise check.fail(table, f"key 'thresholds': {exc}") from None
-            values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
-                          threshold_origin=found.origin, calibrated=found.calibrated)
-    try:
-        return ComparisonSpec.of({"name": name, "arm_a": sides["arm_a"], "arm_b": sides["arm_b"],
-                                  "mutations": probe, "arm_dtypes": (arms[sides["arm_a"]].dtype,
-                                                                 arms[sides["arm_b"]].dtype),
-                                  **values})
-    except InvalidValue as exc:
-        raise check.fail(table, f"key {exc.key!r}: {exc.why}") from None
+
+
+def _thresholds(check: _Checker, table: str, raw: dict[str, Any], where: tuple[str, Path], *,
+                read: bool) -> dict[str, Any]:
+    """The values a comparison's thresholds file sets (only its path when it is not `read` or
+    not there yet), none of them also set in the table. `where`: the comparison's name and
+    the config's folder."""
+    name, base = where
+    values: dict[str, Any] = {}
+    given = check.string(table, "thresholds", raw["thresholds"])
+    for key in ("atol", "rtol", "near_tie", "tolerance"):
+        if key in raw:
+            raise check.fail(table, f"key {key!r}: set by the thresholds file {given!r}; "
+                                    "remove one of them")
+    file = Path(given) if Path(given).is_absolute() else base / given
+    values["thresholds"] = str(file)
+    kind = _not_a_file(file)
+    if kind is not None:
+        raise check.fail(table, f"key 'thresholds': {file} is {kind}, not a thresholds file")
+    if read and file.is_file():
+        try:
+            found = read_thresholds(file)
+            gate = raw.get("gate_input")
+            found.check_for(file, name, None if gate is None else str(gate))
+        except ThresholdError as exc:
+            raise check.fail(table, f"key 'thresholds': {exc}") from None
+        values.update(atol=found.atol, rtol=found.rtol, near_tie=found.near_tie,
+                      threshold_origin=found.origin, calibrated=found.calibrated)
+    return values

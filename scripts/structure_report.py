@@ -7,7 +7,8 @@ most parameters, the command line's size, and how far two comparison settings tr
 
 Stages are the package's first-level modules and folders (difftest/<stage>.py or
 difftest/<stage>/); an arrow is one stage importing another (any import: deferred and type-only
-imports count, as in tests/test_architecture.py); layers are the longest chain of arrows + 1.
+imports count, as in tests/test_architecture.py); layers are the longest chain of arrows + 1,
+an import cycle (listed) counting as one node.
 """
 
 from __future__ import annotations
@@ -92,19 +93,60 @@ def module_graph() -> dict[str, set[str]]:
     return graph
 
 
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: each strongly connected set of two or more nodes (Tarjan's), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for there in sorted(graph.get(node, ())):
+            if there not in index:
+                connect(there)
+                low[node] = min(low[node], low[there])
+            elif there in on_stack:
+                low[node] = min(low[node], index[there])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for node in sorted(graph):
+            if node not in index:
+                connect(node)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(found)
+
+
 def layers(graph: dict[str, set[str]]) -> int:
+    """The longest chain of arrows + 1, each import cycle counted as one node."""
+    of = {m: min(c) for c in cycles(graph) for m in c}  # a cycle's members -> one node
+    condensed: dict[str, set[str]] = defaultdict(set)
+    for node, targets in graph.items():
+        condensed[of.get(node, node)] |= {of.get(t, t) for t in targets} - {of.get(node, node)}
     depth: dict[str, int] = {}
 
-    def walk(node: str, seen: tuple[str, ...]) -> int:
-        if node in depth:
-            return depth[node]
-        if node in seen:
-            raise SystemExit(f"import cycle through {' -> '.join((*seen, node))}")
-        d = 1 + max((walk(n, (*seen, node)) for n in graph.get(node, ())), default=0)
-        depth[node] = d
-        return d
+    def walk(node: str) -> int:
+        if node not in depth:
+            depth[node] = 1 + max((walk(n) for n in condensed.get(node, ())), default=0)
+        return depth[node]
 
-    return max((walk(n, ()) for n in graph), default=0)
+    return max((walk(n) for n in list(condensed)), default=0)
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -163,6 +205,7 @@ def report() -> dict[str, object]:
         "layers": layers(graph),
         "module_arrows": sum(len(v) for v in modules.values()),
         "module_layers": layers(modules),
+        "cycles": cycles(modules),
         "flat_modules": sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"),
         "cli_lines": sum(cli_lines.values()),
         "cli_files": len(cli_lines),
@@ -185,6 +228,12 @@ def main() -> int:
     print(f"import arrows between stages: {r['arrows']}; import layers: {r['layers']}")
     print(f"import arrows between modules: {r['module_arrows']}; module layers: "
           f"{r['module_layers']}")
+    found = r["cycles"]
+    assert isinstance(found, list)
+    print(f"import cycles between modules (each counted as one node in the layers): "
+          f"{len(found)}")
+    for c in found:
+        print(f"  {' <-> '.join(c)}")
     flat = r["flat_modules"]
     assert isinstance(flat, list)
     print(f"modules flat in difftest/: {len(flat)} ({', '.join(flat)})")

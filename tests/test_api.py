@@ -75,3 +75,46 @@ def test_the_package_root_loads_the_api_lazily() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == ["[]", "difftest.api"]
+
+
+def test_compare_and_rejudge_write_their_outputs_and_name_every_file_they_could_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`outputs=difftest.Outputs(csv, html)`: the paths are checked before any work, every
+    file is tried, and one error names each that could not be written (the run directory's
+    first), the report with it."""
+    from difftest.report import outputs
+
+    config = _config(tmp_path)
+    with pytest.raises(difftest.UsageError, match="difftest.toml"):  # the config it reads
+        difftest.compare(comparison="broken", config=config, outputs=difftest.Outputs(config),
+                         options=difftest.RunOptions(run_root=tmp_path / "r0", progress=False))
+    assert not (tmp_path / "r0").exists()  # refused before any arm ran
+    traces = difftest.Traces(DATA / "agree_a.log", DATA / "differ_b.log")
+    rep = difftest.compare(traces=traces, outputs=difftest.Outputs(tmp_path / "d.csv",
+                                                                   str(tmp_path / "r.html")))
+    assert rep.exit_code == ExitCode.DIFFER
+    assert (tmp_path / "d.csv").stat().st_size > 0 and (tmp_path / "r.html").stat().st_size > 0
+
+    (tmp_path / "a-file").write_text("")
+    broken = difftest.Outputs(tmp_path / "a-file" / "d.csv", tmp_path / "a-file" / "r.html")
+    written = outputs.write_comparison
+
+    def run_dir_unwritten(report: difftest.ComparisonReport) -> None:
+        written(report)
+        raise outputs.NotWritten([(Path("report.md"), "disk full")], report)
+
+    monkeypatch.setattr(outputs, "write_comparison", run_dir_unwritten)
+    with pytest.raises(outputs.NotWritten) as caught:  # a UsageError: exit 2
+        difftest.compare(comparison="broken", config=config, outputs=broken,
+                         options=difftest.RunOptions(run_root=tmp_path / "r1", progress=False))
+    assert isinstance(caught.value, difftest.UsageError)  # the public error, exit 2
+    assert [path.name for path, _ in caught.value.failures] == ["report.md", "r.html", "d.csv"]
+    run = caught.value.result
+    assert isinstance(run, difftest.ComparisonReport)
+    assert run.exit_code == ExitCode.DIFFER and run.run_dir is not None
+
+    with pytest.raises(difftest.UsageError, match="report.md"):  # a record of the run
+        difftest.rejudge(run.run_dir, outputs=difftest.Outputs(html=run.run_dir / "report.md"))
+    with pytest.raises(outputs.NotWritten) as caught:
+        difftest.rejudge(run.run_dir, outputs=broken)
+    assert [path.name for path, _ in caught.value.failures] == ["r.html", "d.csv"]

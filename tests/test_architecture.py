@@ -56,9 +56,10 @@ MODULES = {
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring",
              "sweep", "judge", "rejudge", "calibrate", "localize"),
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
-    # the command line: the error translator and the shared options, then a file per command
-    "cli": ("errors", "options", "compare", "parse", "audit", "noise", "calibrate", "check",
-            "probe", "sweep", "bisect", "cache", "localize", "explain", "__main__"),
+    # the command line: the error translator and the shared options, then a file per kind of
+    # command
+    "cli": ("errors", "options", "compare", "traces", "gate", "search", "cache", "explain",
+            "__main__"),
     "report": ("text", "cells", "headline", "evidence", "comparison", "audit_report",
                "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",

@@ -47,3 +47,25 @@ def test_only_compare_offers_until_decided() -> None:
     assert "until_decided" in _params("compare")
     for name in ("check", "probe", "noise", "export", "bisect"):
         assert "until_decided" not in _params(name), name
+
+
+def test_the_command_line_stays_thin() -> None:
+    """difftest/cli/: no file over 200 lines, nothing typed `Any`, and every command registered
+    as written (no wrapper around it): what a command raises is said once, by the command
+    group (`errors.Group.invoke`)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(cli.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= 200, f"{path.name}: over 200 lines"
+        names = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+        assert "Any" not in names, f"{path.name}: something typed Any"
+    groups = [cli.app, *(g.typer_instance for g in cli.app.registered_groups)]
+    for group in groups:
+        assert group is not None
+        for command in group.registered_commands:
+            assert command.callback is not None
+            assert not hasattr(command.callback, "__wrapped__"), command.callback
+            assert command.callback.__module__.startswith("difftest.cli."), command.callback

@@ -1,7 +1,8 @@
-"""The `difftest` command line: a file per command, each one call of `difftest.api`, then
-printing and the exit code; nothing here decides what a comparison means. Options shared by
-commands are declared once (`options`), errors said one way (`errors.said`). A new command is a
-function in a file of its own, registered below.
+"""The `difftest` command line: a file per kind of command (`compare`, `traces`, `gate`,
+`search`, `explain`, `cache`), each command one call of `difftest.api`, then printing and the
+exit code; nothing here decides what a comparison means. Options shared by commands are declared
+once (`options`); errors are said once, by the command group (`errors.Group`). A new command is a
+function in one of those files (or a file of its own), registered below.
 
 Nothing heavy is imported at module level, so `difftest --help` starts without numpy, pandas or
 torch.
@@ -14,9 +15,8 @@ from typing import Annotated
 
 import typer
 
-from difftest.cli import (audit, bisect, cache, calibrate, check, compare, explain, localize,
-                          noise, parse, probe, sweep)
-from difftest.cli.errors import Group, guarded
+from difftest.cli import cache, compare, explain, gate, search, traces
+from difftest.cli.errors import Group
 
 HELP = ("Compare what two arms of a speculative-decoding runner drafted, and prove the "
         "comparison could have failed.")
@@ -54,17 +54,16 @@ def _root(
         help="Print the version (and whether the compiled trace scanner is present), then "
              "exit.")] = False,
 ) -> None:
-    """Compare what two arms of a speculative-decoding runner drafted, and prove the
-    comparison could have failed."""
+    """The group's own options (its help is HELP, given to the Typer above)."""
 
 
-for command in (localize.localize, parse.parse, audit.audit, compare.compare, compare.export,
-                explain.explain, noise.noise, calibrate.calibrate, check.check, probe.probe,
-                sweep.sweep, bisect.bisect):
-    app.command()(guarded(command))
+for command in (search.localize, traces.parse, traces.audit, compare.compare, compare.export,
+                explain.explain, gate.noise, gate.calibrate, gate.check, gate.probe, gate.sweep,
+                search.bisect):
+    app.command()(command)
 app.add_typer(cache_app, name="cache")
-cache_app.command("list")(guarded(cache.cache_list))
-cache_app.command("prune")(guarded(cache.cache_prune))
+cache_app.command("list")(cache.cache_list)
+cache_app.command("prune")(cache.cache_prune)
 
 
 def main() -> None:

@@ -16,12 +16,11 @@ if TYPE_CHECKING:
 
 
 def emit_report(report: ComparisonReport, format: o.CompareFormat, csv: Path | None,
-                html: Path | None, missing: bool = False) -> None:
-    """The report on stdout in `format`, the files asked for, and the verdict's exit code."""
-    from difftest import api
+                missing: bool) -> None:
+    """The report on stdout in `format`, and the verdict's exit code (2 when a file it was to
+    write was not written)."""
     from difftest.report import comparison as render
 
-    _, unwritten = kept(lambda: api.write_reports(report, csv=csv, html=html))
     if csv is not None and report.comparison is None:
         typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
                    "compared", err=True)
@@ -34,7 +33,7 @@ def emit_report(report: ComparisonReport, format: o.CompareFormat, csv: Path | N
             report, saved_localizations(report.run_dir) if report.run_dir else ()))
     else:
         typer.echo(render.render_table(report))
-    done(report.exit_code, missing or unwritten)
+    done(report.exit_code, missing)
 
 
 def compare(
@@ -56,12 +55,11 @@ def compare(
     from difftest.flow.overrides import Overrides
     from difftest.flow.plan import RunOptions
 
-    api.check_outputs(csv, html, reads=[trace_a, trace_b, config or Path("difftest.toml")])
     report, missing = kept(lambda: api.compare(
         arm_a, arm_b, traces=api.Traces(trace_a, trace_b, line_prefix), comparison=comparison,
         config=config, overrides=o.record(Overrides, ctx.params),
-        options=o.record(RunOptions, ctx.params)))
-    emit_report(report, format, csv, html, missing)
+        options=o.record(RunOptions, ctx.params), outputs=api.Outputs(csv, html)))
+    emit_report(report, format, csv, missing)
 
 
 def export(
@@ -79,7 +77,7 @@ def export(
     from difftest import api
     from difftest.flow.overrides import Overrides
 
-    api.check_outputs(csv, html, run_dir=run_dir)
-    report = api.rejudge(run_dir, comparison=comparison,
-                         overrides=o.record(Overrides, ctx.params))
-    emit_report(report, format, csv, html)
+    report, missing = kept(lambda: api.rejudge(
+        run_dir, comparison=comparison, overrides=o.record(Overrides, ctx.params),
+        outputs=api.Outputs(csv, html)))
+    emit_report(report, format, csv, missing)

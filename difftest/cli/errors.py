@@ -1,12 +1,12 @@
 """The command line's one error translator (`said`): every usage error, bad parameter, failure
 of difftest and unwritable standard output becomes one `difftest: error: ...` line on stderr and
 its exit code (exit 1 is for "differ" only), without click's usage banner or a traceback.
-`Group` applies it to what click raises, `guarded` to what a command raises."""
+The command group (`Group`) applies it once: `main` to what click raises, `invoke` to what a
+command raises."""
 
 from __future__ import annotations
 
 import errno
-import functools
 import importlib
 import io
 import os
@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -23,7 +23,9 @@ from typer.core import TyperGroup
 from difftest.core.deprecation import one_line_on_stderr
 from difftest.core.errors import DifftestError, ExitCode
 
-P = ParamSpec("P")
+if TYPE_CHECKING:
+    from typer._click import Context  # the click typer vendors, whose Group this is
+
 R = TypeVar("R")
 STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)  # standard output itself failed
 
@@ -70,26 +72,6 @@ def die(line: str, code: ExitCode) -> NoReturn:
     sys.exit(int(code))
 
 
-def guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """A command whose errors are said (`said`) and exit with their code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        one_line_on_stderr()  # an old config key a command meets says so in one line
-        try:
-            return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except (Exception, KeyboardInterrupt) as exc:
-            if isinstance(exc, OSError) and exc.filename is None and exc.errno in STDOUT_ERRNOS:
-                raise  # standard output itself: the command group says so
-            line, code = said(exc)
-            typer.echo(line, err=True)
-            raise typer.Exit(int(code)) from None
-
-    return wrapper
-
-
 def _click() -> ModuleType:
     """The click exceptions typer raises: its own copy of click where it vendors one."""
     try:
@@ -113,8 +95,25 @@ def _quiet_stdout() -> None:
 
 
 class Group(TyperGroup):
-    """The command group: click's own errors, an interrupt and a failed standard output are
-    said the one way (`said`)."""
+    """The command group: what a command raises (`invoke`), click's own errors, an interrupt
+    and a failed standard output (`main`) are said the one way (`said`)."""
+
+    def invoke(self, ctx: Context) -> object:
+        """Run the command; what it raises is said on stderr and exits with its code. Click's
+        own errors and exits, and a failed standard output, go on to `main`."""
+        one_line_on_stderr()  # an old config key a command meets says so in one line
+        clicks: tuple[type[BaseException], ...] = (
+            typer.Exit, typer.Abort, *_of(_click(), "Exit", "Abort", "ClickException"))
+        try:
+            return super().invoke(ctx)
+        except clicks:
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            if isinstance(exc, OSError) and exc.filename is None and exc.errno in STDOUT_ERRNOS:
+                raise  # standard output itself: `main` says so
+            line, code = said(exc)
+            typer.echo(line, err=True)
+            raise typer.Exit(int(code)) from None
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,

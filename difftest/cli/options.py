@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from typer.models import OptionInfo
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -45,8 +46,10 @@ def _output_file(text: str) -> Path:
         raise typer.BadParameter(str(exc)) from None
 
 
-def output(name: str, help: str) -> Any:  # typer's OptionInfo, which it does not export
-    return typer.Option(name, help=help, parser=_output_file, metavar="FILE")
+def output(name: str, help: str) -> OptionInfo:
+    """A report file option: its value a path a report may be written to (`_output_file`)."""
+    option: OptionInfo = typer.Option(name, help=help, parser=_output_file, metavar="FILE")
+    return option
 
 
 TraceFile = Annotated[Path, typer.Argument(help="A captured trace (the runner's stderr).")]

@@ -21,6 +21,7 @@ from difftest.core.kinds import ArmSide, VerdictKind
 
 if TYPE_CHECKING:
     from difftest.config import ArmSpec, Config, ComparisonSpec
+    from difftest.core.force import ForceStream
     from difftest.execute.records import ArmResult
 
 LOCALIZE_DIR = "localize"  # RUN_DIR/localize/REQ-POS/
@@ -346,6 +347,63 @@ def _check_settings(name: str, reruns: Sequence[ArmResult]) -> None:
             "setting computes something B does not, and would excuse or blame every module")
 
 
+def _stream_at(a: ArmResult, name: str, step: tuple[str, int]) -> ForceStream:
+    """Arm A's committed stream (A named `name`), which must hold a verify step at `step`
+    (REQ, POS)."""
+    from difftest.core.errors import UsageError
+    from difftest.core.force import committed_stream
+    from difftest.trace import parse_trace
+
+    req, pos = step
+    stream = committed_stream(parse_trace(a.stderr_path))
+    steps = stream.requests.get(req)
+    if not steps or pos not in {s.pos for s in steps}:
+        known = (f"its steps of {req} are at positions {steps[0].pos}..{steps[-1].pos}"
+                 if steps else f"it traced no request {req!r} (requests: "
+                               f"{', '.join(list(stream.requests)[:8])})")
+        raise UsageError(f"--at {req}:{pos}: arm {name} traced no verify step there; "
+                         f"{known}")
+    return stream
+
+
+def _capturing(key: str, arm: ArmSpec, step: tuple[str, int], where: Path,
+               force: Path) -> ArmSpec:
+    """An arm rerun as `KEY-NAME`, capturing its draft forward at `step` into `where`."""
+    from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
+    from difftest.core.force import FORCE_ENV
+
+    req, pos = step
+    env = {k: v for k, v in arm.env.items() if k != FORCE_ENV}
+    env.update({CAPTURE_ENV: f"{req}:{pos}",
+                CAPTURE_DIR_ENV: str(where.resolve()),
+                "VT_SPEC_TRACE": arm.env.get("VT_SPEC_TRACE") or "1"})
+    # every arm on A's stream: A's replay of its own stream is its free run, and a runner
+    # whose forced steps compute on another schedule than its free ones (transformers: one
+    # generate call per step) then captures every arm on the same schedule
+    env[FORCE_ENV] = str(force.resolve())
+    return arm.with_changes(name=f"{key}-{arm.name}", env=env)
+
+
+def _captured(arms: list[ArmSpec], folder: Path, where: list[Path]) -> dict[str, ArmResult]:
+    """The capturing arms run into `folder`: each must succeed and leave its capture (`where`,
+    one per arm)."""
+    from difftest.core.activations import CAPTURE_ENV
+    from difftest.core.errors import UsageError
+    from difftest.execute import run_arms
+
+    done = run_arms(arms, folder, progress=False)
+    for arm in arms:
+        failed = done[arm.name].failure()
+        if failed is not None:
+            raise UsageError(f"localize: rerun of arm {arm.name}: {failed}")
+    for rerun, capture in zip(arms, where, strict=True):
+        if not capture.is_dir():
+            raise UsageError(f"localize: arm {rerun.name} wrote no capture in {capture}: does "
+                             f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
+                             "runners do)")
+    return done
+
+
 def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                  atol: float | None = None, comparison: str | None = None,
                  baseline: str | None = None,
@@ -358,13 +416,11 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     `config`, else the config a check run records, else the default one), it is rerun alike
     and each module is judged against its own background."""
     from difftest.core.atomic import write_json_atomic, write_text_atomic
-    from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.config import ArmSpec
     from difftest.core.errors import UsageError
-    from difftest.execute import load_run, run_arms
-    from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
+    from difftest.execute import load_run
+    from difftest.core.force import FORCE_NAME, write_force_file
     from difftest.flow.plan import read_run
-    from difftest.trace import parse_trace
 
     run_dir = Path(run_dir)
     if atol is not None:
@@ -387,14 +443,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                          f"{verdict.value}); name one with --at REQ:POS")
     req, pos = at if at is not None else first  # type: ignore[misc]  # one is set
     a, b = results[spec.arm_a], results[spec.arm_b]
-    stream = committed_stream(parse_trace(a.stderr_path))
-    steps = stream.requests.get(req)
-    if not steps or pos not in {s.pos for s in steps}:
-        known = (f"its steps of {req} are at positions {steps[0].pos}..{steps[-1].pos}"
-                 if steps else f"it traced no request {req!r} (requests: "
-                               f"{', '.join(list(stream.requests)[:8])})")
-        raise UsageError(f"--at {req}:{pos}: arm {spec.arm_a} traced no verify step there; "
-                         f"{known}")
+    stream = _stream_at(a, spec.arm_a, (req, pos))
     # a comparison the run's report.md is not of keeps its steps apart, under its name (names
     # are checked where the config is read: no separator, no `..`; NAME/MUTATION nests)
     base = run_dir / LOCALIZE_DIR if in_report else run_dir / LOCALIZE_DIR / spec.name
@@ -412,33 +461,14 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                                   cwd=Path(b.cwd) if b.cwd else None))]
     if base_arm is not None:
         reruns.append(("b0", base_arm))
-    arms = []
-    for key, arm in reruns:
-        env = {k: v for k, v in arm.env.items() if k != FORCE_ENV}
-        env.update({CAPTURE_ENV: f"{req}:{pos}",
-                    CAPTURE_DIR_ENV: str(where[key].resolve()),
-                    "VT_SPEC_TRACE": arm.env.get("VT_SPEC_TRACE") or "1"})
-        # every arm on A's stream: A's replay of its own stream is its free run, and a runner
-        # whose forced steps compute on another schedule than its free ones (transformers: one
-        # generate call per step) then captures every arm on the same schedule
-        env[FORCE_ENV] = str(force.resolve())
-        arms.append(arm.with_changes(name=f"{key}-{arm.name}", env=env))
+    arms = [_capturing(key, arm, (req, pos), where[key], force) for key, arm in reruns]
     if base_arm is not None and _same_run(arms[1], arms[2]):
         raise UsageError(f"--baseline {base_name}: it runs what arm B ({spec.arm_b}) runs (the "
                          "same command, environment and directory): a baseline must be a run "
                          "that differs from B only by benign numerics (e.g. another dtype), not "
                          "B under another name, whose background would excuse every module")
     folder.mkdir(parents=True, exist_ok=True)
-    done = run_arms(arms, folder, progress=False)
-    for arm in arms:
-        failed = done[arm.name].failure()
-        if failed is not None:
-            raise UsageError(f"localize: rerun of arm {arm.name}: {failed}")
-    for (key, _), rerun in zip(reruns, arms, strict=True):
-        if not where[key].is_dir():
-            raise UsageError(f"localize: arm {rerun.name} wrote no capture in {where[key]}: does "
-                             f"its runner implement {CAPTURE_ENV}? (the reference, hf and mlx "
-                             "runners do)")
+    done = _captured(arms, folder, [where[key] for key, _ in reruns])
     if base_arm is not None:
         _check_settings(str(base_name), [done[arm.name] for arm in arms])
     tol = spec.rules.atol if atol is None else atol

@@ -79,6 +79,19 @@ def _block_end(end: int, req: int = 0) -> tuple[str, tuple[str, ...]]:
 
 def _made(cls: CoverageClass, eos: EosIds) -> list[tuple[str, tuple[str, ...]]]:
     """One class's inputs (label, arguments), each aimed at the state the class counts."""
+    if cls is _C.EOS:  # a request ending inside a drafted block, and on its bonus token
+        return [_eos(i) for i in (*eos.drafted, *eos.bonus)]
+    if cls is _C.EOS_BONUS:
+        return [_eos(i) for i in eos.bonus]
+    if cls in (_C.PAGE_BOUNDARY, _C.PAGE_END, _C.PAGE_ORDER, _C.PREFIX_SHARED,
+               _C.PREFIX_PARTIAL):
+        return _paged(cls)
+    return _drafted(cls)
+
+
+def _paged(cls: CoverageClass) -> list[tuple[str, tuple[str, ...]]]:
+    """The inputs of a class about the page table: blocks, requests and shared prefixes placed
+    at a page's edges."""
     ends = [PAGE_SIZE * m - 1 for m in (1, 2)]  # a page's last slot
     if cls is _C.PAGE_BOUNDARY:  # the block ends on the last slot, crosses it by one, by two
         return [_block_end(e + d) for e in ends for d in (0, 1, 2)]
@@ -87,6 +100,15 @@ def _made(cls: CoverageClass, eos: EosIds) -> list[tuple[str, tuple[str, ...]]]:
     if cls is _C.PAGE_ORDER:
         return [(f"requests={r} prompt_len=20", ("--requests", str(r), "--prompt-len", "20"))
                 for r in (2, 3, 4)]
+    if cls is _C.PREFIX_SHARED:  # prefixes ending before, on and after a page boundary
+        return [_prefix(e + d) for e in ends for d in (0, 1, 2)]
+    # PREFIX_PARTIAL: prefixes ending inside a page: filling all but one of its slots, one of
+    # them, half of them
+    return [_prefix(e + d) for e in ends for d in (0, 2, PAGE_SIZE // 2 + 1)]
+
+
+def _drafted(cls: CoverageClass) -> list[tuple[str, tuple[str, ...]]]:
+    """The inputs of a class about drafted blocks: their widths, windows, lengths, batches."""
     if cls is _C.VERIFY_WIDTHS:  # every width 1 + (1..k), in rotated orders
         lens = list(range(1, K + 1))
         return [(f"draft_lens={','.join(map(str, o))}", ("--draft-lens", ",".join(map(str, o))))
@@ -94,15 +116,6 @@ def _made(cls: CoverageClass, eos: EosIds) -> list[tuple[str, tuple[str, ...]]]:
     if cls is _C.WINDOW_EDGE:
         return [(f"window={w}", ("--layer-masks", f"full,sliding:{w}"))
                 for w in (7, 8, 9, 15, 16, 17)]
-    if cls is _C.PREFIX_SHARED:  # prefixes ending before, on and after a page boundary
-        return [_prefix(e + d) for e in ends for d in (0, 1, 2)]
-    if cls is _C.PREFIX_PARTIAL:  # prefixes ending inside a page: filling all but one of its
-        # slots, one of them, half of them
-        return [_prefix(e + d) for e in ends for d in (0, 2, PAGE_SIZE // 2 + 1)]
-    if cls is _C.EOS:  # a request ending inside a drafted block, and on its bonus token
-        return [_eos(i) for i in (*eos.drafted, *eos.bonus)]
-    if cls is _C.EOS_BONUS:
-        return [_eos(i) for i in eos.bonus]
     if cls is _C.REJECTION:  # long blocks: some drafted token is rejected
         return [(f"draft_lens={d}", ("--draft-lens", d)) for d in ("1", "1,2", "4")]
     if cls is _C.FULL_ACCEPT:  # short blocks, so that acceptance reaches the last drafted slot

@@ -171,10 +171,29 @@ def check_switch(toggle: Sequence[str] | None, a: Side, b: Side) -> SwitchCheck:
     report one effective configuration are INERT; with `toggle = []` (the switch has no
     trace-visible effect) the report says so instead."""
     ea, eb = (effective(s.name, s.trace, s.result) for s in (a, b))
+    inert, blind, engaged = _toggled(toggle or (), (a, ea), (b, eb))
+    for side, eff in ((a, ea), (b, eb)):
+        inert += _evidence_failures(side, eff)
+    notes = [*ea.notes, *eb.notes]
+    if engaged and not inert:
+        notes.append("the switch engaged: " + "; ".join(engaged))
+    if not toggle:
+        _untoggled(toggle, (a, ea), (b, eb), inert, notes)
+    if inert:
+        return SwitchCheck(VerdictKind.INERT, (*inert, *blind, *notes))
+    if blind:
+        return SwitchCheck(VerdictKind.UNINFORMATIVE, (*blind, *notes))
+    return SwitchCheck(None, tuple(notes))
+
+
+def _toggled(toggle: Sequence[str], one: tuple[Side, Effective], two: tuple[Side, Effective]
+             ) -> tuple[list[str], list[str], list[str]]:
+    """Each toggled setting as the arms report it: (inert, blind, engaged) lines."""
+    (a, ea), (b, eb) = one, two
     inert: list[str] = []
     blind: list[str] = []
     engaged: list[str] = []
-    for key in toggle or ():
+    for key in toggle:
         va, vb = ea.values.get(key), eb.values.get(key)
         if va is None and vb is None:
             where = f"{CONFIG_SOURCE} setting" + (
@@ -191,25 +210,22 @@ def check_switch(toggle: Sequence[str] | None, a: Side, b: Side) -> SwitchCheck:
                          f"engage, so {a.name} was compared with itself")
         else:
             engaged.append(f"{key} {va} ({a.name}) -> {vb} ({b.name})")
-    for side, eff in ((a, ea), (b, eb)):
-        inert += _evidence_failures(side, eff)
-    notes = [*ea.notes, *eb.notes]
-    if engaged and not inert:
-        notes.append("the switch engaged: " + "; ".join(engaged))
-    if not toggle:
-        same = _launched_differently_as_one(a, b, ea, eb)
-        if same is not None and toggle is None:
-            inert.append(f"{a.name} and {b.name} were launched differently but report the same "
-                         f"effective configuration ({same}): nothing shows the difference "
-                         "reached the runner. Declare the setting the comparison is about as "
-                         "its `toggle`, or `toggle = []` where the switch has no "
-                         "trace-visible effect")
-        elif same is not None:
-            notes.append(f"toggle = []: the comparison declares that its switch has no "
-                         f"trace-visible effect; {a.name} and {b.name} were launched differently "
-                         f"and report the same effective configuration ({same})")
-    if inert:
-        return SwitchCheck(VerdictKind.INERT, (*inert, *blind, *notes))
-    if blind:
-        return SwitchCheck(VerdictKind.UNINFORMATIVE, (*blind, *notes))
-    return SwitchCheck(None, tuple(notes))
+    return inert, blind, engaged
+
+
+def _untoggled(toggle: Sequence[str] | None, one: tuple[Side, Effective],
+               two: tuple[Side, Effective], inert: list[str], notes: list[str]) -> None:
+    """Without a toggle: arms launched differently that report one effective configuration are
+    INERT (added to `inert`); with `toggle = []` a note says so (added to `notes`)."""
+    (a, ea), (b, eb) = one, two
+    same = _launched_differently_as_one(a, b, ea, eb)
+    if same is not None and toggle is None:
+        inert.append(f"{a.name} and {b.name} were launched differently but report the same "
+                     f"effective configuration ({same}): nothing shows the difference "
+                     "reached the runner. Declare the setting the comparison is about as "
+                     "its `toggle`, or `toggle = []` where the switch has no "
+                     "trace-visible effect")
+    elif same is not None:
+        notes.append(f"toggle = []: the comparison declares that its switch has no "
+                     f"trace-visible effect; {a.name} and {b.name} were launched differently "
+                     f"and report the same effective configuration ({same})")

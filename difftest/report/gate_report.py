@@ -219,25 +219,7 @@ def check_markdown(result: CheckResult) -> str:
     if warned:
         lines += ["", "### Warnings", ""]
         lines += [f"- {md_code(name)}: {md_inline(w)}" for name, w in warned]
-    if result.probes:
-        lines += ["", "### Mutation probes", "", "| comparison | mutation | result | killed by |",
-                  "|---|---|---|---|"]
-        for name, p in result.probes.items():
-            for m in p.mutations:
-                lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
-                             f"{m.result if m.killed or not m.applied else f'**{m.result}**'} | "
-                             f"{md_inline(m.killed_by or '-')} |")
-            lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
-    if result.sweeps:
-        lines += ["", "### Sweeps (inputs generated to reach each state)", "",
-                  "| comparison | state | inputs | exercised | differed | uninformative | "
-                  "not run |", "|---|---|---|---|---|---|---|"]
-        for sw in result.sweeps:
-            lines += [f"| {md_code(sw.comparison)} | {md_inline(c.cls.label)} ({md_code(c.cls.value)})"
-                      f" | {c.inputs} | {c.covered if c.covered else '**0**'} | {c.differed} | "
-                      f"{c.uninformative} | {c.not_run} |" for c in sw.classes]
-        lines += [""] + [f"- {md_code(sw.comparison)}: {md_inline(sweep_summary(sw))}"
-                         for sw in result.sweeps]
+    lines += _probes_markdown(result) + _sweeps_markdown(result)
     for r in result.reports:
         if r.verdict.passed:
             continue
@@ -253,6 +235,37 @@ def check_markdown(result: CheckResult) -> str:
     if result.run_dir:
         lines += ["", f"Run directory: {md_code(str(result.run_dir))}"]
     return "\n".join(lines) + "\n"
+
+
+def _probes_markdown(result: CheckResult) -> list[str]:
+    """check.md's table of mutation probes (none without probes)."""
+    if not result.probes:
+        return []
+    lines = ["", "### Mutation probes", "", "| comparison | mutation | result | killed by |",
+             "|---|---|---|---|"]
+    for name, p in result.probes.items():
+        for m in p.mutations:
+            lines.append(f"| {md_code(name)} | {md_code(m.name)} | "
+                         f"{m.result if m.killed or not m.applied else f'**{m.result}**'} | "
+                         f"{md_inline(m.killed_by or '-')} |")
+        lines.append(f"| {md_code(name)} | score | **{p.mutation_score:.2f}** | |")
+    return lines
+
+
+def _sweeps_markdown(result: CheckResult) -> list[str]:
+    """check.md's table of sweeps, a line for each sweep under it (none without sweeps)."""
+    if not result.sweeps:
+        return []
+    lines = ["", "### Sweeps (inputs generated to reach each state)", "",
+             "| comparison | state | inputs | exercised | differed | uninformative | "
+             "not run |", "|---|---|---|---|---|---|---|"]
+    for sw in result.sweeps:
+        lines += [f"| {md_code(sw.comparison)} | {md_inline(c.cls.label)} ({md_code(c.cls.value)})"
+                  f" | {c.inputs} | {c.covered if c.covered else '**0**'} | {c.differed} | "
+                  f"{c.uninformative} | {c.not_run} |" for c in sw.classes]
+    lines += [""] + [f"- {md_code(sw.comparison)}: {md_inline(sweep_summary(sw))}"
+                     for sw in result.sweeps]
+    return lines
 
 
 def _shas(reports: Sequence[ComparisonReport]) -> dict[str, str]:

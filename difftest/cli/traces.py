@@ -1,7 +1,9 @@
-"""`difftest audit`: whether one trace could ever fail a comparison."""
+"""The commands that read one captured trace: `parse` (its events, and the findings on its
+lines) and `audit` (whether it could ever fail a comparison)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +11,33 @@ import typer
 
 from difftest.cli import options as o
 from difftest.cli.errors import done
+from difftest.core.errors import UsageError
+
+
+def parse(
+    file: o.TraceFile,
+    format: Annotated[o.ParseFormat, typer.Option(
+        "--format", "-f", help="Output: a table of events, JSON, or CSV.")] = o.ParseFormat.table,
+    rows: Annotated[str, typer.Option(
+        "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
+                       "every event.")] = "40",
+    line_prefix: o.LinePrefix = None,
+) -> None:
+    """Print the parsed events of one trace, and the findings on its lines."""
+    from difftest import api
+    from difftest.report import events
+
+    limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
+    if limit is not None and limit < 0:
+        raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
+    trace = api.parse(file, line_prefix=line_prefix)
+    if format is o.ParseFormat.json:
+        events.write_json(trace, sys.stdout)
+    elif format is o.ParseFormat.csv:
+        events.write_csv(trace, sys.stdout)
+    else:
+        events.write_table(trace, sys.stdout, limit)
+    sys.stdout.flush()
 
 
 def audit(
