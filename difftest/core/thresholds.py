@@ -479,6 +479,41 @@ def _check_atol(path: Path, atol: float, prov: dict[str, Any]) -> None:
                              "not a hand edit; recalibrate")
 
 
+def _logit_level(path: Path, level: object, values: dict[str, float],
+                 prov: dict[str, Any]) -> float | None:
+    """`[benign]`'s logit_level: a finite number >= 0, never above the largest benign
+    difference nor atol (calibrate writes a quantile of the benign differences; a higher level
+    would count no row of any arm above it)."""
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, (int, float)) \
+            or not math.isfinite(level) or level < 0:
+        raise ThresholdError(f"{path}: [benign]: key 'logit_level': must be a finite number >= 0, "
+                             f"got {level!r}")
+    largest = prov.get("largest_benign")
+    cap, said = values["atol"], f"atol {values['atol']:g}"
+    if isinstance(largest, (int, float)) and not isinstance(largest, bool) and largest < cap:
+        cap, said = float(largest), f"the largest benign difference {largest:g}"
+    if level > cap:
+        raise ThresholdError(f"{path}: [benign]: key 'logit_level': {level:g} is above {said}"
+                             " ([provenance]/[thresholds]): calibrate writes a quantile of "
+                             "the benign differences; recalibrate")
+    return float(level)
+
+
+def _check_above(path: Path, above: BenignRate | None, level: float | None) -> None:
+    """The rate above the level: only with the level stated, and at most the share of rows
+    the level's quantile leaves above it."""
+    if above is not None and level is None:
+        raise ThresholdError(f"{path}: [benign.above_level]: a rate of rows above a level, and "
+                             "[benign] has no key 'logit_level' to say which; recalibrate")
+    if above is not None and above.events > (1.0 - LEVEL_QUANTILE) * above.rows:
+        raise ThresholdError(f"{path}: [benign.above_level]: {above.events} of {above.rows} rows "
+                             f"above the benign level: at most {1.0 - LEVEL_QUANTILE:.0%} are, "
+                             f"the level being the benign rows' {LEVEL_QUANTILE:g} quantile; "
+                             "recalibrate")
+
+
 def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
                 prov: dict[str, Any]) -> Calibrated:
     """The `[benign]` and `[machine]` tables (absent from files written before them)."""
@@ -491,32 +526,8 @@ def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
                                  f"{', '.join((*BENIGN_RATES, 'logit_level'))})")
     rates = {k: BenignRate.of(f"{path}: [benign.{k}]", benign[k], armed=False)
              if k in benign else None for k in BENIGN_RATES}
-    level = benign.get("logit_level")
-    if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))
-                              or not math.isfinite(level) or level < 0):
-        raise ThresholdError(f"{path}: [benign]: key 'logit_level': must be a finite number >= 0, "
-                             f"got {level!r}")
-    if level is not None:
-        # calibrate's level is a quantile of the benign differences, so never above their
-        # largest nor atol: a higher one would count no row of any arm above it
-        largest = prov.get("largest_benign")
-        cap, said = values["atol"], f"atol {values['atol']:g}"
-        if isinstance(largest, (int, float)) and not isinstance(largest, bool) \
-                and largest < cap:
-            cap, said = float(largest), f"the largest benign difference {largest:g}"
-        if level > cap:
-            raise ThresholdError(f"{path}: [benign]: key 'logit_level': {level:g} is above {said}"
-                                 " ([provenance]/[thresholds]): calibrate writes a quantile of "
-                                 "the benign differences; recalibrate")
-    above = rates["above_level"]
-    if above is not None and level is None:
-        raise ThresholdError(f"{path}: [benign.above_level]: a rate of rows above a level, and "
-                             "[benign] has no key 'logit_level' to say which; recalibrate")
-    if above is not None and above.events > (1.0 - LEVEL_QUANTILE) * above.rows:
-        raise ThresholdError(f"{path}: [benign.above_level]: {above.events} of {above.rows} rows "
-                             f"above the benign level: at most {1.0 - LEVEL_QUANTILE:.0%} are, "
-                             f"the level being the benign rows' {LEVEL_QUANTILE:g} quantile; "
-                             "recalibrate")
+    level = _logit_level(path, benign.get("logit_level"), values, prov)
+    _check_above(path, rates["above_level"], level)
     for key, rate in rates.items():
         if rate is not None:
             rate.armed(f"{path}: [benign.{key}]")
@@ -525,6 +536,5 @@ def _calibrated(path: Path, data: dict[str, Any], values: dict[str, float],
         raise ThresholdError(f"{path}: [machine]: must be a table of strings")
     bitwise = (values["atol"] == 0.0 and values["rtol"] == 0.0
                and prov.get("largest_benign", None) == 0.0)
-    return Calibrated(str(path), rates["near_tie_flips"],
-                      None if level is None else float(level), rates["above_level"],
+    return Calibrated(str(path), rates["near_tie_flips"], level, rates["above_level"],
                       tuple(machine.items()), bitwise)
