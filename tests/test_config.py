@@ -25,6 +25,23 @@ TWO_ARMS = ARM + '[arms.other]\ncommand = ["python", "y.py"]\n'
 # --- the shipped configs --------------------------------------------------------------------
 
 
+def test_every_shipped_thresholds_file_records_its_machine_and_benign_rates() -> None:
+    # a file without its machine cannot say whether it holds here (a bitwise file is bitwise on
+    # one machine), and one without benign rates leaves the near-tie flip rate unjudged
+    from difftest.core.thresholds import read_thresholds
+    files = sorted((REPO / "difftest" / "configs").glob("*.thresholds.toml"))
+    assert len(files) >= 13
+    lacking = []
+    for path in files:
+        cal = read_thresholds(path).calibrated
+        if cal is None or not cal.machine:
+            lacking.append(f"{path.name}: no [machine]")
+        elif cal.near_tie_flips is None:
+            lacking.append(f"{path.name}: no [benign.near_tie_flips]")
+    assert not lacking, "recalibrate with `difftest calibrate --config ... -c NAME`: " + \
+        "; ".join(lacking)
+
+
 def test_default_config_is_the_packaged_file() -> None:
     path = default_config_path()
     assert path == REPO / "difftest" / "configs" / "default.toml"
@@ -34,7 +51,8 @@ def test_default_config_is_the_packaged_file() -> None:
 def test_default_config_arms_and_comparisons() -> None:
     cfg = load_config(default_config_path())
     assert list(cfg.arms) == ["paged", "materialized", "scalars-on", "scalars-off",
-                              "paged-split", "paged-nondet", "sampled-target", "sampled-spec"]
+                              "paged-split", "paged-nondet", "sampled-target", "sampled-spec",
+                              "sampled-target-t1", "sampled-spec-t1"]
     for name, arm in cfg.arms.items():
         assert arm.command[:3] == (sys.executable, "-m", "difftest.runners.reference")
         # the sampled arms are judged on their emitted streams and [spec-sample] lines
@@ -46,6 +64,14 @@ def test_default_config_arms_and_comparisons() -> None:
     assert sampled.rules.toggle == ("spec",)
     assert "--no-spec" in cfg.arms["sampled-target"].command
     assert "--no-spec" not in cfg.arms["sampled-spec"].command
+    # noise reuse is judged where the uniform decides drafts: temperature 1, top-p 1
+    t1 = cfg.comparisons["sampled-t1"]
+    assert (t1.arm_a, t1.arm_b, t1.rules.decoding, t1.mutations) == (
+        "sampled-target-t1", "sampled-spec-t1", DecodingMode.SAMPLED, ("noise-reuse",))
+    for name in ("sampled-target-t1", "sampled-spec-t1"):
+        argv = cfg.arms[name].command
+        assert argv[argv.index("--temperature") + 1] == "1.0"
+        assert argv[argv.index("--top-p") + 1] == "1.0"
     # the lanes are chosen as vllm.cpp chooses them, by VT_DFLASH_PAGED alone, and each arm's
     # evidence says what its output must show
     assert "--lane" not in cfg.arms["materialized"].command
