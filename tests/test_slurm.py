@@ -208,8 +208,8 @@ def test_check_j2_on_the_shipped_config_through_srun_passes(slurm: None, tmp_pat
                           cwd=tmp_path, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results, _ = load_run(next((tmp_path / "runs").iterdir()))
-    assert len(results) == 16  # 6 arms, 3 mutated, 2 reruns for the nondet noise floor, and the
-    # sampled comparison's two arms and its three mutated ones
+    assert len(results) == 19  # 6 arms, 3 mutated, 2 reruns for the nondet noise floor, the
+    # sampled comparison's two arms and its three mutated ones, and sampled-t1's two and one
     assert all(r.launcher == ["srun", "-Q", "--"] and r.job_id for r in results.values())
 
 

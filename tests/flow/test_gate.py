@@ -39,7 +39,8 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     root = ET.parse(junit).getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
     probed = ("lanes", "split", "nondet")
-    assert set(cases) == {"lanes", "scalars", "split", "nondet", "sampled"} | {
+    assert set(cases) == {"lanes", "scalars", "split", "nondet", "sampled", "sampled-t1",
+                          "sampled-t1/probe/noise-reuse"} | {
         f"{c}/probe/{m}" for c in probed
         for m in ("causal-mask", "skip-kv-write", "stale-seq-lens")} | {
         "scalars/probe/arm-b-as-a"} | {  # the built-in probe of a `differ` comparison
@@ -54,7 +55,8 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert "| PASS | `nondet` | `paged-nondet` vs `materialized` | **AGREE** (expect same): passed, exit 0 |" in text
     run_dir = next((tmp_path / "runs").iterdir())
     # six shared arms, three mutated ones and two reruns for the noise floor, the sampled
-    # comparison's two arms and its three mutated ones, each run once
+    # comparison's two arms and its three mutated ones, the temperature-1 comparison's two and
+    # its mutated one, each run once
     meta = json.loads((run_dir / "meta.json").read_text())
     assert sorted(meta["arms"]) == sorted(["paged", "materialized", "scalars-on", "scalars-off",
                                            "paged-split", "paged-nondet", "paged-nondet#run2",
@@ -65,7 +67,9 @@ def test_check_default_config_writes_junit_and_markdown(tmp_path: Path) -> None:
                                            "sampled-target", "sampled-spec",
                                            "sampled-spec+temperature-draft-only",
                                            "sampled-spec+top-p-draft-only",
-                                           "sampled-spec+residual-unnormalised"])
+                                           "sampled-spec+residual-unnormalised",
+                                           "sampled-target-t1", "sampled-spec-t1",
+                                           "sampled-spec-t1+noise-reuse"])
     assert (run_dir / "junit.xml").exists() and (run_dir / "diff-lanes.csv").exists()
 
 
