@@ -66,7 +66,7 @@ def test_default_config_arms_and_comparisons() -> None:
     assert "--no-spec" not in cfg.arms["sampled-spec"].command
     # noise reuse is judged where the uniform decides drafts: temperature 1, top-p 1
     t1 = cfg.comparisons["sampled-t1"]
-    assert (t1.arm_a, t1.arm_b, t1.rules.decoding, t1.mutations) == (
+    assert (t1.arm_a, t1.arm_b, t1.rules.decoding, t1.rules.mutations) == (
         "sampled-target-t1", "sampled-spec-t1", DecodingMode.SAMPLED, ("noise-reuse",))
     for name in ("sampled-target-t1", "sampled-spec-t1"):
         argv = cfg.arms[name].command
