@@ -103,10 +103,11 @@ def test_degenerate_config_is_level_one_on_the_degenerate_fixture() -> None:
     default = load_config(default_config_path())
     # the default's arms and comparisons of the motivating case (the numerics lanes are
     # level-3 instruments and the sampled pair a distribution one: no degenerate twin)
-    twinless = ("paged-split", "paged-nondet", "sampled-target", "sampled-spec")
+    twinless = ("paged-split", "paged-nondet", "sampled-target", "sampled-spec",
+                "sampled-target-t1", "sampled-spec-t1")
     assert list(cfg.arms) == [a for a in default.arms if a not in twinless]
     assert list(cfg.comparisons) == [c for c in default.comparisons
-                                     if c not in ("split", "nondet", "sampled")]
+                                     if c not in ("split", "nondet", "sampled", "sampled-t1")]
     for name, arm in cfg.arms.items():
         assert arm.env["VT_SPEC_TRACE"] == "1"
         i = arm.command.index("--fixture")
