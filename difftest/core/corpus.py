@@ -1,9 +1,10 @@
-"""The bug corpus's record: each known-wrong variant of the reference runner, the state it needs
-an input to reach, which kind of difference it must show, and where the class was seen.
+"""The bug corpus's record: each known-wrong variant of a runner, the state it needs an input to
+reach, which kind of difference it must show, where the class was seen, and which runners carry
+it (a class that exists in the transformers or mlx runner is planted there too).
 
-Plain data, no torch: the config loader, the runner's option check, `sweep` and
-`scripts/bug_recall.py` all read it; the runner's implementation is
-`difftest.runners.reference.bugs`. Each coverage class is a counter of the runner's
+Plain data, no torch: the config loader, the runners' option checks, `sweep` and
+`scripts/bug_recall.py` all read it; the implementations are
+`difftest.runners.reference.bugs` and the hf and mlx runners' `corpus` modules. Each coverage class is a counter of the runner's
 `[spec-coverage]` line (docs/trace-format.md) and its threshold is here, once.
 """
 
@@ -72,11 +73,22 @@ class Lane(StrEnum):
     ANY = "any"
 
 
+class Runner(StrEnum):
+    """A runner of this package that can carry corpus mutations (`python -m
+    difftest.runners.NAME --list-mutations` lists the ones it carries)."""
+
+    REFERENCE = "reference"
+    HF = "hf"
+    MLX = "mlx"
+
+
 @dataclass(frozen=True)
 class Mutation:
     """One corpus entry. `needs` is what an input must exercise for the bug to act at all;
     `inputs` are runner arguments that make such inputs (added to both arms by sweep and recall);
-    `judged_by` the shipped comparison it is judged through; a control has no `shows`."""
+    `judged_by` the shipped comparison it is judged through (the reference runner's; the hf and
+    mlx runners judge through their `rerun`, a control under `judged_by`'s tolerance where their
+    config has that comparison); `runners` those that carry it; a control has no `shows`."""
 
     name: str
     bug_class: str
@@ -85,6 +97,7 @@ class Mutation:
     source: str
     lane: Lane = Lane.ANY
     judged_by: str = "lanes"
+    runners: tuple[Runner, ...] = (Runner.REFERENCE,)
 
     @property
     def control(self) -> bool:
@@ -93,6 +106,8 @@ class Mutation:
 
 _P, _A = Lane.PAGED, Lane.ANY
 _C = CoverageClass
+_ALL = (Runner.REFERENCE, Runner.HF, Runner.MLX)
+_HF_MLX = (Runner.HF, Runner.MLX)
 CORPUS: tuple[Mutation, ...] = (
     # The three attention mutations the runner always had.
     Mutation("causal-mask", "draft mask made causal", (), BugKind.DRAFTER,
@@ -115,12 +130,12 @@ CORPUS: tuple[Mutation, ...] = (
              (_C.PREFIX_PARTIAL,), BugKind.DRAFTER,
              "class seen in prefix-caching fixes (vLLM, SGLang)", _P),
     Mutation("sliding-window-edge", "sliding-window edge", (_C.WINDOW_EDGE,), BugKind.DRAFTER,
-             "class seen in sliding-window fixes (vLLM, SGLang)"),
+             "class seen in sliding-window fixes (vLLM, SGLang)", runners=_ALL),
     Mutation("kv-not-rolled-back", "KV not rolled back after a rejection", (_C.REJECTION,),
              BugKind.STATE, "class seen in speculative-decoding rollback fixes"),
     Mutation("verify-width-path", "kernel path wrong at one verify width",
              (_C.VERIFY_WIDTHS,), BugKind.STATE,
-             "class seen as llama.cpp's batch-width divergences"),
+             "class seen as llama.cpp's batch-width divergences", runners=_ALL),
     Mutation("accept-one-too-many", "one token accepted too many", (_C.REJECTION,),
              BugKind.STATE, "class seen in accepted-count fixes, e.g. vLLM PR #50021"),
     Mutation("last-draft-never-accepted", "acceptance loop stops one short", (_C.FULL_ACCEPT,),
@@ -132,6 +147,9 @@ CORPUS: tuple[Mutation, ...] = (
              BugKind.DRAFTER, "class seen in EAGLE-style hidden-state offset fixes"),
     Mutation("drafter-rejected-hidden", "drafter fed hidden states of rejected tokens",
              (_C.REJECTION,), BugKind.DRAFTER, "class seen in EAGLE-style hidden-state fixes"),
+    # The draft mask's class in the transformers and mlx runners (the reference's causal-mask).
+    Mutation("broken-mask", "draft mask of the wrong causality", (), BugKind.DRAFTER,
+             "class seen in attention-mask fixes of block drafters", runners=_HF_MLX),
     # Harmless controls: each must stay AGREE.
     Mutation("control-page-layout", "a different but exact page layout", (), None,
              "control", _P),
@@ -139,7 +157,31 @@ CORPUS: tuple[Mutation, ...] = (
              "control"),
     Mutation("control-reordered-reduction", "attention partials reduced in reverse order", (),
              None, "control", _A, "split"),
+    # the draft's sdpa given an explicit causal mask instead of its causal flag: the same
+    # attention, which transformers' sdpa may round otherwise (judged under `attn`'s tolerance)
+    Mutation("control-explicit-mask", "sdpa with an explicit causal mask, not its causal flag",
+             (), None, "control", _A, "attn", _HF_MLX),
 )
 
 BY_NAME: dict[str, Mutation] = {m.name: m for m in CORPUS}
 NAMES: tuple[str, ...] = tuple(m.name for m in CORPUS)
+
+
+def carried_by(runner: Runner) -> tuple[Mutation, ...]:
+    """The records a runner carries, in corpus order."""
+    return tuple(m for m in CORPUS if runner in m.runners)
+
+
+def names_of(runner: Runner) -> tuple[str, ...]:
+    return tuple(m.name for m in carried_by(runner))
+
+
+def listing(runner: Runner) -> str:
+    """The records a runner carries as a table, one a line (each runner's `--list-mutations`)."""
+    rows = [("name", "class", "needs", "shows", "lane")]
+    for m in carried_by(runner):
+        rows.append((m.name, m.bug_class, ",".join(c.value for c in m.needs) or "-",
+                     m.shows.value if m.shows else "control (must agree)", m.lane.value))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
+                   for r in rows)

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from difftest.core.errors import DifftestError, ExitCode
-from difftest.core.errors import UsageError as DifftestUsage
+from difftest.core.corpus import Runner, listing
+from difftest.core.limits import parse_draft_lens
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.reference.options import (DRAFT_DTYPES, DRAFTERS, FIXTURES, KERNELS, LANES,
                                         MUTATIONS,
@@ -114,26 +115,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def list_mutations() -> str:
-    """The corpus as a table: one mutation a line."""
-    from difftest.core.corpus import CORPUS
-
-    rows = [("name", "class", "needs", "shows", "lane")]
-    for m in CORPUS:
-        rows.append((m.name, m.bug_class, ",".join(c.value for c in m.needs) or "-",
-                     m.shows.value if m.shows else "control (must agree)", m.lane.value))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
-                   for r in rows)
-
-
-def _lens(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise DifftestUsage(f"--draft-lens {text!r}: expected comma-separated integers") from None
-
-
 def options_of(args: argparse.Namespace) -> RunnerOptions:
     """The options parsed arguments ask for, the environment filling what they leave unset."""
     return RunnerOptions(
@@ -146,7 +127,7 @@ def options_of(args: argparse.Namespace) -> RunnerOptions:
         nondeterministic=args.nondeterministic or args.nondet_seed is not None,
         nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
         layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
-        draft_lens=_lens(args.draft_lens), eos_id=args.eos_id,
+        draft_lens=parse_draft_lens(args.draft_lens), eos_id=args.eos_id,
         shared_prefix=args.shared_prefix,
         fault=args.fault if args.fault is not None else fault_from_env(),
         temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
@@ -156,7 +137,7 @@ def options_of(args: argparse.Namespace) -> RunnerOptions:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.list_mutations:
-        sys.stdout.write(list_mutations())
+        sys.stdout.write(listing(Runner.REFERENCE))
         return int(ExitCode.OK)
     try:
         level = trace_level_from_env()
