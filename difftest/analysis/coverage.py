@@ -26,6 +26,9 @@ ABOUT: Mapping[str, tuple[CoverageClass, ...]] = {
     "layer_masks": (_C.WINDOW_EDGE,),
     "prefix_cache": (_C.PREFIX_SHARED, _C.PREFIX_PARTIAL),
     "eos": (_C.EOS, _C.EOS_BONUS),
+    # the hf and mlx runners' --sliding-window and --draft-lens
+    "sliding_window": (_C.WINDOW_EDGE,),
+    "draft_lens": (_C.VERIFY_WIDTHS,),
 }
 
 
@@ -61,43 +64,50 @@ def table(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage,
                  for c in CoverageClass)
 
 
-def mutation_needs(mutation: str | None) -> tuple[CoverageClass, ...]:
-    """The state a corpus mutation acts on (none for another name, or none at all)."""
-    found = BY_NAME.get(mutation or "")
-    return found.needs if found is not None else ()
+def mutation_needs(*mutations: str | None) -> tuple[CoverageClass, ...]:
+    """The state the corpus mutations act on, each class once (none for another name, or none
+    at all): a mutation may be planted in either arm."""
+    found = [BY_NAME.get(m or "") for m in mutations]
+    return tuple(dict.fromkeys(c for m in found if m is not None for c in m.needs))
 
 
 def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
-            mutation: str | None = None) -> VerdictFinding | None:
+            mutation: str | None = None, mutation_a: str | None = None
+            ) -> VerdictFinding | None:
     """What the coverage demands of the verdict (None: nothing), as a finding for
     `findings.decide`: no agreement when the toggle is about a class that neither arm exercised,
     since the comparison could not have failed on the bugs that live there (a difference found
-    stands). With a corpus `mutation` planted in B, its own state is demanded too, and a B whose
-    mutation never acted (`fired=0`) ran the correct program. Arms that print no coverage line
+    stands). With a corpus `mutation` planted in B (`mutation_a`: in A), its own state is
+    demanded too, and an arm whose mutation never acted (`fired=0`) ran the correct program. Arms that print no coverage line
     (engines other than the reference runner) demand nothing: their coverage is unknown."""
-    kind, reasons = effect(toggle, a, b, names, mutation)
+    kind, reasons = effect(toggle, a, b, names, mutation, mutation_a)
     return None if kind is None else VerdictFinding(Origin.COVERAGE, Demand.NO_AGREEMENT, reasons)
 
 
 def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
-           mutation: str | None = None) -> tuple[VerdictKind | None, tuple[str, ...]]:
+           mutation: str | None = None, mutation_a: str | None = None
+           ) -> tuple[VerdictKind | None, tuple[str, ...]]:
     """The kind the coverage demands of an agreement (None: no demand) and its reasons."""
-    needs = mutation_needs(mutation)
+    planted = [(BY_NAME.get(m or ""), cov, name)
+               for m, cov, name in ((mutation_a, a, names[0]), (mutation, b, names[1]))]
+    needs = mutation_needs(mutation_a, mutation)
     rows = [r for r in table(toggle, a, b, needs) if r.demanded]
     missing = [r for r in rows if not r.exercised]
     reasons = []
     for r in missing:
         keys = [k for k in toggle if r.cls in ABOUT.get(k, ())]
-        why = f"toggle {', '.join(keys)!r} is" if keys else f"mutation {mutation!r} acts only"
+        acting = [m.name for m, _, _ in planted if m is not None and r.cls in m.needs]
+        why = (f"toggle {', '.join(keys)!r} is" if keys
+               else f"mutation {', '.join(acting)!r} acts only")
         reasons.append(
             f"coverage: {why} about {r.cls.label} ({r.cls.value}), which neither arm "
             f"exercised ({names[0]}: {_shown(r.count_a)}, {names[1]}: {_shown(r.count_b)}; "
             f"{r.cls.needed} needed): the comparison could not have failed on a bug that lives "
             "there")
-    planted = BY_NAME.get(mutation or "")
-    if planted is not None and not planted.control and b.present and b.count("fired") == 0:
-        reasons.append(f"coverage: mutation {mutation!r} never acted in {names[1]} (fired=0): "
-                       "it ran the correct program on these inputs")
+    for m, cov, name in planted:
+        if m is not None and not m.control and cov.present and cov.count("fired") == 0:
+            reasons.append(f"coverage: mutation {m.name!r} never acted in {name} (fired=0): "
+                           "it ran the correct program on these inputs")
     if not reasons:
         return None, ()
     return VerdictKind.UNINFORMATIVE, tuple(reasons)

@@ -303,11 +303,12 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
 def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
                      ) -> VerdictFinding | None:
     """What the arms' coverage demands (difftest.analysis.coverage): no agreement on a toggle
-    whose state neither arm exercised, nor on a corpus mutation planted in B (its
+    whose state neither arm exercised, nor on a corpus mutation planted in either arm (its
     `[spec-config]` names it) whose state was not exercised or that never acted."""
     assert a.trace is not None and b.trace is not None
     return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
-                            (a.name, b.name), b.trace.config.values.get("mutation"))
+                            (a.name, b.name), b.trace.config.values.get("mutation"),
+                            a.trace.config.values.get("mutation"))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome

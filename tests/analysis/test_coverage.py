@@ -108,3 +108,21 @@ def test_a_planted_mutation_demands_its_own_state_and_to_have_acted() -> None:
     # a control never "acts" on the result; a name outside the corpus demands nothing
     assert effect(["lane"], reached, cov(fired=0), NAMES, "control-page-layout") == (None, ())
     assert effect(["lane"], reached, cov(fired=0), NAMES, "my-own-mutation") == (None, ())
+
+
+def test_a_mutation_planted_in_arm_a_is_checked_as_one_in_b() -> None:
+    # the hf/mlx runners' rerun comparison with the window bug in A, on inputs without an edge
+    plain = cov(window_edges=0, fired=0)
+    kind, reasons = effect([], cov(window_edges=0, fired=0), plain, ("sdpa", "sdpa"),
+                           None, "sliding-window-edge")
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert any("mutation 'sliding-window-edge' acts only about sliding-window edges" in r
+               for r in reasons), reasons
+    assert any("never acted in sdpa (fired=0)" in r for r in reasons), reasons
+    acted = cov(window_edges=3, fired=3)
+    assert effect([], acted, plain, ("sdpa", "sdpa"), None, "sliding-window-edge") == (None, ())
+
+
+def test_the_hf_and_mlx_options_name_their_state() -> None:
+    assert about(["sliding_window"]) == (CoverageClass.WINDOW_EDGE,)
+    assert about(["draft_lens"]) == (CoverageClass.VERIFY_WIDTHS,)
