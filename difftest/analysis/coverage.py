@@ -78,8 +78,9 @@ def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tupl
     `findings.decide`: no agreement when the toggle is about a class that neither arm exercised,
     since the comparison could not have failed on the bugs that live there (a difference found
     stands). With a corpus `mutation` planted in B (`mutation_a`: in A), its own state is
-    demanded too, and an arm whose mutation never acted (`fired=0`) ran the correct program. Arms that print no coverage line
-    (engines other than the reference runner) demand nothing: their coverage is unknown."""
+    demanded too, and an arm whose mutation never acted (`fired=0`) ran the correct program.
+    Arms that print no coverage line (engines without one, or a plain run of the transformers
+    and mlx runners) demand nothing: their coverage is unknown."""
     kind, reasons = effect(toggle, a, b, names, mutation, mutation_a)
     return None if kind is None else VerdictFinding(Origin.COVERAGE, Demand.NO_AGREEMENT, reasons)
 

@@ -4,13 +4,18 @@ it (a class that exists in the transformers or mlx runner is planted there too).
 
 Plain data, no torch: the config loader, the runners' option checks, `sweep` and
 `scripts/bug_recall.py` all read it; the implementations are
-`difftest.runners.reference.bugs` and the hf and mlx runners' `corpus` modules. Each coverage class is a counter of the runner's
-`[spec-coverage]` line (docs/trace-format.md) and its threshold is here, once.
+`difftest.runners.reference.bugs` and the hf and mlx runners' `corpus` modules. Each coverage
+class is a counter of the runner's `[spec-coverage]` line (docs/trace-format.md) and its
+threshold is here, once; so are the rules the shared classes break (the window a mask reads,
+the verify width whose path is wrong, the draft-length cycle).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -185,3 +190,80 @@ def listing(runner: Runner) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
                    for r in rows)
+
+
+# Names a mutation for a runner that has no --mutation in its command (a config's `mutations`).
+MUTATION_ENV = "DIFFTEST_MUTATION"
+
+
+def mutation_from_env(allowed: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The mutation DIFFTEST_MUTATION names, one of a runner's `allowed`; unset or empty means
+    none (a UsageError names a mutation the runner does not have)."""
+    from difftest.core.errors import UsageError
+
+    env = os.environ if env is None else env
+    value = env.get(MUTATION_ENV, "").strip()
+    if not value:
+        return "none"
+    if value not in allowed:
+        raise UsageError(f"{MUTATION_ENV}={value!r} is not a mutation; choose one of "
+                         f"{', '.join(allowed)}")
+    return value
+
+
+# The rules of the shared classes, here once for the three runners that plant them.
+# The verify width (anchor + drafted tokens) whose kernel path `verify-width-path` breaks.
+BUG_WIDTH = 3
+
+
+def width_path_broken(mutation: str, width: int) -> bool:
+    """Whether a verify of this width takes `verify-width-path`'s broken path: its output rows
+    gathered at the offsets of the next padded width (each row's logits are the next row's)."""
+    return mutation == "verify-width-path" and width == BUG_WIDTH
+
+
+def window_read(mutation: str, window: int) -> int:
+    """A sliding window (keys a query sees, itself included) as the mask reads it: one key too
+    many under `sliding-window-edge`."""
+    return window + 1 if mutation == "sliding-window-edge" else window
+
+
+def window_edge(window: int, last_query: int) -> bool:
+    """Whether a window of `window` keys leaves out a key of a forward whose last query sits at
+    `last_query` (it sees furthest): only there does a window one key too wide read a key it
+    must not."""
+    return last_query >= window
+
+
+def cycled_len(lens: Sequence[int], k: int, step: int, index: int) -> int:
+    """Tokens request `index` drafts at its `step`: k, or its entry of the --draft-lens cycle
+    (request i starts i entries on, so requests meet different widths at once)."""
+    return lens[(step + index) % len(lens)] if lens else k
+
+
+@dataclass
+class StepCoverage:
+    """What a transformers or mlx run exercised (the reference runner counts more, in its own
+    `bugs.Coverage`): printed once as the `[spec-coverage]` line."""
+
+    widths: Counter[int] = field(default_factory=Counter)
+    rejections: int = 0
+    full_accepts: int = 0
+    window_edges: int = 0
+    fired: int = 0
+
+    def verified(self, drafted: int, accepted: int) -> None:
+        """One verify of `drafted` tokens that accepted `accepted` of them."""
+        self.widths[1 + drafted] += 1
+        if accepted < drafted:
+            self.rejections += 1
+        elif drafted:
+            self.full_accepts += 1
+
+    def fields(self) -> dict[str, object]:
+        return {CoverageClass.VERIFY_WIDTHS.value: ",".join(
+                    f"{w}:{n}" for w, n in sorted(self.widths.items())) or "-",
+                CoverageClass.REJECTION.value: self.rejections,
+                CoverageClass.FULL_ACCEPT.value: self.full_accepts,
+                CoverageClass.WINDOW_EDGE.value: self.window_edges,
+                "fired": self.fired}

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from difftest.emit import level_from_env
 from difftest.core.corpus import Runner, names_of
+from difftest.core.corpus import mutation_from_env as corpus_mutation_from_env
 from difftest.core.errors import UsageError
 from difftest.core.limits import (MAX_NONDET_SEED, check_draft_lens, check_sampling, check_seed,
                                   check_window)
@@ -194,14 +195,7 @@ def lane_from_env(env: Mapping[str, str] | None = None) -> str:
 
 def mutation_from_env(env: Mapping[str, str] | None = None) -> str:
     """DIFFTEST_MUTATION names a built-in mutation; unset or empty means none."""
-    env = os.environ if env is None else env
-    value = env.get("DIFFTEST_MUTATION", "").strip()
-    if not value:
-        return "none"
-    if value not in MUTATIONS:
-        raise UsageError(f"DIFFTEST_MUTATION={value!r} is not a mutation; choose one of "
-                         f"{', '.join(MUTATIONS)}")
-    return value
+    return corpus_mutation_from_env(MUTATIONS, env)
 
 
 def fault_from_env(env: Mapping[str, str] | None = None) -> str:
