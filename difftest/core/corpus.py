@@ -12,6 +12,7 @@ the verify width whose path is wrong, the draft-length cycle).
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -260,6 +261,16 @@ class StepCoverage:
         elif drafted:
             self.full_accepts += 1
 
+    def draft_forward(self, mutation: str, window: int, q_len: int, k_len: int) -> None:
+        """One draft forward (its first attention layer): whether the window left a key out,
+        and whether a planted mask bug changed what it computed. A window one key too wide reads
+        a key only past the edge; a flipped causality differs wherever a forward has two
+        queries."""
+        edge = bool(window) and window_edge(window, k_len - 1)
+        self.window_edges += edge
+        self.fired += ((mutation == "sliding-window-edge" and edge)
+                       or (mutation == "broken-mask" and q_len > 1))
+
     def fields(self) -> dict[str, object]:
         return {CoverageClass.VERIFY_WIDTHS.value: ",".join(
                     f"{w}:{n}" for w, n in sorted(self.widths.items())) or "-",
@@ -267,3 +278,20 @@ class StepCoverage:
                 CoverageClass.FULL_ACCEPT.value: self.full_accepts,
                 CoverageClass.WINDOW_EDGE.value: self.window_edges,
                 "fired": self.fired}
+
+
+def add_corpus_arguments(p: argparse.ArgumentParser, window: bool = True) -> None:
+    """A runner's options for the corpus's state: --draft-lens, --list-mutations and, with
+    `window`, --sliding-window (the transformers and mlx runners'; the reference runner's
+    windows are its --layer-masks). Parsed by core.limits: parse_draft_lens, check_window."""
+    if window:
+        p.add_argument("--sliding-window", type=int, default=0,
+                       help="the draft's attention sees only its last W keys (0: no window); "
+                            "window edges are counted in [spec-coverage]")
+    p.add_argument("--draft-lens", default="",
+                   help="comma-separated drafted tokens per verify (each 1..k), cycled, "
+                        "request i starting i entries on: the verify widths exercised "
+                        "(default: k every verify)")
+    p.add_argument("--list-mutations", action="store_true",
+                   help="print the bug corpus's records this runner carries (name, class, what "
+                        "an input must exercise, the kind of difference it shows) and exit")

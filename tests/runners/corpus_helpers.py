@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from difftest.analysis.bugclass import classify
 from difftest.config import load_config
+from difftest.core.corpus import BY_NAME, Runner, names_of
 from difftest.core.kinds import VerdictKind
 from difftest.flow.evaluate import ComparisonReport, judge_planted
 
@@ -83,7 +86,8 @@ def drafted_per_step(path: Path, req: str) -> list[int]:
             if x.startswith(f"[SPECTRACE] req={req} ")]
 
 
-# The checks both runners pass, each a test of test_hf_corpus.py and test_mlx_corpus.py.
+# The tests both runners pass: test_hf_corpus.py and test_mlx_corpus.py import them, each with a
+# `runner` fixture naming its runner (and so each under its own file's markers).
 
 BAD_OPTIONS = [
     (("--draft-lens", ",,,"), "--draft-lens ',,,': expected comma-separated integers"),
@@ -94,28 +98,40 @@ BAD_OPTIONS = [
 ]
 
 
-def check_lists_its_records(runner: str, names: tuple[str, ...]) -> None:
-    proc = launch(runner, "--list-mutations")
-    assert proc.returncode == 0, proc.stderr
-    assert [x.split()[0] for x in proc.stdout.splitlines()[1:]] == list(names)
-
-
-def check_bad_option(runner: str, argv: tuple[str, ...], message: str,
-                     mutation: str | None = None) -> None:
+def bad_option(runner: str, argv: tuple[str, ...], message: str,
+               mutation: str | None = None) -> None:
     proc = launch(runner, *argv, mutation=mutation)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def check_plain_run_prints_what_it_did(runner: str, folder: Path) -> None:
+def test_list_mutations_reads_the_records_it_carries(runner: str) -> None:
+    proc = launch(runner, "--list-mutations")
+    assert proc.returncode == 0, proc.stderr
+    names = [x.split()[0] for x in proc.stdout.splitlines()[1:]]
+    assert names == list(names_of(Runner(runner)))
+
+
+@pytest.mark.parametrize("argv, message", BAD_OPTIONS)
+def test_a_bad_corpus_option_is_one_line_and_exit_2(runner: str, argv: tuple[str, ...],
+                                                    message: str) -> None:
+    bad_option(runner, argv, message)
+
+
+def test_a_mutation_it_does_not_carry_is_one_line_and_exit_2(runner: str) -> None:
+    bad_option(runner, (), "DIFFTEST_MUTATION='causal-mask' is not a mutation",
+               mutation="causal-mask")
+
+
+def test_a_plain_run_prints_what_it_printed_before(runner: str, tmp_path: Path) -> None:
     """No new option, no corpus mutation: no coverage line, no new settings."""
-    text = arm(runner, folder).read_text()
+    text = arm(runner, tmp_path).read_text()
     assert "[spec-coverage]" not in text
     assert "sliding_window=" not in text and "draft_lens=" not in text
 
 
-def check_unreached_is_correct_and_uninformative(runner: str, folder: Path, mutation: str,
-                                                 args: tuple[str, ...], state: str) -> None:
+def unreached(runner: str, folder: Path, mutation: str, args: tuple[str, ...],
+              state: str) -> None:
     """A run that never reaches the bug's state computes what the correct run does, and the
     comparison is uninformative, naming the state or fired=0, whichever arm carries the bug."""
     good = arm(runner, folder, *args)
@@ -129,20 +145,32 @@ def check_unreached_is_correct_and_uninformative(runner: str, folder: Path, muta
         assert state in said or "fired=0" in said, said
 
 
-def check_window_edge_is_caught(runner: str, folder: Path) -> None:
-    good = arm(runner, folder, "--sliding-window", "6")
-    bad = arm(runner, folder, "--sliding-window", "6", mutation="sliding-window-edge")
+def test_a_window_no_query_passes_leaves_the_edge_bug_silent(runner: str,
+                                                               tmp_path: Path) -> None:
+    # prompts of 8-9 ids and 12 new ones: no query is 64 positions past a key
+    unreached(runner, tmp_path, "sliding-window-edge", ("--sliding-window", "64"),
+              "window_edges")
+
+
+def test_without_width_3_the_width_bug_is_silent(runner: str, tmp_path: Path) -> None:
+    unreached(runner, tmp_path, "verify-width-path", ("--k", "1"), "widths")
+
+
+def test_the_window_edge_bug_is_caught_past_the_edge(runner: str, tmp_path: Path) -> None:
+    good = arm(runner, tmp_path, "--sliding-window", "6")
+    bad = arm(runner, tmp_path, "--sliding-window", "6", mutation="sliding-window-edge")
     cov = coverage(bad)
     assert int(cov["window_edges"]) > 0 and cov["fired"] == cov["window_edges"]
-    assert coverage(good)["window_edges"] == cov["window_edges"] and coverage(good)["fired"] == "0"
+    # the correct run meets the edges too (as many as its own drafts make), and never fires
+    assert int(coverage(good)["window_edges"]) > 0 and coverage(good)["fired"] == "0"
     report = judged(runner, good, bad, (None, "sliding-window-edge"))
     assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
-def check_verify_width_is_caught(runner: str, folder: Path) -> None:
+def test_the_width_bug_is_caught_as_a_state_bug(runner: str, tmp_path: Path) -> None:
     """At widths 2..5 in turn the width-3 verify's shifted rows change the committed stream."""
-    good = arm(runner, folder, "--draft-lens", "1,2,3,4")
-    bad = arm(runner, folder, "--draft-lens", "1,2,3,4", mutation="verify-width-path")
+    good = arm(runner, tmp_path, "--draft-lens", "1,2,3,4")
+    bad = arm(runner, tmp_path, "--draft-lens", "1,2,3,4", mutation="verify-width-path")
     assert {2, 3, 4, 5} <= set(widths(good))
     assert int(coverage(bad)["fired"]) == widths(bad)[3] > 0
     report = judged(runner, good, bad, (None, "verify-width-path"))
@@ -150,17 +178,30 @@ def check_verify_width_is_caught(runner: str, folder: Path) -> None:
     assert kind_named(report) == "verify-or-state"
 
 
-def check_draft_lens_cycle(runner: str, folder: Path) -> None:
+def test_draft_lens_cycle_per_request(runner: str, tmp_path: Path) -> None:
     """Each request drafts the cycle's lengths in turn, request i starting i entries on."""
-    path = arm(runner, folder, "--draft-lens", "1,2,3,4")
+    path = arm(runner, tmp_path, "--draft-lens", "1,2,3,4")
     assert drafted_per_step(path, "r0")[:4] == [1, 2, 3, 4]
     assert drafted_per_step(path, "r1")[:4] == [2, 3, 4, 1]
     assert "draft_lens=1,2,3,4" in path.read_text()
 
 
-def check_broken_mask_is_caught(runner: str, folder: Path) -> None:
-    good = arm(runner, folder)
-    bad = arm(runner, folder, mutation="broken-mask")
+def test_broken_mask_is_caught(runner: str, tmp_path: Path) -> None:
+    good = arm(runner, tmp_path)
+    bad = arm(runner, tmp_path, mutation="broken-mask")
     assert int(coverage(bad)["fired"]) > 0
     report = judged(runner, good, bad, (None, "broken-mask"))
     assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
+
+
+def test_the_explicit_mask_control_agrees(runner: str, tmp_path: Path) -> None:
+    """Judged under its `judged_by` comparison's tolerance where the runner's config has it
+    (transformers' sdpa rounds an explicit mask otherwise than its causal flag), else bit for
+    bit (mlx's fused kernel computes the same bits)."""
+    control = BY_NAME["control-explicit-mask"]
+    config = load_config(ROOT / "difftest" / "configs" / f"{runner}.toml")
+    tolerance = control.judged_by if control.judged_by in config.comparisons else None
+    good = arm(runner, tmp_path)
+    bad = arm(runner, tmp_path, mutation=control.name)
+    report = judged(runner, good, bad, (None, control.name), tolerance)
+    assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons

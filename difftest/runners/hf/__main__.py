@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from difftest.core.corpus import Runner, listing, mutation_from_env
+from difftest.core.corpus import Runner, add_corpus_arguments, listing, mutation_from_env
 from difftest.core.errors import DifftestError, ExitCode, UsageError
 from difftest.core.limits import parse_draft_lens
 from difftest.core.faults import FAULT_ENV
@@ -80,14 +80,7 @@ def parser() -> argparse.ArgumentParser:
                    help="with --temperature: draws per prompt in one run, requests rI~J")
     p.add_argument("--no-spec", action="store_true",
                    help="the target alone: one token per step, nothing drafted")
-    p.add_argument("--sliding-window", type=int, default=d.sliding_window,
-                   help="the draft's attention sees only its last W keys (0: no window); "
-                        "window edges are counted in [spec-coverage]")
-    p.add_argument("--draft-lens", default="",
-                   help="comma-separated drafted tokens per verify (each 1..k), cycled, request "
-                        "i starting i entries on: the verify widths exercised (default: k)")
-    p.add_argument("--list-mutations", action="store_true",
-                   help="print the bug corpus's records this runner carries and exit")
+    add_corpus_arguments(p)
     return p
 
 

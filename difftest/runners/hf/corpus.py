@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from difftest.adapters.hf import HFTrace
-from difftest.core.corpus import StepCoverage, cycled_len, width_path_broken, window_edge
+from difftest.core.corpus import StepCoverage, cycled_len, width_path_broken
 from difftest.runners.hf.options import HFOptions
 
 
@@ -40,13 +40,8 @@ class Planted:
         whether the window left a key out, and whether a planted mask bug changed this one."""
         if getattr(module, "layer_idx", 0) != 0:
             return
-        mutation, window = self.options.mutation, self.options.sliding_window
-        edge = bool(window) and window_edge(window, k_len - 1)
-        self.coverage.window_edges += edge
-        # a window one key too wide reads a key only past the edge; a flipped causality differs
-        # wherever a forward has two queries
-        self.coverage.fired += ((mutation == "sliding-window-edge" and edge)
-                                or (mutation == "broken-mask" and q_len > 1))
+        self.coverage.draft_forward(self.options.mutation, self.options.sliding_window, q_len,
+                                    k_len)
 
     def generator(self, generator: Any) -> None:
         """Wrap a candidate generator's proposal: the cycle's draft length before it drafts, the

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV, parse_at
-from difftest.core.corpus import Runner, listing, mutation_from_env
+from difftest.core.corpus import Runner, add_corpus_arguments, listing, mutation_from_env
 from difftest.core.errors import DifftestError, ExitCode
 from difftest.core.limits import parse_draft_lens
 from difftest.core.faults import FAULT_ENV
@@ -47,14 +47,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
                         "noise or mask, MODULE e.g. model.layers.1.mlp (default: DIFFTEST_FAULT, "
                         "unset = none)")
-    p.add_argument("--sliding-window", type=int, default=d.sliding_window,
-                   help="the draft's attention sees only its last W keys (0: no window); "
-                        "window edges are counted in [spec-coverage]")
-    p.add_argument("--draft-lens", default="",
-                   help="comma-separated drafted tokens per verify (each 1..k), cycled, request "
-                        "i starting i entries on: the verify widths exercised (default: k)")
-    p.add_argument("--list-mutations", action="store_true",
-                   help="print the bug corpus's records this runner carries and exit")
+    add_corpus_arguments(p)
     return p
 
 

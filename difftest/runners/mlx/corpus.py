@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from difftest.adapters.mlx import GENERATE_MODULE, HOOKED, MLXTrace, traced_steps
-from difftest.core.corpus import StepCoverage, cycled_len, width_path_broken, window_edge
+from difftest.core.corpus import StepCoverage, cycled_len, width_path_broken
 from difftest.emit import Tracer
 from difftest.runners.mlx.options import MLXOptions
 
@@ -35,11 +35,8 @@ class Planted:
         the window left a key out, and whether a planted mask bug changed this one."""
         if module is not self.first:
             return
-        mutation, window = self.options.mutation, self.options.sliding_window
-        edge = bool(window) and window_edge(window, k_len - 1)
-        self.coverage.window_edges += edge
-        self.coverage.fired += ((mutation == "sliding-window-edge" and edge)
-                                or (mutation == "broken-mask" and q_len > 1))
+        self.coverage.draft_forward(self.options.mutation, self.options.sliding_window, q_len,
+                                    k_len)
 
     def count(self, record: MLXTrace) -> None:
         """A request's verifies, as traced, into the counters (a step the token budget cut

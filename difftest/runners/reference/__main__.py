@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from difftest.core.errors import DifftestError, ExitCode
-from difftest.core.corpus import Runner, listing
+from difftest.core.corpus import Runner, add_corpus_arguments, listing
 from difftest.core.limits import parse_draft_lens
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.reference.options import (DRAFT_DTYPES, DRAFTERS, FIXTURES, KERNELS, LANES,
@@ -87,18 +87,11 @@ def parser() -> argparse.ArgumentParser:
                         "to every block logit before drafting (0: none)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
-    p.add_argument("--draft-lens", default="",
-                   help="comma-separated drafted tokens per step (each 1..k), cycled over the "
-                        "steps, request i starting i entries on: the verify widths exercised "
-                        "(default: k at every step)")
     p.add_argument("--eos-id", type=int, default=d.eos_id,
                    help="end-of-sequence id: a request stops once it commits it (-1: none)")
     p.add_argument("--shared-prefix", type=_count(0), default=d.shared_prefix,
                    help="later requests start with r0's first N ids; the paged lane's prefix "
                         "cache shares the pages holding only those")
-    p.add_argument("--list-mutations", action="store_true",
-                   help="print the bug corpus (name, class, what an input must exercise, the "
-                        "kind of difference it shows) and exit")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampled decoding at this temperature (> 0): speculative sampling, "
                         "rejection test and residual draw, and a `[spec-sample]` line per verify "
@@ -112,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
                    help="with --temperature: draws per prompt in one run, requests rI~J")
     p.add_argument("--no-spec", action="store_true",
                    help="the target alone: one token per step, nothing drafted")
+    add_corpus_arguments(p, window=False)
     return p
 
 
