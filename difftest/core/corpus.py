@@ -242,6 +242,17 @@ def cycled_len(lens: Sequence[int], k: int, step: int, index: int) -> int:
     return lens[(step + index) % len(lens)] if lens else k
 
 
+def flip_reaches(q_len: int, window: int, layers: int, last_sampled: bool) -> bool:
+    """Whether flipping a forward's causality can change a sampled row. It changes the rows
+    that have a later key in the forward (every row but the last); under a window a changed row
+    p reaches a row s only through the later layers' keys, if s - p <= (layers - 1) *
+    (window - 1). The nearest sampled row is the forward's last (1 past the last changed row),
+    or the next forward's first (2 past) where this one's last is not sampled (a prefill)."""
+    if q_len < 2:
+        return False
+    return not window or (1 if last_sampled else 2) <= (layers - 1) * (window - 1)
+
+
 @dataclass
 class StepCoverage:
     """What a transformers or mlx run exercised (the reference runner counts more, in its own
@@ -261,15 +272,17 @@ class StepCoverage:
         elif drafted:
             self.full_accepts += 1
 
-    def draft_forward(self, mutation: str, window: int, q_len: int, k_len: int) -> None:
-        """One draft forward (its first attention layer): whether the window left a key out,
-        and whether a planted mask bug changed what it computed. A window one key too wide reads
-        a key only past the edge; a flipped causality differs wherever a forward has two
-        queries."""
+    def draft_forward(self, mutation: str, window: int, q_len: int, k_len: int, *,
+                      layers: int, last_sampled: bool) -> None:
+        """One draft forward (its first attention layer) of a draft with `layers` layers
+        (`last_sampled`: its last row is sampled): whether the window left a key out, and
+        whether a planted mask bug changed a row that a sampled row reads. A window one key too
+        wide reads a key only past the edge (the sampled row past it too)."""
         edge = bool(window) and window_edge(window, k_len - 1)
         self.window_edges += edge
         self.fired += ((mutation == "sliding-window-edge" and edge)
-                       or (mutation == "broken-mask" and q_len > 1))
+                       or (mutation == "broken-mask"
+                           and flip_reaches(q_len, window, layers, last_sampled)))
 
     def fields(self) -> dict[str, object]:
         return {CoverageClass.VERIFY_WIDTHS.value: ",".join(

@@ -152,6 +152,11 @@ def test_a_window_no_query_passes_leaves_the_edge_bug_silent(runner: str,
               "window_edges")
 
 
+def test_without_a_window_the_edge_bug_is_silent(runner: str, tmp_path: Path) -> None:
+    # the runner's default inputs: no window, so no edge for the bug to read past
+    unreached(runner, tmp_path, "sliding-window-edge", (), "window_edges")
+
+
 def test_without_width_3_the_width_bug_is_silent(runner: str, tmp_path: Path) -> None:
     unreached(runner, tmp_path, "verify-width-path", ("--k", "1"), "widths")
 

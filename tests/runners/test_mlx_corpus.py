@@ -15,7 +15,8 @@ from corpus_helpers import (  # noqa: F401 - collected here, for this runner
     test_a_window_no_query_passes_leaves_the_edge_bug_silent, test_broken_mask_is_caught,
     test_draft_lens_cycle_per_request, test_list_mutations_reads_the_records_it_carries,
     test_the_explicit_mask_control_agrees, test_the_width_bug_is_caught_as_a_state_bug,
-    test_the_window_edge_bug_is_caught_past_the_edge, test_without_width_3_the_width_bug_is_silent)
+    test_the_window_edge_bug_is_caught_past_the_edge, test_without_a_window_the_edge_bug_is_silent,
+    test_without_width_3_the_width_bug_is_silent)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ class Planted:
         self.index = 0  # the request being generated
         self.step = 0  # its verifies so far
         self.width: int | None = None
+        self.layers = 0  # the draft's, once loaded
 
     def request(self, index: int) -> None:
         self.index, self.step = index, 0
@@ -40,8 +41,9 @@ class Planted:
         whether the window left a key out, and whether a planted mask bug changed this one."""
         if getattr(module, "layer_idx", 0) != 0:
             return
+        # transformers' draft samples the last row of each forward, its prompt's included
         self.coverage.draft_forward(self.options.mutation, self.options.sliding_window, q_len,
-                                    k_len)
+                                    k_len, layers=self.layers, last_sampled=True)
 
     def generator(self, generator: Any) -> None:
         """Wrap a candidate generator's proposal: the cycle's draft length before it drafts, the

@@ -28,11 +28,11 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 # control-explicit-mask control (the draft's sdpa given the causal mask as a tensor).
 SAMPLED_MUTATIONS: tuple[str, ...] = ("temperature-draft-only",)
 CORPUS_MUTATIONS: tuple[str, ...] = names_of(Runner.HF)
-# the mutations that route the draft's attention through a mask of its own (models.mutated_mask)
-ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4", "sliding-window-edge",
-                                        "control-explicit-mask")
+# the mutations that route the draft's attention through a mask of its own (models.mutated_mask;
+# sliding-window-edge only with a --sliding-window: without one it computes the correct run)
+ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4", "control-explicit-mask")
 MUTATIONS: tuple[str, ...] = tuple(dict.fromkeys(("none", *ATTENTION_MUTATIONS,
-                                                  *SAMPLED_MUTATIONS, *CORPUS_MUTATIONS)))
+                                                  *CORPUS_MUTATIONS, *SAMPLED_MUTATIONS)))
 
 
 @dataclass(frozen=True)

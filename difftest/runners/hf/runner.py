@@ -56,6 +56,7 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     target, draft = load_pair(options, planted.draft_forward if planted is not None else None)
     if planted is not None:
         target.register_forward_hook(planted.target_output)
+        planted.layers = int(draft.config.num_hidden_layers)
     fault = prepare_draft(options, draft)
     extra = {"speculation_type": "dflash"} if options.drafter == "dflash" else {}
     settings: dict[str, object] = {**resolved_settings(target, draft), "drafter": options.drafter,

@@ -28,6 +28,7 @@ class Planted:
         self.options = options
         self.coverage = StepCoverage()
         self.first: Any = None  # the draft's first attention module: counted once a forward
+        self.layers = 0  # the draft's
         self.prompt_len = 0  # the request being generated: its prompt's length
 
     def draft_forward(self, module: Any, q_len: int, k_len: int) -> None:
@@ -35,8 +36,11 @@ class Planted:
         the window left a key out, and whether a planted mask bug changed this one."""
         if module is not self.first:
             return
+        # mlx-lm's prefill leaves the prompt's last id to the first draft step: its rows are
+        # not sampled
         self.coverage.draft_forward(self.options.mutation, self.options.sliding_window, q_len,
-                                    k_len)
+                                    k_len, layers=self.layers,
+                                    last_sampled=k_len >= self.prompt_len)
 
     def count(self, record: MLXTrace) -> None:
         """A request's verifies, as traced, into the counters (a step the token budget cut

@@ -46,6 +46,7 @@ def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
     verifier: Any = target
     if planted is not None:
         planted.first = draft.model.layers[0].self_attn
+        planted.layers = len(draft.model.layers)
         verifier = TargetProxy(target, planted)
     fault = options.planted()
     if fault is not None:
