@@ -15,6 +15,7 @@ from difftest.analysis.bugclass import classify
 from difftest.config import load_config
 from difftest.core.corpus import BY_NAME, Runner, names_of
 from difftest.core.kinds import VerdictKind
+from difftest.core.limits import MAX_WINDOW
 from difftest.flow.evaluate import ComparisonReport, judge_planted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +148,9 @@ def unreached(runner: str, folder: Path, mutation: str, args: tuple[str, ...],
 
 def test_a_window_no_query_passes_leaves_the_edge_bug_silent(runner: str,
                                                                tmp_path: Path) -> None:
-    # prompts of 8-9 ids and 12 new ones: no query is 64 positions past a key
-    unreached(runner, tmp_path, "sliding-window-edge", ("--sliding-window", "64"),
+    # prompts of 8-9 ids and 12 new ones: no query is that far past a key (the widest window
+    # there is, which the bug reads one key wider still)
+    unreached(runner, tmp_path, "sliding-window-edge", ("--sliding-window", str(MAX_WINDOW)),
               "window_edges")
 
 

@@ -77,7 +77,8 @@ def attention_mask(q_len: int, k_len: int, mutation: str, window: int = 0) -> An
 
     qpos = mx.arange(k_len - q_len, k_len)[:, None]
     kpos = mx.arange(k_len)[None, :]
-    inside = kpos > qpos - window_read(mutation, window) if window else None
+    # a window wider than the keys reads them all: clamped, it stays within int32 (mlx's ints)
+    inside = kpos > qpos - min(window_read(mutation, window), k_len) if window else None
     if mutation == "broken-mask":
         return inside  # every key, the future included (inside the window, if any)
     visible = kpos <= qpos
