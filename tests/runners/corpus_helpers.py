@@ -18,6 +18,21 @@ from difftest.core.kinds import VerdictKind
 from difftest.core.limits import MAX_WINDOW
 from difftest.flow.evaluate import ComparisonReport, judge_planted
 
+__all__ = [
+    "test_list_mutations_reads_the_records_it_carries",
+    "test_a_bad_corpus_option_is_one_line_and_exit_2",
+    "test_a_mutation_it_does_not_carry_is_one_line_and_exit_2",
+    "test_a_plain_run_prints_what_it_printed_before",
+    "test_a_window_no_query_passes_leaves_the_edge_bug_silent",
+    "test_without_a_window_the_edge_bug_is_silent",
+    "test_without_width_3_the_width_bug_is_silent",
+    "test_the_window_edge_bug_is_caught_past_the_edge",
+    "test_the_width_bug_is_caught_as_a_state_bug",
+    "test_draft_lens_cycle_per_request",
+    "test_broken_mask_is_caught",
+    "test_the_explicit_mask_control_agrees",
+]
+
 ROOT = Path(__file__).resolve().parents[2]
 # two short requests: enough verifies for every width of a 1..4 cycle, seconds per run
 SHORT = ("--requests", "2", "--max-new-tokens", "12")
@@ -87,8 +102,8 @@ def drafted_per_step(path: Path, req: str) -> list[int]:
             if x.startswith(f"[SPECTRACE] req={req} ")]
 
 
-# The tests both runners pass: test_hf_corpus.py and test_mlx_corpus.py import them, each with a
-# `runner` fixture naming its runner (and so each under its own file's markers).
+# The tests both runners pass: test_hf_corpus.py and test_mlx_corpus.py import them (`__all__`),
+# each with a `runner` fixture naming its runner (and so each under its own file's markers).
 
 BAD_OPTIONS = [
     (("--draft-lens", ",,,"), "--draft-lens ',,,': expected comma-separated integers"),
