@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from difftest.core.corpus import BY_NAME, CoverageClass
+from difftest.core.corpus import BY_NAME, BugKind, CoverageClass, Mutation
 from difftest.core.kinds import VerdictKind
 from difftest.core.model import SpecCoverage
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
@@ -30,6 +30,9 @@ ABOUT: Mapping[str, tuple[CoverageClass, ...]] = {
     "sliding_window": (_C.WINDOW_EDGE,),
     "draft_lens": (_C.VERIFY_WIDTHS,),
 }
+# toggle settings whose difference lives in the verify path: under teacher forcing B commits
+# A's stream, so a difference there cannot show
+VERIFY_PATH: tuple[str, ...] = ("verify_kernel", "draft_lens")
 
 
 def about(toggle: Sequence[str]) -> tuple[CoverageClass, ...]:
@@ -72,7 +75,7 @@ def mutation_needs(*mutations: str | None) -> tuple[CoverageClass, ...]:
 
 
 def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
-            mutation: str | None = None, mutation_a: str | None = None
+            mutation: str | None = None, mutation_a: str | None = None, forced: bool = False
             ) -> VerdictFinding | None:
     """What the coverage demands of the verdict (None: nothing), as a finding for
     `findings.decide`: no agreement when the toggle is about a class that neither arm exercised,
@@ -80,13 +83,15 @@ def finding(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tupl
     stands). With a corpus `mutation` planted in B (`mutation_a`: in A), its own state is
     demanded too, and an arm whose mutation never acted (`fired=0`) ran the correct program.
     Arms that print no coverage line (engines without one, or a plain run of the transformers
-    and mlx runners) demand nothing: their coverage is unknown."""
-    kind, reasons = effect(toggle, a, b, names, mutation, mutation_a)
+    and mlx runners) demand nothing of a mutation; of a toggle about a state they do, since
+    nothing shows that state was reached. `forced`: the comparison is teacher-forced, which
+    hides the verify path (a verify-or-state bug, a toggle about verify widths)."""
+    kind, reasons = effect(toggle, a, b, names, mutation, mutation_a, forced)
     return None if kind is None else VerdictFinding(Origin.COVERAGE, Demand.NO_AGREEMENT, reasons)
 
 
 def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple[str, str],
-           mutation: str | None = None, mutation_a: str | None = None
+           mutation: str | None = None, mutation_a: str | None = None, forced: bool = False
            ) -> tuple[VerdictKind | None, tuple[str, ...]]:
     """The kind the coverage demands of an agreement (None: no demand) and its reasons."""
     planted = [(BY_NAME.get(m or ""), cov, name)
@@ -109,6 +114,7 @@ def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple
         if m is not None and not m.control and cov.present and cov.count("fired") == 0:
             reasons.append(f"coverage: mutation {m.name!r} never acted in {name} (fired=0): "
                            "it ran the correct program on these inputs")
+    reasons += _unknown(toggle, a, b) + (_forced(toggle, planted) if forced else [])
     if not reasons:
         return None, ()
     return VerdictKind.UNINFORMATIVE, tuple(reasons)
@@ -116,3 +122,33 @@ def effect(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage, names: tuple
 
 def _shown(count: int | None) -> str:
     return "no [spec-coverage] line" if count is None else str(count)
+
+
+def _unknown(toggle: Sequence[str], a: SpecCoverage, b: SpecCoverage) -> list[str]:
+    """A toggle about a state, and neither arm counting it: nothing shows the inputs reached
+    the state, so nothing shows the comparison could have failed there."""
+    classes = about(toggle)
+    if not classes or a.present or b.present:
+        return []
+    keys = [k for k in toggle if k in ABOUT]
+    return [f"coverage unknown: toggle {', '.join(keys)!r} is about "
+            f"{', '.join(c.label for c in classes)}, and neither arm prints [spec-coverage]: "
+            "nothing shows the inputs reached that state (an engine can count it in that line, "
+            "docs/trace-format.md)"]
+
+
+def _forced(toggle: Sequence[str],
+            planted: Sequence[tuple[Mutation | None, SpecCoverage, str]]) -> list[str]:
+    """Under teacher forcing B commits A's stream: a bug or a setting that acts through what
+    the verify commits cannot show."""
+    out = []
+    for m, _, name in planted:
+        if m is not None and m.shows is BugKind.STATE:
+            out.append(f"coverage: teacher forcing hides the verify path: mutation "
+                       f"{m.name!r} in {name} changes what a verify commits, and "
+                       "forced, B commits A's stream; compare it free")
+    keys = [k for k in toggle if k in VERIFY_PATH]
+    if keys:
+        out.append(f"coverage: teacher forcing hides the verify path: toggle {', '.join(keys)!r} "
+                   "is about verify widths, and forced, B commits A's stream; compare it free")
+    return out

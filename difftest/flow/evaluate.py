@@ -309,7 +309,8 @@ def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
     assert a.trace is not None and b.trace is not None
     return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
                             (a.name, b.name), b.trace.config.values.get("mutation"),
-                            a.trace.config.values.get("mutation"))
+                            a.trace.config.values.get("mutation"),
+                            forced=bool(spec.rules.teacher_force))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
