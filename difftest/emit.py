@@ -346,6 +346,7 @@ class Tracer:
         self._header_done = False
         self._stepped = False
         self._config_done = False
+        self._coverage_done = False
 
     @property
     def enabled(self) -> bool:
@@ -383,6 +384,17 @@ class Tracer:
             raise ValueError("config: the [spec-config] line is printed once, before the first "
                              "step")
         self._config_done = True
+        if self.enabled:
+            self._write([line])
+
+    def coverage(self, counts: Mapping[str, object]) -> None:
+        """Print the `[spec-coverage]` line (`spec_coverage`): what state the run exercised.
+        Once per process, after its last step (a second one is an error, as readers refuse it)."""
+        line = spec_coverage(counts)  # checked at every level, so a bad value fails in tests
+        if self._coverage_done:
+            raise ValueError("coverage: the [spec-coverage] line is printed once, after the "
+                             "last step")
+        self._coverage_done = True
         if self.enabled:
             self._write([line])
 

@@ -9,22 +9,34 @@ Arms run in this process (the runner's trace lines, exactly as its stderr carrie
 to files) and are judged by the comparison's own judge (`judge_traces`: toggle, coverage,
 audit, tokens, logits). A mutation living in the paged lane is planted in the paged arm.
 
-    python scripts/bug_recall.py [--seeds 3] [--only NAME ...] [--json FILE]
+    python scripts/bug_recall.py [--runner reference|hf|mlx] [--seeds 3] [--only NAME ...]
+                                 [--json FILE]
 
 Prints per mutation: on the shipped inputs how many runs were caught (DIFFER), uninformative
 (UNINF: the state was not reached, or the mutation never acted) and agreed (AGREE: a miss); on
 the sweep's inputs (those generated for the state the mutation needs, under each seed; for a
 control, every class's) how many were caught, uninformative and agreed, each input that was
 not caught (a control's: not agreed); and the kind each DIFFER was named.
+
+`--runner hf` or `--runner mlx`: the records that runner carries (`--list-mutations`), each
+through the runner's `rerun` comparison (configs/hf.toml, mlx.toml: A the correct run, B the
+mutated one), first on the runner's default inputs, then on inputs generated to reach its state:
+windows the queries pass (--sliding-window), rotations of the verify widths 2..5
+(--draft-lens); a mutation that needs neither, and each control, on both. A control is judged
+under its `judged_by` comparison's tolerance where the runner's config has one (transformers'
+sdpa rounds an explicit mask otherwise than its causal flag), else bit for bit.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
 import tempfile
 from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,9 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from difftest.analysis.bugclass import classify  # noqa: E402
 from difftest.config import ComparisonSpec, Config, load_config  # noqa: E402
-from difftest.core.corpus import CORPUS, CoverageClass, Lane, Mutation  # noqa: E402
+from difftest.core.corpus import (MUTATION_ENV, CoverageClass, Lane, Mutation,  # noqa: E402
+                                  Runner, carried_by)
 from difftest.core.kinds import VerdictKind  # noqa: E402
-from difftest.flow.evaluate import judge_traces  # noqa: E402
+from difftest.flow.evaluate import judge_planted  # noqa: E402
 from difftest.flow.sweep import EosIds, eos_ids_of, inputs_for, needs_eos  # noqa: E402
 from difftest.runners.reference.__main__ import options_of, parser  # noqa: E402
 from difftest.runners.reference.runner import run  # noqa: E402
@@ -77,8 +90,7 @@ def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...],
     pa, _ = runs.trace([*SHIPPED, *ARMS[a], *extra])
     pb, _ = runs.trace([*SHIPPED, *ARMS[b], *extra, "--mutation", m.name])
     # what each capture's launch asked for (difftest.flow.roles): B is the mutated arm
-    mutated = config.arm(b).with_changes(env={**config.arm(b).env, "DIFFTEST_MUTATION": m.name})
-    report = judge_traces(pa, pb, judged, arms={a: config.arm(a), b: mutated})
+    report = judge_planted(pa, pb, judged, config, (None, m.name))
     kind = report.verdict.kind
     named = None
     if kind is VerdictKind.DIFFER and report.arm_a.trace and report.arm_b.trace:
@@ -89,13 +101,28 @@ def judge(runs: Runs, m: Mutation, spec: ComparisonSpec, extra: tuple[str, ...],
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runner", choices=[r.value for r in Runner], default=Runner.REFERENCE.value,
+                    help="whose corpus records (default: the reference runner's)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per input (default 3)")
     ap.add_argument("--only", nargs="*", default=None, help="these mutations only")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here too")
     args = ap.parse_args()
+    if args.seeds < 1:
+        ap.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.runner != Runner.REFERENCE.value:
+        rows = engine_recall(Runner(args.runner), tuple(range(args.seeds)), args.only)
+    else:
+        rows = reference_recall(tuple(range(args.seeds)), args.only)
+    _summary(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def reference_recall(seeds: tuple[int, ...], only: list[str] | None) -> list[dict[str, object]]:
+    """The reference runner's records through their shipped comparisons (see the docstring)."""
     config = load_config(ROOT / "configs" / "default.toml")
-    seeds = tuple(range(args.seeds))
-    chosen = [m for m in CORPUS if args.only is None or m.name in args.only]
+    chosen = [m for m in carried_by(Runner.REFERENCE) if only is None or m.name in only]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         runs = Runs(Path(tmp))
@@ -126,16 +153,113 @@ def main() -> int:
                     names[named] += 1
                 if kind is not (VerdictKind.AGREE if m.control else VerdictKind.DIFFER):
                     missed.append(f"{item.label} ({item.cls.value}): {kind.value}")
-            rows.append({"mutation": m.name, "class": m.bug_class, "control": m.control,
-                         "expect": m.shows.value if m.shows else "agree",
-                         "comparison": m.judged_by, "shipped": dict(shipped),
-                         "swept": dict(swept), "inputs": len(items), "named": dict(names),
-                         "missed": missed})
+            rows.append(_row(m, m.judged_by, shipped, swept, len(items), names, missed))
             print(_line(rows[-1]), flush=True)
-    _summary(rows)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
+    return rows
+
+
+def _row(m: Mutation, comparison: str, shipped: Counter[str], swept: Counter[str], inputs: int,
+         names: Counter[str], missed: list[str]) -> dict[str, object]:
+    return {"mutation": m.name, "class": m.bug_class, "control": m.control,
+            "expect": m.shows.value if m.shows else "agree", "comparison": comparison,
+            "shipped": dict(shipped), "swept": dict(swept), "inputs": inputs,
+            "named": dict(names), "missed": missed}
+
+
+# The hf and mlx runners' generated inputs: windows the queries pass (prompts of 8+ ids and 16
+# new ones put queries 8..24 positions past the first key), and each rotation of the drafted
+# lengths 1..4 (verify widths 2..5).
+WINDOWS = (2, 3, 4, 6, 8, 12)
+ROTATIONS = ("1,2,3,4", "2,3,4,1", "3,4,1,2", "4,1,2,3")
+
+
+def engine_inputs(m: Mutation) -> list[tuple[str, CoverageClass, tuple[str, ...]]]:
+    """(label, class, runner arguments) of the inputs that reach the state `m` needs (a
+    control, or a bug that needs none: every input)."""
+    windows = [(f"window={w}", CoverageClass.WINDOW_EDGE, ("--sliding-window", str(w)))
+               for w in WINDOWS]
+    widths = [(f"draft_lens={r}", CoverageClass.VERIFY_WIDTHS, ("--draft-lens", r))
+              for r in ROTATIONS]
+    if m.control or not m.needs:
+        return windows + widths
+    return [*(windows if CoverageClass.WINDOW_EDGE in m.needs else []),
+            *(widths if CoverageClass.VERIFY_WIDTHS in m.needs else [])]
+
+
+class EngineRuns:
+    """Runs of the hf or mlx runner's command line in this process (its trace lines as its
+    stderr carries them, written to files), each once."""
+
+    def __init__(self, runner: Runner, folder: Path) -> None:
+        import importlib
+
+        self.main = importlib.import_module(f"difftest.runners.{runner.value}.__main__").main
+        self.base = (["--drafter", "assisted", "--attn", "sdpa", "--threads", "1"]
+                     if runner is Runner.HF else ["--attn", "sdpa"])
+        self.folder = folder
+        self.cache: dict[tuple[str, ...], Path] = {}
+
+    def trace(self, args: tuple[str, ...], mutation: str | None) -> Path:
+        key = (*args, f"mutation={mutation}")
+        if key not in self.cache:
+            err, out = io.StringIO(), io.StringIO()
+            saved = {k: os.environ.get(k) for k in (MUTATION_ENV, "VT_SPEC_TRACE")}
+            os.environ["VT_SPEC_TRACE"] = "3"
+            os.environ.pop(MUTATION_ENV, None)
+            if mutation:
+                os.environ[MUTATION_ENV] = mutation
+            try:
+                with redirect_stderr(err), redirect_stdout(out):
+                    code = self.main([*self.base, *args])
+            finally:
+                for k, v in saved.items():
+                    os.environ.pop(k, None)
+                    if v is not None:
+                        os.environ[k] = v
+            if code != 0:
+                raise SystemExit(f"{' '.join(key)}: exit {code}: {err.getvalue()[-500:]}")
+            path = self.folder / f"run{len(self.cache)}.log"
+            path.write_text(err.getvalue())
+            self.cache[key] = path
+        return self.cache[key]
+
+
+def engine_recall(runner: Runner, seeds: tuple[int, ...], only: list[str] | None
+                  ) -> list[dict[str, object]]:
+    """Each record `runner` carries through its `rerun` comparison (see the docstring)."""
+    config = load_config(ROOT / "difftest" / "configs" / f"{runner.value}.toml")
+    rerun = config.comparison("rerun")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = EngineRuns(runner, Path(tmp))
+        for m in carried_by(runner):
+            if only is not None and m.name not in only:
+                continue
+            tolerance = (m.judged_by if m.control and m.judged_by in config.comparisons
+                         else None)
+            shipped, swept, names = Counter[str](), Counter[str](), Counter[str]()
+            missed: list[str] = []
+            inputs = [("default", None, ())] + [(label, cls, args) for label, cls, args
+                                               in engine_inputs(m)]
+            for s in seeds:
+                for label, cls, extra in inputs:
+                    args = ("--seed", str(s), *extra)
+                    report = judge_planted(runs.trace(args, None), runs.trace(args, m.name),
+                                           rerun, config, (None, m.name), tolerance)
+                    kind = report.verdict.kind
+                    (shipped if cls is None else swept)[kind.value] += 1
+                    if kind is VerdictKind.DIFFER and report.arm_a.trace and report.arm_b.trace:
+                        found = classify(report.arm_a.trace, report.arm_b.trace).kind
+                        names[found.value if found else "logits-only"] += 1
+                    if cls is not None and kind is not (VerdictKind.AGREE if m.control
+                                                        else VerdictKind.DIFFER):
+                        missed.append(f"seed {s} {label} ({cls.value}): {kind.value}")
+            rows.append(_row(m, tolerance or rerun.name, shipped, swept,
+                             len(seeds) * (len(inputs) - 1), names, missed))
+            print(_line(rows[-1]), flush=True)
+    return rows
+
+
 
 
 def _line(r: dict[str, object]) -> str:

@@ -81,6 +81,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_golden.py": ("subprocess",),
     "test_hf.py": ("transformers", "subprocess"),
     "test_hf_check.py": ("transformers", "subprocess"),
+    "test_hf_corpus.py": ("transformers", "subprocess"),
     "test_hf_sampled.py": ("transformers", "subprocess"),
     "test_hints.py": ("subprocess",),
     "test_html.py": ("subprocess",),

@@ -243,7 +243,8 @@ class _Hook:
 @contextmanager
 def traced_generation(tracer: Tracer, req: str = "r0",
                       capture: ActivationCapture | None = None, *, sampled: bool = False,
-                      draft_temperature: float | None = None) -> Iterator[HFTrace]:
+                      draft_temperature: float | None = None,
+                      on_generator: Callable[[Any], None] | None = None) -> Iterator[HFTrace]:
     """Trace every speculative `generate` call made inside the block as request `req`.
 
     The tracer's drafting kind, when it has none, is set from the first generator built (and
@@ -256,6 +257,10 @@ def traced_generation(tracer: Tracer, req: str = "r0",
     target's (transformers hands the assistant a copy of the target's generation config; this
     changes that copy only), so the verify tests the draft's tempered law against the target's
     own.
+
+    `on_generator(generator)` sees each candidate generator before it is traced (a runner that
+    sets the draft length per verify wraps its `get_candidates` there, so the trace shows what
+    it drafted).
     """
     from transformers.generation.utils import GenerationMixin
 
@@ -269,6 +274,8 @@ def traced_generation(tracer: Tracer, req: str = "r0",
         tracer.declare(record.drafting)
         if draft_temperature is not None:
             generator.generation_config.temperature = draft_temperature
+        if on_generator is not None:
+            on_generator(generator)
         _Hook(generator, tracer, record, capture, sampled)
         return generator
 

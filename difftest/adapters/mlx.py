@@ -202,11 +202,13 @@ class _Seen:
 
 
 def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator[Any]],
-                 prompt: Any, model: Any, draft_model: Any, *args: Any,
+                 prompt: Any, model: Any, draft_model: Any, *args: Any, start: int | None = None,
                  **kwargs: Any) -> Generator[Any, None, None]:
     """`inner(prompt, model, draft_model, ...)` (mlx-lm's speculative_generate_step) with every
     verify traced as request `record.req` and kept in `record`; yields what `inner` yields.
-    With `record.capture`, the draft forwards of its step are recorded module by module."""
+    With `record.capture`, the draft forwards of its step are recorded module by module.
+    `start`: the request's token count before the first step (default: the prompt's size; a
+    call that continues a request on its `prompt_cache` passes the count so far)."""
     import mlx.core as mx
 
     capture = record.capture
@@ -214,7 +216,7 @@ def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator
     sample_utils = importlib.import_module("mlx_lm.sample_utils")
     req = record.req
     tracer.declare(DraftingKind.SEQUENTIAL)
-    pos = int(prompt.size)
+    pos = int(prompt.size) if start is None else start
     seen = _Seen(req, pos, capture)
     kwargs["sampler"] = seen.sampler(kwargs.get("sampler") or sample_utils.greedy_sampler)
     emitted: list[int] = []

@@ -56,3 +56,39 @@ def check_sampling(temperature: object, top_p: object, sample_seed: object, samp
         raise UsageError(f"samples must be an integer >= 1, got {samples!r}")
     if samples > 1 and t is None:
         raise UsageError("samples > 1 needs a temperature (greedy draws are all equal)")
+
+
+# A sliding window in keys (the reference runner's `sliding:W`, the hf and mlx runners'
+# --sliding-window): positions and masks are int32 in the engines this mimics.
+MAX_WINDOW = 2**31 - 1
+
+
+def check_window(value: object, name: str = "sliding-window") -> int:
+    """A sliding window of 1..MAX_WINDOW keys (the query's own included), else UsageError."""
+    from difftest.core.errors import UsageError
+
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WINDOW:
+        raise UsageError(f"{name} must be an integer in 1..{MAX_WINDOW}, got {value!r}")
+    return value
+
+
+def parse_draft_lens(text: str, flag: str = "--draft-lens") -> tuple[int, ...]:
+    """`1,2,3,4`: drafted tokens per step, cycled (every runner's --draft-lens); "" is none.
+    An empty entry or a non-integer is a UsageError (entries are checked by check_draft_lens)."""
+    from difftest.core.errors import UsageError
+
+    if not text.strip():
+        return ()
+    entries = [x.strip() for x in text.split(",")]
+    if not all(e.isdigit() and e.isascii() and len(e) <= 10 for e in entries):
+        raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,2,3,4")
+    return tuple(int(e) for e in entries)
+
+
+def check_draft_lens(lens: tuple[int, ...], k: int, name: str = "draft_lens") -> None:
+    """Each drafted length in 1..k (k: the most a step drafts), else UsageError."""
+    from difftest.core.errors import UsageError
+
+    for n in lens:
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= k:
+            raise UsageError(f"{name} entries must be integers in 1..k ({k}), got {n!r}")

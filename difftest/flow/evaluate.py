@@ -19,6 +19,7 @@ from difftest.analysis.acceptance import measure as measure_acceptance
 from difftest.analysis.audit import AuditThresholds, TraceAudit, audit_trace
 from difftest.analysis.compare import Comparison, DraftingSource, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config
+from difftest.core.corpus import MUTATION_ENV
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute.records import ArmResult
 from difftest.analysis.floor import measure_floor, rerun_name
@@ -303,11 +304,13 @@ def _arms_in_role(verdict: Verdict, spec: ComparisonSpec, arms: Sequence[ArmOutc
 def coverage_finding(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
                      ) -> VerdictFinding | None:
     """What the arms' coverage demands (difftest.analysis.coverage): no agreement on a toggle
-    whose state neither arm exercised, nor on a corpus mutation planted in B (its
+    whose state neither arm exercised, nor on a corpus mutation planted in either arm (its
     `[spec-config]` names it) whose state was not exercised or that never acted."""
     assert a.trace is not None and b.trace is not None
     return coverage.finding(spec.rules.toggle or (), a.trace.coverage, b.trace.coverage,
-                            (a.name, b.name), b.trace.config.values.get("mutation"))
+                            (a.name, b.name), b.trace.config.values.get("mutation"),
+                            a.trace.config.values.get("mutation"),
+                            forced=bool(spec.rules.teacher_force))
 
 
 def tolerance_of(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome
@@ -487,6 +490,30 @@ def judge_traces(trace_a: Path, trace_b: Path, spec: ComparisonSpec,
                 f"{spec.arm_a}, and two traces were given (judged without a floor)")
         report = replace(report, verdict=report.verdict.with_reasons([note]))
     return report
+
+
+def judge_planted(trace_a: Path, trace_b: Path, spec: ComparisonSpec, config: Config,
+                  mutations: tuple[str | None, str | None],
+                  tolerance_of: str | None = None) -> ComparisonReport:
+    """Two captures of `spec`'s arms, each run with the corpus mutation named (None: none)
+    through DIFFTEST_MUTATION, judged as if the config's arms had asked for it (so the roles
+    check sees it planted on purpose; the coverage checks each arm's). A comparison of an arm
+    with itself (`rerun`) names B `ARM-again`, so that each capture has its own definition.
+    `tolerance_of`: the config comparison whose tolerance (thresholds file included) judges
+    the logits instead of `spec`'s, its toggle left out (a control that rounds otherwise)."""
+    arm_b = spec.arm_b if spec.arm_b != spec.arm_a else f"{spec.arm_b}-again"
+    judged = replace(spec, arm_b=arm_b)
+    if tolerance_of is not None:
+        own = config.comparison(tolerance_of)
+        judged = replace(own, name=spec.name, arm_a=spec.arm_a, arm_b=arm_b,
+                         rules=replace(own.rules, toggle=None))
+    defined = {}
+    for name, arm, mutation in ((spec.arm_a, spec.arm_a, mutations[0]),
+                                (arm_b, spec.arm_b, mutations[1])):
+        base = config.arm(arm)
+        defined[name] = (base.with_changes(env={**base.env, MUTATION_ENV: mutation})
+                         if mutation else base)
+    return judge_traces(trace_a, trace_b, judged, arms=defined)
 
 
 def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from difftest.config import ArmSpec
+from difftest.core.corpus import MUTATION_ENV
 from difftest.core.force import FORCE_ENV, FORCED_TAG
 from difftest.core.kinds import VerdictKind
 from difftest.flow.switch import CONFIG_SOURCE, Side
 
 FAULT_ENV = "DIFFTEST_FAULT"
-MUTATION_ENV = "DIFFTEST_MUTATION"
 _NO_MUTATION = ("", "none")
 _CHUNK = 1 << 20
 

@@ -23,7 +23,8 @@ def coverage_rows(rep: ComparisonReport) -> tuple[CoverageRow, ...]:
     if a is None or b is None:
         return ()
     return table(rep.spec.rules.toggle or (), a.coverage, b.coverage,
-                 mutation_needs(b.config.values.get("mutation")))
+                 mutation_needs(a.config.values.get("mutation"),
+                                b.config.values.get("mutation")))
 
 
 def coverage_cells(rep: ComparisonReport) -> tuple[list[str], list[list[str]]]:

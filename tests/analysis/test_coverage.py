@@ -71,9 +71,10 @@ def test_widths_need_two_different_ones() -> None:
     assert effect(["verify_kernel"], two, one, NAMES) == (None, ())
 
 
-def test_traces_without_a_coverage_line_demand_nothing() -> None:
+def test_traces_without_a_coverage_line_demand_nothing_of_a_mutation_and_draw_no_table() -> None:
+    # (of a toggle about a state they do: test_a_toggle_about_a_state_with_no_arm_counting_it...)
     none = SpecCoverage()
-    assert effect(["lane"], none, none, NAMES) == (None, ())
+    assert effect([], none, none, NAMES, "causal-mask") == (None, ())
     assert table(["lane"], none, none) == ()
     rows = table(["lane"], cov(page_cross=1), none)
     assert [r.count_b for r in rows] == [None] * len(CoverageClass)
@@ -108,3 +109,60 @@ def test_a_planted_mutation_demands_its_own_state_and_to_have_acted() -> None:
     # a control never "acts" on the result; a name outside the corpus demands nothing
     assert effect(["lane"], reached, cov(fired=0), NAMES, "control-page-layout") == (None, ())
     assert effect(["lane"], reached, cov(fired=0), NAMES, "my-own-mutation") == (None, ())
+
+
+def test_a_mutation_planted_in_arm_a_is_checked_as_one_in_b() -> None:
+    # the hf/mlx runners' rerun comparison with the window bug in A, on inputs without an edge
+    plain = cov(window_edges=0, fired=0)
+    kind, reasons = effect([], cov(window_edges=0, fired=0), plain, ("sdpa", "sdpa"),
+                           None, "sliding-window-edge")
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert any("mutation 'sliding-window-edge' acts only about sliding-window edges" in r
+               for r in reasons), reasons
+    assert any("never acted in sdpa (fired=0)" in r for r in reasons), reasons
+    acted = cov(window_edges=3, fired=3)
+    assert effect([], acted, plain, ("sdpa", "sdpa"), None, "sliding-window-edge") == (None, ())
+
+
+def test_the_hf_and_mlx_options_name_their_state() -> None:
+    assert about(["sliding_window"]) == (CoverageClass.WINDOW_EDGE,)
+    assert about(["draft_lens"]) == (CoverageClass.VERIFY_WIDTHS,)
+
+
+def test_a_toggle_about_a_state_with_no_arm_counting_it_is_uninformative() -> None:
+    # an engine that prints no [spec-coverage]: nothing shows the inputs reached a page boundary
+    none = SpecCoverage()
+    kind, reasons = effect(["lane"], none, none, NAMES)
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert reasons == ("coverage unknown: toggle 'lane' is about page boundary inside a drafted "
+                       "block, drafted block ending on a page's last slot, block table out of "
+                       "physical order, and neither arm prints [spec-coverage]: nothing shows the "
+                       "inputs reached that state (an engine can count it in that line, "
+                       "docs/trace-format.md)",)
+    # a toggle about no state demands nothing of an engine without the line
+    assert effect(["attention_draft"], none, none, NAMES) == (None, ())
+    # one arm counting it and reaching it is enough
+    assert effect(["lane"], cov(page_cross=2, page_end=1, page_order=1), none, NAMES) == \
+        (None, ())
+
+
+def test_teacher_forcing_hides_a_verify_path_bug_and_a_verify_width_toggle() -> None:
+    # accept-one-too-many acts (fired=2) on a reached state: free, the comparison is judged as
+    # usual; forced, B commits A's stream and the bug cannot show
+    acted = cov(rejections=5, fired=2)
+    assert effect([], cov(rejections=5), acted, NAMES, "accept-one-too-many") == (None, ())
+    kind, reasons = effect([], cov(rejections=5), acted, NAMES, "accept-one-too-many",
+                           forced=True)
+    assert kind is VerdictKind.UNINFORMATIVE
+    assert reasons == ("coverage: teacher forcing hides the verify path: mutation "
+                       "'accept-one-too-many' in materialized changes what a verify commits, and "
+                       "forced, B commits A's stream; compare it free",)
+    # a drafter bug shows forced too: nothing said
+    assert effect([], cov(window_edges=3), cov(window_edges=3, fired=4), NAMES,
+                  "sliding-window-edge", forced=True) == (None, ())
+    # a toggle about verify widths
+    widths = cov(widths=((2, 3), (3, 4)))
+    assert effect(["draft_lens"], widths, widths, NAMES) == (None, ())
+    kind, reasons = effect(["draft_lens"], widths, widths, NAMES, forced=True)
+    assert kind is VerdictKind.UNINFORMATIVE and len(reasons) == 1
+    assert "toggle 'draft_lens' is about verify widths, and forced" in reasons[0]

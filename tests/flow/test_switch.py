@@ -249,6 +249,10 @@ def test_bad_toggle_or_evidence_names_file_table_and_key(table: str, needle: str
 
 OTHER_RUN = "[spec-config] build=second"  # B is a capture of another build
 
+# what a paged arm counts of the page states `lane` is about (docs/trace-format.md)
+PAGES_COVERED = "[spec-coverage] blocks=24 page_size=16 page_cross=3 page_end=1 page_order=2"
+
+
 def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     """Traces that carry only `[dflash-route]` (no `[spec-config]`): both ran the paged lane."""
     cfg = lanes_config(tmp_path, evidence=True)
@@ -260,8 +264,14 @@ def test_vllm_cpp_style_traces_on_one_lane_are_inert(tmp_path: Path) -> None:
     assert rep.verdict.label == "INERT"
     first = rep.verdict.reasons[0]
     assert "lane" in first and "paged" in first and "materialized" in first
-    # with the lanes really switched, it is judged as it was without a toggle
+    # with the lanes really switched, a toggle about page state needs the state counted: an
+    # engine that prints no [spec-coverage] line cannot show its inputs reached it
     b2 = trace_file(tmp_path, "b2.log", [*steps(), ROUTE_MATERIALIZED])
+    unknown = api.compare_traces(a, b2, comparison="lanes", config=cfg)
+    assert unknown.verdict.kind is VerdictKind.UNINFORMATIVE
+    assert any(r.startswith("coverage unknown: toggle 'lane'") for r in unknown.verdict.reasons)
+    # counted and reached, it is judged as it was without a toggle
+    a = trace_file(tmp_path, "a2.log", [*steps(), ROUTE_PAGED, PAGES_COVERED])
     judged = api.compare_traces(a, b2, comparison="lanes", config=cfg)
     plain = api.compare_traces(a, b2, config=lanes_config(tmp_path, toggle=""),
                                comparison="lanes")
@@ -278,6 +288,7 @@ def test_identical_spec_config_lines_under_a_toggle_are_inert(tmp_path: Path) ->
         VerdictKind.INERT
     c = trace_file(tmp_path, "c.log", ["[spec-config] lane=materialized attention=single",
                                        *steps()])
+    a = trace_file(tmp_path, "a2.log", [head, *steps(), PAGES_COVERED])
     rep = api.compare_traces(a, c, comparison="lanes", config=cfg)
     assert rep.verdict.kind is VerdictKind.AGREE and rep.exit_code == ExitCode.OK
 

@@ -7,7 +7,9 @@ import os
 import sys
 from pathlib import Path
 
+from difftest.core.corpus import Runner, add_corpus_arguments, listing, mutation_from_env
 from difftest.core.errors import DifftestError, ExitCode, UsageError
+from difftest.core.limits import parse_draft_lens
 from difftest.core.faults import FAULT_ENV
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.hf.options import ATTNS, DRAFTERS, DTYPES, MUTATIONS, SCHEDULES, HFOptions
@@ -54,9 +56,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=d.threads,
                    help="torch threads (default 1: two arms side by side otherwise slow each "
                         "other down)")
-    p.add_argument("--mutation", choices=MUTATIONS, default="none",
-                   help="a known-wrong draft attention (broken-mask, sliding-window-4) or, "
-                        "with --temperature, sampler (temperature-draft-only), for probes")
+    p.add_argument("--mutation", choices=MUTATIONS, default=None,
+                   help="a known-wrong draft attention (broken-mask, sliding-window-4), a "
+                        "corpus bug (--list-mutations) or, with --temperature, sampler "
+                        "(temperature-draft-only), for probes (default: DIFFTEST_MUTATION, "
+                        "unset = none)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
     p.add_argument("--fault", default=None,
                    help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
@@ -76,11 +80,15 @@ def parser() -> argparse.ArgumentParser:
                    help="with --temperature: draws per prompt in one run, requests rI~J")
     p.add_argument("--no-spec", action="store_true",
                    help="the target alone: one token per step, nothing drafted")
+    add_corpus_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.list_mutations:
+        sys.stdout.write(listing(Runner.HF))
+        return int(ExitCode.OK)
     try:
         options = HFOptions(
             model=args.model, assistant=args.assistant, attn=args.attn, dtype=args.dtype,
@@ -88,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens, k=args.k, confidence=args.confidence,
             schedule=args.schedule,
             prompt_len=args.prompt_len, seed=args.seed, threads=args.threads,
-            mutation=args.mutation, top_k=args.top_k,
+            mutation=args.mutation or mutation_from_env(MUTATIONS), top_k=args.top_k,
             fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip(),
             temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
-            samples=args.samples, no_spec=args.no_spec)
+            samples=args.samples, no_spec=args.no_spec, sliding_window=args.sliding_window,
+            draft_lens=parse_draft_lens(args.draft_lens))
         if options.sampled and (os.environ.get(FORCE_ENV, "").strip()
                                 or os.environ.get(CAPTURE_ENV, "").strip()):
             raise UsageError(f"{FORCE_ENV} and {CAPTURE_ENV} replay greedy decoding; unset them "

@@ -8,11 +8,13 @@ layers 1 and 3. Weights are drawn with a wide initializer (0.1) so the greedy st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from difftest.core.corpus import window_read
 from difftest.core.errors import UsageError
 from difftest.core.faults import Fault
 from difftest.runners.hf.options import ATTENTION_MUTATIONS, HFOptions
@@ -67,8 +69,10 @@ def builtin_dflash_draft(options: HFOptions) -> Any:
     return MuseGlimmerAssistantModel(config)
 
 
-def load_pair(options: HFOptions) -> tuple[Any, Any]:
-    """(target, draft) in eval mode, with the options' attention and dtypes."""
+def load_pair(options: HFOptions, seen: Callable[[Any, int, int], None] | None = None
+              ) -> tuple[Any, Any]:
+    """(target, draft) in eval mode, with the options' attention and dtypes. `seen(module,
+    q_len, k_len)` hears every routed draft attention forward (the corpus's counters)."""
     if options.model is not None and options.assistant is not None:
         from transformers import AutoModel, AutoModelForCausalLM
 
@@ -83,8 +87,10 @@ def load_pair(options: HFOptions) -> tuple[Any, Any]:
     draft.set_attn_implementation(options.attn)
     target.to(getattr(torch, options.dtype)).eval()
     draft.to(getattr(torch, options.draft_dtype)).eval()
-    if options.mutation in ATTENTION_MUTATIONS:  # a sampler's mutation is the sampler's
-        mutate(draft, options.mutation)
+    if options.mutation in ATTENTION_MUTATIONS or options.sliding_window:
+        # a sampler's mutation is the sampler's, the target's verify width the runner's
+        route_masked_attention(draft, MUTATED_ATTN, options.mutation,
+                               window=options.sliding_window, seen=seen)
     return target, draft
 
 
@@ -99,35 +105,34 @@ def _load(loader: Any, folder: Path, flag: str) -> Any:
                          f"({type(exc).__name__}: {said})") from None
 
 
-def mutated_mask(query: torch.Tensor, key: torch.Tensor, causal: bool, mutation: str
-                 ) -> torch.Tensor:
-    """An additive (1, 1, q, k) mask; queries are the last q of the k key positions."""
+def mutated_mask(query: torch.Tensor, key: torch.Tensor, causal: bool, mutation: str,
+                 window: int = 0) -> torch.Tensor:
+    """An additive (1, 1, q, k) mask; queries are the last q of the k key positions. `window`:
+    each query sees only its last `window` keys (0: no window), one more under
+    `sliding-window-edge`; any other mutation keeps the model's own causality."""
     q_len, k_len = query.shape[-2], key.shape[-2]
     qpos = torch.arange(k_len - q_len, k_len)[:, None]
     kpos = torch.arange(k_len)[None, :]
     if mutation == "broken-mask":
         # the wrong causality: a causal draft sees the future, a bidirectional one loses it
-        visible = torch.ones(q_len, k_len, dtype=torch.bool) if causal else kpos <= qpos
-    elif mutation == "sliding-window-4":
-        visible = kpos > qpos - 4
-        if causal:
-            visible &= kpos <= qpos
-    else:  # pragma: no cover - options validated the name
-        raise ValueError(mutation)
+        causal = not causal
+    visible = kpos <= qpos if causal else torch.ones(q_len, k_len, dtype=torch.bool)
+    if mutation == "sliding-window-4":
+        visible = visible & (kpos > qpos - 4)
+    if window:
+        visible = visible & (kpos > qpos - window_read(mutation, window))
     zero = torch.zeros((), dtype=query.dtype)
     blocked = torch.tensor(torch.finfo(query.dtype).min, dtype=query.dtype)
     return torch.where(visible, zero, blocked)[None, None].to(query.device)
 
 
-def mutate(draft: Any, mutation: str) -> None:
-    """Route the draft's attention through a known-wrong mask (transformers' attention registry)."""
-    route_masked_attention(draft, MUTATED_ATTN, mutation)
-
-
-def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = None) -> None:
-    """Register, as attention implementation `name`, sdpa with the mask `mutation` makes
-    (mutated_mask), in every attention module or in `only` (a planted one-layer fault; the
-    others keep their own mask), and route the draft's attention through it."""
+def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = None,
+                           window: int = 0,
+                           seen: Callable[[Any, int, int], None] | None = None) -> None:
+    """Register, as attention implementation `name`, sdpa with the mask `mutation` and `window`
+    make (mutated_mask), in every attention module or in `only` (a planted one-layer fault; the
+    others keep their own mask), and route the draft's attention through it. `seen(module,
+    q_len, k_len)` is called before each routed forward."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
@@ -136,7 +141,10 @@ def route_masked_attention(draft: Any, name: str, mutation: str, only: Any = Non
                   attention_mask: torch.Tensor | None, **kwargs: Any) -> Any:
         if only is not None and module is not only:
             return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-        mask = mutated_mask(query, key, bool(getattr(module, "is_causal", True)), mutation)
+        if seen is not None:
+            seen(module, query.shape[-2], key.shape[-2])
+        mask = mutated_mask(query, key, bool(getattr(module, "is_causal", True)), mutation,
+                            window)
         kwargs.pop("is_causal", None)
         kwargs.pop("sliding_window", None)
         return sdpa_attention_forward(module, query, key, value, mask, is_causal=False, **kwargs)

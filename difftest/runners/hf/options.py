@@ -7,7 +7,8 @@ from pathlib import Path
 
 from difftest.core.errors import UsageError
 from difftest.core.faults import Fault, parse_fault_text
-from difftest.core.limits import check_sampling, check_seed
+from difftest.core.corpus import Runner, names_of
+from difftest.core.limits import check_draft_lens, check_sampling, check_seed, check_window
 
 ATTNS: tuple[str, ...] = ("sdpa", "eager")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -21,9 +22,17 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 # the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
 # temperature-draft-only: a known-wrong sampler (sampled mode only): the draft samples at the
 # temperature and the target verifies at 1, so the output follows the target's untempered law.
+# The bug corpus's records this runner carries (difftest.core.corpus, difftest.runners.hf.corpus;
+# --list-mutations): sliding-window-edge (the draft's --sliding-window one key too wide),
+# verify-width-path (the target's verify rows shifted at width 3), broken-mask (above) and the
+# control-explicit-mask control (the draft's sdpa given the causal mask as a tensor).
 SAMPLED_MUTATIONS: tuple[str, ...] = ("temperature-draft-only",)
-ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4")
-MUTATIONS: tuple[str, ...] = ("none", *ATTENTION_MUTATIONS, *SAMPLED_MUTATIONS)
+CORPUS_MUTATIONS: tuple[str, ...] = names_of(Runner.HF)
+# the mutations that route the draft's attention through a mask of its own (models.mutated_mask;
+# sliding-window-edge only with a --sliding-window: without one it computes the correct run)
+ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4", "control-explicit-mask")
+MUTATIONS: tuple[str, ...] = tuple(dict.fromkeys(("none", *ATTENTION_MUTATIONS,
+                                                  *CORPUS_MUTATIONS, *SAMPLED_MUTATIONS)))
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class HFOptions:
     sample_seed: int | None = None
     samples: int = 1  # draws per prompt in one run, requests rI~J
     no_spec: bool = False  # the target alone: one token per step, nothing drafted
+    # the draft's attention sees only the last W keys (its own included); 0: no window
+    sliding_window: int = 0
+    # drafted tokens per verify, cycled (request i starts i entries on); (): k every verify
+    draft_lens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("dtype", DTYPES), ("drafter", DRAFTERS),
@@ -102,6 +115,40 @@ class HFOptions:
                 raise UsageError(f"fault {self.fault!r}: a mask fault needs --attn sdpa and no "
                                  "--mutation (it routes one layer through a changed sdpa mask)")
         self._validate_sampling()
+        self._validate_corpus()
+
+    def _validate_corpus(self) -> None:
+        """The window, the draft-length cycle and the corpus's own mutations live in the greedy
+        assisted loop, with the draft's attention routed through sdpa."""
+        if self.sliding_window:
+            check_window(self.sliding_window)
+        check_draft_lens(self.draft_lens, self.k)
+        asked = [name for name, on in (("--sliding-window", self.sliding_window),
+                                       ("--draft-lens", self.draft_lens),
+                                       (f"mutation {self.mutation!r}",
+                                        self.mutation in CORPUS_MUTATIONS
+                                        and self.mutation != "broken-mask")) if on]
+        if not asked:
+            return
+        what = " and ".join(asked)
+        if self.drafter != "assisted" or self.sampled:
+            raise UsageError(f"{what}: for greedy assisted drafting only (--drafter "
+                             "assisted, no --temperature or --no-spec)")
+        if self.attn != "sdpa" and (self.sliding_window or self.mutation in ATTENTION_MUTATIONS):
+            raise UsageError(f"{what}: the draft's attention is routed through sdpa; use "
+                             "--attn sdpa")
+        if self.draft_lens and (self.schedule != "constant" or self.confidence != 0.0):
+            raise UsageError("--draft-lens sets every verify's draft length: drop --schedule "
+                             "and --confidence")
+        fault = self.planted()
+        if self.sliding_window and fault is not None and fault.kind == "mask":
+            raise UsageError(f"fault {self.fault!r}: a mask fault needs no --sliding-window")
+
+    @property
+    def corpus_run(self) -> bool:
+        """A run that prints its `[spec-coverage]` line: a corpus mutation, a window or a
+        draft-length cycle in effect (a plain run prints what it always did)."""
+        return bool(self.mutation in CORPUS_MUTATIONS or self.sliding_window or self.draft_lens)
 
     def _validate_sampling(self) -> None:
         check_sampling(self.temperature, self.top_p, self.sample_seed, self.samples,

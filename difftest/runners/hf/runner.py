@@ -11,6 +11,7 @@ from difftest.adapters.hf import (ActivationCapture, forced_generation, resolved
                                   traced_generation)
 from difftest.emit import Tracer
 from difftest.core.force import ForceStream
+from difftest.runners.hf.corpus import Planted
 from difftest.runners.hf.models import load_pair, prepare_draft
 from difftest.runners.hf.options import HFOptions
 
@@ -48,7 +49,14 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     torch.set_num_threads(options.threads)
     if force is not None and options.drafter != "assisted":
         raise ForceMismatch("teacher forcing needs --drafter assisted")
-    target, draft = load_pair(options)
+    if force is not None and (options.draft_lens or options.mutation == "verify-width-path"):
+        raise ForceMismatch("teacher forcing replays the forced arm's steps: drop --draft-lens "
+                            "and the verify-width-path mutation")
+    planted = Planted(options) if options.corpus_run else None
+    target, draft = load_pair(options, planted.draft_forward if planted is not None else None)
+    if planted is not None:
+        target.register_forward_hook(planted.target_output)
+        planted.layers = int(draft.config.num_hidden_layers)
     fault = prepare_draft(options, draft)
     extra = {"speculation_type": "dflash"} if options.drafter == "dflash" else {}
     settings: dict[str, object] = {**resolved_settings(target, draft), "drafter": options.drafter,
@@ -57,6 +65,10 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
                                    "threads": torch.get_num_threads(), "seed": options.seed}
     if fault is not None:  # keys only when in effect: a plain run prints what it always did
         settings["fault"] = fault.text
+    if options.sliding_window:
+        settings["sliding_window"] = options.sliding_window
+    if options.draft_lens:
+        settings["draft_lens"] = ",".join(map(str, options.draft_lens))
     if force is not None:
         settings["forced"] = True
         if any(step.drafts for steps in force.requests.values() for step in steps):
@@ -67,7 +79,9 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     vocab = int(target.get_output_embeddings().weight.shape[0])
     try:
         with torch.no_grad():
-            for req, prompt in prompts(options, vocab).items():
+            for index, (req, prompt) in enumerate(prompts(options, vocab).items()):
+                if planted is not None:
+                    planted.request(index)
                 if force is not None:
                     steps = force.requests.get(req)
                     if steps is None:
@@ -80,15 +94,20 @@ def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
                         raise ForceMismatch(str(exc)) from None
                 else:
                     ids = torch.tensor([prompt], dtype=torch.long)
-                    with traced_generation(tracer, req=req, capture=hooks):
+                    with traced_generation(tracer, req=req, capture=hooks, on_generator=(
+                            planted.generator if planted is not None else None)) as record:
                         result = target.generate(
                             ids, attention_mask=torch.ones_like(ids), assistant_model=draft,
                             do_sample=False, max_new_tokens=options.max_new_tokens, **extra)
                     generated[req] = result[0, len(prompt):].tolist()
+                    if planted is not None:
+                        planted.count(record)
                 if out is not None:
                     out.write(f"{req}: {' '.join(map(str, generated[req]))}\n")
                     out.flush()
     finally:
         if hooks is not None:
             hooks.remove()
+    if planted is not None and force is None:
+        tracer.coverage(planted.coverage.fields())
     return generated

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV, parse_at
+from difftest.core.corpus import Runner, add_corpus_arguments, listing, mutation_from_env
 from difftest.core.errors import DifftestError, ExitCode
+from difftest.core.limits import parse_draft_lens
 from difftest.core.faults import FAULT_ENV
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.mlx.options import ATTNS, DTYPES, MUTATIONS, MLXOptions
@@ -37,25 +39,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=d.k, help="drafts per verify")
     p.add_argument("--prompt-len", type=int, default=d.prompt_len)
     p.add_argument("--seed", type=int, default=d.seed, help="weights and prompts")
-    p.add_argument("--mutation", choices=MUTATIONS, default="none",
-                   help="a known-wrong draft, for probes")
+    p.add_argument("--mutation", choices=MUTATIONS, default=None,
+                   help="a known-wrong draft or a corpus bug (--list-mutations), for probes "
+                        "(default: DIFFTEST_MUTATION, unset = none)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
     p.add_argument("--fault", default=None,
                    help="a planted fault in one draft module, MODULE:KIND[:SIZE] with KIND scale, "
                         "noise or mask, MODULE e.g. model.layers.1.mlp (default: DIFFTEST_FAULT, "
                         "unset = none)")
+    add_corpus_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.list_mutations:
+        sys.stdout.write(listing(Runner.MLX))
+        return int(ExitCode.OK)
     force_path = os.environ.get(FORCE_ENV, "").strip()
     try:
         options = MLXOptions(
             attn=args.attn, draft_dtype=args.draft_dtype, requests=args.requests,
             max_new_tokens=args.max_new_tokens, k=args.k, prompt_len=args.prompt_len,
-            seed=args.seed, mutation=args.mutation, top_k=args.top_k, split=args.split,
-            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip())
+            seed=args.seed, mutation=args.mutation or mutation_from_env(MUTATIONS),
+            top_k=args.top_k, split=args.split,
+            fault=args.fault if args.fault is not None else os.environ.get(FAULT_ENV, "").strip(),
+            sliding_window=args.sliding_window, draft_lens=parse_draft_lens(args.draft_lens))
         force = read_force_file(Path(force_path)) if force_path else None
         at = os.environ.get(CAPTURE_ENV, "").strip()
         capture = parse_at(at) if at else None

@@ -11,7 +11,10 @@ known-wrong mask; the target is mlx-lm's own.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
+
+from difftest.core.corpus import window_read
 
 from difftest.runners.mlx.options import MLXOptions
 
@@ -65,18 +68,24 @@ def builtin_draft(target: Any) -> Any:
     return draft
 
 
-def attention_mask(q_len: int, k_len: int, mutation: str) -> Any:
+def attention_mask(q_len: int, k_len: int, mutation: str, window: int = 0) -> Any:
     """Which keys each query sees, (q, k) booleans; the queries are the last q of k positions.
-    None where every query sees every key it would see anyway (one query, no window)."""
+    None where every query sees every key it would see anyway (one query, no window).
+    `window`: each query sees only its last `window` keys (0: none), one more under
+    `sliding-window-edge`."""
     import mlx.core as mx
 
     qpos = mx.arange(k_len - q_len, k_len)[:, None]
     kpos = mx.arange(k_len)[None, :]
+    # a window wider than the keys reads them all: clamped, it stays within int32 (mlx's ints)
+    inside = kpos > qpos - min(window_read(mutation, window), k_len) if window else None
     if mutation == "broken-mask":
-        return None  # every key, the future included
+        return inside  # every key, the future included (inside the window, if any)
     visible = kpos <= qpos
     if mutation == "sliding-window-4":
         visible = visible & (kpos > qpos - 4)
+    elif inside is not None:
+        visible = visible & inside
     elif q_len == 1:
         return None
     return visible
@@ -114,8 +123,12 @@ def split_k_attention(queries: Any, keys: Any, values: Any, scale: float, mask: 
     return num / den
 
 
-def draft_attention_class(path: str, mutation: str, split: int) -> type:
-    """A subclass of mlx-lm's Llama attention running `path` with `mutation`'s mask."""
+def draft_attention_class(path: str, mutation: str, split: int, window: int = 0,
+                          seen: Callable[[Any, int, int], None] | None = None) -> type:
+    """A subclass of mlx-lm's Llama attention running `path` with `mutation`'s mask and
+    `window`; `seen(module, q_len, k_len)` hears each forward (the corpus's counters)."""
+    # mlx-lm's own mask where the draft's is the correct one (the window bug without a window)
+    own_mask = mutation in ("none", "verify-width-path", "sliding-window-edge") and not window
     import mlx.core as mx
 
     llama = importlib.import_module("mlx_lm.models.llama")
@@ -131,10 +144,12 @@ def draft_attention_class(path: str, mutation: str, split: int) -> type:
             k = self.rope(k, offset=offset)
             if cache is not None:
                 k, v = cache.update_and_fetch(k, v)
-            if path == "sdpa" and mutation == "none":
+            if seen is not None:
+                seen(self, length, k.shape[2])
+            if path == "sdpa" and own_mask:
                 out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
             else:
-                visible = attention_mask(length, k.shape[2], mutation)
+                visible = attention_mask(length, k.shape[2], mutation, window)
                 if path == "sdpa":
                     out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale,
                                                                mask=visible)
@@ -145,13 +160,16 @@ def draft_attention_class(path: str, mutation: str, split: int) -> type:
     return DraftAttention
 
 
-def load_pair(options: MLXOptions) -> tuple[Any, Any]:
-    """(target, draft): the draft in the options' dtype, attention path and mutation."""
+def load_pair(options: MLXOptions, seen: Callable[[Any, int, int], None] | None = None
+              ) -> tuple[Any, Any]:
+    """(target, draft): the draft in the options' dtype, attention path, mutation and window
+    (`seen`: see draft_attention_class)."""
     import mlx.core as mx
 
     target = builtin_target(options.seed)
     draft = builtin_draft(target)
-    attention = draft_attention_class(options.attn, options.mutation, options.split)
+    attention = draft_attention_class(options.attn, options.mutation, options.split,
+                                      options.sliding_window, seen)
     for layer in draft.model.layers:
         layer.self_attn.__class__ = attention
     if options.mutation == "zeroed-layer":

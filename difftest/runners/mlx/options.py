@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from difftest.core.errors import UsageError
 from difftest.core.faults import Fault, parse_fault_text
-from difftest.core.limits import check_seed
+from difftest.core.corpus import Runner, names_of
+from difftest.core.limits import check_draft_lens, check_seed, check_window
 
 # The draft's attention: mlx's fused kernel (`sdpa`, what mlx-lm runs) or a split-K one that
 # sums the keys in chunks and merges the partial softmaxes (a harmless reordering of floats).
@@ -16,7 +17,13 @@ DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 # (no causal mask: the prompt's prefill sees its future); sliding-window-4: each draft query
 # sees only the 4 most recent keys; zeroed-layer: the draft's last layer adds nothing (its
 # output projections are zero). Each changes only the draft: a lossless verify keeps the output.
-MUTATIONS: tuple[str, ...] = ("none", "broken-mask", "sliding-window-4", "zeroed-layer")
+# The bug corpus's records this runner carries (difftest.core.corpus, --list-mutations):
+# sliding-window-edge (the draft's --sliding-window one key too wide), verify-width-path (the
+# target's verify rows shifted at width 3), broken-mask (above) and the control-explicit-mask
+# control (the draft's fused sdpa given its causal mask as an array).
+CORPUS_MUTATIONS: tuple[str, ...] = names_of(Runner.MLX)
+MUTATIONS: tuple[str, ...] = tuple(dict.fromkeys(("none", "broken-mask", "sliding-window-4",
+                                                  "zeroed-layer", *CORPUS_MUTATIONS)))
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,10 @@ class MLXOptions:
     # A planted fault in one draft module (difftest.runners.mlx.faults), MODULE:KIND[:SIZE];
     # "" for none.
     fault: str = ""
+    # the draft's attention sees only the last W keys (its own included); 0: no window
+    sliding_window: int = 0
+    # drafted tokens per verify, cycled (request i starts i entries on); (): k every verify
+    draft_lens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name, allowed in (("attn", ATTNS), ("draft_dtype", DTYPES), ("mutation", MUTATIONS)):
@@ -55,9 +66,18 @@ class MLXOptions:
                     and fault.module.endswith(".self_attn")):
                 raise UsageError(f"fault {self.fault!r}: a mask fault applies to an attention "
                                  "module (model.layers.N.self_attn)")
-            if self.mutation != "none":
-                raise UsageError(f"fault {self.fault!r}: a mask fault needs no --mutation (it "
-                                 "changes one layer's mask)")
+            if self.mutation != "none" or self.sliding_window:
+                raise UsageError(f"fault {self.fault!r}: a mask fault needs no --mutation and "
+                                 "no --sliding-window (it changes one layer's mask)")
+        if self.sliding_window:
+            check_window(self.sliding_window)
+        check_draft_lens(self.draft_lens, self.k)
+
+    @property
+    def corpus_run(self) -> bool:
+        """A run that prints its `[spec-coverage]` line: a corpus mutation, a window or a
+        draft-length cycle in effect (a plain run prints what it always did)."""
+        return bool(self.mutation in CORPUS_MUTATIONS or self.sliding_window or self.draft_lens)
 
     def planted(self) -> Fault | None:
         """The planted fault, parsed (its module is checked against the loaded draft)."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
-from typing import TextIO
+from typing import Any, TextIO
 
 from difftest.adapters.mlx import (MLXCapture, MLXTrace, forced_generation,
                                    resolved_settings, traced_generation)
 from difftest.core.force import ForceStream
 from difftest.emit import Tracer
+from difftest.runners.mlx.corpus import Planted, TargetProxy, cycled_generation
 from difftest.runners.mlx.models import VOCAB, load_pair
 from difftest.runners.mlx.options import MLXOptions
 
@@ -37,7 +38,16 @@ def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
     import mlx.core as mx
 
     generate = importlib.import_module("mlx_lm.generate")
-    target, draft = load_pair(options)
+    if force is not None and (options.draft_lens or options.mutation == "verify-width-path"):
+        raise ForceMismatch("teacher forcing replays the forced arm's steps: drop --draft-lens "
+                            "and the verify-width-path mutation")
+    planted = Planted(options) if options.corpus_run else None
+    target, draft = load_pair(options, planted.draft_forward if planted is not None else None)
+    verifier: Any = target
+    if planted is not None:
+        planted.first = draft.model.layers[0].self_attn
+        planted.layers = len(draft.model.layers)
+        verifier = TargetProxy(target, planted)
     fault = options.planted()
     if fault is not None:
         from difftest.runners.mlx.faults import plant
@@ -49,13 +59,19 @@ def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
         "seed": options.seed, "engine": f"mlx-lm-{importlib.import_module('mlx_lm').__version__}"}
     if fault is not None:  # keys only when in effect: a plain run prints what it always did
         settings["fault"] = fault.text
+    if options.sliding_window:
+        settings["sliding_window"] = options.sliding_window
+    if options.draft_lens:
+        settings["draft_lens"] = ",".join(map(str, options.draft_lens))
     if force is not None:
         settings["forced"] = True
     tracer.config(settings)
     hooks = MLXCapture(draft, tracer, capture, capture_dir) if capture else None
     generated: dict[str, list[int]] = {}
     try:
-        for req, prompt in prompts(options).items():
+        for index, (req, prompt) in enumerate(prompts(options).items()):
+            if planted is not None:
+                planted.prompt_len = len(prompt)
             if force is not None:
                 steps = force.requests.get(req)
                 if steps is None:
@@ -66,16 +82,24 @@ def run(options: MLXOptions, tracer: Tracer, out: TextIO | None = None,
                         max_tokens=options.max_new_tokens, num_draft_tokens=options.k)
                 except ValueError as exc:
                     raise ForceMismatch(str(exc)) from None
+            elif options.draft_lens:
+                record = MLXTrace(req, capture=hooks)
+                generated[req] = cycled_generation(verifier, draft, tracer, record, prompt,
+                                                   options, index)
             else:
-                with traced_generation(tracer, req=req, capture=hooks):
+                with traced_generation(tracer, req=req, capture=hooks) as record:
                     stream = generate.speculative_generate_step(
-                        mx.array(prompt, dtype=mx.uint32), target, draft,
+                        mx.array(prompt, dtype=mx.uint32), verifier, draft,
                         num_draft_tokens=options.k, max_tokens=options.max_new_tokens)
                     generated[req] = [int(token) for token, _, _ in stream]
+            if planted is not None and force is None:
+                planted.count(record)
             if out is not None:
                 out.write(f"{req}: {' '.join(map(str, generated[req]))}\n")
                 out.flush()
     finally:
         if hooks is not None:
             hooks.remove()
+    if planted is not None and force is None:
+        tracer.coverage(planted.coverage.fields())
     return generated

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from difftest.core.errors import DifftestError, ExitCode
-from difftest.core.errors import UsageError as DifftestUsage
+from difftest.core.corpus import Runner, add_corpus_arguments, listing
+from difftest.core.limits import parse_draft_lens
 from difftest.core.force import FORCE_ENV, read_force_file
 from difftest.runners.reference.options import (DRAFT_DTYPES, DRAFTERS, FIXTURES, KERNELS, LANES,
                                         MUTATIONS,
@@ -86,18 +87,11 @@ def parser() -> argparse.ArgumentParser:
                         "to every block logit before drafting (0: none)")
     p.add_argument("--layer-masks", default="",
                    help="comma-separated mask per draft layer: full, causal, sliding:W")
-    p.add_argument("--draft-lens", default="",
-                   help="comma-separated drafted tokens per step (each 1..k), cycled over the "
-                        "steps, request i starting i entries on: the verify widths exercised "
-                        "(default: k at every step)")
     p.add_argument("--eos-id", type=int, default=d.eos_id,
                    help="end-of-sequence id: a request stops once it commits it (-1: none)")
     p.add_argument("--shared-prefix", type=_count(0), default=d.shared_prefix,
                    help="later requests start with r0's first N ids; the paged lane's prefix "
                         "cache shares the pages holding only those")
-    p.add_argument("--list-mutations", action="store_true",
-                   help="print the bug corpus (name, class, what an input must exercise, the "
-                        "kind of difference it shows) and exit")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampled decoding at this temperature (> 0): speculative sampling, "
                         "rejection test and residual draw, and a `[spec-sample]` line per verify "
@@ -111,27 +105,8 @@ def parser() -> argparse.ArgumentParser:
                    help="with --temperature: draws per prompt in one run, requests rI~J")
     p.add_argument("--no-spec", action="store_true",
                    help="the target alone: one token per step, nothing drafted")
+    add_corpus_arguments(p, window=False)
     return p
-
-
-def list_mutations() -> str:
-    """The corpus as a table: one mutation a line."""
-    from difftest.core.corpus import CORPUS
-
-    rows = [("name", "class", "needs", "shows", "lane")]
-    for m in CORPUS:
-        rows.append((m.name, m.bug_class, ",".join(c.value for c in m.needs) or "-",
-                     m.shows.value if m.shows else "control (must agree)", m.lane.value))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
-                   for r in rows)
-
-
-def _lens(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise DifftestUsage(f"--draft-lens {text!r}: expected comma-separated integers") from None
 
 
 def options_of(args: argparse.Namespace) -> RunnerOptions:
@@ -146,7 +121,7 @@ def options_of(args: argparse.Namespace) -> RunnerOptions:
         nondeterministic=args.nondeterministic or args.nondet_seed is not None,
         nondet_seed=args.nondet_seed, draft_noise=args.draft_noise,
         layer_masks=tuple(m for m in args.layer_masks.split(",") if m),
-        draft_lens=_lens(args.draft_lens), eos_id=args.eos_id,
+        draft_lens=parse_draft_lens(args.draft_lens), eos_id=args.eos_id,
         shared_prefix=args.shared_prefix,
         fault=args.fault if args.fault is not None else fault_from_env(),
         temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
@@ -156,7 +131,7 @@ def options_of(args: argparse.Namespace) -> RunnerOptions:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.list_mutations:
-        sys.stdout.write(list_mutations())
+        sys.stdout.write(listing(Runner.REFERENCE))
         return int(ExitCode.OK)
     try:
         level = trace_level_from_env()

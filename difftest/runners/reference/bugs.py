@@ -17,15 +17,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from difftest.core.corpus import CoverageClass
+from difftest.core.corpus import CoverageClass, width_path_broken, window_read
+from difftest.core.corpus import window_edge as past_window
 from difftest.runners.reference.attention import PAGE_SIZE, Kernel, PagedKVStore, attend_split
 
 if TYPE_CHECKING:
     from difftest.runners.reference.model import Target, TargetCache
-
-# The verify width (anchor + drafted tokens) whose kernel path `verify-width-path` breaks.
-BUG_WIDTH = 3
-
 
 @dataclass
 class Coverage:
@@ -165,14 +162,12 @@ class ReversedKernel(Kernel):
 
 def window_of(mutation: str, kind: str, window: int) -> int:
     """A layer's sliding window as the mask reads it: one key too many under the edge bug."""
-    if mutation == "sliding-window-edge" and kind == "sliding":
-        return window + 1
-    return window
+    return window_read(mutation, window) if kind == "sliding" else window
 
 
 def window_edge(kind: str, window: int, last_query: int) -> bool:
     """Whether a sliding window leaves out a key of this block (its last query sees furthest)."""
-    return kind == "sliding" and last_query >= window
+    return kind == "sliding" and past_window(window, last_query)
 
 
 class StaleHidden:
@@ -222,7 +217,7 @@ def verify_block(target: Target, cache: TargetCache, pending: list[torch.Tensor]
         logits, feat = target.consume(cache, tok)
         want.append(int(logits.argmax()))
         pending.append(feat)
-    if mutation == "verify-width-path" and width == BUG_WIDTH:
+    if width_path_broken(mutation, width):
         # this width's path gathers its output rows at the offsets of the next padded width:
         # each row's logits are the next row's, the last row's its own
         want = [*want[1:], want[-1]]

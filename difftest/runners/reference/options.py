@@ -7,9 +7,11 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 
 from difftest.emit import level_from_env
-from difftest.core.corpus import NAMES as CORPUS_NAMES
+from difftest.core.corpus import Runner, names_of
+from difftest.core.corpus import mutation_from_env as corpus_mutation_from_env
 from difftest.core.errors import UsageError
-from difftest.core.limits import MAX_NONDET_SEED, check_sampling, check_seed
+from difftest.core.limits import (MAX_NONDET_SEED, check_draft_lens, check_sampling, check_seed,
+                                  check_window)
 from difftest.runners.reference.faults import Fault, flipped_mask, parse_fault
 
 # VT_SPEC_TRACE is read by the one rule every producer shares.
@@ -26,7 +28,7 @@ SAMPLED_MUTATIONS: tuple[str, ...] = ("noise-reuse", "residual-unnormalised", "t
                                       "temperature-draft-only")
 # "none", the bug corpus (difftest.core.corpus: the three attention mutations first) and the
 # sampled mutations.
-MUTATIONS: tuple[str, ...] = ("none", *CORPUS_NAMES, *SAMPLED_MUTATIONS)
+MUTATIONS: tuple[str, ...] = ("none", *names_of(Runner.REFERENCE), *SAMPLED_MUTATIONS)
 # The wrong attentions every lane has, and every block computation feels.
 ATTENTION_MUTATIONS: tuple[str, ...] = ("none", "causal-mask", "skip-kv-write", "stale-seq-lens")
 MASK_KINDS: tuple[str, ...] = ("full", "causal", "sliding")
@@ -117,10 +119,7 @@ class RunnerOptions:
         check_seed(self.seed)
         if self.nondet_seed is not None:
             check_seed(self.nondet_seed, "nondet_seed", MAX_NONDET_SEED)
-        for n in self.draft_lens:
-            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= self.k:
-                raise UsageError(f"draft_lens entries must be integers in 1..k ({self.k}), "
-                                 f"got {n!r}")
+        check_draft_lens(self.draft_lens, self.k)
         if not isinstance(self.eos_id, int) or not -1 <= self.eos_id < self.vocab:
             raise UsageError(f"eos_id must be -1 (none) or an id below vocab ({self.vocab}), "
                              f"got {self.eos_id!r}")
@@ -183,8 +182,8 @@ def parse_mask(text: str) -> tuple[str, int]:
     kind, _, window = text.partition(":")
     if kind in ("full", "causal") and not window:
         return kind, 0
-    if kind == "sliding" and window.isdigit() and int(window) >= 1:
-        return kind, int(window)
+    if kind == "sliding" and window.isdigit() and window.isascii() and len(window) <= 20:
+        return kind, check_window(int(window), f"layer mask {text!r}: the window")
     raise UsageError(f"bad layer mask {text!r}; use full, causal or sliding:W with W >= 1")
 
 
@@ -196,14 +195,7 @@ def lane_from_env(env: Mapping[str, str] | None = None) -> str:
 
 def mutation_from_env(env: Mapping[str, str] | None = None) -> str:
     """DIFFTEST_MUTATION names a built-in mutation; unset or empty means none."""
-    env = os.environ if env is None else env
-    value = env.get("DIFFTEST_MUTATION", "").strip()
-    if not value:
-        return "none"
-    if value not in MUTATIONS:
-        raise UsageError(f"DIFFTEST_MUTATION={value!r} is not a mutation; choose one of "
-                         f"{', '.join(MUTATIONS)}")
-    return value
+    return corpus_mutation_from_env(MUTATIONS, env)
 
 
 def fault_from_env(env: Mapping[str, str] | None = None) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from difftest.core.corpus import cycled_len
 from difftest.core.force import ForceStream, forced_line
 from difftest.runners.reference import trace
 from difftest.runners.reference.attention import (Kernel, KVStore, MaterializedKVStore, PagedKVStore,
@@ -292,8 +293,7 @@ def applied(options: RunnerOptions, store: KVStore, kernel: Kernel,
 
 def draft_len(options: RunnerOptions, step: int, index: int) -> int:
     """Tokens request `index` drafts at `step`: k, or its entry of the draft_lens cycle."""
-    lens = options.draft_lens
-    return lens[(step + index) % len(lens)] if lens else options.k
+    return cycled_len(options.draft_lens, options.k, step, index)
 
 
 def verify(target: Target, r: _Request, draft: list[int], options: RunnerOptions | None = None,

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from difftest.config import KNOWN_MUTATIONS, load_config
-from difftest.core.corpus import CORPUS, BugKind, CoverageClass, Lane
+from difftest.core.corpus import BugKind, CoverageClass, Lane, Runner, carried_by
 from difftest.runners.reference.__main__ import main
 from difftest.runners.reference.options import MUTATIONS, RunnerOptions
 from reference_helpers import cached_run
 
+CORPUS = carried_by(Runner.REFERENCE)  # the records this runner carries
 BUGS = [m for m in CORPUS if not m.control]
 # Inputs that reach every class: verify widths 2..5, a window on the second layer, a shared
 # prefix of 10 ids, prompts of 15+ ids (some blocks end on a page boundary).
@@ -56,7 +57,8 @@ def test_list_mutations_prints_the_corpus_without_torch() -> None:
 
 
 def test_every_corpus_name_is_a_runner_and_a_config_mutation() -> None:
-    assert set(MUTATIONS) >= {"none", *KNOWN_MUTATIONS}
+    assert set(MUTATIONS) >= {"none", *(m.name for m in CORPUS)}
+    assert set(KNOWN_MUTATIONS) >= {m.name for m in CORPUS}
     config = load_config(None)
     for m in CORPUS:
         assert config.mutation(m.name).env == {"DIFFTEST_MUTATION": m.name}
