@@ -338,17 +338,48 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
         acc.kl_at.append(start + np.flatnonzero(rows))
 
 
+PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry
+PAIRWISE_ROWS = 16384  # rows per block of the entry-by-entry matching
+
+
 def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
     """For each entry of A's (n, Ka) id rows: whether B's row holds that id (ids < 0 are
     padding), and the column of its first occurrence there (0 where absent).
 
-    One sort of B's (row, id) keys and a binary search per A entry: memory linear in the
-    values and time O(n K log(n K)), where comparing every pair of entries would take K x K per
-    row (a top-1024 trace: a million comparisons a row)."""
+    Narrow lists (Ka x Kb up to PAIRWISE_MAX) compare every pair of entries, in blocks of rows;
+    wider ones sort B's (row, id) keys once and search each A entry, memory linear in the
+    values (a top-1024 trace would take a million comparisons a row)."""
     n, ka = ids_a.shape
     kb = ids_b.shape[1]
     if n == 0 or ka == 0 or kb == 0:
         return np.zeros((n, ka), dtype=bool), np.zeros((n, ka), dtype=np.intp)
+    if ka * kb <= PAIRWISE_MAX:
+        return _match_pairwise(ids_a, ids_b)
+    return _match_sorted(ids_a, ids_b)
+
+
+def _match_pairwise(ids_a: np.ndarray, ids_b: np.ndarray, rows: int = PAIRWISE_ROWS
+                    ) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """`match_ids` by comparing every entry of A's row with every entry of B's, `rows` rows at
+    a time (n x Ka x Kb booleans at most `rows` x PAIRWISE_MAX)."""
+    n, ka = ids_a.shape
+    found = np.empty((n, ka), dtype=bool)
+    column = np.empty((n, ka), dtype=np.intp)
+    for start in range(0, n, rows):
+        a, b = ids_a[start:start + rows], ids_b[start:start + rows]
+        eq = a[:, :, None] == b[:, None, :]
+        eq &= (a >= 0)[:, :, None]  # padding matches nothing (B's cannot equal an id >= 0)
+        np.any(eq, axis=2, out=found[start:start + rows])
+        np.argmax(eq, axis=2, out=column[start:start + rows])  # the first; 0 where absent
+    return found, column
+
+
+def _match_sorted(ids_a: np.ndarray, ids_b: np.ndarray
+                  ) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """`match_ids` by one sort of B's (row, id) keys and a binary search per A entry: time
+    O(n K log(n K))."""
+    n, ka = ids_a.shape
+    kb = ids_b.shape[1]
     row = np.arange(n, dtype=np.int64)[:, None] << 32
     keys_b = np.where(ids_b >= 0, row | (ids_b.astype(np.int64) & 0xFFFFFFFF), -1).ravel()
     order = np.argsort(keys_b, kind="stable")  # equal keys keep B's order: first one found

@@ -10,7 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-from difftest.numerics.stats import MIN_ROWS, Z95, PairedRows, logit_stats, wilson
+from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _match_pairwise, _match_sorted,
+                                     logit_stats, match_ids, wilson)
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -346,3 +347,20 @@ def test_overlap_is_over_the_narrower_list_of_each_row() -> None:
     vals = np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
     s = logit_stats(PairedRows(ids_a, vals, ids_b, np.where(ids_b >= 0, vals, np.nan)))
     assert s.topk_overlap == 1.0  # row 1: both of B's two ids are A's
+
+
+def test_narrow_lists_matched_pairwise_as_the_sorted_search_matches_them() -> None:
+    """`match_ids` compares narrow top lists entry by entry, in blocks of rows: the same answer
+    as the sorted search, with padding (ids < 0) in both arms, repeated ids, and blocks that do
+    not divide the rows."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        ka, kb = (int(x) for x in rng.integers(1, 17, size=2))
+        a = rng.integers(-2, 7, size=(n, ka)).astype(np.int32)
+        b = rng.integers(-2, 7, size=(n, kb)).astype(np.int32)
+        rows = int(rng.integers(1, 9))
+        want = _match_sorted(a, b)
+        got = _match_pairwise(a, b, rows)
+        assert (got[0] == want[0]).all() and (got[1] == want[1]).all(), (n, ka, kb, rows)
+        assert all((x == y).all() for x, y in zip(match_ids(a, b), want, strict=True))
