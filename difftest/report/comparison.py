@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,13 +18,15 @@ from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ArmSide
-from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
 from difftest.report.evidence import bug_class_json, bug_class_lines, coverage_cells, coverage_json
 from difftest.report.headline import headline, report_differed
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
+
+if TYPE_CHECKING:  # the localisations a run saved: loaded by whoever reads them
+    from difftest.flow.localize import SavedLocalization
 
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff", "logits")
