@@ -218,7 +218,7 @@ def wilson(successes: int, n: int, z: float = Z95) -> Interval:
 @dataclass
 class _Acc:
     diffs: list[np.ndarray]
-    rels: list[np.ndarray]
+    rel_max: list[float]  # each block's largest relative difference (only the largest is told)
     kls: list[np.ndarray]
     kl_at: list[np.ndarray]  # the row of each KL value
     overlaps: list[np.ndarray]
@@ -277,7 +277,7 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
                     value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
-    rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
+    acc.diffs.clear()  # the blocks' pieces go before the percentile copies `d`
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
     kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
     ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
@@ -289,7 +289,7 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
         max_abs=float(d.max()) if d.size else None,
         p99_abs=float(np.percentile(d, 99)) if d.size else None,
         mean_abs=float(d.mean()) if d.size else None,
-        max_rel=float(rel.max()) if rel.size else None,
+        max_rel=float(np.max(acc.rel_max)) if acc.rel_max else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
         topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
         kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
@@ -323,7 +323,9 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     d = snapped_difference(va, vb, q_a, qb)
     acc.diffs.append(d[use])
     nz = use & (vb != 0)
-    acc.rels.append(d[nz] / np.abs(vb[nz]))
+    rel = d[nz] / np.abs(vb[nz])
+    if rel.size:
+        acc.rel_max.append(float(rel.max()))
     # KL over the shared ids of rows with no non-finite shared value
     rows = ~disjoint & ~bad
     if rows.any():
