@@ -353,33 +353,42 @@ def _token_cells(values: np.ndarray, has: np.ndarray) -> list[str]:
     return [str(t) if h else "" for t, h in zip(values.tolist(), has.tolist(), strict=True)]
 
 
-def _judgement_cells(rows: RowTable) -> list[str]:
-    names = [k.value for k in LogitJudgement]
-    return [names[i] for i in rows.logit_judgement_codes().tolist()]
+def _csv_cells(texts: Sequence[str]) -> list[str]:
+    """Each text as the csv module writes it in a row of several cells (quoted where it holds
+    the delimiter, a quote or a line break)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    cells = []
+    for text in texts:
+        out.seek(0)
+        out.truncate()
+        writer.writerow([text, ""])
+        cells.append(out.getvalue()[:-2])  # less the "," and the empty cell's line end
+    return cells
 
 
 def csv_text(rep: ComparisonReport) -> str:
     """The CSV diff contract: one row per block row, empty cells where a value is unknown, text
     cells that a spreadsheet would evaluate prefixed with a quote. The csv module, not pandas:
-    a small diff should not pay for importing a data-frame library."""
+    a small diff should not pay for importing a data-frame library. The csv module quotes the
+    few texts (request names, status and judgement names) once each; the cells of numbers need
+    no quoting, so each row is joined as is."""
     c = rep.comparison
     assert c is not None
     r = c.rows
-    names = [spreadsheet_safe(n) for n in c.requests]
-    status = [STATUS_NAMES[s] for s in range(len(STATUS_NAMES))]
+    names = _csv_cells([spreadsheet_safe(n) for n in c.requests])
+    status = _csv_cells([STATUS_NAMES[s] for s in range(len(STATUS_NAMES))])
+    judgement = _csv_cells([k.value for k in LogitJudgement])
     columns = [
         [names[i] for i in r.req.tolist()], [str(x) for x in r.pos.tolist()],
         [str(x) for x in r.row.tolist()], _token_cells(r.token_a, r.has_a),
         _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
         _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
         _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
-        _judgement_cells(r),
+        [judgement[i] for i in r.logit_judgement_codes().tolist()],
     ]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(zip(*columns, strict=True))
-    return out.getvalue()
+    lines = [",".join(_csv_cells(CSV_COLUMNS)), *map(",".join, zip(*columns, strict=True))]
+    return "\n".join(lines) + "\n"
 
 
 def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
