@@ -277,7 +277,11 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
                     value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
-    acc.diffs.clear()  # the blocks' pieces go before the percentile copies `d`
+    acc.diffs.clear()
+    # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
+    max_abs = float(d.max()) if d.size else None
+    mean_abs = float(d.mean()) if d.size else None
+    p99_abs = float(np.percentile(d, 99, overwrite_input=True)) if d.size else None
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
     kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
     ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
@@ -286,9 +290,7 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
     ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
     return LogitStats(
         rows=n, values=int(d.size), rows_disjoint=acc.disjoint, rows_nonfinite=acc.nonfinite,
-        max_abs=float(d.max()) if d.size else None,
-        p99_abs=float(np.percentile(d, 99)) if d.size else None,
-        mean_abs=float(d.mean()) if d.size else None,
+        max_abs=max_abs, p99_abs=p99_abs, mean_abs=mean_abs,
         max_rel=float(np.max(acc.rel_max)) if acc.rel_max else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
         topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
@@ -341,15 +343,14 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
 
 
 PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry
-PAIRWISE_ROWS = 16384  # rows per block of the entry-by-entry matching
 
 
 def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
     """For each entry of A's (n, Ka) id rows: whether B's row holds that id (ids < 0 are
     padding), and the column of its first occurrence there (0 where absent).
 
-    Narrow lists (Ka x Kb up to PAIRWISE_MAX) compare every pair of entries, in blocks of rows;
-    wider ones sort B's (row, id) keys once and search each A entry, memory linear in the
+    Narrow lists (Ka x Kb up to PAIRWISE_MAX) compare every pair of entries, a column of B's at
+    a time; wider ones sort B's (row, id) keys once and search each A entry, memory linear in the
     values (a top-1024 trace would take a million comparisons a row)."""
     n, ka = ids_a.shape
     kb = ids_b.shape[1]
@@ -360,19 +361,20 @@ def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool
     return _match_sorted(ids_a, ids_b)
 
 
-def _match_pairwise(ids_a: np.ndarray, ids_b: np.ndarray, rows: int = PAIRWISE_ROWS
+def _match_pairwise(ids_a: np.ndarray, ids_b: np.ndarray
                     ) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
-    """`match_ids` by comparing every entry of A's row with every entry of B's, `rows` rows at
-    a time (n x Ka x Kb booleans at most `rows` x PAIRWISE_MAX)."""
+    """`match_ids` by comparing A's rows with each column of B's in turn, from the last to the
+    first, so the first occurrence is written last (Kb passes over n x Ka entries)."""
     n, ka = ids_a.shape
-    found = np.empty((n, ka), dtype=bool)
-    column = np.empty((n, ka), dtype=np.intp)
-    for start in range(0, n, rows):
-        a, b = ids_a[start:start + rows], ids_b[start:start + rows]
-        eq = a[:, :, None] == b[:, None, :]
-        eq &= (a >= 0)[:, :, None]  # padding matches nothing (B's cannot equal an id >= 0)
-        np.any(eq, axis=2, out=found[start:start + rows])
-        np.argmax(eq, axis=2, out=column[start:start + rows])  # the first; 0 where absent
+    found = np.zeros((n, ka), dtype=bool)
+    column = np.zeros((n, ka), dtype=np.intp)
+    valid = ids_a >= 0  # padding matches nothing (B's cannot equal an id >= 0)
+    hit = np.empty((n, ka), dtype=bool)
+    for j in range(ids_b.shape[1] - 1, -1, -1):
+        np.equal(ids_a, ids_b[:, j:j + 1], out=hit)
+        hit &= valid
+        found |= hit
+        np.copyto(column, j, where=hit)
     return found, column
 
 
