@@ -28,6 +28,7 @@ from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 if TYPE_CHECKING:  # the localisations a run saved: loaded by whoever reads them
     from difftest.flow.localize import SavedLocalization
 
+CSV_BLOCK_ROWS = 1 << 16  # rows whose cells csv_text holds as strings at once
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff", "logits")
 
@@ -379,16 +380,22 @@ def csv_text(rep: ComparisonReport) -> str:
     names = _csv_cells([spreadsheet_safe(n) for n in c.requests])
     status = _csv_cells([STATUS_NAMES[s] for s in range(len(STATUS_NAMES))])
     judgement = _csv_cells([k.value for k in LogitJudgement])
-    columns = [
-        [names[i] for i in r.req.tolist()], [str(x) for x in r.pos.tolist()],
-        [str(x) for x in r.row.tolist()], _token_cells(r.token_a, r.has_a),
-        _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
-        _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
-        _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
-        [judgement[i] for i in r.logit_judgement_codes().tolist()],
-    ]
-    lines = [",".join(_csv_cells(CSV_COLUMNS)), *map(",".join, zip(*columns, strict=True))]
-    return "\n".join(lines) + "\n"
+    codes = r.logit_judgement_codes()
+    diff = np.asarray(r.abs_logit_diff)
+    parts = [",".join(_csv_cells(CSV_COLUMNS)) + "\n"]
+    # a block of rows at a time: the cells of one block, not of every row, are held as strings
+    for start in range(0, len(r), CSV_BLOCK_ROWS):
+        at = slice(start, start + CSV_BLOCK_ROWS)
+        columns = [
+            [names[i] for i in r.req[at].tolist()], [str(x) for x in r.pos[at].tolist()],
+            [str(x) for x in r.row[at].tolist()], _token_cells(r.token_a[at], r.has_a[at]),
+            _token_cells(r.token_b[at], r.has_b[at]), [status[s] for s in r.status[at].tolist()],
+            _float_cells(r.margin_a[at]), _float_cells(r.margin_b[at]),
+            _float_cells(r.logit_a[at]), _float_cells(r.logit_b[at]), _float_cells(diff[at]),
+            [judgement[i] for i in codes[at].tolist()],
+        ]
+        parts.append("\n".join(map(",".join, zip(*columns, strict=True))) + "\n")
+    return "".join(parts)
 
 
 def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),

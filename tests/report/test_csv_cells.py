@@ -7,7 +7,10 @@ import csv
 import io
 from pathlib import Path
 
+import pytest
+
 from difftest import api
+from difftest.report import comparison
 from difftest.report.comparison import csv_text
 
 DATA = Path(__file__).parents[1] / "data" / "compare"
@@ -25,3 +28,11 @@ def test_the_csv_is_what_the_csv_module_writes_for_its_cells(tmp_path: Path) -> 
         assert text == out.getvalue()
     assert '"\'=HYPERLINK(""http://evil.example/x"",""click"")"' in csv_text(
         api.compare_traces(DATA / "hostile.log", again))
+
+
+def test_the_csv_written_in_blocks_of_rows_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = api.compare_traces(DATA / "agree_a.log", DATA / "shift_b.log")
+    whole = csv_text(rep)
+    for rows in (1, 2, 3, 7):
+        monkeypatch.setattr(comparison, "CSV_BLOCK_ROWS", rows)
+        assert csv_text(rep) == whole, rows
