@@ -25,7 +25,7 @@ from difftest.trace.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.analysis.audit import DraftedBlocks
 from difftest.core.errors import UsageError
 from difftest.core.kinds import AlignMode, ArmSide, DraftingKind
-from difftest.core.model import ArmTrace, Finding
+from difftest.core.model import ArmTrace, Finding, LogitRows
 from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
 from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
@@ -853,16 +853,35 @@ def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg
     if findings is None or lg.line_a is None or lg.line_b is None or lg.both is None:
         return findings
     keep = compared[lg.both]
-    ia, ib = lg.line_a[keep], lg.line_b[keep]
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
-    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does
-    pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
-                       b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
+    taken = _TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
     pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
+    # the statistics gather a block at a time; then the top lists are kept whole, for the rates
+    # and the floor (so the two are never held at once)
+    stats = logit_stats(taken, digits=digits, cluster=pair_req)
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=pairs, pair_req=pair_req,
-                   stats=logit_stats(pairs, digits=digits, cluster=pair_req),
+    return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))
+
+
+@dataclass(frozen=True)
+class _TakenRows:
+    """Logit lines `ia` of arm A beside lines `ib` of arm B, gathered when a block is asked for;
+    at 9+ digits the values float32-exact, as the tolerance sees them."""
+
+    a: LogitRows
+    ia: np.ndarray
+    b: LogitRows
+    ib: np.ndarray
+    digits: tuple[int | None, int | None]
+
+    def __len__(self) -> int:
+        return int(self.ia.size)
+
+    def block(self, at: slice) -> PairedRows:
+        ia, ib = self.ia[at], self.ib[at]
+        return PairedRows(self.a.top_ids[ia], exact_values(self.a.top_vals[ia], self.digits[0]),
+                          self.b.top_ids[ib], exact_values(self.b.top_vals[ib], self.digits[1]))
 
 
 def _opt(x: float) -> float | None:

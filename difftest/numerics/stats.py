@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -74,6 +75,10 @@ class PairedRows:
         ids_a, vals_a = pad(self.ids_a, self.vals_a)
         ids_b, vals_b = pad(self.ids_b, self.vals_b)
         return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
+    def block(self, at: slice) -> PairedRows:
+        """Rows `at` (views)."""
+        return PairedRows(self.ids_a[at], self.vals_a[at], self.ids_b[at], self.vals_b[at])
 
     @classmethod
     def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
@@ -262,7 +267,15 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
     return MeanError(se, se_rows, ci, groups)
 
 
-def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
+class RowBlocks(Protocol):
+    """Paired rows handed over a block at a time (gathered only when asked for)."""
+
+    def __len__(self) -> int: ...
+
+    def block(self, at: slice) -> PairedRows: ...
+
+
+def logit_stats(pairs: PairedRows | RowBlocks, min_rows: int = MIN_ROWS,
                 digits: tuple[int | None, int | None] = (None, None),
                 cluster: np.ndarray | None = None) -> LogitStats:
     """The statistics of the module docstring over every row pair; `digits` are the arms'
@@ -271,10 +284,9 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
     clustered by."""
     acc = _Acc([], [], [], [], [], [])
     for start in range(0, len(pairs), _BLOCK_ROWS):
-        block = slice(start, start + _BLOCK_ROWS)
-        va, vb = pairs.vals_a[block], pairs.vals_b[block]
-        _accumulate(acc, pairs.ids_a[block], va, pairs.ids_b[block], vb,
-                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
+        p = pairs.block(slice(start, start + _BLOCK_ROWS))
+        _accumulate(acc, p.ids_a, p.vals_a, p.ids_b, p.vals_b, value_quanta(p.vals_a, digits[0]),
+                    value_quanta(p.vals_b, digits[1]), start)
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
     acc.diffs.clear()
