@@ -22,7 +22,9 @@ STAGES = [("difftest.trace.parser", "parse_trace"), ("difftest.analysis.audit", 
           ("difftest.trace.align", "align"), ("difftest.analysis.compare", "compare"),
           ("difftest.numerics.resolution", "resolution"),
           ("difftest.numerics.tolerance", "judge_rows"), ("difftest.numerics.stats", "logit_stats"),
-          ("difftest.analysis.verdict", "judge"), ("difftest.report.comparison", "render_table"),
+          ("difftest.analysis.verdict", "judge"), ("difftest.analysis.bugclass", "classify"),
+          ("difftest.analysis.bugclass", "acceptance_moved"),
+          ("difftest.report.comparison", "render_table"),
           ("difftest.report.comparison", "render_markdown"),
           ("difftest.report.comparison", "write_csv"), ("difftest.report.html", "render_comparison")]
 SECONDS: dict[str, float] = {}

@@ -173,7 +173,7 @@ M = [
   "    out: np.ndarray = d - half\n", "    out: np.ndarray = d\n",
   "tests/numerics/test_tolerance.py"),
  ("N3 p99 is p95", "difftest/numerics/stats.py",
-  "np.percentile(d, 99)", "np.percentile(d, 95)", "tests/numerics/test_stats.py"),
+  "np.percentile(d, 99, ", "np.percentile(d, 95, ", "tests/numerics/test_stats.py"),
  ("N4 KL direction swapped", "difftest/numerics/stats.py",
   "np.exp(lb) * (lb - la)", "np.exp(la) * (la - lb)", "tests/numerics/test_stats.py"),
  ("N5 zero floor not strict", "difftest/numerics/noise.py",

@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # modules a compare of two traces printed as a table has no use for
 NOT_FOR_A_TABLE = ("difftest.bisect", "difftest.execute.supervise", "difftest.flow.run",
-                   "difftest.report.html", "difftest.report.gate_report", "torch", "matplotlib",
-                   "pandas", "transformers", "mlx")
+                   "difftest.flow.localize", "difftest.report.html", "difftest.report.gate_report",
+                   "torch", "matplotlib", "pandas", "transformers", "mlx")
 
 _LOADED = """
 import json, sys

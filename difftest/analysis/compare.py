@@ -16,7 +16,7 @@ judged: an unmatched or context-diverged row enters no test and no reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 from enum import IntEnum, StrEnum
 
 import numpy as np
@@ -25,7 +25,7 @@ from difftest.trace.align import Alignment, CoverageGap, EmitDivergence, align
 from difftest.analysis.audit import DraftedBlocks
 from difftest.core.errors import UsageError
 from difftest.core.kinds import AlignMode, ArmSide, DraftingKind
-from difftest.core.model import ArmTrace, Finding
+from difftest.core.model import ArmTrace, Finding, LogitRows
 from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
                             flip_test, request_flips)
 from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
@@ -464,6 +464,10 @@ class _Logits:
     # arm traced no logits there (None: no logits at all)
     flip_a: np.ndarray | None = None
     flip_b: np.ndarray | None = None
+    # the logit line of each pair's rows (the rows in `both`) in arm A's and arm B's trace:
+    # their top lists are gathered once, for the compared rows only (`_compared_stats`)
+    line_a: np.ndarray | None = None
+    line_b: np.ndarray | None = None
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -558,12 +562,9 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     differs |= sel_a ^ sel_b
     unresolved = np.zeros(n, dtype=bool)
     unresolved[both] = judged.unresolved
-    # at 9+ digits the statistics see the float32 values exactly, as the tolerance does; they
-    # are taken in `compare`, over the rows that are compared
-    pairs = PairedRows(a.logits.top_ids[ia], exact_values(a.logits.top_vals[ia], digits[0]),
-                       b.logits.top_ids[ib], exact_values(b.logits.top_vals[ib], digits[1]))
-    # the counts are taken in `compare`, over the rows that are judged
-    findings = LogitFindings(pairs=pairs,
+    # the paired top lists and their statistics are taken in `compare`, over the rows that are
+    # compared (`_compared_stats`); the counts too, over the rows that are judged
+    findings = LogitFindings(
         stats=None, resolution_a=_resolution(a, ia, digits[0]),
         resolution_b=_resolution(b, ib, digits[1]),
         rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
@@ -572,7 +573,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged, resolved, flip_a, flip_b)
+                   both, judged, resolved, flip_a, flip_b, ia, ib)
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
@@ -714,7 +715,7 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         lg, findings = _against_floor(lg, findings, floor, compared)
         status, findings = _flips_against_floor(status, lg, findings, floor,
                                                 _request_names(al, rows))
-    findings = _compared_stats(findings, lg, compared)
+    findings = _compared_stats(a, b, findings, lg, compared)
     admitted = lg.margin_b[status == NEAR_TIE]
 
     def blocks(mask: np.ndarray) -> np.ndarray:
@@ -845,21 +846,42 @@ def _lost_rows(al: Alignment, blocks_a: Blocks, blocks_b: Blocks) -> int:
     return int(np.diff(blocks_a[1])[al.lost_a].sum() + np.diff(blocks_b[1])[al.lost_b].sum())
 
 
-def _compared_stats(findings: LogitFindings | None, lg: _Logits, compared: np.ndarray
-                    ) -> LogitFindings | None:
-    """The statistics of the compared rows' logits. Their `max_abs` is the comparison's
-    `max_abs_logit_diff`: one figure, one definition."""
-    if findings is None or findings.pairs is None or lg.both is None:
+def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg: _Logits,
+                    compared: np.ndarray) -> LogitFindings | None:
+    """The compared rows' paired top lists and their statistics. Their `max_abs` is the
+    comparison's `max_abs_logit_diff`: one figure, one definition."""
+    if findings is None or lg.line_a is None or lg.line_b is None or lg.both is None:
         return findings
     keep = compared[lg.both]
-    p = findings.pairs
-    pairs = PairedRows(p.ids_a[keep], p.vals_a[keep], p.ids_b[keep], p.vals_b[keep])
-    pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
+    taken = _TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
+    pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
+    # the statistics gather a block at a time; then the top lists are kept whole, for the rates
+    # and the floor (so the two are never held at once)
+    stats = logit_stats(taken, digits=digits, cluster=pair_req)
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=pairs, pair_req=pair_req,
-                   stats=logit_stats(pairs, digits=digits, cluster=pair_req),
+    return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))
+
+
+@dataclass(frozen=True)
+class _TakenRows:
+    """Logit lines `ia` of arm A beside lines `ib` of arm B, gathered when a block is asked for;
+    at 9+ digits the values float32-exact, as the tolerance sees them."""
+
+    a: LogitRows
+    ia: np.ndarray
+    b: LogitRows
+    ib: np.ndarray
+    digits: tuple[int | None, int | None]
+
+    def __len__(self) -> int:
+        return int(self.ia.size)
+
+    def block(self, at: slice) -> PairedRows:
+        ia, ib = self.ia[at], self.ib[at]
+        return PairedRows(self.a.top_ids[ia], exact_values(self.a.top_vals[ia], self.digits[0]),
+                          self.b.top_ids[ib], exact_values(self.b.top_vals[ib], self.digits[1]))
 
 
 def _opt(x: float) -> float | None:
@@ -917,7 +939,19 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         parts.append(replace(da, token_b=db.token_b, has_b=db.has_b))
     else:
         parts += [da, db]
-    rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
-                       for name in RowTable.__dataclass_fields__})
+    fields = RowTable.__dataclass_fields__
+    if any(len(p) for p in parts[1:]):
+        rows = RowTable(**{name: np.concatenate([getattr(p, name) for p in parts])
+                           for name in fields})
+    else:  # the compared rows alone: not copied, only given the types joining would give
+        rows = RowTable(**{name: _as(getattr(rows, name),
+                                     np.result_type(*[getattr(p, name) for p in parts]))
+                           for name in fields})
     order = np.lexsort((rows.row, rows.pos, rows.req))
-    return RowTable(**{name: getattr(rows, name)[order] for name in RowTable.__dataclass_fields__})
+    if np.array_equal(order, np.arange(order.size)):
+        return rows  # in order already
+    return RowTable(**{name: getattr(rows, name)[order] for name in fields})
+
+
+def _as(x: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    return x if x.dtype == dtype else x.astype(dtype)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -74,6 +75,10 @@ class PairedRows:
         ids_a, vals_a = pad(self.ids_a, self.vals_a)
         ids_b, vals_b = pad(self.ids_b, self.vals_b)
         return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
+    def block(self, at: slice) -> PairedRows:
+        """Rows `at` (views)."""
+        return PairedRows(self.ids_a[at], self.vals_a[at], self.ids_b[at], self.vals_b[at])
 
     @classmethod
     def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
@@ -218,7 +223,7 @@ def wilson(successes: int, n: int, z: float = Z95) -> Interval:
 @dataclass
 class _Acc:
     diffs: list[np.ndarray]
-    rels: list[np.ndarray]
+    rel_max: list[float]  # each block's largest relative difference (only the largest is told)
     kls: list[np.ndarray]
     kl_at: list[np.ndarray]  # the row of each KL value
     overlaps: list[np.ndarray]
@@ -262,7 +267,15 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
     return MeanError(se, se_rows, ci, groups)
 
 
-def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
+class RowBlocks(Protocol):
+    """Paired rows handed over a block at a time (gathered only when asked for)."""
+
+    def __len__(self) -> int: ...
+
+    def block(self, at: slice) -> PairedRows: ...
+
+
+def logit_stats(pairs: PairedRows | RowBlocks, min_rows: int = MIN_ROWS,
                 digits: tuple[int | None, int | None] = (None, None),
                 cluster: np.ndarray | None = None) -> LogitStats:
     """The statistics of the module docstring over every row pair; `digits` are the arms'
@@ -271,13 +284,16 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
     clustered by."""
     acc = _Acc([], [], [], [], [], [])
     for start in range(0, len(pairs), _BLOCK_ROWS):
-        block = slice(start, start + _BLOCK_ROWS)
-        va, vb = pairs.vals_a[block], pairs.vals_b[block]
-        _accumulate(acc, pairs.ids_a[block], va, pairs.ids_b[block], vb,
-                    value_quanta(va, digits[0]), value_quanta(vb, digits[1]), start)
+        p = pairs.block(slice(start, start + _BLOCK_ROWS))
+        _accumulate(acc, p.ids_a, p.vals_a, p.ids_b, p.vals_b, value_quanta(p.vals_a, digits[0]),
+                    value_quanta(p.vals_b, digits[1]), start)
     n = len(pairs)
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
-    rel = np.concatenate(acc.rels) if acc.rels else np.zeros(0)
+    acc.diffs.clear()
+    # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
+    max_abs = float(d.max()) if d.size else None
+    mean_abs = float(d.mean()) if d.size else None
+    p99_abs = float(np.percentile(d, 99, overwrite_input=True)) if d.size else None
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
     kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
     ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
@@ -286,10 +302,8 @@ def logit_stats(pairs: PairedRows, min_rows: int = MIN_ROWS,
     ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
     return LogitStats(
         rows=n, values=int(d.size), rows_disjoint=acc.disjoint, rows_nonfinite=acc.nonfinite,
-        max_abs=float(d.max()) if d.size else None,
-        p99_abs=float(np.percentile(d, 99)) if d.size else None,
-        mean_abs=float(d.mean()) if d.size else None,
-        max_rel=float(rel.max()) if rel.size else None,
+        max_abs=max_abs, p99_abs=p99_abs, mean_abs=mean_abs,
+        max_rel=float(np.max(acc.rel_max)) if acc.rel_max else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
         topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
         kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
@@ -323,7 +337,9 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     d = snapped_difference(va, vb, q_a, qb)
     acc.diffs.append(d[use])
     nz = use & (vb != 0)
-    acc.rels.append(d[nz] / np.abs(vb[nz]))
+    rel = d[nz] / np.abs(vb[nz])
+    if rel.size:
+        acc.rel_max.append(float(rel.max()))
     # KL over the shared ids of rows with no non-finite shared value
     rows = ~disjoint & ~bad
     if rows.any():
@@ -338,17 +354,48 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
         acc.kl_at.append(start + np.flatnonzero(rows))
 
 
+PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry
+
+
 def match_ids(ids_a: np.ndarray, ids_b: np.ndarray) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
     """For each entry of A's (n, Ka) id rows: whether B's row holds that id (ids < 0 are
     padding), and the column of its first occurrence there (0 where absent).
 
-    One sort of B's (row, id) keys and a binary search per A entry: memory linear in the
-    values and time O(n K log(n K)), where comparing every pair of entries would take K x K per
-    row (a top-1024 trace: a million comparisons a row)."""
+    Narrow lists (Ka x Kb up to PAIRWISE_MAX) compare every pair of entries, a column of B's at
+    a time; wider ones sort B's (row, id) keys once and search each A entry, memory linear in the
+    values (a top-1024 trace would take a million comparisons a row)."""
     n, ka = ids_a.shape
     kb = ids_b.shape[1]
     if n == 0 or ka == 0 or kb == 0:
         return np.zeros((n, ka), dtype=bool), np.zeros((n, ka), dtype=np.intp)
+    if ka * kb <= PAIRWISE_MAX:
+        return _match_pairwise(ids_a, ids_b)
+    return _match_sorted(ids_a, ids_b)
+
+
+def _match_pairwise(ids_a: np.ndarray, ids_b: np.ndarray
+                    ) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """`match_ids` by comparing A's rows with each column of B's in turn, from the last to the
+    first, so the first occurrence is written last (Kb passes over n x Ka entries)."""
+    n, ka = ids_a.shape
+    found = np.zeros((n, ka), dtype=bool)
+    column = np.zeros((n, ka), dtype=np.intp)
+    valid = ids_a >= 0  # padding matches nothing (B's cannot equal an id >= 0)
+    hit = np.empty((n, ka), dtype=bool)
+    for j in range(ids_b.shape[1] - 1, -1, -1):
+        np.equal(ids_a, ids_b[:, j:j + 1], out=hit)
+        hit &= valid
+        found |= hit
+        np.copyto(column, j, where=hit)
+    return found, column
+
+
+def _match_sorted(ids_a: np.ndarray, ids_b: np.ndarray
+                  ) -> tuple[npt.NDArray[np.bool_], np.ndarray]:
+    """`match_ids` by one sort of B's (row, id) keys and a binary search per A entry: time
+    O(n K log(n K))."""
+    n, ka = ids_a.shape
+    kb = ids_b.shape[1]
     row = np.arange(n, dtype=np.int64)[:, None] << 32
     keys_b = np.where(ids_b >= 0, row | (ids_b.astype(np.int64) & 0xFFFFFFFF), -1).ravel()
     order = np.argsort(keys_b, kind="stable")  # equal keys keep B's order: first one found

@@ -115,9 +115,7 @@ def _exact(values: np.ndarray, digits: int | None) -> tuple[np.ndarray, np.ndarr
     difference of two (float64 holds it exactly), so there is no rounding interval. With fewer
     digits each value is only known to half a quantum; unknown digits take the values as exact.
     """
-    if lossless(digits) and not wide(digits):
-        with np.errstate(over="ignore"):  # a print beyond float32's range is its infinity
-            values = values.astype(np.float32).astype(np.float64)
+    values = exact_values(values, digits)
     return values, value_quanta(values, digits)
 
 
@@ -242,7 +240,10 @@ def finite_max(diff: np.ndarray) -> float | None:
 
 def exact_values(values: np.ndarray, digits: int | None) -> np.ndarray:
     """The values as `judge_rows` sees them (float32-exact at 9 or more digits)."""
-    return _exact(values, digits)[0]
+    if lossless(digits) and not wide(digits):
+        with np.errstate(over="ignore"):  # a print beyond float32's range is its infinity
+            values = values.astype(np.float32).astype(np.float64)
+    return values
 
 
 # -- the derived near-tie rule (difftest.core.thresholds documents it) ------------------------------

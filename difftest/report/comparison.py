@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,7 +18,6 @@ from difftest.core.errors import UsageError
 from difftest.core.atomic import write_text_atomic
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ArmSide
-from difftest.flow.localize import SavedLocalization
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport
 from difftest.report.cells import spreadsheet_safe
@@ -25,6 +25,10 @@ from difftest.report.evidence import bug_class_json, bug_class_lines, coverage_c
 from difftest.report.headline import headline, report_differed
 from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 
+if TYPE_CHECKING:  # the localisations a run saved: loaded by whoever reads them
+    from difftest.flow.localize import SavedLocalization
+
+CSV_BLOCK_ROWS = 1 << 16  # rows whose cells csv_text holds as strings at once
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff", "logits")
 
@@ -350,33 +354,48 @@ def _token_cells(values: np.ndarray, has: np.ndarray) -> list[str]:
     return [str(t) if h else "" for t, h in zip(values.tolist(), has.tolist(), strict=True)]
 
 
-def _judgement_cells(rows: RowTable) -> list[str]:
-    names = [k.value for k in LogitJudgement]
-    return [names[i] for i in rows.logit_judgement_codes().tolist()]
+def _csv_cells(texts: Sequence[str]) -> list[str]:
+    """Each text as the csv module writes it in a row of several cells (quoted where it holds
+    the delimiter, a quote or a line break)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    cells = []
+    for text in texts:
+        out.seek(0)
+        out.truncate()
+        writer.writerow([text, ""])
+        cells.append(out.getvalue()[:-2])  # less the "," and the empty cell's line end
+    return cells
 
 
 def csv_text(rep: ComparisonReport) -> str:
     """The CSV diff contract: one row per block row, empty cells where a value is unknown, text
     cells that a spreadsheet would evaluate prefixed with a quote. The csv module, not pandas:
-    a small diff should not pay for importing a data-frame library."""
+    a small diff should not pay for importing a data-frame library. The csv module quotes the
+    few texts (request names, status and judgement names) once each; the cells of numbers need
+    no quoting, so each row is joined as is."""
     c = rep.comparison
     assert c is not None
     r = c.rows
-    names = [spreadsheet_safe(n) for n in c.requests]
-    status = [STATUS_NAMES[s] for s in range(len(STATUS_NAMES))]
-    columns = [
-        [names[i] for i in r.req.tolist()], [str(x) for x in r.pos.tolist()],
-        [str(x) for x in r.row.tolist()], _token_cells(r.token_a, r.has_a),
-        _token_cells(r.token_b, r.has_b), [status[s] for s in r.status.tolist()],
-        _float_cells(r.margin_a), _float_cells(r.margin_b), _float_cells(r.logit_a),
-        _float_cells(r.logit_b), _float_cells(np.asarray(r.abs_logit_diff)),
-        _judgement_cells(r),
-    ]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(zip(*columns, strict=True))
-    return out.getvalue()
+    names = _csv_cells([spreadsheet_safe(n) for n in c.requests])
+    status = _csv_cells([STATUS_NAMES[s] for s in range(len(STATUS_NAMES))])
+    judgement = _csv_cells([k.value for k in LogitJudgement])
+    codes = r.logit_judgement_codes()
+    diff = np.asarray(r.abs_logit_diff)
+    parts = [",".join(_csv_cells(CSV_COLUMNS)) + "\n"]
+    # a block of rows at a time: the cells of one block, not of every row, are held as strings
+    for start in range(0, len(r), CSV_BLOCK_ROWS):
+        at = slice(start, start + CSV_BLOCK_ROWS)
+        columns = [
+            [names[i] for i in r.req[at].tolist()], [str(x) for x in r.pos[at].tolist()],
+            [str(x) for x in r.row[at].tolist()], _token_cells(r.token_a[at], r.has_a[at]),
+            _token_cells(r.token_b[at], r.has_b[at]), [status[s] for s in r.status[at].tolist()],
+            _float_cells(r.margin_a[at]), _float_cells(r.margin_b[at]),
+            _float_cells(r.logit_a[at]), _float_cells(r.logit_b[at]), _float_cells(diff[at]),
+            [judgement[i] for i in codes[at].tolist()],
+        ]
+        parts.append("\n".join(map(",".join, zip(*columns, strict=True))) + "\n")
+    return "".join(parts)
 
 
 def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 from difftest.core.atomic import check_target, write_bytes_atomic, write_json_atomic, write_text_atomic
 from difftest.core.errors import DifftestError, RefusedOutput, UsageError
 from difftest.execute.records import META_NAME
-from difftest.flow.localize import saved_localizations
 from difftest.report import comparison as render
 
-# the HTML page and the gate's reports are loaded by the writers that need them: a compare
-# that prints its table to the terminal never imports them
+# the HTML page, the gate's reports and the saved localisations are loaded by the writers that
+# need them: a compare that prints its table to the terminal never imports them
 if TYPE_CHECKING:
     from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.judge import CheckResult, NoiseReport
@@ -140,6 +139,7 @@ def _comparison_writers(report: ComparisonReport) -> list[Writer]:
         return []
     d = report.run_dir
     r = reads_of(report)
+    from difftest.flow.localize import saved_localizations
     from difftest.report import html
 
     found = saved_localizations(d)  # `difftest localize` results: a section each
@@ -191,6 +191,7 @@ def _csv_writer(rep: ComparisonReport, reads: list[Path],
 
 def write_comparison_html(report: ComparisonReport, path: Path) -> None:
     """report.html wherever the caller asked (`--html FILE`), with the run's localisations."""
+    from difftest.flow.localize import saved_localizations
     from difftest.report import html
 
     found = saved_localizations(report.run_dir) if report.run_dir is not None else []
