@@ -27,7 +27,7 @@ from pathlib import Path
 from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec, load_config
 from difftest.core.errors import DifftestError
-from difftest.core.thresholds import read_thresholds
+from difftest.core.thresholds import ThresholdError, read_thresholds
 from difftest.execute import load_run
 from difftest.execute.records import ArmResult
 from difftest.flow.calibrate import calibrate, thresholds_toml
@@ -149,9 +149,20 @@ def scenario(runner: str, seeds: range, root: Path, judge_only: bool) -> None:
     print(f"run root: {root}")
 
 
+def _runner_of(root: Path) -> str:
+    """The engine a run root's config runs (its arms' runner module)."""
+    text = (root / "difftest.toml").read_text()
+    found = [name for name in RUNNERS if f"difftest.runners.{name}" in text]
+    if len(found) != 1:
+        raise DifftestError(f"{root / 'difftest.toml'}: not a config this script wrote (no one "
+                            "runner of " + ", ".join(sorted(RUNNERS)) + " in it)")
+    return found[0]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runner", choices=sorted(RUNNERS), default="hf")
+    p.add_argument("--runner", choices=sorted(RUNNERS), default=None,
+                   help="the engine (default: hf; with --judge, the one DIR's config runs)")
     p.add_argument("--inputs", default="11-20", help="the unseen seeds, FIRST-LAST")
     p.add_argument("--out", type=Path, default=None, help="the run root (default: a temp dir)")
     p.add_argument("--judge", type=Path, default=None, metavar="DIR",
@@ -163,8 +174,9 @@ def main() -> int:
             raise DifftestError(f"--judge {args.judge}: no difftest.toml there (not a run root "
                                 "of this script)")
         root = args.judge or args.out or Path(tempfile.mkdtemp(prefix="bf16-rates-"))
-        scenario(args.runner, seeds, root, judge_only=args.judge is not None)
-    except (DifftestError, OSError) as exc:
+        runner = args.runner or (_runner_of(root) if args.judge is not None else "hf")
+        scenario(runner, seeds, root, judge_only=args.judge is not None)
+    except (DifftestError, ThresholdError, OSError) as exc:
         print(f"bf16_rates: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -96,6 +96,21 @@ def test_stdout_to_a_full_device_is_a_clear_error() -> None:
                                    "left on device")
 
 
+@pytest.mark.parametrize("args", [["--help"], ["compare", "--trace-a", "agree_a.log",
+                                                  "--trace-b", "agree_b.log"]])
+def test_a_closed_stdout_is_a_clear_error_not_a_difference(args: list[str]) -> None:
+    # started with standard output closed (`>&-`): Python gives the process no sys.stdout;
+    # exit 1 would say "differ"
+    full = dict(os.environ, PYTHONPATH=str(REPO))
+    full.pop("DIFFTEST_TRACEBACK", None)
+    done = subprocess.run(["sh", "-c", 'exec "$0" -m difftest "$@" >&-', sys.executable, *args],
+                          stderr=subprocess.PIPE, text=True, env=full, timeout=300, check=False,
+                          cwd=COMPARE)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("difftest: error: standard output is closed") \
+        and "Traceback" not in done.stderr
+
+
 def _bad_inputs(tmp: Path) -> list[list[object]]:
     gz = tmp / "trace.log.gz"
     gz.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00garbage")

@@ -185,15 +185,19 @@ def rate_effect(cmp: Comparison, calibrated: Calibrated | None,
         return RateEffect(None, ())
     tests = rate_tests(cmp, calibrated, alpha)
     reasons = [t.sentence() for t in tests]
+    unweighed = 0  # near-tie flips no benign rate can weigh
     if calibrated is not None and not any(t.name == NEAR_TIE_RATE for t in tests):
+        unweighed = int(np.count_nonzero(cmp.rows.status[cmp.rows.compared] == NEAR_TIE))
         reasons.append(f"near-tie flip rate not judged: {calibrated.path} records no benign rate "
                        "([benign.near_tie_flips]) and no A/A rerun measured one, so near-ties "
-                       "are excused one at a time however many there are; recalibrate with "
-                       "`difftest calibrate -c NAME`")
+                       "are excused one at a time however many there are"
+                       + (f"; {unweighed} near-tie flip(s) here, so the verdict cannot be AGREE"
+                          if unweighed else "")
+                       + "; recalibrate with `difftest calibrate -c NAME`")
     share = blind_share(cmp)
     if any(t.exceeds for t in tests):
         return RateEffect(VerdictKind.DIFFER, tuple(reasons), tuple(tests), share)
-    kind = None
+    kind = VerdictKind.UNINFORMATIVE if unweighed else None
     if share is not None and share > BLIND_SHARE:
         others = Instrument.LOGITS in instruments or any(t.armed for t in tests)
         said = (f"near_tie {cmp.rules.near_tie:g}" if cmp.rules.near_tie is not None
@@ -202,5 +206,6 @@ def rate_effect(cmp: Comparison, calibrated: Calibrated | None,
                        f"{share:.0%} of the compared rows, so a flip there would be excused"
                        + ("" if others else "; nothing else could fail, so the tokens alone "
                           "cannot make this AGREE"))
-        kind = None if others else VerdictKind.UNINFORMATIVE
+        if not others:
+            kind = VerdictKind.UNINFORMATIVE
     return RateEffect(kind, tuple(reasons), tuple(tests), share)

@@ -16,9 +16,11 @@ def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
     """Wilson's score interval of a proportion p seen over n (possibly fractional) rows."""
     if n <= 0:
         return 0.0, 1.0
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
+    # the usual form multiplied through by n: the same interval, and no n * n to underflow
+    # (an effective size of 1e-300 rows is a width of nearly [0, 1], not a division by zero)
+    denom = n + z * z
+    centre = (p * n + z * z / 2) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) * n + z * z / 4) / denom
     low = 0.0 if p <= 0.0 else max(0.0, centre - half)
     high = 1.0 if p >= 1.0 else min(1.0, centre + half)
     return low, high

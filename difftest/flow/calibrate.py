@@ -356,7 +356,15 @@ class Calibration:
         if self.failures:
             return ExitCode.ARM_FAILED
         return (ExitCode.OK if self.caught and self.bounded and not self.benign_failing
-                else ExitCode.UNINFORMATIVE)
+                and not self.flips_unjudged else ExitCode.UNINFORMATIVE)
+
+    @property
+    def flips_unjudged(self) -> bool:
+        """near_tie excuses flips, and the benign flip rate seen is too wide to judge a gate's
+        against (its bound reaches DISARMING_BOUND): a file without it would let a gate excuse
+        any number of near-tie flips."""
+        rate = self.near_tie_flips
+        return self.near_tie > 0 and rate is not None and rate.disarms
 
     def _refusal(self) -> str:
         """Why the thresholds are refused, and how many inputs would do."""
@@ -426,9 +434,9 @@ class Calibration:
                 level = (f" {self.logit_level:.3g}" if rate is self.above_level
                          and self.logit_level is not None else "")
                 said = ("what a gate's rate is judged against" if not rate.disarms else
-                        f"left out of the file: its {1 - RATE_ALPHA:.0%} upper bound "
-                        f"{rate.upper_bound:.3g} reaches {DISARMING_BOUND:g}, which no gate's "
-                        "rate could be shown to exceed (more inputs narrow it)")
+                        f"its {1 - RATE_ALPHA:.0%} upper bound {rate.upper_bound:.3g} reaches "
+                        f"{DISARMING_BOUND:g}, which no gate's rate could be shown to exceed "
+                        "(more inputs narrow it); not written to a file")
                 lines.append(f"  - benign {name}{level}: {rate.events}/{rate.rows} rows "
                              f"({rate.requests} requests, {rate.effective_rows:.3g} effective "
                              f"rows): {said}")
@@ -443,6 +451,11 @@ class Calibration:
             lines.append(f"  - separation {s:.3g}, but the gate at these thresholds fails the "
                          "benign pair on its own calibration input(s): thresholds that call "
                          "the pair wrong cannot certify it; nothing written (exit 3)")
+        elif self.flips_unjudged:
+            lines.append(f"  - separation {s:.3g}, but near_tie {self.near_tie:.3g} excuses "
+                         "flips one at a time and the benign near-tie flip rate seen is too "
+                         "wide to judge a gate's rate against: add calibration inputs; nothing "
+                         "written (exit 3)")
         else:
             lines.append(f"  - separation {s:.3g} (the {SEPARATION_CONFIDENCE:.0%} lower bound of "
                          "the weakest probe's strength over the thresholds on an unseen input, "

@@ -175,10 +175,20 @@ def test_a_file_without_a_benign_flip_rate_says_the_rate_was_not_judged() -> Non
     # a time, and the report says the rate went unjudged, with the command that fixes it
     old_file = Calibrated("old.toml")
     effect = _effect(_trace(3), calibrated=old_file)
-    assert effect.tests == () and effect.kind is not VerdictKind.DIFFER
     said = [r for r in effect.reasons if r.startswith("near-tie flip rate not judged")]
     assert len(said) == 1 and "old.toml records no benign rate" in said[0]
     assert "`difftest calibrate -c NAME`" in said[0]
+    # near-ties flipped and nothing can weigh them: no AGREE, even where the logits could fail
+    # (each flip excused one at a time would pass a wrong arm that flips every row)
+    assert effect.tests == () and effect.kind is VerdictKind.UNINFORMATIVE
+    assert "120 near-tie flip(s) here, so the verdict cannot be AGREE" in said[0]
+    logits = _effect(_trace(3), calibrated=old_file,
+                     instruments=(Instrument.TOKENS, Instrument.LOGITS))
+    assert logits.kind is VerdictKind.UNINFORMATIVE
+    # no near-tie flip: said, nothing demanded
+    quiet = _effect(_trace(0), calibrated=old_file,
+                    instruments=(Instrument.TOKENS, Instrument.LOGITS))
+    assert quiet.kind is None and any("not judged" in r for r in quiet.reasons)
     # with the rate, nothing of the kind is said
     assert not any("not judged" in r for r in _effect(_trace(3)).reasons)
     # without a thresholds file there is no file to blame (A/A or nothing, said elsewhere)

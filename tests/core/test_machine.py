@@ -131,6 +131,9 @@ def test_an_environment_variable_every_arm_sets_itself_is_not_a_machine_differen
     # a harmless-looking rate over almost no independent row: its interval is nearly [0, 1]
     (RATE.format(name="near_tie_flips", events=0, rows=1000, requests=30, eff=1e-9),
      "[benign.near_tie_flips]: 0 of 1000 rows over 1e-09 effective rows"),
+    # so small that n * n underflows: still a refusal naming the key, not a division by zero
+    (RATE.format(name="near_tie_flips", events=3, rows=1000, requests=30, eff=1e-300),
+     "[benign.near_tie_flips]: 3 of 1000 rows over 1e-300 effective rows"),
     ("[benign]\nlogit_level = 0.0\n"
      + RATE.format(name="above_level", events=10, rows=1000, requests=30, eff=2.0),
      "[benign.above_level]: 10 of 1000 rows over 2 effective rows"),

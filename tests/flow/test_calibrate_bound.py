@@ -178,10 +178,11 @@ def test_calibrate_leaves_a_disarming_benign_rate_out_of_the_file_and_says_so(
     # shown to exceed: written, it would disarm the rate test (and the reader refuses it)
     from pathlib import Path
 
+    from difftest.core.errors import ExitCode
     from difftest.core.thresholds import BenignRate, read_thresholds
     from difftest.flow.calibrate import Bound, Calibration, ProbeSeparation, thresholds_toml
     atol = Bound(1.0, 16.9, "exponential model")
-    probe = ProbeSeparation("broken-mask", (1.9, 2.0, 2.1), (0.0, 0.0, 0.0), (1.9, 2.0, 2.1))
+    probe = ProbeSeparation("broken-mask", (3.9, 4.0, 4.1), (0.0, 0.0, 0.0), (3.9, 4.0, 4.1))
     wide = BenignRate(1, 4, 3, 2.0)  # a quarter of four rows: bound far above one half
     fine = BenignRate(2, 400, 3, 300.0)
     atol = Bound(0.1 * 16.9, 16.9, "exponential model")  # as calibrate sizes it: read back
@@ -195,4 +196,14 @@ def test_calibrate_leaves_a_disarming_benign_rate_out_of_the_file_and_says_so(
     read = read_thresholds(path).calibrated
     assert read is not None and read.near_tie_flips is None and read.above_level == fine
     said = [s for s in cal.summary() if "near-tie flip rate" in s]
-    assert len(said) == 1 and "left out of the file: its 99% upper bound" in said[0]
+    assert "its 99% upper bound" in said[0] and said[0].endswith("not written to a file")
+    # and with near-ties excused and no benign rate to count them against, a gate could excuse
+    # any number of flips: calibrate refuses and asks for more inputs
+    assert cal.flips_unjudged and cal.exit_code is ExitCode.UNINFORMATIVE
+    assert any("the benign near-tie flip rate seen is too wide to judge a gate's rate against: "
+               "add calibration inputs; nothing written (exit 3)" in s for s in said)
+    # a too-wide rate above the level alone is left out, and the file is written
+    ok = Calibration("c", ("1", "2", "3"), (0.1, 0.05, 0.08), (0.0, 0.0, 0.0), atol, 2.0 * 1.69,
+                     (probe,), Path("run"), None, (), fine, 0.05, wide)
+    assert ok.exit_code is ExitCode.OK
+    assert "[benign.above_level]" not in thresholds_toml(ok, "abc", {"cpu": "X"})
