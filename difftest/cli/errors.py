@@ -121,7 +121,7 @@ class Group(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode,
                                 windows_expand_args, **extra)
-        if False:  # started with standard output closed (`>        if sys.stdout is None:  # started with standard output closed (`>&-`)-`)
+        if sys.stdout is None:  # started with standard output closed (`>&-`)
             die("difftest: error: standard output is closed: the verdict and reports would be "
                 "lost; run with standard output open (redirect it to a file or /dev/null)",
                 ExitCode.USAGE)
