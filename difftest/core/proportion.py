@@ -10,17 +10,19 @@ from statistics import NormalDist
 # The rate tests' level (difftest.analysis.benign.ALPHA): the benign rate's bound is the upper
 # end of its two-sided 1 - alpha interval.
 RATE_ALPHA = 0.01
+# An effective size below this is no independent row at all: its interval is [0, 1].
+TINY_N = 1e-100
 
 
 def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
     """Wilson's score interval of a proportion p seen over n (possibly fractional) rows."""
-    if n <= 0:
+    if n < TINY_N:
+        # the interval is [0, 1] to float precision long before n * n underflows (below about
+        # 1e-154 rows, where the formula below would divide by zero)
         return 0.0, 1.0
-    # the usual form multiplied through by n: the same interval, and no n * n to underflow
-    # (an effective size of 1e-300 rows is a width of nearly [0, 1], not a division by zero)
-    denom = n + z * z
-    centre = (p * n + z * z / 2) / denom
-    half = z * math.sqrt(max(p * (1 - p), 0.0) * n + z * z / 4) / denom
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
     low = 0.0 if p <= 0.0 else max(0.0, centre - half)
     high = 1.0 if p >= 1.0 else min(1.0, centre + half)
     return low, high
