@@ -228,7 +228,9 @@ M = [
   "            emitted = input_ids[0, cur_len:].tolist()",
   "            emitted = input_ids[0, cur_len + 1:].tolist()", "tests/runners/test_hf.py"),
  ("T2 hf mutation not applied", "difftest/runners/hf/models.py",
-  "    route_masked_attention(draft, MUTATED_ATTN, mutation)", "    pass", "tests/runners/test_hf.py"),
+  "        route_masked_attention(draft, MUTATED_ATTN, options.mutation,\n"
+  "                               window=options.sliding_window, seen=seen)",
+  "        pass", "tests/runners/test_hf.py"),
 ]
 
 

@@ -63,6 +63,9 @@ class MLXTrace:
     steps: list[MLXStep] = field(default_factory=list)
     # records the draft forwards of its step module by module (None: no capture)
     capture: MLXCapture | None = None
+    # the request's token count before the next traced call (None: the prompt's size; a caller
+    # that continues a request on its `prompt_cache` sets the count so far)
+    start: int | None = None
 
 
 def dtype_name(model: Any) -> str:
@@ -202,13 +205,13 @@ class _Seen:
 
 
 def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator[Any]],
-                 prompt: Any, model: Any, draft_model: Any, *args: Any, start: int | None = None,
+                 prompt: Any, model: Any, draft_model: Any, *args: Any,
                  **kwargs: Any) -> Generator[Any, None, None]:
     """`inner(prompt, model, draft_model, ...)` (mlx-lm's speculative_generate_step) with every
     verify traced as request `record.req` and kept in `record`; yields what `inner` yields.
     With `record.capture`, the draft forwards of its step are recorded module by module.
-    `start`: the request's token count before the first step (default: the prompt's size; a
-    call that continues a request on its `prompt_cache` passes the count so far)."""
+    `record.start`: the request's token count before the first step (None: the prompt's
+    size)."""
     import mlx.core as mx
 
     capture = record.capture
@@ -216,7 +219,7 @@ def traced_steps(tracer: Tracer, record: MLXTrace, inner: Callable[..., Iterator
     sample_utils = importlib.import_module("mlx_lm.sample_utils")
     req = record.req
     tracer.declare(DraftingKind.SEQUENTIAL)
-    pos = int(prompt.size) if start is None else start
+    pos = int(prompt.size) if record.start is None else record.start
     seen = _Seen(req, pos, capture)
     kwargs["sampler"] = seen.sampler(kwargs.get("sampler") or sample_utils.greedy_sampler)
     emitted: list[int] = []

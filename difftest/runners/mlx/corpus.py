@@ -95,8 +95,9 @@ def cycled_generation(target: Any, draft: Any, tracer: Tracer, record: MLXTrace,
     while len(context) - len(prompt) < options.max_new_tokens:
         k = cycled_len(options.draft_lens, options.k, step, index)
         before = len(record.steps)
+        record.start = len(context)
         stream = traced_steps(tracer, record, inner, mx.array(pending, dtype=mx.uint32), target,
-                              draft, start=len(context), num_draft_tokens=k,
+                              draft, num_draft_tokens=k,
                               max_tokens=options.max_new_tokens - (len(context) - len(prompt)),
                               prompt_cache=model_cache + draft_cache)
         for _ in stream:
