@@ -96,7 +96,7 @@ def _check(tmp_path: Path, widths: str, check: str, swept: str | None = None
 
 
 def test_check_runs_the_sweep_when_the_config_says_so(tmp_path: Path) -> None:
-    proc = _check(tmp_path, "2:1,5:1", "[check]\nsweep = true\n")
+    proc = _check(tmp_path, "2:1,4:1", "[check]\nsweep = true\n")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (sweep,) = json.loads(proc.stdout)["sweeps"]
     assert sweep["comparison"] == "kernels" and sweep["exit_code"] == 0
@@ -113,7 +113,7 @@ def test_check_runs_the_sweep_when_the_config_says_so(tmp_path: Path) -> None:
 def test_a_state_no_swept_input_reached_makes_the_check_uninformative(tmp_path: Path) -> None:
     # the configured inputs verify at two widths (the comparison passes); on the generated
     # inputs the arms verify at one width only, whatever those ask
-    proc = _check(tmp_path, "2:1,5:1", "[check]\nsweep = true\n", swept="5:2")
+    proc = _check(tmp_path, "2:1,4:1", "[check]\nsweep = true\n", swept="4:2")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["comparisons"][0]["verdict"] == "agree"
@@ -125,7 +125,7 @@ def test_a_state_no_swept_input_reached_makes_the_check_uninformative(tmp_path: 
 
 
 def test_inputs_left_when_the_budget_is_spent_are_reported_not_run(tmp_path: Path) -> None:
-    proc = _check(tmp_path, "2:1,5:1", "[check]\nsweep = true\nsweep_budget_s = 0.001\n")
+    proc = _check(tmp_path, "2:1,4:1", "[check]\nsweep = true\nsweep_budget_s = 0.001\n")
     sweep = json.loads(proc.stdout)["sweeps"][0]
     # the budget is spent before the second input can start (the first may start in time)
     assert len(sweep["inputs"]) <= 1 and len(sweep["inputs"]) + len(sweep["not_run"]) == 4
@@ -133,6 +133,6 @@ def test_inputs_left_when_the_budget_is_spent_are_reported_not_run(tmp_path: Pat
 
 
 def test_without_the_switch_check_runs_no_sweep(tmp_path: Path) -> None:
-    proc = _check(tmp_path, "2:1,5:1", "")
+    proc = _check(tmp_path, "2:1,4:1", "")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["sweeps"] == []

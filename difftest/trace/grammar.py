@@ -375,6 +375,9 @@ def read_coverage(body: bytes) -> dict[str, object]:
                 if m is None:
                     raise FieldError(f"[spec-coverage] field widths: expected W:N,... or -, "
                                      f"got {_shown(raw)}")
+                if int(m.group(1)) < 1:
+                    raise FieldError("[spec-coverage] field widths: a verify's width is at least "
+                                     f"1 (its anchor), got {_shown(item)}")
                 widths[int(m.group(1))] = widths.get(int(m.group(1)), 0) + int(m.group(2))
             continue
         try:

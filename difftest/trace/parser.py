@@ -424,6 +424,7 @@ class TraceBuilder:
             a("l_ids"), a("l_vals")))
         self._order_requests(verifies, logits)
         self._check_positions(verifies)
+        self._check_coverage(verifies)
         self._check_logits(logits)
         self._check_repeated_logits(logits)
         self.findings.sort(key=lambda f: f.line)
@@ -437,6 +438,23 @@ class TraceBuilder:
             config=SpecConfig({k: v for k, (v, _) in self.config.items()},
                               {k: line for k, (_, line) in self.config.items()}),
             coverage=self.coverage)
+
+    def _check_coverage(self, verifies: Verifies) -> None:
+        """The verify widths a `[spec-coverage]` line counts are widths the trace's verifies
+        could have had (at most the widest, k + 1) and no more steps than it traced: counts
+        the trace contradicts would claim coverage nothing ran."""
+        cov = self.coverage
+        if not cov.present or not cov.widths or not len(verifies):
+            return
+        widest = int(verifies.k.max()) + 1
+        over = [w for w, n in cov.widths if n > 0 and w > widest]
+        if over:
+            raise TraceError(self.path, cov.line, f"[spec-coverage] widths: width {over[0]} is "
+                             f"wider than any traced verify (k + 1 is at most {widest} here)")
+        steps = sum(n for _, n in cov.widths)
+        if steps > len(verifies):
+            raise TraceError(self.path, cov.line, f"[spec-coverage] widths: {steps} verify steps "
+                             f"counted, and the trace holds {len(verifies)} verifies")
 
     def _check_widths(self, widths: np.ndarray, lines: np.ndarray) -> None:
         """Refuse, before the rows are padded to one width, a row wider than MAX_TOP_K or rows

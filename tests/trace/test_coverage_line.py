@@ -12,14 +12,15 @@ from conftest import verify_line
 
 pytestmark = pytest.mark.usefixtures("each_reader")  # every test under both readers
 
-STEP = verify_line("r0", 5, [1, 2], [1, 3])
+STEP = verify_line("r0", 5, [1, 2], [1, 3])  # k = 2: a verify of width 3
+ONE = verify_line("r0", 7, [4], [4, 6])  # k = 1: width 2
 
 
 def test_the_line_is_read_with_its_widths_and_counters() -> None:
-    line = spec_coverage({"blocks": 3, "page_cross": 2, "widths": "2:1,5:2", "new_counter": 7})
-    trace = parse_text(f"{STEP}\n{line}\n", "arm.log")
-    assert trace.coverage.line == 2
-    assert trace.coverage.widths == ((2, 1), (5, 2))
+    line = spec_coverage({"blocks": 3, "page_cross": 2, "widths": "2:1,3:1", "new_counter": 7})
+    trace = parse_text(f"{STEP}\n{ONE}\n{line}\n", "arm.log")
+    assert trace.coverage.line == 3
+    assert trace.coverage.widths == ((2, 1), (3, 1))
     assert trace.coverage.count("widths") == 2
     assert trace.coverage.count("page_cross") == 2
     assert trace.coverage.count("new_counter") == 7  # the set of counters may grow
@@ -42,6 +43,11 @@ def test_no_widths_is_a_dash() -> None:
     ("page_cross=x", "page_cross"),
     ("widths=5", "widths: expected W:N"),
     ("widths=5:1,,3:2", "widths: expected W:N"),
+    ("widths=0:1,3:1", "widths: a verify's width is at least 1 (its anchor), got '0:1'"),
+    # counts the trace contradicts: a width wider than any traced verify, more steps than it has
+    ("widths=3:1,999999999:1", "widths: width 999999999 is wider than any traced verify (k + 1 "
+                               "is at most 3 here)"),
+    ("widths=3:30", "widths: 30 verify steps counted, and the trace holds 1 verifies"),
     ("blocks=1 blocks=2", "given twice"),
     ("", "expected counters"),
 ])
