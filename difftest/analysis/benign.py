@@ -44,7 +44,6 @@ from difftest.core.proportion import RATE_ALPHA, wilson_bounds
 from difftest.numerics.clustered import ClusteredRate, clustered_rate, z_quantile
 
 ALPHA = RATE_ALPHA
-NEAR_TIE_RATE = "near-tie flip rate"
 BLIND_SHARE = 0.5  # near_tie covering more than this share of compared rows: nearly blind
 
 
@@ -163,7 +162,7 @@ def rate_tests(cmp: Comparison, calibrated: Calibrated | None,
     if benign is None:
         benign, source = aa_near_tie_rate(cmp), "A/A reruns"
     if benign is not None and compared.any():
-        t = _test(NEAR_TIE_RATE, (r.status == NEAR_TIE)[compared],
+        t = _test("near-tie flip rate", (r.status == NEAR_TIE)[compared],
                   _groups(cmp, compared), benign, source, alpha)
         out += [t] if t is not None else []
     if calibrated is not None and calibrated.above_level is not None \
@@ -186,7 +185,8 @@ def rate_effect(cmp: Comparison, calibrated: Calibrated | None,
     tests = rate_tests(cmp, calibrated, alpha)
     reasons = [t.sentence() for t in tests]
     unweighed = 0  # near-tie flips no benign rate can weigh
-    if calibrated is not None and not any(t.name == NEAR_TIE_RATE for t in tests):
+    if calibrated is not None and calibrated.near_tie_flips is None \
+            and aa_near_tie_rate(cmp) is None:
         unweighed = int(np.count_nonzero(cmp.rows.status[cmp.rows.compared] == NEAR_TIE))
         reasons.append(f"near-tie flip rate not judged: {calibrated.path} records no benign rate "
                        "([benign.near_tie_flips]) and no A/A rerun measured one, so near-ties "

@@ -261,8 +261,8 @@ class BenignRate:
             if key not in RATE_KEYS:
                 raise ThresholdError(f"{where}: key {key!r}: unknown key (known: "
                                      f"{', '.join(RATE_KEYS)})")
-        return cls._measurable(where, out) if not armed else \
-            cls._measurable(where, out).armed(where)
+        rate = cls._measurable(where, out)
+        return rate.armed(where) if armed else rate
 
     @classmethod
     def _measurable(cls, where: str, out: dict[str, float]) -> BenignRate:
