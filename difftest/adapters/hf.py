@@ -43,7 +43,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from difftest.emit import Tracer
 from difftest.core.kinds import DraftingKind
@@ -243,7 +243,7 @@ class _Hook:
 @contextmanager
 def traced_generation(tracer: Tracer, req: str = "r0",
                       capture: ActivationCapture | None = None, *, sampled: bool = False,
-                      draft_temperature: float | None = None,
+                      draft_config: Mapping[str, object] | None = None,
                       on_generator: Callable[[Any], None] | None = None) -> Iterator[HFTrace]:
     """Trace every speculative `generate` call made inside the block as request `req`.
 
@@ -252,11 +252,11 @@ def traced_generation(tracer: Tracer, req: str = "r0",
     the draft forward of the step it names is captured module by module.
 
     `sampled` (a `generate(..., do_sample=True)`): after each verify that tested drafts, its
-    rejection test as a `[spec-sample]` line (`sample_test`). `draft_temperature`: a
-    known-wrong sampler for probes: the assistant samples at this temperature whatever the
-    target's (transformers hands the assistant a copy of the target's generation config; this
-    changes that copy only), so the verify tests the draft's tempered law against the target's
-    own.
+    rejection test as a `[spec-sample]` line (`sample_test`). `draft_config`: a
+    known-wrong sampler for probes: generation settings (temperature, top_p) the assistant
+    samples with whatever the target's (transformers hands the assistant a copy of the target's
+    generation config; this changes that copy only), so the verify tests the draft's law against
+    the target's own.
 
     `on_generator(generator)` sees each candidate generator before it is traced (a runner that
     sets the draft length per verify wraps its `get_candidates` there, so the trace shows what
@@ -272,8 +272,8 @@ def traced_generation(tracer: Tracer, req: str = "r0",
         record.generator = type(generator).__name__
         record.drafting = drafting_kind_of(generator)
         tracer.declare(record.drafting)
-        if draft_temperature is not None:
-            generator.generation_config.temperature = draft_temperature
+        for key, value in (draft_config or {}).items():
+            setattr(generator.generation_config, key, value)
         if on_generator is not None:
             on_generator(generator)
         _Hook(generator, tracer, record, capture, sampled)

@@ -58,8 +58,9 @@ def parser() -> argparse.ArgumentParser:
                         "other down)")
     p.add_argument("--mutation", choices=MUTATIONS, default=None,
                    help="a known-wrong draft attention (broken-mask, sliding-window-4), a "
-                        "corpus bug (--list-mutations) or, with --temperature, sampler "
-                        "(temperature-draft-only), for probes (default: DIFFTEST_MUTATION, "
+                        "corpus bug (--list-mutations) or, with --temperature, a sampler "
+                        "(noise-reuse, residual-unnormalised, top-p-draft-only, "
+                        "temperature-draft-only), for probes (default: DIFFTEST_MUTATION, "
                         "unset = none)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="entries per [spec-logits] row")
     p.add_argument("--fault", default=None,

@@ -20,13 +20,18 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 # broken-mask: the draft's attention mask of the wrong causality (bidirectional for a causal
 # draft, causal for DFlash's bidirectional block); sliding-window-4: each draft query sees only
 # the 4 most recent keys. Both change only the draft: a lossless verify keeps the output.
-# temperature-draft-only: a known-wrong sampler (sampled mode only): the draft samples at the
-# temperature and the target verifies at 1, so the output follows the target's untempered law.
+# The known-wrong samplers (sampled mode only), the reference runner's four:
+# temperature-draft-only (top-p-draft-only): the draft samples at the temperature (top-p) and
+# the target verifies at 1, so the output follows the target's untempered (untruncated) law;
+# noise-reuse: the acceptance test reuses the uniform that drew the draft token;
+# residual-unnormalised: the rejection's token drawn from max(0, p - q) not normalised
+# (difftest.runners.hf.wrong_verify).
 # The bug corpus's records this runner carries (difftest.core.corpus, difftest.runners.hf.corpus;
 # --list-mutations): sliding-window-edge (the draft's --sliding-window one key too wide),
 # verify-width-path (the target's verify rows shifted at width 3), broken-mask (above) and the
 # control-explicit-mask control (the draft's sdpa given the causal mask as a tensor).
-SAMPLED_MUTATIONS: tuple[str, ...] = ("temperature-draft-only",)
+SAMPLED_MUTATIONS: tuple[str, ...] = ("noise-reuse", "residual-unnormalised", "top-p-draft-only",
+                                      "temperature-draft-only")
 CORPUS_MUTATIONS: tuple[str, ...] = names_of(Runner.HF)
 # the mutations that route the draft's attention through a mask of its own (models.mutated_mask;
 # sliding-window-edge only with a --sliding-window: without one it computes the correct run)
@@ -160,7 +165,7 @@ class HFOptions:
                                  "needs a temperature and a draft (drop --no-spec)")
             if self.drafter != "assisted":
                 raise UsageError(f"mutation {self.mutation!r} needs --drafter assisted (it "
-                                 "sets the assistant's own sampling temperature)")
+                                 "changes the assistant's sampling or the test of its drafts)")
 
     @property
     def sampled(self) -> bool:

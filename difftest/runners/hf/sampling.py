@@ -25,6 +25,7 @@ from difftest.emit import Tracer
 from difftest.runners.hf.models import load_pair, prepare_draft
 from difftest.runners.hf.options import HFOptions
 from difftest.runners.hf.runner import prompts
+from difftest.runners.hf.wrong_verify import wrong_verify
 
 
 def sample_seed(options: HFOptions) -> int:
@@ -44,12 +45,25 @@ def request_names(options: HFOptions, prompt: str) -> list[str]:
 def sampling_kwargs(options: HFOptions) -> dict[str, object]:
     """`generate`'s sampling arguments: temperature and top-p only (transformers' default top-k
     of 50 switched off, so the law is the one [spec-config] states). With the
-    temperature-draft-only mutation the target verifies at temperature 1 (the adapter gives the
-    draft the stated one)."""
+    temperature-draft-only (top-p-draft-only) mutation the target verifies at temperature 1
+    (top-p 1); `draft_overrides` gives the draft the stated one."""
     if options.temperature is None:
         return {"do_sample": False}
-    temperature = 1.0 if options.mutation == "temperature-draft-only" else options.temperature
-    return {"do_sample": True, "temperature": temperature, "top_p": options.top_p, "top_k": 0}
+    wrong = draft_overrides(options)
+    temperature = 1.0 if "temperature" in wrong else options.temperature
+    top_p = 1.0 if "top_p" in wrong else options.top_p
+    return {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+
+
+def draft_overrides(options: HFOptions) -> dict[str, object]:
+    """What the assistant samples with that the target does not: its temperature
+    (temperature-draft-only) or its top-p (top-p-draft-only), the stated one, while the target
+    verifies at 1. Empty for every other run."""
+    if options.mutation == "temperature-draft-only":
+        return {"temperature": options.temperature}
+    if options.mutation == "top-p-draft-only":
+        return {"top_p": options.top_p}
+    return {}
 
 
 def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
@@ -83,12 +97,10 @@ def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
     if options.no_spec:  # the pair's drafting kind, as a speculative run of it declares it
         tracer.declare(DraftingKind.BLOCK if options.drafter == "dflash"
                        else DraftingKind.SEQUENTIAL)
-    draft_temperature = (options.temperature if options.mutation == "temperature-draft-only"
-                         else None)
     generated: dict[str, list[int]] = {}
     vocab = int(target.get_output_embeddings().weight.shape[0])
     torch.manual_seed(seed)  # after the models are built: every draw of the run from here
-    with torch.no_grad():
+    with torch.no_grad(), wrong_verify(options.mutation):
         for prompt_name, prompt in prompts(options, vocab).items():
             ids = torch.tensor([prompt], dtype=torch.long)
             for name in request_names(options, prompt_name):
@@ -103,7 +115,7 @@ def run_sampled(options: HFOptions, tracer: Tracer, out: TextIO | None = None,
                 else:
                     with traced_generation(tracer, req=name,
                                            sampled=options.temperature is not None,
-                                           draft_temperature=draft_temperature):
+                                           draft_config=draft_overrides(options)):
                         result = target.generate(ids, **kwargs)
                     tokens = result[0, len(prompt):].tolist()
                 generated[name] = tokens
