@@ -187,6 +187,46 @@ def test_temperature_on_the_draft_only_moves_the_verify_to_the_untempered_law() 
     assert probabilities(line, "p")[0] == pytest.approx(float(p_law[x]), rel=1e-4, abs=1e-7)
 
 
+def test_top_p_on_the_draft_only_moves_the_verify_to_the_untruncated_law() -> None:
+    """The mutation truncates only the assistant's law: the traced q of the first draft is the
+    draft's law tempered twice and cut at top-p 0.8 once (the target hands it a temperature and
+    no top-p) while p is the target's tempered law, not truncated."""
+    import torch
+
+    from difftest.runners.hf.models import load_pair
+    from difftest.runners.hf.runner import prompts
+    from difftest.runners.reference.sampling import warp
+
+    mutated = dict(SAMPLED, mutation="top-p-draft-only", samples=1, requests=1)
+    text, _ = traced(**mutated)
+    config = parse_text(text).config.values
+    assert (config["mutation"], config["top_p"]) == ("top-p-draft-only", "0.8")
+    options = HFOptions(**mutated)  # type: ignore[arg-type]
+    target, draft = load_pair(options)
+    (prompt,) = prompts(options, 256).values()
+    (line,) = lines_of(text, "[spec-sample]", "r0", len(prompt))
+    x = first_draft(text, "r0", len(prompt))
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        q_law = assistant_law(draft(ids).logits[0, -1], (("t", 0.3), ("t", 0.3), ("p", 0.8)))
+        p_law = warp(target(ids).logits[0, -1], 0.3, 1.0)
+    assert probabilities(line, "q")[0] == pytest.approx(float(q_law[x]), rel=1e-4)
+    assert probabilities(line, "p")[0] == pytest.approx(float(p_law[x]), rel=1e-4, abs=1e-7)
+
+
+@pytest.mark.parametrize("mutation", ["noise-reuse", "residual-unnormalised"])
+def test_a_wrong_verify_traces_what_it_tested(mutation: str) -> None:
+    """A known-wrong verify is transformers' run with one rule changed: the trace is read as
+    any other (one `[spec-sample]` line per verify that drafted, no finding), says the
+    mutation, and draws the same tokens at the same sampler seed."""
+    text, generated = traced(**SAMPLED, mutation=mutation)
+    trace = parse_text(text)
+    assert not trace.findings and trace.config.values["mutation"] == mutation
+    assert len(lines_of(text, "[spec-sample]")) == int((trace.verifies.k > 0).sum()) > 0
+    assert all(len(ids) == 5 for ids in generated.values())
+    assert traced(**SAMPLED, mutation=mutation)[1] == generated
+
+
 @pytest.mark.parametrize("argv, env, said", [
     (["--top-p", "0.5"], {}, "top-p needs a temperature"),
     (["--samples", "3"], {}, "samples > 1 needs a temperature"),
@@ -195,6 +235,11 @@ def test_temperature_on_the_draft_only_moves_the_verify_to_the_untempered_law() 
     (["--temperature", "0.5", "--no-spec", "--mutation", "temperature-draft-only"], {},
      "needs a temperature and a draft"),
     (["--mutation", "temperature-draft-only"], {}, "needs a temperature and a draft"),
+    (["--temperature", "0.5", "--no-spec", "--mutation", "noise-reuse"], {},
+     "needs a temperature and a draft"),
+    (["--mutation", "top-p-draft-only"], {}, "needs a temperature and a draft"),
+    (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "residual-unnormalised"],
+     {}, "needs --drafter assisted"),
     (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "temperature-draft-only"],
      {}, "needs --drafter assisted"),
     (["--temperature", "0.5"], {"DIFFTEST_FORCE": "force.json"}, "replay greedy decoding"),
