@@ -17,6 +17,7 @@ from difftest.bisect.evidence import Reading
 from difftest.bisect.history import Commit
 from difftest.config import ArmSpec, ComparisonSpec
 from difftest.core.errors import DifftestError, ExitCode, UsageError
+from difftest.core.names import at_commit, second_run
 from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms
 from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
@@ -99,11 +100,10 @@ def place(arm: ArmSpec, sha: str, repo: Path, name: str) -> ArmSpec:
 
 
 def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list[ArmSpec]]:
-    tag = f"@{commit.short}.{slot}"
-    name_a = f"{setup.arm_a.name}{tag}"
-    name_b = f"{setup.arm_b.name}{tag}"
+    name_a = at_commit(setup.arm_a.name, commit.short, slot)
+    name_b = at_commit(setup.arm_b.name, commit.short, slot)
     if name_b == name_a:
-        name_b = f"{setup.arm_b.name}#2{tag}"
+        name_b = at_commit(second_run(setup.arm_b.name), commit.short, slot)
     if setup.mode is Mode.WITHIN:
         a = place(setup.arm_a, commit.sha, setup.repo, name_a)
     elif setup.baseline:
@@ -111,7 +111,8 @@ def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list
     else:
         a = place(setup.arm_a, setup.good_sha, setup.repo, name_a)
     b = place(setup.arm_b, commit.sha, setup.repo, name_b)
-    spec = replace(setup.spec, name=f"{setup.spec.name}{tag}", arm_a=a.name, arm_b=b.name)
+    spec = replace(setup.spec, name=at_commit(setup.spec.name, commit.short, slot), arm_a=a.name,
+                   arm_b=b.name)
     return spec, [a, b, *reruns(a, spec.rules.noise_runs, {b.name})]
 
 

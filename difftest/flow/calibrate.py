@@ -64,7 +64,8 @@ import numpy as np
 from difftest.core.atomic import check_writable, write_text_atomic
 from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare,
                                        near_tie_rows)
-from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
+from difftest.core.names import on_input
 from difftest.core.machine import this_machine
 from difftest.core.proportion import RATE_ALPHA
 from difftest.core.thresholds import DISARMING_BOUND, LEVEL_QUANTILE, BenignRate, read_thresholds
@@ -480,14 +481,6 @@ class Calibration:
         return lines + [f"run directory: {self.run_dir}"]
 
 
-def _name(arm: str, value: str, index: int) -> str:
-    """An arm's name on one input: by the input where it is a short word, else by its place in
-    the list (a prompt)."""
-    word = value if len(value) <= 40 and " " not in value and name_problem(value) is None \
-        else f"input{index + 1}"
-    return f"{arm}@{word}"
-
-
 @dataclass(frozen=True)
 class _BenignRows:
     """One input's benign compared rows: what the rates at the written thresholds count."""
@@ -595,8 +588,8 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
                          "command or env, so every input would run the same thing")
     runs: list[ArmSpec] = []
     for i, value in enumerate(spec.calibration_inputs):
-        a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value, i))
-        b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value, i))
+        a = arm_a.with_input(value).with_changes(name=on_input("A", arm_a.name, value, i))
+        b = arm_b.with_input(value).with_changes(name=on_input("B", arm_b.name, value, i))
         runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.mutations)]
     th = thresholds_of(config)
     run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
@@ -611,7 +604,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     failures: list[ArmFailure] = []
     pairs_of_benign: list[tuple[str, ArmOutcome, ArmOutcome]] = []
     for i, value in enumerate(spec.calibration_inputs):
-        na, nb = _name("A:" + arm_a.name, value, i), _name("B:" + arm_b.name, value, i)
+        na, nb = on_input("A", arm_a.name, value, i), on_input("B", arm_b.name, value, i)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
         pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
         for m in spec.rules.mutations:

@@ -371,6 +371,7 @@ def _capturing(key: str, arm: ArmSpec, step: tuple[str, int], where: Path,
     """An arm rerun as `KEY-NAME`, capturing its draft forward at `step` into `where`."""
     from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.core.force import FORCE_ENV
+    from difftest.core.names import capturing
 
     req, pos = step
     env = {k: v for k, v in arm.env.items() if k != FORCE_ENV}
@@ -381,7 +382,7 @@ def _capturing(key: str, arm: ArmSpec, step: tuple[str, int], where: Path,
     # whose forced steps compute on another schedule than its free ones (transformers: one
     # generate call per step) then captures every arm on the same schedule
     env[FORCE_ENV] = str(force.resolve())
-    return arm.with_changes(name=f"{key}-{arm.name}", env=env)
+    return arm.with_changes(name=capturing(key, arm.name), env=env)
 
 
 def _captured(arms: list[ArmSpec], folder: Path, where: list[Path]) -> dict[str, ArmResult]:

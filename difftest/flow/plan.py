@@ -21,10 +21,11 @@ from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThres
                              ComparisonSpec, Config, InvalidValue)
 from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
-from difftest.analysis.floor import rerun_name, reruns
+from difftest.analysis.floor import reruns
 from difftest.analysis.sequential import MIN_RUNS, Design
 from difftest.core.kinds import ArmSide, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
+from difftest.core.names import rerun_name, round_name, second_run
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
 # read from their `extra` alone, whose shape this version keeps).
@@ -187,10 +188,10 @@ def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSp
     time under a name no configured arm has."""
     if spec.arm_a != spec.arm_b:
         return spec
-    name, n = f"{spec.arm_b}#2", 2
+    name, n = second_run(spec.arm_b), 2
     while name in taken:
         n += 1
-        name = f"{spec.arm_b}#{n}"
+        name = second_run(spec.arm_b, n)
     return replace(spec, arm_b=name)
 
 
@@ -241,14 +242,6 @@ def plan_compare(config: Config, spec: ComparisonSpec, until_decided: int | None
 
 
 UNTIL_DECIDED = "--until-decided"
-ROUND = "#seq"
-
-
-def round_name(arm: str, round_: int) -> str:
-    """An arm's run in round `round_` of `--until-decided`."""
-    return f"{arm}{ROUND}{round_}"
-
-
 def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
     """The sequential test's design from the comparison's acceptance gate (its margin and
     alpha); refused before anything runs where the comparison cannot be run until decided."""
