@@ -77,8 +77,8 @@ from difftest.core.kinds import AlignMode, DecodingMode, Expect, VerdictKind
 from difftest.analysis.audit import AuditThresholds
 from difftest.flow.evaluate import (ArmOutcome, drafting_of, evaluate, outcomes_from_run,
                                     thresholds_of)
-from difftest.flow.plan import Evidence, evidence_of
-from difftest.flow.run import job_limits, run_arm_set
+from difftest.flow.plan import Evidence, Plan, PlanKind, RunOptions, evidence_of
+from difftest.flow.run import job_limits, run
 
 COVERAGE = 0.99
 CONFIDENCE = 0.95
@@ -566,7 +566,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
               jobs: int | None = None) -> Calibration:
     """Run the pair and its probes on the held-out inputs and set thresholds from them, at
     most `jobs` arms at once (-j; by default as `check` runs them)."""
-    limits = job_limits(config, jobs)
+    job_limits(config, jobs)  # -j checked before anything else
     if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
@@ -592,9 +592,11 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
         b = arm_b.with_input(value).with_changes(name=on_input("B", arm_b.name, value, i))
         runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.mutations)]
     th = thresholds_of(config)
-    run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
-                                   progress=progress, extra_meta={"calibrate": spec.name},
-                                   limits=limits)
+    plan = Plan(PlanKind.CALIBRATE, f"calibrate-{spec.name}", tuple(runs), (), config.audit,
+                config.path, launched_jobs=config.defaults.launched_jobs,
+                extra={"calibrate": spec.name})
+    ran = run(plan, RunOptions(run_root=run_root, progress=progress, jobs=jobs))
+    run_dir, results = ran.run_dir, ran.arms
     rows: list[_BenignRows] = []
     benign: list[float] = []
     margins: list[float] = []

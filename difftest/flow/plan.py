@@ -36,12 +36,21 @@ NO_EVIDENCE: Evidence = ((), ())
 
 
 class PlanKind(StrEnum):
-    """The command a run was planned for."""
+    """The command a run was planned for. Calibrate, localize and a bisect's round judge their
+    arms on their own: their plans name no comparison, and record what they read back under
+    `extra` (`Plan.extra`)."""
 
     COMPARE = "compare"
     CHECK = "check"
     PROBE = "probe"
     NOISE = "noise"
+    CALIBRATE = "calibrate"
+    LOCALIZE = "localize"
+    BISECT = "bisect"
+
+
+# the kinds whose command judges what ran itself (no `judge`, no comparison in the plan)
+JUDGED_BY_THE_COMMAND = (PlanKind.CALIBRATE, PlanKind.LOCALIZE, PlanKind.BISECT)
 
 
 class Role(StrEnum):
@@ -59,13 +68,16 @@ class RunOptions:
     progress is drawn, the checkout cache (None: the config's [defaults] cache, else
     $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
     `job_limits`), and for a compare, whether both arms run again until the sequential test
-    decides (at most this many times each; difftest.analysis.sequential)."""
+    decides (at most this many times each; difftest.analysis.sequential); `into`: a folder the
+    command made (localize's step, a bisect's round), run into in place of a fresh run
+    directory under `run_root`, a signal reaching the command as it came (KeyboardInterrupt)."""
 
     run_root: Path | None = None
     progress: bool | None = None
     cache: Path | None = None
     jobs: int | None = None
     until_decided: int | None = None
+    into: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -107,8 +119,10 @@ class Plan:
     it judges. `selected`: the comparisons a check was asked for, or the mutations a probe
     runs; `noise`: the arm and run count of a noise run; `probes`: whether a check judges the
     probes its comparisons require; `launched_jobs`: set on a check, whose arms run capped
-    (see `difftest.flow.run.job_limits`), None where every arm starts at once; `rounds`: a
-    compare run until the sequential test decides."""
+    (see `difftest.flow.run.job_limits`), None where every arm starts at once; `jobs`: a
+    fixed cap on the arms run at once (a bisect's round); `rounds`: a compare run until the
+    sequential test decides; `extra`: what a plan judged by its command records under
+    meta.json's `extra` (`JUDGED_BY_THE_COMMAND`)."""
 
     kind: PlanKind
     label: str
@@ -122,6 +136,8 @@ class Plan:
     probes: bool = True
     launched_jobs: int | None = None
     rounds: Rounds | None = None
+    jobs: int | None = None
+    extra: Mapping[str, object] | None = None
 
     def comparison(self, name: str) -> Judged:
         for j in self.judged:
@@ -152,6 +168,8 @@ class Plan:
     def meta(self) -> dict[str, object]:
         """meta.json's `extra`: the comparisons as `read_run` reads them back (the shape runs
         recorded before the plan had a format, so older difftests read it too)."""
+        if self.kind in JUDGED_BY_THE_COMMAND:
+            return dict(self.extra or {})
         audit = asdict(self.audit)
         if self.kind is PlanKind.CHECK:
             return {"check": list(self.selected), "config": str(self.config), "audit": audit,
