@@ -1,10 +1,12 @@
 """The run plan: which arms a command runs, each once, and what every arm is to each comparison
 the run judges (arm A, arm B, a rerun of A for the noise floor, a mutated B).
 
-`plan_compare`, `plan_check`, `plan_probe` and `plan_noise` are the one place that names the
-arms a run adds to the configured ones: the second run of a self-pair (`p#2`), the reruns of
-arm A (`a#run2`), the mutated arms (`b+causal-mask`), the rounds of `--until-decided`
-(`a#seq2`, `b#seq2`, ...; run while the sequential test has not decided). A plan is written into the run's
+`plan_compare`, `plan_check`, `plan_probe` and `plan_noise` make the arms a run adds to the
+configured ones, named by `difftest.core.names` (the one module that names arms): the second
+run of a self-pair (`p#2`), the reruns of arm A (`a#run2`), the mutated arms (`b+causal-mask`),
+the rounds of `--until-decided` (`a#seq2`, `b#seq2`, ...; run while the sequential test has not
+decided). Calibrate, localize and a bisect's round make plans of their own kinds, which their
+command judges. A plan is written into the run's
 meta.json before any arm starts (`Plan.meta` under `extra`, `Plan.record` as `plan`), and
 `read_run` reads it back, old run records too, so any comparison a run judged can be judged
 again (`difftest export RUN --comparison NAME`) without running anything.
