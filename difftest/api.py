@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from difftest.config import MAX_NAME, ComparisonSpec, Config, InvalidValue, load_config
+from difftest.core.names import MAX_NAME
+from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind

@@ -24,6 +24,8 @@ from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.core.gitinfo import git_toplevel
 from difftest.core.corpus import NAMES as CORPUS_NAMES
 from difftest.core.limits import MAX_JOBS
+from difftest.core.names import mutated_name
+from difftest.core.names import name_problem as name_problem
 from difftest.core.rules import ECHO_KEYS, RULE_KEYS, Rules, finite_number, integer, kind_of, name_string
 # checked there, and read from here too
 from difftest.core.rules import AcceptanceGate as AcceptanceGate
@@ -45,7 +47,6 @@ _DEFAULTS_KEYS = ("launcher", "launched_jobs", "cache")
 _CHECK_KEYS = ("sweep", "sweep_budget_s", "sweep_seeds")
 _ARM_KEYS = ("command", "env", "cwd", "timeout_s", "git_ref", "build", "repo", "launcher",
              "max_capture_bytes", "evidence", "line_prefix", "dtype")
-MAX_ARM_NAME = 100  # arm names become file names and table rows
 DEFAULT_LAUNCHED_JOBS = 8
 MAX_SWEEP_SEEDS = 100  # each seed runs every generated input once more
 # a comparison's arms, its rules (difftest.core.rules: one list of them), then its inputs
@@ -54,26 +55,6 @@ _COMPARISON_KEYS = ("arm_a", "arm_b", *RULE_KEYS, "thresholds", "calibration_inp
 # old spellings of comparison keys, read for one release with a warning: old -> new
 _OLD_COMPARISON_KEYS = {"probe": "mutations"}
 _MUTATION_KEYS = ("env", "args")
-
-
-MAX_NAME = MAX_ARM_NAME
-
-
-def name_problem(name: str) -> str | None:
-    """Why a configured name (arm, comparison, mutation) cannot be one, else None. These names
-    become file names in a run directory (captures, diff-<comparison>.csv), so none may climb
-    out of it or hide a control character in a report."""
-    if not name.strip():
-        return "must not be empty"
-    if len(name) > MAX_NAME:
-        return f"must be at most {MAX_NAME} characters, this one has {len(name)}"
-    if any(ord(c) < 32 or c == "\x7f" for c in name):
-        return "must not contain control characters"
-    if "/" in name or "\\" in name:
-        return "must not contain a path separator ('/' or '\\')"
-    if ".." in name or name == ".":
-        return "must not be '.' or contain '..'"
-    return None
 
 
 def _input(key: str, value: object) -> str:
@@ -287,7 +268,7 @@ class MutationSpec:
 
     def arm_name(self, arm: str) -> str:
         """`<arm>+<mutation>`: the mutated arm's capture files sit beside the base's."""
-        return f"{arm}+{self.name}"
+        return mutated_name(arm, self.name)
 
     def apply(self, arm: ArmSpec) -> ArmSpec:
         """The mutated arm, under `arm_name`."""

@@ -28,6 +28,8 @@ ORDER = {name: i for i, name in enumerate(FOUNDATION + PRODUCERS + STAGES)}
 MODULES = {
     "core": ("deprecation", "errors", "jsonout", "kinds", "model", "atomic",
              "procgroup", "gitinfo", "evidence", "limits",
+             # what a name may be, and every name difftest gives an arm it adds
+             "names",
              # the bug corpus: names, coverage classes and sources the runner and the flow share
              "corpus",
              # what makes a float differ between machines: a thresholds file records it

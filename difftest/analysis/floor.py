@@ -13,14 +13,10 @@ from difftest.analysis.compare import DIFFER, NEAR_TIE, Comparison, compare
 from difftest.config import ArmSpec
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind
+from difftest.core.names import rerun_name
 from difftest.core.model import ArmTrace
 from difftest.numerics.noise import NoiseFloor, RerunPair, noise_floor, request_flips
 from difftest.numerics.stats import LogitStats, PairedRows, logit_stats
-
-
-def rerun_name(arm: str, run: int) -> str:
-    """The name of arm's `run`-th run (1-based); run 1 keeps the arm's own name."""
-    return arm if run == 1 else f"{arm}#run{run}"
 
 
 def reruns(arm: ArmSpec, runs: int, taken: Collection[str] = ()) -> list[ArmSpec]:

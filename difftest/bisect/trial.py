@@ -17,11 +17,13 @@ from difftest.bisect.evidence import Reading
 from difftest.bisect.history import Commit
 from difftest.config import ArmSpec, ComparisonSpec
 from difftest.core.errors import DifftestError, ExitCode, UsageError
-from difftest.execute import ArmResult, JobLimits, load_run, new_run_dir, run_arms
+from difftest.core.names import at_commit, second_run
+from difftest.execute import ArmResult, load_run, new_run_dir
 from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
 from difftest.flow.evaluate import evaluate, outcomes_from_run, rerun_outcomes
-from difftest.flow.plan import spec_from, spec_meta
+from difftest.flow.plan import Plan, PlanKind, RunOptions, spec_from, spec_meta
+from difftest.flow.run import run
 
 
 class Mode(StrEnum):
@@ -99,11 +101,10 @@ def place(arm: ArmSpec, sha: str, repo: Path, name: str) -> ArmSpec:
 
 
 def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list[ArmSpec]]:
-    tag = f"@{commit.short}.{slot}"
-    name_a = f"{setup.arm_a.name}{tag}"
-    name_b = f"{setup.arm_b.name}{tag}"
+    name_a = at_commit(setup.arm_a.name, commit.short, slot)
+    name_b = at_commit(setup.arm_b.name, commit.short, slot)
     if name_b == name_a:
-        name_b = f"{setup.arm_b.name}#2{tag}"
+        name_b = at_commit(second_run(setup.arm_b.name), commit.short, slot)
     if setup.mode is Mode.WITHIN:
         a = place(setup.arm_a, commit.sha, setup.repo, name_a)
     elif setup.baseline:
@@ -111,7 +112,8 @@ def _pair(setup: Setup, commit: Commit, slot: int) -> tuple[ComparisonSpec, list
     else:
         a = place(setup.arm_a, setup.good_sha, setup.repo, name_a)
     b = place(setup.arm_b, commit.sha, setup.repo, name_b)
-    spec = replace(setup.spec, name=f"{setup.spec.name}{tag}", arm_a=a.name, arm_b=b.name)
+    spec = replace(setup.spec, name=at_commit(setup.spec.name, commit.short, slot), arm_a=a.name,
+                   arm_b=b.name)
     return spec, [a, b, *reruns(a, spec.rules.noise_runs, {b.name})]
 
 
@@ -185,11 +187,12 @@ def run_round(setup: Setup, tests: Sequence[Commit], runs_root: Path, label: str
     meta = {"bisect_round": label,
             "tests": [{"commit": c.sha, "comparison": spec_meta(s, setup.thresholds)}
                       for c, s, _a in runnable]}
-    # Ctrl-C, SIGTERM and SIGHUP stop the arms (run_arms) and reach the bisect's loop, which
-    # keeps the log as it is: every run logged so far was judged whole.
-    results = run_arms(every, run_dir, progress=setup.progress, extra_meta=meta,
-                       cache_dir=setup.cache_dir,
-                       limits=JobLimits(total=max(1, jobs) * setup.arms_per_run))
+    # the one path, into the round's folder (made before the build checks): Ctrl-C, SIGTERM
+    # and SIGHUP stop the arms and reach the bisect's loop, which keeps the log as it is:
+    # every run logged so far was judged whole.
+    plan = Plan(PlanKind.BISECT, label, tuple(every), (), setup.thresholds,
+                cache=setup.cache_dir, jobs=max(1, jobs) * setup.arms_per_run, extra=meta)
+    results = run(plan, RunOptions(progress=setup.progress, into=run_dir)).arms
     duration = round(time.monotonic() - clock, 3)
     for commit, spec, arms in runnable:
         reading, label_, reason = _read(setup, spec, results, run_dir)

@@ -64,7 +64,8 @@ import numpy as np
 from difftest.core.atomic import check_writable, write_text_atomic
 from difftest.analysis.compare import (DIFFER, NEAR_TIE, NOISE_FLIP, SAME, Comparison, compare,
                                        near_tie_rows)
-from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config, name_problem
+from difftest.config import INPUT_TOKEN, ArmSpec, ComparisonSpec, Config
+from difftest.core.names import on_input
 from difftest.core.machine import this_machine
 from difftest.core.proportion import RATE_ALPHA
 from difftest.core.thresholds import DISARMING_BOUND, LEVEL_QUANTILE, BenignRate, read_thresholds
@@ -76,8 +77,8 @@ from difftest.core.kinds import AlignMode, DecodingMode, Expect, VerdictKind
 from difftest.analysis.audit import AuditThresholds
 from difftest.flow.evaluate import (ArmOutcome, drafting_of, evaluate, outcomes_from_run,
                                     thresholds_of)
-from difftest.flow.plan import Evidence, evidence_of
-from difftest.flow.run import job_limits, run_arm_set
+from difftest.flow.plan import Evidence, Plan, PlanKind, RunOptions, evidence_of
+from difftest.flow.run import job_limits, run
 
 COVERAGE = 0.99
 CONFIDENCE = 0.95
@@ -480,14 +481,6 @@ class Calibration:
         return lines + [f"run directory: {self.run_dir}"]
 
 
-def _name(arm: str, value: str, index: int) -> str:
-    """An arm's name on one input: by the input where it is a short word, else by its place in
-    the list (a prompt)."""
-    word = value if len(value) <= 40 and " " not in value and name_problem(value) is None \
-        else f"input{index + 1}"
-    return f"{arm}@{word}"
-
-
 @dataclass(frozen=True)
 class _BenignRows:
     """One input's benign compared rows: what the rates at the written thresholds count."""
@@ -573,7 +566,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
               jobs: int | None = None) -> Calibration:
     """Run the pair and its probes on the held-out inputs and set thresholds from them, at
     most `jobs` arms at once (-j; by default as `check` runs them)."""
-    limits = job_limits(config, jobs)
+    job_limits(config, jobs)  # -j checked before anything else
     if spec.rules.expect is not Expect.SAME:
         raise UsageError(f"comparison {spec.name}: calibrate sets thresholds for expect = "
                          "\"same\" comparisons")
@@ -595,13 +588,15 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
                          "command or env, so every input would run the same thing")
     runs: list[ArmSpec] = []
     for i, value in enumerate(spec.calibration_inputs):
-        a = arm_a.with_input(value).with_changes(name=_name("A:" + arm_a.name, value, i))
-        b = arm_b.with_input(value).with_changes(name=_name("B:" + arm_b.name, value, i))
+        a = arm_a.with_input(value).with_changes(name=on_input("A", arm_a.name, value, i))
+        b = arm_b.with_input(value).with_changes(name=on_input("B", arm_b.name, value, i))
         runs += [a, b, *(config.mutation(m).apply(b) for m in spec.rules.mutations)]
     th = thresholds_of(config)
-    run_dir, results = run_arm_set(runs, run_root=run_root, label=f"calibrate-{spec.name}",
-                                   progress=progress, extra_meta={"calibrate": spec.name},
-                                   limits=limits)
+    plan = Plan(PlanKind.CALIBRATE, f"calibrate-{spec.name}", tuple(runs), (), config.audit,
+                config.path, launched_jobs=config.defaults.launched_jobs,
+                extra={"calibrate": spec.name})
+    ran = run(plan, RunOptions(run_root=run_root, progress=progress, jobs=jobs))
+    run_dir, results = ran.run_dir, ran.arms
     rows: list[_BenignRows] = []
     benign: list[float] = []
     margins: list[float] = []
@@ -611,7 +606,7 @@ def calibrate(config: Config, spec: ComparisonSpec, *, run_root: Path | None = N
     failures: list[ArmFailure] = []
     pairs_of_benign: list[tuple[str, ArmOutcome, ArmOutcome]] = []
     for i, value in enumerate(spec.calibration_inputs):
-        na, nb = _name("A:" + arm_a.name, value, i), _name("B:" + arm_b.name, value, i)
+        na, nb = on_input("A", arm_a.name, value, i), on_input("B", arm_b.name, value, i)
         a_out, b_out = outcomes_from_run(results, (na, nb), th)
         pairs: list[tuple[str | None, ArmOutcome]] = [(None, b_out)]
         for m in spec.rules.mutations:

@@ -22,7 +22,8 @@ from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.core.corpus import MUTATION_ENV
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute.records import ArmResult
-from difftest.analysis.floor import measure_floor, rerun_name
+from difftest.analysis.floor import measure_floor
+from difftest.core.names import rerun_name
 from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
                                             sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind

@@ -20,6 +20,7 @@ from difftest.core.errors import ExitCode
 from difftest.core.kinds import ArmSide, VerdictKind
 
 if TYPE_CHECKING:
+    from difftest.analysis.audit import AuditThresholds
     from difftest.config import ArmSpec, Config, ComparisonSpec
     from difftest.core.force import ForceStream
     from difftest.execute.records import ArmResult
@@ -371,6 +372,7 @@ def _capturing(key: str, arm: ArmSpec, step: tuple[str, int], where: Path,
     """An arm rerun as `KEY-NAME`, capturing its draft forward at `step` into `where`."""
     from difftest.core.activations import CAPTURE_DIR_ENV, CAPTURE_ENV
     from difftest.core.force import FORCE_ENV
+    from difftest.core.names import capturing
 
     req, pos = step
     env = {k: v for k, v in arm.env.items() if k != FORCE_ENV}
@@ -381,17 +383,20 @@ def _capturing(key: str, arm: ArmSpec, step: tuple[str, int], where: Path,
     # whose forced steps compute on another schedule than its free ones (transformers: one
     # generate call per step) then captures every arm on the same schedule
     env[FORCE_ENV] = str(force.resolve())
-    return arm.with_changes(name=f"{key}-{arm.name}", env=env)
+    return arm.with_changes(name=capturing(key, arm.name), env=env)
 
 
-def _captured(arms: list[ArmSpec], folder: Path, where: list[Path]) -> dict[str, ArmResult]:
-    """The capturing arms run into `folder`: each must succeed and leave its capture (`where`,
-    one per arm)."""
+def _captured(arms: list[ArmSpec], folder: Path, where: list[Path],
+              audit: AuditThresholds) -> dict[str, ArmResult]:
+    """The capturing arms run into `folder` (the one path: a localize plan run there): each
+    must succeed and leave its capture (`where`, one per arm)."""
     from difftest.core.activations import CAPTURE_ENV
     from difftest.core.errors import UsageError
-    from difftest.execute import run_arms
+    from difftest.flow.plan import Plan, PlanKind, RunOptions
+    from difftest.flow.run import run
 
-    done = run_arms(arms, folder, progress=False)
+    plan = Plan(PlanKind.LOCALIZE, "", tuple(arms), (), audit)
+    done = dict(run(plan, RunOptions(progress=False, into=folder)).arms)
     for arm in arms:
         failed = done[arm.name].failure()
         if failed is not None:
@@ -468,7 +473,7 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
                          "that differs from B only by benign numerics (e.g. another dtype), not "
                          "B under another name, whose background would excuse every module")
     folder.mkdir(parents=True, exist_ok=True)
-    done = _captured(arms, folder, [where[key] for key, _ in reruns])
+    done = _captured(arms, folder, [where[key] for key, _ in reruns], recorded.audit)
     if base_arm is not None:
         _check_settings(str(base_name), [done[arm.name] for arm in arms])
     tol = spec.rules.atol if atol is None else atol

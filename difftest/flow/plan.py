@@ -1,10 +1,12 @@
 """The run plan: which arms a command runs, each once, and what every arm is to each comparison
 the run judges (arm A, arm B, a rerun of A for the noise floor, a mutated B).
 
-`plan_compare`, `plan_check`, `plan_probe` and `plan_noise` are the one place that names the
-arms a run adds to the configured ones: the second run of a self-pair (`p#2`), the reruns of
-arm A (`a#run2`), the mutated arms (`b+causal-mask`), the rounds of `--until-decided`
-(`a#seq2`, `b#seq2`, ...; run while the sequential test has not decided). A plan is written into the run's
+`plan_compare`, `plan_check`, `plan_probe` and `plan_noise` make the arms a run adds to the
+configured ones, named by `difftest.core.names` (the one module that names arms): the second
+run of a self-pair (`p#2`), the reruns of arm A (`a#run2`), the mutated arms (`b+causal-mask`),
+the rounds of `--until-decided` (`a#seq2`, `b#seq2`, ...; run while the sequential test has not
+decided). Calibrate, localize and a bisect's round make plans of their own kinds, which their
+command judges. A plan is written into the run's
 meta.json before any arm starts (`Plan.meta` under `extra`, `Plan.record` as `plan`), and
 `read_run` reads it back, old run records too, so any comparison a run judged can be judged
 again (`difftest export RUN --comparison NAME`) without running anything.
@@ -21,10 +23,11 @@ from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThres
                              ComparisonSpec, Config, InvalidValue)
 from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
-from difftest.analysis.floor import rerun_name, reruns
+from difftest.analysis.floor import reruns
 from difftest.analysis.sequential import MIN_RUNS, Design
 from difftest.core.kinds import ArmSide, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
+from difftest.core.names import rerun_name, round_name, second_run
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
 # read from their `extra` alone, whose shape this version keeps).
@@ -35,12 +38,21 @@ NO_EVIDENCE: Evidence = ((), ())
 
 
 class PlanKind(StrEnum):
-    """The command a run was planned for."""
+    """The command a run was planned for. Calibrate, localize and a bisect's round judge their
+    arms on their own: their plans name no comparison, and record what they read back under
+    `extra` (`Plan.extra`)."""
 
     COMPARE = "compare"
     CHECK = "check"
     PROBE = "probe"
     NOISE = "noise"
+    CALIBRATE = "calibrate"
+    LOCALIZE = "localize"
+    BISECT = "bisect"
+
+
+# the kinds whose command judges what ran itself (no `judge`, no comparison in the plan)
+JUDGED_BY_THE_COMMAND = (PlanKind.CALIBRATE, PlanKind.LOCALIZE, PlanKind.BISECT)
 
 
 class Role(StrEnum):
@@ -58,13 +70,16 @@ class RunOptions:
     progress is drawn, the checkout cache (None: the config's [defaults] cache, else
     $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
     `job_limits`), and for a compare, whether both arms run again until the sequential test
-    decides (at most this many times each; difftest.analysis.sequential)."""
+    decides (at most this many times each; difftest.analysis.sequential); `into`: a folder the
+    command made (localize's step, a bisect's round), run into in place of a fresh run
+    directory under `run_root`, a signal reaching the command as it came (KeyboardInterrupt)."""
 
     run_root: Path | None = None
     progress: bool | None = None
     cache: Path | None = None
     jobs: int | None = None
     until_decided: int | None = None
+    into: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +121,10 @@ class Plan:
     it judges. `selected`: the comparisons a check was asked for, or the mutations a probe
     runs; `noise`: the arm and run count of a noise run; `probes`: whether a check judges the
     probes its comparisons require; `launched_jobs`: set on a check, whose arms run capped
-    (see `difftest.flow.run.job_limits`), None where every arm starts at once; `rounds`: a
-    compare run until the sequential test decides."""
+    (see `difftest.flow.run.job_limits`), None where every arm starts at once; `jobs`: a
+    fixed cap on the arms run at once (a bisect's round); `rounds`: a compare run until the
+    sequential test decides; `extra`: what a plan judged by its command records under
+    meta.json's `extra` (`JUDGED_BY_THE_COMMAND`)."""
 
     kind: PlanKind
     label: str
@@ -121,6 +138,8 @@ class Plan:
     probes: bool = True
     launched_jobs: int | None = None
     rounds: Rounds | None = None
+    jobs: int | None = None
+    extra: Mapping[str, object] | None = None
 
     def comparison(self, name: str) -> Judged:
         for j in self.judged:
@@ -151,6 +170,8 @@ class Plan:
     def meta(self) -> dict[str, object]:
         """meta.json's `extra`: the comparisons as `read_run` reads them back (the shape runs
         recorded before the plan had a format, so older difftests read it too)."""
+        if self.kind in JUDGED_BY_THE_COMMAND:
+            return dict(self.extra or {})
         audit = asdict(self.audit)
         if self.kind is PlanKind.CHECK:
             return {"check": list(self.selected), "config": str(self.config), "audit": audit,
@@ -187,10 +208,10 @@ def self_pair(spec: ComparisonSpec, taken: Collection[str] = ()) -> ComparisonSp
     time under a name no configured arm has."""
     if spec.arm_a != spec.arm_b:
         return spec
-    name, n = f"{spec.arm_b}#2", 2
+    name, n = second_run(spec.arm_b), 2
     while name in taken:
         n += 1
-        name = f"{spec.arm_b}#{n}"
+        name = second_run(spec.arm_b, n)
     return replace(spec, arm_b=name)
 
 
@@ -241,14 +262,6 @@ def plan_compare(config: Config, spec: ComparisonSpec, until_decided: int | None
 
 
 UNTIL_DECIDED = "--until-decided"
-ROUND = "#seq"
-
-
-def round_name(arm: str, round_: int) -> str:
-    """An arm's run in round `round_` of `--until-decided`."""
-    return f"{arm}{ROUND}{round_}"
-
-
 def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
     """The sequential test's design from the comparison's acceptance gate (its margin and
     alpha); refused before anything runs where the comparison cannot be run until decided."""

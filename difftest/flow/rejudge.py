@@ -18,7 +18,8 @@ from difftest.config import ComparisonSpec
 from difftest.execute import load_run
 from difftest.flow.evaluate import ComparisonReport, one_capture
 from difftest.flow.judge import judged
-from difftest.flow.plan import ROUND, Judged, Plan, PlanKind, read_run
+from difftest.core.names import ROUND
+from difftest.flow.plan import Judged, Plan, PlanKind, read_run
 from difftest.flow.overrides import OverrideKeywords, Overrides
 from difftest.flow.run import RunResults
 

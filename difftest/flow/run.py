@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from difftest.config import ArmSpec, Config
-from difftest.core.errors import (DifftestError, InterruptedAnalysis, InterruptedRun,
-                                  UsageError)
+from difftest.core.errors import (DifftestError, InternalError, InterruptedAnalysis,
+                                  InterruptedRun, UsageError)
 from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
 from difftest.core.limits import MAX_JOBS
 from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_run, new_run_dir,
@@ -52,9 +52,17 @@ def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     started = time.monotonic()
     cache = options.cache or plan.cache
-    limits = (None if plan.launched_jobs is None
+    limits = (JobLimits(total=plan.jobs) if plan.jobs is not None
+              else None if plan.launched_jobs is None
               else limits_of(plan.launched_jobs, options.jobs))
-    if plan.teacher_force:
+    if options.into is not None:
+        if plan.teacher_force or plan.rounds is not None:
+            raise InternalError("a plan run in two phases or rounds runs into a run directory "
+                                "of its own")
+        run_dir = options.into
+        results = _start(plan.arms, run_dir, progress=options.progress, extra_meta=plan.meta(),
+                         cache_dir=cache, limits=limits, record=plan.record())
+    elif plan.teacher_force:
         run_dir, results = _run_forced(plan, options, cache)
     else:
         run_dir, results = run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
@@ -114,8 +122,8 @@ def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label:
     run's plan record (difftest.flow.plan)."""
     run_dir = new_run_dir(run_root, label=label)
     try:
-        results = run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                           cache_dir=cache_dir, limits=limits, plan=record)
+        results = _start(arms, run_dir, progress=progress, extra_meta=extra_meta,
+                         cache_dir=cache_dir, limits=limits, record=record)
     except ArmsEnded:
         raise  # the arms' record is complete: the analysis reports the signal
     except KeyboardInterrupt as exc:
@@ -157,8 +165,8 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
     and when the run was created."""
     _, before = load_run(run_dir)
     try:
-        results = run_arms(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
-                           cache_dir=cache_dir, plan=before.get("plan"))
+        results = _start(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
+                         cache_dir=cache_dir, record=before.get("plan"))
     except KeyboardInterrupt as exc:
         _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
         if isinstance(exc, ArmsEnded):
@@ -166,6 +174,16 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
         raise InterruptedRun(run_dir, signal_of(exc)) from None
     _keep_earlier_arms(run_dir, before)
     return results
+
+
+def _start(arms: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None,
+           extra_meta: Mapping[str, object] | None, cache_dir: Path | None,
+           limits: JobLimits | None = None,
+           record: Mapping[str, object] | None = None) -> dict[str, ArmResult]:
+    """The one call of the arm runner (`difftest.execute.run_arms`) in the package: every arm
+    any command runs starts here (`tests/test_one_path.py` holds it so)."""
+    return run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
+                    cache_dir=cache_dir, limits=limits, plan=record)
 
 
 def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:

@@ -406,7 +406,7 @@ def test_a_flip_is_sized_by_the_margin_the_near_tie_rule_judges() -> None:
 
 
 def test_calibrate_honours_jobs_and_takes_prompts_as_inputs(tmp_path: Path) -> None:
-    from difftest.flow.calibrate import _name
+    from difftest.core.names import on_input
     path = tmp_path / "d.toml"
     path.write_text('[arms.a]\ncommand = ["x", "--prompt", "{seed}"]\n[comparisons.c]\n'
                     'arm_a = "a"\narm_b = "a"\ngate_input = "the gated prompt"\n'
@@ -416,7 +416,8 @@ def test_calibrate_honours_jobs_and_takes_prompts_as_inputs(tmp_path: Path) -> N
     spec = config.comparison("c")
     assert spec.calibration_inputs == ("Once upon a time", "7")
     # a prompt names its arm by its place, a word by itself
-    assert (_name("A:a", "Once upon a time", 0), _name("A:a", "7", 1)) == ("A:a@input1", "A:a@7")
+    assert (on_input("A", "a", "Once upon a time", 0), on_input("A", "a", "7", 1)) == (
+        "A:a@input1", "A:a@7")
     with pytest.raises(UsageError, match="--jobs must be an integer from 1"):
         calibrate(config, spec, run_root=tmp_path / "runs", progress=False, jobs=0)
 

@@ -4,6 +4,7 @@ exactly once (counted by the arms themselves, and in the run directory's meta.js
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
@@ -14,8 +15,9 @@ from conftest import TESTS
 from difftest.config import parse_config
 from difftest.flow.evaluate import ComparisonReport
 from difftest.flow.judge import CheckResult, NoiseReport, judge
-from difftest.flow.plan import (ROUND, Plan, RunOptions, plan_check, plan_compare, plan_noise,
-                                plan_probe)
+from difftest.core.names import ROUND
+from difftest.flow.plan import (PLAN_FORMAT, Plan, PlanKind, RunOptions, plan_check,
+                                plan_compare, plan_noise, plan_probe)
 from difftest.flow.run import RunResults, run
 from difftest.flow.scoring import ProbeReport
 
@@ -102,3 +104,114 @@ def test_the_rounds_of_until_decided_are_named_in_the_plan(tmp_path: Path) -> No
     assert plan.rounds is not None and plan.judged[0].spec.rules.acceptance is None
     assert [(a.name, b.name) for a, b in plan.rounds.arms] == [("a#seq2", "b#seq2"),
                                                                ("a#seq3", "b#seq3")]
+
+
+def test_a_plan_judged_by_its_command_runs_into_the_folder_it_made(tmp_path: Path) -> None:
+    """Localize's step and a bisect's round: the plan's arms run into the folder the command
+    made, once each; meta.json holds the command's own `extra` and the plan's record."""
+    cfg = parse_config(_config(tmp_path, COMPARISONS), tmp_path / "difftest.toml")
+    folder = tmp_path / "round001"
+    folder.mkdir()
+    plan = Plan(PlanKind.BISECT, "round001", (cfg.arm("a"), cfg.arm("b")), (), cfg.audit,
+                jobs=1, extra={"bisect_round": "round001", "tests": []})
+    results = run(plan, RunOptions(run_root=tmp_path / "runs", progress=False, into=folder))
+    assert results.run_dir == folder and not (tmp_path / "runs").exists()
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["extra"] == {"bisect_round": "round001", "tests": []}
+    assert meta["plan"] == {"format": PLAN_FORMAT, "kind": "bisect", "roles": {}}
+    assert sorted(meta["arms"]) == ["a", "b"]
+    assert len((tmp_path / "starts.log").read_text().splitlines()) == 2
+
+
+# -- the rule: one caller of the arm runner, one module that names arms ------------------------
+
+PACKAGE = Path(__file__).resolve().parents[2] / "difftest"
+ONE_PATH = PACKAGE / "flow" / "run.py"
+NAMES = PACKAGE / "core" / "names.py"
+# what starts arms without a plan: the arm runner, and flow.run's own helpers around it
+STARTERS = ("run_arms", "run_arm_set", "run_more")
+# the keywords whose value is an arm's name: an ArmSpec's (or its copy's) and a comparison's arms
+ARM_NAME_KEYWORDS = {"with_changes": ("name",), "ArmSpec": ("name",)}
+ARM_KEYWORDS = ("arm_a", "arm_b")
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else "")
+
+
+def _composed(value: ast.expr) -> bool:
+    """A name built from pieces where it stands: an f-string, `+`, `%` or `.format`."""
+    return (isinstance(value, ast.JoinedStr)
+            or (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mod)))
+            or (isinstance(value, ast.Call) and _called(value) == "format"))
+
+
+def starters_used(package: Path) -> list[str]:
+    """Every place the package names a starter of arms, outside the modules that define them
+    (`execute`) and the one path (`flow/run.py`); and every call of the arm runner."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        if package / "execute" in path.parents:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            named = (node.id if isinstance(node, ast.Name) else node.attr
+                     if isinstance(node, ast.Attribute) else None)
+            if isinstance(node, ast.ImportFrom):
+                named = next((a.name for a in node.names if a.name in STARTERS), None)
+            if named in STARTERS:
+                where = f"{path.relative_to(package)}:{node.lineno}"
+                if path != ONE_PATH:
+                    out.append(f"{where}: {named} outside the one path")
+                elif isinstance(node, ast.Name) and named == "run_arms":
+                    out.append(f"{where}: run_arms")
+    return out
+
+
+def arm_names_composed(package: Path) -> list[str]:
+    """Every arm name the package composes outside `core/names.py`."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        if path == NAMES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            keys = ARM_NAME_KEYWORDS.get(_called(node), ()) + ARM_KEYWORDS
+            out += [f"{path.relative_to(package)}:{node.lineno}: {k.arg}=" for k in node.keywords
+                    if k.arg in keys and _composed(k.value)]
+    return sorted(out)
+
+
+def test_the_arm_runner_has_one_caller_the_one_path() -> None:
+    """`run_arms` is called once in the package, in `flow/run.py` (`_start`), and nothing
+    outside that module starts arms but through `run(plan, options)`: calibrate, localize and a
+    bisect's rounds are plans too."""
+    assert starters_used(PACKAGE) == [f"flow/run.py:{_start_line()}: run_arms"]
+
+
+def _start_line() -> int:
+    tree = ast.parse(ONE_PATH.read_text())
+    start = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_start")
+    return next(n.lineno for n in ast.walk(start)
+                if isinstance(n, ast.Name) and n.id == "run_arms")
+
+
+def test_arm_names_are_composed_in_one_module() -> None:
+    assert arm_names_composed(PACKAGE) == []
+
+
+def test_the_rules_see_a_second_caller_and_a_name_composed_elsewhere(tmp_path: Path) -> None:
+    fake = tmp_path / "difftest"
+    (fake / "flow").mkdir(parents=True)
+    (fake / "flow" / "localize.py").write_text(
+        "from difftest.execute import run_arms\n"
+        "def f(arm, key, folder):\n"
+        "    run_arms([arm.with_changes(name=f'{key}-{arm.name}')], folder)\n"
+        "    return ArmSpec(name=arm.name + '#2'), dict(arm_b='x'.format())\n")
+    assert starters_used(fake) == ["flow/localize.py:1: run_arms outside the one path",
+                                   "flow/localize.py:3: run_arms outside the one path"]
+    assert arm_names_composed(fake) == ["flow/localize.py:3: name=", "flow/localize.py:4: arm_b=",
+                                        "flow/localize.py:4: name="]

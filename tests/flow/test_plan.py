@@ -122,8 +122,8 @@ def test_an_old_noise_record_names_its_comparisons() -> None:
 @pytest.mark.parametrize("plan, message", [
     ({"format": PLAN_FORMAT + 1, "kind": "check"}, "plan format 2 is newer than this difftest"),
     ({"format": "1", "kind": "check"}, "plan format '1' is newer"),
-    ({"format": 1, "kind": "bisect"}, "plan kind must be one of compare, check, probe, noise, "
-                                      "got 'bisect'"),
+    ({"format": 1, "kind": "merge"}, "plan kind must be one of compare, check, probe, noise, "
+                                     "calibrate, localize, bisect, got 'merge'"),
     ("compare", "run/meta.json: key 'plan' must be a table"),
     ({"format": 1, "kind": "compare", "roles": {"x": {"fa": "a", "fb": "a"}}},
      r"run/meta.json: key 'plan.roles.x': a comparison has one arm A and one arm B"),
