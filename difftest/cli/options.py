@@ -75,8 +75,8 @@ Jobs = Annotated[int | None, typer.Option(
 UntilDecided = Annotated[int | None, typer.Option(
     "--until-decided", metavar="MAX",
     help="Nondeterministic arms: run both again until a sequential test of B's acceptance "
-         "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), at "
-         "most MAX runs each.")]
+         "against A's decides at the acceptance gate's max_drop and alpha (beta 0.2), or, "
+         "for a sampled comparison, its distribution test decides; at most MAX runs each.")]
 # the comparison's rules set over the config's (Overrides): values are checked by the rules a
 # config file's values meet, so the command line and the API refuse a bad value in one message
 Expect = Annotated[str | None, typer.Option(

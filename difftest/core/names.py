@@ -51,6 +51,12 @@ def round_name(arm: str, round_: int) -> str:
     return f"{arm}{ROUND}{round_}"
 
 
+def is_round(name: str) -> bool:
+    """Whether an arm's name is one of `--until-decided`'s rounds (`round_name`)."""
+    head, sep, tail = name.rpartition(ROUND)
+    return bool(sep and head and tail.isdigit())
+
+
 def mutated_name(arm: str, mutation: str) -> str:
     """`<arm>+<mutation>`: the mutated arm's capture files sit beside the base's."""
     return f"{arm}+{mutation}"

@@ -27,7 +27,7 @@ from difftest.core.names import rerun_name
 from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
                                             sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
-from difftest.trace.sampled import checked, parse_samples
+from difftest.trace.sampled import VerifiedRows, checked, parse_samples
 from difftest.core.model import ArmTrace, same_reading
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
@@ -44,6 +44,7 @@ from difftest.trace.align import align
 from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
 from difftest.flow.plan import Evidence
+from difftest.core.names import is_round
 from difftest.flow.overrides import OVERRIDES
 from difftest.core.machine import differences as machine_differences
 from difftest.core.machine import this_machine
@@ -148,13 +149,8 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                                 thresholds, run_dir)
     assert a.trace is not None and b.trace is not None and a.audit and b.audit
     if spec.rules.decoding is DecodingMode.SAMPLED:
-        found = sampled_evidence(a, b, reruns_of_a)
-        finding = sampled_finding(found)
-        verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
-        verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
-        verdict = _arms_in_role(verdict, spec, (a, b, *reruns_of_a), mutated)
-        return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir,
-                                sampled=found)
+        return evaluate_sampled(spec, (a, *reruns_of_a), (b,), thresholds, run_dir, evidence,
+                                mutated)
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
@@ -203,19 +199,38 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
                             acc, rates, benign_rates=effect)
 
 
-def sampled_evidence(a: ArmOutcome, b: ArmOutcome,
-                     reruns_of_a: Sequence[ArmOutcome] = ()) -> SampledEvidence:
-    """A sampled comparison's evidence: the arms' token laws (every run of A, its reruns
-    included, against B) and each arm's acceptance against its traced p and q. The
+def evaluate_sampled(spec: ComparisonSpec, runs_a: Sequence[ArmOutcome],
+                     runs_b: Sequence[ArmOutcome], thresholds: AuditThresholds,
+                     run_dir: Path | None = None, evidence: Evidence = ((), ()),
+                     mutated: bool = False) -> ComparisonReport:
+    """A sampled comparison judged on every run of each arm (the first run of each first: A's
+    noise reruns, `--until-decided`'s rounds), the switch and roles checked on the first
+    runs and A's reruns."""
+    a, b = runs_a[0], runs_b[0]
+    found = sampled_evidence(runs_a, runs_b)
+    finding = sampled_finding(found)
+    verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+    verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
+    roles = [o for o in runs_a if not is_round(o.name)]
+    verdict = _arms_in_role(verdict, spec, (a, b, *roles[1:]), mutated)
+    return ComparisonReport(spec.name, spec, a, b, None, verdict, thresholds, run_dir,
+                            sampled=found)
+
+
+def sampled_evidence(runs_a: Sequence[ArmOutcome], runs_b: Sequence[ArmOutcome]
+                     ) -> SampledEvidence:
+    """A sampled comparison's evidence: the arms' token laws (every run of A against every run
+    of B, each arm's runs in order) and each arm's acceptance against its traced p and q. The
     distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
-    runs_a = [o for o in (a, *reruns_of_a) if o.trace is not None]
-    rows = {o.name: [checked(parse_samples(o.trace_path), o.trace).rows()
-                     if o.trace is not None else parse_samples(o.trace_path).rows()]
-            for o in (*runs_a, b)}
-    rows_a = [r for o in runs_a for r in rows[o.name]]
+    a, b = runs_a[0], runs_b[0]
+    rows: dict[str, list[VerifiedRows]] = {a.name: [], b.name: []}
+    for first, runs in ((a, runs_a), (b, runs_b)):
+        for o in runs:
+            samples = parse_samples(o.trace_path)
+            rows[first.name].append(checked(samples, o.trace).rows() if o.trace is not None
+                                    else samples.rows())
     return judge_sampled([o.trace for o in runs_a if o.trace is not None],
-                         [b.trace] if b.trace is not None else [],
-                         {a.name: rows_a, b.name: rows[b.name]}, DEFAULT_ALPHA,
+                         [o.trace for o in runs_b if o.trace is not None], rows, DEFAULT_ALPHA,
                          (a.name, b.name))
 
 

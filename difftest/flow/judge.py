@@ -20,10 +20,11 @@ from difftest.analysis.verdict import arm_failed
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ArmFailure, ExitCode, InternalError, worst
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
-from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
+from difftest.flow.evaluate import (ArmOutcome, ComparisonReport, Outcomes, evaluate,
+                                    evaluate_sampled)
 from difftest.flow.plan import Judged, Plan, PlanKind
 from difftest.flow.run import RunResults
-from difftest.flow.sequential_runs import SequentialRun
+from difftest.flow.sequential_runs import SampledRun, SequentialRun
 from difftest.flow.scoring import ProbeReport, score_probe
 from difftest.flow.sweep import SweepReport
 from difftest.numerics.noise import NoiseFloor
@@ -117,6 +118,8 @@ def judge(plan: Plan, results: RunResults) -> Judgement:
     baseline = _comparison(base, outcomes, results.run_dir)
     if plan.kind is PlanKind.PROBE:
         return score_probe(plan, base, outcomes, results.run_dir, baseline)
+    if isinstance(results.sequential, SampledRun):
+        return _sampled_rounds(base, baseline, outcomes, results.sequential)
     return baseline if results.sequential is None else folded(baseline, results.sequential)
 
 
@@ -133,6 +136,21 @@ def _comparison(j: Judged, outcomes: Outcomes, run_dir: Path) -> ComparisonRepor
     a, b = outcomes.pair(j.spec)
     return evaluate(j.spec, a, b, outcomes.thresholds, run_dir, outcomes.reruns(j.spec),
                     j.evidence)
+
+
+def _sampled_rounds(j: Judged, first: ComparisonReport, outcomes: Outcomes, rounds: SampledRun
+                    ) -> ComparisonReport:
+    """A sampled comparison run until decided: judged on every run of each arm, the rounds'
+    record in its reasons (the first run's report when a round's arm failed: the failure is
+    the verdict)."""
+    if rounds.failures:
+        return replace(first, verdict=arm_failed(list(rounds.failures), j.spec.rules.expect))
+    a, b = outcomes.pair(j.spec)
+    runs_a = [a, *outcomes.reruns(j.spec), *(outcomes.of(n) for n, _ in rounds.rounds)]
+    runs_b = [b, *(outcomes.of(n) for _, n in rounds.rounds)]
+    report = evaluate_sampled(j.spec, runs_a, runs_b, outcomes.thresholds, first.run_dir,
+                              j.evidence)
+    return replace(report, verdict=report.verdict.with_reasons(rounds.reasons()))
 
 
 def folded(first: ComparisonReport, rounds: SequentialRun) -> ComparisonReport:

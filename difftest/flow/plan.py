@@ -25,7 +25,7 @@ from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import reruns
 from difftest.analysis.sequential import MIN_RUNS, Design
-from difftest.core.kinds import ArmSide, Expect
+from difftest.core.kinds import ArmSide, DecodingMode, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.core.names import rerun_name, round_name, second_run
 
@@ -108,11 +108,18 @@ class Rounds:
     """`--until-decided`: the sequential test's design, and the rounds that may follow the
     first run (round 2 first), each both arms again under their round's names; `inputs`:
     each round's input, the first run's included (empty: the arms take none, every round
-    reruns the same requests). `difftest.flow.run` runs them while the test has not decided."""
+    reruns the same requests). `difftest.flow.run` runs them while the test has not decided.
+    `design` is None for a sampled comparison: its distribution instrument, anytime-valid at
+    its own alpha, decides (difftest.flow.sequential_runs.SampledRounds)."""
 
-    design: Design
+    design: Design | None
     arms: tuple[tuple[ArmSpec, ArmSpec], ...]
     inputs: tuple[str, ...] = ()
+
+    @property
+    def max_runs(self) -> int:
+        """The most runs of each arm, the first run's included."""
+        return len(self.arms) + 1
 
 
 @dataclass(frozen=True)
@@ -262,13 +269,15 @@ def plan_compare(config: Config, spec: ComparisonSpec, until_decided: int | None
 
 
 UNTIL_DECIDED = "--until-decided"
-def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
+def design_of(spec: ComparisonSpec, max_runs: int) -> Design | None:
     """The sequential test's design from the comparison's acceptance gate (its margin and
-    alpha); refused before anything runs where the comparison cannot be run until decided."""
+    alpha), None for a sampled comparison (its distribution instrument decides); refused
+    before anything runs where the comparison cannot be run until decided."""
     if spec.rules.teacher_force:
         raise UsageError(f"{UNTIL_DECIDED} reruns both arms on their own: it does not combine "
                          "with teacher forcing")
-    if spec.rules.acceptance is None:
+    sampled = spec.rules.decoding is DecodingMode.SAMPLED
+    if not sampled and spec.rules.acceptance is None:
         raise UsageError(f"{UNTIL_DECIDED} tests B's acceptance against A's at a stated margin: "
                          f"give comparison {spec.name} an acceptance gate, e.g. acceptance = "
                          "{ max_drop = 0.05, alpha = 0.01 }")
@@ -276,6 +285,9 @@ def design_of(spec: ComparisonSpec, max_runs: int) -> Design:
             MIN_RUNS <= max_runs <= MAX_SEQUENTIAL_RUNS):
         raise UsageError(f"{UNTIL_DECIDED} must be an integer from {MIN_RUNS} to "
                          f"{MAX_SEQUENTIAL_RUNS} (the most runs of each arm), got {max_runs!r}")
+    if sampled:
+        return None
+    assert spec.rules.acceptance is not None
     return Design(spec.rules.acceptance.max_drop, spec.rules.acceptance.alpha, max_runs)
 
 

@@ -13,15 +13,16 @@ from typing import Unpack
 from difftest.analysis.audit import AuditThresholds
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.errors import UsageError
-from difftest.core.kinds import VerdictKind
+from difftest.core.kinds import DecodingMode, VerdictKind
 from difftest.config import ComparisonSpec
 from difftest.execute import load_run
-from difftest.flow.evaluate import ComparisonReport, one_capture
+from difftest.flow.evaluate import ComparisonReport, Outcomes, one_capture
 from difftest.flow.judge import judged
-from difftest.core.names import ROUND
+from difftest.core.names import ROUND, round_name
 from difftest.flow.plan import Judged, Plan, PlanKind, read_run
 from difftest.flow.overrides import OverrideKeywords, Overrides
 from difftest.flow.run import RunResults
+from difftest.flow.sequential_runs import SampledRounds, SampledRun
 
 
 def rejudge_run(run_dir: Path, *, comparison: str | None = None,
@@ -51,10 +52,43 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
                          "did")
     plan = Plan(PlanKind.COMPARE, Path(run_dir).name, (), (Judged(spec, evidence),),
                 thresholds)
-    report = judged(plan, RunResults(Path(run_dir), results), ComparisonReport)
     rounds = sequential_rounds(results, spec)
+    if rounds is not None and spec.rules.decoding is DecodingMode.SAMPLED:
+        replayed = replay_sampled(Outcomes(results, thresholds), plan.judged[0], rounds)
+        report = judged(plan, RunResults(Path(run_dir), results, sequential=replayed),
+                        ComparisonReport)
+        stopped = _stopped(meta)
+        if stopped is None or replayed is None:
+            return report
+        return replace(report, verdict=report.verdict.with_reasons([
+            f"this run was sequential (--until-decided) and was {stopped} in round {rounds}: "
+            "judged on the rounds it completed (the distribution test is valid at any "
+            "stopping time)"]))
+    report = judged(plan, RunResults(Path(run_dir), results), ComparisonReport)
     return report if rounds is None else _unjudged_sequential(
         report, rounds, stopped=_stopped(meta))
+
+
+def replay_sampled(outcomes: Outcomes, j: Judged, rounds: int) -> SampledRun | None:
+    """A sampled `--until-decided` run's rounds taken again in order, as the run took them
+    (`SampledRounds`: the distribution test is valid at any stopping time, so a run stopped
+    early is judged on the rounds it completed); None where an arm of the first run failed."""
+    spec = j.spec
+    a, b = outcomes.pair(spec)
+    reruns = outcomes.reruns(spec)
+    if any(o.trace is None for o in (a, b, *reruns)):
+        return None
+    test = SampledRounds(rounds, [a, *reruns], b)
+    while (r := test.next_round) is not None:
+        names = (round_name(spec.arm_a, r), round_name(spec.arm_b, r))
+        if any(n not in outcomes.results for n in names):
+            break
+        more = [outcomes.of(n) for n in names]
+        if any(o.trace is None for o in more):
+            return replace(test.result(), max_runs=None,
+                           failures=tuple(o.failure for o in more if o.failure is not None))
+        test.add(*more)
+    return replace(test.result(), max_runs=None)
 
 
 def _stopped(meta: Mapping[str, object]) -> str | None:

@@ -26,7 +26,8 @@ from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_r
 from difftest.execute.records import record_stopped
 from difftest.flow.evaluate import outcome
 from difftest.flow.plan import Plan, RunOptions
-from difftest.flow.sequential_runs import SequentialRun, SequentialTest
+from difftest.flow.sequential_runs import (SampledRounds, SampledRun, SequentialRun,
+                                          SequentialTest)
 from difftest.trace import parse_trace
 
 
@@ -41,7 +42,7 @@ class RunResults:
     arms: Mapping[str, ArmResult]
     started_at: str | None = None
     started: float | None = None
-    sequential: SequentialRun | None = None
+    sequential: SequentialRun | SampledRun | None = None
 
 
 def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
@@ -76,16 +77,23 @@ def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
 
 def _until_decided(plan: Plan, options: RunOptions, run_dir: Path,
                    results: dict[str, ArmResult], cache: Path | None
-                   ) -> tuple[dict[str, ArmResult], SequentialRun | None]:
+                   ) -> tuple[dict[str, ArmResult], SequentialRun | SampledRun | None]:
     """The rounds the plan names, run one after another into the run directory while the
-    sequential test has not decided; an arm that fails in a round ends them."""
+    sequential test (a sampled comparison's: its distribution instrument) has not decided;
+    an arm that fails in a round ends them."""
     assert plan.rounds is not None
     spec = plan.judged[0].spec
     a0, b0 = (outcome(n, results[n].stderr_path, results[n], plan.audit)
               for n in (spec.arm_a, spec.arm_b))
     if a0.trace is None or b0.trace is None:
         return results, None  # an arm failed: reported as such
-    test = SequentialTest(plan.rounds.design, a0.trace, b0.trace)
+    design = plan.rounds.design
+    reruns = [outcome(n, results[n].stderr_path, results[n], plan.audit)
+              for n in plan.judged[0].reruns if n in results]
+    if any(o.trace is None for o in reruns):
+        return results, None  # a rerun failed: reported as such
+    test = (SampledRounds(plan.rounds.max_runs, [a0, *reruns], b0) if design is None
+            else SequentialTest(design, a0.trace, b0.trace))
     while (r := test.next_round) is not None:
         pair = plan.rounds.arms[r - 2]
         more = run_more(run_dir, list(pair), progress=options.progress, cache_dir=cache)
@@ -94,9 +102,15 @@ def _until_decided(plan: Plan, options: RunOptions, run_dir: Path,
                 for arm in pair)
         failures = tuple(o.failure for o in (a, b) if o.failure is not None)
         if failures:
-            return results, SequentialRun(None, failures)
+            return results, (SampledRun(plan.rounds.max_runs, failures=failures)
+                             if design is None else SequentialRun(None, failures))
         assert a.trace is not None and b.trace is not None
-        test.add(a.trace, b.trace)
+        if isinstance(test, SampledRounds):
+            test.add(a, b)
+        else:
+            test.add(a.trace, b.trace)
+    if isinstance(test, SampledRounds):
+        return results, test.result()
     return results, SequentialRun(test.result(plan.rounds.inputs))
 
 

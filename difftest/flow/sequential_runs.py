@@ -17,6 +17,11 @@ both arms, one an earlier round traced for it is the same draw again, not a new 
 counted. A round in which every request repeats ends the test: UNINFORMATIVE unless what was
 counted already shows a drop (the arms are deterministic on these inputs: reruns add nothing,
 more requests do).
+
+A sampled comparison (`decoding = "sampled"`) is run until decided by its own instrument
+(`SampledRounds`): each round's draws join the earlier ones and the distribution test, a test
+martingale, is read after every round; a round whose arm repeats an earlier run's sampler seed
+adds no draws and ends the rounds.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, counts_of
+from difftest.analysis.distribution import sampled_kind
 from difftest.analysis.sequential import Design, Look, SequentialResult, Tally, look
 from difftest.core.errors import ArmFailure
+from difftest.core.kinds import VerdictKind
 from difftest.core.model import ArmTrace
+from difftest.flow.evaluate import ArmOutcome, sampled_evidence
 
 
 def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
@@ -126,3 +134,94 @@ class SequentialRun:
 
     result: SequentialResult | None
     failures: tuple[ArmFailure, ...] = ()
+
+
+def _repeated(runs: Sequence[ArmOutcome], new: ArmOutcome) -> str | None:
+    """Why `new` adds no draws to the earlier `runs` of its arm, or None: its sampler seed
+    (`[spec-config] sample_seed`) is one an earlier run printed, or, where the trace prints
+    none, every request's stream repeats one an earlier run traced (fixed seeds draw the same
+    tokens again: counting them twice would make the test see an agreement that is not
+    there)."""
+    assert new.trace is not None
+    seed = new.trace.config.values.get("sample_seed")
+    if seed is not None:
+        if any(o.trace is not None and o.trace.config.values.get("sample_seed") == seed
+               for o in runs):
+            return f"its sampler seed {seed} is an earlier run's"
+        return None
+    earlier = [streams(o.trace) for o in runs if o.trace is not None]
+    now = streams(new.trace)
+    if now and all(any(e.get(name) == stream for e in earlier) for name, stream in now.items()):
+        return "it traced every request's stream an earlier run traced"
+    return None
+
+
+@dataclass(frozen=True)
+class SampledRun:
+    """What `--until-decided` left of a sampled comparison: the rounds counted (both arms'
+    names, round 2 first), the run at which the distribution instrument decided (None: it
+    did not), the round not counted because an arm repeated its draws, and the failures of
+    a round's arms (which fail the comparison)."""
+
+    max_runs: int | None  # None: not known (a run judged again records no maximum)
+    rounds: tuple[tuple[str, str], ...] = ()
+    decided_at: int | None = None
+    repeated: str | None = None
+    failures: tuple[ArmFailure, ...] = ()
+
+    def reasons(self) -> list[str]:
+        """What the rounds did, for the verdict's reasons."""
+        runs = len(self.rounds) + 1
+        most = "" if self.max_runs is None else f" (at most {self.max_runs})"
+        if self.decided_at is not None:
+            out = [f"--until-decided: decided at run {self.decided_at} of each arm{most}; the "
+                   "distribution test is valid at any stopping time"]
+        else:
+            out = [f"--until-decided: not decided after {runs} run(s) of each arm{most}"]
+        if self.repeated is not None:
+            out.append(f"--until-decided stopped after {runs} run(s): round {runs + 1} was not "
+                       f"counted, {self.repeated} (reruns of arms with fixed sampler seeds draw "
+                       "nothing new: give them fresh seeds, e.g. drop --sample-seed)")
+        return out
+
+
+class SampledRounds:
+    """`--until-decided` for a sampled comparison: each round's draws join the earlier ones
+    (the distribution test's wealth carries on over the new pairs, so looking after every
+    round needs no correction), until the instrument says DIFFER, an arm repeats its draws,
+    or the most runs are reached. Same interface as `SequentialTest`."""
+
+    def __init__(self, max_runs: int, runs_a: Sequence[ArmOutcome], b: ArmOutcome) -> None:
+        """`runs_a`: arm A's first run and its noise reruns; `b`: B's first run."""
+        self.max_runs = max_runs
+        self.runs_a, self.runs_b = list(runs_a), [b]
+        self.names: list[tuple[str, str]] = []
+        self.repeated: str | None = None
+        self.decided_at = 1 if self._differ() else None
+
+    def _differ(self) -> bool:
+        kind, _ = sampled_kind(sampled_evidence(self.runs_a, self.runs_b))
+        return kind is VerdictKind.DIFFER
+
+    @property
+    def next_round(self) -> int | None:
+        if (self.repeated is not None or self.decided_at is not None
+                or len(self.runs_b) >= self.max_runs):
+            return None
+        return len(self.runs_b) + 1
+
+    def add(self, a: ArmOutcome, b: ArmOutcome) -> None:
+        """Round `next_round`'s outcomes of both arms (their traces parsed)."""
+        for runs, new in ((self.runs_a, a), (self.runs_b, b)):
+            why = _repeated(runs, new)
+            if why is not None:
+                self.repeated = f"{new.name}: {why}"
+                return
+        self.runs_a.append(a)
+        self.runs_b.append(b)
+        self.names.append((a.name, b.name))
+        if self._differ():
+            self.decided_at = len(self.runs_b)
+
+    def result(self) -> SampledRun:
+        return SampledRun(self.max_runs, tuple(self.names), self.decided_at, self.repeated)

@@ -5,9 +5,12 @@ distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from difftest.config import parse_config
 from difftest.core.kinds import DecodingMode, KilledBy, VerdictKind
@@ -116,3 +119,84 @@ def test_a_stated_token_budget_cuts_each_draw_and_without_it_length_is_judged(
     budget = "[spec-config] max_tokens=4"
     assert compare(tmp_path, [budget, *a], [budget, *b]).returncode == 0
     assert compare(tmp_path, a, b).returncode == 1
+
+
+def rounds_config(tmp_path: Path, seed: str = "{seed}") -> Path:
+    """The target alone, speculative sampling and the draft-only temperature, 8 draws per
+    prompt; with `{seed}` each round draws with the next sampler seed (the gate input, then
+    the inputs after it), otherwise every run with the one given."""
+    def arm(name: str, mutation: str, *extra: str) -> str:
+        command = ", ".join(f'"{a}"' for a in (
+            "{python}", "-m", "difftest.runners.reference", "--vocab", "32", "--steps", "6",
+            "--requests", "2", "--temperature", "0.4", "--top-p", "0.8", "--samples", "8",
+            "--sample-seed", seed, *extra))
+        return (f"[arms.{name}]\ncommand = [{command}]\nenv = {{ VT_SPEC_TRACE = \"1\", "
+                f"DIFFTEST_MUTATION = \"{mutation}\", OMP_NUM_THREADS = \"1\" }}\n")
+    text = (arm("target", "none", "--no-spec") + arm("spec", "none")
+            + arm("wrong", "temperature-draft-only")
+            + "".join(f'[comparisons.{n}]\narm_a = "target"\narm_b = "{n}"\n'
+                      'decoding = "sampled"\ngate_input = "100"\n' for n in ("spec", "wrong")))
+    path = tmp_path / "difftest.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_until_decided_adds_draws_until_the_distribution_test_decides(tmp_path: Path) -> None:
+    """8 draws per prompt leave the wrong sampler undecided; each round adds 8 more under the
+    next sampler seed until the test says DIFFER, which stops the rounds; judging the run
+    again replays them to the same decision."""
+    from difftest import api
+
+    cfg = rounds_config(tmp_path)
+    first = api.compare_arms(comparison="wrong", config=cfg, run_root=tmp_path / "runs",
+                             progress=False)
+    assert first.verdict.kind is not VerdictKind.DIFFER, first.verdict.reasons
+    report = api.compare_arms(comparison="wrong", config=cfg, run_root=tmp_path / "runs",
+                              progress=False, until_decided=10)
+    assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
+    (said,) = [r for r in report.verdict.reasons if r.startswith("--until-decided: decided")]
+    runs = int(said.split("decided at run ", 1)[1].split()[0])
+    assert 2 <= runs < 10 and "(at most 10)" in said
+    assert report.run_dir is not None
+    meta = json.loads((report.run_dir / "meta.json").read_text(encoding="utf-8"))
+    assert f"wrong#seq{runs}" in meta["arms"] and f"wrong#seq{runs + 1}" not in meta["arms"]
+    seeds = {meta["arms"][n]["argv"][-1] for n in meta["arms"]
+             if n.startswith("wrong")}
+    assert len(seeds) == runs  # a sampler seed of its own each round
+    again = api.rejudge(report.run_dir)
+    assert again.verdict.kind is VerdictKind.DIFFER
+    assert f"--until-decided: decided at run {runs} of each arm;" in " ".join(
+        again.verdict.reasons)
+
+
+def test_until_decided_counts_no_round_that_repeats_a_sampler_seed(tmp_path: Path) -> None:
+    """Fixed sampler seeds draw the same tokens every run: round 2 is not counted (counting
+    it would make equal laws of too few draws look decided), and the first run's verdict
+    stands with the reason."""
+    from difftest import api
+
+    cfg = rounds_config(tmp_path, seed="7")
+    first = api.compare_arms(comparison="spec", config=cfg, run_root=tmp_path / "runs",
+                             progress=False)
+    report = api.compare_arms(comparison="spec", config=cfg, run_root=tmp_path / "runs",
+                              progress=False, until_decided=4)
+    assert report.verdict.kind is first.verdict.kind
+    said = " ".join(report.verdict.reasons)
+    assert "round 2 was not counted, target#seq2: its sampler seed 7 is an earlier run's" in said
+    assert "not decided after 1 run(s) of each arm (at most 4)" in said
+
+
+def test_until_decided_needs_no_acceptance_gate_on_a_sampled_comparison(tmp_path: Path) -> None:
+    """The distribution instrument decides a sampled comparison: no acceptance gate asked; a
+    greedy comparison still needs one."""
+    from difftest.core.errors import UsageError
+    from difftest.flow.plan import plan_compare
+
+    cfg = parse_config(rounds_config(tmp_path).read_text(encoding="utf-8"),
+                       tmp_path / "difftest.toml")
+    plan = plan_compare(cfg, cfg.comparison("spec"), 3)
+    assert plan.rounds is not None and plan.rounds.design is None
+    assert plan.rounds.max_runs == 3 and len(plan.rounds.arms) == 2
+    greedy = cfg.comparison("spec").with_rules(decoding=DecodingMode.GREEDY)
+    with pytest.raises(UsageError, match="acceptance gate"):
+        plan_compare(cfg, greedy, 3)
