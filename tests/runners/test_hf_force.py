@@ -279,12 +279,25 @@ def test_localize_run_names_a_planted_hf_module(tmp_path: Path) -> None:
     assert first is not None and plain(first.module) == "model.layers.1.mlp"
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--requests", "1",
-                           "--max-new-tokens", "4", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-                          cwd=ROOT, timeout=300)
+def run_cli(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`python -m difftest.runners.hf ARGS` with `env` added, as its `main` (what the module's
+    `__main__` block exits with), in this process: the cases that reach the model would pay
+    another torch and transformers import in a fresh interpreter. The environment is restored
+    afterwards, the variables `main` sets for transformers included."""
+    from difftest.runners.hf.__main__ import main
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS",
+                 "TQDM_DISABLE", FORCE_ENV, "DIFFTEST_CAPTURE"):
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = main(["--requests", "1", "--max-new-tokens", "4", *args])
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, env, message", [
@@ -295,15 +308,27 @@ def run_cli(args: list[str], env: dict[str, str] | None = None
     ([], {"DIFFTEST_CAPTURE": "r0"}, "expected REQ:POS"),
 ])
 def test_bad_fault_force_or_capture_exit_2(tmp_path: Path, args: list[str],
-                                           env: dict[str, str], message: str) -> None:
+                                           env: dict[str, str], message: str,
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     from difftest.core.force import ForcedStep, ForceStream
 
     good = write_force_file(ForceStream({"r0": (ForcedStep(8, (1,)),)}), tmp_path / "f.json")
     other = write_force_file(ForceStream({"r0": (ForcedStep(5, (1,)),)}), tmp_path / "o.json")
     env = {k: {"FORCE": str(good), "FORCE-OTHER": str(other)}.get(v, v) for k, v in env.items()}
-    out = run_cli(args, env)
+    code, stderr = run_cli(args, env, monkeypatch, capsys)
+    assert code == ExitCode.USAGE, stderr
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_the_runner_command_exits_2_on_a_bad_option_before_loading_a_model() -> None:
+    """The module as a command: `main`'s code is its exit status, its message on stderr."""
+    out = subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--requests", "1",
+                          "--fault", "model.norm:mask"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=300)
     assert out.returncode == ExitCode.USAGE, out.stderr
-    assert message in out.stderr and "Traceback" not in out.stderr
+    assert "a mask fault applies to an attention" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
