@@ -20,8 +20,9 @@ from difftest.core.activations import (Localization, LocalizeOutcome, ModuleDiff
 from difftest.core.errors import ConfigError, ExitCode, UsageError
 from difftest.core.rules import InvalidValue
 from difftest.core.kinds import VerdictKind
-from difftest.flow.localize import (LocalizeReport, RunLocalization, foreign_settings,
-                                    localize_dumps, localize_run)
+from difftest.execute import load_run
+from difftest.flow.localize import (LocalizeReport, RunLocalization, baseline_arm,
+                                    foreign_settings, localize_dumps, localize_run)
 from tests.flow.test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
@@ -95,7 +96,12 @@ def test_localize_run_names_the_planted_module_against_the_background(tmp_path: 
     with pytest.raises(UsageError, match="--baseline bf16: no such arm in this run, nor in "
                                          ".*; give the config that defines it"):
         localize_run(rep.run_dir)  # the default config has no arm bf16
-    assert localize_run(rep.run_dir, config=tmp_path / "difftest.toml").baseline == "bf16"
+    # the config given as a path: the same baseline arm as from the loaded config, which the
+    # rerun above ran (localize_run resolves it with baseline_arm before rerunning anything)
+    results, _ = load_run(rep.run_dir)
+    spec = cfg.comparisons["pair"]
+    assert baseline_arm("bf16", spec, results, tmp_path / "difftest.toml") == baseline_arm(
+        "bf16", spec, results, cfg)
     with pytest.raises(UsageError, match="--baseline faulty0: the baseline is a third arm"):
         localize_run(rep.run_dir, baseline="faulty0", config=cfg)
 
