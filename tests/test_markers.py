@@ -1,6 +1,6 @@
 """Markers come from what a test needs, applied by conftest.py at collection: by module, by the
 fixtures a test uses and what it calls, and by its measured duration (tests/durations.json).
-Each check collects real test files in a fresh pytest."""
+The checks read real test files collected in a fresh pytest (one collection, shared)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = "tests/runners/reference/test_reference_cli.py"
@@ -42,8 +44,24 @@ def markers(tmp_path: Path, *files: str) -> dict[str, set[str]]:
     return {k: set(v) for k, v in json.loads(line.removeprefix("MARKS")).items()}
 
 
-def test_module_fixtures_calls_and_durations_give_the_markers(tmp_path: Path) -> None:
-    marks = markers(tmp_path, *FILES)
+def representative_files() -> list[str]:
+    from tests.conftest import FAST_REPRESENTATIVES
+
+    return sorted({n.split("::", 1)[0] for n in FAST_REPRESENTATIVES})
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """One fresh collection of every file the tests below read (a test's markers depend on its
+    own file and the measured durations only, not on what else is collected with it)."""
+    files = dict.fromkeys([*FILES, *representative_files()])
+    return markers(tmp_path_factory.mktemp("marks"), *files)
+
+
+def test_module_fixtures_calls_and_durations_give_the_markers(
+        collected: dict[str, set[str]]) -> None:
+    marks = {n: m for n, m in collected.items() if n.split("::", 1)[0] in FILES}
+    assert {n.split("::", 1)[0] for n in marks} == set(FILES)
 
     def tests_with(marker: str, file: str) -> set[str]:
         return {n.split("::")[1] for n, m in marks.items() if n.startswith(file) and marker in m}
@@ -88,13 +106,15 @@ def test_the_markers_are_registered_and_a_misspelt_one_is_an_error(tmp_path: Pat
     assert "'slwo' not found in `markers`" in refused.stdout + refused.stderr
 
 
-def test_the_fast_loop_is_what_no_slow_path_needs_and_one_test_of_each(tmp_path: Path) -> None:
+def test_the_fast_loop_is_what_no_slow_path_needs_and_one_test_of_each(
+        collected: dict[str, set[str]]) -> None:
     """`-m fast`: no test that is slow, starts a process, makes a git repository or needs
     torch, except the one named representative of each such path, which exists and is in."""
     from tests.conftest import FAST_REPRESENTATIVES, NOT_FAST
 
-    files = sorted({n.split("::", 1)[0] for n in FAST_REPRESENTATIVES})
-    marks = markers(tmp_path, "tests/trace/test_align.py", *files)
+    files = {"tests/trace/test_align.py", *representative_files()}
+    marks = {n: m for n, m in collected.items() if n.split("::", 1)[0] in files}
+    assert {n.split("::", 1)[0] for n in marks} == files
     for node, found in marks.items():
         if node in FAST_REPRESENTATIVES:
             assert "fast" in found, node
