@@ -4,11 +4,14 @@ acceptance beside A's. Real reference-runner arms."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
+from click.testing import Result
+from typer.testing import CliRunner
+
 from difftest import api
+from difftest.cli import app
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import VerdictKind
 from difftest.report.comparison import ACCEPTED_HEADER
@@ -17,6 +20,12 @@ from test_pipeline import config
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 FAULT = "layers.0.o_proj:noise:0.01"
+
+
+def difftest(*args: str) -> Result:
+    """The `difftest` command line in this process (typer's runner): exit code, stdout and
+    stderr as a fresh `python -m difftest` would give them, without its start-up."""
+    return CliRunner().invoke(app, list(args))
 
 
 def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
@@ -36,9 +45,8 @@ def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> No
     # B's would-be acceptance beside A's in both tables
     assert f"| {ACCEPTED_HEADER} |" in md and "(would have)" in md
     assert f"<th>{ACCEPTED_HEADER}</th>" in (run_dir / "report.html").read_text()
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir)],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == ExitCode.DIFFER, out.stderr
+    out = difftest("localize", str(run_dir))
+    assert out.exit_code == ExitCode.DIFFER, out.stderr
     assert "first differing module: layers.0.o_proj" in out.stdout
     figures = list((run_dir / "localize").glob("*/modules.svg"))
     assert len(figures) == 1 and b"<svg" in figures[0].read_bytes()[:400]
@@ -48,10 +56,8 @@ def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> No
     page = (run_dir / "report.html").read_text()
     assert "Localisation at r" in page and "first differing module: layers.0.o_proj" in page
     # judged again from the run directory (export), the section stays
-    out = subprocess.run([sys.executable, "-m", "difftest", "export", str(run_dir), "-f",
-                          "markdown", "--html", str(tmp_path / "again.html")],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == ExitCode.DIFFER, out.stderr
+    out = difftest("export", str(run_dir), "-f", "markdown", "--html", str(tmp_path / "again.html"))
+    assert out.exit_code == ExitCode.DIFFER, out.stderr
     assert "#### Localisation at" in out.stdout
     assert "Localisation at r" in (tmp_path / "again.html").read_text()
 
@@ -70,20 +76,19 @@ def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(tmp_pat
     assert rep.run_dir is not None
     run_dir = rep.run_dir
 
-    def localize(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "difftest", "localize", *args],
-                              capture_output=True, text=True, timeout=300)
+    def localize(*args: str) -> Result:
+        return difftest("localize", *args)
 
     for atol in ("nan", "inf", "-1"):
         out = localize(str(run_dir), "--atol", atol)
-        assert out.returncode == ExitCode.USAGE, (atol, out.stdout, out.stderr)
+        assert out.exit_code == ExitCode.USAGE, (atol, out.stdout, out.stderr)
         assert "--atol must be a finite number >= 0" in out.stderr
         out = localize("--dumps", str(tmp_path), str(tmp_path), "--atol", atol)
-        assert out.returncode == ExitCode.USAGE and "--atol" in out.stderr
+        assert out.exit_code == ExitCode.USAGE and "--atol" in out.stderr
     for at, said in (("r9:13", "traced no request 'r9'"), ("r0:99999", "positions"),
                      ("foo", "--at 'foo': expected REQ:POS")):
         out = localize(str(run_dir), "--at", at)
-        assert out.returncode == ExitCode.USAGE, (at, out.stderr)
+        assert out.exit_code == ExitCode.USAGE, (at, out.stderr)
         assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert not (run_dir / "localize").exists()  # nothing was rerun
 
@@ -102,23 +107,21 @@ def test_localize_names_the_comparison_of_a_run_of_several(tmp_path: Path) -> No
     run_dir = result.run_dir
     report_md = (run_dir / "report.md").read_bytes()
 
-    def localize(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
-                               *args], capture_output=True, text=True, timeout=300)
+    def localize(*args: str) -> Result:
+        return difftest("localize", str(run_dir), *args)
 
     for args in ((), ("--at", "r0:1")):
         out = localize(*args)
-        assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+        assert out.exit_code == ExitCode.USAGE, out.stdout + out.stderr
         assert "a run of 2 comparisons; name one with --comparison (pair, pair/noisy)" \
             in out.stderr
     assert not (run_dir / "localize").exists()  # refused before rerunning anything
     out = localize("-c", "pair/noisy")
-    assert out.returncode == ExitCode.DIFFER, out.stderr
+    assert out.exit_code == ExitCode.DIFFER, out.stderr
     assert "first differing module: layers.0.o_proj" in out.stdout
     assert [p.relative_to(run_dir).parts[:3] for p in run_dir.glob("localize/**/modules.svg")] \
         == [("localize", "pair", "noisy")]
     assert (run_dir / "report.md").read_bytes() == report_md  # the baseline's, untouched
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", "a", "b",
-                          "-c", "pair"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == ExitCode.USAGE
+    out = difftest("localize", "--dumps", "a", "b", "-c", "pair")
+    assert out.exit_code == ExitCode.USAGE
     assert "--comparison picks what to rerun in a run: it needs a RUN_DIR" in out.stderr
