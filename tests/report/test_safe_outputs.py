@@ -5,25 +5,29 @@ exit 2 and the thing at the path is left exactly as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import stat
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import NamedTuple
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from difftest.cli import app
 from difftest.config import name_problem
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "compare"
 PY = sys.executable
-ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(TESTS.parent)}
 ONE_BLOCK = ("import sys; print('[SPECTRACE] req=r pos=3 k=2 ns=3 acc=2 draft=[ 5 6 ] "
              "emit=[ 5 6 7 ]', file=sys.stderr)")
 
@@ -34,10 +38,32 @@ def _config(comparison: str = "ab") -> str:
             f'[comparisons.{json.dumps(comparison)}]\narm_a = "a"\narm_b = "b"\n')
 
 
-def _difftest(cwd: Path, *args: str, env: dict[str, str] | None = None,
-              ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "difftest", *args], cwd=cwd, env=env or ENV,
-                          capture_output=True, text=True, timeout=120, check=False)
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _timed_out(signum: int, frame: FrameType | None) -> None:
+    raise TimeoutError("difftest ran past 120 s (blocked on a FIFO it should have refused?)")
+
+
+def _difftest(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Ran:
+    """`difftest ARGS` run from `cwd` with `env` added to the environment, in this process
+    (typer's runner, as `python -m difftest` calls the same app): the exit status, stdout and
+    stderr. An exception the command line let through fails the test, as a traceback would;
+    a write that blocks (a FIFO opened for writing) is cut at 120 s."""
+    previous = signal.signal(signal.SIGALRM, _timed_out)
+    signal.setitimer(signal.ITIMER_REAL, 120)
+    try:
+        with contextlib.chdir(cwd):
+            result = CliRunner().invoke(app, list(args), env=env)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def _chardev(path: Path) -> None:
@@ -207,14 +233,14 @@ def test_step_summary_goes_only_to_a_regular_file(tmp_path: Path) -> None:
     fifo = tmp_path / "summary"
     os.mkfifo(fifo)
     r = _difftest(tmp_path, "check", "--run-root", "runs", "--no-progress",
-                  env={**ENV, "GITHUB_STEP_SUMMARY": str(fifo)})
+                  env={"GITHUB_STEP_SUMMARY": str(fifo)})
     assert r.returncode == 0, r.stderr  # a summary that cannot be written is a warning
     assert "cannot append to GITHUB_STEP_SUMMARY" in r.stderr and "FIFO" in r.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     summary = tmp_path / "real-summary.md"
     summary.write_text("earlier step\n")
     r = _difftest(tmp_path, "check", "--run-root", "runs", "--no-progress",
-                  env={**ENV, "GITHUB_STEP_SUMMARY": str(summary)})
+                  env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode == 0 and summary.read_text().startswith("earlier step\n## difftest check")
 
 
