@@ -8,13 +8,16 @@ the flag a mismatch fails and leaves the rendered text beside the golden file as
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
+from typing import NamedTuple
 
 import pytest
 
@@ -296,6 +299,43 @@ def replay_arm(name: str, trace: Path) -> str:
     """A TOML [arms.NAME] table for a replay arm."""
     argv = ", ".join(json.dumps(a) for a in replay_command(trace))
     return f"[arms.{name}]\ncommand = [{argv}]\n"
+
+
+class Ran(NamedTuple):
+    """What a command line gave back: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _cli_timed_out(signum: int, frame: FrameType | None) -> None:
+    raise TimeoutError("difftest ran past its time limit (blocked on a FIFO it should have "
+                       "refused?)")
+
+
+def cli_in(cwd: Path, *args: str, env: dict[str, str] | None = None,
+           timeout: float = 120) -> Ran:
+    """`difftest ARGS` run from `cwd` with `env` added to the environment, in this process
+    (typer's runner calls the app that `python -m difftest` calls), for tests of what a command
+    does rather than of the process it runs in: no interpreter start-up per call. An exception
+    the command line lets through fails the test, as a traceback would; a call that blocks
+    (a FIFO opened for writing) is cut after `timeout` seconds, as a subprocess timeout would."""
+    from typer.testing import CliRunner
+
+    from difftest.cli import app
+
+    previous = signal.signal(signal.SIGALRM, _cli_timed_out)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        with contextlib.chdir(cwd):
+            result = CliRunner().invoke(app, list(args), env=env)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -6,26 +6,22 @@ path that names a folder (`--csv out/`) is refused, not written as a file named 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import replay_arm
+from conftest import Ran, cli_in, replay_arm
 from difftest import api
 from difftest.core.errors import UsageError
 from difftest.report import outputs
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "compare"
-ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(TESTS.parent)}
 
 
-def _difftest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "difftest", *args], cwd=cwd, env=ENV,
-                          capture_output=True, text=True, timeout=120, check=False)
+def _difftest(cwd: Path, *args: str) -> Ran:
+    """`difftest ARGS` from `cwd`, in this process (conftest.cli_in)."""
+    return cli_in(cwd, *args)
 
 
 def _traces(b: str) -> list[str]:

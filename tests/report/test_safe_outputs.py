@@ -5,24 +5,18 @@ exit 2 and the thing at the path is left exactly as it was."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import NamedTuple
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
-
-from difftest.cli import app
+from conftest import Ran, cli_in
 from difftest.config import name_problem
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -38,32 +32,9 @@ def _config(comparison: str = "ab") -> str:
             f'[comparisons.{json.dumps(comparison)}]\narm_a = "a"\narm_b = "b"\n')
 
 
-class Ran(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def _timed_out(signum: int, frame: FrameType | None) -> None:
-    raise TimeoutError("difftest ran past 120 s (blocked on a FIFO it should have refused?)")
-
-
 def _difftest(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Ran:
-    """`difftest ARGS` run from `cwd` with `env` added to the environment, in this process
-    (typer's runner, as `python -m difftest` calls the same app): the exit status, stdout and
-    stderr. An exception the command line let through fails the test, as a traceback would;
-    a write that blocks (a FIFO opened for writing) is cut at 120 s."""
-    previous = signal.signal(signal.SIGALRM, _timed_out)
-    signal.setitimer(signal.ITIMER_REAL, 120)
-    try:
-        with contextlib.chdir(cwd):
-            result = CliRunner().invoke(app, list(args), env=env)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return Ran(result.exit_code, result.stdout, result.stderr)
+    """`difftest ARGS` from `cwd`, in this process (conftest.cli_in)."""
+    return cli_in(cwd, *args, env=env)
 
 
 def _chardev(path: Path) -> None:
