@@ -18,7 +18,7 @@ import pytest
 
 from difftest.config import ArmSpec, parse_config
 from difftest.core.errors import ConfigError, UsageError
-from conftest import process_dead, wait_dead
+from conftest import Ran, cli_in, process_dead, wait_dead
 from difftest.execute import load_run, new_run_dir, run_arms
 
 PY = sys.executable
@@ -180,9 +180,10 @@ arm_b = "b"
 """
 
 
-def _difftest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "difftest", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=120, check=False)
+def _difftest(cwd: Path, *args: str) -> Ran:
+    """`difftest ARGS` from `cwd`, in this process (conftest.cli_in); the signal tests above
+    run it as a process of its own, which is what they are about."""
+    return cli_in(cwd, *args)
 
 
 def test_check_creates_report_folders_and_survives_one_unwritable_path(tmp_path: Path) -> None:
