@@ -23,6 +23,7 @@ from difftest.core.corpus import MUTATION_ENV
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
 from difftest.execute.records import ArmResult
 from difftest.analysis.floor import measure_floor
+from difftest.analysis.repeats import distinct
 from difftest.core.names import rerun_name
 from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
                                             sampled_finding)
@@ -207,9 +208,16 @@ def evaluate_sampled(spec: ComparisonSpec, runs_a: Sequence[ArmOutcome],
     noise reruns, `--until-decided`'s rounds), the switch and roles checked on the first
     runs and A's reruns."""
     a, b = runs_a[0], runs_b[0]
-    found = sampled_evidence(runs_a, runs_b)
+    counted: list[list[ArmOutcome]] = []
+    left: list[str] = []
+    for runs in (runs_a, runs_b):
+        kept, why = distinct([o.trace for o in runs if o.trace is not None])
+        counted.append([runs[i] for i in kept])
+        left += [f"{runs[i].name} not counted: {w} (a rerun that draws the same tokens adds no "
+                 "evidence; give it a sampler seed of its own)" for i, w in why.items()]
+    found = sampled_evidence(*counted)
     finding = sampled_finding(found)
-    verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+    verdict = Verdict.of([finding], spec.rules.expect, [*finding.reasons, *left])
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     roles = [o for o in runs_a if not is_round(o.name)]
     verdict = _arms_in_role(verdict, spec, (a, b, *roles[1:]), mutated)

@@ -328,6 +328,11 @@ def plan_rounds(config: Config, spec: ComparisonSpec, max_runs: int) -> Rounds:
         return run.with_changes(name=round_name(b.name, r))
     arms = tuple((in_round(base[0], raw[0], r), in_round(base[1], raw[1], r))
                  for r in range(2, max_runs + 1))
+    for r, pair in enumerate(arms, start=2):
+        for arm in pair:
+            if arm.name in config.arms:
+                raise UsageError(f"an arm is named {arm.name!r}, the name difftest gives round "
+                                 f"{r} of {UNTIL_DECIDED}: rename it to run until decided")
     return Rounds(design, arms, tuple(inputs or ()))
 
 

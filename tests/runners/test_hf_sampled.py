@@ -233,11 +233,11 @@ def test_a_wrong_verify_traces_what_it_tested(mutation: str) -> None:
     (["--temperature", "0"], {}, "temperature must be a finite number > 0"),
     (["--temperature", "0.5", "--top-p", "1.5"], {}, "top-p must be in (0, 1]"),
     (["--temperature", "0.5", "--no-spec", "--mutation", "temperature-draft-only"], {},
-     "needs a temperature and a draft"),
-    (["--mutation", "temperature-draft-only"], {}, "needs a temperature and a draft"),
+     "needs a draft (drop --no-spec)"),
+    (["--mutation", "temperature-draft-only"], {}, "needs a temperature (--temperature T)"),
     (["--temperature", "0.5", "--no-spec", "--mutation", "noise-reuse"], {},
-     "needs a temperature and a draft"),
-    (["--mutation", "top-p-draft-only"], {}, "needs a temperature and a draft"),
+     "needs a draft (drop --no-spec)"),
+    (["--mutation", "top-p-draft-only"], {}, "needs a temperature (--temperature T)"),
     (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "residual-unnormalised"],
      {}, "needs --drafter assisted"),
     (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "temperature-draft-only"],
@@ -299,3 +299,5 @@ def test_the_shipped_warmer_comparison_catches_noise_reuse_and_the_unnormalised_
     said = {name: " ".join(m.report.verdict.reasons) for name, m in killed.items()}
     assert "the verify does not accept what its own p and q say it should" in said["noise-reuse"]
     assert "the token distributions differ" in said["residual-unnormalised"]
+    assert killed["noise-reuse"].killed_by is KilledBy.ACCEPTANCE  # the instrument that saw it
+    assert killed["residual-unnormalised"].killed_by is KilledBy.EMITTED
