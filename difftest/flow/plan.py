@@ -542,6 +542,10 @@ class RecordedRun:
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
+            if len(names) != 1 and self.kind in JUDGED_BY_THE_COMMAND:
+                raise UsageError(f"{self.run_dir}: a {self.kind.value} run: `difftest "
+                                 f"{self.kind.value}` judged its arms itself, and it records no "
+                                 "comparison to judge again")
             if len(names) != 1:
                 # every run difftest judged records its comparison (`export` came with that
                 # record): judging the arms under a default comparison in its place could pass
