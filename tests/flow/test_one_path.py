@@ -14,8 +14,8 @@ from conftest import TESTS
 from difftest.config import parse_config
 from difftest.flow.evaluate import ComparisonReport
 from difftest.flow.judge import CheckResult, NoiseReport, judge
-from difftest.flow.plan import (ROUND, Plan, RunOptions, plan_check, plan_compare, plan_noise,
-                                plan_probe)
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import ROUND, Plan, plan_check, plan_compare, plan_noise, plan_probe
 from difftest.flow.run import RunResults, run
 from difftest.flow.scoring import ProbeReport
 

@@ -13,10 +13,9 @@ from difftest.core.rules import OVERRIDE_KEYS, RULE_KEYS, InvalidValue, Rules
 from difftest.core.thresholds import Dtype, ToleranceMode
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
-from difftest.flow.plan import RunOptions
 from difftest.trace import parse_lines
-from difftest.flow.overrides import (OverrideKeywords, Overrides, RunKeywords, run_options,
-                            split_keywords)
+from difftest.flow.overrides import (OverrideKeywords, Overrides, RunKeywords, RunOptions,
+                            run_options, split_keywords)
 
 SPEC = ComparisonSpec(name="t", arm_a="a", arm_b="b", rules=Rules(atol=0.5))
 
