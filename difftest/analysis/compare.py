@@ -386,7 +386,7 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
 
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
 # allocator already holds, instead of faulting in fresh pages for whole-trace temporaries.
-_LOGIT_BLOCK_ROWS = 1 << 16
+_LOGIT_BLOCK_ROWS = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -404,11 +404,11 @@ class _Judged:
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
-                     tol: Tolerance, digits: tuple[int | None, int | None], keep: np.ndarray
-                     ) -> tuple[_Judged, StatsPass]:
+                     tol: Tolerance, digits: tuple[int | None, int | None], keep: np.ndarray,
+                     cluster: np.ndarray) -> tuple[_Judged, LogitStats]:
     """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing;
-    and the statistics of the pairs in `keep` (the compared rows'), taken in the same pass
-    from the same matched ids, values and quanta."""
+    and the statistics of the pairs in `keep` (the compared rows', whose requests are
+    `cluster`), taken in the same pass from the same matched ids, values and quanta."""
     la, lb = a.logits, b.logits
     stats = StatsPass()
     parts = []
@@ -432,6 +432,9 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                           matched.shared[rows, :ka], matched.vb[rows, :ka],
                           matched.d[rows, :ka])
         parts.append(judge_matched(matched, tol))
+    # finished before the blocks' judgements are joined: the compared values' differences are
+    # not held beside both
+    finished = stats.result(cluster=cluster)
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate([getattr(p, name) for p in parts])
@@ -439,7 +442,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
                    joined("unresolved"), joined("one_quantum"),
                    joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"), joined("resolved")), stats
+                   joined("nonfinite_both"), joined("resolved")), finished
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -491,7 +494,7 @@ class _Logits:
     line_a: np.ndarray | None = None
     line_b: np.ndarray | None = None
     # the statistics of the compared rows' pairs, taken in the judging pass (`_row_logit_diffs`)
-    stats: StatsPass | None = None
+    stats: LogitStats | None = None
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -578,7 +581,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     both = sel_a & sel_b
     ia, ib = la[both], lb[both]
     digits = (_digits(a), _digits(b))
-    judged, stats = _row_logit_diffs(a, ia, b, ib, tol, digits, compared[both])
+    keep = compared[both]
+    judged, stats = _row_logit_diffs(a, ia, b, ib, tol, digits, keep, rows.req[both][keep])
     abs_diff[both] = judged.diff
     resolved = np.full(n, np.nan)
     resolved[both] = judged.resolved
@@ -893,8 +897,8 @@ def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg
     pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     # the statistics were taken a block at a time in the judging pass; the top lists are kept
     # whole, for the rates and the floor
-    assert lg.stats is not None and lg.stats.rows == keep.sum()
-    stats = lg.stats.result(cluster=pair_req)
+    stats = lg.stats
+    assert stats is not None and stats.rows == keep.sum()
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
     return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))

@@ -310,9 +310,13 @@ class StatsPass:
                     shared: np.ndarray, vb: np.ndarray, d: np.ndarray) -> None:
         """The next row pairs as matched: A's ids and values (n, Ka), B's ids (n, Kb), which of
         A's entries B's list holds (`match_ids`), B's value for each of A's entries and their
-        snapped difference (n, Ka)."""
-        _accumulate_matched(self._acc, ids_a, va, ids_b, shared, vb, d, self.rows)
-        self.rows += int(ids_a.shape[0])
+        snapped difference (n, Ka). Taken `_BLOCK_ROWS` rows at a time, as `logit_stats` takes
+        them (the temporaries of its KL stay small)."""
+        for start in range(0, int(ids_a.shape[0]), _BLOCK_ROWS):
+            at = slice(start, start + _BLOCK_ROWS)
+            _accumulate_matched(self._acc, ids_a[at], va[at], ids_b[at], shared[at], vb[at],
+                                d[at], self.rows)
+            self.rows += int(ids_a[at].shape[0])
 
     def result(self, min_rows: int = MIN_ROWS, cluster: np.ndarray | None = None) -> LogitStats:
         """The statistics of every row pair added; `cluster` the request of each, in order."""
