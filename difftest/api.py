@@ -20,9 +20,8 @@ from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.rules import Rules
-from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, run_options,
-                            split_keywords)
-from difftest.flow.plan import RunOptions
+from difftest.flow.overrides import (OVERRIDES, OverrideKeywords, Overrides, RunKeywords, RunOptions,
+                            run_options, split_keywords)
 
 # What a command does not need is imported where it is used: comparing two traces loads the
 # analysis and the table, never bisect, running arms, the HTML page or the gate's reports
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from difftest.core.model import ArmTrace
     from difftest.flow.evaluate import ComparisonReport
     from difftest.flow.judge import CheckResult, NoiseReport
+    from difftest.flow.plan import Evidence
     from difftest.flow.run import RunResults
     from difftest.flow.scoring import ProbeReport
     from difftest.flow.sweep import SweepReport
@@ -136,12 +136,13 @@ def compare_traces(trace_a: Path | str, trace_b: Path | str, *, comparison: str 
     needs runs, so `noise_runs` does not apply). `line_prefix`: a prefix pattern the traces'
     lines carry besides the known ones (docs/safety.md)."""
     from difftest.flow.evaluate import judge_traces
-    from difftest.flow.plan import Evidence, evidence_of
 
     ta, tb = Path(trace_a), Path(trace_b)
     cfg = _config(config)
     evidence: Evidence = ((), ())
     if comparison is not None:
+        from difftest.flow.plan import evidence_of
+
         spec = cfg.comparison(comparison)
         evidence = evidence_of(cfg, spec)
     else:

@@ -44,7 +44,8 @@ class _Gate:
         if self.result is None:
             from difftest.config import load_config
             from difftest.flow.judge import CheckResult, judged
-            from difftest.flow.plan import RunOptions, plan_check
+            from difftest.flow.overrides import RunOptions
+            from difftest.flow.plan import plan_check
             from difftest.flow.run import run
 
             items = [i for i in session.items if isinstance(i, DifftestItem)]

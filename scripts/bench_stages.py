@@ -4,8 +4,11 @@ verdict and each renderer) wrapped by a CPU timer, then the command line run as 
 
     python scripts/bench_stages.py --trace-a A --trace-b B [compare's other options]
 
-Nested stages are counted in their callers too (compare holds resolution, judge_rows and
-logit_stats). Pairs come from `bench_compare.py --keep DIR`.
+Nested stages are counted in their callers too (compare holds resolution, the tolerance and
+the statistics). A comparison takes both in one pass over the paired rows: the rows matched and
+differenced once (`match_rows`), then judged (`judge_matched`) and added to the statistics
+(`_accumulate_matched`, finished by `_finished`); `judge_rows` and `logit_stats`, which do each
+whole, are what the noise floor calls. Pairs come from `bench_compare.py --keep DIR`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from typing import Any
 STAGES = [("difftest.trace.parser", "parse_trace"), ("difftest.analysis.audit", "audit_trace"),
           ("difftest.trace.align", "align"), ("difftest.analysis.compare", "compare"),
           ("difftest.numerics.resolution", "resolution"),
+          ("difftest.numerics.tolerance", "match_rows"),
+          ("difftest.numerics.tolerance", "judge_matched"),
+          ("difftest.numerics.stats", "_accumulate_matched"), ("difftest.numerics.stats", "_finished"),
           ("difftest.numerics.tolerance", "judge_rows"), ("difftest.numerics.stats", "logit_stats"),
           ("difftest.analysis.verdict", "judge"), ("difftest.analysis.bugclass", "classify"),
           ("difftest.analysis.bugclass", "acceptance_moved"),

@@ -9,7 +9,8 @@ from pathlib import Path
 from difftest.config import ComparisonSpec, Config
 from difftest.flow.evaluate import ComparisonReport
 from difftest.flow.judge import CheckResult, judged
-from difftest.flow.plan import RunOptions, plan_check, plan_compare, plan_probe
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import plan_check, plan_compare, plan_probe
 from difftest.flow.run import run
 from difftest.flow.scoring import ProbeReport
 

@@ -52,7 +52,9 @@ MODULES = {
                  "threshold_notes", "logit_instrument", "verdict", "acceptance", "sequential",
                  "rates", "benign", "floor",
                  # sampled decoding: the token laws of two arms, and each arm's acceptance
-                 "distribution"),
+                 "distribution",
+                 # whether a rerun draws anything new (sampled runs, --until-decided rounds)
+                 "repeats"),
     "execute": ("worktree", "gitprep", "hints", "records", "rundir", "capture", "launcher",
                 "progress", "supervise"),
     "flow": ("plan", "overrides", "switch", "roles", "evaluate", "sequential_runs", "run", "scoring",

@@ -11,8 +11,7 @@ import typer
 
 from difftest import cli
 from difftest.cli.options import record
-from difftest.flow.plan import RunOptions
-from difftest.flow.overrides import Overrides
+from difftest.flow.overrides import Overrides, RunOptions
 
 
 def _params(name: str) -> dict[str, Any]:

@@ -16,6 +16,10 @@ REPO = Path(__file__).resolve().parent.parent
 # modules a compare of two traces printed as a table has no use for
 NOT_FOR_A_TABLE = ("difftest.bisect", "difftest.execute.supervise", "difftest.flow.run",
                    "difftest.flow.localize", "difftest.report.html", "difftest.report.gate_report",
+                   # what only sampled, rerun, --until-decided or arm runs use, and the plan
+                   "difftest.analysis.distribution", "difftest.trace.sampled",
+                   "difftest.analysis.sequential", "difftest.analysis.floor",
+                   "difftest.execute.records", "difftest.core.machine", "difftest.flow.plan",
                    "torch", "matplotlib", "pandas", "transformers", "mlx")
 
 _LOADED = """

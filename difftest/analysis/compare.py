@@ -30,10 +30,11 @@ from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloo
                             flip_test, request_flips)
 from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
                                  resolution)
-from difftest.numerics.stats import LogitStats, PairedRows, logit_stats
+from difftest.numerics.stats import LogitStats, PairedRows, StatsPass
 from difftest.core.rules import BARE, Rules
 from difftest.core.thresholds import Dtype, trace_dtype
-from difftest.numerics.tolerance import Tolerance, derived_near_tie, exact_values, finite_max, judge_rows
+from difftest.numerics.tolerance import (Tolerance, derived_near_tie, exact_values, finite_max,
+                                         judge_matched, match_rows, no_rows)
 
 class RowStatus(IntEnum):
     """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
@@ -385,7 +386,7 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
 
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
 # allocator already holds, instead of faulting in fresh pages for whole-trace temporaries.
-_LOGIT_BLOCK_ROWS = 1 << 16
+_LOGIT_BLOCK_ROWS = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -403,13 +404,37 @@ class _Judged:
 
 
 def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
-                     tol: Tolerance, digits: tuple[int | None, int | None]) -> _Judged:
-    """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing."""
+                     tol: Tolerance, digits: tuple[int | None, int | None], keep: np.ndarray,
+                     cluster: np.ndarray) -> tuple[_Judged, LogitStats]:
+    """Per pair of logit rows: max |A - B| on shared ids, and whether that counts as differing;
+    and the statistics of the pairs in `keep` (the compared rows', whose requests are
+    `cluster`), taken in the same pass from the same matched ids, values and quanta."""
     la, lb = a.logits, b.logits
-    parts = [judge_rows(PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids,
-                                        lb.top_vals, ib[block]), tol, *digits)
-             for block in (slice(start, start + _LOGIT_BLOCK_ROWS)
-                           for start in range(0, max(ia.size, 1), _LOGIT_BLOCK_ROWS))]
+    stats = StatsPass()
+    parts = []
+    for start in range(0, max(ia.size, 1), _LOGIT_BLOCK_ROWS):
+        block = slice(start, start + _LOGIT_BLOCK_ROWS)
+        pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
+                                ib[block])
+        matched = match_rows(pairs, *digits)
+        kept = keep[block]
+        if matched is None:  # nothing to match: the statistics take the rows as they are
+            if kept.any():
+                stats.add_pairs(PairedRows(pairs.ids_a[kept], exact_values(
+                    pairs.vals_a[kept], digits[0]), pairs.ids_b[kept], exact_values(
+                    pairs.vals_b[kept], digits[1])), digits)
+            parts.append(no_rows(len(pairs)))
+            continue
+        # the statistics over A's own columns (the match is over both arms widened to one)
+        rows = slice(None) if kept.all() else kept
+        ka = pairs.ids_a.shape[1]
+        stats.add_matched(matched.ids_a[rows, :ka], matched.va[rows, :ka], matched.ids_b[rows],
+                          matched.shared[rows, :ka], matched.vb[rows, :ka],
+                          matched.d[rows, :ka])
+        parts.append(judge_matched(matched, tol))
+    # finished before the blocks' judgements are joined: the compared values' differences are
+    # not held beside both
+    finished = stats.result(cluster=cluster)
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate([getattr(p, name) for p in parts])
@@ -417,7 +442,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
                    joined("unresolved"), joined("one_quantum"),
                    joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"), joined("resolved"))
+                   joined("nonfinite_both"), joined("resolved")), finished
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -468,6 +493,8 @@ class _Logits:
     # their top lists are gathered once, for the compared rows only (`_compared_stats`)
     line_a: np.ndarray | None = None
     line_b: np.ndarray | None = None
+    # the statistics of the compared rows' pairs, taken in the judging pass (`_row_logit_diffs`)
+    stats: LogitStats | None = None
 
 
 Blocks = tuple[np.ndarray, np.ndarray]  # flat ids and their offsets
@@ -523,8 +550,9 @@ def _one_sided(a: ArmTrace, b: ArmTrace) -> OneSided | None:
 
 
 def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Tolerance,
-                floor: NoiseFloor | None) -> _Logits:
-    """Look up each compared row's logit lines in both arms (position mode only)."""
+                floor: NoiseFloor | None, compared: np.ndarray) -> _Logits:
+    """Look up each compared row's logit lines in both arms (position mode only); `compared`:
+    the rows that are compared (`compared_rows`), whose pairs the statistics are taken over."""
     n = rows.row.size
     margin_a, margin_b = np.full(n, np.nan), np.full(n, np.nan)
     logit_a, logit_b = np.full(n, np.nan), np.full(n, np.nan)
@@ -553,7 +581,8 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     both = sel_a & sel_b
     ia, ib = la[both], lb[both]
     digits = (_digits(a), _digits(b))
-    judged = _row_logit_diffs(a, ia, b, ib, tol, digits)
+    keep = compared[both]
+    judged, stats = _row_logit_diffs(a, ia, b, ib, tol, digits, keep, rows.req[both][keep])
     abs_diff[both] = judged.diff
     resolved = np.full(n, np.nan)
     resolved[both] = judged.resolved
@@ -573,7 +602,7 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
-                   both, judged, resolved, flip_a, flip_b, ia, ib)
+                   both, judged, resolved, flip_a, flip_b, ia, ib, stats)
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
@@ -651,6 +680,16 @@ def flip_margins(lg: _Logits) -> tuple[np.ndarray, np.ndarray]:
             lg.flip_b if lg.flip_b is not None else lg.margin_b)
 
 
+def compared_rows(rows: _Rows, drafting: DraftingKind) -> np.ndarray:
+    """The rows `row_status` finds same, a near-tie flip or a hard flip, known before any logit
+    is looked at: both arms drafted the row and, in a sequential block, no flip came before it
+    (tests/analysis/test_compare_rows.py holds the two alike)."""
+    both: np.ndarray = rows.has_a & rows.has_b
+    if drafting is DraftingKind.SEQUENTIAL:
+        both &= ~after_first_flip(rows.step, both & (rows.tok_a != rows.tok_b))
+    return both
+
+
 def row_status(rows: _Rows, lg: _Logits, near_tie: float | np.ndarray,
                drafting: DraftingKind) -> np.ndarray:
     """The status of each row of the paired blocks.
@@ -702,13 +741,13 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
     blocks_a, blocks_b = _blocks(a, b, al.mode)
     rows = _compared_rows(al, blocks_a, blocks_b)
     tol = Tolerance(atol, rtol, floor.floor if floor is not None else 0.0)
-    lg = _row_logits(a, b, al, rows, tol, floor)
+    # only compared rows count: a diverged row's logits ran on another token, and an unmatched
+    # row's logits exist in one arm only because its token does
+    compared = compared_rows(rows, drafting)
+    lg = _row_logits(a, b, al, rows, tol, floor, compared)
 
     tie = derived_near_tie(tol, lg.logit_b) if near_tie is None else near_tie
     status = row_status(rows, lg, tie, drafting)
-    # only compared rows count: a diverged row's logits ran on another token, and an unmatched
-    # row's logits exist in one arm only because its token does
-    compared = np.isin(status, (SAME, DIFFER, NEAR_TIE))
     lg = replace(lg, differs=lg.differs & compared)
     findings = _judged_counts(lg.findings, lg, compared)
     if floor is not None:
@@ -856,9 +895,10 @@ def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
     taken = _TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
     pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
-    # the statistics gather a block at a time; then the top lists are kept whole, for the rates
-    # and the floor (so the two are never held at once)
-    stats = logit_stats(taken, digits=digits, cluster=pair_req)
+    # the statistics were taken a block at a time in the judging pass; the top lists are kept
+    # whole, for the rates and the floor
+    stats = lg.stats
+    assert stats is not None and stats.rows == keep.sum()
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
     return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))

@@ -25,7 +25,7 @@ from difftest.core.errors import ExitCode, InterruptedRun, UsageError
 from difftest.execute import new_run_dir, signal_of, signals_as_interrupts
 from difftest.core.gitinfo import git_toplevel
 from difftest.flow.evaluate import thresholds_of
-from difftest.flow.plan import RunOptions
+from difftest.flow.overrides import RunOptions
 
 
 class BisectInterrupted(InterruptedRun):

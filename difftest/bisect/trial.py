@@ -22,7 +22,8 @@ from difftest.execute import ArmResult, load_run, new_run_dir
 from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
 from difftest.flow.evaluate import evaluate, outcomes_from_run, rerun_outcomes
-from difftest.flow.plan import Plan, PlanKind, RunOptions, spec_from, spec_meta
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import Plan, PlanKind, spec_from, spec_meta
 from difftest.flow.run import run
 
 

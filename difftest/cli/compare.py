@@ -52,8 +52,7 @@ def compare(
 ) -> None:
     """Run two arms (or read two traces), compare their drafts, and judge the comparison."""
     from difftest import api
-    from difftest.flow.overrides import Overrides
-    from difftest.flow.plan import RunOptions
+    from difftest.flow.overrides import Overrides, RunOptions
 
     report, missing = kept(lambda: api.compare(
         arm_a, arm_b, traces=api.Traces(trace_a, trace_b, line_prefix), comparison=comparison,

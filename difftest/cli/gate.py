@@ -39,7 +39,7 @@ def check(
     uninformative (3) > agree (0).
     """
     from difftest import api
-    from difftest.flow.plan import RunOptions
+    from difftest.flow.overrides import RunOptions
     from difftest.report import gate_report
 
     result, missing = kept(lambda: api.check(

@@ -58,7 +58,7 @@ def bisect(
     bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
     fails or the bad end passes), 2 on an error."""
     from difftest import api
-    from difftest.flow.plan import RunOptions
+    from difftest.flow.overrides import RunOptions
     from difftest.report import bisect_report
 
     result = api.bisect(comparison, good=good, bad=bad, mode=mode.value, baseline=baseline,

@@ -152,6 +152,7 @@ class KilledBy(StrEnum):
     TOKENS = "tokens"
     LOGITS = "logits"
     EMITTED = "emitted"
+    ACCEPTANCE = "acceptance"  # a sampled verify's acceptance against its traced p and q
     EXPECTATION = "expectation"
     ARM_FAILED = "arm-failed"
 

@@ -77,7 +77,8 @@ from difftest.core.kinds import AlignMode, DecodingMode, Expect, VerdictKind
 from difftest.analysis.audit import AuditThresholds
 from difftest.flow.evaluate import (ArmOutcome, drafting_of, evaluate, outcomes_from_run,
                                     thresholds_of)
-from difftest.flow.plan import Evidence, Plan, PlanKind, RunOptions, evidence_of
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import Evidence, Plan, PlanKind, evidence_of
 from difftest.flow.run import job_limits, run
 
 COVERAGE = 0.99

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from difftest.analysis.acceptance import AcceptanceReport, combine
 from difftest.analysis.acceptance import measure as measure_acceptance
@@ -21,18 +22,11 @@ from difftest.analysis.compare import Comparison, DraftingSource, compare
 from difftest.config import ArmSpec, ComparisonSpec, Config
 from difftest.core.corpus import MUTATION_ENV
 from difftest.core.errors import ArmFailure, ExitCode, UsageError
-from difftest.execute.records import ArmResult
-from difftest.analysis.floor import measure_floor
-from difftest.core.names import rerun_name
-from difftest.analysis.distribution import (DEFAULT_ALPHA, SampledEvidence, judge_sampled,
-                                            sampled_finding)
 from difftest.core.kinds import DecodingMode, DraftingKind, VerdictKind
-from difftest.trace.sampled import VerifiedRows, checked, parse_samples
 from difftest.core.model import ArmTrace, same_reading
 from difftest.core.rules import Rules
 from difftest.analysis.rates import RateInstruments, rate_instruments
 from difftest.analysis.benign import RateEffect, rate_effect
-from difftest.analysis.sequential import SequentialResult
 from difftest.trace import NoTraceLines, parse_trace, require_trace_lines
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict, arm_failed, judge
@@ -41,15 +35,21 @@ from difftest.analysis.bugclass import verify_finding
 from difftest.flow.switch import Side, check_switch
 from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
-from difftest.core.force import ForceCheck, check_forced, explain_forced
 from difftest.analysis.threshold_notes import threshold_notes
-from difftest.flow.plan import Evidence
 from difftest.core.names import is_round
 from difftest.flow.overrides import OVERRIDES
-from difftest.core.machine import differences as machine_differences
-from difftest.core.machine import this_machine
 from difftest.core.thresholds import (ArmDtype, Source, ThresholdError, ToleranceMode, arm_dtype,
                                       credited, dtype_tolerance, resolve_tolerance)
+
+if TYPE_CHECKING:
+    # what only a sampled, teacher-forced, rerun or calibrated comparison uses is imported
+    # where it is used: a plain greedy comparison of two traces needs none of it
+    from difftest.analysis.distribution import SampledEvidence
+    from difftest.analysis.sequential import SequentialResult
+    from difftest.core.force import ForceCheck
+    from difftest.execute.records import ArmResult
+    from difftest.flow.plan import Evidence
+    from difftest.trace.sampled import VerifiedRows
 
 
 @dataclass(frozen=True)
@@ -154,10 +154,15 @@ def evaluate(spec: ComparisonSpec, a: ArmOutcome, b: ArmOutcome,
     drafting, source = drafting_of(spec, a, b, *reruns_of_a)
     floor = None
     if reruns_of_a:
+        from difftest.analysis.floor import measure_floor
+
         traces = [a.trace, *(o.trace for o in reruns_of_a if o.trace is not None)]
         floor = measure_floor(a.name, traces, drafting)
-    forcing = (check_forced((a.name, b.name), a.trace, b.trace, b.trace_path)
-               if spec.rules.teacher_force else None)
+    forcing: ForceCheck | None = None
+    if spec.rules.teacher_force:
+        from difftest.core.force import check_forced, explain_forced
+
+        forcing = check_forced((a.name, b.name), a.trace, b.trace, b.trace_path)
     if forcing is not None and forcing.honoured:
         b = replace(b, trace=explain_forced(b.trace, forcing.forced))
         if b.trace is not None and b.trace.config.values.get("forced_drafts") == "1":
@@ -206,10 +211,20 @@ def evaluate_sampled(spec: ComparisonSpec, runs_a: Sequence[ArmOutcome],
     """A sampled comparison judged on every run of each arm (the first run of each first: A's
     noise reruns, `--until-decided`'s rounds), the switch and roles checked on the first
     runs and A's reruns."""
+    from difftest.analysis.distribution import sampled_finding
+    from difftest.analysis.repeats import distinct
+
     a, b = runs_a[0], runs_b[0]
-    found = sampled_evidence(runs_a, runs_b)
+    counted: list[list[ArmOutcome]] = []
+    left: list[str] = []
+    for runs in (runs_a, runs_b):
+        kept, why = distinct([o.trace for o in runs if o.trace is not None])
+        counted.append([runs[i] for i in kept])
+        left += [f"{runs[i].name} not counted: {w} (a rerun that draws the same tokens adds no "
+                 "evidence; give it a sampler seed of its own)" for i, w in why.items()]
+    found = sampled_evidence(*counted)
     finding = sampled_finding(found)
-    verdict = Verdict.of([finding], spec.rules.expect, finding.reasons)
+    verdict = Verdict.of([finding], spec.rules.expect, [*finding.reasons, *left])
     verdict = _same_quantity_and_switch(verdict, spec, a, b, evidence)
     roles = [o for o in runs_a if not is_round(o.name)]
     verdict = _arms_in_role(verdict, spec, (a, b, *roles[1:]), mutated)
@@ -222,6 +237,9 @@ def sampled_evidence(runs_a: Sequence[ArmOutcome], runs_b: Sequence[ArmOutcome]
     """A sampled comparison's evidence: the arms' token laws (every run of A against every run
     of B, each arm's runs in order) and each arm's acceptance against its traced p and q. The
     distribution instrument alone decides (tokens differ from draw to draw in correct arms)."""
+    from difftest.analysis.distribution import DEFAULT_ALPHA, judge_sampled
+    from difftest.trace.sampled import checked, parse_samples
+
     a, b = runs_a[0], runs_b[0]
     rows: dict[str, list[VerifiedRows]] = {a.name: [], b.name: []}
     for first, runs in ((a, runs_a), (b, runs_b)):
@@ -388,6 +406,9 @@ def machine_floor(spec: ComparisonSpec, arms: tuple[ArmDtype | None, ArmDtype | 
     cal = spec.calibrated
     if cal is None:
         return None, []
+    from difftest.core.machine import differences as machine_differences
+    from difftest.core.machine import this_machine
+
     recorded = dict(cal.machine)
     diffs = machine_differences(recorded, this_machine(), pinned) if recorded else []
     if (recorded and not diffs) or not (recorded or cal.bitwise):
@@ -542,6 +563,8 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
                    thresholds: AuditThresholds) -> list[ArmOutcome]:
     """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
+    from difftest.core.names import rerun_name
+
     names = [rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1)]
     return [outcome(n, results[n].stderr_path, results[n], thresholds)
             for n in names if n in results]
@@ -567,5 +590,7 @@ class Outcomes:
 
     def reruns(self, spec: ComparisonSpec) -> list[ArmOutcome]:
         """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
+        from difftest.core.names import rerun_name
+
         names = [rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1)]
         return [self.of(n) for n in names if n in self.results]

@@ -392,7 +392,8 @@ def _captured(arms: list[ArmSpec], folder: Path, where: list[Path],
     must succeed and leave its capture (`where`, one per arm)."""
     from difftest.core.activations import CAPTURE_ENV
     from difftest.core.errors import UsageError
-    from difftest.flow.plan import Plan, PlanKind, RunOptions
+    from difftest.flow.overrides import RunOptions
+    from difftest.flow.plan import Plan, PlanKind
     from difftest.flow.run import run
 
     plan = Plan(PlanKind.LOCALIZE, "", tuple(arms), (), audit)

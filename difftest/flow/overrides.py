@@ -21,7 +21,6 @@ from difftest.config import ComparisonSpec
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind, Expect
 from difftest.core.rules import InvalidValue, Rules
-from difftest.flow.plan import RunOptions
 
 OVERRIDES = "the overrides"  # command-line options and API arguments, checked alike
 
@@ -37,6 +36,24 @@ class OverrideKeywords(TypedDict, total=False):
     noise_runs: int | None
     drafting: DraftingKind | str | None
     teacher_force: bool | None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a plan's arms are run, whatever the plan: where the run directory goes, whether
+    progress is drawn, the checkout cache (None: the config's [defaults] cache, else
+    $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
+    `job_limits`), and for a compare, whether both arms run again until the sequential test
+    decides (at most this many times each; difftest.analysis.sequential); `into`: a folder the
+    command made (localize's step, a bisect's round), run into in place of a fresh run
+    directory under `run_root`, a signal reaching the command as it came (KeyboardInterrupt)."""
+
+    run_root: Path | None = None
+    progress: bool | None = None
+    cache: Path | None = None
+    jobs: int | None = None
+    until_decided: int | None = None
+    into: Path | None = None
 
 
 class RunKeywords(TypedDict, total=False):

@@ -18,16 +18,19 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThresholds,
                              ComparisonSpec, Config, InvalidValue)
 from difftest.core.errors import UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import reruns
-from difftest.analysis.sequential import MIN_RUNS, Design
 from difftest.core.kinds import ArmSide, DecodingMode, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.core.names import rerun_name, round_name, second_run
+
+if TYPE_CHECKING:
+    from difftest.analysis.sequential import Design
 
 # The version of the `plan` record in meta.json (runs written before it have none: they are
 # read from their `extra` alone, whose shape this version keeps).
@@ -62,24 +65,6 @@ class Role(StrEnum):
     B = ArmSide.B.value
     RERUN_OF_A = "rerun-of-a"  # runs 2..N of arm A: its A/A noise floor
     MUTATED_B = "mutated-b"  # arm B broken on purpose (a probe)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a plan's arms are run, whatever the plan: where the run directory goes, whether
-    progress is drawn, the checkout cache (None: the config's [defaults] cache, else
-    $DIFFTEST_CACHE, else ~/.cache/difftest), how many arms run at once (None: see
-    `job_limits`), and for a compare, whether both arms run again until the sequential test
-    decides (at most this many times each; difftest.analysis.sequential); `into`: a folder the
-    command made (localize's step, a bisect's round), run into in place of a fresh run
-    directory under `run_root`, a signal reaching the command as it came (KeyboardInterrupt)."""
-
-    run_root: Path | None = None
-    progress: bool | None = None
-    cache: Path | None = None
-    jobs: int | None = None
-    until_decided: int | None = None
-    into: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +258,8 @@ def design_of(spec: ComparisonSpec, max_runs: int) -> Design | None:
     """The sequential test's design from the comparison's acceptance gate (its margin and
     alpha), None for a sampled comparison (its distribution instrument decides); refused
     before anything runs where the comparison cannot be run until decided."""
+    from difftest.analysis.sequential import MIN_RUNS, Design
+
     if spec.rules.teacher_force:
         raise UsageError(f"{UNTIL_DECIDED} reruns both arms on their own: it does not combine "
                          "with teacher forcing")
@@ -328,6 +315,11 @@ def plan_rounds(config: Config, spec: ComparisonSpec, max_runs: int) -> Rounds:
         return run.with_changes(name=round_name(b.name, r))
     arms = tuple((in_round(base[0], raw[0], r), in_round(base[1], raw[1], r))
                  for r in range(2, max_runs + 1))
+    for r, pair in enumerate(arms, start=2):
+        for arm in pair:
+            if arm.name in config.arms:
+                raise UsageError(f"an arm is named {arm.name!r}, the name difftest gives round "
+                                 f"{r} of {UNTIL_DECIDED}: rename it to run until decided")
     return Rounds(design, arms, tuple(inputs or ()))
 
 
@@ -537,6 +529,10 @@ class RecordedRun:
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
+            if len(names) != 1 and self.kind in JUDGED_BY_THE_COMMAND:
+                raise UsageError(f"{self.run_dir}: a {self.kind.value} run: `difftest "
+                                 f"{self.kind.value}` judged its arms itself, and it records no "
+                                 "comparison to judge again")
             if len(names) != 1:
                 # every run difftest judged records its comparison (`export` came with that
                 # record): judging the arms under a default comparison in its place could pass

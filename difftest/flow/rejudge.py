@@ -81,8 +81,8 @@ def replay_sampled(outcomes: Outcomes, j: Judged, rounds: int) -> SampledRun | N
     test = SampledRounds(rounds, [a, *reruns], b)
     while (r := test.next_round) is not None:
         names = (round_name(spec.arm_a, r), round_name(spec.arm_b, r))
-        if any(n not in outcomes.results for n in names):
-            break
+        if any(n not in outcomes.results or outcomes.results[n].interrupted for n in names):
+            break  # a round the run did not complete: judged on the rounds before it
         more = [outcomes.of(n) for n in names]
         if any(o.trace is None for o in more):
             return replace(test.result(), max_runs=None,

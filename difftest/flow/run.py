@@ -25,7 +25,8 @@ from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_r
                               run_arms, signal_of, signals_as_interrupts, write_json_atomic)
 from difftest.execute.records import record_stopped
 from difftest.flow.evaluate import outcome
-from difftest.flow.plan import Plan, RunOptions
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import Plan
 from difftest.flow.sequential_runs import (SampledRounds, SampledRun, SequentialRun,
                                           SequentialTest)
 from difftest.trace import parse_trace

@@ -98,10 +98,17 @@ def _measures(report: ComparisonReport) -> list[KilledBy]:
     if report.verdict.kind is VerdictKind.ARM_FAILED:
         return [KilledBy.ARM_FAILED]
     if c is None:
-        # a sampled comparison is judged on the law of the emitted stream, not token for token
-        sampled = (report.spec.rules.decoding is DecodingMode.SAMPLED
-                   and report.verdict.kind is VerdictKind.DIFFER)
-        return [KilledBy.EMITTED] if sampled else []
+        # a sampled comparison is judged on the law of the emitted stream, not token for
+        # token, and on each verify's acceptance against its own traced p and q
+        found = report.sampled
+        if (report.spec.rules.decoding is not DecodingMode.SAMPLED or found is None
+                or report.verdict.kind is not VerdictKind.DIFFER):
+            return []
+        accepted = any(r.flagged or r.impossible for rows in found.acceptance.values()
+                       for r in rows)
+        if accepted and not found.test.differ:
+            return [KilledBy.ACCEPTANCE]
+        return [KilledBy.EMITTED, KilledBy.ACCEPTANCE] if accepted else [KilledBy.EMITTED]
     out = []
     if c.blocks_differing:
         out.append(KilledBy.TOKENS)

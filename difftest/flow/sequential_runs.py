@@ -33,6 +33,7 @@ import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, counts_of
 from difftest.analysis.distribution import sampled_kind
+from difftest.analysis.repeats import distinct, repeated, streams
 from difftest.analysis.sequential import Design, Look, SequentialResult, Tally, look
 from difftest.core.errors import ArmFailure
 from difftest.core.kinds import VerdictKind
@@ -43,20 +44,6 @@ from difftest.flow.evaluate import ArmOutcome, sampled_evidence
 def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
     """Each run of a request its own cluster: reruns are independent draws of it."""
     return AcceptanceCounts(np.char.add(f"run{run}/", c.label.astype(str)), c.k, c.acc)
-
-
-def streams(trace: ArmTrace) -> dict[str, bytes]:
-    """Each request's traced stream, verify by verify (position, depth, accepted, drafted and
-    emitted ids), as bytes: two runs that drafted and emitted alike give equal bytes."""
-    v = trace.verifies
-    parts: dict[str, list[bytes]] = {}
-    for i in range(len(v)):
-        name = str(trace.requests[int(v.req[i])]) if len(trace.requests) else ""
-        row = np.array([v.pos[i], v.k[i], v.ns[i], v.acc[i]], dtype=np.int64).tobytes()
-        parts.setdefault(name, []).append(
-            row + b"|" + v.draft(i).astype(np.int32).tobytes() + b"|"
-            + v.emit(i).astype(np.int32).tobytes() + b";")
-    return {name: b"".join(rows) for name, rows in parts.items()}
 
 
 @dataclass
@@ -136,26 +123,6 @@ class SequentialRun:
     failures: tuple[ArmFailure, ...] = ()
 
 
-def _repeated(runs: Sequence[ArmOutcome], new: ArmOutcome) -> str | None:
-    """Why `new` adds no draws to the earlier `runs` of its arm, or None: its sampler seed
-    (`[spec-config] sample_seed`) is one an earlier run printed, or, where the trace prints
-    none, every request's stream repeats one an earlier run traced (fixed seeds draw the same
-    tokens again: counting them twice would make the test see an agreement that is not
-    there)."""
-    assert new.trace is not None
-    seed = new.trace.config.values.get("sample_seed")
-    if seed is not None:
-        if any(o.trace is not None and o.trace.config.values.get("sample_seed") == seed
-               for o in runs):
-            return f"its sampler seed {seed} is an earlier run's"
-        return None
-    earlier = [streams(o.trace) for o in runs if o.trace is not None]
-    now = streams(new.trace)
-    if now and all(any(e.get(name) == stream for e in earlier) for name, stream in now.items()):
-        return "it traced every request's stream an earlier run traced"
-    return None
-
-
 @dataclass(frozen=True)
 class SampledRun:
     """What `--until-decided` left of a sampled comparison: the rounds counted (both arms'
@@ -194,7 +161,8 @@ class SampledRounds:
     def __init__(self, max_runs: int, runs_a: Sequence[ArmOutcome], b: ArmOutcome) -> None:
         """`runs_a`: arm A's first run and its noise reruns; `b`: B's first run."""
         self.max_runs = max_runs
-        self.runs_a, self.runs_b = list(runs_a), [b]
+        kept, _ = distinct([o.trace for o in runs_a if o.trace is not None])
+        self.runs_a, self.runs_b = [runs_a[i] for i in kept], [b]
         self.names: list[tuple[str, str]] = []
         self.repeated: str | None = None
         self.decided_at = 1 if self._differ() else None
@@ -213,7 +181,8 @@ class SampledRounds:
     def add(self, a: ArmOutcome, b: ArmOutcome) -> None:
         """Round `next_round`'s outcomes of both arms (their traces parsed)."""
         for runs, new in ((self.runs_a, a), (self.runs_b, b)):
-            why = _repeated(runs, new)
+            assert new.trace is not None
+            why = repeated([o.trace for o in runs if o.trace is not None], new.trace)
             if why is not None:
                 self.repeated = f"{new.name}: {why}"
                 return

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from difftest.core.evidence import Op, Rule
-from difftest.execute.records import ArmResult
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.core.kinds import Expect, VerdictKind
 from difftest.core.model import ArmTrace
+
+if TYPE_CHECKING:
+    from difftest.execute.records import ArmResult
 
 ROUTE_SOURCE = "[dflash-route]"
 CONFIG_SOURCE = "[spec-config]"

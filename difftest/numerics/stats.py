@@ -282,12 +282,48 @@ def logit_stats(pairs: PairedRows | RowBlocks, min_rows: int = MIN_ROWS,
     printed significant digits, which put each difference on the grid the tolerance uses;
     `cluster` the request of each row pair, which the errors of KL and top-k overlap are
     clustered by."""
-    acc = _Acc([], [], [], [], [], [])
+    taken = StatsPass()
     for start in range(0, len(pairs), _BLOCK_ROWS):
         p = pairs.block(slice(start, start + _BLOCK_ROWS))
-        _accumulate(acc, p.ids_a, p.vals_a, p.ids_b, p.vals_b, value_quanta(p.vals_a, digits[0]),
-                    value_quanta(p.vals_b, digits[1]), start)
-    n = len(pairs)
+        taken.add_pairs(p, digits)
+    return taken.result(min_rows, cluster)
+
+
+class StatsPass:
+    """`logit_stats` taken a block of row pairs at a time, in order: from the pairs themselves
+    (`add_pairs`), or from what a pass over the same rows already matched and differenced
+    (`add_matched`: the tolerance's, `difftest.numerics.tolerance.MatchedRows`), so that the
+    quanta and the matched ids of a comparison are computed once."""
+
+    def __init__(self) -> None:
+        self._acc = _Acc([], [], [], [], [], [])
+        self.rows = 0
+
+    def add_pairs(self, p: PairedRows, digits: tuple[int | None, int | None]) -> None:
+        """The next row pairs (values as the tolerance sees them); `digits` as `logit_stats`."""
+        _accumulate(self._acc, p.ids_a, p.vals_a, p.ids_b, p.vals_b,
+                    value_quanta(p.vals_a, digits[0]), value_quanta(p.vals_b, digits[1]),
+                    self.rows)
+        self.rows += len(p)
+
+    def add_matched(self, ids_a: np.ndarray, va: np.ndarray, ids_b: np.ndarray,
+                    shared: np.ndarray, vb: np.ndarray, d: np.ndarray) -> None:
+        """The next row pairs as matched: A's ids and values (n, Ka), B's ids (n, Kb), which of
+        A's entries B's list holds (`match_ids`), B's value for each of A's entries and their
+        snapped difference (n, Ka). Taken `_BLOCK_ROWS` rows at a time, as `logit_stats` takes
+        them (the temporaries of its KL stay small)."""
+        for start in range(0, int(ids_a.shape[0]), _BLOCK_ROWS):
+            at = slice(start, start + _BLOCK_ROWS)
+            _accumulate_matched(self._acc, ids_a[at], va[at], ids_b[at], shared[at], vb[at],
+                                d[at], self.rows)
+            self.rows += int(ids_a[at].shape[0])
+
+    def result(self, min_rows: int = MIN_ROWS, cluster: np.ndarray | None = None) -> LogitStats:
+        """The statistics of every row pair added; `cluster` the request of each, in order."""
+        return _finished(self._acc, self.rows, min_rows, cluster)
+
+
+def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> LogitStats:
     d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
     acc.diffs.clear()
     # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
@@ -316,12 +352,17 @@ def logit_stats(pairs: PairedRows | RowBlocks, min_rows: int = MIN_ROWS,
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
                 vals_b: np.ndarray, q_a: np.ndarray, q_b: np.ndarray, start: int = 0) -> None:
-    valid_a, valid_b = ids_a >= 0, ids_b >= 0
     shared, where = match_ids(ids_a, ids_b)  # (n, Ka): A's entry is in B's list, and where
     # B's value for each of A's shared ids
     at = (np.arange(len(ids_a))[:, None], where)
     vb, qb = vals_b[at], q_b[at]
-    va = vals_a
+    _accumulate_matched(acc, ids_a, vals_a, ids_b, shared, vb,
+                        snapped_difference(vals_a, vb, q_a, qb), start)
+
+
+def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.ndarray,
+                        shared: np.ndarray, vb: np.ndarray, d: np.ndarray, start: int) -> None:
+    valid_a, valid_b = ids_a >= 0, ids_b >= 0
     count = shared.sum(axis=1)
     width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
     acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
@@ -334,7 +375,6 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
     bad = np.any(shared & ~finite, axis=1)
     acc.nonfinite += int(bad.sum())
     use = shared & finite
-    d = snapped_difference(va, vb, q_a, qb)
     acc.diffs.append(d[use])
     nz = use & (vb != 0)
     rel = d[nz] / np.abs(vb[nz])

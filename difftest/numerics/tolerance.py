@@ -127,18 +127,38 @@ def resolved_difference(d: np.ndarray, half: np.ndarray) -> np.ndarray:
     return out
 
 
-def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
-               digits_b: int | None) -> RowDiffs:
-    """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
-    (None: unknown, the values are taken as exact)."""
+@dataclass(frozen=True)
+class MatchedRows:
+    """Paired rows as `judge_rows` reads them, both arms widened to one width: the values as
+    the engines held them and their quanta (`_exact`), which of A's entries B's list holds and
+    where (`match_ids`), B's value and quantum for each of A's entries, and the snapped
+    difference of the two (`snapped_difference`). The statistics read the same arrays
+    (`difftest.numerics.stats.StatsPass.add_matched`), so each is computed once."""
+
+    ids_a: np.ndarray
+    va: np.ndarray
+    qa: np.ndarray
+    ids_b: np.ndarray
+    vb_own: np.ndarray  # B's values and quanta in its own order
+    qb_own: np.ndarray
+    shared: np.ndarray  # bool (n, K): A's entry is in B's list
+    vb: np.ndarray  # B's value and quantum for each of A's entries (its first where absent)
+    qb: np.ndarray
+    d: np.ndarray  # the snapped |a - b| of each of A's entries (meaningful where shared)
+
+    def __len__(self) -> int:
+        return int(self.ids_a.shape[0])
+
+
+def match_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
+               ) -> MatchedRows | None:
+    """`pairs` matched and differenced as `judge_rows` judges them; None where there is nothing
+    to match (no rows, or top lists of width 0)."""
     pairs = pairs.widened()
     ids_a, va, ids_b, vb_list = pairs.ids_a, pairs.vals_a, pairs.ids_b, pairs.vals_b
     n = len(pairs)
     if n == 0 or ids_a.shape[1] == 0:
-        z = np.zeros(n, dtype=bool)
-        zi = np.zeros(n, dtype=np.int64)
-        return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), np.full(n, np.nan),
-                        zi, zi.copy(), zi.copy(), zi.copy())
+        return None
     shared, where = match_ids(ids_a, ids_b)  # linear in the values, not K x K per row
     va, qa = _exact(va, digits_a)
     # B's values and quanta once, in its own order; paired with A's by gathering (elementwise,
@@ -146,12 +166,37 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     vb_own, qb_own = _exact(vb_list, digits_b)
     paired = (np.arange(n)[:, None], where)
     vb, qb = vb_own[paired], qb_own[paired]
-    d = snapped_difference(va, vb, qa, qb)
+    return MatchedRows(ids_a, va, qa, ids_b, vb_own, qb_own, shared, vb, qb,
+                       snapped_difference(va, vb, qa, qb))
+
+
+def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
+               digits_b: int | None) -> RowDiffs:
+    """Judge each paired row under `tol`; `digits_*` are the arms' printed significant digits
+    (None: unknown, the values are taken as exact)."""
+    matched = match_rows(pairs, digits_a, digits_b)
+    return judge_matched(matched, tol) if matched is not None else no_rows(len(pairs))
+
+
+def no_rows(n: int) -> RowDiffs:
+    """The judgement of `n` rows with nothing to match (top lists of width 0)."""
+    z = np.zeros(n, dtype=bool)
+    zi = np.zeros(n, dtype=np.int64)
+    return RowDiffs(np.full(n, np.nan), z, z.copy(), z.copy(), z.copy(), np.full(n, np.nan),
+                    zi, zi.copy(), zi.copy(), zi.copy())
+
+
+def judge_matched(m: MatchedRows, tol: Tolerance) -> RowDiffs:
+    """`judge_rows` of rows already matched (`match_rows`); `m` is left as it was."""
+    ids_a, va, qa, ids_b, shared, vb, qb = m.ids_a, m.va, m.qa, m.ids_b, m.shared, m.vb, m.qb
+    vb_own, qb_own = m.vb_own, m.qb_own
+    n = len(m)
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(va) & np.isfinite(vb)
         # equal infinities are equal although inf - inf is nan; so are two nans
         same_nonfinite = ~finite & ((va == vb) | (np.isnan(va) & np.isnan(vb)))
         mismatch = shared & ~finite & ~same_nonfinite
+        d = m.d.copy()  # the statistics read the snapped differences as they are
         d[same_nonfinite] = 0.0
         d[~finite & ~same_nonfinite] = np.inf  # as far apart as values get
     nonfinite_both = (shared & same_nonfinite).sum(axis=1)

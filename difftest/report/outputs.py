@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from difftest.core.atomic import check_target, write_bytes_atomic, write_json_atomic, write_text_atomic
 from difftest.core.errors import DifftestError, RefusedOutput, UsageError
-from difftest.execute.records import META_NAME
 from difftest.report import comparison as render
 
 # the HTML page, the gate's reports and the saved localisations are loaded by the writers that
@@ -48,6 +47,8 @@ def run_reads(run_dir: Path | None) -> list[Path]:
     and mutated arms included). No output may be written over them."""
     if run_dir is None:
         return []
+    from difftest.execute.records import META_NAME
+
     found = [Path(run_dir) / META_NAME]
     try:
         found += [p for p in Path(run_dir).iterdir() if p.suffix in CAPTURE_SUFFIXES]

@@ -5,15 +5,21 @@ counts and the (request, pos, row) keys that pair logit rows."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import difftest.analysis.compare as compare_module
-from difftest.analysis.compare import STATUS_NAMES, Comparison, _RowKeys, compare
+from difftest.analysis.compare import (DIFFER, NEAR_TIE, SAME, STATUS_NAMES, Comparison, _RowKeys,
+                                       compare)
 from difftest.core.rules import Rules
 from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind
-from difftest.trace import parse_lines
+from difftest.numerics.stats import logit_stats
+from difftest.numerics.tolerance import Tolerance
+from difftest.trace import parse_lines, parse_trace
+from difftest.trace.align import align
 from tests.analysis.test_compare_logits import arm, block, cells
 
 SEQ = DraftingKind.SEQUENTIAL
@@ -339,3 +345,46 @@ def test_logit_rows_are_judged_in_blocks_and_their_counts_add_up(
     assert cells(loose, "logit_differs") == [False, False, False, True, False]
     exact = compare(a, b)
     assert exact.logits is not None and exact.logits.rows_one_quantum == 4
+
+
+@pytest.mark.parametrize("drafting", list(DraftingKind))
+@pytest.mark.parametrize("other", ["agree_b.log", "differ_b.log", "diverge_b.log", "ties_b.log",
+                                   "shift_b.log", "tie_stepend_b.log"])
+def test_the_rows_compared_are_known_before_the_logits_are_looked_at(
+        other: str, drafting: DraftingKind) -> None:
+    """`compared_rows` (which the statistics are taken over, in the judging pass) is what
+    `row_status` finds same, differ or near-tie."""
+    data = Path(__file__).parents[1] / "data" / "compare"
+    a, b = parse_trace(data / "agree_a.log"), parse_trace(data / other)
+    al = align(a, b)
+    rows = compare_module._compared_rows(al, *compare_module._blocks(a, b, al.mode))
+    compared = compare_module.compared_rows(rows, drafting)
+    lg = compare_module._row_logits(a, b, al, rows, Tolerance(0.0, 0.0), None, compared)
+    for near_tie in (0.0, 0.5, 100.0):
+        status = compare_module.row_status(rows, lg, near_tie, drafting)
+        assert np.array_equal(compared, np.isin(status, (SAME, DIFFER, NEAR_TIE)))
+
+
+@pytest.mark.parametrize("drafting", list(DraftingKind))
+def test_the_statistics_taken_in_the_judging_pass_are_those_of_the_compared_pairs(
+        monkeypatch: pytest.MonkeyPatch, drafting: DraftingKind) -> None:
+    """Blocks of 2 pairs, top lists of unequal width (A's 7 wide, widened to B's 8 for the
+    tolerance), rows left out after a sequential flip: the statistics taken beside the
+    tolerance equal `logit_stats` over the compared pairs."""
+    monkeypatch.setattr(compare_module, "_LOGIT_BLOCK_ROWS", 2)
+    a = arm(block("r", 5, [1, 2, 3, 4, 5], [1, 2],
+                  ["1:5.12345 9:1.5 7:0.25", "2:5.12345 9:1.5 7:0.5", "3:5.12345 9:1.5 7:1",
+                   "4:5 9:1 7:0.75", "5:5.12345 9:1.5 7:0.125"]),
+            block("q", 1, [1, 2, 3], [1, 2], ["1:3 2:2.5 7:1", "2:3 1:1 7:0.5", "3:2 9:1 7:0"]),
+            block("s", 1, [1], [1], ["1:3.1 2:2.7 3:2.3 4:1.9 5:1.3 6:0.7 7:0.1"]))
+    b = arm(block("r", 5, [1, 2, 8, 4, 5], [1, 2],
+                  ["1:5.12346 9:1.5", "2:5.12346 9:1.5", "8:5.12346 3:5.1", "4:6 9:1",
+                   "5:5.12346 9:1.5"]),
+            block("q", 1, [1, 2, 3], [1, 2], ["1:3.5 2:2", "2:3 7:1", "3:2 9:1.25"]),
+            block("s", 1, [1], [1], ["1:3.3 2:2.1 3:1.7 4:1.1 5:0.9 6:0.3 7:0.2 8:0.15"]))
+    c = compare(a, b, drafting=drafting)
+    lg = c.logits
+    assert lg is not None and lg.stats is not None and lg.pairs is not None
+    digits = (lg.resolution_a.digits, lg.resolution_b.digits)
+    assert repr(lg.stats) == repr(logit_stats(lg.pairs, digits=digits, cluster=lg.pair_req))
+    assert lg.stats.rows == (9 if drafting is DraftingKind.BLOCK else 7)

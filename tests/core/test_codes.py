@@ -39,8 +39,8 @@ def test_a_comparison_stores_statuses_as_int8_and_names_its_codes() -> None:
 def test_instrument_and_kill_spellings_are_the_reports() -> None:
     assert (TOKENS, LOGITS) == (Instrument.TOKENS, Instrument.LOGITS) == ("tokens", "logits")
     assert Instrument.ACCEPTANCE == "acceptance"
-    assert [k.value for k in KilledBy] == ["tokens", "logits", "emitted", "expectation",
-                                           "arm-failed"]
+    assert [k.value for k in KilledBy] == ["tokens", "logits", "emitted", "acceptance",
+                                           "expectation", "arm-failed"]
     assert f"killed by {KilledBy.ARM_FAILED}" == "killed by arm-failed"
 
 

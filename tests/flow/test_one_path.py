@@ -16,8 +16,9 @@ from difftest.config import parse_config
 from difftest.flow.evaluate import ComparisonReport
 from difftest.flow.judge import CheckResult, NoiseReport, judge
 from difftest.core.names import ROUND
-from difftest.flow.plan import (PLAN_FORMAT, Plan, PlanKind, RunOptions, plan_check,
-                                plan_compare, plan_noise, plan_probe)
+from difftest.flow.overrides import RunOptions
+from difftest.flow.plan import (PLAN_FORMAT, Plan, PlanKind, plan_check, plan_compare,
+                                plan_noise, plan_probe)
 from difftest.flow.run import RunResults, run
 from difftest.flow.scoring import ProbeReport
 

@@ -148,3 +148,12 @@ def test_the_plan_roles_must_name_the_arms_of_the_comparison_picked() -> None:
     meta["plan"]["roles"]["x"] = {"p": "a", "m": "b"}  # type: ignore[index]
     spec, _ = read_run(Path("run"), meta, ["p", "m"]).pick("x")
     assert (spec.arm_a, spec.arm_b) == ("p", "m")
+
+
+@pytest.mark.parametrize("kind", ["calibrate", "localize", "bisect"])
+def test_export_of_a_run_its_command_judged_says_so(kind: str) -> None:
+    record = read_run(Path("run"), {"plan": {"format": 1, "kind": kind, "roles": {}},
+                                    "extra": {"calibrate": {}}}, ["a", "b"])
+    with pytest.raises(UsageError, match=f"a {kind} run: `difftest {kind}` judged its arms "
+                                         "itself, and it records no comparison to judge again"):
+        record.pick(None)

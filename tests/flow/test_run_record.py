@@ -180,7 +180,8 @@ def test_a_sequential_round_keeps_the_plan_record(tmp_path: Path) -> None:
     from conftest import TESTS, replay_arm
     from difftest.config import parse_config
     from difftest.flow.run import run, run_more
-    from difftest.flow.plan import RunOptions, plan_compare
+    from difftest.flow.overrides import RunOptions
+    from difftest.flow.plan import plan_compare
 
     data = TESTS / "data" / "compare"
     cfg = parse_config(replay_arm("a", data / "agree_a.log") + replay_arm("b", data / "agree_b.log")

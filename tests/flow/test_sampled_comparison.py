@@ -6,6 +6,7 @@ distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,85 @@ def test_until_decided_needs_no_acceptance_gate_on_a_sampled_comparison(tmp_path
     greedy = cfg.comparison("spec").with_rules(decoding=DecodingMode.GREEDY)
     with pytest.raises(UsageError, match="acceptance gate"):
         plan_compare(cfg, greedy, 3)
+
+
+def test_a_rerun_that_repeats_a_sampler_seed_is_not_counted(tmp_path: Path) -> None:
+    """A's noise reruns take the gate input as A does, so they draw with A's sampler seed: the
+    same tokens again. Counted, they pair B's fresh draws with copies of draws the witness has
+    already learned (a false DIFFER under --until-decided); they are left out, and said."""
+    from difftest import api
+
+    cfg = rounds_config(tmp_path)
+    text = cfg.read_text(encoding="utf-8").replace(
+        'arm_b = "spec"\n', 'arm_b = "spec"\nnoise_runs = 3\n')
+    cfg.write_text(text, encoding="utf-8")
+    report = api.compare_arms(comparison="spec", config=cfg, run_root=tmp_path / "runs",
+                              progress=False)
+    said = " ".join(report.verdict.reasons)
+    for rerun in ("target#run2", "target#run3"):
+        assert f"{rerun} not counted: its sampler seed 100 is an earlier run's" in said
+    assert report.sampled is not None and report.sampled.test.pairs == 16  # A's one run of 8 x 2
+
+
+def reference_trace(seed: int) -> str:
+    out = subprocess.run([sys.executable, "-m", "difftest.runners.reference", "--vocab", "32",
+                          "--steps", "6", "--requests", "2", "--temperature", "0.4", "--top-p",
+                          "0.8", "--samples", "4", "--sample-seed", str(seed)],
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "VT_SPEC_TRACE": "1"})
+    return out.stderr
+
+
+def test_a_new_seed_printed_over_the_same_draws_is_a_repeat() -> None:
+    """An engine that prints the seed it was given but draws with another (a per-request seed
+    over the global one) repeats its draws under a new seed: the streams say so."""
+    from difftest.analysis.repeats import repeated
+    from difftest.trace.parser import parse_text
+
+    first = reference_trace(7)
+    assert "sample_seed=7" in first
+    again = parse_text(first.replace("sample_seed=7", "sample_seed=8"))
+    assert repeated([parse_text(first)], again) == (
+        "it traced every request's stream an earlier run traced")
+    assert repeated([parse_text(first)], parse_text(reference_trace(8))) is None
+    assert repeated([parse_text(first)], parse_text(first)) == (
+        "its sampler seed 7 is an earlier run's")
+
+
+def test_export_of_a_run_interrupted_in_a_round_judges_the_rounds_it_completed(
+        tmp_path: Path) -> None:
+    """A run stopped in round r leaves round r's arms marked interrupted (as the supervisor
+    marks them on SIGINT or SIGTERM; marked here by hand on a finished run): export judges
+    rounds 1..r-1, which the test being valid at any stopping time allows, not ARM-FAILED."""
+    from difftest import api
+
+    cfg = rounds_config(tmp_path)
+    report = api.compare_arms(comparison="spec", config=cfg, run_root=tmp_path / "runs",
+                              progress=False, until_decided=3)
+    assert report.run_dir is not None
+    meta_path = report.run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    for name in ("target#seq3", "spec#seq3"):
+        meta["arms"][name]["interrupted"] = True
+    meta["status"] = "interrupted"
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    again = api.rejudge(report.run_dir)
+    said = " ".join(again.verdict.reasons)
+    assert again.verdict.kind is not VerdictKind.ARM_FAILED, said
+    assert "not decided after 2 run(s) of each arm" in said
+    assert "was interrupted in round 3: judged on the rounds it completed" in said
+    assert again.sampled is not None and again.sampled.test.pairs == 32
+
+
+def test_a_configured_arm_named_like_a_round_is_refused(tmp_path: Path) -> None:
+    from difftest.core.errors import UsageError
+    from difftest.flow.plan import plan_compare
+
+    text = rounds_config(tmp_path).read_text(encoding="utf-8").replace(
+        "[arms.spec]", '[arms."target#seq2"]').replace('arm_b = "spec"', 'arm_b = "target#seq2"')
+    cfg = parse_config(text, tmp_path / "difftest.toml")
+    spec = cfg.comparison("spec")
+    plan_compare(cfg, spec)  # an ordinary compare of it is fine
+    with pytest.raises(UsageError, match="an arm is named 'target#seq2', the name difftest gives "
+                                         "round 2 of --until-decided"):
+        plan_compare(cfg, spec, 3)

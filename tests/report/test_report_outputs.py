@@ -209,6 +209,12 @@ def test_github_step_summary_is_appended_by_check(tmp_path: Path) -> None:
 def test_text_helpers_neutralise_escapes_and_markup() -> None:
     assert strip_ansi("\x1b[31mred\x1b[0m\x1b]0;title\x07\x00 ok\r") == "red ok"
     assert xml_safe("a\x01b\ufffe\x1b[1mc") == "abc"
+    # every character XML 1.0 forbids is dropped, the edges of the ranges it allows kept
+    # (#x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]; #xD and the
+    # C1 controls are terminal controls, which strip_ansi drops first)
+    allowed = "\t\n\x20\ud7ff\ue000\ufffd\U00010000\U0010ffff"
+    forbidden = "\x00\x08\x0b\x0c\x0e\x1f\ud800\udfff\ufffe\uffff"
+    assert xml_safe(allowed + forbidden) == allowed
     assert md_inline("<a href=x>[y](z)</a> | *k*") == (
         "&lt;a href=x&gt;\\[y\\](z)&lt;/a&gt; \\| \\*k\\*")
     assert md_code("a`b") == "``a`b``" and md_code("x|y") == "`x\\|y`"

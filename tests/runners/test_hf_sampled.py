@@ -233,11 +233,11 @@ def test_a_wrong_verify_traces_what_it_tested(mutation: str) -> None:
     (["--temperature", "0"], {}, "temperature must be a finite number > 0"),
     (["--temperature", "0.5", "--top-p", "1.5"], {}, "top-p must be in (0, 1]"),
     (["--temperature", "0.5", "--no-spec", "--mutation", "temperature-draft-only"], {},
-     "needs a temperature and a draft"),
-    (["--mutation", "temperature-draft-only"], {}, "needs a temperature and a draft"),
+     "needs a draft (drop --no-spec)"),
+    (["--mutation", "temperature-draft-only"], {}, "needs a temperature (--temperature T)"),
     (["--temperature", "0.5", "--no-spec", "--mutation", "noise-reuse"], {},
-     "needs a temperature and a draft"),
-    (["--mutation", "top-p-draft-only"], {}, "needs a temperature and a draft"),
+     "needs a draft (drop --no-spec)"),
+    (["--mutation", "top-p-draft-only"], {}, "needs a temperature (--temperature T)"),
     (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "residual-unnormalised"],
      {}, "needs --drafter assisted"),
     (["--temperature", "0.5", "--drafter", "dflash", "--mutation", "temperature-draft-only"],
@@ -258,7 +258,7 @@ def with_sample_seeds(seeds: dict[str, int]) -> object:
     """The shipped config, each arm's sampler seed fixed (the shipped arms draw fresh ones)."""
     config = load_config(CONFIG)
     arms = {name: dataclasses.replace(arm, command=(*arm.command, "--sample-seed",
-                                                    str(seeds[name])))
+                                                    str(seeds.get(name, 0))))
             for name, arm in config.arms.items()}
     return dataclasses.replace(config, arms=arms)
 
@@ -279,3 +279,25 @@ def test_the_shipped_config_agrees_spec_with_the_target_and_catches_the_draft_te
     assert mutation.report.verdict.kind is VerdictKind.DIFFER
     assert any(r.startswith("the token distributions differ")
                for r in mutation.report.verdict.reasons)
+
+
+def test_the_shipped_warmer_comparison_catches_noise_reuse_and_the_unnormalised_residual(
+        tmp_path: Path) -> None:
+    """`sampled-t06` (temperature 0.6, 60 draws): speculative sampling agrees with the target
+    alone; a verify reusing the draft's uniform is caught by the acceptance check, a residual
+    drawn unnormalised by the token laws."""
+    config = with_sample_seeds({"sampled-target-t06": 3, "sampled-spec-t06": 4})
+    spec = config.comparison("sampled-t06")  # type: ignore[attr-defined]
+    assert spec.rules.decoding is DecodingMode.SAMPLED
+    probe = run_probe(config, spec, run_root=tmp_path / "runs", progress=False)  # type: ignore[arg-type]
+    assert probe.baseline.verdict.kind is VerdictKind.AGREE, probe.baseline.verdict.reasons
+    assert any("180 request pairs" in r for r in probe.baseline.verdict.reasons)
+    killed = {m.name: m for m in probe.mutations}
+    assert set(killed) == {"noise-reuse", "residual-unnormalised"}
+    for m in killed.values():
+        assert m.killed and m.report.verdict.kind is VerdictKind.DIFFER, m.report.verdict.reasons
+    said = {name: " ".join(m.report.verdict.reasons) for name, m in killed.items()}
+    assert "the verify does not accept what its own p and q say it should" in said["noise-reuse"]
+    assert "the token distributions differ" in said["residual-unnormalised"]
+    assert killed["noise-reuse"].killed_by is KilledBy.ACCEPTANCE  # the instrument that saw it
+    assert killed["residual-unnormalised"].killed_by is KilledBy.EMITTED

@@ -161,8 +161,10 @@ class HFOptions:
         t = self.temperature
         if self.mutation in SAMPLED_MUTATIONS:
             if t is None or self.no_spec:
+                need = ("a temperature (--temperature T)" if t is None
+                        else "a draft (drop --no-spec)")
                 raise UsageError(f"mutation {self.mutation!r} is a speculative sampler's: it "
-                                 "needs a temperature and a draft (drop --no-spec)")
+                                 f"needs {need}")
             if self.drafter != "assisted":
                 raise UsageError(f"mutation {self.mutation!r} needs --drafter assisted (it "
                                  "changes the assistant's sampling or the test of its drafts)")
