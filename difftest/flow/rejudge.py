@@ -12,7 +12,8 @@ from typing import Unpack
 
 from difftest.analysis.audit import AuditThresholds
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
-from difftest.core.errors import UsageError
+from difftest.core.errors import ArmFailure, UsageError
+from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.core.kinds import DecodingMode, VerdictKind
 from difftest.config import ComparisonSpec
 from difftest.execute import load_run
@@ -79,16 +80,33 @@ def replay_sampled(outcomes: Outcomes, j: Judged, rounds: int) -> SampledRun | N
     if any(o.trace is None for o in (a, b, *reruns)):
         return None
     test = SampledRounds(rounds, [a, *reruns], b)
+    failures: tuple[ArmFailure, ...] = ()
     while (r := test.next_round) is not None:
         names = (round_name(spec.arm_a, r), round_name(spec.arm_b, r))
         if any(n not in outcomes.results or outcomes.results[n].interrupted for n in names):
             break  # a round the run did not complete: judged on the rounds before it
         more = [outcomes.of(n) for n in names]
         if any(o.trace is None for o in more):
-            return replace(test.result(), max_runs=None,
-                           failures=tuple(o.failure for o in more if o.failure is not None))
+            failures = tuple(o.failure for o in more if o.failure is not None)
+            break
         test.add(*more)
-    return replace(test.result(), max_runs=None)
+    result = replace(test.result(), max_runs=None, failures=failures)
+    _no_round_past(outcomes, spec, len(result.rounds) + 2)
+    return result
+
+
+def _no_round_past(outcomes: Outcomes, spec: ComparisonSpec, last: int) -> None:
+    """Refuse a record holding rounds after `last`, the round the replay ended at: a run takes
+    its rounds one after another and stops where the replay stops, so a later round is a
+    record edited or damaged, and judging around it could agree where the run did not."""
+    later = sorted(k for k in range(last + 1, MAX_SEQUENTIAL_RUNS + 1)
+                   if any(round_name(arm, k) in outcomes.results
+                          for arm in (spec.arm_a, spec.arm_b)))
+    if later:
+        raise UsageError(f"meta.json records round(s) {', '.join(map(str, later))} of "
+                         f"--until-decided after round {last}, where taking the rounds again "
+                         "ends: a run never runs past that, so the record was edited or "
+                         "damaged; it is not judged")
 
 
 def _stopped(meta: Mapping[str, object]) -> str | None:

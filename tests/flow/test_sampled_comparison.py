@@ -250,8 +250,10 @@ def test_export_of_a_run_interrupted_in_a_round_judges_the_rounds_it_completed(
         tmp_path: Path) -> None:
     """A run stopped in round r leaves round r's arms marked interrupted (as the supervisor
     marks them on SIGINT or SIGTERM; marked here by hand on a finished run): export judges
-    rounds 1..r-1, which the test being valid at any stopping time allows, not ARM-FAILED."""
+    rounds 1..r-1, which the test being valid at any stopping time allows, not ARM-FAILED. A
+    record with a round after a missing one is refused, not judged around the gap."""
     from difftest import api
+    from difftest.core.errors import UsageError
 
     cfg = rounds_config(tmp_path)
     report = api.compare_arms(comparison="spec", config=cfg, run_root=tmp_path / "runs",
@@ -269,6 +271,13 @@ def test_export_of_a_run_interrupted_in_a_round_judges_the_rounds_it_completed(
     assert "not decided after 2 run(s) of each arm" in said
     assert "was interrupted in round 3: judged on the rounds it completed" in said
     assert again.sampled is not None and again.sampled.test.pairs == 32
+    # round 2 struck from the record, round 3 left after the gap: not judged around it
+    for name in ("target#seq2", "spec#seq2"):
+        del meta["arms"][name]
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"records round\(s\) 3 of --until-decided after "
+                                         r"round 2, .* edited or damaged"):
+        api.rejudge(report.run_dir)
 
 
 def test_a_configured_arm_named_like_a_round_is_refused(tmp_path: Path) -> None:
