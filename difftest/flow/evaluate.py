@@ -36,7 +36,7 @@ from difftest.flow.switch import Side, check_switch
 from difftest.flow.roles import Roles, check_roles
 from difftest.trace.align import align
 from difftest.analysis.threshold_notes import threshold_notes
-from difftest.core.names import is_round
+from difftest.core.names import is_round, rerun_name
 from difftest.flow.overrides import OVERRIDES
 from difftest.core.thresholds import (ArmDtype, Source, ThresholdError, ToleranceMode, arm_dtype,
                                       credited, dtype_tolerance, resolve_tolerance)
@@ -563,8 +563,6 @@ def outcomes_from_run(results: Mapping[str, ArmResult], names: tuple[str, str],
 def rerun_outcomes(results: Mapping[str, ArmResult], spec: ComparisonSpec,
                    thresholds: AuditThresholds) -> list[ArmOutcome]:
     """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
-    from difftest.core.names import rerun_name
-
     names = [rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1)]
     return [outcome(n, results[n].stderr_path, results[n], thresholds)
             for n in names if n in results]
@@ -590,7 +588,5 @@ class Outcomes:
 
     def reruns(self, spec: ComparisonSpec) -> list[ArmOutcome]:
         """Runs 2..N of arm A, where the comparison measures a noise floor and they were run."""
-        from difftest.core.names import rerun_name
-
         names = [rerun_name(spec.arm_a, i) for i in range(2, spec.rules.noise_runs + 1)]
         return [self.of(n) for n in names if n in self.results]

@@ -89,12 +89,15 @@ def _until_decided(plan: Plan, options: RunOptions, run_dir: Path,
     if a0.trace is None or b0.trace is None:
         return results, None  # an arm failed: reported as such
     design = plan.rounds.design
-    reruns = [outcome(n, results[n].stderr_path, results[n], plan.audit)
-              for n in plan.judged[0].reruns if n in results]
-    if any(o.trace is None for o in reruns):
-        return results, None  # a rerun failed: reported as such
-    test = (SampledRounds(plan.rounds.max_runs, [a0, *reruns], b0) if design is None
-            else SequentialTest(design, a0.trace, b0.trace))
+    test: SampledRounds | SequentialTest
+    if design is None:  # a sampled comparison: A's reruns are draws of A too
+        reruns = [outcome(n, results[n].stderr_path, results[n], plan.audit)
+                  for n in plan.judged[0].reruns if n in results]
+        if any(o.trace is None for o in reruns):
+            return results, None  # a rerun failed: reported as such
+        test = SampledRounds(plan.rounds.max_runs, [a0, *reruns], b0)
+    else:
+        test = SequentialTest(design, a0.trace, b0.trace)
     while (r := test.next_round) is not None:
         pair = plan.rounds.arms[r - 2]
         more = run_more(run_dir, list(pair), progress=options.progress, cache_dir=cache)

@@ -84,7 +84,8 @@ def mutated_sampling(mutation: str) -> Any:
             rest = torch.clamp(p[n] - q[n], min=0)
             if mutation == "residual-unnormalised" and float(rest.sum()) > 0:
                 token = unnormalised_draw(rest)
-            else:
+            else:  # p equal to q to the last bit leaves no residual: p itself (transformers
+                # would divide by zero there; the reference runner draws from p too)
                 law = rest / rest.sum() if float(rest.sum()) > 0 else p[n]
                 token = int(torch.multinomial(law, num_samples=1))
         else:
