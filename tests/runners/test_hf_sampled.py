@@ -160,19 +160,19 @@ def test_the_target_alone_traces_one_token_per_step() -> None:
     assert all(len(ids) == 5 for ids in generated.values())
 
 
-def test_temperature_on_the_draft_only_moves_the_verify_to_the_untempered_law() -> None:
-    """The mutation tempers only the assistant's law: the traced q of the first draft is the
-    draft's law at 0.3 (once: the target hands it no temperature) while p is the target's at
-    temperature 1."""
+def check_first_verify_laws(mutation: str, q_steps: tuple[tuple[str, float], ...],
+                            p_temperature: float, p_top_p: float) -> dict[str, str]:
+    """Run `mutation` on one draw of one prompt and check its first verify's traced q and p
+    against the draft's law through `q_steps` (`assistant_law`) and the target's at
+    `p_temperature` and `p_top_p` (the reference runner's `warp`); the trace's config."""
     import torch
 
     from difftest.runners.hf.models import load_pair
     from difftest.runners.hf.runner import prompts
     from difftest.runners.reference.sampling import warp
 
-    mutated = dict(SAMPLED, mutation="temperature-draft-only", samples=1, requests=1)
+    mutated = dict(SAMPLED, mutation=mutation, samples=1, requests=1)
     text, _ = traced(**mutated)
-    assert parse_text(text).config.values["mutation"] == "temperature-draft-only"
     options = HFOptions(**mutated)  # type: ignore[arg-type]
     target, draft = load_pair(options)
     (prompt,) = prompts(options, 256).values()
@@ -180,38 +180,29 @@ def test_temperature_on_the_draft_only_moves_the_verify_to_the_untempered_law() 
     x = first_draft(text, "r0", len(prompt))
     with torch.no_grad():
         ids = torch.tensor([prompt])
-        # the target hands the assistant its top-p only
-        q_law = assistant_law(draft(ids).logits[0, -1], (("p", 0.8), ("t", 0.3), ("p", 0.8)))
-        p_law = warp(target(ids).logits[0, -1], 1.0, 0.8)
+        q_law = assistant_law(draft(ids).logits[0, -1], q_steps)
+        p_law = warp(target(ids).logits[0, -1], p_temperature, p_top_p)
     assert probabilities(line, "q")[0] == pytest.approx(float(q_law[x]), rel=1e-4)
     assert probabilities(line, "p")[0] == pytest.approx(float(p_law[x]), rel=1e-4, abs=1e-7)
+    return dict(parse_text(text).config.values)
+
+
+def test_temperature_on_the_draft_only_moves_the_verify_to_the_untempered_law() -> None:
+    """The mutation tempers only the assistant's law: the traced q of the first draft is the
+    draft's law at 0.3 (once: the target hands it no temperature, only its top-p) while p is
+    the target's at temperature 1."""
+    config = check_first_verify_laws("temperature-draft-only", (("p", 0.8), ("t", 0.3), ("p", 0.8)),
+                                     1.0, 0.8)
+    assert config["mutation"] == "temperature-draft-only"
 
 
 def test_top_p_on_the_draft_only_moves_the_verify_to_the_untruncated_law() -> None:
     """The mutation truncates only the assistant's law: the traced q of the first draft is the
     draft's law tempered twice and cut at top-p 0.8 once (the target hands it a temperature and
     no top-p) while p is the target's tempered law, not truncated."""
-    import torch
-
-    from difftest.runners.hf.models import load_pair
-    from difftest.runners.hf.runner import prompts
-    from difftest.runners.reference.sampling import warp
-
-    mutated = dict(SAMPLED, mutation="top-p-draft-only", samples=1, requests=1)
-    text, _ = traced(**mutated)
-    config = parse_text(text).config.values
+    config = check_first_verify_laws("top-p-draft-only", (("t", 0.3), ("t", 0.3), ("p", 0.8)),
+                                     0.3, 1.0)
     assert (config["mutation"], config["top_p"]) == ("top-p-draft-only", "0.8")
-    options = HFOptions(**mutated)  # type: ignore[arg-type]
-    target, draft = load_pair(options)
-    (prompt,) = prompts(options, 256).values()
-    (line,) = lines_of(text, "[spec-sample]", "r0", len(prompt))
-    x = first_draft(text, "r0", len(prompt))
-    with torch.no_grad():
-        ids = torch.tensor([prompt])
-        q_law = assistant_law(draft(ids).logits[0, -1], (("t", 0.3), ("t", 0.3), ("p", 0.8)))
-        p_law = warp(target(ids).logits[0, -1], 0.3, 1.0)
-    assert probabilities(line, "q")[0] == pytest.approx(float(q_law[x]), rel=1e-4)
-    assert probabilities(line, "p")[0] == pytest.approx(float(p_law[x]), rel=1e-4, abs=1e-7)
 
 
 @pytest.mark.parametrize("mutation", ["noise-reuse", "residual-unnormalised"])
