@@ -29,6 +29,16 @@ typedef struct {
     size_t n, cap;
 } Buf;
 
+/* Request names already coded in this call (they point into the scanned buffer), in an
+ * open-addressing table; past NAME_SLOTS / 2 names, the others are looked up in `reqs`. */
+#define NAME_SLOTS 256
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+    uint32_t hash;
+    int32_t code;
+} Name;
+
 typedef struct {
     Buf col[N_COLS];
     size_t mark[N_COLS];
@@ -38,6 +48,8 @@ typedef struct {
     Py_ssize_t last_req_len;
     int32_t last_code;
     int failed;          /* a Python error is set */
+    int n_names;
+    Name names[NAME_SLOTS];  /* the names met in this call: no Python object per line */
 } Scan;
 
 static int buf_reserve(Buf *b, size_t extra) {
@@ -75,14 +87,16 @@ static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 static inline int lower(char c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
-static inline int is_stop(const char *stops, char c) { return c && strchr(stops, c); }
+/* A number ends at the end of its field or at one of (up to) two stop bytes; a NUL never
+ * stops one (0: no stop byte). */
+static inline int is_stop(char a, char b, char c) { return c && (c == a || c == b); }
 
 /* A float as the grammar's FLOAT spells it ([-+]?(digits[.digits]|.digits)([eE][-+]?digits)?,
- * nan, inf; case-insensitive), ending at `end` or at the first byte of `stops`. Returns the
+ * nan, inf; case-insensitive), ending at `end` or at `stop1` or `stop2`. Returns the
  * position after it, or NULL when the text is not such a float. The value is exactly what
  * float() returns: short decimals through the exact fast path (a mantissa below 2**53 times or
  * over an exact power of ten, one rounding), everything else through CPython's own reader. */
-static const char *read_float(Scan *s, const char *p, const char *end, const char *stops,
+static const char *read_float(Scan *s, const char *p, const char *end, char stop1, char stop2,
                               double *out, int *digits) {
     const char *start = p;
     int neg = 0;
@@ -90,7 +104,7 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
     if (p + 3 <= end && ((lower(p[0]) == 'n' && lower(p[1]) == 'a' && lower(p[2]) == 'n')
                          || (lower(p[0]) == 'i' && lower(p[1]) == 'n' && lower(p[2]) == 'f'))) {
         p += 3;
-        if (p < end && !is_stop(stops, *p)) return NULL;
+        if (p < end && !is_stop(stop1, stop2, *p)) return NULL;
         char tmp[8];
         memcpy(tmp, start, (size_t)(p - start));
         tmp[p - start] = 0;
@@ -141,7 +155,7 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
         }
         if (eneg) exp = -exp;
     }
-    if (p < end && !is_stop(stops, *p)) return NULL;
+    if (p < end && !is_stop(stop1, stop2, *p)) return NULL;
     *digits = sig ? (sig > 127 ? 127 : sig) : 1;
     int e10 = exp + scale;
     if (!dropped && !big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
@@ -208,7 +222,14 @@ static int only_ws(const char *p, const char *end) {
 #define INT32_HI 2147483647LL
 #define POS_HI ((1LL << 40) - 1)
 
-/* A request name: no whitespace, no control character, not starting with '['. */
+static inline uint32_t name_hash(const char *p, Py_ssize_t n) {
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+/* A request name: no whitespace, no control character, not starting with '['. Its code comes
+ * from this call's table, else from `reqs` (bytes -> code), else from `intern` (a new name). */
 static const char *read_req(Scan *s, const char *p, const char *end, int32_t *code) {
     const char *q = p;
     while (q < end && (unsigned char)*q > 0x20 && *q != 0x7f) q++;
@@ -217,6 +238,19 @@ static const char *read_req(Scan *s, const char *p, const char *end, int32_t *co
     if (s->last_req && n == s->last_req_len && memcmp(p, s->last_req, (size_t)n) == 0) {
         *code = s->last_code;
         return q;
+    }
+    uint32_t h = name_hash(p, n);
+    Name *slot = NULL;
+    for (uint32_t i = h;; i++) {
+        Name *e = &s->names[i % NAME_SLOTS];
+        if (!e->p) { slot = e; break; }
+        if (e->hash == h && e->n == n && memcmp(e->p, p, (size_t)n) == 0) {
+            s->last_req = p;
+            s->last_req_len = n;
+            s->last_code = e->code;
+            *code = e->code;
+            return q;
+        }
     }
     PyObject *name = PyBytes_FromStringAndSize(p, n);
     if (!name) { s->failed = 1; return NULL; }
@@ -234,6 +268,13 @@ static const char *read_req(Scan *s, const char *p, const char *end, int32_t *co
     }
     Py_DECREF(name);
     if (c == -1 && PyErr_Occurred()) { s->failed = 1; return NULL; }
+    if (s->n_names < NAME_SLOTS / 2) {
+        slot->p = p;
+        slot->n = n;
+        slot->hash = h;
+        slot->code = (int32_t)c;
+        s->n_names++;
+    }
     s->last_req = p;
     s->last_req_len = n;
     s->last_code = (int32_t)c;
@@ -288,7 +329,7 @@ static int line_logits(Scan *s, const char *p, const char *end, int64_t lineno) 
         if (!q || !(q < end && *q == ':')) return 0;
         double v;
         int digits;
-        q = read_float(s, q + 1, end, " ]", &v, &digits);
+        q = read_float(s, q + 1, end, ' ', ']', &v, &digits);
         if (!q || q == end) return 0;
         if (v - v != 0) digits = 0;  /* nan, inf and overflowed spellings count no digits */
         if (digits > best) best = digits;
@@ -375,7 +416,7 @@ static const char *field_ms(Scan *s, const char *p, const char *end, const char 
     p = lit(p, end, name, n);
     if (!p) return NULL;
     int digits;
-    p = read_float(s, p, end, "m", out, &digits);
+    p = read_float(s, p, end, 'm', 'm', out, &digits);
     if (!p) return NULL;
     return LIT(p, end, "ms");
 }
@@ -413,34 +454,54 @@ static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t linen
     return 1;
 }
 
+
 static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
                               "[spec-logits]", "[dflash-route]", "[spec-drafting]",
                               "[spec-config]", "[spec-coverage]", NULL};
 
-/* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
- * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`
- * that start with neither indentation nor a digit, the usual program output, cost one memchr. */
 /* An engine-error or notice prefix anywhere in the line (grammar.holds_marker): behind a
  * launcher's or logger's prefix, or an unknown one; the Python reader tells them apart. */
 static int holds_marker(const char *p, const char *end) {
-    size_t n = (size_t)(end - p);
-    return memmem(p, n, "vt: ", 4) != NULL || memmem(p, n, "vllm.cpp: request ", 18) != NULL;
+    const char *q = p;
+    while ((q = memchr(q, 'v', (size_t)(end - q))) != NULL) {
+        size_t left = (size_t)(end - q);
+        if (left < 4) return 0;
+        if (q[1] == 't' && q[2] == ':' && q[3] == ' ') return 1;
+        if (left >= 18 && q[1] == 'l' && memcmp(q, "vllm.cpp: request ", 18) == 0) return 1;
+        q++;
+    }
+    return 0;
 }
 
-static int may_be_misplaced(const char *p, const char *end, const char *from) {
-    if (p < end && (*p == ' ' || *p == '\t' || is_digit(*p))) return 1;
-    if (from < end && memchr(from, '[', (size_t)(end - from)) != NULL) return 1;
-    return holds_marker(p, end);
+/* Whether a known tag starts anywhere in [from, end). */
+static int holds_tag(const char *from, const char *end) {
+    const char *q = from;
+    while (q < end && (q = memchr(q, '[', (size_t)(end - q))) != NULL) {
+        size_t left = (size_t)(end - q);
+        for (const char **k = KNOWN; *k; k++) {
+            size_t n = strlen(*k);
+            if (n <= left && q[1] == (*k)[1] && memcmp(q, *k, n) == 0) return 1;
+        }
+        q++;
+    }
+    return 0;
+}
+
+/* A line that does not start with a known tag. The Python reader reads it only when it holds
+ * a known tag past its first byte (a misplaced tag, or one behind a launcher's or logger's
+ * prefix) or an engine-error or notice prefix anywhere (grammar.misplaced and the prefix
+ * stripping find nothing else); every other such line is program output it skips and counts,
+ * so the scan skips it here, whatever its first byte (indentation, a digit, a `[`). */
+static int other_output(const char *p, const char *end) {
+    if (p < end && holds_tag(p + 1, end)) return 0;
+    return holds_marker(p, end) ? 0 : 2;
 }
 
 /* 1: read; 0: hand to the Python reader; 2: other output, skipped. */
 static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
-    if (p == end || *p != '[') {
-        if (LIT(p, end, "vt: ") || LIT(p, end, "vllm.cpp: request ")) return 0;
-        return may_be_misplaced(p, end, p) ? 0 : 2;
-    }
+    if (p == end || *p != '[') return other_output(p, end);
     const char *close = memchr(p, ']', (size_t)(end - p));
-    if (!close) return holds_marker(p, end) ? 0 : 2;  /* every tag ends with `]` */
+    if (!close) return other_output(p, end);  /* every tag ends with `]` */
     size_t tlen = (size_t)(close + 1 - p);
     const char *body = close + 1;
     switch (tlen) {
@@ -462,7 +523,7 @@ static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
     }
     for (const char **k = KNOWN; *k; k++)
         if (strlen(*k) == tlen && !memcmp(p, *k, tlen)) return 0;
-    return may_be_misplaced(p, end, p + 1) ? 0 : 2;
+    return other_output(p, end);
 }
 
 static int flush(Scan *s, PyObject *cols) {
@@ -539,7 +600,7 @@ static PyObject *read_float_py(PyObject *self, PyObject *arg) {
     memset(&s, 0, sizeof s);
     double v;
     int digits;
-    const char *q = read_float(&s, text, text + n, "", &v, &digits);
+    const char *q = read_float(&s, text, text + n, 0, 0, &v, &digits);
     if (s.failed) return NULL;
     if (!q || q != text + n) Py_RETURN_NONE;
     if (v - v != 0) digits = 0;
