@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <float.h>
 
 /* Column order; difftest/trace/parser.py builds the tuple in this order. */
 enum {
@@ -48,6 +49,7 @@ typedef struct {
     Py_ssize_t last_req_len;
     int32_t last_code;
     int failed;          /* a Python error is set */
+    int ext;             /* the 64-bit significand path is usable (ext_precision) */
     int n_names;
     Name names[NAME_SLOTS];  /* the names met in this call: no Python object per line */
 } Scan;
@@ -82,6 +84,40 @@ static void rollback(Scan *s) {
 static const double POW10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Mantissas of up to 64 bits through the x87's 64-bit significand: m and 10**k (k <= 27,
+ * as 5**27 < 2**64) are exact there, so m * 10**k and m / 10**k are rounded once, to 64 bits.
+ * Rounding that to a double gives the correctly rounded double unless the 64-bit result is
+ * itself halfway between two doubles (its 11 low bits 0x400): every halfway point of normal
+ * doubles is exact in 64 bits, so the one rounding never crosses one, only lands on one.
+ * That case, and anything else, goes to the exact reader. Used only where long double is the
+ * x87 format and the FPU rounds to 64 bits (checked at run time: some systems set it to 53). */
+#if LDBL_MANT_DIG == 64 && (defined(__x86_64__) || defined(__i386__))
+#define HAVE_EXT 1
+#define EXT_POW 27
+static const long double POW10L[EXT_POW + 1] = {
+    1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L, 1e13L,
+    1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L,
+    1e26L, 1e27L};
+
+static int ext_precision(void) {
+    volatile long double a = 9223372036854775808.0L, b = 1.0L;  /* 2**63 + 1: 64 bits */
+    volatile long double c = a + b;
+    return c - a == 1.0L;
+}
+
+static int ext_round(uint64_t m, int e10, double *out) {
+    long double r = e10 < 0 ? (long double)m / POW10L[-e10] : (long double)m * POW10L[e10];
+    uint64_t sig;
+    memcpy(&sig, &r, sizeof sig);  /* the x87 format's explicit 64-bit significand */
+    if ((sig & 0x7FF) == 0x400) return 0;
+    *out = (double)r;
+    return 1;
+}
+#else
+#define HAVE_EXT 0
+static int ext_precision(void) { return 0; }
+#endif
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -164,6 +200,17 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
         *out = neg ? -v : v;
         return p;
     }
+#if HAVE_EXT
+    if (s->ext && !big_exp && e10 >= -EXT_POW && e10 <= EXT_POW) {
+        double v, hi;
+        /* more than 19 digits: the value lies in [m, m + 1] * 10**e10, and when both ends
+         * round to one double, so does every value between them */
+        if (ext_round(m, e10, &v) && (!dropped || (ext_round(m + 1, e10, &hi) && hi == v))) {
+            *out = neg ? -v : v;
+            return p;
+        }
+    }
+#endif
     /* exact fallback: CPython's correctly rounded reader, on a NUL-terminated copy */
     size_t len = (size_t)(p - start);
     char small[128];
@@ -562,6 +609,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     Scan s;
     memset(&s, 0, sizeof s);
+    s.ext = ext_precision();
     s.reqs = reqs;
     s.intern = intern;
     const char *base = (const char *)view.buf;
@@ -598,6 +646,7 @@ static PyObject *read_float_py(PyObject *self, PyObject *arg) {
     if (PyBytes_AsStringAndSize(arg, &text, &n) < 0) return NULL;
     Scan s;
     memset(&s, 0, sizeof s);
+    s.ext = ext_precision();
     double v;
     int digits;
     const char *q = read_float(&s, text, text + n, 0, 0, &v, &digits);
