@@ -121,6 +121,26 @@ static int ext_precision(void) { return 0; }
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* m * 10**n + the value of the n digits at p (all digits: the caller checked), eight at a time
+ * where bytes are little-endian (fast_float's conversion of eight digits). */
+static inline uint64_t digits_value(uint64_t m, const char *p, int n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v -= UINT64_C(0x3030303030303030);
+        v = (v * 10) + (v >> 8);
+        v = (((v & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x000F424000000064))
+             + (((v >> 16) & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x0000271000000001))) >> 32;
+        m = m * 100000000u + v;
+        p += 8;
+        n -= 8;
+    }
+#endif
+    while (n-- > 0) m = m * 10 + (uint64_t)(*p++ - '0');
+    return m;
+}
+
 static inline int lower(char c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
 /* A number ends at the end of its field or at one of (up to) two stop bytes; a NUL never
@@ -150,35 +170,29 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
         *digits = 0;
         return p;
     }
-    uint64_t m = 0;
-    int nd = 0;          /* significant digits accumulated in m (leading zeros skipped) */
-    int sig = 0;         /* significant digits printed (from the first non-zero one) */
-    int dropped = 0;     /* significant digits beyond what m holds exactly */
-    int scale = 0;       /* decimal exponent adjustment from digits after the point */
-    int any = 0;
-    while (p < end && is_digit(*p)) {
-        any = 1;
-        if (m || *p != '0') {
-            sig++;
-            if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; } else dropped++;
-        }
-        p++;
-    }
-    if (dropped) scale += dropped;
+    /* the digits before and after the point, then the significant ones: from the first
+     * non-zero digit; the first 19 of them go into m (exact in 64 bits) */
+    const char *ip = p;
+    while (p < end && is_digit(*p)) p++;
+    const char *ie = p, *fp = p, *fe = p;
     if (p < end && *p == '.') {
-        p++;
-        while (p < end && is_digit(*p)) {
-            any = 1;
-            if (m || *p != '0') {
-                sig++;
-                if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; scale--; } else dropped++;
-            } else {
-                scale--;
-            }
-            p++;
-        }
+        fp = ++p;
+        while (p < end && is_digit(*p)) p++;
+        fe = p;
     }
-    if (!any) return NULL;
+    if (ie == ip && fe == fp) return NULL;  /* no digit at all */
+    const char *d = ip;
+    while (d < ie && *d == '0') d++;
+    const char *f = fp;
+    if (d == ie) while (f < fe && *f == '0') f++;  /* no significant digit before the point */
+    int64_t nint = ie - d, sig64 = nint + (fe - f);
+    int take = sig64 < 19 ? (int)sig64 : 19;
+    int64_t dropped = sig64 - take;   /* significant digits beyond what m holds exactly */
+    int t1 = nint < take ? (int)nint : take;
+    uint64_t m = digits_value(digits_value(0, d, t1), f, take - t1);
+    int sig = sig64 > 127 ? 127 : (int)sig64;
+    /* the value is m * 10**(exp - digits after the point + dropped digits) */
+    int64_t scale64 = dropped - (fe - fp);
     int exp = 0, big_exp = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -192,8 +206,10 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
         if (eneg) exp = -exp;
     }
     if (p < end && !is_stop(stop1, stop2, *p)) return NULL;
-    *digits = sig ? (sig > 127 ? 127 : sig) : 1;
-    int e10 = exp + scale;
+    *digits = sig ? sig : 1;
+    int64_t e10_64 = (int64_t)exp + scale64;
+    if (e10_64 < -100000 || e10_64 > 100000) big_exp = 1;  /* the exact reader decides */
+    int e10 = big_exp ? 0 : (int)e10_64;
     if (!dropped && !big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
         double v = (double)m;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
