@@ -85,13 +85,18 @@ static const double POW10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* Mantissas of up to 64 bits through the x87's 64-bit significand: m and 10**k (k <= 27,
- * as 5**27 < 2**64) are exact there, so m * 10**k and m / 10**k are rounded once, to 64 bits.
- * Rounding that to a double gives the correctly rounded double unless the 64-bit result is
- * itself halfway between two doubles (its 11 low bits 0x400): every halfway point of normal
- * doubles is exact in 64 bits, so the one rounding never crosses one, only lands on one.
- * That case, and anything else, goes to the exact reader. Used only where long double is the
- * x87 format and the FPU rounds to 64 bits (checked at run time: some systems set it to 53). */
+/* ---- exact decimal to double, without CPython's reader for the common spellings ----------
+ *
+ * A mantissa m of up to 19 digits and a decimal exponent e10 within 54 are first multiplied
+ * or divided through the x87's 64-bit significand: m and 10**k (k <= 27, as 5**27 < 2**64)
+ * are exact there, so r = m * 10**e10 is rounded once (|e10| <= 27) or twice, to 64 bits. The
+ * halfway points between normal doubles are exact in 64 bits, so when r is farther from one
+ * than its error (half a 64-bit unit per rounding; for more than 19 digits, m is the first
+ * 19 and the rest adds less than 10 units), rounding r to a double gives the correctly
+ * rounded double. Otherwise the digits are compared exactly, as integers, with the halfway
+ * points next to that double (bigcomp). Anything else goes to CPython's reader. Used only
+ * where long double is the x87 format and the FPU rounds to 64 bits (checked at run time:
+ * some systems set it to 53). */
 #if LDBL_MANT_DIG == 64 && (defined(__x86_64__) || defined(__i386__))
 #define HAVE_EXT 1
 #define EXT_POW 27
@@ -105,19 +110,107 @@ static int ext_precision(void) {
     volatile long double c = a + b;
     return c - a == 1.0L;
 }
-
-static int ext_round(uint64_t m, int e10, double *out) {
-    long double r = e10 < 0 ? (long double)m / POW10L[-e10] : (long double)m * POW10L[e10];
-    uint64_t sig;
-    memcpy(&sig, &r, sizeof sig);  /* the x87 format's explicit 64-bit significand */
-    if ((sig & 0x7FF) == 0x400) return 0;
-    *out = (double)r;
-    return 1;
-}
 #else
 #define HAVE_EXT 0
 static int ext_precision(void) { return 0; }
 #endif
+
+/* Unsigned integers of up to BN_LIMBS 32-bit limbs, least significant first. */
+#define BN_LIMBS 48
+typedef struct {
+    uint32_t w[BN_LIMBS];
+    int n;
+} Big;
+
+static void bn_set(Big *a, uint64_t v) {
+    a->w[0] = (uint32_t)v;
+    a->w[1] = (uint32_t)(v >> 32);
+    a->n = a->w[1] ? 2 : (a->w[0] ? 1 : 0);
+}
+
+/* a = a * k + add; 0 when it does not fit */
+static int bn_muladd(Big *a, uint32_t k, uint32_t add) {
+    uint64_t carry = add;
+    for (int i = 0; i < a->n; i++) {
+        uint64_t t = (uint64_t)a->w[i] * k + carry;
+        a->w[i] = (uint32_t)t;
+        carry = t >> 32;
+    }
+    if (carry) {
+        if (a->n == BN_LIMBS) return 0;
+        a->w[a->n++] = (uint32_t)carry;
+    }
+    return 1;
+}
+
+static int bn_mul_pow5(Big *a, int e) {
+    for (; e >= 13; e -= 13)
+        if (!bn_muladd(a, 1220703125u, 0)) return 0;  /* 5**13 */
+    static const uint32_t P5[13] = {1, 5, 25, 125, 625, 3125, 15625, 78125, 390625, 1953125,
+                                    9765625, 48828125, 244140625};
+    return bn_muladd(a, P5[e], 0);
+}
+
+static int bn_shl(Big *a, int s) {
+    if (!a->n) return 1;
+    int limbs = s / 32, bits = s % 32;
+    if (a->n + limbs + 1 > BN_LIMBS) return 0;
+    uint32_t top = bits ? a->w[a->n - 1] >> (32 - bits) : 0;
+    for (int i = a->n - 1; i >= 0; i--) {
+        uint32_t lo = (bits && i) ? a->w[i - 1] >> (32 - bits) : 0;
+        a->w[i + limbs] = (a->w[i] << bits) | lo;
+    }
+    for (int i = 0; i < limbs; i++) a->w[i] = 0;
+    a->n += limbs;
+    if (top) a->w[a->n++] = top;
+    return 1;
+}
+
+static int bn_cmp(const Big *a, const Big *b) {
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    for (int i = a->n - 1; i >= 0; i--)
+        if (a->w[i] != b->w[i]) return a->w[i] < b->w[i] ? -1 : 1;
+    return 0;
+}
+
+/* The sign of D * 10**E - h, h the halfway point between the positive normal double with
+ * bits `c` and the next one up: h = (2M + 1) * 2**(Q - 1). 2 when the numbers do not fit. */
+static int cmp_half(const Big *digits, int E, uint64_t c) {
+    uint64_t mant = (c & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int q = (int)((c >> 52) & 0x7FF) - 1075;
+    Big L = *digits, R;
+    bn_set(&R, 2 * mant + 1);
+    if (!(E >= 0 ? bn_mul_pow5(&L, E) : bn_mul_pow5(&R, -E))) return 2;
+    int shift = E - (q - 1);
+    if (!(shift >= 0 ? bn_shl(&L, shift) : bn_shl(&R, -shift))) return 2;
+    return bn_cmp(&L, &R);
+}
+
+/* The correctly rounded double of D * 10**E, D the `n1` digits at d then the `n2` at f (at
+ * most 40 in all), given a double *v (positive, normal, not its smallest or largest) within
+ * one unit of it; 0 when it cannot tell. */
+static int bigcomp(const char *d, int n1, const char *f, int n2, int E, double *v) {
+    if (n1 + n2 > 40) return 0;
+    Big D;
+    bn_set(&D, 0);
+    for (int i = 0; i < n1 + n2; i++) {
+        char c = i < n1 ? d[i] : f[i - n1];
+        if (!bn_muladd(&D, 10, (uint32_t)(c - '0'))) return 0;
+    }
+    uint64_t bits;
+    memcpy(&bits, v, sizeof bits);
+    int up = cmp_half(&D, E, bits);
+    if (up == 2) return 0;
+    if (up > 0 || (up == 0 && (bits & 1))) {  /* past the halfway point up, or on it, odd */
+        bits += 1;
+    } else if (up < 0) {
+        int down = cmp_half(&D, E, bits - 1);
+        if (down == 2) return 0;
+        if (down < 0 || (down == 0 && ((bits - 1) & 1) == 0)) bits -= 1;
+    }
+    memcpy(v, &bits, sizeof bits);
+    return 1;
+}
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -217,13 +310,25 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
         return p;
     }
 #if HAVE_EXT
-    if (s->ext && !big_exp && e10 >= -EXT_POW && e10 <= EXT_POW) {
-        double v, hi;
-        /* more than 19 digits: the value lies in [m, m + 1] * 10**e10, and when both ends
-         * round to one double, so does every value between them */
-        if (ext_round(m, e10, &v) && (!dropped || (ext_round(m + 1, e10, &hi) && hi == v))) {
-            *out = neg ? -v : v;
-            return p;
+    if (s->ext && !big_exp && e10 >= -2 * EXT_POW && e10 <= 2 * EXT_POW && m) {
+        long double r = (long double)m;
+        int e = e10, window = dropped ? 24 : 0;
+        if (e > EXT_POW) { r *= POW10L[EXT_POW]; e -= EXT_POW; window += 2; }
+        if (e < -EXT_POW) { r /= POW10L[EXT_POW]; e += EXT_POW; window += 2; }
+        r = e < 0 ? r / POW10L[-e] : r * POW10L[e];
+        uint64_t sig;
+        uint16_t top;
+        memcpy(&sig, &r, sizeof sig);  /* the x87 format: the explicit 64-bit significand */
+        memcpy(&top, (const char *)&r + 8, sizeof top);  /* then sign and biased exponent */
+        int e2 = (int)(top & 0x7FFF) - 16383;
+        if (e2 >= -1000 && e2 <= 1000) {
+            double v = (double)r;
+            int off = (int)(sig & 0x7FF) - 0x400;  /* from the halfway point in these bits */
+            if ((off > window || off < -window)
+                || bigcomp(d, (int)t1 + (int)(nint - t1), f, (int)(sig64 - nint), (int)(exp - (fe - fp)), &v)) {
+                *out = neg ? -v : v;
+                return p;
+            }
         }
     }
 #endif
