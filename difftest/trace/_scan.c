@@ -40,6 +40,16 @@ typedef struct {
     int32_t code;
 } Name;
 
+/* Spellings CPython's reader converted in this call (subnormals, huge values, very long
+ * mantissas...), by their exact text: the same text is the same double. */
+#define SPELL_SLOTS 64
+#define SPELL_MAX 32
+typedef struct {
+    size_t n;
+    char text[SPELL_MAX];
+    double v;
+} Spelling;
+
 typedef struct {
     Buf col[N_COLS];
     size_t mark[N_COLS];
@@ -52,6 +62,7 @@ typedef struct {
     int ext;             /* the 64-bit significand path is usable (ext_precision) */
     int n_names;
     Name names[NAME_SLOTS];  /* the names met in this call: no Python object per line */
+    Spelling spell[SPELL_SLOTS];
 } Scan;
 
 static int buf_reserve(Buf *b, size_t extra) {
@@ -212,6 +223,12 @@ static int bigcomp(const char *d, int n1, const char *f, int n2, int E, double *
     return 1;
 }
 
+static inline uint32_t name_hash(const char *p, Py_ssize_t n) {
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* m * 10**n + the value of the n digits at p (all digits: the caller checked), eight at a time
@@ -334,6 +351,14 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
 #endif
     /* exact fallback: CPython's correctly rounded reader, on a NUL-terminated copy */
     size_t len = (size_t)(p - start);
+    Spelling *seen = NULL;
+    if (len <= SPELL_MAX) {
+        seen = &s->spell[name_hash(start, (Py_ssize_t)len) % SPELL_SLOTS];
+        if (seen->n == len && memcmp(seen->text, start, len) == 0) {
+            *out = seen->v;
+            return p;
+        }
+    }
     char small[128];
     char *tmp = len < sizeof small ? small : (char *)malloc(len + 1);
     if (!tmp) { PyErr_NoMemory(); s->failed = 1; return NULL; }
@@ -346,6 +371,11 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
     if (bad) {
         if (PyErr_Occurred()) PyErr_Clear();
         return NULL;
+    }
+    if (seen) {
+        seen->n = len;
+        memcpy(seen->text, start, len);
+        seen->v = v;
     }
     *out = v;
     return p;
@@ -389,12 +419,6 @@ static int only_ws(const char *p, const char *end) {
 #define INT32_LO (-2147483647LL - 1)
 #define INT32_HI 2147483647LL
 #define POS_HI ((1LL << 40) - 1)
-
-static inline uint32_t name_hash(const char *p, Py_ssize_t n) {
-    uint32_t h = 2166136261u;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
-    return h;
-}
 
 /* A request name: no whitespace, no control character, not starting with '['. Its code comes
  * from this call's table, else from `reqs` (bytes -> code), else from `intern` (a new name). */
