@@ -1,9 +1,21 @@
 """Parse throughput, side by side in one run: difftest's two readers against the strongest
 baselines the Python ecosystem offers on the same file.
 
-Generates a large mixed level-3 trace (phase, propose, SPECTRACE, spec-logits top-8 rows, and
-30% other lines), then runs each contender in a fresh process (so CPU time, wall time and peak
-RSS are its own), interleaved over --repeat rounds:
+Generates a large trace of one or more compositions (--mix; seeded, every line valid):
+
+- standard: phase, propose, SPECTRACE, spec-logits top-8 rows printed with %.6g, 4 requests,
+  and 30% other lines (`generate`);
+- emitter: the emitter's spellings (%.9g of float32 logits, lists with a trailing space), 12
+  requests with 22-byte names interleaved line by line, 6-digit ids, 15% logger output (some
+  of it with `[` or a leading digit);
+- wide: one request, top-32 lists of %.9g values, no other output;
+- verify: level 1 only: SPECTRACE lines with k=24 lists of 6-digit ids, propose and phase;
+- digits: top-8 values spelled the hard ways (%.17g of doubles, %.9e, values times 10**±30,
+  signed zeros, subnormals, the largest double, exact halfway points between two doubles);
+- noisy: 60% of lines vLLM-logger output (`INFO ... [engine.py:42] ...`), %.9g top-8 rows;
+
+then runs each contender in a fresh process (so CPU time, wall time and peak RSS are its own),
+interleaved over --repeat rounds:
 
 - difftest compiled: `parse_trace` with the C scanner (full grammar, validation, invariants,
   every line kind, arrays out);
@@ -14,11 +26,13 @@ RSS are its own), interleaved over --repeat rounds:
   numpy read per chunk. No validation beyond what read_csv does, no other line kind;
 - pyarrow column: the file read by pyarrow.csv as one binary column, filtered by tag with
   compute kernels, separators replaced, and the filtered lines re-read by pyarrow.csv as
-  space-separated columns (fixed K=8 top lists; SPECTRACE fixed fields only).
+  space-separated columns (top lists of the first row's width; SPECTRACE counted, not read).
 
-Every contender returns the logit rows' pos, row, ids and values; their checksums are compared
-so a fast wrong answer shows. Usage:
-    python scripts/bench_parse.py [--mb 200] [--repeat 3] [--keep PATH]
+Every contender returns the logit rows' pos, row, ids and values, and the routes that read
+verifies their pos, k, ns, acc and id lists; checksums of both are compared so a fast wrong
+answer shows. Usage:
+    python scripts/bench_parse.py [--mb 200] [--repeat 3] [--mix standard emitter ...]
+                                  [--keep DIR] [--only CONTENDER ...]
 """
 
 from __future__ import annotations

@@ -320,7 +320,8 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
     int64_t e10_64 = (int64_t)exp + scale64;
     if (e10_64 < -100000 || e10_64 > 100000) big_exp = 1;  /* the exact reader decides */
     int e10 = big_exp ? 0 : (int)e10_64;
-    if (!dropped && !big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
+    /* Clinger's fast path (with digits dropped m has 19 digits: above 2**53) */
+    if (!big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
         double v = (double)m;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
         *out = neg ? -v : v;
@@ -333,19 +334,16 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
         if (e > EXT_POW) { r *= POW10L[EXT_POW]; e -= EXT_POW; window += 2; }
         if (e < -EXT_POW) { r /= POW10L[EXT_POW]; e += EXT_POW; window += 2; }
         r = e < 0 ? r / POW10L[-e] : r * POW10L[e];
+        /* m < 2**64 and |e10| <= 54 keep r within 2**-180 .. 2**245: far from subnormal
+         * doubles and from overflow, so r's halfway points are those of normal doubles */
         uint64_t sig;
-        uint16_t top;
         memcpy(&sig, &r, sizeof sig);  /* the x87 format: the explicit 64-bit significand */
-        memcpy(&top, (const char *)&r + 8, sizeof top);  /* then sign and biased exponent */
-        int e2 = (int)(top & 0x7FFF) - 16383;
-        if (e2 >= -1000 && e2 <= 1000) {
-            double v = (double)r;
-            int off = (int)(sig & 0x7FF) - 0x400;  /* from the halfway point in these bits */
-            if ((off > window || off < -window)
-                || bigcomp(d, (int)t1 + (int)(nint - t1), f, (int)(sig64 - nint), (int)(exp - (fe - fp)), &v)) {
-                *out = neg ? -v : v;
-                return p;
-            }
+        double v = (double)r;
+        int off = (int)(sig & 0x7FF) - 0x400;  /* from the halfway point in these bits */
+        if (off > window || off < -window
+            || bigcomp(d, (int)nint, f, (int)(sig64 - nint), (int)(exp - (fe - fp)), &v)) {
+            *out = neg ? -v : v;
+            return p;
         }
     }
 #endif

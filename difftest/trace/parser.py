@@ -679,7 +679,7 @@ class _LineTooLong(Exception):
 def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
     """(complete lines, False) blocks, then (the last line without newline, True) if any.
     A line is gathered piecewise (linear in its length) and capped at MAX_LINE_BYTES."""
-    pending: list[bytes] = []
+    pending: list[bytes | memoryview] = []
     pending_len = 0
     read = fh.read  # type: ignore[attr-defined]
     while True:

@@ -191,6 +191,7 @@ def test_compiled_float_reader_equals_float(text: str) -> None:
 @example("8.168997786612772713259102e-6")  # 25 digits just past a halfway point
 @example("-5.334690538062148926e+12")  # 19 digits, 1e12: near a halfway point
 @example("-0.000e-30")
+@example("-8.928086950024424394e-20")  # 19 digits, two steps through powers of ten
 def test_compiled_float_reader_is_exact_at_the_edges(text: str) -> None:
     """The scanner's exact fast paths (64-bit significand, exponents within 54, the exact
     comparison of digits with halfway points, and spellings kept per block) against float()."""
@@ -198,6 +199,26 @@ def test_compiled_float_reader_is_exact_at_the_edges(text: str) -> None:
 
     value, _ = _scan.read_float(text.encode())
     assert struct.pack("=d", value) == struct.pack("=d", float(text)), text
+
+
+@needs_fast
+def test_near_halfway_decimals_read_exactly() -> None:
+    """19 to 21 digits just below, on and above the halfway points of doubles whose decimal
+    exponent takes the scanner one or two steps through powers of ten (|e10| up to 54)."""
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    rng = np.random.default_rng(3)
+    doubles = np.concatenate([10.0 ** rng.uniform(-36, -20, 3000),
+                              10.0 ** rng.uniform(20, 48, 3000), rng.uniform(0.5, 2, 1000)])
+    texts = []
+    for x in doubles.tolist():
+        mid = halfway(x)
+        for digits in (19, 20, 21):
+            head, exp = format(mid, f".{digits - 1}e").split("e")
+            texts += [f"{head[:-1]}{d}e{exp}" for d in range(10)]
+    wrong = [t for t in texts
+             if struct.pack("=d", _scan.read_float(t.encode())[0]) != struct.pack("=d", float(t))]
+    assert not wrong, wrong[:5]
 
 
 def test_many_rare_spellings_in_one_block_read_exactly() -> None:
