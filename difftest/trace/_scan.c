@@ -3,11 +3,13 @@
  * It reads the canonical forms of the lines that make up the bulk of a trace ([spec-logits],
  * [SPECTRACE], [spec-propose], [spec-phase], [spec-phase-dev]) straight into the builder's
  * columns (bytearrays of native int32 / int64 / float64 / int8), counts and skips other program
- * output (handing over the lines that may hold a tag past their start), and stops at the first line it does not accept cleanly (an unusual spacing, a value out
- * of range, a broken invariant, a notice, an engine error, a route or header line): the Python
- * reader takes that line, with the messages and findings it has always given, and the scan
- * resumes after it. So the compiled path only ever accepts a subset of what the Python reader
- * accepts, and reads it to the same values (floats exactly as Python's float() reads them).
+ * output (handing over the lines that hold a known tag past their start or an engine-error or
+ * notice prefix anywhere), and stops at the first line it does not accept cleanly (an unusual
+ * spacing, a value out of range, a broken invariant, a notice, an engine error, a route or
+ * header line): the Python reader takes that line, with the messages and findings it has
+ * always given, and the scan resumes after it. So the compiled path only ever accepts a subset
+ * of what the Python reader accepts, and reads it to the same values (floats exactly as
+ * Python's float() reads them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -102,9 +104,11 @@ static const double POW10[23] = {
  * or divided through the x87's 64-bit significand: m and 10**k (k <= 27, as 5**27 < 2**64)
  * are exact there, so r = m * 10**e10 is rounded once (|e10| <= 27) or twice, to 64 bits. The
  * halfway points between normal doubles are exact in 64 bits, so when r is farther from one
- * than its error (half a 64-bit unit per rounding; for more than 19 digits, m is the first
- * 19 and the rest adds less than 10 units), rounding r to a double gives the correctly
- * rounded double. Otherwise the digits are compared exactly, as integers, with the halfway
+ * than its error, rounding r to a double gives the correctly rounded double. The error: half
+ * a 64-bit unit per rounding (the window is 0 units for one rounding, where only landing on a
+ * halfway point is ambiguous, and 2 for two); for more than 19 digits m is the first 19
+ * (m >= 10**18) and the digits left out add less than m / 10**18 of m, under 18.5 units, so
+ * the window is 24 more. Otherwise the digits are compared exactly, as integers, with the halfway
  * points next to that double (bigcomp). Anything else goes to CPython's reader. Used only
  * where long double is the x87 format and the FPU rounds to 64 bits (checked at run time:
  * some systems set it to 53). */
@@ -260,8 +264,10 @@ static inline int is_stop(char a, char b, char c) { return c && (c == a || c == 
 /* A float as the grammar's FLOAT spells it ([-+]?(digits[.digits]|.digits)([eE][-+]?digits)?,
  * nan, inf; case-insensitive), ending at `end` or at `stop1` or `stop2`. Returns the
  * position after it, or NULL when the text is not such a float. The value is exactly what
- * float() returns: short decimals through the exact fast path (a mantissa below 2**53 times or
- * over an exact power of ten, one rounding), everything else through CPython's own reader. */
+ * float() returns: short decimals through Clinger's fast path (a mantissa up to 2**53 times or
+ * over an exact power of ten, one rounding), up to 19 significant digits with exponents within
+ * 54 through the x87's 64-bit significand and, near a halfway point, bigcomp (see above);
+ * everything else through CPython's own reader. */
 static const char *read_float(Scan *s, const char *p, const char *end, char stop1, char stop2,
                               double *out, int *digits) {
     const char *start = p;
