@@ -107,7 +107,7 @@ static const double POW10[23] = {
  * than its error, rounding r to a double gives the correctly rounded double. The error: half
  * a 64-bit unit per rounding (the window is 0 units for one rounding, where only landing on a
  * halfway point is ambiguous, and 2 for two); for more than 19 digits m is the first 19
- * (m >= 10**18) and the digits left out add less than m / 10**18 of m, under 18.5 units, so
+ * (m >= 10**18) and the digits left out add less than 1 / m <= 10**-18 of it, under 18.5 units, so
  * the window is 24 more. Otherwise the digits are compared exactly, as integers, with the halfway
  * points next to that double (bigcomp). Anything else goes to CPython's reader. Used only
  * where long double is the x87 format and the FPU rounds to 64 bits (checked at run time:

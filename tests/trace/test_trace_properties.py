@@ -4,7 +4,10 @@ raise difftest's own error, and the compiled and pure-Python readers agree on ev
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -218,6 +221,36 @@ def test_near_halfway_decimals_read_exactly() -> None:
             texts += [f"{head[:-1]}{d}e{exp}" for d in range(10)]
     wrong = [t for t in texts
              if struct.pack("=d", _scan.read_float(t.encode())[0]) != struct.pack("=d", float(t))]
+    assert not wrong, wrong[:5]
+
+
+@needs_fast
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux",
+                    reason="sets the x87 control word through glibc's fenv")
+def test_floats_read_exactly_when_the_fpu_rounds_to_53_bits() -> None:
+    """Some systems run the x87 at 53-bit precision: the scanner's 64-bit path must notice
+    and leave those spellings to the exact reader."""
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    libm = ctypes.CDLL("libm.so.6")
+    env = ctypes.create_string_buffer(64)  # fenv_t: the x87 control word first
+    assert libm.fegetenv(env) == 0
+    saved = env.raw
+    word = struct.unpack_from("=H", saved, 0)[0]
+    rounding_53 = bytearray(saved)
+    struct.pack_into("=H", rounding_53, 0, (word & ~0x300) | 0x200)  # precision control: 53
+    rng = np.random.default_rng(5)
+    texts = []
+    for x in (10.0 ** rng.uniform(-20, 20, 1000)).tolist():
+        head, exp = format(halfway(x), ".18e").split("e")
+        texts += [f"{head[:-1]}{d}e{exp}" for d in range(10)]
+    assert libm.fesetenv(ctypes.create_string_buffer(bytes(rounding_53), 64)) == 0
+    try:
+        got = [_scan.read_float(t.encode())[0] for t in texts]
+    finally:
+        libm.fesetenv(ctypes.create_string_buffer(saved, 64))
+    wrong = [t for t, v in zip(texts, got, strict=True)
+             if struct.pack("=d", v) != struct.pack("=d", float(t))]
     assert not wrong, wrong[:5]
 
 
