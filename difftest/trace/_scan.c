@@ -130,6 +130,7 @@ static int ext_precision(void) {
 static int ext_precision(void) { return 0; }
 #endif
 
+#if HAVE_EXT
 /* Unsigned integers of up to BN_LIMBS 32-bit limbs, least significant first. */
 #define BN_LIMBS 48
 typedef struct {
@@ -226,6 +227,7 @@ static int bigcomp(const char *d, int n1, const char *f, int n2, int E, double *
     memcpy(v, &bits, sizeof bits);
     return 1;
 }
+#endif
 
 static inline uint32_t name_hash(const char *p, Py_ssize_t n) {
     uint32_t h = 2166136261u;  /* FNV-1a */
