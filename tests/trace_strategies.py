@@ -4,6 +4,8 @@ program output, and mutations of valid lines."""
 
 from __future__ import annotations
 
+import decimal
+import math
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -14,11 +16,58 @@ IDS = st.one_of(SMALL_ID, INT32)
 REQ = st.text(alphabet="abcxyz019-_.:/é", min_size=1, max_size=6).filter(lambda s: s[0] != "[")
 
 
+def halfway(x: float) -> decimal.Decimal:
+    """The exact decimal halfway between a finite double and the next one up."""
+    ctx = decimal.Context(prec=1200)
+    up = math.nextafter(x, math.inf)
+    return ctx.divide(ctx.add(decimal.Decimal(x), decimal.Decimal(up)), 2)
+
+
+@st.composite
+def hard_float_text(draw: st.DrawFn) -> str:
+    """Spellings at the edges of exact decimal-to-double reading: halfway points between two
+    doubles written out exactly (round-half-even decides) or cut to 16-25 digits and nudged
+    by one in the last digit, long mantissas with exponents, signed zeros, subnormals and the
+    largest doubles."""
+    kind = draw(st.sampled_from(["tie", "near", "mantissa", "zero", "subnormal", "huge"]))
+    sign = draw(st.sampled_from(["", "-", "+"]))
+    if kind in ("tie", "near"):
+        x = draw(st.floats(1e-60, 1e60, allow_nan=False, allow_infinity=False))
+        mid = halfway(x)
+        if kind == "tie":
+            return sign + (format(mid, "f") if draw(st.booleans()) else format(mid, "e"))
+        digits = draw(st.integers(16, 25))
+        head, exp = format(mid, f".{digits - 1}e").split("e")
+        last = int(head[-1]) + draw(st.sampled_from([-1, 0, 1]))
+        if 0 <= last <= 9:
+            head = head[:-1] + str(last)
+        return f"{sign}{head}e{exp}"
+    if kind == "mantissa":  # 16-21 digits, exponents around the exact powers of ten
+        digits = draw(st.text(alphabet="0123456789", min_size=16, max_size=21))
+        point = draw(st.integers(0, len(digits)))
+        exp = draw(st.integers(-80, 80))
+        return f"{sign}{digits[:point]}.{digits[point:]}e{exp}"
+    if kind == "zero":
+        return sign + draw(st.sampled_from(["0", "0.0", "0e5", "0.000e-30", "00.00", ".0e99"]))
+    if kind == "subnormal":
+        x = draw(st.floats(0, 2.2250738585072014e-308, allow_subnormal=True))
+        return sign + draw(st.sampled_from([repr(x), f"{x:.17g}", f"{x:.25e}"]))
+    return sign + draw(st.sampled_from(["1.7976931348623157e308", "1.7976931348623158e308",
+                                        "1.7976931348623159e308", "2.2250738585072011e-308",
+                                        "2.2250738585072012e-308", "4.9e-324", "2.4703282292062328e-324"]))
+
+
 @st.composite
 def logit_text(draw: st.DrawFn) -> str:
     """A logit as a printf %g / %.9g / %f / odd-but-valid spelling would print it."""
-    kind = draw(st.sampled_from(["g6", "g9", "f", "e", "special", "odd", "long"]))
+    kind = draw(st.sampled_from(["g6", "g9", "f", "e", "special", "odd", "long", "g17",
+                                 "hard"]))
+    if kind == "hard":
+        return draw(hard_float_text())
     x = draw(st.floats(-1e6, 1e6, allow_nan=False, width=32))
+    if kind == "g17":  # any double, shortest and 17 digits
+        y = draw(st.floats(allow_nan=False, allow_infinity=False))
+        return repr(y) if draw(st.booleans()) else f"{y:.17g}"
     if kind == "g6":
         return f"{x:.6g}"
     if kind == "g9":
@@ -124,7 +173,11 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
                 "step 4 done[spec-logits] req=a pos=1 row=1 top=[ 1:0.5 2:0.25 ]",
                 "  vt: propose_drafts_block: failed", "\tvt: x", "x3:vt: x", "12 tokens [ok]",
                 "node7| vllm.cpp: request r has outgrown the draft speculative context",
-                "[graph] [spec-phase] pre=0.1ms", "0: plain", "  plain"])))
+                "[graph] [spec-phase] pre=0.1ms", "0: plain", "  plain",
+                # program output with a `[` or a leading digit that holds no tag: skipped
+                "INFO 12-06 18:09:31 [engine.py:42] Avg prompt throughput: 0.0 tokens/s",
+                "[spec-phase-devx] x=1", "[spec-logitsy] [SPECTRACEx] [dflash-route", "3 [ok] vtx: 1",
+                "  [rank0]: loading", "[2026-12-03 16:20:01] served"])))
     return lines, exp
 
 

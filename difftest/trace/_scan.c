@@ -3,16 +3,19 @@
  * It reads the canonical forms of the lines that make up the bulk of a trace ([spec-logits],
  * [SPECTRACE], [spec-propose], [spec-phase], [spec-phase-dev]) straight into the builder's
  * columns (bytearrays of native int32 / int64 / float64 / int8), counts and skips other program
- * output (handing over the lines that may hold a tag past their start), and stops at the first line it does not accept cleanly (an unusual spacing, a value out
- * of range, a broken invariant, a notice, an engine error, a route or header line): the Python
- * reader takes that line, with the messages and findings it has always given, and the scan
- * resumes after it. So the compiled path only ever accepts a subset of what the Python reader
- * accepts, and reads it to the same values (floats exactly as Python's float() reads them).
+ * output (handing over the lines that hold a known tag past their start or an engine-error or
+ * notice prefix anywhere), and stops at the first line it does not accept cleanly (an unusual
+ * spacing, a value out of range, a broken invariant, a notice, an engine error, a route or
+ * header line): the Python reader takes that line, with the messages and findings it has
+ * always given, and the scan resumes after it. So the compiled path only ever accepts a subset
+ * of what the Python reader accepts, and reads it to the same values (floats exactly as
+ * Python's float() reads them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <float.h>
 
 /* Column order; difftest/trace/parser.py builds the tuple in this order. */
 enum {
@@ -29,6 +32,26 @@ typedef struct {
     size_t n, cap;
 } Buf;
 
+/* Request names already coded in this call (they point into the scanned buffer), in an
+ * open-addressing table; past NAME_SLOTS / 2 names, the others are looked up in `reqs`. */
+#define NAME_SLOTS 256
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+    uint32_t hash;
+    int32_t code;
+} Name;
+
+/* Spellings CPython's reader converted in this call (subnormals, huge values, very long
+ * mantissas...), by their exact text: the same text is the same double. */
+#define SPELL_SLOTS 64
+#define SPELL_MAX 32
+typedef struct {
+    size_t n;
+    char text[SPELL_MAX];
+    double v;
+} Spelling;
+
 typedef struct {
     Buf col[N_COLS];
     size_t mark[N_COLS];
@@ -38,6 +61,10 @@ typedef struct {
     Py_ssize_t last_req_len;
     int32_t last_code;
     int failed;          /* a Python error is set */
+    int ext;             /* the 64-bit significand path is usable (ext_precision) */
+    int n_names;
+    Name names[NAME_SLOTS];  /* the names met in this call: no Python object per line */
+    Spelling spell[SPELL_SLOTS];
 } Scan;
 
 static int buf_reserve(Buf *b, size_t extra) {
@@ -71,18 +98,179 @@ static const double POW10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* ---- exact decimal to double, without CPython's reader for the common spellings ----------
+ *
+ * A mantissa m of up to 19 digits and a decimal exponent e10 within 54 are first multiplied
+ * or divided through the x87's 64-bit significand: m and 10**k (k <= 27, as 5**27 < 2**64)
+ * are exact there, so r = m * 10**e10 is rounded once (|e10| <= 27) or twice, to 64 bits. The
+ * halfway points between normal doubles are exact in 64 bits, so when r is farther from one
+ * than its error, rounding r to a double gives the correctly rounded double. The error: half
+ * a 64-bit unit per rounding (the window is 0 units for one rounding, where only landing on a
+ * halfway point is ambiguous, and 2 for two); for more than 19 digits m is the first 19
+ * (m >= 10**18) and the digits left out add less than 1 / m <= 10**-18 of it, under 18.5 units, so
+ * the window is 24 more. Otherwise the digits are compared exactly, as integers, with the halfway
+ * points next to that double (bigcomp). Anything else goes to CPython's reader. Used only
+ * where long double is the x87 format and the FPU rounds to 64 bits (checked at run time:
+ * some systems set it to 53). */
+#if LDBL_MANT_DIG == 64 && (defined(__x86_64__) || defined(__i386__))
+#define HAVE_EXT 1
+#define EXT_POW 27
+static const long double POW10L[EXT_POW + 1] = {
+    1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L, 1e13L,
+    1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L,
+    1e26L, 1e27L};
+
+static int ext_precision(void) {
+    volatile long double a = 9223372036854775808.0L, b = 1.0L;  /* 2**63 + 1: 64 bits */
+    volatile long double c = a + b;
+    return c - a == 1.0L;
+}
+#else
+#define HAVE_EXT 0
+static int ext_precision(void) { return 0; }
+#endif
+
+#if HAVE_EXT
+/* Unsigned integers of up to BN_LIMBS 32-bit limbs, least significant first. */
+#define BN_LIMBS 48
+typedef struct {
+    uint32_t w[BN_LIMBS];
+    int n;
+} Big;
+
+static void bn_set(Big *a, uint64_t v) {
+    a->w[0] = (uint32_t)v;
+    a->w[1] = (uint32_t)(v >> 32);
+    a->n = a->w[1] ? 2 : (a->w[0] ? 1 : 0);
+}
+
+/* a = a * k + add; 0 when it does not fit */
+static int bn_muladd(Big *a, uint32_t k, uint32_t add) {
+    uint64_t carry = add;
+    for (int i = 0; i < a->n; i++) {
+        uint64_t t = (uint64_t)a->w[i] * k + carry;
+        a->w[i] = (uint32_t)t;
+        carry = t >> 32;
+    }
+    if (carry) {
+        if (a->n == BN_LIMBS) return 0;
+        a->w[a->n++] = (uint32_t)carry;
+    }
+    return 1;
+}
+
+static int bn_mul_pow5(Big *a, int e) {
+    for (; e >= 13; e -= 13)
+        if (!bn_muladd(a, 1220703125u, 0)) return 0;  /* 5**13 */
+    static const uint32_t P5[13] = {1, 5, 25, 125, 625, 3125, 15625, 78125, 390625, 1953125,
+                                    9765625, 48828125, 244140625};
+    return bn_muladd(a, P5[e], 0);
+}
+
+static int bn_shl(Big *a, int s) {
+    if (!a->n) return 1;
+    int limbs = s / 32, bits = s % 32;
+    if (a->n + limbs + 1 > BN_LIMBS) return 0;
+    uint32_t top = bits ? a->w[a->n - 1] >> (32 - bits) : 0;
+    for (int i = a->n - 1; i >= 0; i--) {
+        uint32_t lo = (bits && i) ? a->w[i - 1] >> (32 - bits) : 0;
+        a->w[i + limbs] = (a->w[i] << bits) | lo;
+    }
+    for (int i = 0; i < limbs; i++) a->w[i] = 0;
+    a->n += limbs;
+    if (top) a->w[a->n++] = top;
+    return 1;
+}
+
+static int bn_cmp(const Big *a, const Big *b) {
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    for (int i = a->n - 1; i >= 0; i--)
+        if (a->w[i] != b->w[i]) return a->w[i] < b->w[i] ? -1 : 1;
+    return 0;
+}
+
+/* The sign of D * 10**E - h, h the halfway point between the positive normal double with
+ * bits `c` and the next one up: h = (2M + 1) * 2**(Q - 1). 2 when the numbers do not fit. */
+static int cmp_half(const Big *digits, int E, uint64_t c) {
+    uint64_t mant = (c & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int q = (int)((c >> 52) & 0x7FF) - 1075;
+    Big L = *digits, R;
+    bn_set(&R, 2 * mant + 1);
+    if (!(E >= 0 ? bn_mul_pow5(&L, E) : bn_mul_pow5(&R, -E))) return 2;
+    int shift = E - (q - 1);
+    if (!(shift >= 0 ? bn_shl(&L, shift) : bn_shl(&R, -shift))) return 2;
+    return bn_cmp(&L, &R);
+}
+
+/* The correctly rounded double of D * 10**E, D the `n1` digits at d then the `n2` at f (at
+ * most 40 in all), given a double *v (positive, normal, not its smallest or largest) within
+ * one unit of it; 0 when it cannot tell. */
+static int bigcomp(const char *d, int n1, const char *f, int n2, int E, double *v) {
+    if (n1 + n2 > 40) return 0;
+    Big D;
+    bn_set(&D, 0);
+    for (int i = 0; i < n1 + n2; i++) {
+        char c = i < n1 ? d[i] : f[i - n1];
+        if (!bn_muladd(&D, 10, (uint32_t)(c - '0'))) return 0;
+    }
+    uint64_t bits;
+    memcpy(&bits, v, sizeof bits);
+    int up = cmp_half(&D, E, bits);
+    if (up == 2) return 0;
+    if (up > 0 || (up == 0 && (bits & 1))) {  /* past the halfway point up, or on it, odd */
+        bits += 1;
+    } else if (up < 0) {
+        int down = cmp_half(&D, E, bits - 1);
+        if (down == 2) return 0;
+        if (down < 0 || (down == 0 && ((bits - 1) & 1) == 0)) bits -= 1;
+    }
+    memcpy(v, &bits, sizeof bits);
+    return 1;
+}
+#endif
+
+static inline uint32_t name_hash(const char *p, Py_ssize_t n) {
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* m * 10**n + the value of the n digits at p (all digits: the caller checked), eight at a time
+ * where bytes are little-endian (fast_float's conversion of eight digits). */
+static inline uint64_t digits_value(uint64_t m, const char *p, int n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v -= UINT64_C(0x3030303030303030);
+        v = (v * 10) + (v >> 8);
+        v = (((v & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x000F424000000064))
+             + (((v >> 16) & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x0000271000000001))) >> 32;
+        m = m * 100000000u + v;
+        p += 8;
+        n -= 8;
+    }
+#endif
+    while (n-- > 0) m = m * 10 + (uint64_t)(*p++ - '0');
+    return m;
+}
 
 static inline int lower(char c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
-static inline int is_stop(const char *stops, char c) { return c && strchr(stops, c); }
+/* A number ends at the end of its field or at one of (up to) two stop bytes; a NUL never
+ * stops one (0: no stop byte). */
+static inline int is_stop(char a, char b, char c) { return c && (c == a || c == b); }
 
 /* A float as the grammar's FLOAT spells it ([-+]?(digits[.digits]|.digits)([eE][-+]?digits)?,
- * nan, inf; case-insensitive), ending at `end` or at the first byte of `stops`. Returns the
+ * nan, inf; case-insensitive), ending at `end` or at `stop1` or `stop2`. Returns the
  * position after it, or NULL when the text is not such a float. The value is exactly what
- * float() returns: short decimals through the exact fast path (a mantissa below 2**53 times or
- * over an exact power of ten, one rounding), everything else through CPython's own reader. */
-static const char *read_float(Scan *s, const char *p, const char *end, const char *stops,
+ * float() returns: short decimals through Clinger's fast path (a mantissa up to 2**53 times or
+ * over an exact power of ten, one rounding), up to 19 significant digits with exponents within
+ * 54 through the x87's 64-bit significand and, near a halfway point, bigcomp (see above);
+ * everything else through CPython's own reader. */
+static const char *read_float(Scan *s, const char *p, const char *end, char stop1, char stop2,
                               double *out, int *digits) {
     const char *start = p;
     int neg = 0;
@@ -90,7 +278,7 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
     if (p + 3 <= end && ((lower(p[0]) == 'n' && lower(p[1]) == 'a' && lower(p[2]) == 'n')
                          || (lower(p[0]) == 'i' && lower(p[1]) == 'n' && lower(p[2]) == 'f'))) {
         p += 3;
-        if (p < end && !is_stop(stops, *p)) return NULL;
+        if (p < end && !is_stop(stop1, stop2, *p)) return NULL;
         char tmp[8];
         memcpy(tmp, start, (size_t)(p - start));
         tmp[p - start] = 0;
@@ -100,35 +288,29 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
         *digits = 0;
         return p;
     }
-    uint64_t m = 0;
-    int nd = 0;          /* significant digits accumulated in m (leading zeros skipped) */
-    int sig = 0;         /* significant digits printed (from the first non-zero one) */
-    int dropped = 0;     /* significant digits beyond what m holds exactly */
-    int scale = 0;       /* decimal exponent adjustment from digits after the point */
-    int any = 0;
-    while (p < end && is_digit(*p)) {
-        any = 1;
-        if (m || *p != '0') {
-            sig++;
-            if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; } else dropped++;
-        }
-        p++;
-    }
-    if (dropped) scale += dropped;
+    /* the digits before and after the point, then the significant ones: from the first
+     * non-zero digit; the first 19 of them go into m (exact in 64 bits) */
+    const char *ip = p;
+    while (p < end && is_digit(*p)) p++;
+    const char *ie = p, *fp = p, *fe = p;
     if (p < end && *p == '.') {
-        p++;
-        while (p < end && is_digit(*p)) {
-            any = 1;
-            if (m || *p != '0') {
-                sig++;
-                if (nd < 19) { m = m * 10 + (uint64_t)(*p - '0'); nd++; scale--; } else dropped++;
-            } else {
-                scale--;
-            }
-            p++;
-        }
+        fp = ++p;
+        while (p < end && is_digit(*p)) p++;
+        fe = p;
     }
-    if (!any) return NULL;
+    if (ie == ip && fe == fp) return NULL;  /* no digit at all */
+    const char *d = ip;
+    while (d < ie && *d == '0') d++;
+    const char *f = fp;
+    if (d == ie) while (f < fe && *f == '0') f++;  /* no significant digit before the point */
+    int64_t nint = ie - d, sig64 = nint + (fe - f);
+    int take = sig64 < 19 ? (int)sig64 : 19;
+    int64_t dropped = sig64 - take;   /* significant digits beyond what m holds exactly */
+    int t1 = nint < take ? (int)nint : take;
+    uint64_t m = digits_value(digits_value(0, d, t1), f, take - t1);
+    int sig = sig64 > 127 ? 127 : (int)sig64;
+    /* the value is m * 10**(exp - digits after the point + dropped digits) */
+    int64_t scale64 = dropped - (fe - fp);
     int exp = 0, big_exp = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -141,17 +323,48 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
         }
         if (eneg) exp = -exp;
     }
-    if (p < end && !is_stop(stops, *p)) return NULL;
-    *digits = sig ? (sig > 127 ? 127 : sig) : 1;
-    int e10 = exp + scale;
-    if (!dropped && !big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
+    if (p < end && !is_stop(stop1, stop2, *p)) return NULL;
+    *digits = sig ? sig : 1;
+    int64_t e10_64 = (int64_t)exp + scale64;
+    if (e10_64 < -100000 || e10_64 > 100000) big_exp = 1;  /* the exact reader decides */
+    int e10 = big_exp ? 0 : (int)e10_64;
+    /* Clinger's fast path (with digits dropped m has 19 digits: above 2**53) */
+    if (!big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
         double v = (double)m;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
         *out = neg ? -v : v;
         return p;
     }
+#if HAVE_EXT
+    if (s->ext && !big_exp && e10 >= -2 * EXT_POW && e10 <= 2 * EXT_POW && m) {
+        long double r = (long double)m;
+        int e = e10, window = dropped ? 24 : 0;
+        if (e > EXT_POW) { r *= POW10L[EXT_POW]; e -= EXT_POW; window += 2; }
+        if (e < -EXT_POW) { r /= POW10L[EXT_POW]; e += EXT_POW; window += 2; }
+        r = e < 0 ? r / POW10L[-e] : r * POW10L[e];
+        /* m < 2**64 and |e10| <= 54 keep r within 2**-180 .. 2**245: far from subnormal
+         * doubles and from overflow, so r's halfway points are those of normal doubles */
+        uint64_t sig;
+        memcpy(&sig, &r, sizeof sig);  /* the x87 format: the explicit 64-bit significand */
+        double v = (double)r;
+        int off = (int)(sig & 0x7FF) - 0x400;  /* from the halfway point in these bits */
+        if (off > window || off < -window
+            || bigcomp(d, (int)nint, f, (int)(sig64 - nint), (int)(exp - (fe - fp)), &v)) {
+            *out = neg ? -v : v;
+            return p;
+        }
+    }
+#endif
     /* exact fallback: CPython's correctly rounded reader, on a NUL-terminated copy */
     size_t len = (size_t)(p - start);
+    Spelling *seen = NULL;
+    if (len <= SPELL_MAX) {
+        seen = &s->spell[name_hash(start, (Py_ssize_t)len) % SPELL_SLOTS];
+        if (seen->n == len && memcmp(seen->text, start, len) == 0) {
+            *out = seen->v;
+            return p;
+        }
+    }
     char small[128];
     char *tmp = len < sizeof small ? small : (char *)malloc(len + 1);
     if (!tmp) { PyErr_NoMemory(); s->failed = 1; return NULL; }
@@ -164,6 +377,11 @@ static const char *read_float(Scan *s, const char *p, const char *end, const cha
     if (bad) {
         if (PyErr_Occurred()) PyErr_Clear();
         return NULL;
+    }
+    if (seen) {
+        seen->n = len;
+        memcpy(seen->text, start, len);
+        seen->v = v;
     }
     *out = v;
     return p;
@@ -208,7 +426,8 @@ static int only_ws(const char *p, const char *end) {
 #define INT32_HI 2147483647LL
 #define POS_HI ((1LL << 40) - 1)
 
-/* A request name: no whitespace, no control character, not starting with '['. */
+/* A request name: no whitespace, no control character, not starting with '['. Its code comes
+ * from this call's table, else from `reqs` (bytes -> code), else from `intern` (a new name). */
 static const char *read_req(Scan *s, const char *p, const char *end, int32_t *code) {
     const char *q = p;
     while (q < end && (unsigned char)*q > 0x20 && *q != 0x7f) q++;
@@ -217,6 +436,19 @@ static const char *read_req(Scan *s, const char *p, const char *end, int32_t *co
     if (s->last_req && n == s->last_req_len && memcmp(p, s->last_req, (size_t)n) == 0) {
         *code = s->last_code;
         return q;
+    }
+    uint32_t h = name_hash(p, n);
+    Name *slot = NULL;
+    for (uint32_t i = h;; i++) {
+        Name *e = &s->names[i % NAME_SLOTS];
+        if (!e->p) { slot = e; break; }
+        if (e->hash == h && e->n == n && memcmp(e->p, p, (size_t)n) == 0) {
+            s->last_req = p;
+            s->last_req_len = n;
+            s->last_code = e->code;
+            *code = e->code;
+            return q;
+        }
     }
     PyObject *name = PyBytes_FromStringAndSize(p, n);
     if (!name) { s->failed = 1; return NULL; }
@@ -234,6 +466,13 @@ static const char *read_req(Scan *s, const char *p, const char *end, int32_t *co
     }
     Py_DECREF(name);
     if (c == -1 && PyErr_Occurred()) { s->failed = 1; return NULL; }
+    if (s->n_names < NAME_SLOTS / 2) {
+        slot->p = p;
+        slot->n = n;
+        slot->hash = h;
+        slot->code = (int32_t)c;
+        s->n_names++;
+    }
     s->last_req = p;
     s->last_req_len = n;
     s->last_code = (int32_t)c;
@@ -288,7 +527,7 @@ static int line_logits(Scan *s, const char *p, const char *end, int64_t lineno) 
         if (!q || !(q < end && *q == ':')) return 0;
         double v;
         int digits;
-        q = read_float(s, q + 1, end, " ]", &v, &digits);
+        q = read_float(s, q + 1, end, ' ', ']', &v, &digits);
         if (!q || q == end) return 0;
         if (v - v != 0) digits = 0;  /* nan, inf and overflowed spellings count no digits */
         if (digits > best) best = digits;
@@ -375,7 +614,7 @@ static const char *field_ms(Scan *s, const char *p, const char *end, const char 
     p = lit(p, end, name, n);
     if (!p) return NULL;
     int digits;
-    p = read_float(s, p, end, "m", out, &digits);
+    p = read_float(s, p, end, 'm', 'm', out, &digits);
     if (!p) return NULL;
     return LIT(p, end, "ms");
 }
@@ -413,34 +652,54 @@ static int line_phase_dev(Scan *s, const char *p, const char *end, int64_t linen
     return 1;
 }
 
+
 static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose]", "[SPECTRACE]",
                               "[spec-logits]", "[dflash-route]", "[spec-drafting]",
                               "[spec-config]", "[spec-coverage]", NULL};
 
-/* Other output that may hold a tag or prefix past its start (grammar.may_be_misplaced, from
- * byte `from` on): the Python reader decides whether it is a misplaced tag. Lines with no `[`
- * that start with neither indentation nor a digit, the usual program output, cost one memchr. */
 /* An engine-error or notice prefix anywhere in the line (grammar.holds_marker): behind a
  * launcher's or logger's prefix, or an unknown one; the Python reader tells them apart. */
 static int holds_marker(const char *p, const char *end) {
-    size_t n = (size_t)(end - p);
-    return memmem(p, n, "vt: ", 4) != NULL || memmem(p, n, "vllm.cpp: request ", 18) != NULL;
+    const char *q = p;
+    while ((q = memchr(q, 'v', (size_t)(end - q))) != NULL) {
+        size_t left = (size_t)(end - q);
+        if (left < 4) return 0;
+        if (q[1] == 't' && q[2] == ':' && q[3] == ' ') return 1;
+        if (left >= 18 && q[1] == 'l' && memcmp(q, "vllm.cpp: request ", 18) == 0) return 1;
+        q++;
+    }
+    return 0;
 }
 
-static int may_be_misplaced(const char *p, const char *end, const char *from) {
-    if (p < end && (*p == ' ' || *p == '\t' || is_digit(*p))) return 1;
-    if (from < end && memchr(from, '[', (size_t)(end - from)) != NULL) return 1;
-    return holds_marker(p, end);
+/* Whether a known tag starts anywhere in [from, end). */
+static int holds_tag(const char *from, const char *end) {
+    const char *q = from;
+    while (q < end && (q = memchr(q, '[', (size_t)(end - q))) != NULL) {
+        size_t left = (size_t)(end - q);
+        for (const char **k = KNOWN; *k; k++) {
+            size_t n = strlen(*k);
+            if (n <= left && q[1] == (*k)[1] && memcmp(q, *k, n) == 0) return 1;
+        }
+        q++;
+    }
+    return 0;
+}
+
+/* A line that does not start with a known tag. The Python reader reads it only when it holds
+ * a known tag past its first byte (a misplaced tag, or one behind a launcher's or logger's
+ * prefix) or an engine-error or notice prefix anywhere (grammar.misplaced and the prefix
+ * stripping find nothing else); every other such line is program output it skips and counts,
+ * so the scan skips it here, whatever its first byte (indentation, a digit, a `[`). */
+static int other_output(const char *p, const char *end) {
+    if (p < end && holds_tag(p + 1, end)) return 0;
+    return holds_marker(p, end) ? 0 : 2;
 }
 
 /* 1: read; 0: hand to the Python reader; 2: other output, skipped. */
 static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
-    if (p == end || *p != '[') {
-        if (LIT(p, end, "vt: ") || LIT(p, end, "vllm.cpp: request ")) return 0;
-        return may_be_misplaced(p, end, p) ? 0 : 2;
-    }
+    if (p == end || *p != '[') return other_output(p, end);
     const char *close = memchr(p, ']', (size_t)(end - p));
-    if (!close) return holds_marker(p, end) ? 0 : 2;  /* every tag ends with `]` */
+    if (!close) return other_output(p, end);  /* every tag ends with `]` */
     size_t tlen = (size_t)(close + 1 - p);
     const char *body = close + 1;
     switch (tlen) {
@@ -462,7 +721,7 @@ static int line(Scan *s, const char *p, const char *end, int64_t lineno) {
     }
     for (const char **k = KNOWN; *k; k++)
         if (strlen(*k) == tlen && !memcmp(p, *k, tlen)) return 0;
-    return may_be_misplaced(p, end, p + 1) ? 0 : 2;
+    return other_output(p, end);
 }
 
 static int flush(Scan *s, PyObject *cols) {
@@ -501,6 +760,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     Scan s;
     memset(&s, 0, sizeof s);
+    s.ext = ext_precision();
     s.reqs = reqs;
     s.intern = intern;
     const char *base = (const char *)view.buf;
@@ -537,9 +797,10 @@ static PyObject *read_float_py(PyObject *self, PyObject *arg) {
     if (PyBytes_AsStringAndSize(arg, &text, &n) < 0) return NULL;
     Scan s;
     memset(&s, 0, sizeof s);
+    s.ext = ext_precision();
     double v;
     int digits;
-    const char *q = read_float(&s, text, text + n, "", &v, &digits);
+    const char *q = read_float(&s, text, text + n, 0, 0, &v, &digits);
     if (s.failed) return NULL;
     if (!q || q != text + n) Py_RETURN_NONE;
     if (v - v != 0) digits = 0;

@@ -537,7 +537,7 @@ class TraceBuilder:
     def _check_repeated_logits(self, lg: LogitRows) -> None:
         """A (request, pos, row) traced twice: harmless when identical (bit for bit), else the
         arm contradicts itself there."""
-        if len(lg) < 2:
+        if len(lg) < 2 or not _may_repeat(lg):
             return
         order = np.lexsort((lg.line, lg.row, lg.pos, lg.req))  # copies in file order
         same_key = ((lg.req[order][1:] == lg.req[order][:-1])
@@ -566,8 +566,12 @@ class TraceBuilder:
     def _check_logits(self, lg: LogitRows) -> None:
         if not len(lg):
             return
-        cols = np.arange(lg.top_vals.shape[1])[None, :] < lg.width[:, None]
-        nonfinite = np.flatnonzero(~np.all(np.isfinite(lg.top_vals) | ~cols, axis=1))
+        if int(lg.width.min()) == lg.top_vals.shape[1]:  # every row full: no padding to mask
+            cols = np.ones((1, lg.top_vals.shape[1]), dtype=bool)
+            nonfinite = np.flatnonzero(~np.isfinite(lg.top_vals).all(axis=1))
+        else:
+            cols = np.arange(lg.top_vals.shape[1])[None, :] < lg.width[:, None]
+            nonfinite = np.flatnonzero(~np.all(np.isfinite(lg.top_vals) | ~cols, axis=1))
         for i in nonfinite[:1000].tolist():
             self._finding(int(lg.line[i]), FindingKind.NON_FINITE,
                           f"[spec-logits] req={self.requests[lg.req[i]]} pos={lg.pos[i]} "
@@ -581,7 +585,9 @@ class TraceBuilder:
                           f"[spec-logits] row={lg.row[i]}: fewer than two entries, margin undefined")
         if lg.top_vals.shape[1] >= 2:
             with np.errstate(invalid="ignore"):
-                rising = (lg.top_vals[:, 1:] > lg.top_vals[:, :-1]) & cols[:, 1:]
+                rising = lg.top_vals[:, 1:] > lg.top_vals[:, :-1]
+            if cols.shape[0] > 1:
+                rising &= cols[:, 1:]
             for i in np.flatnonzero(rising.any(axis=1))[:100].tolist():
                 self._finding(int(lg.line[i]), FindingKind.INVARIANT,
                               "[spec-logits] top list is not ordered highest first")
@@ -644,6 +650,20 @@ def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.nd
     return out
 
 
+def _may_repeat(lg: LogitRows) -> bool:
+    """False when no (request, pos, row) occurs twice, told from one sort of the three packed
+    into an int64 (when they fit); True when some may (the full check then finds which)."""
+    bits = [int(x.max()).bit_length() if int(x.min()) >= 0 else 64
+            for x in (lg.req, lg.pos, lg.row)]
+    if sum(bits) > 63:
+        return True
+    key = lg.req.astype(np.int64) << (bits[1] + bits[2])
+    key |= lg.pos.astype(np.int64) << bits[2]
+    key |= lg.row.astype(np.int64)
+    key.sort()
+    return bool(np.any(key[1:] == key[:-1]))
+
+
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     off = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=off[1:])
@@ -659,7 +679,7 @@ class _LineTooLong(Exception):
 def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
     """(complete lines, False) blocks, then (the last line without newline, True) if any.
     A line is gathered piecewise (linear in its length) and capped at MAX_LINE_BYTES."""
-    pending: list[bytes] = []
+    pending: list[bytes | memoryview] = []
     pending_len = 0
     read = fh.read  # type: ignore[attr-defined]
     while True:
@@ -676,7 +696,7 @@ def _blocks(fh: object, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
         if pending:
             if pending_len + chunk.find(b"\n") > MAX_LINE_BYTES:
                 raise _LineTooLong
-            pending.append(chunk[:cut + 1])
+            pending.append(memoryview(chunk)[:cut + 1])  # joined without a copy of its own
             block = b"".join(pending)
         else:
             block = chunk[:cut + 1]

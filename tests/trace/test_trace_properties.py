@@ -4,7 +4,10 @@ raise difftest's own error, and the compiled and pure-Python readers agree on ev
 
 from __future__ import annotations
 
+import ctypes
+import platform
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,13 @@ from difftest.core.errors import DifftestError, TraceError
 from difftest.core.model import ArmTrace
 from difftest.trace import fast_path_available, parse_text, parse_trace
 from difftest.trace import grammar as g
-from tests.trace_strategies import logit_text, mutated_trace, valid_trace
+from tests.trace_strategies import (
+    halfway,
+    hard_float_text,
+    logit_text,
+    mutated_trace,
+    valid_trace,
+)
 
 needs_fast = pytest.mark.skipif(not fast_path_available(),
                                 reason="the compiled scanner is not built")
@@ -175,6 +184,101 @@ def test_compiled_float_reader_equals_float(text: str) -> None:
     value, digits = got
     assert struct.pack("=d", value) == struct.pack("=d", float(text))
     assert digits == (min(g.sig_digits(text.encode()), 127) if np.isfinite(value) else 0)
+
+
+@needs_fast
+@settings(max_examples=1500, deadline=None)
+@given(hard_float_text())
+@example(format(halfway(0.1), "f"))  # a tie: round half to even, down
+@example(format(halfway(1.0000000000000002), "f"))  # a tie, up to the even neighbour
+@example("8.168997786612772713259102e-6")  # 25 digits just past a halfway point
+@example("-5.334690538062148926e+12")  # 19 digits, 1e12: near a halfway point
+@example("-0.000e-30")
+@example("-8.928086950024424394e-20")  # 19 digits, two steps through powers of ten
+def test_compiled_float_reader_is_exact_at_the_edges(text: str) -> None:
+    """The scanner's exact fast paths (64-bit significand, exponents within 54, the exact
+    comparison of digits with halfway points, and spellings kept per block) against float()."""
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    value, _ = _scan.read_float(text.encode())
+    assert struct.pack("=d", value) == struct.pack("=d", float(text)), text
+
+
+@needs_fast
+def test_near_halfway_decimals_read_exactly() -> None:
+    """19 to 21 digits just below, on and above the halfway points of doubles whose decimal
+    exponent takes the scanner one or two steps through powers of ten (|e10| up to 54)."""
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    rng = np.random.default_rng(3)
+    doubles = np.concatenate([10.0 ** rng.uniform(-36, -20, 3000),
+                              10.0 ** rng.uniform(20, 48, 3000), rng.uniform(0.5, 2, 1000)])
+    texts = []
+    for x in doubles.tolist():
+        mid = halfway(x)
+        for digits in (19, 20, 21):
+            head, exp = format(mid, f".{digits - 1}e").split("e")
+            texts += [f"{head[:-1]}{d}e{exp}" for d in range(10)]
+    wrong = [t for t in texts
+             if struct.pack("=d", _scan.read_float(t.encode())[0]) != struct.pack("=d", float(t))]
+    assert not wrong, wrong[:5]
+
+
+@needs_fast
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux",
+                    reason="sets the x87 control word through glibc's fenv")
+def test_floats_read_exactly_when_the_fpu_rounds_to_53_bits() -> None:
+    """Some systems run the x87 at 53-bit precision: the scanner's 64-bit path must notice
+    and leave those spellings to the exact reader."""
+    from difftest.trace import _scan  # type: ignore[attr-defined]
+
+    libm = ctypes.CDLL("libm.so.6")
+    env = ctypes.create_string_buffer(64)  # fenv_t: the x87 control word first
+    assert libm.fegetenv(env) == 0
+    saved = env.raw
+    word = struct.unpack_from("=H", saved, 0)[0]
+    rounding_53 = bytearray(saved)
+    struct.pack_into("=H", rounding_53, 0, (word & ~0x300) | 0x200)  # precision control: 53
+    rng = np.random.default_rng(5)
+    texts = []
+    for x in (10.0 ** rng.uniform(-20, 20, 1000)).tolist():
+        head, exp = format(halfway(x), ".18e").split("e")
+        texts += [f"{head[:-1]}{d}e{exp}" for d in range(10)]
+    assert libm.fesetenv(ctypes.create_string_buffer(bytes(rounding_53), 64)) == 0
+    try:
+        got = [_scan.read_float(t.encode())[0] for t in texts]
+    finally:
+        libm.fesetenv(ctypes.create_string_buffer(saved, 64))
+    wrong = [t for t, v in zip(texts, got, strict=True)
+             if struct.pack("=d", v) != struct.pack("=d", float(t))]
+    assert not wrong, wrong[:5]
+
+
+def test_many_rare_spellings_in_one_block_read_exactly() -> None:
+    """Values only CPython's reader converts, many of one length (the scanner keeps such
+    spellings per block by their text: a collision must not hand one value to another)."""
+    rng = np.random.default_rng(7)
+    tiny = rng.integers(1, 2**52, 3000) * 2.0**-1074  # subnormals
+    texts = [f"{float(v):.17e}" for v in tiny] + ["4.9e-324", "-4.9e-324"] * 50
+    texts += [f"{float(v):.17e}" for v in tiny[:500]]  # the same spellings again
+    lines = [f"[spec-logits] req=r pos={i} row=1 top=[ 1:{t} ]" for i, t in enumerate(texts)]
+    want = bits(np.array([float(t) for t in texts]))
+    for pure in (False, True):
+        got = parse_text("\n".join(lines) + "\n", pure=pure).logits.top_vals[:, 0]
+        assert bits(got).tolist() == want.tolist()
+
+
+def test_request_names_with_one_hash_stay_apart() -> None:
+    """The scanner codes request names from a per-block table: two names with one 32-bit hash
+    (and one length), and more names than the table holds, each keep their own request."""
+    names = ["r0667786", "r1526240", "req-991307", "req-1971740"] + [f"n{i}" for i in range(300)]
+    lines = [f"[SPECTRACE] req={name} pos={i} k=0 ns=1 acc=0 draft=[ ] emit=[ {i} ]"
+             for name in names for i in range(3)]
+    lines = lines[::2] + lines[1::2]
+    text = ("\n".join(lines) + "\n").encode()
+    t = parse_text(text, pure=False)
+    assert [t.requests[r] for r in t.verifies.req.tolist()] == [line.split()[1][4:] for line in lines]
+    assert outcome(text, pure=False) == outcome(text, pure=True)
 
 
 def test_random_nine_digit_floats_read_exactly() -> None:
