@@ -1,6 +1,7 @@
-"""Every option the commands share, declared once (an `Annotated` type each), and `record`,
-which builds the record a group of them stands for (`Overrides`, `RunOptions`) from the
-command's parameters by the record's own fields."""
+"""Every option the commands share, declared once (an `Annotated` type each, or `output` and
+`jobs` where only the help differs), and `record`, which builds the record a group of them
+stands for (`Overrides`, `RunOptions`) from the command's parameters by the record's own
+fields."""
 
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def output(name: str, help: str) -> OptionInfo:
     return option
 
 
+def jobs(help: str) -> OptionInfo:
+    """`--jobs/-j N`: how many at once (a run's arms, a bisect's commits), at least 1."""
+    option: OptionInfo = typer.Option("--jobs", "-j", min=1, help=help)
+    return option
+
+
 TraceFile = Annotated[Path, typer.Argument(help="A captured trace (the runner's stderr).")]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="Config file (default: ./difftest.toml, else the packaged default).")]
@@ -74,14 +81,6 @@ RunRoot = Annotated[Path | None, typer.Option(
 Progress = Annotated[bool | None, typer.Option(
     "--progress/--no-progress", help="Show each arm's progress (default: when stderr is a "
                                      "terminal).")]
-
-
-def jobs(help: str) -> OptionInfo:
-    """`--jobs/-j N`: how many at once (arms, or a bisect's commits), at least 1."""
-    option: OptionInfo = typer.Option("--jobs", "-j", min=1, help=help)
-    return option
-
-
 Jobs = Annotated[int | None, jobs("Arms run at once (default: the CPU count for local arms, "
                                   "[defaults] launched_jobs for arms run through a launcher).")]
 UntilDecided = Annotated[int | None, typer.Option(

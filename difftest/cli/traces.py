@@ -35,8 +35,7 @@ def parse(
 
 
 def audit(
-    file: o.TraceFile,
-    format: o.ReportFormatOpt = o.ReportFormat.table,
+    file: o.TraceFile, format: o.ReportFormatOpt = o.ReportFormat.table,
     config: Annotated[Path | None, typer.Option(
         "--config", help="Take thresholds from this config's [audit] table.")] = None,
     min_distinct_ids: Annotated[int | None, typer.Option(
