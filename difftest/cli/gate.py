@@ -94,7 +94,7 @@ def calibrate(comparison: o.Comparison, config: o.ConfigOpt = None, run_root: o.
     probes still stand out (docs/thresholds.md): exit 0 and write the thresholds file, or 3
     when they cannot be certified (benign and wrong differences overlap, the separation's
     lower bound is below 1, the gate at them fails the benign pair on one of its own inputs,
-    or no probe ran), each said with what would fix it."""
+    or no probe ran)."""
     from difftest import api
 
     cal = api.calibrate(comparison, config=config, run_root=run_root, progress=progress,
