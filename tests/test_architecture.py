@@ -62,8 +62,7 @@ MODULES = {
     "bisect": ("evidence", "history", "trial", "journal", "search", "engine"),
     # the command line: the error translator and the shared options, then a file per kind of
     # command
-    "cli": ("errors", "options", "compare", "traces", "gate", "search", "cache", "explain",
-            "__main__"),
+    "cli": ("errors", "options", "compare", "traces", "gate", "search", "cache", "__main__"),
     "report": ("text", "cells", "headline", "evidence", "comparison", "audit_report",
                "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",

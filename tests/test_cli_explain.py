@@ -11,8 +11,8 @@ from difftest import api
 from difftest.analysis.findings import Demand, Origin, VerdictFinding
 from difftest.analysis.verdict import Verdict
 from difftest.cli import app
-from difftest.cli.explain import tree
 from difftest.core.kinds import Expect, Instrument
+from difftest.report.headline import verdict_tree
 
 DATA = Path(__file__).parent / "data" / "compare"
 
@@ -39,7 +39,7 @@ def test_the_tree_marks_the_strongest_finding_wherever_it_stands() -> None:
                        (Instrument.TOKENS,)),
         VerdictFinding(Origin.SWITCH, Demand.INERT, ("toggle 'lane': both arms report lane=paged",)),
     ], Expect.SAME, ())
-    assert tree("lanes", verdict) == [
+    assert verdict_tree("lanes", verdict) == [
         "lanes: INERT (inert, expect same)",
         "|- drafts: agree -> agree",
         "|  |- 7 block(s) compared, 0 differ",

@@ -82,7 +82,15 @@ def test_one_error_style_for_usage_errors_and_bad_input(args: list[object],
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("difftest: error: ") and message in done.stderr
     assert "Usage:" not in done.stderr and "Traceback" not in done.stderr
+    assert "internal error" not in done.stderr  # said as what it is, not as a bug
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_no_arguments_print_the_help_on_stdout_and_exit_2() -> None:
+    done = difftest()
+    assert done.returncode == 2 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("Usage: difftest [OPTIONS] COMMAND [ARGS]...")
+    assert "  compare  " in done.stdout and "Traceback" not in done.stdout
 
 
 def test_stdout_to_a_full_device_is_a_clear_error() -> None:

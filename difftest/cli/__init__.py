@@ -1,12 +1,7 @@
-"""The `difftest` command line: a file per kind of command (`compare`, `traces`, `gate`,
-`search`, `explain`, `cache`), each command one call of `difftest.api`, then printing and the
-exit code; nothing here decides what a comparison means. Options shared by commands are declared
-once (`options`); errors are said once, by the command group (`errors.Group`). A new command is a
-function in one of those files (or a file of its own), registered below.
-
-Nothing heavy is imported at module level, so `difftest --help` starts without numpy, pandas or
-torch.
-"""
+"""The `difftest` command line: a file per kind of command, each command one call of
+`difftest.api`, then printing and the exit code; shared options are declared once (`options`),
+errors said once, by the command group (`errors.Group`). Nothing heavy is imported at module
+level, so `difftest --help` starts without numpy, pandas or torch."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from difftest.cli import cache, compare, explain, gate, search, traces
+from difftest.cli import cache, compare, gate, search, traces
 from difftest.cli.errors import Group
 
 HELP = ("Compare what two arms of a speculative-decoding runner drafted, and prove the "
@@ -58,7 +53,7 @@ def _root(
 
 
 for command in (search.localize, traces.parse, traces.audit, compare.compare, compare.export,
-                explain.explain, gate.noise, gate.calibrate, gate.check, gate.probe, gate.sweep,
+                compare.explain, gate.noise, gate.calibrate, gate.check, gate.probe, gate.sweep,
                 search.bisect):
     app.command()(command)
 app.add_typer(cache_app, name="cache")

@@ -28,15 +28,11 @@ def cache_prune(
         "--older-than", min=0.0, help="Remove checkouts unused for this many days.")] = 14.0,
     all_: Annotated[bool, typer.Option(
         "--all", help="Remove every checkout not in use right now.")] = False,
-    cache: Cache = None,
-    config: o.ConfigOpt = None,
+    cache: Cache = None, config: o.ConfigOpt = None,
 ) -> None:
     """Remove broken checkouts and those unused for a while (only ones difftest made)."""
     from difftest import api
+    from difftest.report import cache_report
 
-    done = api.cache_prune(cache, config, older_than=0.0 if all_ else older_than)
-    for path in done.removed:
-        typer.echo(f"removed {path}")
-    for path, why in done.skipped:
-        typer.echo(f"skipped {path}: {why}")
-    typer.echo(f"{len(done.removed)} checkout(s) removed, {len(done.skipped)} skipped")
+    typer.echo(cache_report.render_pruned(
+        api.cache_prune(cache, config, older_than=0.0 if all_ else older_than)))

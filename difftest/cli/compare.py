@@ -1,10 +1,10 @@
-"""`difftest compare` and `difftest export`: one comparison judged (arms run, two traces read,
-or a past run judged again), and its report on stdout and in files."""
+"""`difftest compare`, `export` and `explain`: one comparison judged (arms run, two traces read,
+or a past run judged again), its report on stdout and in files, or why its verdict is what it is."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -15,24 +15,15 @@ if TYPE_CHECKING:
     from difftest.flow.evaluate import ComparisonReport
 
 
-def emit_report(report: ComparisonReport, format: o.CompareFormat, csv: Path | None,
-                missing: bool) -> None:
-    """The report on stdout in `format`, and the verdict's exit code (2 when a file it was to
-    write was not written)."""
-    from difftest.report import comparison as render
+def _print(report: ComparisonReport, format: o.CompareFormat, csv: Path | None,
+           missing: bool) -> NoReturn:
+    """The report on stdout, then the verdict's exit code (2 when a file was not written)."""
+    from difftest.report.comparison import render
 
     if csv is not None and report.comparison is None:
-        typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was "
-                   "compared", err=True)
-    if format is o.CompareFormat.json:
-        typer.echo(render.render_json(report))
-    elif format is o.CompareFormat.markdown:
-        from difftest.flow.localize import saved_localizations
-
-        typer.echo(render.render_markdown(
-            report, saved_localizations(report.run_dir) if report.run_dir else ()))
-    else:
-        typer.echo(render.render_table(report))
+        typer.echo(f"difftest: no CSV written to {csv}: an arm failed, nothing was compared",
+                   err=True)
+    typer.echo(render(report, format))
     done(report.exit_code, missing)
 
 
@@ -58,19 +49,15 @@ def compare(
         arm_a, arm_b, traces=api.Traces(trace_a, trace_b, line_prefix), comparison=comparison,
         config=config, overrides=o.record(Overrides, ctx.params),
         options=o.record(RunOptions, ctx.params), outputs=api.Outputs(csv, html)))
-    emit_report(report, format, csv, missing)
+    _print(report, format, csv, missing)
 
 
 def export(
-    ctx: typer.Context,
-    run_dir: Annotated[Path, typer.Argument(help="A run directory (traces/runs/<run-id>).")],
+    ctx: typer.Context, run_dir: o.RunDir,
     format: o.CompareFormatOpt = o.CompareFormat.table, csv: o.Csv = None, html: o.Html = None,
     expect: o.Expect = None, near_tie: o.NearTie = None, atol: o.Atol = None,
     min_differing: o.MinDiffering = None, drafting: o.Drafting = None, rtol: o.Rtol = None,
-    comparison: Annotated[str | None, typer.Option(
-        "--comparison", "-c", help="Which comparison of a run of several (check, probe, "
-                                   "noise): NAME, or NAME/MUTATION for a probed mutation.")
-    ] = None,
+    comparison: o.RunComparison = None,
 ) -> None:
     """Re-judge and re-export a past run (other thresholds welcome); nothing is re-run."""
     from difftest import api
@@ -79,4 +66,15 @@ def export(
     report, missing = kept(lambda: api.rejudge(
         run_dir, comparison=comparison, overrides=o.record(Overrides, ctx.params),
         outputs=api.Outputs(csv, html)))
-    emit_report(report, format, csv, missing)
+    _print(report, format, csv, missing)
+
+
+def explain(run_dir: o.RunDir, comparison: o.RunComparison = None) -> None:
+    """Print why a past run's verdict is what it is: each instrument's finding, the one that
+    decides, and its reasons (judged again as `export` does; nothing is re-run)."""
+    from difftest import api
+    from difftest.report.headline import verdict_tree
+
+    report = api.rejudge(run_dir, comparison=comparison)
+    typer.echo("\n".join(verdict_tree(report.name, report.verdict)))
+    done(report.exit_code)

@@ -1,33 +1,33 @@
 """The command line's one error translator (`said`): every usage error, bad parameter, failure
 of difftest and unwritable standard output becomes one `difftest: error: ...` line on stderr and
 its exit code (exit 1 is for "differ" only), without click's usage banner or a traceback.
-The command group (`Group`) applies it once: `main` to what click raises, `invoke` to what a
-command raises."""
+The command group (`Group`) applies it once: `invoke` to what a command raises, `main` to the
+rest (click's own errors, an interrupt, a failed standard output)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import importlib
-import io
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
 from difftest.core.deprecation import one_line_on_stderr
-from difftest.core.errors import DifftestError, ExitCode
+from difftest.core.errors import DifftestError, ExitCode, stopped_by
 
 if TYPE_CHECKING:
     from typer._click import Context  # the click typer vendors, whose Group this is
 
 R = TypeVar("R")
 STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)  # standard output itself failed
+# the exceptions of the click typer raises: its own copy where it vendors one, else click's
+CLICK = sys.modules[typer.BadParameter.__module__]
 
 
 def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
@@ -39,15 +39,12 @@ def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
         return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
         signum = getattr(exc, "signum", 2)  # SIGTERM and SIGHUP outside a run's stages
-        code = 128 + signum if isinstance(signum, int) else 130
-        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(code - 128, "interrupted")
-        return f"difftest: {what}", ExitCode(code) if code in set(ExitCode) else \
-            ExitCode.INTERRUPTED
+        what, code = stopped_by(signum if isinstance(signum, int) else 2)
+        return f"difftest: {what}", code
+    if isinstance(exc, OSError) and stdout:
+        where = exc.filename or "standard output"
+        return f"difftest: error: cannot write to {where}: {exc.strerror or exc}", ExitCode.USAGE
     if isinstance(exc, OSError):
-        if stdout:
-            where = exc.filename or "standard output"
-            return f"difftest: error: cannot write to {where}: {exc.strerror or exc}", \
-                ExitCode.USAGE
         where = f"{exc.filename}: " if exc.filename is not None else ""
         why = ("the disk is full (no space left on device)" if exc.errno == errno.ENOSPC
                else exc.strerror or str(exc))
@@ -65,33 +62,15 @@ def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
 
 
 def die(line: str, code: ExitCode) -> NoReturn:
-    try:
+    with contextlib.suppress(OSError):
         typer.echo(line, err=True)
-    except OSError:
-        pass
     sys.exit(int(code))
-
-
-def _click() -> ModuleType:
-    """The click exceptions typer raises: its own copy of click where it vendors one."""
-    try:
-        return importlib.import_module("typer._click.exceptions")
-    except ImportError:
-        return importlib.import_module("click.exceptions")
-
-
-def _of(module: ModuleType, *names: str) -> tuple[type[BaseException], ...]:
-    found = (getattr(module, name, None) for name in names)
-    return tuple(f for f in found if isinstance(f, type) and issubclass(f, BaseException))
 
 
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's last flush cannot fail again at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass
+    with contextlib.suppress(OSError, ValueError):  # io.UnsupportedOperation is both
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class Group(TyperGroup):
@@ -102,11 +81,9 @@ class Group(TyperGroup):
         """Run the command; what it raises is said on stderr and exits with its code. Click's
         own errors and exits, and a failed standard output, go on to `main`."""
         one_line_on_stderr()  # an old config key a command meets says so in one line
-        clicks: tuple[type[BaseException], ...] = (
-            typer.Exit, typer.Abort, *_of(_click(), "Exit", "Abort", "ClickException"))
         try:
             return super().invoke(ctx)
-        except clicks:
+        except (typer.Exit, typer.Abort, CLICK.ClickException):
             raise
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(exc, OSError) and exc.filename is None and exc.errno in STDOUT_ERRNOS:
@@ -125,34 +102,26 @@ class Group(TyperGroup):
             die("difftest: error: standard output is closed: the verdict and reports would be "
                 "lost; run with standard output open (redirect it to a file or /dev/null)",
                 ExitCode.USAGE)
-        cx = _click()
-        exits: tuple[type[BaseException], ...] = (typer.Exit, *_of(cx, "Exit"))
-        aborts: tuple[type[BaseException], ...] = (typer.Abort, KeyboardInterrupt,
-                                                   *_of(cx, "Abort"))
         try:
             try:
                 code = super().main(args, prog_name or "difftest", complete_var, False,
                                     windows_expand_args, **extra)
-                sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
-            except exits as exc:
-                sys.stdout.flush()
-                code = getattr(exc, "exit_code", 0)
-        except aborts:
+            except typer.Exit as exc:
+                code = exc.exit_code
+            sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
+        except (typer.Abort, KeyboardInterrupt):
             die(*said(KeyboardInterrupt()))
-        except Exception as exc:
-            if isinstance(exc, cx.NoArgsIsHelpError):
-                typer.echo(exc.format_message())  # the help text itself
-                sys.exit(int(ExitCode.USAGE))
-            if isinstance(exc, cx.UsageError):
-                ctx = getattr(exc, "ctx", None)
-                where = ctx.command_path if ctx is not None else "difftest"
-                die(f"difftest: error: {exc.format_message()} (see '{where} --help')",
-                    ExitCode.USAGE)
-            if isinstance(exc, cx.ClickException):
-                die(f"difftest: error: {exc.format_message()}", ExitCode.USAGE)
-            if not isinstance(exc, OSError):
-                raise
-            _quiet_stdout()  # standard output: a full disk, a closed pipe
+        except CLICK.NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message())  # the help text itself
+            sys.exit(int(ExitCode.USAGE))
+        except CLICK.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "difftest"
+            die(f"difftest: error: {exc.format_message()} (see '{where} --help')",
+                ExitCode.USAGE)
+        except CLICK.ClickException as exc:
+            die(f"difftest: error: {exc.format_message()}", ExitCode.USAGE)
+        except OSError as exc:  # standard output: a full disk, a closed pipe
+            _quiet_stdout()
             die(*said(exc, stdout=True))
         sys.exit(code if isinstance(code, int) else 0)
 

@@ -30,9 +30,8 @@ def check(
     run_root: o.RunRoot = None, progress: o.Progress = None, jobs: o.Jobs = None,
 ) -> None:
     """Run every configured comparison (and the probes they require): the pre-merge gate.
-
     With `sweep = true` in the config's [check] table, each comparison whose toggle is about
-    some state is also swept (as `difftest sweep` does) within `sweep_budget_s` seconds.
+    some state is also swept, as `difftest sweep` does (docs/configuration.md).
 
     Exit code: the worst of the comparisons', probes' and sweeps', by severity arm-failed (4) >
     usage (2: a probe whose mutation never reached the runner, NOT-APPLIED) > differ (1) >
@@ -45,8 +44,7 @@ def check(
     result, missing = kept(lambda: api.check(
         config, only=only, probes=not no_probes, junit=junit, markdown=markdown, html=html,
         options=o.record(RunOptions, ctx.params)))
-    typer.echo(gate_report.render_check_json(result) if format is o.ReportFormat.json
-               else gate_report.check_lines(result))
+    typer.echo(gate_report.render_check(result, format))
     done(result.exit_code, missing)
 
 
@@ -58,22 +56,18 @@ def probe(
     mutation: Annotated[list[str] | None, typer.Option(
         "--mutation", "-m", help="Repeatable; default: the comparison's mutations, else the "
                                  "built-ins.")] = None,
-    config: o.ConfigOpt = None,
-    format: o.ReportFormatOpt = o.ReportFormat.table,
-    run_root: o.RunRoot = None,
-    progress: o.Progress = None,
+    config: o.ConfigOpt = None, format: o.ReportFormatOpt = o.ReportFormat.table,
+    run_root: o.RunRoot = None, progress: o.Progress = None,
 ) -> None:
     """Break arm B on purpose and check that the comparison notices: exit 0 when every
     mutation was killed, 3 when any survived."""
     from difftest import api
-    from difftest.core.jsonout import dumps
     from difftest.report import gate_report
 
     result, missing = kept(lambda: api.probe(arm_a, arm_b, comparison=comparison,
                                              mutations=mutation, config=config,
                                              run_root=run_root, progress=progress))
-    typer.echo(dumps(gate_report.probe_dict(result)) if format is o.ReportFormat.json
-               else gate_report.probe_table(result))
+    typer.echo(gate_report.render_probe(result, format))
     done(result.exit_code, missing)
 
 
@@ -81,10 +75,8 @@ def noise(
     arm: Annotated[str, typer.Option("--arm", help="Arm name from the config.")],
     noise_runs: Annotated[int | None, typer.Option(
         "--noise-runs", min=2, help="How many times to run it (default 3).")] = None,
-    config: o.ConfigOpt = None,
-    format: o.ReportFormatOpt = o.ReportFormat.table,
-    run_root: o.RunRoot = None,
-    progress: o.Progress = None,
+    config: o.ConfigOpt = None, format: o.ReportFormatOpt = o.ReportFormat.table,
+    run_root: o.RunRoot = None, progress: o.Progress = None,
 ) -> None:
     """Run one arm N times and measure its A/A noise floor (noise.json in the run directory)."""
     from difftest import api
@@ -92,25 +84,17 @@ def noise(
 
     report, missing = kept(lambda: api.noise(arm, noise_runs=noise_runs, config=config,
                                              run_root=run_root, progress=progress))
-    render = noise_report.render_json if format is o.ReportFormat.json else \
-        noise_report.render_table
-    typer.echo(render(report))
+    typer.echo(noise_report.render(report, format))
     done(report.exit_code, missing)
 
 
-def calibrate(
-    comparison: Annotated[str, typer.Option(
-        "--comparison", "-c", help="A configured comparison, by name.")],
-    config: o.ConfigOpt = None,
-    run_root: o.RunRoot = None,
-    progress: o.Progress = None,
-    jobs: o.Jobs = None,
-) -> None:
+def calibrate(comparison: o.Comparison, config: o.ConfigOpt = None, run_root: o.RunRoot = None,
+              progress: o.Progress = None, jobs: o.Jobs = None) -> None:
     """Measure a comparison's thresholds on its held-out calibration_inputs and check that its
-    probes still stand out: exit 0 and write the thresholds file, or 3 when benign and wrong
-    differences overlap, the separation's lower bound is below 1 (it says how many inputs
-    would reach it; one input never does), the gate at the new thresholds fails the benign
-    pair on one of its own inputs (it names the input and why), or no probe ran."""
+    probes still stand out (docs/thresholds.md): exit 0 and write the thresholds file, or 3
+    when they cannot be certified (benign and wrong differences overlap, the separation's
+    lower bound is below 1, the gate at them fails the benign pair on one of its own inputs,
+    or no probe ran)."""
     from difftest import api
 
     cal = api.calibrate(comparison, config=config, run_root=run_root, progress=progress,
@@ -120,24 +104,20 @@ def calibrate(
 
 
 def sweep(
-    comparison: Annotated[str, typer.Option("--comparison", "-c",
-                                            help="The configured comparison to sweep.")],
+    comparison: o.Comparison,
     seeds: Annotated[int, typer.Option("--seeds", min=1,
                                        help="Runs of each generated input, seeds 0..N-1.")] = 1,
-    config: o.ConfigOpt = None,
-    run_root: o.RunRoot = None,
-    progress: o.Progress = None,
+    config: o.ConfigOpt = None, run_root: o.RunRoot = None, progress: o.Progress = None,
 ) -> None:
-    """Run a comparison over inputs generated to reach what its toggle is about (lane: prompt
-    lengths at page_size*m-1, m, m+1 and several requests with shuffled page tables; widths,
-    window edges, shared prefixes for the toggles about them), and report per state how many
-    inputs exercised it, passed and differed. The inputs are reference-runner arguments added
-    to both arms; an input whose arguments did not reach an arm (its [spec-config] does not
-    report the settings they set, or reports others, or its trace reads the same as for
-    another input) is uninformative, named. Each input is judged under the comparison's
-    expect: exit 1 when an input failed it (differed under same, agreed under differ), 3 when
-    a state has no input that passed with it exercised (inert and uninformative inputs pass
-    nothing), 4 when an arm failed; the worst of these, as check combines its comparisons."""
+    """Run a comparison over inputs generated to reach what its toggle is about (the README's
+    Commands table), and report per state how many inputs exercised it, passed and differed; an
+    input whose arguments did not reach an arm is uninformative, named (docs/trace-format.md).
+
+    Exit code, each input judged under the comparison's expect, the worst as check combines
+    its comparisons: 1 when an input failed it (differed under same, agreed under differ), 3
+    when a state has no input that passed with it exercised (inert and uninformative inputs
+    pass nothing), 4 when an arm failed.
+    """
     from difftest import api
 
     result, missing = kept(lambda: api.sweep(comparison, config=config, seeds=seeds,

@@ -1,6 +1,7 @@
-"""Every option the commands share, declared once (an `Annotated` type each), and `record`,
-which builds the record a group of them stands for (`Overrides`, `RunOptions`) from the
-command's parameters by the record's own fields."""
+"""Every option the commands share, declared once (an `Annotated` type each, or `output` and
+`jobs` where only the help differs), and `record`, which builds the record a group of them
+stands for (`Overrides`, `RunOptions`) from the command's parameters by the record's own
+fields."""
 
 from __future__ import annotations
 
@@ -52,13 +53,24 @@ def output(name: str, help: str) -> OptionInfo:
     return option
 
 
+def jobs(help: str) -> OptionInfo:
+    """`--jobs/-j N`: how many at once (a run's arms, a bisect's commits), at least 1."""
+    option: OptionInfo = typer.Option("--jobs", "-j", min=1, help=help)
+    return option
+
+
 TraceFile = Annotated[Path, typer.Argument(help="A captured trace (the runner's stderr).")]
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="Config file (default: ./difftest.toml, else the packaged default).")]
 ArmA = Annotated[str | None, typer.Option("--arm-a", help="Arm name from the config.")]
 ArmB = Annotated[str | None, typer.Option("--arm-b", help="Arm name from the config.")]
-ComparisonOpt = Annotated[str | None, typer.Option(
-    "--comparison", "-c", help="A configured comparison, by name.")]
+_COMPARISON = typer.Option("--comparison", "-c", help="A configured comparison, by name.")
+ComparisonOpt = Annotated[str | None, _COMPARISON]
+Comparison = Annotated[str, _COMPARISON]  # a command of one named comparison
+RunComparison = Annotated[str | None, typer.Option(
+    "--comparison", "-c", help="Which comparison of a run of several (check, probe, noise): "
+                               "NAME, or NAME/MUTATION for a probed mutation.")]
+RunDir = Annotated[Path, typer.Argument(help="A run directory (traces/runs/<run-id>).")]
 LinePrefix = Annotated[str | None, typer.Option(
     "--line-prefix", metavar="REGEX",
     help="A prefix the trace's lines carry besides the known ones (srun -l, [rankN]:, "
@@ -69,9 +81,8 @@ RunRoot = Annotated[Path | None, typer.Option(
 Progress = Annotated[bool | None, typer.Option(
     "--progress/--no-progress", help="Show each arm's progress (default: when stderr is a "
                                      "terminal).")]
-Jobs = Annotated[int | None, typer.Option(
-    "--jobs", "-j", min=1, help="Arms run at once (default: the CPU count for local arms, "
-    "[defaults] launched_jobs for arms run through a launcher).")]
+Jobs = Annotated[int | None, jobs("Arms run at once (default: the CPU count for local arms, "
+                                  "[defaults] launched_jobs for arms run through a launcher).")]
 UntilDecided = Annotated[int | None, typer.Option(
     "--until-decided", metavar="MAX",
     help="Nondeterministic arms: run both again until a sequential test of B's acceptance "

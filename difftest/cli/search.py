@@ -11,6 +11,8 @@ import typer
 
 from difftest.cli import options as o
 from difftest.cli.errors import done, kept
+
+
 class BisectMode(str, Enum):  # noqa: UP042 - typer needs a str mixin it recognises
     within = "within"
     against = "against"
@@ -43,16 +45,13 @@ def bisect(
     max_runs: Annotated[int, typer.Option(
         "--max-runs", help="Runs at one commit before it counts as undecided (skipped).")
     ] = 15,
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", min=1, help="Commits tested at once (multisection), each with its "
-                                    "arms, locally or through the arms' launcher.")] = None,
+    jobs: Annotated[int | None, o.jobs("Commits tested at once (multisection), each with its "
+                                       "arms, locally or through the arms' launcher.")] = None,
     resume: Annotated[Path | None, typer.Option(
         "--resume", help="Continue the bisect in this directory; runs already logged are not "
                          "run again.")] = None,
-    config: o.ConfigOpt = None,
-    format: o.CompareFormatOpt = o.CompareFormat.table,
-    run_root: o.RunRoot = None,
-    progress: o.Progress = None,
+    config: o.ConfigOpt = None, format: o.CompareFormatOpt = o.CompareFormat.table,
+    run_root: o.RunRoot = None, progress: o.Progress = None,
 ) -> None:
     """Find the first commit at which a comparison fails: exit 0 when a commit (or a range
     bounded by unjudgeable commits) is found, 3 when the ends are not confirmed (the good end
@@ -65,10 +64,7 @@ def bisect(
                         repo=repo, flake_rate=flake_rate, error_rate=error_rate,
                         max_runs=max_runs, resume=resume, config=config,
                         options=o.record(RunOptions, ctx.params))
-    render = {o.CompareFormat.json: bisect_report.render_json,
-              o.CompareFormat.markdown: bisect_report.render_markdown}.get(
-        format, bisect_report.render_table)
-    typer.echo(render(result))
+    typer.echo(bisect_report.render(result, format))
     done(result.exit_code)
 
 
@@ -84,9 +80,7 @@ def localize(
     atol: Annotated[float | None, typer.Option(
         "--atol", help="A module differs when some |A - B| exceeds this (default: the run's "
                        "comparison atol; 0 with --dumps).")] = None,
-    comparison: Annotated[str | None, typer.Option(
-        "--comparison", "-c", help="Which comparison of a run of several (check, probe): "
-                                   "NAME, or NAME/MUTATION for a probed mutation.")] = None,
+    comparison: o.RunComparison = None,
     baseline: Annotated[str | None, typer.Option(
         "--baseline", metavar="ARM",
         help="A known-good arm that differs from A only in the harmless change: rerun it too "
@@ -98,14 +92,9 @@ def localize(
     differs beyond a baseline's (exit 1 when one differs, 0 when all agree; 3 when none does
     on a run whose comparison differed, or the baseline's capture is B's)."""
     from difftest import api
-    from difftest.flow.localize import LocalizeReport
 
     result, missing = kept(lambda: api.localize(run_dir, at=at, dumps=dumps, atol=atol,
                                                 comparison=comparison, baseline=baseline,
                                                 config=config))
-    typer.echo(result.render())
-    if not isinstance(result, LocalizeReport):
-        typer.echo(f"figure: {result.figure}" + (
-            "; the run's report.md and report.html have the section" if result.in_report
-            else ""))
+    typer.echo(result.console())
     done(result.exit_code, missing)

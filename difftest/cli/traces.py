@@ -30,19 +30,12 @@ def parse(
     limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
     if limit is not None and limit < 0:
         raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
-    trace = api.parse(file, line_prefix=line_prefix)
-    if format is o.ParseFormat.json:
-        events.write_json(trace, sys.stdout)
-    elif format is o.ParseFormat.csv:
-        events.write_csv(trace, sys.stdout)
-    else:
-        events.write_table(trace, sys.stdout, limit)
+    events.write(api.parse(file, line_prefix=line_prefix), sys.stdout, format, limit)
     sys.stdout.flush()
 
 
 def audit(
-    file: o.TraceFile,
-    format: o.ReportFormatOpt = o.ReportFormat.table,
+    file: o.TraceFile, format: o.ReportFormatOpt = o.ReportFormat.table,
     config: Annotated[Path | None, typer.Option(
         "--config", help="Take thresholds from this config's [audit] table.")] = None,
     min_distinct_ids: Annotated[int | None, typer.Option(
@@ -60,7 +53,5 @@ def audit(
     result = api.audit(file, config=config, min_distinct_ids=min_distinct_ids,
                        min_entropy_bits=min_entropy_bits, max_blind_radius=max_blind_radius,
                        line_prefix=line_prefix)
-    render = audit_report.render_json if format is o.ReportFormat.json else \
-        audit_report.render_table
-    typer.echo(render(result.audit, result.trace))
+    typer.echo(audit_report.render(result.audit, result.trace, format))
     done(result.exit_code)

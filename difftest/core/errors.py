@@ -34,6 +34,14 @@ def worst(codes: Sequence[ExitCode]) -> ExitCode:
     return max(codes, key=lambda c: SEVERITY[c], default=ExitCode.OK)
 
 
+def stopped_by(signum: int) -> tuple[str, ExitCode]:
+    """What a signal that stopped difftest is called, and the exit code it ends with: 128 +
+    the signal's number where that is documented (SIGHUP, SIGINT, SIGTERM), else 130."""
+    what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
+    code = 128 + signum
+    return what, ExitCode(code) if code in set(ExitCode) else ExitCode.INTERRUPTED
+
+
 class DifftestError(Exception):
     """Base of every error difftest reports to a user as a message, not a traceback."""
 
@@ -141,9 +149,7 @@ class InterruptedRun(DifftestError):
     def __init__(self, run_dir: object, signum: int = 2) -> None:
         self.run_dir = str(run_dir)
         self.signum = signum
-        self.exit_code = ExitCode(128 + signum) if 128 + signum in set(ExitCode) else (
-            ExitCode.INTERRUPTED)
-        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
+        what, self.exit_code = stopped_by(signum)
         super().__init__(f"{what}: the arms were stopped; what they printed is kept in "
                          f"{self.run_dir}")
 
@@ -157,7 +163,7 @@ class InterruptedAnalysis(InterruptedRun):
     def __init__(self, run_dir: object, signum: int, kept: Sequence[str],
                  missing: Sequence[str]) -> None:
         super().__init__(run_dir, signum)
-        what = {1: "hangup (SIGHUP)", 15: "terminated (SIGTERM)"}.get(signum, "interrupted")
+        what, _ = stopped_by(signum)
         said = [f"{what} during the analysis: the arms had finished and their captures are "
                 f"kept in {self.run_dir}"]
         if kept:

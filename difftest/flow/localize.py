@@ -44,6 +44,10 @@ class LocalizeReport:
             return ExitCode.UNINFORMATIVE
         return ExitCode.DIFFER if self.localization.differs else ExitCode.OK
 
+    def console(self) -> str:
+        """What `difftest localize --dumps` prints: the markdown report."""
+        return self.render()
+
     def render(self) -> str:
         loc = self.localization
         if loc.outcome is LocalizeOutcome.BASELINE_IS_B:
@@ -168,6 +172,13 @@ class RunLocalization:
         return (f"## Localisation at {req}:{pos}\n\nRun {self.run_dir}; captures in "
                 f"{self.folder}; {arms} teacher-forced on A's stream.\n\n{note}"
                 f"{self.report.render()}\n")
+
+    def console(self) -> str:
+        """What `difftest localize RUN_DIR` prints: the markdown report (localize.md), then
+        where the per-module figure is and whether the run's reports have the section."""
+        return (f"{self.render()}\nfigure: {self.figure}"
+                + ("; the run's report.md and report.html have the section" if self.in_report
+                   else ""))
 
     def to_json(self) -> dict[str, object]:
         loc = self.report.localization

@@ -22,6 +22,11 @@ def render_json(result: TraceAudit, trace: ArmTrace) -> str:
     return dumps(audit_dict(result, trace))
 
 
+def render(result: TraceAudit, trace: ArmTrace, fmt: str = "table") -> str:
+    """The audit as `difftest audit` prints it: "table" or "json"."""
+    return (render_json if fmt == "json" else render_table)(result, trace)
+
+
 def render_table(result: TraceAudit, trace: ArmTrace) -> str:
     from tabulate import tabulate
 

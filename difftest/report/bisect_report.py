@@ -60,6 +60,13 @@ def render_json(r: BisectResult) -> str:
     return dumps(to_dict(r))
 
 
+def render(r: BisectResult, fmt: str = "table") -> str:
+    """The bisect as `difftest bisect` prints it: "table", "json" or "markdown"."""
+    if fmt == "json":
+        return render_json(r)
+    return render_markdown(r) if fmt == "markdown" else render_table(r)
+
+
 def _rows(r: BisectResult) -> list[list[str]]:
     return [[f"#{t.commit.index}", t.commit.short, strip_ansi(t.commit.subject)[:60],
              t.decision.value, f"{t.tally.bad}/{t.tally.good}/{t.tally.skip}",

@@ -1,4 +1,4 @@
-"""`difftest cache list` as a table: one row per cached checkout."""
+"""`difftest cache list` as a table (one row per cached checkout), and what `cache prune` did."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from difftest.execute.worktree import CacheEntry
+from difftest.execute.worktree import CacheEntry, PruneResult
 
 
 def render_table(entries: Sequence[CacheEntry], where: Path) -> str:
@@ -21,3 +21,10 @@ def render_table(entries: Sequence[CacheEntry], where: Path) -> str:
             for e in entries]
     return str(tabulate(rows, headers=["repository", "commit", "recipe", "built", "size",
                                        "last used", "path"]))
+
+
+def render_pruned(done: PruneResult) -> str:
+    """Each checkout removed, each skipped with why, then the counts."""
+    return "\n".join([*(f"removed {path}" for path in done.removed),
+                      *(f"skipped {path}: {why}" for path, why in done.skipped),
+                      f"{len(done.removed)} checkout(s) removed, {len(done.skipped)} skipped"])

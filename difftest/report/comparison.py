@@ -408,3 +408,15 @@ def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
         write_text_atomic(path, csv_text(rep), reads=reads, inside=inside)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None
+
+
+def render(rep: ComparisonReport, fmt: str = "table") -> str:
+    """The report as `difftest compare` and `export` print it: "table", "json" or "markdown"
+    (markdown with the run's saved localisations, a section each)."""
+    if fmt == "json":
+        return render_json(rep)
+    if fmt == "markdown":
+        from difftest.flow.localize import saved_localizations
+
+        return render_markdown(rep, saved_localizations(rep.run_dir) if rep.run_dir else ())
+    return render_table(rep)

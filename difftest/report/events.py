@@ -208,3 +208,15 @@ def render_table(trace: ArmTrace, limit: int | None = None) -> str:
     buf = io.StringIO()
     write_table(trace, buf, limit)
     return buf.getvalue().rstrip("\n")
+
+
+def write(trace: ArmTrace, out: TextIO, fmt: str = "table", limit: int | None = TABLE_ROWS
+          ) -> None:
+    """The trace as `difftest parse` writes it: "table" (its first `limit` events), "json" or
+    "csv" (every event)."""
+    if fmt == "json":
+        write_json(trace, out)
+    elif fmt == "csv":
+        write_csv(trace, out)
+    else:
+        write_table(trace, out, limit)

@@ -120,6 +120,16 @@ def render_check_json(result: CheckResult) -> str:
     return dumps(check_dict(result))
 
 
+def render_check(result: CheckResult, fmt: str = "table") -> str:
+    """The gate as `difftest check` prints it: "table" (its terminal lines) or "json"."""
+    return render_check_json(result) if fmt == "json" else check_lines(result)
+
+
+def render_probe(p: ProbeReport, fmt: str = "table") -> str:
+    """The probe as `difftest probe` prints it: "table" or "json"."""
+    return dumps(probe_dict(p)) if fmt == "json" else probe_table(p)
+
+
 def _failed_arms(rep: ComparisonReport) -> list[ArmFailure]:
     return [o.failure for o in (rep.arm_a, rep.arm_b) if o.failure is not None]
 

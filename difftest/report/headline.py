@@ -119,3 +119,19 @@ def differed_text(c: Comparison | None) -> str:
     if what:
         return "differed: " + ", ".join(what)
     return f"nothing differed in {c.blocks_compared} block(s)"
+
+
+def verdict_tree(name: str, verdict: Verdict) -> list[str]:
+    """`difftest explain`: the verdict, then each finding (the one that decides marked) with its
+    reasons' first lines under it."""
+    out = [f"{name}: {verdict.label} ({verdict.kind.value}, expect {verdict.expect.value})"]
+    decides = max(verdict.findings, key=lambda f: f.demand.rank)
+    for i, found in enumerate(verdict.findings):
+        last = i == len(verdict.findings) - 1
+        demand = found.demand.name.lower().replace("_", " ")
+        out.append(f"{'`-' if last else '|-'} {found.origin.value}: {demand} -> "
+                   f"{found.kind.value}" + (" (decides)" if found is decides else ""))
+        for j, reason in enumerate(found.reasons):
+            branch = "`-" if j == len(found.reasons) - 1 else "|-"
+            out.append(f"{'   ' if last else '|  '}{branch} {reason.splitlines()[0]}")
+    return out

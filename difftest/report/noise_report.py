@@ -11,6 +11,11 @@ def render_json(report: NoiseReport) -> str:
     return dumps(report.to_json())
 
 
+def render(report: NoiseReport, fmt: str = "table") -> str:
+    """The floor as `difftest noise` prints it: "table" or "json"."""
+    return render_json(report) if fmt == "json" else render_table(report)
+
+
 def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 

@@ -50,6 +50,8 @@ def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> No
     assert "first differing module: layers.0.o_proj" in out.stdout
     figures = list((run_dir / "localize").glob("*/modules.svg"))
     assert len(figures) == 1 and b"<svg" in figures[0].read_bytes()[:400]
+    assert out.stdout.endswith(f"\n\nfigure: {figures[0]}; the run's report.md and report.html "
+                               "have the section\n")
     md = (run_dir / "report.md").read_text()
     assert "#### Localisation at `r" in md
     assert "`layers.0.o_proj` **first**" in md
