@@ -104,6 +104,24 @@ def test_stdout_to_a_full_device_is_a_clear_error() -> None:
                                    "left on device")
 
 
+def test_a_reader_that_stops_early_is_a_clear_error_not_a_difference(tmp_path: Path) -> None:
+    """`difftest parse ... | head`: the pipe closes while events are written; click would exit
+    1 on the broken pipe, which says "differ"."""
+    trace = tmp_path / "long.log"
+    trace.write_text("".join(f"[spec-logits] req=a pos={i} row=0 top=[ 1:2.5 3:1.25 ]\n"
+                             for i in range(4000)))  # ~700 kB of JSON, past any pipe buffer
+    full = dict(os.environ, PYTHONPATH=str(REPO))
+    full.pop("DIFFTEST_TRACEBACK", None)
+    proc = subprocess.Popen([sys.executable, "-m", "difftest", "parse", "-f", "json", trace],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 2, err
+    assert err == "difftest: error: cannot write to standard output: Broken pipe\n"
+
+
 @pytest.mark.parametrize("args", [["--help"], ["compare", "--trace-a", "agree_a.log",
                                                   "--trace-b", "agree_b.log"]])
 def test_a_closed_stdout_is_a_clear_error_not_a_difference(args: list[str]) -> None:

@@ -78,18 +78,22 @@ class Group(TyperGroup):
     and a failed standard output (`main`) are said the one way (`said`)."""
 
     def invoke(self, ctx: Context) -> object:
-        """Run the command; what it raises is said on stderr and exits with its code. Click's
-        own errors and exits, and a failed standard output, go on to `main`."""
+        """Run the command; what it raises is said on stderr and exits with its code (a
+        failed standard output too: click would exit 1 on a closed pipe, and 1 is "differ").
+        Click's own errors and exits go on to `main`."""
         one_line_on_stderr()  # an old config key a command meets says so in one line
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, CLICK.ClickException):
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            if isinstance(exc, OSError) and exc.filename is None and exc.errno in STDOUT_ERRNOS:
-                raise  # standard output itself: `main` says so
-            line, code = said(exc)
-            typer.echo(line, err=True)
+            stdout = isinstance(exc, OSError) and exc.filename is None and \
+                exc.errno in STDOUT_ERRNOS
+            if stdout:
+                _quiet_stdout()
+            line, code = said(exc, stdout=stdout)
+            with contextlib.suppress(OSError):
+                typer.echo(line, err=True)
             raise typer.Exit(int(code)) from None
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
