@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,8 +10,13 @@ import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from difftest.config import load_config
+from conftest import replay_arm
+
 REPO = Path(__file__).resolve().parent.parent
 COMPARE = Path(__file__).parent / "data" / "compare"
+GATE = Path(__file__).parent / "data" / "gate"
+MUTATIONS = ("causal-mask", "skip-kv-write", "stale-seq-lens")
 REPLAY = "import sys; sys.stderr.write(open(sys.argv[1]).read())"
 
 
@@ -38,14 +44,41 @@ def test_inert_without_the_flag(tmp_path: Path) -> None:
     assert "--difftest-config=FILE" in helped.stdout
 
 
-def test_the_shipped_config_passes_item_by_item(tmp_path: Path) -> None:
+def test_without_a_config_the_packaged_default_is_collected_item_by_item(
+        tmp_path: Path) -> None:
+    """Nothing in the folder: every comparison of the packaged config is an item, and a probe
+    item each where it has mutations (collected only: `test_gate` runs that config's check)."""
+    done = pytest_in(tmp_path, "--difftest", "--collect-only", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = load_config(None)
+    assert shipped.path.parent.name == "configs"  # the packaged one, not a file found here
+    expected = [n for name, spec in shipped.comparisons.items()
+                for n in (name, f"{name}/probe")[:2 if spec.rules.mutations else 1]]
+    assert [line.rsplit("::", 1)[1] for line in done.stdout.splitlines()
+            if "::" in line] == expected
+    assert {"lanes", "lanes/probe", "scalars"} <= set(expected)
+
+
+def test_captured_comparisons_and_their_probes_pass_item_by_item(tmp_path: Path) -> None:
+    """The shipped lanes and scalars comparisons over replays of the reference runner's
+    captures (tests/data/gate): each comparison and each probe is an item that passes."""
+    cfg = tmp_path / "difftest.toml"
+    cfg.write_text("".join(replay_arm(a, GATE / f"default-{a}.log") for a in (
+        "paged", "materialized", "scalars-on", "scalars-off"))
+        + '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n'
+        + f"mutations = {json.dumps(list(MUTATIONS))}\n"
+        + '[comparisons.scalars]\narm_a = "scalars-on"\narm_b = "scalars-off"\n'
+        + 'expect = "differ"\n'
+        + "".join(f"[mutations.{m}]\nargs = "
+                  f"[{json.dumps(str(GATE / f'default-materialized+{m}.log'))}]\n"
+                  for m in MUTATIONS))
     done = pytest_in(tmp_path, "--difftest", "--difftest-run-root", str(tmp_path / "runs"),
                      "-v")
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     for item in ("::lanes PASSED", "::lanes/probe PASSED", "::scalars PASSED"):
         assert item in out, out
-    assert " passed" in out and "failed" not in out  # every shipped comparison, whatever count
+    assert "3 passed" in out and "failed" not in out
 
 
 def test_a_differing_comparison_fails_with_its_verdict_and_reasons(tmp_path: Path) -> None:

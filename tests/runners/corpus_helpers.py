@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from difftest.core.limits import MAX_WINDOW
 from difftest.flow.evaluate import ComparisonReport, judge_planted
 
 __all__ = [
+    "correct_run",
     "test_list_mutations_reads_the_records_it_carries",
     "test_a_bad_corpus_option_is_one_line_and_exit_2",
     "test_a_mutation_it_does_not_carry_is_one_line_and_exit_2",
@@ -60,6 +62,22 @@ def arm(runner: str, folder: Path, *args: str, mutation: str | None = None) -> P
     path = folder / f"{runner}-{len(list(folder.iterdir()))}.log"
     path.write_text(proc.stderr + "".join(f"# {line}\n" for line in proc.stdout.splitlines()))
     return path
+
+
+@pytest.fixture(scope="session")
+def correct_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`correct_run(runner, *args)`: the capture of the runner's run without a mutation, made
+    once per session for each runner and arguments (several tests compare a mutation with it;
+    none writes to it)."""
+    folder = tmp_path_factory.mktemp("correct")
+    runs: dict[tuple[str, ...], Path] = {}
+
+    def run(runner: str, *args: str) -> Path:
+        if (runner, *args) not in runs:
+            runs[(runner, *args)] = arm(runner, folder, *args)
+        return runs[(runner, *args)]
+
+    return run
 
 
 def judged(runner: str, a: Path, b: Path, mutations: tuple[str | None, str | None],
@@ -139,18 +157,18 @@ def test_a_mutation_it_does_not_carry_is_one_line_and_exit_2(runner: str) -> Non
                mutation="causal-mask")
 
 
-def test_a_plain_run_prints_what_it_printed_before(runner: str, tmp_path: Path) -> None:
+def test_a_plain_run_prints_what_it_printed_before(runner: str,
+                                                   correct_run: Callable[..., Path]) -> None:
     """No new option, no corpus mutation: no coverage line, no new settings."""
-    text = arm(runner, tmp_path).read_text()
+    text = correct_run(runner).read_text()
     assert "[spec-coverage]" not in text
     assert "sliding_window=" not in text and "draft_lens=" not in text
 
 
-def unreached(runner: str, folder: Path, mutation: str, args: tuple[str, ...],
+def unreached(runner: str, folder: Path, good: Path, mutation: str, args: tuple[str, ...],
               state: str) -> None:
     """A run that never reaches the bug's state computes what the correct run does, and the
     comparison is uninformative, naming the state or fired=0, whichever arm carries the bug."""
-    good = arm(runner, folder, *args)
     bad = arm(runner, folder, *args, mutation=mutation)
     assert computed(bad) == computed(good)
     assert coverage(bad)["fired"] == "0"
@@ -161,21 +179,25 @@ def unreached(runner: str, folder: Path, mutation: str, args: tuple[str, ...],
         assert state in said or "fired=0" in said, said
 
 
-def test_a_window_no_query_passes_leaves_the_edge_bug_silent(runner: str,
-                                                               tmp_path: Path) -> None:
+def test_a_window_no_query_passes_leaves_the_edge_bug_silent(
+        runner: str, tmp_path: Path, correct_run: Callable[..., Path]) -> None:
     # prompts of 8-9 ids and 12 new ones: no query is that far past a key (the widest window
     # there is, which the bug reads one key wider still)
-    unreached(runner, tmp_path, "sliding-window-edge", ("--sliding-window", str(MAX_WINDOW)),
+    window = ("--sliding-window", str(MAX_WINDOW))
+    unreached(runner, tmp_path, correct_run(runner, *window), "sliding-window-edge", window,
               "window_edges")
 
 
-def test_without_a_window_the_edge_bug_is_silent(runner: str, tmp_path: Path) -> None:
+def test_without_a_window_the_edge_bug_is_silent(runner: str, tmp_path: Path,
+                                                 correct_run: Callable[..., Path]) -> None:
     # the runner's default inputs: no window, so no edge for the bug to read past
-    unreached(runner, tmp_path, "sliding-window-edge", (), "window_edges")
+    unreached(runner, tmp_path, correct_run(runner), "sliding-window-edge", (), "window_edges")
 
 
-def test_without_width_3_the_width_bug_is_silent(runner: str, tmp_path: Path) -> None:
-    unreached(runner, tmp_path, "verify-width-path", ("--k", "1"), "widths")
+def test_without_width_3_the_width_bug_is_silent(runner: str, tmp_path: Path,
+                                                 correct_run: Callable[..., Path]) -> None:
+    unreached(runner, tmp_path, correct_run(runner, "--k", "1"), "verify-width-path",
+              ("--k", "1"), "widths")
 
 
 def test_the_window_edge_bug_is_caught_past_the_edge(runner: str, tmp_path: Path) -> None:
@@ -189,9 +211,10 @@ def test_the_window_edge_bug_is_caught_past_the_edge(runner: str, tmp_path: Path
     assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
-def test_the_width_bug_is_caught_as_a_state_bug(runner: str, tmp_path: Path) -> None:
+def test_the_width_bug_is_caught_as_a_state_bug(runner: str, tmp_path: Path,
+                                                correct_run: Callable[..., Path]) -> None:
     """At widths 2..5 in turn the width-3 verify's shifted rows change the committed stream."""
-    good = arm(runner, tmp_path, "--draft-lens", "1,2,3,4")
+    good = correct_run(runner, "--draft-lens", "1,2,3,4")
     bad = arm(runner, tmp_path, "--draft-lens", "1,2,3,4", mutation="verify-width-path")
     assert {2, 3, 4, 5} <= set(widths(good))
     assert int(coverage(bad)["fired"]) == widths(bad)[3] > 0
@@ -200,30 +223,31 @@ def test_the_width_bug_is_caught_as_a_state_bug(runner: str, tmp_path: Path) -> 
     assert kind_named(report) == "verify-or-state"
 
 
-def test_draft_lens_cycle_per_request(runner: str, tmp_path: Path) -> None:
+def test_draft_lens_cycle_per_request(runner: str, correct_run: Callable[..., Path]) -> None:
     """Each request drafts the cycle's lengths in turn, request i starting i entries on."""
-    path = arm(runner, tmp_path, "--draft-lens", "1,2,3,4")
+    path = correct_run(runner, "--draft-lens", "1,2,3,4")
     assert drafted_per_step(path, "r0")[:4] == [1, 2, 3, 4]
     assert drafted_per_step(path, "r1")[:4] == [2, 3, 4, 1]
     assert "draft_lens=1,2,3,4" in path.read_text()
 
 
-def test_broken_mask_is_caught(runner: str, tmp_path: Path) -> None:
-    good = arm(runner, tmp_path)
+def test_broken_mask_is_caught(runner: str, tmp_path: Path, correct_run: Callable[..., Path]) -> None:
+    good = correct_run(runner)
     bad = arm(runner, tmp_path, mutation="broken-mask")
     assert int(coverage(bad)["fired"]) > 0
     report = judged(runner, good, bad, (None, "broken-mask"))
     assert report.verdict.kind is VerdictKind.DIFFER, report.verdict.reasons
 
 
-def test_the_explicit_mask_control_agrees(runner: str, tmp_path: Path) -> None:
+def test_the_explicit_mask_control_agrees(runner: str, tmp_path: Path,
+                                          correct_run: Callable[..., Path]) -> None:
     """Judged under its `judged_by` comparison's tolerance where the runner's config has it
     (transformers' sdpa rounds an explicit mask otherwise than its causal flag), else bit for
     bit (mlx's fused kernel computes the same bits)."""
     control = BY_NAME["control-explicit-mask"]
     config = load_config(ROOT / "difftest" / "configs" / f"{runner}.toml")
     tolerance = control.judged_by if control.judged_by in config.comparisons else None
-    good = arm(runner, tmp_path)
+    good = correct_run(runner)
     bad = arm(runner, tmp_path, mutation=control.name)
     report = judged(runner, good, bad, (None, control.name), tolerance)
     assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
