@@ -71,6 +71,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_api.py": ("subprocess", "torch"),
     "test_coverage_gate.py": ("subprocess",),
     "test_cli_sweep.py": ("subprocess",),
+    "test_scan_builds.py": ("subprocess",),
     "test_run_record.py": ("subprocess", "torch"),
     "test_sampled_comparison.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),

@@ -328,13 +328,18 @@ static const char *read_float(Scan *s, const char *p, const char *end, char stop
     int64_t e10_64 = (int64_t)exp + scale64;
     if (e10_64 < -100000 || e10_64 > 100000) big_exp = 1;  /* the exact reader decides */
     int e10 = big_exp ? 0 : (int)e10_64;
-    /* Clinger's fast path (with digits dropped m has 19 digits: above 2**53) */
+    /* Clinger's fast path (with digits dropped m has 19 digits: above 2**53). Exact only where
+     * the one operation rounds once, to a double: not where double arithmetic runs on the x87
+     * (FLT_EVAL_METHOD 2: i386, -mfpmath=387), which rounds to 64 bits and then to 53 again;
+     * there these spellings take the paths below. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
     if (!big_exp && m <= (UINT64_C(1) << 53) && e10 >= -22 && e10 <= 22) {
         double v = (double)m;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
         *out = neg ? -v : v;
         return p;
     }
+#endif
 #if HAVE_EXT
     if (s->ext && !big_exp && e10 >= -2 * EXT_POW && e10 <= 2 * EXT_POW && m) {
         long double r = (long double)m;
