@@ -98,7 +98,7 @@ def test_the_design_refuses_what_it_cannot_state() -> None:
 
 # -- real arms replaying the reference runner's captures --------------------------------------
 
-SEQ = TESTS / "data" / "sequential"  # scripts/capture_round_traces.py
+SEQ = TESTS / "data" / "sequential"  # scripts/capture_replay_traces.py
 
 
 def _config(tmp: Path, input_arm: bool = False, nondeterministic: bool = True) -> Path:

@@ -121,7 +121,7 @@ def test_a_stated_token_budget_cuts_each_draw_and_without_it_length_is_judged(
     assert compare(tmp_path, a, b).returncode == 1
 
 
-SAMPLED = TESTS / "data" / "sampled"  # scripts/capture_round_traces.py
+SAMPLED = TESTS / "data" / "sampled"  # scripts/capture_replay_traces.py
 
 
 def rounds_config(tmp_path: Path, seed: str = "{seed}") -> Path:
@@ -224,7 +224,7 @@ def test_a_rerun_that_repeats_a_sampler_seed_is_not_counted(tmp_path: Path) -> N
 def reference_trace(seed: int) -> str:
     """The reference runner's trace of 4 draws per prompt at a sampler seed (`--vocab 32
     --steps 6 --requests 2 --temperature 0.4 --top-p 0.8 --samples 4 --sample-seed SEED`,
-    captured by scripts/capture_round_traces.py)."""
+    captured by scripts/capture_replay_traces.py)."""
     return (SAMPLED / f"four-draws-{seed}.log").read_text(encoding="utf-8")
 
 
