@@ -2,15 +2,16 @@
 rather than the runner: rounds of `--until-decided`, noise reruns and repeated sampler seeds
 (tests/data/sampled/, tests/flow/test_sampled_comparison.py), the sequential acceptance test
 (tests/data/sequential/, tests/analysis/test_sequential.py), calibration on held-out inputs
-(tests/data/calibrate/, tests/flow/test_calibrate.py) and the acceptance gate
-(tests/data/acceptance/, tests/analysis/test_acceptance.py).
+(tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
+(tests/data/acceptance/, tests/analysis/test_acceptance.py) and free runs that teacher forcing
+is contrasted with (tests/data/force/, tests/core/test_force.py).
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
 the same one, as the reference runner (deterministic at a fixed seed) would print. Each capture
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
-Usage: python scripts/capture_replay_traces.py [sampled|sequential|calibrate|acceptance ...]
+Usage: python scripts/capture_replay_traces.py [sampled|sequential|calibrate|acceptance|force ...]
 (no argument: all of them)
 """
 
@@ -119,8 +120,17 @@ def acceptance() -> None:
             DATA / "acceptance" / "ref-small.log")
 
 
+def force() -> None:
+    """test_force.py's arms run free: the reference drafter and the one with the causal-mask
+    bug, `--requests 2 --steps 5` at level 3."""
+    small = [*REFERENCE, "--requests", "2", "--steps", "5"]
+    for mutation in ("none", "causal-mask"):
+        capture(small, {"VT_SPEC_TRACE": "3", "DIFFTEST_MUTATION": mutation},
+                DATA / "force" / f"free-{mutation}.log")
+
+
 SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance}
+            "acceptance": acceptance, "force": force}
 
 
 def main() -> None:
