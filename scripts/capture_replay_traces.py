@@ -3,16 +3,17 @@ rather than the runner: rounds of `--until-decided`, noise reruns and repeated s
 (tests/data/sampled/, tests/flow/test_sampled_comparison.py), the sequential acceptance test
 (tests/data/sequential/, tests/analysis/test_sequential.py), calibration on held-out inputs
 (tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
-(tests/data/acceptance/, tests/analysis/test_acceptance.py) and free runs that teacher forcing
-is contrasted with (tests/data/force/, tests/core/test_force.py).
+(tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
+is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
+that probes run (tests/data/shipped/, tests/flow/test_switch_gate.py).
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
 the same one, as the reference runner (deterministic at a fixed seed) would print. Each capture
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
-Usage: python scripts/capture_replay_traces.py [sampled|sequential|calibrate|acceptance|force ...]
-(no argument: all of them)
+Usage: python scripts/capture_replay_traces.py [SECTION ...]
+(sections: sampled, sequential, calibrate, acceptance, force, shipped; no argument: all)
 """
 
 from __future__ import annotations
@@ -129,8 +130,23 @@ def force() -> None:
                 DATA / "force" / f"free-{mutation}.log")
 
 
+def shipped() -> None:
+    """Arms of the shipped config (difftest/configs/default.toml) as it runs them: the lanes,
+    the materialized one with the causal-mask bug, and the scalars on and off."""
+    from difftest.config import default_config_path, load_config
+
+    cfg = load_config(default_config_path())
+    for name, mutation in (("paged", "none"), ("materialized", "none"),
+                           ("materialized", "causal-mask"), ("scalars-on", "none"),
+                           ("scalars-off", "none")):
+        arm = cfg.arm(name)
+        capture(list(arm.command), {**arm.env, "DIFFTEST_MUTATION": mutation},
+                DATA / "shipped" / (name + ("" if mutation == "none" else f"+{mutation}")
+                                    + ".log"))
+
+
 SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance, "force": force}
+            "acceptance": acceptance, "force": force, "shipped": shipped}
 
 
 def main() -> None:
