@@ -5,7 +5,8 @@ rather than the runner: rounds of `--until-decided`, noise reruns and repeated s
 (tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
 (tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
 is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
-that probes run (tests/data/shipped/, tests/flow/test_switch_gate.py).
+that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
+tests/flow/test_coverage_gate.py).
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -132,17 +133,24 @@ def force() -> None:
 
 def shipped() -> None:
     """Arms of the shipped config (difftest/configs/default.toml) as it runs them: the lanes,
-    the materialized one with the causal-mask bug, and the scalars on and off."""
+    the materialized one with the causal-mask bug, and the scalars on and off (for
+    tests/flow/test_switch_gate.py); and the lanes on one short prompt whose drafted blocks
+    never reach a page boundary, `--requests 1 --prompt-len 4 --steps 2` (for
+    tests/flow/test_coverage_gate.py)."""
     from difftest.config import default_config_path, load_config
 
     cfg = load_config(default_config_path())
-    for name, mutation in (("paged", "none"), ("materialized", "none"),
-                           ("materialized", "causal-mask"), ("scalars-on", "none"),
-                           ("scalars-off", "none")):
+    short = ["--requests", "1", "--prompt-len", "4", "--steps", "2"]
+    for name, mutation, extra in (
+            ("paged", "none", []), ("materialized", "none", []),
+            ("materialized", "causal-mask", []), ("scalars-on", "none", []),
+            ("scalars-off", "none", []), ("paged", "none", short),
+            ("materialized", "none", short)):
         arm = cfg.arm(name)
-        capture(list(arm.command), {**arm.env, "DIFFTEST_MUTATION": mutation},
-                DATA / "shipped" / (name + ("" if mutation == "none" else f"+{mutation}")
-                                    + ".log"))
+        stem = (name + ("" if mutation == "none" else f"+{mutation}")
+                + ("-short" if extra else ""))
+        capture([*arm.command, *extra], {**arm.env, "DIFFTEST_MUTATION": mutation},
+                DATA / "shipped" / f"{stem}.log")
 
 
 SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
