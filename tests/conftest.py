@@ -72,7 +72,7 @@ MODULE_MARKS: dict[str, tuple[str, ...]] = {
     "test_coverage_gate.py": ("subprocess",),
     "test_cli_sweep.py": ("subprocess",),
     "test_scan_builds.py": ("subprocess",),
-    "test_run_record.py": ("subprocess", "torch"),
+    "test_run_record.py": ("subprocess",),
     "test_sampled_comparison.py": ("subprocess", "torch"),
     "test_cli.py": ("subprocess",),
     "test_cli_compare.py": ("subprocess",),

@@ -1,5 +1,6 @@
 """The acceptance instrument and its gate, request-clustered rates, and minimum detectable
-effects: real reference-runner arms at trace level 1, and traces written line by line."""
+effects: arms replaying the reference runner's captures at trace level 1 (tests/data/acceptance/),
+and traces written line by line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import verify_line
+from conftest import TESTS, replay_arm, verify_line
 from difftest import api
 from difftest.analysis.acceptance import AcceptanceCounts, combine, measure_counts
 from difftest.numerics.clustered import (ClusterSums, chi2_median, clustered_rate, effective_clusters,
@@ -128,19 +129,15 @@ def test_the_acceptance_gate_applies_to_same_only() -> None:
 
 # -- the gate on real arms ---------------------------------------------------------------------
 
-_REF = '["{python}", "-m", "difftest.runners.reference", "--requests", "40", "--steps", "15"'
+ACCEPTANCE = TESTS / "data" / "acceptance"  # scripts/capture_replay_traces.py
 
 
 def _config(tmp: Path, max_drop: float, small: bool = False) -> Path:
-    ref = ('["{python}", "-m", "difftest.runners.reference", "--requests", "5", "--steps", "5"'
-           if small else _REF)
-    text = f"""
-[arms.ref]
-command = {ref}]
-env = {{ VT_SPEC_TRACE = "1" }}
-[arms.worse]
-command = {ref}, "--draft-noise", "6"]
-env = {{ VT_SPEC_TRACE = "1" }}
+    """Arms replaying the reference runner's captures: `ref` (`--requests 40 --steps 15`, or
+    with `small` 5 and 5) and `worse`, its drafter made worse (`--draft-noise 6`)."""
+    ref = replay_arm("ref", ACCEPTANCE / ("ref-small.log" if small else "ref.log"))
+    worse = replay_arm("worse", ACCEPTANCE / "worse.log")
+    text = f"""{ref}{worse}
 [comparisons.planted]
 arm_a = "ref"
 arm_b = "worse"

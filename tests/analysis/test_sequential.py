@@ -18,6 +18,7 @@ from difftest.core.errors import ExitCode, UsageError
 from difftest.core.kinds import VerdictKind
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.analysis.sequential import MIN_RUNS, Design, Tally, half_width, look
+from conftest import TESTS, replay_arm
 
 
 def _counts(rng: np.random.Generator, requests: int, verifies: int, p: list[float],
@@ -95,21 +96,21 @@ def test_the_design_refuses_what_it_cannot_state() -> None:
         Design(0.1, 0.0, 5)
 
 
-# -- real nondeterministic arms ----------------------------------------------------------------
+# -- real arms replaying the reference runner's captures --------------------------------------
 
-def _config(tmp: Path, input_arm: bool = False, nondeterministic: bool = True,
-            requests: int = 30) -> Path:
-    seed = ', "--seed", "{seed}"' if input_arm else ""
-    nondet = '"--nondeterministic", ' if nondeterministic else ""
-    ref = (f'["{{python}}", "-m", "difftest.runners.reference", {nondet}"--requests", "{requests}", '
-           f'"--steps", "6"{seed}')
-    text = f"""
-[arms.ref]
-command = {ref}]
-env = {{ VT_SPEC_TRACE = "1" }}
-[arms.worse]
-command = {ref}, "--draft-noise", "6"]
-env = {{ VT_SPEC_TRACE = "1" }}
+SEQ = TESTS / "data" / "sequential"  # scripts/capture_replay_traces.py
+
+
+def _config(tmp: Path, input_arm: bool = False, nondeterministic: bool = True) -> Path:
+    """Arms `ref` and `worse` (ref with `--draft-noise 6`) that replay the reference runner's
+    captures of `--nondeterministic --requests 30 --steps 6`, or with `nondeterministic=False`
+    of `--requests 6 --steps 6` (ref alone: its tests compare ref with itself). An input arm
+    takes `--seed {seed}`: each input replays the capture the runner printed on it, a rerun on
+    the same input the same one."""
+    size = "" if nondeterministic else "6"
+    seed = "-{seed}" if input_arm else ""
+    text = f"""{replay_arm("ref", SEQ / f"ref{size}{seed}.log")}
+{replay_arm("worse", SEQ / f"worse{size}{seed}.log")}
 [comparisons.planted]
 arm_a = "ref"
 arm_b = "worse"
@@ -157,8 +158,9 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
     meta = json.loads((planted.run_dir / "meta.json").read_text(encoding="utf-8"))
     assert {"ref", "worse", "ref#run2", "ref#seq2", "worse#seq2"} <= set(meta["arms"])
 
-    # --nondeterministic changes float rounding, seldom a token: these reruns repeat the first
-    # run's streams, add nothing, and the drop the first run shows decides
+    # --nondeterministic changes float rounding, seldom a token (the runner's reruns printed the
+    # captured streams again): these reruns repeat the first run's streams, add nothing, and
+    # the drop the first run shows decides
     assert seq.deterministic and seq.repeated == 30
 
     # on the next input each round, every round brings new requests
@@ -183,7 +185,7 @@ def test_reruns_of_a_nondeterministic_pair_decide(tmp_path: Path) -> None:
 def test_reruns_of_a_deterministic_pair_add_nothing(tmp_path: Path) -> None:
     """Bit-identical reruns are one draw, not several: they end the test UNINFORMATIVE with
     the reason, never AGREE on the same verifies counted again."""
-    cfg = _config(tmp_path, nondeterministic=False, requests=6)
+    cfg = _config(tmp_path, nondeterministic=False)
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False, until_decided=5)
     seq = aa.sequential
@@ -201,7 +203,7 @@ def test_reruns_of_a_deterministic_pair_add_nothing(tmp_path: Path) -> None:
 
 
 def test_deterministic_arms_on_new_inputs_do_add(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, input_arm=True, nondeterministic=False, requests=6)
+    cfg = _config(tmp_path, input_arm=True, nondeterministic=False)
     aa = api.compare_arms(comparison="aa", config=cfg, run_root=tmp_path / "runs",
                           progress=False, until_decided=3)
     seq = aa.sequential
@@ -219,7 +221,7 @@ def test_arms_that_take_an_input_run_each_round_on_the_next(tmp_path: Path) -> N
     assert seq.looks[-1].requests == 60  # new requests every round: 30 per input
     assert planted.run_dir is not None
     meta = json.loads((planted.run_dir / "meta.json").read_text(encoding="utf-8"))
-    assert meta["arms"]["worse#seq2"]["argv"][-3:] == ["7", "--draft-noise", "6"]
+    assert meta["arms"]["worse#seq2"]["argv"][-1] == str(SEQ / "worse-7.log")  # on input 7
 
 
 def test_until_decided_refuses_what_it_cannot_run(tmp_path: Path) -> None:
@@ -241,11 +243,13 @@ def test_until_decided_refuses_what_it_cannot_run(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "needs arms" in res.output
 
 
-ROUND_ONE_ONLY = """import runpy, sys, time
-if sys.argv[1] != "5":  # every later round waits to be interrupted
+# round 1 (input 5) prints the reference runner's capture on it; every later round waits to be
+# interrupted
+ROUND_ONE_ONLY = f"""import sys, time
+if sys.argv[1] != "5":
     sys.stderr.write("started\\n"); sys.stderr.flush(); time.sleep(60)
-sys.argv = ["ref", "--nondeterministic", "--requests", "30", "--steps", "6", "--seed", "5"]
-runpy.run_module("difftest.runners.reference", run_name="__main__")
+sys.stdout.write("generated 7 blocks\\n")
+sys.stderr.write(open({str(SEQ / "ref-5.log")!r}, encoding="utf-8").read())
 """
 
 

@@ -1,5 +1,6 @@
 """Teacher forcing with real reference-runner arms: B replays A's committed stream, so every
-position is compared; a runner that ignores DIFFTEST_FORCE is refused, not judged."""
+position is compared; a runner that ignores DIFFTEST_FORCE (an arm replaying the runner's
+captured free run) is refused, not judged."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from difftest.core.force import (FORCE_ENV, ForcedStep, ForceStream, committed_s
                             read_force_file, read_forced_lines, write_force_file)
 from difftest.core.kinds import VerdictKind
 from difftest.trace import parse_trace
+from conftest import TESTS, replay_command
 from tests.flow.test_pipeline import config
 
 SMALL = ["--requests", "2", "--steps", "5"]
 REF = [sys.executable, "-m", "difftest.runners.reference", *SMALL]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
+COMPARE = TESTS / "data" / "compare"
 
 
 def pair(tmp_path: Path, b: dict[str, object], **spec: object) -> Config:
@@ -38,9 +41,24 @@ def judge(tmp_path: Path, cfg: Config) -> api.ComparisonReport:
 MUTATED = {"command": REF, "env": {**LEVEL3, "DIFFTEST_MUTATION": "causal-mask"}}
 
 
+# The reference runner's free runs of the arms above (`REF` at level 3, and `MUTATED`), captured
+# by scripts/capture_replay_traces.py force: replay arms that print them run free whatever
+# DIFFTEST_FORCE says.
+FORCE = TESTS / "data" / "force"
+FREE = {"command": replay_command(FORCE / "free-none.log")}
+FREE_MUTATED = {"command": replay_command(FORCE / "free-causal-mask.log"),
+                "env": {"DIFFTEST_MUTATION": "causal-mask"}}  # the launch it was captured with
+
+
+def replayed_pair(tmp_path: Path, **spec: object) -> Config:
+    return config(tmp_path, {"base": FREE, "cand": FREE_MUTATED},
+                  {"pair": {"arm_a": "base", "arm_b": "cand", **spec}})
+
+
 def test_free_run_of_a_changed_drafter_leaves_positions_uncompared(tmp_path: Path) -> None:
-    """The baseline the forcing is for: different acceptance visits different positions."""
-    rep = judge(tmp_path, pair(tmp_path, MUTATED))
+    """The baseline the forcing is for: different acceptance visits different positions (the
+    runner's free runs of the arms the next test forces)."""
+    rep = judge(tmp_path, replayed_pair(tmp_path))
     assert rep.comparison is not None and rep.forcing is None
     c = rep.comparison
     assert c.unmatched_a + c.unmatched_b + c.context_diverged > 0
@@ -83,9 +101,9 @@ def test_forced_harmless_change_agrees_on_every_position(tmp_path: Path) -> None
 
 
 def test_runner_that_ignores_the_variable_is_refused(tmp_path: Path) -> None:
-    ignoring = {"command": ["sh", "-c", f'unset {FORCE_ENV}; exec "$@"', "sh", *REF],
-                "env": {**LEVEL3, "DIFFTEST_MUTATION": "causal-mask"}}
-    rep = judge(tmp_path, pair(tmp_path, ignoring, teacher_force=True))
+    """B prints its free run whatever DIFFTEST_FORCE says: the reference runner's free run of
+    the mutated drafter, replayed."""
+    rep = judge(tmp_path, replayed_pair(tmp_path, teacher_force=True))
     assert rep.forcing is not None and not rep.forcing.honoured
     assert rep.verdict.kind is VerdictKind.UNINFORMATIVE
     assert rep.exit_code is ExitCode.UNINFORMATIVE
@@ -178,8 +196,11 @@ def test_localize_run_names_the_planted_module(tmp_path: Path) -> None:
     assert first is not None and first.module == "layers.1.mlp"
     assert result.exit_code is ExitCode.DIFFER
     assert (result.folder / "localize.md").read_text().startswith("## Localisation at ")
+    # a run that agreed (replay arms of two agreeing captures) has no step to localise
+    same = tmp_path / "same"
+    same.mkdir()
+    agreed = config(same, {"base": {"command": replay_command(COMPARE / "agree_a.log")},
+                           "cand": {"command": replay_command(COMPARE / "agree_b.log")}},
+                    {"pair": {"arm_a": "base", "arm_b": "cand"}})
     with pytest.raises(UsageError, match="no differing step"):
-        localize_run(judge(tmp_path / "same", pair(tmp_path, LEVEL3_ARM)).run_dir)  # type: ignore[arg-type]
-
-
-LEVEL3_ARM = {"command": REF, "env": LEVEL3}
+        localize_run(judge(same, agreed).run_dir)  # type: ignore[arg-type]

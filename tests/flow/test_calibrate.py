@@ -1,10 +1,11 @@
-"""`difftest calibrate`: the tolerance bound, thresholds measured on held-out inputs of the real
-reference runner, a refusal when benign and wrong overlap, and compare naming the file its
-thresholds came from."""
+"""`difftest calibrate`: the tolerance bound, thresholds measured on held-out inputs of the
+reference runner (replayed from its captures, tests/data/calibrate/), a refusal when benign and
+wrong overlap, and compare naming the file its thresholds came from."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import subprocess
 import sys
@@ -45,14 +46,25 @@ def test_a_zero_sample_stays_bitwise() -> None:
     assert upper_bound([0.0, 0.0]).value == 0.0
 
 
-RUN = ('"{python}", "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3", '
-       '"--seed", "{seed}"')
+CAPTURES = Path(__file__).parents[1] / "data" / "calibrate"  # scripts/capture_replay_traces.py
+# An arm replaying the reference runner's captures of `--requests 1 --steps 3 --seed INPUT
+# --attention-kernel KERNEL` at level 3: it prints the capture of its kernel on its input, under
+# the mutation its launch sets (DIFFTEST_MUTATION) and with `--nondeterministic` where a
+# mutation appends it, as the runner printed them.
+REPLAY_KERNEL = "; ".join([
+    "import os, sys", "folder, seed, kernel, *extra = sys.argv[1:]",
+    "mutation = os.environ.get('DIFFTEST_MUTATION', 'none')",
+    "name = kernel + ('' if mutation == 'none' else '+' + mutation)"
+    " + ('+nondeterministic' if '--nondeterministic' in extra else '')",
+    "sys.stdout.write('generated\\n')",
+    "sys.stderr.write(open(f'{folder}/{name}-{seed}.log', encoding='utf-8').read())"])
+RUN = f'"{{python}}", "-c", {json.dumps(REPLAY_KERNEL)}, {json.dumps(str(CAPTURES))}, "{{seed}}"'
 CONFIG = f"""
 [arms.single]
-command = [{RUN}, "--attention-kernel", "single"]
+command = [{RUN}, "single"]
 env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "none" }}
 [arms.split]
-command = [{RUN}, "--attention-kernel", "split"]
+command = [{RUN}, "split"]
 env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "none" }}
 [mutations.reorder]
 args = ["--nondeterministic"]

@@ -7,9 +7,12 @@ never left at "every module agrees" without the reason."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -56,12 +59,10 @@ def test_the_baseline_is_a_checked_key_of_the_comparison(tmp_path: Path) -> None
     assert "localize_baseline" not in ComparisonSpec("p", "a", "b").echo()
 
 
-def judged_pair(tmp_path: Path, fault: str,
-                baseline: bool = True) -> tuple[Config, api.ComparisonReport]:
+def judged_pair(tmp_path: Path, fault: str) -> tuple[Config, api.ComparisonReport]:
     cfg = config(tmp_path, arms(fault), {"pair": {"arm_a": "f32", "arm_b": "faulty0",
                                                   "teacher_force": True,
-                                                  **({"localize_baseline": "bf16"}
-                                                     if baseline else {})}})
+                                                  "localize_baseline": "bf16"}})
     rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                              progress=False)
     assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
@@ -106,63 +107,85 @@ def test_localize_run_names_the_planted_module_against_the_background(tmp_path: 
         localize_run(rep.run_dir, baseline="faulty0", config=cfg)
 
 
-def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(tmp_path: Path) -> None:
+class MlpRun(NamedTuple):
+    """A DIFFER run of f32 against the bf16 draft with layers.1.mlp scaled (teacher-forced;
+    no baseline on the comparison), its config, and the config file."""
+
+    cfg: Config
+    toml: Path
+    run_dir: Path
+
+
+@pytest.fixture(scope="module")
+def mlp_run(tmp_path_factory: pytest.TempPathFactory) -> MlpRun:
+    """One compare run that the tests below localise, each in a copy of its run directory
+    (`copy_of`): localize writes into the run it is given. The config also has the arms the
+    tests try as baselines: the faulty arm under another name, the same with a variable the
+    runner ignores, and the bf16 draft of another seed."""
+    tmp = tmp_path_factory.mktemp("mlp")
+    faulty = [*BF16, "--fault", "layers.1.mlp:scale"]
+    cfg = config(tmp, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
+                       "alias": {"command": faulty, "env": LEVEL3},
+                       "noop": {"command": faulty, "env": {**LEVEL3, "NOOP": "1"}},
+                       "seed7": {"command": [*BF16, "--seed", "7"], "env": LEVEL3}},
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    return MlpRun(cfg, tmp / "difftest.toml", rep.run_dir)
+
+
+def copy_of(run: MlpRun, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run.run_dir, tmp_path / run.run_dir.name))
+
+
+def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(mlp_run: MlpRun,
+                                                                     tmp_path: Path) -> None:
     """Before, an arm defined as B (or as B plus a variable the runner ignores) as the baseline
     made B's difference its own background: 'every captured module is within its background',
     exit 0, on a run whose B carries a planted fault. The same definition is refused before
     anything is rerun (exit 2); the alias with a no-op variable captures B's bytes at every
     module, which measures no background (exit 3)."""
-    faulty = [*BF16, "--fault", "layers.1.mlp:scale"]
-    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
-                            "alias": {"command": faulty, "env": LEVEL3},
-                            "noop": {"command": faulty, "env": {**LEVEL3, "NOOP": "1"}}},
-                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
-    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
-                             progress=False)
-    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    cfg, run_dir = mlp_run.cfg, copy_of(mlp_run, tmp_path)
     with pytest.raises(UsageError, match=r"--baseline alias: it runs what arm B \(faulty\) runs "
                                          ".*a baseline must be a run that differs from B only"):
-        localize_run(rep.run_dir, baseline="alias", config=cfg)
-    assert not (rep.run_dir / "localize").exists()  # refused before any rerun
-    result = localize_run(rep.run_dir, baseline="noop", config=cfg)
+        localize_run(run_dir, baseline="alias", config=cfg)
+    assert not (run_dir / "localize").exists()  # refused before any rerun
+    result = localize_run(run_dir, baseline="noop", config=cfg)
     assert result.report.localization.outcome is LocalizeOutcome.BASELINE_IS_B
     assert result.exit_code is ExitCode.UNINFORMATIVE
     assert "byte-identical to B's at every one of the" in result.render()
-    # the bf16 draft without the fault is a baseline: the planted module is named
-    named = localize_run(rep.run_dir, baseline="bf16", config=cfg).report.localization
-    assert named.first is not None and named.first.module == "layers.1.mlp"
+    # the bf16 draft without the fault is a baseline: the planted module is named; the
+    # comparison names no baseline, the command line does
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
+                          "--baseline", "bf16", "--config", str(mlp_run.toml)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
+    assert "first module beyond its background: layers.1.mlp (RMS" in out.stdout
 
 
-def test_a_baseline_of_another_seed_is_no_background(tmp_path: Path) -> None:
+def test_a_baseline_of_another_seed_is_no_background(mlp_run: MlpRun, tmp_path: Path) -> None:
     """Before, the bf16 draft of another seed (other weights, other prompts) as the baseline
     swallowed a planted fault: every module of B nearer to A than the baseline (ratios 0.001 to
-    0.04), 'within its background', exit 3 saying that the difference is the background's (and
-    `--dumps` on its captures: exit 0). Its [spec-config] differs from A's in a setting B does
-    not carry (the seed): refused, exit 2, naming it; its captures, given with --dumps, are
-    refused too (B nearer to A than the baseline is to either, from the embedding on)."""
-    faulty = [*BF16, "--fault", "layers.1.mlp:scale:0.05"]
-    cfg = config(tmp_path, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
-                            "seed7": {"command": [*BF16, "--seed", "7"], "env": LEVEL3}},
-                 {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
-    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
-                             progress=False)
-    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
-    with pytest.raises(UsageError) as err:
-        localize_run(rep.run_dir, baseline="seed7", config=cfg)
-    said = str(err.value)
-    assert said.startswith("--baseline seed7 is no background for B: its [spec-config] differs "
-                           "from A's where B's does not: seed (A: 0, B: 0, baseline: 7) (in "), said
-    folder = next((rep.run_dir / "localize").iterdir())
+    0.04 for a fault of scale 0.05), 'within its background', exit 3 saying that the difference
+    is the background's (and `--dumps` on its captures: exit 0). Its [spec-config] differs from
+    A's in a setting B does not carry (the seed): refused, exit 2, naming it; its captures,
+    given with --dumps, are refused too (B nearer to A than the baseline is to either, from the
+    embedding on)."""
+    run_dir = copy_of(mlp_run, tmp_path)
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
+                          "--baseline", "seed7", "--config", str(mlp_run.toml)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
+    assert ("--baseline seed7 is no background for B: its [spec-config] differs from A's where "
+            "B's does not: seed (A: 0, B: 0, baseline: 7) (in ") in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    folder = next((run_dir / "localize").iterdir())
     assert not (folder / "localize.json").exists()
     with pytest.raises(UsageError, match="the baseline is no background for B: where B first "
                                          "departs from it, at embed "):
         localize_dumps(folder / "capture-a", folder / "capture-b",
                        baseline=folder / "capture-b0")
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
-                          "--baseline", "seed7", "--config", str(tmp_path / "difftest.toml")],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
-    assert "seed (A: 0, B: 0, baseline: 7)" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("a, b, b0, foreign", [
@@ -226,25 +249,18 @@ def test_every_module_agreeing_on_a_differ_run_says_why() -> None:
     assert report_of([0.0, 0.25]).to_json()["why"] == below.why_not()
 
 
-def test_localize_run_below_the_tolerance_says_why(tmp_path: Path) -> None:
+def test_localize_run_below_the_tolerance_says_why(mlp_run: MlpRun, tmp_path: Path) -> None:
     """A real DIFFER run localised with an atol above every module's difference: the modules
     agree within it, and the section says that this is below the tolerance used."""
-    _, rep = judged_pair(tmp_path, "layers.1.mlp:scale", baseline=False)
-    assert rep.run_dir is not None
-    result = localize_run(rep.run_dir, atol=1e6)
-    assert result.report.localization.outcome is LocalizeOutcome.AGREE
-    assert result.verdict is VerdictKind.DIFFER and result.exit_code is ExitCode.UNINFORMATIVE
-    why = result.why_not()
-    assert why is not None and "below the tolerance used (1e+06)" in why
-    assert f"**Nothing localised (exit 3). Why:** {why}" in (
-        result.folder / "localize.md").read_text()
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
+    run_dir = copy_of(mlp_run, tmp_path)
+    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
                           "--atol", "1e6"], capture_output=True, text=True, timeout=600)
     assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
     assert "below the tolerance used (1e+06)" in out.stdout
-    # the comparison names no baseline: the command line does
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(rep.run_dir),
-                          "--baseline", "bf16", "--config", str(tmp_path / "difftest.toml")],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
-    assert "first module beyond its background: layers.1.mlp (RMS" in out.stdout
+    folder = next((run_dir / "localize").iterdir())
+    written = json.loads((folder / "localize.json").read_text())
+    assert written["outcome"] == LocalizeOutcome.AGREE.value
+    why = written["why"]  # the run's comparison was DIFFER, and nothing localised says why
+    assert why is not None and why.startswith("the run's comparison was DIFFER: ")
+    assert "below the tolerance used (1e+06)" in why
+    assert f"**Nothing localised (exit 3). Why:** {why}" in (folder / "localize.md").read_text()

@@ -1,25 +1,30 @@
 """`difftest localize RUN_DIR` leaves its figure in the run directory and a localisation section
 in the run's report.md and report.html; under teacher forcing the arms tables show B's would-be
-acceptance beside A's. Real reference-runner arms."""
+acceptance beside A's. Real reference-runner arms where localize reruns them; a free run that
+nothing is localised in replays the runner's captures."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
 from difftest import api
 from difftest.cli import app
+from difftest.config import parse_config
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import VerdictKind
 from difftest.report.comparison import ACCEPTED_HEADER
+from conftest import TESTS, replay_arm
 from test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 FAULT = "layers.0.o_proj:noise:0.01"
+GATE = TESTS / "data" / "gate"  # scripts/capture_gate_traces.py
 
 
 def difftest(*args: str) -> Result:
@@ -64,19 +69,33 @@ def test_localize_writes_the_figure_and_the_report_section(tmp_path: Path) -> No
     assert "Localisation at r" in (tmp_path / "again.html").read_text()
 
 
-def test_a_free_run_has_no_acceptance_column(tmp_path: Path) -> None:
-    rep = judged(tmp_path, teacher_force=False)
-    assert rep.run_dir is not None
-    md = (rep.run_dir / "report.md").read_text()
+@pytest.fixture(scope="module")
+def free_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of a free (not teacher-forced) DIFFER comparison, of arms replaying the reference
+    runner's captured default lanes, the materialized one with the causal-mask bug
+    (tests/data/gate/). The tests below read it and localize nothing in it."""
+    tmp = tmp_path_factory.mktemp("free")
+    cfg = parse_config(replay_arm("base", GATE / "default-paged.log")
+                       + replay_arm("cand", GATE / "default-materialized+causal-mask.log")
+                       + 'env = { DIFFTEST_MUTATION = "causal-mask" }\n'  # as it was launched
+                       + '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\n',
+                       tmp / "difftest.toml")
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp / "runs",
+                             progress=False)
+    assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
+    return rep.run_dir
+
+
+def test_a_free_run_has_no_acceptance_column(free_run: Path) -> None:
+    md = (free_run / "report.md").read_text()
     assert ACCEPTED_HEADER not in md and "(would have)" not in md
 
 
-def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(tmp_path: Path) -> None:
+def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(free_run: Path,
+                                                                         tmp_path: Path) -> None:
     """A tolerance that calls every module equal (nan, inf) or different (< 0), and a step arm
     A never verified, are bad input: exit 2, one line, and nothing rerun or overwritten."""
-    rep = judged(tmp_path, teacher_force=False)
-    assert rep.run_dir is not None
-    run_dir = rep.run_dir
+    run_dir = free_run
 
     def localize(*args: str) -> Result:
         return difftest("localize", *args)

@@ -1,6 +1,7 @@
 """Every kind of run records its plan, and every comparison it judged is judged again from that
-record alone: `difftest export RUN --comparison NAME` on real runs of the reference runner for
-compare, check, probe and noise."""
+record alone: `difftest export RUN --comparison NAME` on real runs for compare, check, probe and
+noise, whose arms replay the reference runner's captured default lanes (tests/data/gate/, level
+3: tokens and logits; the mutated arm replays the runner's causal-mask capture)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ from typer.testing import CliRunner
 from difftest import api
 from difftest.cli import app
 from difftest.flow.plan import PLAN_FORMAT
+from tests.flow.test_gate import replayed_mutations, replays
 
-ARM = ('command = ["{python}", "-m", "difftest.runners.reference", "--drafter", "dflash2", '
-       '"--scalars", "on", "--fixture", "informative", "--requests", "2", "--steps", "4"]\n')
-CONFIG = (f"[arms.paged]\n{ARM}"
-          'env = { VT_SPEC_TRACE = "3", VT_DFLASH_PAGED = "1", DIFFTEST_MUTATION = "none" }\n'
-          f"[arms.materialized]\n{ARM}"
-          'env = { VT_SPEC_TRACE = "3", VT_DFLASH_PAGED = "0", DIFFTEST_MUTATION = "none" }\n'
-          '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n'
-          'mutations = ["causal-mask"]\nnoise_runs = 2\n')
+# the arms' launches as the reference runner's: the mutated arm sets the mutation it traces
+CONFIG = (replays("default", "paged", "materialized")
+          + '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n'
+          'mutations = ["causal-mask"]\nnoise_runs = 2\n'
+          + replayed_mutations("default", "materialized", "causal-mask")
+          + 'env = { DIFFTEST_MUTATION = "causal-mask" }\n')
 runner = CliRunner()
 
 
@@ -135,7 +135,8 @@ def test_the_mutated_arm_is_caught_again(runs: Runs) -> None:
 
 
 def test_a_noise_run_exports_each_rerun_against_the_first(runs: Runs) -> None:
-    """The reference runner is deterministic: its second run drafts what the first did."""
+    """The reference runner is deterministic: its second run drafts what the first did (the
+    replay arm prints the one capture again)."""
     for name in ("paged-vs-paged#run2", None):
         again = _export(runs.noise, name)
         assert (again["verdict"], again["comparison"]) == ("agree", "paged-vs-paged#run2")

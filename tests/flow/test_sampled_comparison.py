@@ -6,9 +6,6 @@ distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,8 @@ from difftest.core.kinds import DecodingMode, KilledBy, VerdictKind
 from difftest.report.comparison import to_dict
 from difftest.report.headline import report_differed
 from difftest.report.html import figures
-from planned import run_comparison, run_probe
+from conftest import TESTS, Ran, cli_in, replay_arm
+from planned import run_probe
 
 ARMS = """
 [arms.target]
@@ -51,7 +49,10 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     spec = cfg.comparison("sampled")
     assert spec.rules.decoding is DecodingMode.SAMPLED
     assert spec.rules.echo()["decoding"] == "sampled"
-    report = run_comparison(cfg, spec, run_root=tmp_path / "runs", progress=False)
+    # the probe compares the two arms first (its baseline, judged as a compare of them is),
+    # then the mutated spec arm against the target
+    probe = run_probe(cfg, spec, run_root=tmp_path / "runs", progress=False)
+    report = probe.baseline
     assert report.verdict.kind is VerdictKind.AGREE, report.verdict.reasons
     assert report.comparison is None  # tokens differ from draw to draw: not compared
     assert report_differed(report).startswith("compared in distribution")
@@ -62,23 +63,21 @@ def test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_i
     (row1, *_) = data["acceptance"]["spec"]  # the target alone drafts nothing: no check
     assert set(data["acceptance"]) == {"spec"} and row1["row"] == 1 and not row1["flagged"]
     assert "Token laws and acceptance (sampled decoding)" in [f.title for f in figures(report)]
-    probe = run_probe(cfg, spec, run_root=tmp_path / "runs", progress=False)
     (mutation,) = probe.mutations
     assert mutation.killed and mutation.killed_by is KilledBy.EMITTED
     assert any(r.startswith("the token distributions differ")
                for r in mutation.report.verdict.reasons)
 
 
-def compare(tmp_path: Path, a: list[str], b: list[str]) -> subprocess.CompletedProcess[str]:
+def compare(tmp_path: Path, a: list[str], b: list[str]) -> Ran:
     """`difftest compare` of two traces under a sampled comparison whose arms do nothing."""
     (tmp_path / "cfg.toml").write_text('[arms.A]\ncommand = ["true"]\n[arms.B]\ncommand = ["true"]\n'
                                        '[comparisons.s]\narm_a = "A"\narm_b = "B"\n'
                                        'decoding = "sampled"\n')
     (tmp_path / "A").write_text("\n".join(a) + "\n")
     (tmp_path / "B").write_text("\n".join(b) + "\n")
-    return subprocess.run([sys.executable, "-m", "difftest", "compare", "--config", "cfg.toml",
-                           "-c", "s", "--trace-a", "A", "--trace-b", "B"], cwd=tmp_path,
-                          capture_output=True, text=True, check=False)
+    return cli_in(tmp_path, "compare", "--config", "cfg.toml", "-c", "s", "--trace-a", "A",
+                  "--trace-b", "B")
 
 
 def test_one_draw_per_prompt_of_different_tokens_differs(tmp_path: Path) -> None:
@@ -122,19 +121,20 @@ def test_a_stated_token_budget_cuts_each_draw_and_without_it_length_is_judged(
     assert compare(tmp_path, a, b).returncode == 1
 
 
+SAMPLED = TESTS / "data" / "sampled"  # scripts/capture_replay_traces.py
+
+
 def rounds_config(tmp_path: Path, seed: str = "{seed}") -> Path:
     """The target alone, speculative sampling and the draft-only temperature, 8 draws per
-    prompt; with `{seed}` each round draws with the next sampler seed (the gate input, then
-    the inputs after it), otherwise every run with the one given."""
-    def arm(name: str, mutation: str, *extra: str) -> str:
-        command = ", ".join(f'"{a}"' for a in (
-            "{python}", "-m", "difftest.runners.reference", "--vocab", "32", "--steps", "6",
-            "--requests", "2", "--temperature", "0.4", "--top-p", "0.8", "--samples", "8",
-            "--sample-seed", seed, *extra))
-        return (f"[arms.{name}]\ncommand = [{command}]\nenv = {{ VT_SPEC_TRACE = \"1\", "
-                f"DIFFTEST_MUTATION = \"{mutation}\", OMP_NUM_THREADS = \"1\" }}\n")
-    text = (arm("target", "none", "--no-spec") + arm("spec", "none")
-            + arm("wrong", "temperature-draft-only")
+    prompt, as replays of the reference runner's captures (`--vocab 32 --steps 6 --requests 2
+    --temperature 0.4 --top-p 0.8 --samples 8 --sample-seed SEED`, the target with
+    `--no-spec`) under the launch the runner's arm has; with `{seed}` each round replays the
+    next sampler seed's capture (the gate input, then the inputs after it), otherwise every
+    run the one given."""
+    def arm(name: str, mutation: str) -> str:
+        return (replay_arm(name, SAMPLED / f"{name}-{seed}.log")
+                + f'env = {{ VT_SPEC_TRACE = "1", DIFFTEST_MUTATION = "{mutation}" }}\n')
+    text = (arm("target", "none") + arm("spec", "none") + arm("wrong", "temperature-draft-only")
             + "".join(f'[comparisons.{n}]\narm_a = "target"\narm_b = "{n}"\n'
                       'decoding = "sampled"\ngate_input = "100"\n' for n in ("spec", "wrong")))
     path = tmp_path / "difftest.toml"
@@ -222,12 +222,10 @@ def test_a_rerun_that_repeats_a_sampler_seed_is_not_counted(tmp_path: Path) -> N
 
 
 def reference_trace(seed: int) -> str:
-    out = subprocess.run([sys.executable, "-m", "difftest.runners.reference", "--vocab", "32",
-                          "--steps", "6", "--requests", "2", "--temperature", "0.4", "--top-p",
-                          "0.8", "--samples", "4", "--sample-seed", str(seed)],
-                         capture_output=True, text=True, check=True,
-                         env={**os.environ, "VT_SPEC_TRACE": "1"})
-    return out.stderr
+    """The reference runner's trace of 4 draws per prompt at a sampler seed (`--vocab 32
+    --steps 6 --requests 2 --temperature 0.4 --top-p 0.8 --samples 4 --sample-seed SEED`,
+    captured by scripts/capture_replay_traces.py)."""
+    return (SAMPLED / f"four-draws-{seed}.log").read_text(encoding="utf-8")
 
 
 def test_a_new_seed_printed_over_the_same_draws_is_a_repeat() -> None:

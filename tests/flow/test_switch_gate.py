@@ -4,6 +4,7 @@ report one configuration."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from conftest import replay_arm
 
 from difftest import api
-from difftest.config import load_config
+from difftest.config import Config, load_config
 from difftest.core.rules import Rules
 from difftest.core.errors import ExitCode, InternalError
 from difftest.flow.judge import self_check, self_differences
@@ -49,8 +50,29 @@ def test_a_misspelt_lane_variable_is_inert_not_agree(tmp_path: Path) -> None:
                for line in head), proc.stdout
 
 
-def test_probe_of_a_differ_comparison_runs_the_builtin_probe(tmp_path: Path) -> None:
+CAPTURES = ROOT / "tests" / "data" / "shipped"  # scripts/capture_replay_traces.py shipped
+# An arm that prints the reference runner's capture of a shipped arm (its path without `.log`),
+# or, where its launch sets a mutation (DIFFTEST_MUTATION), the capture of the arm so mutated.
+REPLAY_SHIPPED = "; ".join([
+    "import os, sys", "capture = sys.argv[1]",
+    "mutation = os.environ.get('DIFFTEST_MUTATION', 'none')",
+    "capture += '' if mutation == 'none' else '+' + mutation",
+    "sys.stdout.write('generated\\n')",
+    "sys.stderr.write(open(capture + '.log', encoding='utf-8').read())"])
+
+
+def shipped_replayed(*names: str) -> Config:
+    """The shipped config, the arms `names` replaying the runner's captures of them
+    (tests/data/shipped/NAME.log) under the environment and evidence the config gives them."""
     cfg = load_config(SHIPPED)
+    arms = {**cfg.arms, **{name: cfg.arm(name).with_changes(
+        command=(sys.executable, "-c", REPLAY_SHIPPED, str(CAPTURES / name)))
+        for name in names}}
+    return dataclasses.replace(cfg, arms=arms)
+
+
+def test_probe_of_a_differ_comparison_runs_the_builtin_probe(tmp_path: Path) -> None:
+    cfg = shipped_replayed("scalars-on", "scalars-off")
     report = run_probe(cfg, cfg.comparison("scalars"), run_root=tmp_path, progress=False)
     assert [m.name for m in report.mutations] == [INERT_PROBE]  # no attention mutation
     inert = report.mutations[0]
@@ -61,7 +83,7 @@ def test_probe_of_a_differ_comparison_runs_the_builtin_probe(tmp_path: Path) -> 
 
 
 def test_a_green_probe_states_its_detection_margin(tmp_path: Path) -> None:
-    cfg = load_config(SHIPPED)
+    cfg = shipped_replayed("paged", "materialized")
     report = run_probe(cfg, cfg.comparison("lanes"), ["causal-mask"], run_root=tmp_path,
                        progress=False)
     assert report.exit_code == ExitCode.OK

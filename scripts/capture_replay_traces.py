@@ -1,0 +1,166 @@
+"""Record the reference-runner traces that tests replay where they are about difftest's judging
+rather than the runner: rounds of `--until-decided`, noise reruns and repeated sampler seeds
+(tests/data/sampled/, tests/flow/test_sampled_comparison.py), the sequential acceptance test
+(tests/data/sequential/, tests/analysis/test_sequential.py), calibration on held-out inputs
+(tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
+(tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
+is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
+that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
+tests/flow/test_coverage_gate.py).
+
+Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
+the input, so a round on the next input replays the next capture and a rerun on the same input
+the same one, as the reference runner (deterministic at a fixed seed) would print. Each capture
+is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
+this again when the reference runner's output changes.
+Usage: python scripts/capture_replay_traces.py [SECTION ...]
+(sections: sampled, sequential, calibrate, acceptance, force, shipped; no argument: all)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from difftest.execute.supervise import arm_environment
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+REFERENCE = [sys.executable, "-m", "difftest.runners.reference"]
+
+# test_sampled_comparison.py: rounds_config's arms (8 draws per prompt) by sampler seed, and
+# the reference_trace of 4 draws
+SAMPLED = ["--vocab", "32", "--steps", "6", "--requests", "2", "--temperature", "0.4",
+           "--top-p", "0.8"]
+SAMPLED_ENV = {"VT_SPEC_TRACE": "1", "OMP_NUM_THREADS": "1"}
+SAMPLED_ARMS = {  # name: (extra argv, DIFFTEST_MUTATION, sampler seeds)
+    "target": (["--no-spec"], "none", [7, *range(100, 110)]),
+    "spec": ([], "none", [7, *range(100, 104)]),
+    "wrong": ([], "temperature-draft-only", list(range(100, 110))),
+}
+
+# test_sequential.py: the nondeterministic pair of 30 requests, without and with an input
+# (`--seed`: the gate input 5, then 6, 7, ...; the planted comparison holds 6 out, so its worse
+# arm runs on 5 and 7), and the deterministic one of 6 requests
+REF_INPUTS = list(range(5, 13))
+WORSE_INPUTS = [5, 7]
+REF6_INPUTS = [5, 6, 7]
+
+# test_calibrate.py: `--requests 1 --steps 3` at level 3 on the gate input and the calibration
+# inputs
+CALIBRATE = [*REFERENCE, "--requests", "1", "--steps", "3"]
+CALIBRATE_ENV = {"VT_SPEC_TRACE": "3"}
+CALIBRATE_INPUTS = [0, 1, 2]
+
+
+def capture(argv: list[str], env: dict[str, str], target: Path) -> None:
+    own, _ = arm_environment(os.environ, env)
+    out = subprocess.run(argv, env=own, capture_output=True, text=True, check=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(out.stderr, encoding="utf-8")
+    print(target.relative_to(REPO))
+
+
+def sampled() -> None:
+    """rounds_config's three arms by sampler seed, and the runner's trace of 4 draws."""
+    for name, (extra, mutation, seeds) in SAMPLED_ARMS.items():
+        for seed in seeds:
+            capture([*REFERENCE, *SAMPLED, "--samples", "8", "--sample-seed", str(seed), *extra],
+                    {**SAMPLED_ENV, "DIFFTEST_MUTATION": mutation},
+                    DATA / "sampled" / f"{name}-{seed}.log")
+    for seed in (7, 8):
+        capture([*REFERENCE, *SAMPLED, "--samples", "4", "--sample-seed", str(seed)],
+                {"VT_SPEC_TRACE": "1"}, DATA / "sampled" / f"four-draws-{seed}.log")
+
+
+def sequential() -> None:
+    """The pairs of 30 and of 6 requests, without an input and on each input."""
+    nondet = [*REFERENCE, "--nondeterministic", "--requests", "30", "--steps", "6"]
+    det = [*REFERENCE, "--requests", "6", "--steps", "6"]
+    env = {"VT_SPEC_TRACE": "1"}
+    noise = ["--draft-noise", "6"]
+    seq = DATA / "sequential"
+    capture(nondet, env, seq / "ref.log")
+    capture([*nondet, *noise], env, seq / "worse.log")
+    capture(det, env, seq / "ref6.log")
+    for seed in REF_INPUTS:
+        capture([*nondet, "--seed", str(seed)], env, seq / f"ref-{seed}.log")
+    for seed in REF6_INPUTS:
+        capture([*det, "--seed", str(seed)], env, seq / f"ref6-{seed}.log")
+    for seed in WORSE_INPUTS:
+        capture([*nondet, "--seed", str(seed), *noise], env, seq / f"worse-{seed}.log")
+
+
+def calibrate() -> None:
+    """The kernel arms on the gate input 0 and the calibration inputs 1 and 2, and on those the
+    mutated B arms: the causal-mask bug (DIFFTEST_MUTATION) and a float reordering
+    (`--nondeterministic`), named as tests/flow/test_calibrate.py's replay arm names them."""
+    for kernel in ("single", "split"):
+        for seed in CALIBRATE_INPUTS:
+            capture([*CALIBRATE, "--seed", str(seed), "--attention-kernel", kernel],
+                    {**CALIBRATE_ENV, "DIFFTEST_MUTATION": "none"},
+                    DATA / "calibrate" / f"{kernel}-{seed}.log")
+    for seed in CALIBRATE_INPUTS[1:]:
+        capture([*CALIBRATE, "--seed", str(seed), "--attention-kernel", "split"],
+                {**CALIBRATE_ENV, "DIFFTEST_MUTATION": "causal-mask"},
+                DATA / "calibrate" / f"split+causal-mask-{seed}.log")
+        capture([*CALIBRATE, "--seed", str(seed), "--attention-kernel", "split",
+                 "--nondeterministic"], {**CALIBRATE_ENV, "DIFFTEST_MUTATION": "none"},
+                DATA / "calibrate" / f"split+nondeterministic-{seed}.log")
+
+
+def acceptance() -> None:
+    """The reference drafter and the one made worse (`--draft-noise 6`) on 40 requests of 15
+    steps, and the reference on 5 of 5."""
+    env = {"VT_SPEC_TRACE": "1"}
+    big = [*REFERENCE, "--requests", "40", "--steps", "15"]
+    capture(big, env, DATA / "acceptance" / "ref.log")
+    capture([*big, "--draft-noise", "6"], env, DATA / "acceptance" / "worse.log")
+    capture([*REFERENCE, "--requests", "5", "--steps", "5"], env,
+            DATA / "acceptance" / "ref-small.log")
+
+
+def force() -> None:
+    """test_force.py's arms run free: the reference drafter and the one with the causal-mask
+    bug, `--requests 2 --steps 5` at level 3."""
+    small = [*REFERENCE, "--requests", "2", "--steps", "5"]
+    for mutation in ("none", "causal-mask"):
+        capture(small, {"VT_SPEC_TRACE": "3", "DIFFTEST_MUTATION": mutation},
+                DATA / "force" / f"free-{mutation}.log")
+
+
+def shipped() -> None:
+    """Arms of the shipped config (difftest/configs/default.toml) as it runs them: the lanes,
+    the materialized one with the causal-mask bug, and the scalars on and off (for
+    tests/flow/test_switch_gate.py); and the lanes on one short prompt whose drafted blocks
+    never reach a page boundary, `--requests 1 --prompt-len 4 --steps 2` (for
+    tests/flow/test_coverage_gate.py)."""
+    from difftest.config import default_config_path, load_config
+
+    cfg = load_config(default_config_path())
+    short = ["--requests", "1", "--prompt-len", "4", "--steps", "2"]
+    for name, mutation, extra in (
+            ("paged", "none", []), ("materialized", "none", []),
+            ("materialized", "causal-mask", []), ("scalars-on", "none", []),
+            ("scalars-off", "none", []), ("paged", "none", short),
+            ("materialized", "none", short)):
+        arm = cfg.arm(name)
+        stem = (name + ("" if mutation == "none" else f"+{mutation}")
+                + ("-short" if extra else ""))
+        capture([*arm.command, *extra], {**arm.env, "DIFFTEST_MUTATION": mutation},
+                DATA / "shipped" / f"{stem}.log")
+
+
+SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
+            "acceptance": acceptance, "force": force, "shipped": shipped}
+
+
+def main() -> None:
+    for name in sys.argv[1:] or SECTIONS:
+        SECTIONS[name]()
+
+
+if __name__ == "__main__":
+    main()
