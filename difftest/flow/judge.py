@@ -135,7 +135,7 @@ def judged(plan: Plan, results: RunResults, kind: type[J]) -> J:
 def _comparison(j: Judged, outcomes: Outcomes, run_dir: Path) -> ComparisonReport:
     a, b = outcomes.pair(j.spec)
     return evaluate(j.spec, a, b, outcomes.thresholds, run_dir, outcomes.reruns(j.spec),
-                    j.evidence)
+                    j.evidence, mutated=j.mutation is not None)
 
 
 def _sampled_rounds(j: Judged, first: ComparisonReport, outcomes: Outcomes, rounds: SampledRun

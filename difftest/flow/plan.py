@@ -558,6 +558,14 @@ class RecordedRun:
         raise UsageError(f"{self.run_dir}: no comparison {comparison!r} in this run ({known})")
 
 
+    def judged(self, spec: ComparisonSpec, evidence: Evidence) -> Judged:
+        """The comparison `pick` gave, as the run judged it: a probed mutation's arm B is
+        mutated in its role (so a mutation its trace shows is not held against its launch,
+        as the run did not)."""
+        if self.roles.get(spec.name, {}).get(spec.arm_b) is Role.MUTATED_B:
+            return Judged(spec, evidence, mutation=spec.name.partition("/")[2] or spec.name)
+        return Judged(spec, evidence)
+
     def _as_planned(self, spec: ComparisonSpec) -> ComparisonSpec:
         """`spec`, when the plan's roles name its arms as its arms A and B (a run recorded
         before the plan had roles has none to contradict)."""

@@ -51,7 +51,7 @@ def rejudge_run(run_dir: Path, *, comparison: str | None = None,
         raise UsageError(f"{where}: arm {spec.arm_a!r} and arm {spec.arm_b!r} are one capture "
                          f"compared with itself ({same}); it would agree whatever the engine "
                          "did")
-    plan = Plan(PlanKind.COMPARE, Path(run_dir).name, (), (Judged(spec, evidence),),
+    plan = Plan(PlanKind.COMPARE, Path(run_dir).name, (), (recorded.judged(spec, evidence),),
                 thresholds)
     rounds = sequential_rounds(results, spec)
     if rounds is not None and spec.rules.decoding is DecodingMode.SAMPLED:
