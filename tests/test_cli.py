@@ -121,7 +121,7 @@ def test_ctrl_c_stops_both_arms_and_says_where_the_captures_are(tmp_path: Path) 
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=120)  # a loaded machine stops arms slowly
     assert proc.returncode == 130, err
     run_dir = runs[0].parent
     assert f"kept in {run_dir}" in err and "Traceback" not in err

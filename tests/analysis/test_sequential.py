@@ -285,7 +285,7 @@ gate_input = "5"
         time.sleep(0.1)
     assert started, proc.communicate(timeout=30)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     run_dir = started[0].parent
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))

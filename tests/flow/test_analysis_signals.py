@@ -32,14 +32,24 @@ def _status(runs: Path) -> str | None:
     return None
 
 
+@pytest.fixture(scope="module")
+def large_traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two traces of about 30 MB each: judging them takes seconds, so the signal sent when
+    the arms are done lands in the analysis even on a loaded machine (the signal ends the run,
+    so the rest of the analysis costs nothing)."""
+    tmp = tmp_path_factory.mktemp("large")
+    lines = steps(n=30000, logits_width=4)
+    return (trace_file(tmp, "a.log", lines),
+            trace_file(tmp, "b.log", [*lines, "[spec-config] build=second"]))
+
+
 @pytest.mark.parametrize("sig, code, status", [(signal.SIGTERM, 143, "terminated"),
                                                (signal.SIGHUP, 129, "hangup"),
                                                (signal.SIGINT, 130, "interrupted")])
 def test_a_signal_during_the_analysis_ends_like_one_during_the_arms(
-        tmp_path: Path, sig: int, code: int, status: str) -> None:
-    lines = steps(n=6000, logits_width=4)  # about 6 MB each: judging takes a second or more
-    a = trace_file(tmp_path, "a.log", lines)
-    b = trace_file(tmp_path, "b.log", [*lines, "[spec-config] build=second"])
+        tmp_path: Path, large_traces: tuple[Path, Path], sig: int, code: int,
+        status: str) -> None:
+    a, b = large_traces
     (tmp_path / "difftest.toml").write_text(replay_arm("a", a) + replay_arm("b", b))
     runs = tmp_path / "runs"
     proc = subprocess.Popen([PY, "-m", "difftest", "compare", "--arm-a", "a", "--arm-b", "b",
