@@ -43,6 +43,7 @@ import numpy.typing as npt
 
 from difftest.numerics.clustered import ClusterSums, t_quantile
 from difftest.numerics.resolution import snapped_difference, value_quanta
+from difftest.numerics.rows import row_any, row_count, row_max
 
 MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
 Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
@@ -241,6 +242,7 @@ class MeanError:
     se_rows: float | None  # independent rows
     ci: tuple[float, float] | None
     requests: int  # clustered by this many requests (0: not clustered)
+    mean: float | None = None  # the mean itself, correctly rounded (None: no value)
 
 
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,
@@ -249,7 +251,7 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
     two requests are known, else over independent rows; the interval clipped to `bounds`."""
     n = values.size
     if n < 2:
-        return MeanError(None, None, None, 0)
+        return MeanError(None, None, None, 0, math.fsum(values.tolist()) / n if n else None)
     mean = math.fsum(values.tolist()) / n
     se_rows = math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (n - 1) / n)
     se, q, groups = se_rows, Z95, 0
@@ -264,7 +266,7 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
             se = max(math.sqrt(sums.variance()), se_rows) if se_rows > 0 else 0.0
             q = t_quantile(0.975, groups - 1.0)
     ci = (max(bounds[0], mean - q * se), min(bounds[1], mean + q * se))
-    return MeanError(se, se_rows, ci, groups)
+    return MeanError(se, se_rows, ci, groups, mean)
 
 
 class RowBlocks(Protocol):
@@ -341,8 +343,7 @@ def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> L
         max_abs=max_abs, p99_abs=p99_abs, mean_abs=mean_abs,
         max_rel=float(np.max(acc.rel_max)) if acc.rel_max else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
-        topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
-        kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
+        topk_overlap=ov_err.mean, kl_rows=int(kl.size), kl_mean=kl_err.mean,
         kl_mean_se=kl_err.se, kl_max=float(kl.max()) if kl.size else None,
         significant=n >= min_rows, min_rows=min_rows, topk_overlap_se=ov_err.se,
         kl_mean_se_rows=kl_err.se_rows, topk_overlap_se_rows=ov_err.se_rows,
@@ -363,8 +364,8 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
 def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.ndarray,
                         shared: np.ndarray, vb: np.ndarray, d: np.ndarray, start: int) -> None:
     valid_a, valid_b = ids_a >= 0, ids_b >= 0
-    count = shared.sum(axis=1)
-    width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
+    count = row_count(shared)
+    width = np.minimum(row_count(valid_a), row_count(valid_b))
     acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
     has_width = width > 0
     acc.overlaps.append(count[has_width] / width[has_width])
@@ -372,7 +373,7 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
     finite = np.isfinite(va) & np.isfinite(vb)
-    bad = np.any(shared & ~finite, axis=1)
+    bad = row_any(shared & ~finite)
     acc.nonfinite += int(bad.sum())
     use = shared & finite
     acc.diffs.append(d[use])
@@ -449,6 +450,6 @@ def _match_sorted(ids_a: np.ndarray, ids_b: np.ndarray
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp over (n, K) with -inf for absent entries (each row has one finite)."""
-    top = x.max(axis=1, keepdims=True)
+    top = row_max(x)[:, None]  # the sign of a zero maximum changes no value below
     out: np.ndarray = top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
     return out
