@@ -1,4 +1,5 @@
-"""The column-at-a-time row reductions are numpy's own reductions along axis 1."""
+"""The column-at-a-time row reductions are numpy's own reductions along axis 1, and the sums
+by cluster label in bins of their own are the sums by sorted label."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from difftest.numerics.clustered import ClusterSums
 from difftest.numerics.rows import row_all, row_any, row_count, row_max
 
 shapes = st.tuples(st.integers(0, 40), st.integers(0, 9))
@@ -41,3 +43,20 @@ def test_max_of_no_column() -> None:
     else:
         raise AssertionError("a row with no entry has no maximum")
 
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 70_000), st.floats(-1e6, 1e6)), max_size=60),
+       st.sampled_from([np.int64, np.int32, np.uint16]))
+def test_cluster_sums_are_the_sums_by_sorted_label(rows: list[tuple[int, float]],
+                                                   dtype: type) -> None:
+    """ClusterSums.of sums small labels in bins of their own: the same sums, added in the same
+    row order, as by the rank of each label among the sorted distinct labels."""
+    labels = np.array([label for label, _ in rows], dtype=np.int64)
+    if dtype is np.uint16:
+        labels = np.abs(labels) % 65536
+    labels = labels.astype(dtype)
+    values = np.array([value for _, value in rows], dtype=np.float64)
+    got = ClusterSums.of(values, labels)
+    distinct, inverse = np.unique(labels, return_inverse=True)
+    assert got.y.tolist() == np.bincount(inverse, weights=values, minlength=distinct.size).tolist()
+    assert got.n.tolist() == np.bincount(inverse, minlength=distinct.size).astype(float).tolist()
