@@ -613,25 +613,45 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
     out = np.full(sel.size, np.nan)
     if not sel.any():
         return out
-    ids = arm.logits.top_ids[at[sel]]
-    vals = arm.logits.top_vals[at[sel]]
-    listed = np.arange(ids.shape[1])[None, :] < arm.logits.width[at[sel]][:, None]
-
-    def value_of(tokens: np.ndarray) -> np.ndarray:
-        hit = (ids == tokens[:, None]) & listed
-        got = vals[np.arange(ids.shape[0]), hit.argmax(axis=1)]
-        return np.where(hit.any(axis=1), got, np.nan)
-
-    own_v, other_v = value_of(own[sel]), value_of(other[sel])
-    last = np.min(np.where(listed & ~np.isnan(vals), vals, np.inf), axis=1)
-    # the other token unlisted: its value is at most the last listed one, so the gap is at
-    # least own - last (a lower bound; the logit comparison sees a larger drop as a difference)
+    lines = at[sel]
+    ids = arm.logits.top_ids[lines]
+    vals = arm.logits.top_vals[lines]
+    width = arm.logits.width[lines]
+    own_s, other_s = own[sel], other[sel]
+    own_v = _value_of(ids, vals, width, own_s)
+    # where both arms drafted one token the other token's value is the own one's (the same
+    # lookup): only the rows whose tokens differ look up the other, and read their list's last
+    apart = np.flatnonzero(own_s != other_s)
+    other_v = own_v.copy()
+    below = np.full(own_v.size, np.nan)  # read only where the other token is unlisted
+    if apart.size:
+        other_v[apart] = _value_of(ids[apart], vals[apart], width[apart], other_s[apart])
+        listed = np.arange(ids.shape[1])[None, :] < width[apart][:, None]
+        v = vals[apart]
+        last = np.min(np.where(listed & ~np.isnan(v), v, np.inf), axis=1)
+        # the other token unlisted: its value is at most the last listed one, so the gap is at
+        # least own - last (a lower bound; the logit comparison sees a larger drop as a
+        # difference)
+        with np.errstate(invalid="ignore"):
+            below[apart] = np.where(np.isinf(last), np.nan, own_v[apart] - last)
     with np.errstate(invalid="ignore"):
-        below = np.where(np.isinf(last), np.nan, own_v - last)
         gap = np.where(np.isnan(other_v), below, np.abs(own_v - other_v))
     gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
     # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
-    out[sel] = np.where(arm.logits.width[at[sel]] < 2, np.nan, gap)
+    out[sel] = np.where(width < 2, np.nan, gap)
+    return out
+
+
+def _value_of(ids: np.ndarray, vals: np.ndarray, width: np.ndarray, tokens: np.ndarray
+              ) -> np.ndarray:
+    """Per row: the value of the first listed entry holding the row's token (nan where none
+    does), a column at a time from the last, so the first one is written last."""
+    out = np.full(tokens.size, np.nan)
+    hit = np.empty(tokens.size, dtype=bool)
+    for j in range(ids.shape[1] - 1, -1, -1):
+        np.equal(ids[:, j], tokens, out=hit)
+        hit &= j < width
+        np.copyto(out, vals[:, j], where=hit)
     return out
 
 

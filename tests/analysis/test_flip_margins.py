@@ -1,0 +1,56 @@
+"""The flip margin of each row, looked up a column at a time, is the one its definition gives
+row by row."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from difftest.analysis.compare import _flip_margins
+
+
+def _definition(ids: list[int], vals: list[float], width: int, own: int, other: int) -> float:
+    """`_flip_margins` of one row, as its docstring says."""
+    def value_of(token: int) -> float:
+        return next((vals[j] for j in range(width) if ids[j] == token), math.nan)
+
+    if width < 2:
+        return math.nan
+    own_v, other_v = value_of(own), value_of(other)
+    if math.isnan(own_v):
+        return math.inf
+    if math.isnan(other_v):
+        last = min((v for v in vals[:width] if not math.isnan(v)), default=math.inf)
+        gap = math.nan if math.isinf(last) else own_v - last
+    else:
+        gap = abs(own_v - other_v)  # nan for two equal infinities
+    return math.inf if math.isnan(gap) else gap
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_flip_margins_are_their_definition_row_by_row(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lines, k = int(rng.integers(1, 12)), int(rng.integers(1, 6))
+    pool = np.array([0.0, 1.0, 2.5, -3.0, 7.25, np.nan, np.inf, -np.inf])
+    width = rng.integers(0, k + 1, size=lines)
+    ids = rng.integers(0, 6, size=(lines, k)).astype(np.int32)
+    vals = -np.sort(-rng.choice(pool, size=(lines, k)), axis=1)
+    ids[np.arange(k)[None, :] >= width[:, None]] = -1
+    arm: Any = SimpleNamespace(logits=SimpleNamespace(top_ids=ids, top_vals=vals, width=width))
+    n = int(rng.integers(1, 20))
+    at = rng.integers(0, lines, size=n)
+    sel = rng.integers(0, 4, size=n) > 0
+    own = rng.integers(-1, 6, size=n)
+    other = np.where(rng.integers(0, 2, size=n) > 0, own, rng.integers(-1, 6, size=n))
+    got = _flip_margins(arm, at, sel, own, other)
+    for i in range(n):
+        want = (_definition(ids[at[i]].tolist(), vals[at[i]].tolist(), int(width[at[i]]),
+                            int(own[i]), int(other[i])) if sel[i] else math.nan)
+        assert (math.isnan(want) and math.isnan(got[i])) or got[i] == want, (i, got[i], want)
+
