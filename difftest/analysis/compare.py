@@ -445,6 +445,17 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                    joined("nonfinite_both"), joined("resolved")), finished
 
 
+def distinct_sorted(x: np.ndarray) -> np.ndarray:
+    """`np.unique(x)` of a 1-D array already in order: each value kept where it changes."""
+    if x.size == 0:
+        return x
+    changes = np.empty(x.size, dtype=bool)
+    changes[0] = True
+    np.not_equal(x[1:], x[:-1], out=changes[1:])
+    out: np.ndarray = x[changes]
+    return out
+
+
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
                   near_tie: float | np.ndarray) -> np.ndarray:
     """The near-tie rule, the one place it is written: a flip at a row is a near-tie only when
@@ -779,7 +790,7 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
 
     def blocks(mask: np.ndarray) -> np.ndarray:
         """The aligned blocks with at least one row in `mask`."""
-        return np.unique(rows.step[mask])
+        return distinct_sorted(rows.step[mask])  # rows come block by block
 
     hard = blocks(status == DIFFER)
     soft = np.setdiff1d(blocks(status == NEAR_TIE), hard)
@@ -812,7 +823,7 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
-        blocks_drafted=int(np.unique(rows.step).size),
+        blocks_drafted=blocks(np.ones(rows.step.size, dtype=bool)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),

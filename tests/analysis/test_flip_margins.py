@@ -1,5 +1,5 @@
 """The flip margin of each row, looked up a column at a time, is the one its definition gives
-row by row."""
+row by row; the distinct blocks of rows in block order are numpy's unique ones."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.analysis.compare import _flip_margins
+from difftest.analysis.compare import _flip_margins, distinct_sorted
 
 
 def _definition(ids: list[int], vals: list[float], width: int, own: int, other: int) -> float:
@@ -54,3 +54,11 @@ def test_flip_margins_are_their_definition_row_by_row(seed: int) -> None:
                             int(own[i]), int(other[i])) if sel[i] else math.nan)
         assert (math.isnan(want) and math.isnan(got[i])) or got[i] == want, (i, got[i], want)
 
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=40), st.integers(0, 2**32 - 1))
+def test_distinct_blocks_of_sorted_rows_are_numpys_unique(steps: list[int], seed: int) -> None:
+    step = np.sort(np.array(steps, dtype=np.int64))
+    mask = np.random.default_rng(seed).integers(0, 2, size=step.size).astype(bool)
+    got, want = distinct_sorted(step[mask]), np.unique(step[mask])
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
