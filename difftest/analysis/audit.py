@@ -246,7 +246,8 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         reasons.append("no block logits traced (level < 3): only tokens can be compared")
         logit_blind.append("no block logits traced")
 
-    res = resolution(lg.top_vals, lg.width, lg.sig_digits, finite) if len(lg) else None
+    res = (resolution(lg.top_vals, lg.width, lg.sig_digits, finite, lg.magnitudes) if len(lg)
+           else None)
     if res is not None and res.quantum is not None:
         token_radius = ("unknown" if tokens.blind_radius_min is None
                         else _fmt(tokens.blind_radius_min))

@@ -670,7 +670,8 @@ def _resolution(trace: ArmTrace, rows: np.ndarray, digits: int | None) -> Resolu
     lg = trace.logits
     compared = np.zeros(len(lg), dtype=bool)
     compared[rows] = True
-    return replace(resolution(lg.top_vals, lg.width, lg.sig_digits, compared), digits=digits)
+    return replace(resolution(lg.top_vals, lg.width, lg.sig_digits, compared, lg.magnitudes),
+                   digits=digits)
 
 
 def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status: np.ndarray

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -123,6 +124,19 @@ class LogitRows:
             m = self.top_vals[:, 0] - self.top_vals[:, 1]
         m[self.width < 2] = np.nan
         return np.asarray(m, dtype=np.float64)
+
+    @cached_property
+    def magnitudes(self) -> np.ndarray:
+        """Per row: the largest |value| among its listed finite values (0 where it lists none).
+        What the resolution of any set of rows is read from (`resolution`'s `magnitudes`):
+        taken once per trace, a column at a time."""
+        out = np.zeros(len(self))
+        for j in range(self.top_vals.shape[1]):
+            mag = np.abs(self.top_vals[:, j])
+            keep = np.isfinite(mag)
+            keep &= j < self.width
+            np.maximum(out, np.where(keep, mag, 0.0), out=out)
+        return out
 
     @property
     def finite(self) -> np.ndarray:
