@@ -112,7 +112,7 @@ M = [
  ("A1 constant-blocks check off", "difftest/analysis/audit.py",
   "if constant and n > 1:", "if False:", "tests/analysis/test_audit.py"),
  ("A2 logits_vary always true", "difftest/analysis/audit.py",
-  "logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))", "logits_vary = True",
+  "logits_vary = _varies(rows) or _varies(ids)", "logits_vary = True",
   "tests/analysis/test_audit.py"),
  ("A3 blind radius ignored", "difftest/analysis/audit.py",
   "if blind_min > th.max_blind_radius:", "if False:", "tests/analysis/test_audit.py"),

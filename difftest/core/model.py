@@ -143,8 +143,10 @@ class LogitRows:
         """Mask of rows whose listed values are all finite."""
         if len(self) == 0:
             return np.ones(0, dtype=bool)
-        cols = np.arange(self.top_vals.shape[1])[None, :] < self.width[:, None]
-        return np.asarray(np.all(np.isfinite(self.top_vals) | ~cols, axis=1), dtype=bool)
+        out = np.ones(len(self), dtype=bool)
+        for j in range(self.top_vals.shape[1]):  # a column at a time: a pass over the rows each
+            out &= np.isfinite(self.top_vals[:, j]) | (j >= self.width)
+        return out
 
 
 @dataclass(frozen=True)
