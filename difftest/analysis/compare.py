@@ -16,6 +16,7 @@ judged: an unmatched or context-diverged row enters no test and no reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypedDict, Unpack
 from enum import IntEnum, StrEnum
 
@@ -204,7 +205,7 @@ class LogitFindings:
     rows_one_quantum: int  # bitwise differences of no more than one printed quantum
     not_compared: OneSided | None = None  # only one arm traced logits: none compared
     max_abs_value: float | None = None  # largest finite |b| compared (the reach of rtol)
-    pairs: PairedRows | None = field(default=None, repr=False, compare=False)
+    pairs: PairedRows | TakenRows | None = field(default=None, repr=False, compare=False)
     floor: NoiseFloor | None = None
     flips: FlipTest | None = None
     excess: ExcessTest | None = None  # how the values above the floor were judged
@@ -925,21 +926,23 @@ def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg
         return findings
     keep = compared[lg.both]
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
-    taken = _TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
+    taken = TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
     pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     # the statistics were taken a block at a time in the judging pass; the top lists are kept
-    # whole, for the rates and the floor
+    # for the rates and the floor, gathered when they first read them
     stats = lg.stats
     assert stats is not None and stats.rows == keep.sum()
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
+    return replace(findings, pairs=taken, pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))
 
 
 @dataclass(frozen=True)
-class _TakenRows:
-    """Logit lines `ia` of arm A beside lines `ib` of arm B, gathered when a block is asked for;
-    at 9+ digits the values float32-exact, as the tolerance sees them."""
+class TakenRows:
+    """Logit lines `ia` of arm A beside lines `ib` of arm B: the paired top lists (`PairedRows`'
+    arrays, each gathered when first read, and blocks of them gathered when asked for); at 9+
+    digits the values float32-exact, as the tolerance sees them. The rates read only the ids,
+    so the values of a whole comparison are gathered only where a noise floor pools them."""
 
     a: LogitRows
     ia: np.ndarray
@@ -954,6 +957,27 @@ class _TakenRows:
         ia, ib = self.ia[at], self.ib[at]
         return PairedRows(self.a.top_ids[ia], exact_values(self.a.top_vals[ia], self.digits[0]),
                           self.b.top_ids[ib], exact_values(self.b.top_vals[ib], self.digits[1]))
+
+    @cached_property
+    def ids_a(self) -> np.ndarray:
+        out: np.ndarray = self.a.top_ids[self.ia]
+        return out
+
+    @cached_property
+    def vals_a(self) -> np.ndarray:
+        return exact_values(self.a.top_vals[self.ia], self.digits[0])
+
+    @cached_property
+    def ids_b(self) -> np.ndarray:
+        out: np.ndarray = self.b.top_ids[self.ib]
+        return out
+
+    @cached_property
+    def vals_b(self) -> np.ndarray:
+        return exact_values(self.b.top_vals[self.ib], self.digits[1])
+
+    def widened(self) -> PairedRows:
+        return PairedRows(self.ids_a, self.vals_a, self.ids_b, self.vals_b).widened()
 
 
 def _opt(x: float) -> float | None:

@@ -1,5 +1,6 @@
 """The flip margin of each row, looked up a column at a time, is the one its definition gives
-row by row; the distinct blocks of rows in block order are numpy's unique ones."""
+row by row; the distinct blocks of rows in block order are numpy's unique ones; the paired top
+lists gathered when first read are those gathered at once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.analysis.compare import _flip_margins, distinct_sorted
+from difftest.analysis.compare import TakenRows, _flip_margins, distinct_sorted
+from difftest.core.model import LogitRows
 
 
 def _definition(ids: list[int], vals: list[float], width: int, own: int, other: int) -> float:
@@ -62,3 +64,29 @@ def test_distinct_blocks_of_sorted_rows_are_numpys_unique(steps: list[int], seed
     mask = np.random.default_rng(seed).integers(0, 2, size=step.size).astype(bool)
     got, want = distinct_sorted(step[mask]), np.unique(step[mask])
     assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([None, 6, 9]))
+def test_taken_rows_read_whole_are_the_rows_gathered_at_once(seed: int,
+                                                             digits: int | None) -> None:
+    """A comparison's paired top lists gather each array when first read: the arrays a
+    gather of every row at once gives, widened alike."""
+    rng = np.random.default_rng(seed)
+
+    def arm(n: int, k: int) -> LogitRows:
+        vals = rng.choice(np.array([1.25, -3.5, 5.123456789, np.nan]), size=(n, k))
+        return LogitRows(np.zeros(n, np.int32), np.zeros(n, np.int64), np.ones(n, np.int32),
+                         rng.integers(-1, 9, size=(n, k)).astype(np.int32), vals,
+                         np.full(n, k, np.int32), np.zeros(n, np.int64), np.zeros(n, np.int8))
+
+    a, b = arm(7, int(rng.integers(1, 4))), arm(5, int(rng.integers(1, 4)))
+    m = int(rng.integers(0, 10))
+    taken = TakenRows(a, rng.integers(0, 7, size=m), b, rng.integers(0, 5, size=m),
+                      (digits, 6))
+    whole = taken.block(slice(None))
+    for name in ("ids_a", "vals_a", "ids_b", "vals_b"):
+        assert np.array_equal(getattr(taken, name), getattr(whole, name), equal_nan=True)
+    wide, want = taken.widened(), whole.widened()
+    for name in ("ids_a", "vals_a", "ids_b", "vals_b"):
+        assert np.array_equal(getattr(wide, name), getattr(want, name), equal_nan=True)
