@@ -626,20 +626,20 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
     if not sel.any():
         return out
     lines = at[sel]
-    ids = arm.logits.top_ids[lines]
-    vals = arm.logits.top_vals[lines]
-    width = arm.logits.width[lines]
+    lg = arm.logits
+    width = lg.width[lines]
     own_s, other_s = own[sel], other[sel]
-    own_v = _value_of(ids, vals, width, own_s)
+    own_v = _value_of(lg.top_ids, lg.top_vals, lines, width, own_s)
     # where both arms drafted one token the other token's value is the own one's (the same
     # lookup): only the rows whose tokens differ look up the other, and read their list's last
     apart = np.flatnonzero(own_s != other_s)
     other_v = own_v.copy()
     below = np.full(own_v.size, np.nan)  # read only where the other token is unlisted
     if apart.size:
-        other_v[apart] = _value_of(ids[apart], vals[apart], width[apart], other_s[apart])
-        listed = np.arange(ids.shape[1])[None, :] < width[apart][:, None]
-        v = vals[apart]
+        other_v[apart] = _value_of(lg.top_ids, lg.top_vals, lines[apart], width[apart],
+                                   other_s[apart])
+        listed = np.arange(lg.top_vals.shape[1])[None, :] < width[apart][:, None]
+        v = lg.top_vals[lines[apart]]
         last = np.min(np.where(listed & ~np.isnan(v), v, np.inf), axis=1)
         # the other token unlisted: its value is at most the last listed one, so the gap is at
         # least own - last (a lower bound; the logit comparison sees a larger drop as a
@@ -654,16 +654,19 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
     return out
 
 
-def _value_of(ids: np.ndarray, vals: np.ndarray, width: np.ndarray, tokens: np.ndarray
-              ) -> np.ndarray:
-    """Per row: the value of the first listed entry holding the row's token (nan where none
-    does), a column at a time from the last, so the first one is written last."""
+def _value_of(top_ids: np.ndarray, top_vals: np.ndarray, lines: np.ndarray, width: np.ndarray,
+              tokens: np.ndarray) -> np.ndarray:
+    """Per line of `lines`: the value of the first listed entry holding the line's token (nan
+    where none does), a column at a time from the last, so the first one is written last (the
+    lines' ids read a column at a time, their values only where they hold the token: no
+    (lines, K) copy of either)."""
     out = np.full(tokens.size, np.nan)
     hit = np.empty(tokens.size, dtype=bool)
-    for j in range(ids.shape[1] - 1, -1, -1):
-        np.equal(ids[:, j], tokens, out=hit)
+    for j in range(top_ids.shape[1] - 1, -1, -1):
+        np.equal(top_ids[lines, j], tokens, out=hit)
         hit &= j < width
-        np.copyto(out, vals[:, j], where=hit)
+        found = np.flatnonzero(hit)
+        out[found] = top_vals[lines[found], j]
     return out
 
 
