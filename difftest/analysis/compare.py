@@ -34,8 +34,8 @@ from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digit
 from difftest.numerics.stats import LogitStats, PairedRows, StatsPass
 from difftest.core.rules import BARE, Rules
 from difftest.core.thresholds import Dtype, trace_dtype
-from difftest.numerics.tolerance import (Tolerance, derived_near_tie, exact_values, finite_max,
-                                         judge_matched, match_rows, no_rows)
+from difftest.numerics.tolerance import (RowDiffs, Tolerance, derived_near_tie, exact_values,
+                                         finite_max, judge_matched, match_rows, no_rows)
 
 class RowStatus(IntEnum):
     """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
@@ -390,6 +390,10 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
 _LOGIT_BLOCK_ROWS = 1 << 15
 
 
+_JUDGED = ("diff", "differs", "disjoint", "unresolved", "one_quantum", "exceed", "values",
+           "beyond", "nonfinite_both", "resolved")  # what a pair of rows' judgement keeps
+
+
 @dataclass(frozen=True)
 class _Judged:
     diff: np.ndarray
@@ -411,8 +415,17 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     and the statistics of the pairs in `keep` (the compared rows', whose requests are
     `cluster`), taken in the same pass from the same matched ids, values and quanta."""
     la, lb = a.logits, b.logits
-    stats = StatsPass()
-    parts = []
+    # at most every kept pair's every entry of A is a compared value
+    stats = StatsPass(int(np.count_nonzero(keep)) * la.top_ids.shape[1])
+    joined: dict[str, np.ndarray] = {}  # each judgement's arrays, filled a block at a time
+
+    def add(part: RowDiffs, at: slice) -> None:
+        for name in _JUDGED:
+            got = getattr(part, name)
+            if name not in joined:  # the first block gives each array its type
+                joined[name] = np.empty(ia.size, dtype=got.dtype)
+            joined[name][at] = got
+
     for start in range(0, max(ia.size, 1), _LOGIT_BLOCK_ROWS):
         block = slice(start, start + _LOGIT_BLOCK_ROWS)
         pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
@@ -424,7 +437,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                 stats.add_pairs(PairedRows(pairs.ids_a[kept], exact_values(
                     pairs.vals_a[kept], digits[0]), pairs.ids_b[kept], exact_values(
                     pairs.vals_b[kept], digits[1])), digits)
-            parts.append(no_rows(len(pairs)))
+            add(no_rows(len(pairs)), block)
             continue
         # the statistics over A's own columns (the match is over both arms widened to one)
         rows = slice(None) if kept.all() else kept
@@ -432,18 +445,8 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
         stats.add_matched(matched.ids_a[rows, :ka], matched.va[rows, :ka], matched.ids_b[rows],
                           matched.shared[rows, :ka], matched.vb[rows, :ka],
                           matched.d[rows, :ka])
-        parts.append(judge_matched(matched, tol))
-    # finished before the blocks' judgements are joined: the compared values' differences are
-    # not held beside both
-    finished = stats.result(cluster=cluster)
-
-    def joined(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts])
-
-    return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
-                   joined("unresolved"), joined("one_quantum"),
-                   joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"), joined("resolved")), finished
+        add(judge_matched(matched, tol), block)
+    return _Judged(**joined), stats.result(cluster=cluster)
 
 
 def distinct_sorted(x: np.ndarray) -> np.ndarray:
@@ -791,6 +794,8 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         status, findings = _flips_against_floor(status, lg, findings, floor,
                                                 _request_names(al, rows))
     findings = _compared_stats(a, b, findings, lg, compared)
+    # the pairs' judgement is counted: let it go before the table is built and ordered
+    lg = replace(lg, judged=None)
     admitted = lg.margin_b[status == NEAR_TIE]
 
     def blocks(mask: np.ndarray) -> np.ndarray:

@@ -221,9 +221,40 @@ def wilson(successes: int, n: int, z: float = Z95) -> Interval:
     return Interval(p, low, high)
 
 
+class _Diffs:
+    """The compared values' differences, in order: written into one buffer where the pass
+    announced how many there can be (its pages touched only as it fills: the differences are
+    never held twice, as blocks and joined), else kept as blocks and joined when asked for."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self._buffer: np.ndarray | None = np.empty(capacity) if capacity else None
+        self._filled = 0
+        self._blocks: list[np.ndarray] = []
+
+    def add(self, block: np.ndarray) -> None:
+        buffer, at = self._buffer, self._filled
+        if buffer is not None and at + block.size <= buffer.size:
+            buffer[at:at + block.size] = block
+            self._filled += block.size
+            return
+        if buffer is not None:  # more than announced: blocks from here on
+            self._blocks.append(buffer[:at].copy())
+            self._buffer = None
+        self._blocks.append(block)
+
+    def joined(self) -> np.ndarray:
+        """Every difference added, in order (`np.concatenate` of the blocks)."""
+        if self._buffer is not None:
+            out: np.ndarray = self._buffer[:self._filled]
+        else:
+            out = np.concatenate(self._blocks) if self._blocks else np.zeros(0)
+        self._buffer, self._filled, self._blocks = None, 0, []
+        return out
+
+
 @dataclass
 class _Acc:
-    diffs: list[np.ndarray]
+    diffs: _Diffs
     rel_max: list[float]  # each block's largest relative difference (only the largest is told)
     kls: list[np.ndarray]
     kl_at: list[np.ndarray]  # the row of each KL value
@@ -297,8 +328,10 @@ class StatsPass:
     (`add_matched`: the tolerance's, `difftest.numerics.tolerance.MatchedRows`), so that the
     quanta and the matched ids of a comparison are computed once."""
 
-    def __init__(self) -> None:
-        self._acc = _Acc([], [], [], [], [], [])
+    def __init__(self, values: int = 0) -> None:
+        """`values`: how many compared values (shared ids) the pass can add at most, where
+        known: their differences are then written into one buffer of that size."""
+        self._acc = _Acc(_Diffs(values), [], [], [], [], [])
         self.rows = 0
 
     def add_pairs(self, p: PairedRows, digits: tuple[int | None, int | None]) -> None:
@@ -326,8 +359,7 @@ class StatsPass:
 
 
 def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> LogitStats:
-    d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
-    acc.diffs.clear()
+    d = acc.diffs.joined()
     # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
     max_abs = float(d.max()) if d.size else None
     mean_abs = float(d.mean()) if d.size else None
@@ -376,7 +408,7 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     bad = row_any(shared & ~finite)
     acc.nonfinite += int(bad.sum())
     use = shared & finite
-    acc.diffs.append(d[use])
+    acc.diffs.add(d[use])
     nz = use & (vb != 0)
     rel = d[nz] / np.abs(vb[nz])
     if rel.size:

@@ -9,9 +9,11 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _match_pairwise, _match_sorted,
-                                     logit_stats, match_ids, wilson)
+from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Diffs, _match_pairwise,
+                                     _match_sorted, logit_stats, match_ids, wilson)
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -376,3 +378,20 @@ def test_the_mean_difference_is_summed_in_the_rows_order() -> None:
         warnings.simplefilter("ignore", RuntimeWarning)
         stats = logit_stats(pairs)
     assert stats.mean_abs == in_order and stats.max_abs == 1e16
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(allow_nan=False), max_size=6), max_size=6),
+       st.integers(0, 40))
+def test_differences_are_joined_as_their_blocks_concatenated(blocks: list[list[float]],
+                                                             capacity: int) -> None:
+    """Into one buffer while they fit the capacity announced, as blocks past it."""
+    parts = [np.array(b, dtype=np.float64) for b in blocks]
+    want = np.concatenate(parts) if parts else np.zeros(0)
+    diffs = _Diffs(capacity)
+    for part in parts:
+        diffs.add(part)
+    got = diffs.joined()
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
