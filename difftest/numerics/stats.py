@@ -34,6 +34,7 @@ Definitions (a row pair is one (request, pos, row) traced by both arms; B is the
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -276,15 +277,36 @@ class MeanError:
     mean: float | None = None  # the mean itself, correctly rounded (None: no value)
 
 
+_SUM_BLOCK = 1 << 16  # values turned into Python floats at a time by `exact_sum`
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """`math.fsum(values.tolist())`, the correctly rounded sum, without a Python float per
+    value where that is known to change nothing: zeros are left out (fsum's zero sum is +0.0
+    whatever the zeros' signs, and a zero changes no other sum); values all one finite number
+    v, m of them, sum to the correctly rounded m * v, which is what float multiplication gives
+    where it does not overflow; the rest are read a block at a time."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    values = values[values != 0]
+    if values.size:
+        first = float(values[0])
+        if math.isfinite(first) and bool(np.all(values == first)):
+            product = float(values.size) * first
+            if math.isfinite(product):
+                return product
+    return math.fsum(itertools.chain.from_iterable(
+        values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
+
+
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,
                bounds: tuple[float, float]) -> MeanError:
     """The error of `values.mean()`: request-clustered (jackknife over requests) where at least
     two requests are known, else over independent rows; the interval clipped to `bounds`."""
     n = values.size
     if n < 2:
-        return MeanError(None, None, None, 0, math.fsum(values.tolist()) / n if n else None)
-    mean = math.fsum(values.tolist()) / n
-    se_rows = math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (n - 1) / n)
+        return MeanError(None, None, None, 0, exact_sum(values) / n if n else None)
+    mean = exact_sum(values) / n
+    se_rows = math.sqrt(exact_sum((values - mean) ** 2) / (n - 1) / n)
     se, q, groups = se_rows, Z95, 0
     if cluster is not None:
         sums = ClusterSums.of(values, cluster)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Diffs, _match_pairwise,
-                                     _match_sorted, logit_stats, match_ids, wilson)
+                                     _match_sorted, exact_sum, logit_stats, match_ids, wilson)
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -395,3 +395,21 @@ def test_differences_are_joined_as_their_blocks_concatenated(blocks: list[list[f
     got = diffs.joined()
     assert got.dtype == want.dtype and got.tolist() == want.tolist()
 
+
+def _fsum_outcome(f: object, values: np.ndarray) -> object:
+    try:
+        out = f(values)  # type: ignore[operator]
+    except (ValueError, OverflowError) as exc:
+        return type(exc)
+    return "nan" if math.isnan(out) else (out, math.copysign(1.0, out))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, 0.1, -0.1, 1e308, -1e308, 3e-300, 2.5,
+                                 math.nan, math.inf, -math.inf]), max_size=40),
+       st.booleans())
+def test_the_exact_sum_is_fsums(values: list[float], constant: bool) -> None:
+    """Zeros left out, a constant array multiplied out, the rest read in blocks: the value
+    (and the sign of a zero, and the error) math.fsum gives over every value."""
+    x = np.array(values[:1] * len(values) if constant else values, dtype=np.float64)
+    assert _fsum_outcome(exact_sum, x) == _fsum_outcome(lambda v: math.fsum(v.tolist()), x)
