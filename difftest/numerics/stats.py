@@ -422,8 +422,10 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     width = np.minimum(row_count(valid_a), row_count(valid_b))
     acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
     has_width = width > 0
-    acc.overlaps.append(count[has_width] / width[has_width])
-    acc.overlap_at.append(start + np.flatnonzero(has_width))
+    every = bool(has_width.all())  # the usual block: its rows as they are, not gathered
+    acc.overlaps.append(count / width if every else count[has_width] / width[has_width])
+    acc.overlap_at.append(start + (np.arange(width.size) if every
+                                   else np.flatnonzero(has_width)))
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
     finite = np.isfinite(va) & np.isfinite(vb)
@@ -432,21 +434,25 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     use = shared & finite
     acc.diffs.add(d[use])
     nz = use & (vb != 0)
-    rel = d[nz] / np.abs(vb[nz])
-    if rel.size:
+    if nz.any():
+        # the largest d / |b| over the values where b is not 0, divided where they are (each
+        # quotient is at least +0, so the zeros left elsewhere change no maximum)
+        rel = np.zeros(d.shape)
+        np.divide(d, np.abs(vb), out=rel, where=nz)
         acc.rel_max.append(float(rel.max()))
     # KL over the shared ids of rows with no non-finite shared value
     rows = ~disjoint & ~bad
     if rows.any():
-        m = shared[rows]
-        a = np.where(m, va[rows], -np.inf)
-        b = np.where(m, vb[rows], -np.inf)
+        all_rows = bool(rows.all())  # the usual block: not gathered
+        m = shared if all_rows else shared[rows]
+        a = np.where(m, va if all_rows else va[rows], -np.inf)
+        b = np.where(m, vb if all_rows else vb[rows], -np.inf)
         la = a - _logsumexp(a)
         lb = b - _logsumexp(b)
         with np.errstate(invalid="ignore"):
             terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
         acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
-        acc.kl_at.append(start + np.flatnonzero(rows))
+        acc.kl_at.append(start + (np.arange(rows.size) if all_rows else np.flatnonzero(rows)))
 
 
 PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry
