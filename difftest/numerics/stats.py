@@ -258,9 +258,9 @@ class _Acc:
     diffs: _Diffs
     rel_max: list[float]  # each block's largest relative difference (only the largest is told)
     kls: list[np.ndarray]
-    kl_at: list[np.ndarray]  # the row of each KL value
+    kl_at: list[np.ndarray | range]  # the row of each KL value (a range: every row of a block)
     overlaps: list[np.ndarray]
-    overlap_at: list[np.ndarray]
+    overlap_at: list[np.ndarray | range]
     top1: int = 0
     disjoint: int = 0
     nonfinite: int = 0
@@ -387,9 +387,9 @@ def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> L
     mean_abs = float(d.mean()) if d.size else None
     p99_abs = float(np.percentile(d, 99, overwrite_input=True)) if d.size else None
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
-    kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
+    kl_at = _rows_of(acc.kl_at, n)
     ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
-    ov_at = np.concatenate(acc.overlap_at) if acc.overlap_at else np.zeros(0, np.int64)
+    ov_at = _rows_of(acc.overlap_at, n)
     kl_err = mean_error(kl, None if cluster is None else cluster[kl_at], (0.0, math.inf))
     ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
     return LogitStats(
@@ -403,6 +403,20 @@ def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> L
         kl_mean_se_rows=kl_err.se_rows, topk_overlap_se_rows=ov_err.se_rows,
         requests=max(kl_err.requests, ov_err.requests), kl_mean_ci=kl_err.ci,
         topk_overlap_ci=ov_err.ci)
+
+
+def _rows_of(parts: list[np.ndarray | range], n: int) -> slice | np.ndarray:
+    """The rows the values of `parts` belong to, in order: a slice where they are every row
+    0..n-1 (a cluster's labels are then taken as they are, not gathered), else their indices."""
+    if all(isinstance(p, range) for p in parts):
+        ranges = [p for p in parts if isinstance(p, range)]
+        if all(r.start == (ranges[i - 1].stop if i else 0) for i, r in enumerate(ranges)) \
+                and (ranges[-1].stop if ranges else 0) == n:
+            return slice(None)
+    if not parts:
+        return np.zeros(0, np.int64)
+    return np.concatenate([np.arange(p.start, p.stop) if isinstance(p, range) else p
+                           for p in parts])
 
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
@@ -424,8 +438,8 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     has_width = width > 0
     every = bool(has_width.all())  # the usual block: its rows as they are, not gathered
     acc.overlaps.append(count / width if every else count[has_width] / width[has_width])
-    acc.overlap_at.append(start + (np.arange(width.size) if every
-                                   else np.flatnonzero(has_width)))
+    acc.overlap_at.append(range(start, start + width.size) if every
+                          else start + np.flatnonzero(has_width))
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
     finite = np.isfinite(va) & np.isfinite(vb)
@@ -452,7 +466,8 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
         with np.errstate(invalid="ignore"):
             terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
         acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
-        acc.kl_at.append(start + (np.arange(rows.size) if all_rows else np.flatnonzero(rows)))
+        acc.kl_at.append(range(start, start + rows.size) if all_rows
+                         else start + np.flatnonzero(rows))
 
 
 PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Acc, _accumulate_matched,
-                                     _Diffs, _match_pairwise, _match_sorted, exact_sum,
-                                     logit_stats, match_ids, wilson)
+                                     _Diffs, _match_pairwise, _match_sorted, _rows_of,
+                                     exact_sum, logit_stats, match_ids, wilson)
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -468,7 +468,7 @@ def test_statistics_of_a_block_are_those_of_its_rows_gathered_by_mask(seed: int,
     with np.errstate(invalid="ignore"):
         d = np.abs(va - vb)
     got, want = _Acc(_Diffs(), [], [], [], [], []), _Acc(_Diffs(), [], [], [], [], [])
-    start = int(rng.integers(0, 100))
+    start = int(rng.integers(0, 3)) * int(rng.integers(0, 100))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _accumulate_matched(got, ids_a, va, ids_b, shared, vb, d, start)
@@ -476,7 +476,37 @@ def test_statistics_of_a_block_are_those_of_its_rows_gathered_by_mask(seed: int,
     assert (got.top1, got.disjoint, got.nonfinite) == (want.top1, want.disjoint, want.nonfinite)
     assert got.rel_max == want.rel_max
     assert np.array_equal(got.diffs.joined(), want.diffs.joined(), equal_nan=True)
-    for name in ("kls", "kl_at", "overlaps", "overlap_at"):
+    for name in ("kls", "overlaps"):
         x, y = getattr(got, name), getattr(want, name)
         assert len(x) == len(y) and all(np.array_equal(p, q, equal_nan=True) and p.dtype == q.dtype
                                         for p, q in zip(x, y, strict=True)), name
+    for name in ("kl_at", "overlap_at"):  # every row of the block: a range of them
+        x, y = getattr(got, name), getattr(want, name)
+        assert len(x) == len(y) and all(list(p) == q.tolist() for p, q in zip(x, y, strict=True))
+        rows = _rows_of(x, n + start)
+        if isinstance(rows, slice):
+            assert start == 0 and all(q.tolist() == list(range(n)) for q in y)
+        else:
+            assert rows.dtype == np.int64 and rows.tolist() == [i for q in y for i in q.tolist()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), max_size=6), st.integers(0, 3))
+def test_the_rows_of_blocks_of_every_row_are_every_row(blocks: list[tuple[bool, int]],
+                                                      extra: int) -> None:
+    """A block whose every row has a value is kept as a range; ranges that cover 0..n-1 in
+    order are every row (a slice), anything else the rows' indices."""
+    parts: list[np.ndarray | range] = []
+    want: list[int] = []
+    start = 0
+    for whole, size in blocks:
+        parts.append(range(start, start + size) if whole
+                     else start + np.arange(size)[::2])
+        want += list(range(start, start + size)) if whole else list(range(start, start + size, 2))
+        start += size
+    n = start + extra
+    rows = _rows_of(parts, n)
+    labels = np.arange(n) * 10
+    assert labels[rows].tolist() == [10 * i for i in want]
+    if all(isinstance(p, range) for p in parts) and extra == 0:
+        assert isinstance(rows, slice)
