@@ -613,11 +613,22 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         resolution_b=_resolution(b, ib, digits[1]),
         rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
         pair_req=rows.req[both],
-        max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
+        max_abs_value=_largest_abs(b.logits.top_vals, ib))
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
                    both, judged, resolved, flip_a, flip_b, ia, ib, stats)
+
+
+def _largest_abs(values: np.ndarray, lines: np.ndarray) -> float | None:
+    """`finite_max(np.abs(values[lines]).ravel())`, the largest finite |value| of the lines
+    (None: none is finite), a block of lines at a time: no copy of every line's values."""
+    best = None
+    for start in range(0, lines.size, _LOGIT_BLOCK_ROWS):
+        top = finite_max(np.abs(values[lines[start:start + _LOGIT_BLOCK_ROWS]]).ravel())
+        if top is not None and (best is None or top > best):
+            best = top
+    return best
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,

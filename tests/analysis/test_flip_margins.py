@@ -1,6 +1,7 @@
 """The flip margin of each row, looked up a column at a time, is the one its definition gives
 row by row; the distinct blocks of rows in block order are numpy's unique ones; the paired top
-lists gathered when first read are those gathered at once."""
+lists gathered when first read are those gathered at once; the largest value of lines read a
+block at a time is the one of them all."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from difftest.analysis import compare as compare_module
 from difftest.analysis.compare import TakenRows, _flip_margins, distinct_sorted
 from difftest.core.model import LogitRows
+from difftest.numerics.tolerance import finite_max
 
 
 def _definition(ids: list[int], vals: list[float], width: int, own: int, other: int) -> float:
@@ -90,3 +94,21 @@ def test_taken_rows_read_whole_are_the_rows_gathered_at_once(seed: int,
     wide, want = taken.widened(), whole.widened()
     for name in ("ids_a", "vals_a", "ids_b", "vals_b"):
         assert np.array_equal(getattr(wide, name), getattr(want, name), equal_nan=True)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 15])
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_largest_value_of_lines_read_in_blocks_is_the_one_of_them_all(
+        block: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.choice(np.array([0.0, -0.0, 1.5, -7.25, np.nan, np.inf, -np.inf]),
+                        size=(int(rng.integers(1, 9)), int(rng.integers(1, 4))))
+    lines = rng.integers(0, values.shape[0], size=int(rng.integers(0, 12)))
+    real = compare_module._LOGIT_BLOCK_ROWS
+    try:
+        compare_module._LOGIT_BLOCK_ROWS = block
+        got = compare_module._largest_abs(values, lines)
+    finally:
+        compare_module._LOGIT_BLOCK_ROWS = real
+    assert got == finite_max(np.abs(values[lines]).ravel())
