@@ -367,22 +367,39 @@ class _RowKeys:
         return keys
 
 
-def _logit_index(trace: ArmTrace, req_map: np.ndarray,
-                 keys_of: _RowKeys) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (request, pos, row) keys of an arm's logit rows (it traced some) and the row
-    index for each."""
-    lg = trace.logits
-    keys = keys_of(req_map[lg.req], lg.pos, lg.row)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], order
-
-
 def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """For each wanted key: whether the arm traced that logit row, and its index where it did
     (`keys` is not empty: the arm traced logits)."""
     at = np.minimum(np.searchsorted(keys, want), keys.size - 1)
     return order[at], keys[at] == want
+
+
+# A table of every key (one entry per possible key) where there are at most this many keys per
+# logit row (plus a few): positions and rows of real traces are dense, so it is a few bytes per
+# row, and a lookup is one read instead of a binary search.
+_DENSE_KEYS_PER_ROW = 16
+_DENSE_KEYS_MIN = 1 << 16
+
+
+def _find_rows(trace: ArmTrace, req_map: np.ndarray, keys_of: _RowKeys, space: int,
+               want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted key (all below `space`): the arm's logit row holding it (the first in
+    the trace, where several do) and whether one does. Where the arm keys each row once and the keys
+    are dense, a table indexed by key answers (the row where found; 0, read by no caller, where
+    not); else the sorted keys are searched."""
+    lg = trace.logits
+    keys = keys_of(req_map[lg.req], lg.pos, lg.row)
+    if space <= _DENSE_KEYS_PER_ROW * keys.size + _DENSE_KEYS_MIN:
+        index = np.arange(keys.size, dtype=np.int32 if keys.size < 2**31 else np.int64)
+        table = np.full(space, -1, dtype=index.dtype)
+        table[keys] = index
+        if np.array_equal(table[keys], index):  # no key twice: each names its one row
+            at = table[want]
+            found = at >= 0
+            return np.where(found, at, 0).astype(np.int64), found
+    order = np.argsort(keys, kind="stable")  # equal keys keep the trace's order
+    return _lookup(keys[order], order, want)
 
 
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
@@ -587,8 +604,9 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     map_b = np.array([index[name] for name in b.requests])
     keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
     want = keys_of(rows.req, rows.pos, rows.row + 1)
-    la, sel_a = _lookup(*_logit_index(a, map_a, keys_of), want)
-    lb, sel_b = _lookup(*_logit_index(b, map_b, keys_of), want)
+    space = len(names) * keys_of.pos_span * keys_of.row_span  # every key is below it
+    la, sel_a = _find_rows(a, map_a, keys_of, space, want)
+    lb, sel_b = _find_rows(b, map_b, keys_of, space, want)
     margin_a[sel_a] = a.logits.margins[la[sel_a]]
     margin_b[sel_b] = b.logits.margins[lb[sel_b]]
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]

@@ -112,3 +112,34 @@ def test_the_largest_value_of_lines_read_in_blocks_is_the_one_of_them_all(
     finally:
         compare_module._LOGIT_BLOCK_ROWS = real
     assert got == finite_max(np.abs(values[lines]).ravel())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_logit_rows_found_by_table_are_those_the_sorted_search_finds(seed: int,
+                                                                     twice: bool) -> None:
+    """Where every key names one row the table of keys answers, elsewhere the sorted keys are
+    searched: the same row (the first of the trace) wherever one is found."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    req, pos = rng.integers(0, 3, size=n), rng.integers(0, 9, size=n)
+    row = rng.integers(1, 5, size=n)
+    if not twice:  # each (req, pos, row) once
+        _, first = np.unique(np.stack([req, pos, row]), axis=1, return_index=True)
+        req, pos, row = req[first], pos[first], row[first]
+    arm: Any = SimpleNamespace(logits=SimpleNamespace(req=req, pos=pos, row=row))
+    keys_of = compare_module._RowKeys(9, 5)
+    space = 3 * 9 * 5
+    want = rng.integers(0, space, size=int(rng.integers(0, 40)))
+    got = compare_module._find_rows(arm, np.arange(3), keys_of, space, want)
+    real = compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN
+    try:
+        compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = 0, 0
+        searched = compare_module._find_rows(arm, np.arange(3), keys_of, space, want)
+    finally:
+        compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = real
+    keys = keys_of(req, pos, row)
+    assert got[1].tolist() == searched[1].tolist() == np.isin(want, keys).tolist()
+    assert got[0][got[1]].tolist() == searched[0][got[1]].tolist()
+    assert all(keys[i] == k and not (keys[:i] == k).any()
+               for i, k in zip(got[0][got[1]].tolist(), want[got[1]].tolist(), strict=True))
