@@ -1080,10 +1080,37 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         rows = RowTable(**{name: _as(getattr(rows, name),
                                      np.result_type(*[getattr(p, name) for p in parts]))
                            for name in fields})
-    order = np.lexsort((rows.row, rows.pos, rows.req))
+    order = _block_order(rows.req, rows.pos, rows.row)
+    if order is None:
+        order = np.lexsort((rows.row, rows.pos, rows.req))
     if np.array_equal(order, np.arange(order.size)):
         return rows  # in order already
     return RowTable(**{name: getattr(rows, name)[order] for name in fields})
+
+
+def _block_order(req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray | None:
+    """`np.lexsort((row, pos, req))` of a table whose rows come a block at a time: where each
+    (req, pos) is one run of rows in row order, the runs are sorted (a key per block, not per
+    row) and each keeps its rows. None where that does not hold (a key in two runs, or rows out
+    of order within one): the rows must then be sorted themselves."""
+    n = req.size
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    new[1:] = (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])
+    if np.any((row[1:] < row[:-1]) & ~new[1:]):
+        return None
+    starts = np.flatnonzero(new)
+    lengths = np.diff(np.append(starts, n))
+    runs = np.lexsort((pos[starts], req[starts]))
+    run_req, run_pos = req[starts][runs], pos[starts][runs]
+    if np.any((run_req[1:] == run_req[:-1]) & (run_pos[1:] == run_pos[:-1])):
+        return None
+    length = lengths[runs]
+    order: np.ndarray = np.repeat(starts[runs] - (np.cumsum(length) - length), length) \
+        + np.arange(n)
+    return order
 
 
 def _as(x: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:

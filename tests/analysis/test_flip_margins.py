@@ -143,3 +143,29 @@ def test_logit_rows_found_by_table_are_those_the_sorted_search_finds(seed: int,
     assert got[0][got[1]].tolist() == searched[0][got[1]].tolist()
     assert all(keys[i] == k and not (keys[:i] == k).any()
                for i, k in zip(got[0][got[1]].tolist(), want[got[1]].tolist(), strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(1, 4),
+                          st.booleans()), max_size=12))
+def test_a_table_of_blocks_is_ordered_as_its_rows_sorted(blocks: list[tuple[int, int, int,
+                                                                             bool]]) -> None:
+    """Blocks of rows sorted by their (req, pos) keys, each keeping its rows: the order of
+    np.lexsort over every row, or no order where that cannot hold (a key twice, rows out of
+    order in a block)."""
+    req: list[int] = []
+    pos: list[int] = []
+    row: list[int] = []
+    for r, p, k, backwards in blocks:
+        rows = list(range(1, k + 1))
+        row += rows[::-1] if backwards else rows
+        req += [r] * k
+        pos += [p] * k
+    a, b, c = (np.array(x, dtype=np.int64) for x in (req, pos, row))
+    order = compare_module._block_order(a, b, c)
+    want = np.lexsort((c, b, a))
+    keys = [(r, p) for r, p, _, _ in blocks]
+    if order is None:
+        assert len(set(keys)) < len(keys) or any(bw and k > 1 for _, _, k, bw in blocks)
+    else:
+        assert order.tolist() == want.tolist()
