@@ -655,12 +655,18 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
     the other token is not in the arm's top list, its own value less the list's last (what the
     gap is at least); inf where its own token is not listed; nan where it traced no logits."""
     out = np.full(sel.size, np.nan)
-    if not sel.any():
-        return out
-    lines = at[sel]
-    lg = arm.logits
+    picked = np.flatnonzero(sel)
+    for start in range(0, picked.size, _LOGIT_BLOCK_ROWS):  # the temporaries of a block only
+        rows = picked[start:start + _LOGIT_BLOCK_ROWS]
+        out[rows] = _flip_block(arm.logits, at[rows], own[rows], other[rows])
+    return out
+
+
+def _flip_block(lg: LogitRows, lines: np.ndarray, own_s: np.ndarray, other_s: np.ndarray
+                ) -> np.ndarray:
+    """`_flip_margins` of the rows whose logit lines are `lines` (each row's own and other
+    token beside it)."""
     width = lg.width[lines]
-    own_s, other_s = own[sel], other[sel]
     own_v = _value_of(lg.top_ids, lg.top_vals, lines, width, own_s)
     # where both arms drafted one token the other token's value is the own one's (the same
     # lookup): only the rows whose tokens differ look up the other, and read their list's last
@@ -682,8 +688,8 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
         gap = np.where(np.isnan(other_v), below, np.abs(own_v - other_v))
     gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
     # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
-    out[sel] = np.where(width < 2, np.nan, gap)
-    return out
+    block: np.ndarray = np.where(width < 2, np.nan, gap)
+    return block
 
 
 def _value_of(top_ids: np.ndarray, top_vals: np.ndarray, lines: np.ndarray, width: np.ndarray,

@@ -38,9 +38,10 @@ def _definition(ids: list[int], vals: list[float], width: int, own: int, other: 
     return math.inf if math.isnan(gap) else gap
 
 
+@pytest.mark.parametrize("block", [1, 3, 1 << 15])
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_flip_margins_are_their_definition_row_by_row(seed: int) -> None:
+@given(seed=st.integers(0, 2**32 - 1))
+def test_flip_margins_are_their_definition_row_by_row(block: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     lines, k = int(rng.integers(1, 12)), int(rng.integers(1, 6))
     pool = np.array([0.0, 1.0, 2.5, -3.0, 7.25, np.nan, np.inf, -np.inf])
@@ -54,7 +55,12 @@ def test_flip_margins_are_their_definition_row_by_row(seed: int) -> None:
     sel = rng.integers(0, 4, size=n) > 0
     own = rng.integers(-1, 6, size=n)
     other = np.where(rng.integers(0, 2, size=n) > 0, own, rng.integers(-1, 6, size=n))
-    got = _flip_margins(arm, at, sel, own, other)
+    real = compare_module._LOGIT_BLOCK_ROWS
+    try:
+        compare_module._LOGIT_BLOCK_ROWS = block  # rows taken a block at a time
+        got = _flip_margins(arm, at, sel, own, other)
+    finally:
+        compare_module._LOGIT_BLOCK_ROWS = real
     for i in range(n):
         want = (_definition(ids[at[i]].tolist(), vals[at[i]].tolist(), int(width[at[i]]),
                             int(own[i]), int(other[i])) if sel[i] else math.nan)
