@@ -383,21 +383,28 @@ _DENSE_KEYS_MIN = 1 << 16
 
 
 def _find_rows(trace: ArmTrace, req_map: np.ndarray, keys_of: _RowKeys, space: int,
-               want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+               want: np.ndarray, tables: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """For each wanted key (all below `space`): the arm's logit row holding it (the first in
-    the trace, where several do) and whether one does. Where the arm keys each row once and the keys
-    are dense, a table indexed by key answers (the row where found; 0, read by no caller, where
-    not); else the sorted keys are searched."""
+    the trace, where several do) and whether one does. Where the arm keys each row once and
+    the keys are dense, a table indexed by key answers (the row where found; 0, read by no
+    caller, where not); else the sorted keys are searched. `tables` keeps the table (every
+    entry -1 again) for the next arm, which fills it instead of a fresh one."""
     lg = trace.logits
     keys = keys_of(req_map[lg.req], lg.pos, lg.row)
     if space <= _DENSE_KEYS_PER_ROW * keys.size + _DENSE_KEYS_MIN:
         index = np.arange(keys.size, dtype=np.int32 if keys.size < 2**31 else np.int64)
-        table = np.full(space, -1, dtype=index.dtype)
+        kept = [t for t in tables if t.size == space and t.dtype == index.dtype]
+        table = kept[0] if kept else np.full(space, -1, dtype=index.dtype)
         table[keys] = index
+        found_at = None
         if np.array_equal(table[keys], index):  # no key twice: each names its one row
             at = table[want]
             found = at >= 0
-            return np.where(found, at, 0).astype(np.int64), found
+            found_at = np.where(found, at, 0).astype(np.int64), found
+        table[keys] = -1  # the only entries written
+        tables[:] = [table]
+        if found_at is not None:
+            return found_at
     order = np.argsort(keys, kind="stable")  # equal keys keep the trace's order
     return _lookup(keys[order], order, want)
 
@@ -605,8 +612,10 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
     want = keys_of(rows.req, rows.pos, rows.row + 1)
     space = len(names) * keys_of.pos_span * keys_of.row_span  # every key is below it
-    la, sel_a = _find_rows(a, map_a, keys_of, space, want)
-    lb, sel_b = _find_rows(b, map_b, keys_of, space, want)
+    tables: list[np.ndarray] = []  # one table of keys, filled for each arm in turn
+    la, sel_a = _find_rows(a, map_a, keys_of, space, want, tables)
+    lb, sel_b = _find_rows(b, map_b, keys_of, space, want, tables)
+    del tables
     margin_a[sel_a] = a.logits.margins[la[sel_a]]
     margin_b[sel_b] = b.logits.margins[lb[sel_b]]
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]

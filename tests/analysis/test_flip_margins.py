@@ -137,11 +137,17 @@ def test_logit_rows_found_by_table_are_those_the_sorted_search_finds(seed: int,
     keys_of = compare_module._RowKeys(9, 5)
     space = 3 * 9 * 5
     want = rng.integers(0, space, size=int(rng.integers(0, 40)))
-    got = compare_module._find_rows(arm, np.arange(3), keys_of, space, want)
+    tables: list[np.ndarray] = []
+    got = compare_module._find_rows(arm, np.arange(3), keys_of, space, want, tables)
+    # the table is left as found for the next arm: every entry -1 again
+    assert all((t == -1).all() for t in tables)
+    again = compare_module._find_rows(arm, np.arange(3), keys_of, space, want, tables)
+    assert again[1].tolist() == got[1].tolist()
+    assert again[0][got[1]].tolist() == got[0][got[1]].tolist()
     real = compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN
     try:
         compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = 0, 0
-        searched = compare_module._find_rows(arm, np.arange(3), keys_of, space, want)
+        searched = compare_module._find_rows(arm, np.arange(3), keys_of, space, want, [])
     finally:
         compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = real
     keys = keys_of(req, pos, row)
