@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from difftest.analysis import audit
 from difftest.analysis.audit import _spread, _varies, id_counts
+from difftest.core import model
 from difftest.core.model import LogitRows
 
 
@@ -54,9 +55,10 @@ def test_rows_vary_as_any_row_unlike_the_first(block: int, seed: int) -> None:
         audit._VARY_ROWS = real
 
 
+@pytest.mark.parametrize("block", [1, 3, 1 << 14])
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_finite_rows_are_those_whose_listed_values_are_all_finite(seed: int) -> None:
+@given(seed=st.integers(0, 2**32 - 1))
+def test_finite_rows_are_those_whose_listed_values_are_all_finite(block: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     n, k = int(rng.integers(0, 12)), int(rng.integers(1, 5))
     values = rng.choice(np.array([1.0, -2.0, np.nan, np.inf]), size=(n, k))
@@ -65,4 +67,10 @@ def test_finite_rows_are_those_whose_listed_values_are_all_finite(seed: int) -> 
                    np.zeros((n, k), np.int32), values, width, np.zeros(n, np.int64),
                    np.zeros(n, np.int8))
     listed = np.arange(k)[None, :] < width[:, None]
-    assert lg.finite.tolist() == np.all(np.isfinite(values) | ~listed, axis=1).tolist()
+    real = model._ROW_BLOCK
+    try:
+        model._ROW_BLOCK = block  # rows taken a block at a time
+        finite = lg.finite
+    finally:
+        model._ROW_BLOCK = real
+    assert finite.tolist() == np.all(np.isfinite(values) | ~listed, axis=1).tolist()

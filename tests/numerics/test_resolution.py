@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from conftest import logits_line, verify_line
 from difftest import api
 from difftest.report import comparison
+from difftest.core import model
 from difftest.core.model import LogitRows
 from difftest.numerics.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
 
@@ -207,9 +208,11 @@ def test_a_compare_of_percent_4g_traces_states_the_prints_resolution(
     assert "printed resolution 1e-02" in text and "1e-04" not in text
 
 
+@pytest.mark.parametrize("block", [1, 3, 1 << 14])
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(seed: int) -> None:
+@given(seed=st.integers(0, 2**32 - 1))
+def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(
+        block: int, seed: int) -> None:
     """`LogitRows.magnitudes` (each row's largest finite listed |value|, a column at a time)
     give any set of rows the resolution a pass over their values gives."""
     rng = np.random.default_rng(seed)
@@ -222,4 +225,10 @@ def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(see
                    np.zeros((n, k), np.int32), values, width, np.zeros(n, np.int64), sig)
     compared = rng.integers(0, 2, size=n).astype(bool)
     want = resolution(values, width, sig, compared)
-    assert resolution(values, width, sig, compared, lg.magnitudes) == want
+    real = model._ROW_BLOCK
+    try:
+        model._ROW_BLOCK = block  # rows taken a block at a time
+        magnitudes = lg.magnitudes
+    finally:
+        model._ROW_BLOCK = real
+    assert resolution(values, width, sig, compared, magnitudes) == want
