@@ -40,7 +40,7 @@ M = [
   "compare(traces[i], traces[j], drafting=drafting)", "compare(traces[i], traces[j])",
   "tests/analysis/test_false_passes.py"),
  ("S5 lost steps are acceptance", "difftest/trace/align.py",
-  "    missing = ~_among(step_keys(codes, pos), np.sort(emitted)) & (pos < ends[codes])",
+  "    missing = ~_among(step_keys(codes, pos), emitted.sorted_keys()) & (pos < ends[codes])",
   "    missing = np.zeros(pos.size, dtype=bool)", "tests/analysis/test_false_passes.py"),
  ("S6 float64 prints read as float32", "difftest/numerics/resolution.py",
   "    if digits is not None and digits >= LOSSLESS_DIGITS and not float32_prints(",
