@@ -165,8 +165,10 @@ def match_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
     # B's values and quanta once, in its own order; paired with A's by gathering (elementwise,
     # so the same values as computing them after the gather)
     vb_own, qb_own = _exact(vb_list, digits_b)
-    paired = (np.arange(n)[:, None], where)
-    vb, qb = vb_own[paired], qb_own[paired]
+    # B's entry `where[i, j]` of row i, as one index into the flattened rows (a gather of
+    # single elements, cheaper than numpy's two-index fancy indexing)
+    paired = np.arange(n)[:, None] * vb_own.shape[1] + where
+    vb, qb = vb_own.ravel()[paired], qb_own.ravel()[paired]
     return MatchedRows(ids_a, va, qa, ids_b, vb_own, qb_own, shared, vb, qb,
                        snapped_difference(va, vb, qa, qb))
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from difftest.numerics.stats import PairedRows
+from difftest.numerics.stats import PairedRows, match_ids
 from difftest.numerics import tolerance
 from difftest.numerics.tolerance import (RowDiffs, Tolerance, exact_values, finite_max,
                                          judge_matched, judge_rows, match_rows)
@@ -334,3 +334,15 @@ def test_drops_are_looked_for_only_where_the_two_lists_differ(
     for field in fields(RowDiffs):
         x, y = getattr(got, field.name), getattr(want, field.name)
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), field
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), digits=st.sampled_from([None, 6, 9]))
+def test_b_is_paired_with_a_by_the_columns_matched(seed: int, digits: int | None) -> None:
+    """B's value and quantum beside each of A's entries are B's own at the matched column."""
+    m = match_rows(_random_pairs(seed), digits, digits)
+    assert m is not None
+    rows = np.arange(len(m))[:, None]
+    _, where = match_ids(m.ids_a, m.ids_b)
+    assert np.array_equal(m.vb, m.vb_own[rows, where], equal_nan=True)
+    assert np.array_equal(m.qb, m.qb_own[rows, where], equal_nan=True)
