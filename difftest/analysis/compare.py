@@ -1031,6 +1031,13 @@ class TakenRows:
     def widened(self) -> PairedRows:
         return PairedRows(self.ids_a, self.vals_a, self.ids_b, self.vals_b).widened()
 
+    def first_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each pair's first id in A's list and in B's (`ids_a[:, 0]`, `ids_b[:, 0]`), without
+        gathering the whole lists."""
+        first_a: np.ndarray = self.a.top_ids[self.ia, 0]
+        first_b: np.ndarray = self.b.top_ids[self.ib, 0]
+        return first_a, first_b
+
 
 def _opt(x: float) -> float | None:
     return None if np.isnan(x) else float(x)

@@ -97,6 +97,9 @@ def test_taken_rows_read_whole_are_the_rows_gathered_at_once(seed: int,
     whole = taken.block(slice(None))
     for name in ("ids_a", "vals_a", "ids_b", "vals_b"):
         assert np.array_equal(getattr(taken, name), getattr(whole, name), equal_nan=True)
+    first_a, first_b = taken.first_ids()
+    assert first_a.tolist() == whole.ids_a[:, 0].tolist()
+    assert first_b.tolist() == whole.ids_b[:, 0].tolist()
     wide, want = taken.widened(), whole.widened()
     for name in ("ids_a", "vals_a", "ids_b", "vals_b"):
         assert np.array_equal(getattr(wide, name), getattr(want, name), equal_nan=True)
