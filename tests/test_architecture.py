@@ -47,7 +47,8 @@ MODULES = {
     "trace": ("grammar", "numbers", "bulk", "parser", "align",
               # the `[spec-sample]` lines of sampled decoding, read beside the main parser
               "sampled"),
-    "numerics": ("resolution", "clustered", "stats", "noise", "tolerance"),
+    # reductions along the rows of the (rows, K) top-list arrays first: they import nothing
+    "numerics": ("rows", "resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("findings", "coverage", "bugclass", "quantity", "audit", "compare",
                  "threshold_notes", "logit_instrument", "verdict", "acceptance", "sequential",
                  "rates", "benign", "floor",

@@ -154,12 +154,16 @@ class AcceptanceReport:
                 + ", ".join(parts) + mean)
 
 
-def _arm(name: str, c: AcceptanceCounts, depth: int) -> tuple[ArmAcceptance, list[ClusterSums],
-                                                     np.ndarray]:
-    labels = np.unique(c.label)
-    sums = [ClusterSums.of(c.acc >= j, c.label) for j in range(1, depth + 1)]
+def _arm(name: str, c: AcceptanceCounts, depth: int
+         ) -> tuple[ArmAcceptance, list[ClusterSums], np.ndarray, ClusterSums]:
+    """The arm's acceptance, its sums per position and of the accepted length, and the sorted
+    labels they are summed by."""
+    # the labels sorted once: each sum is by a label's rank among them (ClusterSums.of's sums
+    # by label, without sorting the names again for every position)
+    labels, rank = np.unique(c.label, return_inverse=True)
+    sums = [ClusterSums.of(c.acc >= j, rank) for j in range(1, depth + 1)]
     positions = tuple(rate_of(s) for s in sums)
-    length = ClusterSums.of(c.acc, c.label)
+    length = ClusterSums.of(c.acc, rank)
     mean = length.ratio if length.rows else None
     ci = None
     if mean is not None and length.clusters >= 2:
@@ -167,7 +171,7 @@ def _arm(name: str, c: AcceptanceCounts, depth: int) -> tuple[ArmAcceptance, lis
         half = t_quantile(1 - DISPLAY_ALPHA, length.clusters - 1) * math.sqrt(var)
         ci = (mean - half, mean + half)
     return (ArmAcceptance(name, int(c.acc.size), int(labels.size), positions, mean, ci),
-            sums, labels)
+            sums, labels, length)
 
 
 def _decide(a: float, low: float | None, high: float | None, mde: float | None,
@@ -195,8 +199,8 @@ def measure_counts(ca: AcceptanceCounts, cb: AcceptanceCounts, names: tuple[str,
     if not ca.acc.size and not cb.acc.size:
         return None
     depth = int(max(ca.k.max(initial=0), cb.k.max(initial=0)))
-    arm_a, sums_a, lab_a = _arm(names[0], ca, depth)
-    arm_b, sums_b, lab_b = _arm(names[1], cb, depth)
+    arm_a, sums_a, lab_a, length_a = _arm(names[0], ca, depth)
+    arm_b, sums_b, lab_b, length_b = _arm(names[1], cb, depth)
     alpha = gate.alpha / depth if gate is not None else DISPLAY_ALPHA
     deltas = []
     for j in range(1, depth + 1):
@@ -212,8 +216,7 @@ def measure_counts(ca: AcceptanceCounts, cb: AcceptanceCounts, names: tuple[str,
         deltas.append(PositionDelta(j, a_value, rb.value if rb else math.nan, low, high, mde,
                                     _decide(a_value, low, high, mde, gate) if gate else None))
     mean_delta = None
-    md = paired_difference(ClusterSums.of(ca.acc, ca.label), lab_a,
-                           ClusterSums.of(cb.acc, cb.label), lab_b, binomial=False)
+    md = paired_difference(length_a, lab_a, length_b, lab_b, binomial=False)
     if md is not None:
         lo, hi = md.bounds(DISPLAY_ALPHA)
         mean_delta = (md.diff, lo, hi)

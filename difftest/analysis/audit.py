@@ -16,6 +16,7 @@ from difftest.config import AuditThresholds
 from difftest.core.kinds import AuditVerdict
 from difftest.core.model import ArmTrace
 from difftest.numerics.resolution import resolution
+from difftest.numerics.rows import row_all
 
 __all__ = ["AuditThresholds", "TraceAudit", "audit_trace", "drafted_blocks", "entropy_bits"]
 
@@ -65,9 +66,29 @@ def drafted_blocks(trace: ArmTrace) -> DraftedBlocks:
 
 def entropy_bits(ids: np.ndarray) -> float:
     """Shannon entropy of the empirical distribution of ids, in bits (0 for no or one id)."""
-    _, counts = np.unique(ids, return_counts=True)
+    return _entropy(id_counts(ids))
+
+
+def _entropy(counts: np.ndarray) -> float:
     p = counts / counts.sum()
     return float(max(0.0, -(p * np.log2(p)).sum()))
+
+
+_DENSE_IDS = 1 << 16  # ids below this (and 4 per id) are counted in bins of their own
+
+
+def id_counts(ids: np.ndarray) -> np.ndarray:
+    """How often each distinct id occurs, in the order of the sorted ids (`np.unique`'s
+    counts): token ids, small and non-negative, are counted in bins of their own (no sort)."""
+    ids = np.asarray(ids)
+    if (ids.dtype.kind == "i" or ids.dtype.kind == "u" and ids.dtype.itemsize < 8) \
+            and ids.ndim == 1 and ids.size:
+        if int(ids.min()) >= 0 and int(ids.max()) < _DENSE_IDS + 4 * ids.size:
+            counts = np.bincount(ids)
+            out: np.ndarray = counts[counts > 0]
+            return out
+    _, counts = np.unique(ids, return_counts=True)
+    return np.asarray(counts)
 
 
 @dataclass
@@ -145,13 +166,14 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
     """Could a token comparison of these blocks fail? `margins` are the top-1/top-2 margins of
     the rows behind them (None when no logits were traced)."""
     n = len(blocks)
-    distinct = int(np.unique(blocks.ids).size)
-    pooled = entropy_bits(blocks.ids)
+    counts = id_counts(blocks.ids)  # the distinct ids and their entropy from one count
+    distinct = int(counts.size)
+    pooled = _entropy(counts)
     mat = blocks.matrix()
     row_entropy = [entropy_bits(mat[:, r]) for r in range(mat.shape[1])] if mat is not None else []
     if mat is not None:
         constant = bool(np.all(mat == mat[0]))
-        uniform = int(np.sum(np.all(mat == mat[:, :1], axis=1)))
+        uniform = int(np.sum(row_all(mat == mat[:, :1])))
     else:
         # blocks of different lengths (or none) are never all the same block
         pieces = [blocks.ids[blocks.offsets[i]:blocks.offsets[i + 1]] for i in range(n)]
@@ -201,6 +223,34 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
                          median_margin, blind_min, blind_median, not blind, reasons, blind)
 
 
+def _spread(rows: np.ndarray) -> float | None:
+    """The largest finite value less the smallest (None: none is finite), without gathering
+    the finite values: a masked maximum and minimum. Where they are equal (every finite value
+    one number, or zeros of either sign) the values are gathered and reduced as they were, so
+    that the sign of a zero difference is theirs."""
+    finite = np.isfinite(rows)
+    if not finite.any():
+        return None
+    high = float(np.max(rows, where=finite, initial=-np.inf))
+    low = float(np.min(rows, where=finite, initial=np.inf))
+    if high == low:
+        values = rows[finite]
+        return float(values.max() - values.min())
+    return high - low
+
+
+_VARY_ROWS = 1 << 12  # rows compared with the first per pass of `_varies`
+
+
+def _varies(rows: np.ndarray) -> bool:
+    """`np.any(rows != rows[0])`, a few rows at a time: the first rows that differ answer."""
+    first = rows[0]
+    for start in range(0, rows.shape[0], _VARY_ROWS):
+        if np.any(rows[start:start + _VARY_ROWS] != first):
+            return True
+    return False
+
+
 def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> TraceAudit:
     """Measure a trace's informativeness and explain the verdict in sentences."""
     th = thresholds or AuditThresholds()
@@ -227,11 +277,11 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
     spread = None
     logit_blind: list[str] = []
     if int(finite.sum()) >= 1:
-        rows = lg.top_vals[finite]
-        ids = lg.top_ids[finite]
-        values = rows[np.isfinite(rows)]
-        spread = float(values.max() - values.min()) if values.size else None
-        logits_vary = bool(np.any(rows != rows[0]) or np.any(ids != ids[0]))
+        every = bool(finite.all())  # the usual trace: its rows as they are, not copied
+        rows = lg.top_vals if every else lg.top_vals[finite]
+        ids = lg.top_ids if every else lg.top_ids[finite]
+        spread = _spread(rows)
+        logits_vary = _varies(rows) or _varies(ids)
     if len(lg):
         nonfinite = int((~finite).sum())
         if nonfinite:
@@ -246,7 +296,8 @@ def audit_trace(trace: ArmTrace, thresholds: AuditThresholds | None = None) -> T
         reasons.append("no block logits traced (level < 3): only tokens can be compared")
         logit_blind.append("no block logits traced")
 
-    res = resolution(lg.top_vals, lg.width, lg.sig_digits, finite) if len(lg) else None
+    res = (resolution(lg.top_vals, lg.width, lg.sig_digits, finite, lg.magnitudes) if len(lg)
+           else None)
     if res is not None and res.quantum is not None:
         token_radius = ("unknown" if tokens.blind_radius_min is None
                         else _fmt(tokens.blind_radius_min))

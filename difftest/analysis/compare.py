@@ -16,6 +16,7 @@ judged: an unmatched or context-diverged row enters no test and no reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypedDict, Unpack
 from enum import IntEnum, StrEnum
 
@@ -33,8 +34,8 @@ from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digit
 from difftest.numerics.stats import LogitStats, PairedRows, StatsPass
 from difftest.core.rules import BARE, Rules
 from difftest.core.thresholds import Dtype, trace_dtype
-from difftest.numerics.tolerance import (Tolerance, derived_near_tie, exact_values, finite_max,
-                                         judge_matched, match_rows, no_rows)
+from difftest.numerics.tolerance import (RowDiffs, Tolerance, derived_near_tie, exact_values,
+                                         finite_max, judge_matched, match_rows, no_rows)
 
 class RowStatus(IntEnum):
     """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
@@ -204,7 +205,7 @@ class LogitFindings:
     rows_one_quantum: int  # bitwise differences of no more than one printed quantum
     not_compared: OneSided | None = None  # only one arm traced logits: none compared
     max_abs_value: float | None = None  # largest finite |b| compared (the reach of rtol)
-    pairs: PairedRows | None = field(default=None, repr=False, compare=False)
+    pairs: PairedRows | TakenRows | None = field(default=None, repr=False, compare=False)
     floor: NoiseFloor | None = None
     flips: FlipTest | None = None
     excess: ExcessTest | None = None  # how the values above the floor were judged
@@ -366,16 +367,6 @@ class _RowKeys:
         return keys
 
 
-def _logit_index(trace: ArmTrace, req_map: np.ndarray,
-                 keys_of: _RowKeys) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (request, pos, row) keys of an arm's logit rows (it traced some) and the row
-    index for each."""
-    lg = trace.logits
-    keys = keys_of(req_map[lg.req], lg.pos, lg.row)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], order
-
-
 def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """For each wanted key: whether the arm traced that logit row, and its index where it did
@@ -384,9 +375,47 @@ def _lookup(keys: np.ndarray, order: np.ndarray, want: np.ndarray
     return order[at], keys[at] == want
 
 
+# A table of every key (one entry per possible key) where there are at most this many keys per
+# logit row (plus a few): positions and rows of real traces are dense, so it is a few bytes per
+# row, and a lookup is one read instead of a binary search.
+_DENSE_KEYS_PER_ROW = 16
+_DENSE_KEYS_MIN = 1 << 16
+
+
+def _find_rows(trace: ArmTrace, req_map: np.ndarray, keys_of: _RowKeys, space: int,
+               want: np.ndarray, tables: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted key (all below `space`): the arm's logit row holding it (the first in
+    the trace, where several do) and whether one does. Where the arm keys each row once and
+    the keys are dense, a table indexed by key answers (the row where found; 0, read by no
+    caller, where not); else the sorted keys are searched. `tables` keeps the table (every
+    entry -1 again) for the next arm, which fills it instead of a fresh one."""
+    lg = trace.logits
+    keys = keys_of(req_map[lg.req], lg.pos, lg.row)
+    if space <= _DENSE_KEYS_PER_ROW * keys.size + _DENSE_KEYS_MIN:
+        index = np.arange(keys.size, dtype=np.int32 if keys.size < 2**31 else np.int64)
+        kept = [t for t in tables if t.size == space and t.dtype == index.dtype]
+        table = kept[0] if kept else np.full(space, -1, dtype=index.dtype)
+        table[keys] = index
+        found_at = None
+        if np.array_equal(table[keys], index):  # no key twice: each names its one row
+            at = table[want]
+            found = at >= 0
+            found_at = np.where(found, at, 0).astype(np.int64), found
+        table[keys] = -1  # the only entries written
+        tables[:] = [table]
+        if found_at is not None:
+            return found_at
+    order = np.argsort(keys, kind="stable")  # equal keys keep the trace's order
+    return _lookup(keys[order], order, want)
+
+
 # Rows per block of the logit comparison: the temporaries of a block stay in memory the
 # allocator already holds, instead of faulting in fresh pages for whole-trace temporaries.
 _LOGIT_BLOCK_ROWS = 1 << 15
+
+
+_JUDGED = ("diff", "differs", "disjoint", "unresolved", "one_quantum", "exceed", "values",
+           "beyond", "nonfinite_both", "resolved")  # what a pair of rows' judgement keeps
 
 
 @dataclass(frozen=True)
@@ -410,8 +439,17 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
     and the statistics of the pairs in `keep` (the compared rows', whose requests are
     `cluster`), taken in the same pass from the same matched ids, values and quanta."""
     la, lb = a.logits, b.logits
-    stats = StatsPass()
-    parts = []
+    # at most every kept pair's every entry of A is a compared value
+    stats = StatsPass(int(np.count_nonzero(keep)) * la.top_ids.shape[1])
+    joined: dict[str, np.ndarray] = {}  # each judgement's arrays, filled a block at a time
+
+    def add(part: RowDiffs, at: slice) -> None:
+        for name in _JUDGED:
+            got = getattr(part, name)
+            if name not in joined:  # the first block gives each array its type
+                joined[name] = np.empty(ia.size, dtype=got.dtype)
+            joined[name][at] = got
+
     for start in range(0, max(ia.size, 1), _LOGIT_BLOCK_ROWS):
         block = slice(start, start + _LOGIT_BLOCK_ROWS)
         pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
@@ -423,7 +461,7 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                 stats.add_pairs(PairedRows(pairs.ids_a[kept], exact_values(
                     pairs.vals_a[kept], digits[0]), pairs.ids_b[kept], exact_values(
                     pairs.vals_b[kept], digits[1])), digits)
-            parts.append(no_rows(len(pairs)))
+            add(no_rows(len(pairs)), block)
             continue
         # the statistics over A's own columns (the match is over both arms widened to one)
         rows = slice(None) if kept.all() else kept
@@ -431,18 +469,19 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
         stats.add_matched(matched.ids_a[rows, :ka], matched.va[rows, :ka], matched.ids_b[rows],
                           matched.shared[rows, :ka], matched.vb[rows, :ka],
                           matched.d[rows, :ka])
-        parts.append(judge_matched(matched, tol))
-    # finished before the blocks' judgements are joined: the compared values' differences are
-    # not held beside both
-    finished = stats.result(cluster=cluster)
+        add(judge_matched(matched, tol), block)
+    return _Judged(**joined), stats.result(cluster=cluster)
 
-    def joined(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts])
 
-    return _Judged(joined("diff"), joined("differs"), joined("disjoint"),
-                   joined("unresolved"), joined("one_quantum"),
-                   joined("exceed"), joined("values"), joined("beyond"),
-                   joined("nonfinite_both"), joined("resolved")), finished
+def distinct_sorted(x: np.ndarray) -> np.ndarray:
+    """`np.unique(x)` of a 1-D array already in order: each value kept where it changes."""
+    if x.size == 0:
+        return x
+    changes = np.empty(x.size, dtype=bool)
+    changes[0] = True
+    np.not_equal(x[1:], x[:-1], out=changes[1:])
+    out: np.ndarray = x[changes]
+    return out
 
 
 def near_tie_rows(margin_a: np.ndarray, margin_b: np.ndarray,
@@ -572,8 +611,11 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
     map_b = np.array([index[name] for name in b.requests])
     keys_of = _RowKeys.covering(len(names), a, b, pos=rows.pos, row=rows.row + 1)
     want = keys_of(rows.req, rows.pos, rows.row + 1)
-    la, sel_a = _lookup(*_logit_index(a, map_a, keys_of), want)
-    lb, sel_b = _lookup(*_logit_index(b, map_b, keys_of), want)
+    space = len(names) * keys_of.pos_span * keys_of.row_span  # every key is below it
+    tables: list[np.ndarray] = []  # one table of keys, filled for each arm in turn
+    la, sel_a = _find_rows(a, map_a, keys_of, space, want, tables)
+    lb, sel_b = _find_rows(b, map_b, keys_of, space, want, tables)
+    del tables
     margin_a[sel_a] = a.logits.margins[la[sel_a]]
     margin_b[sel_b] = b.logits.margins[lb[sel_b]]
     logit_a[sel_a] = a.logits.top_vals[la[sel_a], 0]
@@ -598,11 +640,22 @@ def _row_logits(a: ArmTrace, b: ArmTrace, al: Alignment, rows: _Rows, tol: Toler
         resolution_b=_resolution(b, ib, digits[1]),
         rows_disjoint=0, rows_unresolved=0, rows_one_quantum=0, floor=floor,
         pair_req=rows.req[both],
-        max_abs_value=finite_max(np.abs(b.logits.top_vals[ib]).ravel()))
+        max_abs_value=_largest_abs(b.logits.top_vals, ib))
     flip_a = _flip_margins(a, la, sel_a, rows.tok_a, rows.tok_b)
     flip_b = _flip_margins(b, lb, sel_b, rows.tok_b, rows.tok_a)
     return _Logits(margin_a, margin_b, logit_a, logit_b, abs_diff, differs, findings, unresolved,
                    both, judged, resolved, flip_a, flip_b, ia, ib, stats)
+
+
+def _largest_abs(values: np.ndarray, lines: np.ndarray) -> float | None:
+    """`finite_max(np.abs(values[lines]).ravel())`, the largest finite |value| of the lines
+    (None: none is finite), a block of lines at a time: no copy of every line's values."""
+    best = None
+    for start in range(0, lines.size, _LOGIT_BLOCK_ROWS):
+        top = finite_max(np.abs(values[lines[start:start + _LOGIT_BLOCK_ROWS]]).ravel())
+        if top is not None and (best is None or top > best):
+            best = top
+    return best
 
 
 def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarray,
@@ -611,27 +664,56 @@ def _flip_margins(arm: ArmTrace, at: np.ndarray, sel: np.ndarray, own: np.ndarra
     the other token is not in the arm's top list, its own value less the list's last (what the
     gap is at least); inf where its own token is not listed; nan where it traced no logits."""
     out = np.full(sel.size, np.nan)
-    if not sel.any():
-        return out
-    ids = arm.logits.top_ids[at[sel]]
-    vals = arm.logits.top_vals[at[sel]]
-    listed = np.arange(ids.shape[1])[None, :] < arm.logits.width[at[sel]][:, None]
+    picked = np.flatnonzero(sel)
+    for start in range(0, picked.size, _LOGIT_BLOCK_ROWS):  # the temporaries of a block only
+        rows = picked[start:start + _LOGIT_BLOCK_ROWS]
+        out[rows] = _flip_block(arm.logits, at[rows], own[rows], other[rows])
+    return out
 
-    def value_of(tokens: np.ndarray) -> np.ndarray:
-        hit = (ids == tokens[:, None]) & listed
-        got = vals[np.arange(ids.shape[0]), hit.argmax(axis=1)]
-        return np.where(hit.any(axis=1), got, np.nan)
 
-    own_v, other_v = value_of(own[sel]), value_of(other[sel])
-    last = np.min(np.where(listed & ~np.isnan(vals), vals, np.inf), axis=1)
-    # the other token unlisted: its value is at most the last listed one, so the gap is at
-    # least own - last (a lower bound; the logit comparison sees a larger drop as a difference)
+def _flip_block(lg: LogitRows, lines: np.ndarray, own_s: np.ndarray, other_s: np.ndarray
+                ) -> np.ndarray:
+    """`_flip_margins` of the rows whose logit lines are `lines` (each row's own and other
+    token beside it)."""
+    width = lg.width[lines]
+    own_v = _value_of(lg.top_ids, lg.top_vals, lines, width, own_s)
+    # where both arms drafted one token the other token's value is the own one's (the same
+    # lookup): only the rows whose tokens differ look up the other, and read their list's last
+    apart = np.flatnonzero(own_s != other_s)
+    other_v = own_v.copy()
+    below = np.full(own_v.size, np.nan)  # read only where the other token is unlisted
+    if apart.size:
+        other_v[apart] = _value_of(lg.top_ids, lg.top_vals, lines[apart], width[apart],
+                                   other_s[apart])
+        listed = np.arange(lg.top_vals.shape[1])[None, :] < width[apart][:, None]
+        v = lg.top_vals[lines[apart]]
+        last = np.min(np.where(listed & ~np.isnan(v), v, np.inf), axis=1)
+        # the other token unlisted: its value is at most the last listed one, so the gap is at
+        # least own - last (a lower bound; the logit comparison sees a larger drop as a
+        # difference)
+        with np.errstate(invalid="ignore"):
+            below[apart] = np.where(np.isinf(last), np.nan, own_v[apart] - last)
     with np.errstate(invalid="ignore"):
-        below = np.where(np.isinf(last), np.nan, own_v - last)
         gap = np.where(np.isnan(other_v), below, np.abs(own_v - other_v))
     gap = np.where(np.isnan(own_v) | np.isnan(gap), np.inf, gap)
     # one listed entry: no margin is known at all (as for the top-1/top-2 margin)
-    out[sel] = np.where(arm.logits.width[at[sel]] < 2, np.nan, gap)
+    block: np.ndarray = np.where(width < 2, np.nan, gap)
+    return block
+
+
+def _value_of(top_ids: np.ndarray, top_vals: np.ndarray, lines: np.ndarray, width: np.ndarray,
+              tokens: np.ndarray) -> np.ndarray:
+    """Per line of `lines`: the value of the first listed entry holding the line's token (nan
+    where none does), a column at a time from the last, so the first one is written last (the
+    lines' ids read a column at a time, their values only where they hold the token: no
+    (lines, K) copy of either)."""
+    out = np.full(tokens.size, np.nan)
+    hit = np.empty(tokens.size, dtype=bool)
+    for j in range(top_ids.shape[1] - 1, -1, -1):
+        np.equal(top_ids[lines, j], tokens, out=hit)
+        hit &= j < width
+        found = np.flatnonzero(hit)
+        out[found] = top_vals[lines[found], j]
     return out
 
 
@@ -639,7 +721,8 @@ def _resolution(trace: ArmTrace, rows: np.ndarray, digits: int | None) -> Resolu
     lg = trace.logits
     compared = np.zeros(len(lg), dtype=bool)
     compared[rows] = True
-    return replace(resolution(lg.top_vals, lg.width, lg.sig_digits, compared), digits=digits)
+    return replace(resolution(lg.top_vals, lg.width, lg.sig_digits, compared, lg.magnitudes),
+                   digits=digits)
 
 
 def _first_differences(names: tuple[str, ...], rows: _Rows, lg: _Logits, status: np.ndarray
@@ -755,11 +838,13 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         status, findings = _flips_against_floor(status, lg, findings, floor,
                                                 _request_names(al, rows))
     findings = _compared_stats(a, b, findings, lg, compared)
+    # the pairs' judgement is counted: let it go before the table is built and ordered
+    lg = replace(lg, judged=None)
     admitted = lg.margin_b[status == NEAR_TIE]
 
     def blocks(mask: np.ndarray) -> np.ndarray:
         """The aligned blocks with at least one row in `mask`."""
-        return np.unique(rows.step[mask])
+        return distinct_sorted(rows.step[mask])  # rows come block by block
 
     hard = blocks(status == DIFFER)
     soft = np.setdiff1d(blocks(status == NEAR_TIE), hard)
@@ -792,7 +877,7 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
         near_tie_admitted=float(admitted.max()) if admitted.size else None,
         logits=findings, drafting_source=drafting_source,
         draft_length_blocks=blocks((status == UNMATCHED_A) | (status == UNMATCHED_B)).size,
-        blocks_drafted=int(np.unique(rows.step).size),
+        blocks_drafted=blocks(np.ones(rows.step.size, dtype=bool)).size,
         draft_length_rows_a=int((status == UNMATCHED_A).sum()),
         draft_length_rows_b=int((status == UNMATCHED_B).sum()),
         rows_context_diverged=int((status == DIVERGED).sum()),
@@ -893,21 +978,23 @@ def _compared_stats(a: ArmTrace, b: ArmTrace, findings: LogitFindings | None, lg
         return findings
     keep = compared[lg.both]
     digits = (findings.resolution_a.digits, findings.resolution_b.digits)
-    taken = _TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
+    taken = TakenRows(a.logits, lg.line_a[keep], b.logits, lg.line_b[keep], digits)
     pair_req = findings.pair_req[keep] if findings.pair_req is not None else None
     # the statistics were taken a block at a time in the judging pass; the top lists are kept
-    # whole, for the rates and the floor
+    # for the rates and the floor, gathered when they first read them
     stats = lg.stats
     assert stats is not None and stats.rows == keep.sum()
     unresolved = lg.unresolved if lg.unresolved is not None else np.zeros(0, dtype=bool)
-    return replace(findings, pairs=taken.block(slice(None)), pair_req=pair_req, stats=stats,
+    return replace(findings, pairs=taken, pair_req=pair_req, stats=stats,
                    rows_unresolved=int((unresolved & compared).sum()))
 
 
 @dataclass(frozen=True)
-class _TakenRows:
-    """Logit lines `ia` of arm A beside lines `ib` of arm B, gathered when a block is asked for;
-    at 9+ digits the values float32-exact, as the tolerance sees them."""
+class TakenRows:
+    """Logit lines `ia` of arm A beside lines `ib` of arm B: the paired top lists (`PairedRows`'
+    arrays, each gathered when first read, and blocks of them gathered when asked for); at 9+
+    digits the values float32-exact, as the tolerance sees them. The rates read only the ids,
+    so the values of a whole comparison are gathered only where a noise floor pools them."""
 
     a: LogitRows
     ia: np.ndarray
@@ -922,6 +1009,34 @@ class _TakenRows:
         ia, ib = self.ia[at], self.ib[at]
         return PairedRows(self.a.top_ids[ia], exact_values(self.a.top_vals[ia], self.digits[0]),
                           self.b.top_ids[ib], exact_values(self.b.top_vals[ib], self.digits[1]))
+
+    @cached_property
+    def ids_a(self) -> np.ndarray:
+        out: np.ndarray = self.a.top_ids[self.ia]
+        return out
+
+    @cached_property
+    def vals_a(self) -> np.ndarray:
+        return exact_values(self.a.top_vals[self.ia], self.digits[0])
+
+    @cached_property
+    def ids_b(self) -> np.ndarray:
+        out: np.ndarray = self.b.top_ids[self.ib]
+        return out
+
+    @cached_property
+    def vals_b(self) -> np.ndarray:
+        return exact_values(self.b.top_vals[self.ib], self.digits[1])
+
+    def widened(self) -> PairedRows:
+        return PairedRows(self.ids_a, self.vals_a, self.ids_b, self.vals_b).widened()
+
+    def first_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each pair's first id in A's list and in B's (`ids_a[:, 0]`, `ids_b[:, 0]`), without
+        gathering the whole lists."""
+        first_a: np.ndarray = self.a.top_ids[self.ia, 0]
+        first_b: np.ndarray = self.b.top_ids[self.ib, 0]
+        return first_a, first_b
 
 
 def _opt(x: float) -> float | None:
@@ -987,10 +1102,37 @@ def _with_uncompared(rows: RowTable, a: ArmTrace, b: ArmTrace, al: Alignment,
         rows = RowTable(**{name: _as(getattr(rows, name),
                                      np.result_type(*[getattr(p, name) for p in parts]))
                            for name in fields})
-    order = np.lexsort((rows.row, rows.pos, rows.req))
+    order = _block_order(rows.req, rows.pos, rows.row)
+    if order is None:
+        order = np.lexsort((rows.row, rows.pos, rows.req))
     if np.array_equal(order, np.arange(order.size)):
         return rows  # in order already
     return RowTable(**{name: getattr(rows, name)[order] for name in fields})
+
+
+def _block_order(req: np.ndarray, pos: np.ndarray, row: np.ndarray) -> np.ndarray | None:
+    """`np.lexsort((row, pos, req))` of a table whose rows come a block at a time: where each
+    (req, pos) is one run of rows in row order, the runs are sorted (a key per block, not per
+    row) and each keeps its rows. None where that does not hold (a key in two runs, or rows out
+    of order within one): the rows must then be sorted themselves."""
+    n = req.size
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    new[1:] = (req[1:] != req[:-1]) | (pos[1:] != pos[:-1])
+    if np.any((row[1:] < row[:-1]) & ~new[1:]):
+        return None
+    starts = np.flatnonzero(new)
+    lengths = np.diff(np.append(starts, n))
+    runs = np.lexsort((pos[starts], req[starts]))
+    run_req, run_pos = req[starts][runs], pos[starts][runs]
+    if np.any((run_req[1:] == run_req[:-1]) & (run_pos[1:] == run_pos[:-1])):
+        return None
+    length = lengths[runs]
+    order: np.ndarray = np.repeat(starts[runs] - (np.cumsum(length) - length), length) \
+        + np.arange(n)
+    return order
 
 
 def _as(x: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from difftest.numerics.clustered import (POWER, ClusteredRate, clustered_rate, mde_two_sample,
                                 mde_zero_events)
-from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP, Comparison
+from difftest.analysis.compare import DIFFER, NEAR_TIE, NOISE_FLIP, Comparison, TakenRows
 from difftest.core.kinds import AlignMode
 from difftest.analysis.verdict import LOGITS, TOKENS
 
@@ -105,7 +105,9 @@ def rate_instruments(cmp: Comparison, alpha: float = ALPHA) -> RateInstruments:
     lg = cmp.logits
     if lg is not None and lg.pairs is not None and lg.pair_req is not None and len(lg.pairs):
         p = lg.pairs
-        same = (p.ids_a[:, 0] >= 0) & (p.ids_a[:, 0] == p.ids_b[:, 0])
+        first_a, first_b = (p.first_ids() if isinstance(p, TakenRows)
+                            else (p.ids_a[:, 0], p.ids_b[:, 0]))
+        same = (first_a >= 0) & (first_a == first_b)
         groups = lg.pair_req if cmp.mode is AlignMode.POSITION else np.zeros(len(p), np.int64)
         top1 = clustered_rate(same, groups)
         top1_mde = (_within(mde_two_sample(top1, alpha), top1.value) if top1 is not None

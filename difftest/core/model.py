@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -90,6 +91,9 @@ class Proposes:
         return self.rows > 0
 
 
+_ROW_BLOCK = 1 << 14  # rows per pass of LogitRows' per-row reductions
+
+
 @dataclass(frozen=True)
 class LogitRows:
     """One `[spec-logits]` line each: top-K raw logits of one sampled block row.
@@ -124,13 +128,41 @@ class LogitRows:
         m[self.width < 2] = np.nan
         return np.asarray(m, dtype=np.float64)
 
+    @cached_property
+    def magnitudes(self) -> np.ndarray:
+        """Per row: the largest |value| among its listed finite values (0 where it lists none).
+        What the resolution of any set of rows is read from (`resolution`'s `magnitudes`):
+        taken once per trace, a block of rows at a time."""
+        n, k = self.top_vals.shape
+        out = np.zeros(n)
+        columns = np.arange(k)
+        for start in range(0, n, _ROW_BLOCK):  # a block of rows: its temporaries stay small
+            at = slice(start, start + _ROW_BLOCK)
+            mag = np.abs(self.top_vals[at])
+            keep = np.isfinite(mag)
+            keep &= columns < self.width[at, None]
+            mag = np.where(keep, mag, 0.0)
+            block = out[at]
+            for j in range(k):
+                np.maximum(block, mag[:, j], out=block)
+        return out
+
     @property
     def finite(self) -> np.ndarray:
         """Mask of rows whose listed values are all finite."""
         if len(self) == 0:
             return np.ones(0, dtype=bool)
-        cols = np.arange(self.top_vals.shape[1])[None, :] < self.width[:, None]
-        return np.asarray(np.all(np.isfinite(self.top_vals) | ~cols, axis=1), dtype=bool)
+        n, k = self.top_vals.shape
+        out = np.ones(n, dtype=bool)
+        columns = np.arange(k)
+        for start in range(0, n, _ROW_BLOCK):  # a block of rows, a column of it at a time
+            at = slice(start, start + _ROW_BLOCK)
+            ok = np.isfinite(self.top_vals[at])
+            ok |= columns >= self.width[at, None]
+            block = out[at]
+            for j in range(k):
+                block &= ok[:, j]
+        return out
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,15 @@ def shows_forced_lines(path: Path | None) -> bool:
         return False
     tag = FORCED_TAG.encode()
     tail = b""
+    buf = bytearray(_CHUNK)  # one buffer read into, not a fresh chunk per read
     try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                if tag in tail + chunk:
+        with open(path, "rb", buffering=0) as fh:
+            while n := fh.readinto(buf):
+                chunk = buf if n == _CHUNK else buf[:n]
+                # in the chunk, or across its start (the chunk itself is not copied)
+                if tag in chunk or tag in tail + chunk[:len(tag) - 1]:
                     return True
-                tail = chunk[-(len(tag) - 1):]
+                tail = bytes(chunk[-(len(tag) - 1):])
     except OSError:
         return False
     return False

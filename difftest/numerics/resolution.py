@@ -173,12 +173,20 @@ def _not_binary_short(values: np.ndarray) -> int:
 
 
 def resolution(values: np.ndarray, width: np.ndarray, sig_digits: np.ndarray,
-               compared: np.ndarray) -> Resolution:
+               compared: np.ndarray, magnitudes: np.ndarray | None = None) -> Resolution:
     """An arm's resolution from its top values (n, K), the entries per row, the significant
-    digits each row printed (n,), and a mask of the rows compared (n,)."""
+    digits each row printed (n,), and a mask of the rows compared (n,). `magnitudes`: each
+    row's largest finite listed |value| (0 where none; `LogitRows.magnitudes`), when a trace
+    already holds them: the largest over the compared rows is then read from them."""
     digits = format_digits(sig_digits, values)
     if digits is None:
         return Resolution(None, None)
+    if magnitudes is not None:
+        kept = magnitudes[compared]
+        top = float(kept.max()) if kept.size else 0.0
+        if top == 0.0:
+            return Resolution(digits, None)
+        return Resolution(digits, float(quanta(np.array([top]), digits)[0]))
     # A quantum grows with the magnitude (`quanta` is monotone in |v|), so the coarsest is the
     # quantum of the largest finite listed magnitude: one pass of max in row blocks, not a
     # logarithm of every value (0 and non-finite values have no quantum, as in `quanta`).

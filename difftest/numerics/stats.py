@@ -34,6 +34,7 @@ Definitions (a row pair is one (request, pos, row) traced by both arms; B is the
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,6 +44,7 @@ import numpy.typing as npt
 
 from difftest.numerics.clustered import ClusterSums, t_quantile
 from difftest.numerics.resolution import snapped_difference, value_quanta
+from difftest.numerics.rows import row_any, row_count, row_max
 
 MIN_ROWS = 100  # llama.cpp prints no KL statistics under 100 tokens
 Z95 = 1.959963984540054  # two-sided 95% standard normal quantile
@@ -220,14 +222,45 @@ def wilson(successes: int, n: int, z: float = Z95) -> Interval:
     return Interval(p, low, high)
 
 
+class _Diffs:
+    """The compared values' differences, in order: written into one buffer where the pass
+    announced how many there can be (its pages touched only as it fills: the differences are
+    never held twice, as blocks and joined), else kept as blocks and joined when asked for."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self._buffer: np.ndarray | None = np.empty(capacity) if capacity else None
+        self._filled = 0
+        self._blocks: list[np.ndarray] = []
+
+    def add(self, block: np.ndarray) -> None:
+        buffer, at = self._buffer, self._filled
+        if buffer is not None and at + block.size <= buffer.size:
+            buffer[at:at + block.size] = block
+            self._filled += block.size
+            return
+        if buffer is not None:  # more than announced: blocks from here on
+            self._blocks.append(buffer[:at].copy())
+            self._buffer = None
+        self._blocks.append(block)
+
+    def joined(self) -> np.ndarray:
+        """Every difference added, in order (`np.concatenate` of the blocks)."""
+        if self._buffer is not None:
+            out: np.ndarray = self._buffer[:self._filled]
+        else:
+            out = np.concatenate(self._blocks) if self._blocks else np.zeros(0)
+        self._buffer, self._filled, self._blocks = None, 0, []
+        return out
+
+
 @dataclass
 class _Acc:
-    diffs: list[np.ndarray]
+    diffs: _Diffs
     rel_max: list[float]  # each block's largest relative difference (only the largest is told)
     kls: list[np.ndarray]
-    kl_at: list[np.ndarray]  # the row of each KL value
+    kl_at: list[np.ndarray | range]  # the row of each KL value (a range: every row of a block)
     overlaps: list[np.ndarray]
-    overlap_at: list[np.ndarray]
+    overlap_at: list[np.ndarray | range]
     top1: int = 0
     disjoint: int = 0
     nonfinite: int = 0
@@ -241,6 +274,28 @@ class MeanError:
     se_rows: float | None  # independent rows
     ci: tuple[float, float] | None
     requests: int  # clustered by this many requests (0: not clustered)
+    mean: float | None = None  # the mean itself, correctly rounded (None: no value)
+
+
+_SUM_BLOCK = 1 << 16  # values turned into Python floats at a time by `exact_sum`
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """`math.fsum(values.tolist())`, the correctly rounded sum, without a Python float per
+    value where that is known to change nothing: zeros are left out (fsum's zero sum is +0.0
+    whatever the zeros' signs, and a zero changes no other sum); values all one finite number
+    v, m of them, sum to the correctly rounded m * v, which is what float multiplication gives
+    where it does not overflow; the rest are read a block at a time."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    values = values[values != 0]
+    if values.size:
+        first = float(values[0])
+        if math.isfinite(first) and bool(np.all(values == first)):
+            product = float(values.size) * first
+            if math.isfinite(product):
+                return product
+    return math.fsum(itertools.chain.from_iterable(
+        values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
 
 
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,
@@ -249,9 +304,9 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
     two requests are known, else over independent rows; the interval clipped to `bounds`."""
     n = values.size
     if n < 2:
-        return MeanError(None, None, None, 0)
-    mean = math.fsum(values.tolist()) / n
-    se_rows = math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (n - 1) / n)
+        return MeanError(None, None, None, 0, exact_sum(values) / n if n else None)
+    mean = exact_sum(values) / n
+    se_rows = math.sqrt(exact_sum((values - mean) ** 2) / (n - 1) / n)
     se, q, groups = se_rows, Z95, 0
     if cluster is not None:
         sums = ClusterSums.of(values, cluster)
@@ -264,7 +319,7 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
             se = max(math.sqrt(sums.variance()), se_rows) if se_rows > 0 else 0.0
             q = t_quantile(0.975, groups - 1.0)
     ci = (max(bounds[0], mean - q * se), min(bounds[1], mean + q * se))
-    return MeanError(se, se_rows, ci, groups)
+    return MeanError(se, se_rows, ci, groups, mean)
 
 
 class RowBlocks(Protocol):
@@ -295,8 +350,10 @@ class StatsPass:
     (`add_matched`: the tolerance's, `difftest.numerics.tolerance.MatchedRows`), so that the
     quanta and the matched ids of a comparison are computed once."""
 
-    def __init__(self) -> None:
-        self._acc = _Acc([], [], [], [], [], [])
+    def __init__(self, values: int = 0) -> None:
+        """`values`: how many compared values (shared ids) the pass can add at most, where
+        known: their differences are then written into one buffer of that size."""
+        self._acc = _Acc(_Diffs(values), [], [], [], [], [])
         self.rows = 0
 
     def add_pairs(self, p: PairedRows, digits: tuple[int | None, int | None]) -> None:
@@ -324,16 +381,15 @@ class StatsPass:
 
 
 def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> LogitStats:
-    d = np.concatenate(acc.diffs) if acc.diffs else np.zeros(0)
-    acc.diffs.clear()
+    d = acc.diffs.joined()
     # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
     max_abs = float(d.max()) if d.size else None
     mean_abs = float(d.mean()) if d.size else None
     p99_abs = float(np.percentile(d, 99, overwrite_input=True)) if d.size else None
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
-    kl_at = np.concatenate(acc.kl_at) if acc.kl_at else np.zeros(0, np.int64)
+    kl_at = _rows_of(acc.kl_at, n)
     ov = np.concatenate(acc.overlaps) if acc.overlaps else np.zeros(0)
-    ov_at = np.concatenate(acc.overlap_at) if acc.overlap_at else np.zeros(0, np.int64)
+    ov_at = _rows_of(acc.overlap_at, n)
     kl_err = mean_error(kl, None if cluster is None else cluster[kl_at], (0.0, math.inf))
     ov_err = mean_error(ov, None if cluster is None else cluster[ov_at], (0.0, 1.0))
     return LogitStats(
@@ -341,13 +397,26 @@ def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> L
         max_abs=max_abs, p99_abs=p99_abs, mean_abs=mean_abs,
         max_rel=float(np.max(acc.rel_max)) if acc.rel_max else None,
         top1_same=acc.top1, top1_agreement=wilson(acc.top1, n) if n else None,
-        topk_overlap=math.fsum(ov.tolist()) / ov.size if ov.size else None,
-        kl_rows=int(kl.size), kl_mean=math.fsum(kl.tolist()) / kl.size if kl.size else None,
+        topk_overlap=ov_err.mean, kl_rows=int(kl.size), kl_mean=kl_err.mean,
         kl_mean_se=kl_err.se, kl_max=float(kl.max()) if kl.size else None,
         significant=n >= min_rows, min_rows=min_rows, topk_overlap_se=ov_err.se,
         kl_mean_se_rows=kl_err.se_rows, topk_overlap_se_rows=ov_err.se_rows,
         requests=max(kl_err.requests, ov_err.requests), kl_mean_ci=kl_err.ci,
         topk_overlap_ci=ov_err.ci)
+
+
+def _rows_of(parts: list[np.ndarray | range], n: int) -> slice | np.ndarray:
+    """The rows the values of `parts` belong to, in order: a slice where they are every row
+    0..n-1 (a cluster's labels are then taken as they are, not gathered), else their indices."""
+    if all(isinstance(p, range) for p in parts):
+        ranges = [p for p in parts if isinstance(p, range)]
+        if all(r.start == (ranges[i - 1].stop if i else 0) for i, r in enumerate(ranges)) \
+                and (ranges[-1].stop if ranges else 0) == n:
+            return slice(None)
+    if not parts:
+        return np.zeros(0, np.int64)
+    return np.concatenate([np.arange(p.start, p.stop) if isinstance(p, range) else p
+                           for p in parts])
 
 
 def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndarray,
@@ -363,35 +432,42 @@ def _accumulate(acc: _Acc, ids_a: np.ndarray, vals_a: np.ndarray, ids_b: np.ndar
 def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.ndarray,
                         shared: np.ndarray, vb: np.ndarray, d: np.ndarray, start: int) -> None:
     valid_a, valid_b = ids_a >= 0, ids_b >= 0
-    count = shared.sum(axis=1)
-    width = np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
+    count = row_count(shared)
+    width = np.minimum(row_count(valid_a), row_count(valid_b))
     acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
     has_width = width > 0
-    acc.overlaps.append(count[has_width] / width[has_width])
-    acc.overlap_at.append(start + np.flatnonzero(has_width))
+    every = bool(has_width.all())  # the usual block: its rows as they are, not gathered
+    acc.overlaps.append(count / width if every else count[has_width] / width[has_width])
+    acc.overlap_at.append(range(start, start + width.size) if every
+                          else start + np.flatnonzero(has_width))
     disjoint = count == 0
     acc.disjoint += int(disjoint.sum())
     finite = np.isfinite(va) & np.isfinite(vb)
-    bad = np.any(shared & ~finite, axis=1)
+    bad = row_any(shared & ~finite)
     acc.nonfinite += int(bad.sum())
     use = shared & finite
-    acc.diffs.append(d[use])
+    acc.diffs.add(d[use])
     nz = use & (vb != 0)
-    rel = d[nz] / np.abs(vb[nz])
-    if rel.size:
+    if nz.any():
+        # the largest d / |b| over the values where b is not 0, divided where they are (each
+        # quotient is at least +0, so the zeros left elsewhere change no maximum)
+        rel = np.zeros(d.shape)
+        np.divide(d, np.abs(vb), out=rel, where=nz)
         acc.rel_max.append(float(rel.max()))
     # KL over the shared ids of rows with no non-finite shared value
     rows = ~disjoint & ~bad
     if rows.any():
-        m = shared[rows]
-        a = np.where(m, va[rows], -np.inf)
-        b = np.where(m, vb[rows], -np.inf)
+        all_rows = bool(rows.all())  # the usual block: not gathered
+        m = shared if all_rows else shared[rows]
+        a = np.where(m, va if all_rows else va[rows], -np.inf)
+        b = np.where(m, vb if all_rows else vb[rows], -np.inf)
         la = a - _logsumexp(a)
         lb = b - _logsumexp(b)
         with np.errstate(invalid="ignore"):
             terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
         acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
-        acc.kl_at.append(start + np.flatnonzero(rows))
+        acc.kl_at.append(range(start, start + rows.size) if all_rows
+                         else start + np.flatnonzero(rows))
 
 
 PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry
@@ -449,6 +525,6 @@ def _match_sorted(ids_a: np.ndarray, ids_b: np.ndarray
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp over (n, K) with -inf for absent entries (each row has one finite)."""
-    top = x.max(axis=1, keepdims=True)
+    top = row_max(x)[:, None]  # the sign of a zero maximum changes no value below
     out: np.ndarray = top + np.log(np.exp(x - top).sum(axis=1, keepdims=True))
     return out

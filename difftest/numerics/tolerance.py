@@ -38,6 +38,7 @@ import numpy as np
 
 from difftest.numerics.noise import NOISE_BAND
 from difftest.numerics.resolution import lossless, snapped_difference, value_quanta, wide
+from difftest.numerics.rows import row_all, row_any, row_count, row_max
 from difftest.numerics.stats import PairedRows, match_ids
 
 
@@ -164,8 +165,10 @@ def match_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
     # B's values and quanta once, in its own order; paired with A's by gathering (elementwise,
     # so the same values as computing them after the gather)
     vb_own, qb_own = _exact(vb_list, digits_b)
-    paired = (np.arange(n)[:, None], where)
-    vb, qb = vb_own[paired], qb_own[paired]
+    # B's entry `where[i, j]` of row i, as one index into the flattened rows (a gather of
+    # single elements, cheaper than numpy's two-index fancy indexing)
+    paired = np.arange(n)[:, None] * vb_own.shape[1] + where
+    vb, qb = vb_own.ravel()[paired], qb_own.ravel()[paired]
     return MatchedRows(ids_a, va, qa, ids_b, vb_own, qb_own, shared, vb, qb,
                        snapped_difference(va, vb, qa, qb))
 
@@ -189,7 +192,6 @@ def no_rows(n: int) -> RowDiffs:
 def judge_matched(m: MatchedRows, tol: Tolerance) -> RowDiffs:
     """`judge_rows` of rows already matched (`match_rows`); `m` is left as it was."""
     ids_a, va, qa, ids_b, shared, vb, qb = m.ids_a, m.va, m.qa, m.ids_b, m.shared, m.vb, m.qb
-    vb_own, qb_own = m.vb_own, m.qb_own
     n = len(m)
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(va) & np.isfinite(vb)
@@ -199,33 +201,33 @@ def judge_matched(m: MatchedRows, tol: Tolerance) -> RowDiffs:
         d = m.d.copy()  # the statistics read the snapped differences as they are
         d[same_nonfinite] = 0.0
         d[~finite & ~same_nonfinite] = np.inf  # as far apart as values get
-    nonfinite_both = (shared & same_nonfinite).sum(axis=1)
+    nonfinite_both = row_count(shared & same_nonfinite)
     half = (qa + qb) / 2
-    row_diff = np.where(shared, d, 0.0).max(axis=1)
-    disjoint = np.asarray(~shared.any(axis=1))
+    row_diff = row_max(np.where(shared, d, 0.0))
+    disjoint = ~row_any(shared)
     row_diff = np.where(disjoint, np.nan, row_diff)
     with np.errstate(invalid="ignore"):
         # a non-finite value has no quantum: its difference is 0 (the same) or inf (not)
         lower = np.where(finite, resolved_difference(d, half), d)
-    row_resolved = np.maximum(np.where(shared, lower, -np.inf).max(axis=1), 0.0)
+    row_resolved = np.maximum(row_max(np.where(shared, lower, -np.inf)), 0.0)
     row_resolved = np.where(disjoint, np.nan, row_resolved)
     # an id one arm lists and the other does not: the other's value is at most its last listed
     # one, so a listed value above that by more than the bound is a certain difference too
     # (ids below 0 are matched by no rule, as in match_ids: left out)
-    shared_b, _ = match_ids(ids_b, ids_a)
-    drop_a, drop_a_by = _dropped((va, qa), shared | (ids_a < 0), (vb_own, qb_own), tol)
-    drop_b, drop_b_by = _dropped((vb_own, qb_own), shared_b | (ids_b < 0), (va, qa), tol)
+    same_list = row_all(ids_a == ids_b)
+    dropped, dropped_by = _drops(m, tol, ~same_list)
     # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)
-    row_resolved = np.fmax(row_resolved, np.fmax(drop_a_by, drop_b_by))
+    row_resolved = np.fmax(row_resolved, dropped_by)
+    values = row_count(shared)
     if tol.bitwise:
         over = shared & (d > 0)
-        same_list = np.all(ids_a == ids_b, axis=1)
-        differs = over.any(axis=1) | ~same_list | disjoint
+        any_over = row_any(over)
+        differs = any_over | ~same_list | disjoint
         coarse = np.maximum(qa, qb)
-        one_q = np.any(over, axis=1) & ~np.any(over & (d > coarse * (1 + 1e-9)), axis=1)
+        one_q = any_over & ~row_any(over & (d > coarse * (1 + 1e-9)))
+        counted = row_count(over)
         return RowDiffs(row_diff, differs, disjoint, np.zeros(n, dtype=bool), one_q & same_list,
-                        row_resolved, over.sum(axis=1), shared.sum(axis=1), over.sum(axis=1),
-                        nonfinite_both)
+                        row_resolved, counted, values, counted.copy(), nonfinite_both)
     # a non-finite reference has a bound of nan or inf: such values are decided by `mismatch`
     with np.errstate(invalid="ignore"):
         bound = tol.bound(vb)
@@ -234,14 +236,33 @@ def judge_matched(m: MatchedRows, tol: Tolerance) -> RowDiffs:
         # equal prints are equal: the blindness below the resolution is reported once, as a
         # tolerance finer than the resolution, not as every unchanged value
         possible = shared & finite & (d > 0) & (d + half > bound)
-    dropped = drop_a.any(axis=1) | drop_b.any(axis=1)
-    differs = certain.any(axis=1) | disjoint | dropped
-    unresolved = possible.any(axis=1) & ~differs
+    differs = row_any(certain) | disjoint | dropped
+    unresolved = row_any(possible) & ~differs
     # a dropped id makes its row differ (like a disjoint row); the counts stay over the shared
     # values, so the excess test's count is out of the values it counts
     return RowDiffs(row_diff, differs, disjoint, unresolved, np.zeros(n, dtype=bool),
-                    row_resolved, certain.sum(axis=1), shared.sum(axis=1), beyond.sum(axis=1),
+                    row_resolved, row_count(certain), values, row_count(beyond),
                     nonfinite_both)
+
+
+def _drops(m: MatchedRows, tol: Tolerance, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: whether either arm lists an entry the other dropped (`_dropped`), and the
+    largest certain move of such an entry (nan where none is dropped). Only `rows` (n,) are
+    looked at: a row whose two lists are one list (the same ids in the same columns) shares
+    every entry, so it drops none, and most rows of a comparison are such rows."""
+    n = len(m)
+    dropped = np.zeros(n, dtype=bool)
+    by = np.full(n, np.nan)
+    at = np.flatnonzero(rows)
+    if at.size:
+        ids_a, ids_b = m.ids_a[at], m.ids_b[at]
+        arm_a, arm_b = (m.va[at], m.qa[at]), (m.vb_own[at], m.qb_own[at])
+        shared_b, _ = match_ids(ids_b, ids_a)
+        drop_a, drop_a_by = _dropped(arm_a, m.shared[at] | (ids_a < 0), arm_b, tol)
+        drop_b, drop_b_by = _dropped(arm_b, shared_b | (ids_b < 0), arm_a, tol)
+        dropped[at] = row_any(drop_a) | row_any(drop_b)
+        by[at] = np.fmax(drop_a_by, drop_b_by)
+    return dropped, by
 
 
 def _dropped(arm: tuple[np.ndarray, np.ndarray], shared: np.ndarray,

@@ -350,6 +350,16 @@ def _float_cells(values: np.ndarray) -> list[str]:
     return ["" if x != x else f"{x:.9g}" for x in values.tolist()]
 
 
+def _float_cells_as(values: np.ndarray, other: np.ndarray, other_cells: list[str]) -> list[str]:
+    """`_float_cells(values)`, taking `other`'s cell (`other_cells`) where a value has the same
+    bits as `other`'s (the same double prints the same text): an arm's margins and top-1 logits
+    are mostly the other arm's, so most of them are not formatted twice."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    same = values.view(np.int64) == np.ascontiguousarray(other, dtype=np.float64).view(np.int64)
+    return [cell if equal else "" if x != x else f"{x:.9g}"
+            for x, equal, cell in zip(values.tolist(), same.tolist(), other_cells, strict=True)]
+
+
 def _token_cells(values: np.ndarray, has: np.ndarray) -> list[str]:
     return [str(t) if h else "" for t, h in zip(values.tolist(), has.tolist(), strict=True)]
 
@@ -386,13 +396,14 @@ def csv_text(rep: ComparisonReport) -> str:
     # a block of rows at a time: the cells of one block, not of every row, are held as strings
     for start in range(0, len(r), CSV_BLOCK_ROWS):
         at = slice(start, start + CSV_BLOCK_ROWS)
+        margin_a, logit_a = _float_cells(r.margin_a[at]), _float_cells(r.logit_a[at])
         columns = [
             [names[i] for i in r.req[at].tolist()], [str(x) for x in r.pos[at].tolist()],
             [str(x) for x in r.row[at].tolist()], _token_cells(r.token_a[at], r.has_a[at]),
             _token_cells(r.token_b[at], r.has_b[at]), [status[s] for s in r.status[at].tolist()],
-            _float_cells(r.margin_a[at]), _float_cells(r.margin_b[at]),
-            _float_cells(r.logit_a[at]), _float_cells(r.logit_b[at]), _float_cells(diff[at]),
-            [judgement[i] for i in codes[at].tolist()],
+            margin_a, _float_cells_as(r.margin_b[at], r.margin_a[at], margin_a),
+            logit_a, _float_cells_as(r.logit_b[at], r.logit_a[at], logit_a),
+            _float_cells(diff[at]), [judgement[i] for i in codes[at].tolist()],
         ]
         parts.append("\n".join(map(",".join, zip(*columns, strict=True))) + "\n")
     return "".join(parts)

@@ -15,6 +15,7 @@ extra in this one): a difference, not acceptance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -106,12 +107,57 @@ def _emitted(trace: ArmTrace, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return step_keys(codes[owner], v.pos[owner] + within), v.emit_ids
 
 
-def _divergences(a: ArmTrace, ca: np.ndarray, b: ArmTrace, cb: np.ndarray,
-                 names: list[str]) -> list[EmitDivergence]:
+@dataclass(frozen=True)
+class _Stream:
+    """An arm's emitted tokens keyed by (request, absolute position), as `_emitted` gives them."""
+
+    keys: np.ndarray
+    tokens: np.ndarray
+
+    @cached_property
+    def ordered(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The keys sorted and where each came from, where that needs no sort of the keys: a
+        stream emits each position once and a request's positions in order, so its keys
+        grouped by request (a radix sort of the few request codes) are sorted already. None
+        where they are not (a position emitted twice, or out of order)."""
+        keys = self.keys
+        if keys.size == 0:
+            return keys, np.zeros(0, dtype=np.intp)
+        req = keys >> POS_BITS
+        if int(req.max()) >= 1 << 15:
+            return None
+        order = np.argsort(req.astype(np.int16), kind="stable")
+        grouped = keys[order]
+        if not bool(np.all(grouped[1:] > grouped[:-1])):
+            return None
+        return grouped, order
+
+    def sorted_keys(self) -> np.ndarray:
+        """`np.sort(self.keys)`."""
+        return self.ordered[0] if self.ordered is not None else np.sort(self.keys)
+
+
+def _stream(trace: ArmTrace, codes: np.ndarray) -> _Stream:
+    return _Stream(*_emitted(trace, codes))
+
+
+def _emitted_in_both(a: _Stream, b: _Stream) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.intersect1d(a.keys, b.keys, return_indices=True)`: by binary search in the other's
+    keys where both streams' keys are had in order without sorting them (each distinct)."""
+    ordered_a, ordered_b = a.ordered, b.ordered
+    if ordered_a is None or ordered_b is None:
+        common, ia, ib = np.intersect1d(a.keys, b.keys, return_indices=True)
+        return common, ia, ib
+    (keys_a, from_a), (keys_b, from_b) = ordered_a, ordered_b
+    xa = np.flatnonzero(_among(keys_a, keys_b))
+    common = keys_a[xa]
+    return common, from_a[xa], from_b[np.searchsorted(keys_b, common)]
+
+
+def _divergences(sa: _Stream, sb: _Stream, names: list[str]) -> list[EmitDivergence]:
     """Per request, the first position at which both arms emitted a token and the tokens differ."""
-    ka, ta = _emitted(a, ca)
-    kb, tb = _emitted(b, cb)
-    common, ia, ib = np.intersect1d(ka, kb, return_indices=True)
+    ta, tb = sa.tokens, sb.tokens
+    common, ia, ib = _emitted_in_both(sa, sb)
     differ = np.flatnonzero(ta[ia] != tb[ib])  # `common` is sorted: request, then position
     reqs = common[differ] >> POS_BITS
     _, first = np.unique(reqs, return_index=True)
@@ -164,14 +210,13 @@ def _among(keys: np.ndarray, pool: np.ndarray) -> np.ndarray:
 
 
 def _lost(trace: ArmTrace, codes: np.ndarray, other: ArmTrace, other_codes: np.ndarray,
-          n: int) -> np.ndarray:
-    """The steps of `trace` (drafting or not) at positions `other` never emitted, before the
-    end of its stream. Acceptance moves where steps start, never which positions a stream
-    emits: both arms emit every position of a request up to its end."""
-    emitted, _ = _emitted(other, other_codes)
+          n: int, emitted: _Stream) -> np.ndarray:
+    """The steps of `trace` (drafting or not) at positions `other` never emitted (`emitted`,
+    its stream), before the end of its stream. Acceptance moves where steps start, never which
+    positions a stream emits: both arms emit every position of a request up to its end."""
     ends, _ = _stream_ends(other, other_codes, n)
     pos = trace.verifies.pos
-    missing = ~_among(step_keys(codes, pos), np.sort(emitted)) & (pos < ends[codes])
+    missing = ~_among(step_keys(codes, pos), emitted.sorted_keys()) & (pos < ends[codes])
     lost: np.ndarray = np.flatnonzero(missing)
     return lost
 
@@ -214,7 +259,8 @@ def _align_positions(a: ArmTrace, b: ArmTrace, forced: bool = False) -> Alignmen
     unmatched_a = unmatched_a[drafted_a[unmatched_a]]
     unmatched_b = unmatched_b[drafted_b[unmatched_b]]
 
-    divergences = [] if forced else _divergences(a, ca, b, cb, names)
+    stream_a, stream_b = _stream(a, ca), _stream(b, cb)  # each read once, by both uses
+    divergences = [] if forced else _divergences(stream_a, stream_b, names)
     diverged = np.zeros(common.size, dtype=bool)
     req_of = common >> POS_BITS
     pos_of = common & ((1 << POS_BITS) - 1)
@@ -231,7 +277,8 @@ def _align_positions(a: ArmTrace, b: ArmTrace, forced: bool = False) -> Alignmen
         unmatched_a=unmatched_a, unmatched_b=unmatched_b,
         diverged_a=a_idx[diverged][d_order], diverged_b=b_idx[diverged][d_order],
         divergences=tuple(divergences),
-        lost_a=_lost(a, ca, b, cb, len(names)), lost_b=_lost(b, cb, a, ca, len(names)))
+        lost_a=_lost(a, ca, b, cb, len(names), stream_b),
+        lost_b=_lost(b, cb, a, ca, len(names), stream_a))
 
 
 def _align_ordinals(a: ArmTrace, b: ArmTrace) -> Alignment:

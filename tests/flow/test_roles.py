@@ -168,3 +168,20 @@ def test_a_capture_of_an_arm_the_config_mutates_is_judged(tmp_path: Path) -> Non
     cfg = _config(tmp_path, env_b='DIFFTEST_MUTATION = "causal-mask"')
     rep = api.compare_traces(a, b, comparison="c", config=cfg)
     assert rep.verdict.kind is VerdictKind.AGREE, rep.verdict.reasons
+
+
+@pytest.mark.parametrize("chunk", [12, 13, 14, 20, 64])
+def test_a_forced_tag_is_found_across_read_boundaries(tmp_path: Path, chunk: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is read in chunks (no shorter than the tag less one byte): a tag anywhere,
+    across a chunk's start included, is found, and text without the whole tag is not."""
+    from difftest.flow import roles
+
+    monkeypatch.setattr(roles, "_CHUNK", chunk)
+    tag = roles.FORCED_TAG.encode()
+    path = tmp_path / "trace.log"
+    for at in range(0, 40):
+        for text, want in ((b"x" * at + tag + b"y" * 7, True),
+                           (b"x" * at + tag[:-1] + b"y" + tag[1:], False)):
+            path.write_bytes(text)
+            assert roles.shows_forced_lines(path) is want, (at, text)

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import logits_line, verify_line
 from difftest import api
 from difftest.report import comparison
+from difftest.core import model
+from difftest.core.model import LogitRows
 from difftest.numerics.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
 
 CONFIG = Path(__file__).parents[2] / "difftest" / "configs" / "default.toml"
@@ -202,3 +206,29 @@ def test_a_compare_of_percent_4g_traces_states_the_prints_resolution(
     assert rep.comparison.logits.resolution_b == Resolution(4, 1e-2)
     text = comparison.render_table(rep)
     assert "printed resolution 1e-02" in text and "1e-04" not in text
+
+
+@pytest.mark.parametrize("block", [1, 3, 1 << 14])
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(
+        block: int, seed: int) -> None:
+    """`LogitRows.magnitudes` (each row's largest finite listed |value|, a column at a time)
+    give any set of rows the resolution a pass over their values gives."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(0, 30)), int(rng.integers(1, 6))
+    pool = np.array([0.0, -0.0, 1.5, -2.25, 12.345, -987.6, 3e-7, np.nan, np.inf, -np.inf])
+    values = rng.choice(pool, size=(n, k))
+    width = rng.integers(0, k + 1, size=n).astype(np.int32)
+    sig = rng.integers(0, 9, size=n).astype(np.int8)
+    lg = LogitRows(np.zeros(n, np.int32), np.zeros(n, np.int64), np.ones(n, np.int32),
+                   np.zeros((n, k), np.int32), values, width, np.zeros(n, np.int64), sig)
+    compared = rng.integers(0, 2, size=n).astype(bool)
+    want = resolution(values, width, sig, compared)
+    real = model._ROW_BLOCK
+    try:
+        model._ROW_BLOCK = block  # rows taken a block at a time
+        magnitudes = lg.magnitudes
+    finally:
+        model._ROW_BLOCK = real
+    assert resolution(values, width, sig, compared, magnitudes) == want

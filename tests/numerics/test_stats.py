@@ -9,9 +9,12 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _match_pairwise, _match_sorted,
-                                     logit_stats, match_ids, wilson)
+from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Acc, _accumulate_matched,
+                                     _Diffs, _match_pairwise, _match_sorted, _rows_of,
+                                     exact_sum, logit_stats, match_ids, wilson)
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -376,3 +379,134 @@ def test_the_mean_difference_is_summed_in_the_rows_order() -> None:
         warnings.simplefilter("ignore", RuntimeWarning)
         stats = logit_stats(pairs)
     assert stats.mean_abs == in_order and stats.max_abs == 1e16
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(allow_nan=False), max_size=6), max_size=6),
+       st.integers(0, 40))
+def test_differences_are_joined_as_their_blocks_concatenated(blocks: list[list[float]],
+                                                             capacity: int) -> None:
+    """Into one buffer while they fit the capacity announced, as blocks past it."""
+    parts = [np.array(b, dtype=np.float64) for b in blocks]
+    want = np.concatenate(parts) if parts else np.zeros(0)
+    diffs = _Diffs(capacity)
+    for part in parts:
+        diffs.add(part)
+    got = diffs.joined()
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def _fsum_outcome(f: object, values: np.ndarray) -> object:
+    try:
+        out = f(values)  # type: ignore[operator]
+    except (ValueError, OverflowError) as exc:
+        return type(exc)
+    return "nan" if math.isnan(out) else (out, math.copysign(1.0, out))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, 0.1, -0.1, 1e308, -1e308, 3e-300, 2.5,
+                                 math.nan, math.inf, -math.inf]), max_size=40),
+       st.booleans())
+def test_the_exact_sum_is_fsums(values: list[float], constant: bool) -> None:
+    """Zeros left out, a constant array multiplied out, the rest read in blocks: the value
+    (and the sign of a zero, and the error) math.fsum gives over every value."""
+    x = np.array(values[:1] * len(values) if constant else values, dtype=np.float64)
+    assert _fsum_outcome(exact_sum, x) == _fsum_outcome(lambda v: math.fsum(v.tolist()), x)
+
+
+def _accumulated_by_definition(acc: _Acc, ids_a: np.ndarray, va: np.ndarray,
+                               ids_b: np.ndarray, shared: np.ndarray, vb: np.ndarray,
+                               d: np.ndarray, start: int) -> None:
+    """What `_accumulate_matched` adds, every row gathered by its masks."""
+    valid_a, valid_b = ids_a >= 0, ids_b >= 0
+    count, width = shared.sum(axis=1), np.minimum(valid_a.sum(axis=1), valid_b.sum(axis=1))
+    acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
+    has_width = width > 0
+    acc.overlaps.append(count[has_width] / width[has_width])
+    acc.overlap_at.append(start + np.flatnonzero(has_width))
+    disjoint = count == 0
+    acc.disjoint += int(disjoint.sum())
+    finite = np.isfinite(va) & np.isfinite(vb)
+    bad = np.any(shared & ~finite, axis=1)
+    acc.nonfinite += int(bad.sum())
+    use = shared & finite
+    acc.diffs.add(d[use])
+    nz = use & (vb != 0)
+    rel = d[nz] / np.abs(vb[nz])
+    if rel.size:
+        acc.rel_max.append(float(rel.max()))
+    rows = ~disjoint & ~bad
+    if rows.any():
+        m = shared[rows]
+        a, b = np.where(m, va[rows], -np.inf), np.where(m, vb[rows], -np.inf)
+        la = a - (a.max(axis=1, keepdims=True) + np.log(np.exp(
+            a - a.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)))
+        lb = b - (b.max(axis=1, keepdims=True) + np.log(np.exp(
+            b - b.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)))
+        with np.errstate(invalid="ignore"):
+            terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
+        acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+        acc.kl_at.append(start + np.flatnonzero(rows))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_statistics_of_a_block_are_those_of_its_rows_gathered_by_mask(seed: int,
+                                                                     plain: bool) -> None:
+    """Blocks whose every row has a width, a shared id and finite values are read as they
+    are, not gathered; quotients are taken where B's value is not 0: the same sums, lists
+    and counts as gathering every row by its masks."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 12)), int(rng.integers(1, 5))
+    ids_a = rng.integers(-1 if not plain else 0, 6, size=(n, k)).astype(np.int32)
+    ids_b = rng.integers(-1 if not plain else 0, 6, size=(n, k)).astype(np.int32)
+    shared = (ids_a >= 0) & (rng.integers(0, 4 if not plain else 1, size=(n, k)) == 0)
+    pool = [0.0, 1.5, -2.25, 7.0] + ([] if plain else [np.nan, np.inf])
+    va, vb = rng.choice(pool, size=(n, k)), rng.choice(pool, size=(n, k))
+    with np.errstate(invalid="ignore"):
+        d = np.abs(va - vb)
+    got, want = _Acc(_Diffs(), [], [], [], [], []), _Acc(_Diffs(), [], [], [], [], [])
+    start = int(rng.integers(0, 3)) * int(rng.integers(0, 100))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _accumulate_matched(got, ids_a, va, ids_b, shared, vb, d, start)
+        _accumulated_by_definition(want, ids_a, va, ids_b, shared, vb, d, start)
+    assert (got.top1, got.disjoint, got.nonfinite) == (want.top1, want.disjoint, want.nonfinite)
+    assert got.rel_max == want.rel_max
+    assert np.array_equal(got.diffs.joined(), want.diffs.joined(), equal_nan=True)
+    for name in ("kls", "overlaps"):
+        x, y = getattr(got, name), getattr(want, name)
+        assert len(x) == len(y) and all(np.array_equal(p, q, equal_nan=True) and p.dtype == q.dtype
+                                        for p, q in zip(x, y, strict=True)), name
+    for name in ("kl_at", "overlap_at"):  # every row of the block: a range of them
+        x, y = getattr(got, name), getattr(want, name)
+        assert len(x) == len(y) and all(list(p) == q.tolist() for p, q in zip(x, y, strict=True))
+        rows = _rows_of(x, n + start)
+        if isinstance(rows, slice):
+            assert start == 0 and all(q.tolist() == list(range(n)) for q in y)
+        else:
+            assert rows.dtype == np.int64 and rows.tolist() == [i for q in y for i in q.tolist()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), max_size=6), st.integers(0, 3))
+def test_the_rows_of_blocks_of_every_row_are_every_row(blocks: list[tuple[bool, int]],
+                                                      extra: int) -> None:
+    """A block whose every row has a value is kept as a range; ranges that cover 0..n-1 in
+    order are every row (a slice), anything else the rows' indices."""
+    parts: list[np.ndarray | range] = []
+    want: list[int] = []
+    start = 0
+    for whole, size in blocks:
+        parts.append(range(start, start + size) if whole
+                     else start + np.arange(size)[::2])
+        want += list(range(start, start + size)) if whole else list(range(start, start + size, 2))
+        start += size
+    n = start + extra
+    rows = _rows_of(parts, n)
+    labels = np.arange(n) * 10
+    assert labels[rows].tolist() == [10 * i for i in want]
+    if all(isinstance(p, range) for p in parts) and extra == 0:
+        assert isinstance(rows, slice)

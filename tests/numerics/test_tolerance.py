@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import fields
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from difftest.numerics.stats import PairedRows
-from difftest.numerics.tolerance import Tolerance, exact_values, finite_max, judge_rows
+from difftest.numerics.stats import PairedRows, match_ids
+from difftest.numerics import tolerance
+from difftest.numerics.tolerance import (RowDiffs, Tolerance, exact_values, finite_max,
+                                         judge_matched, judge_rows, match_rows)
 
 
 def rows(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> PairedRows:
@@ -282,3 +287,62 @@ def test_a_dropped_id_makes_its_row_differ_and_counts_stay_over_the_shared_value
     assert r.differs.tolist() == [True] and r.disjoint.tolist() == [False]
     assert r.values.tolist() == [3] and r.exceed.tolist() == [0]
     assert (r.exceed <= r.values).all() and (r.beyond <= r.values).all()
+
+
+def _random_pairs(seed: int) -> PairedRows:
+    """Paired top lists, sorted and padded, half of B's rows A's own list (its values moved
+    or not), the rest drawn apart; ids from a small pool, so lists overlap, reorder and drop."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+    pool = np.array([0.0, 1.0, 1.5, 2.0, 3.25, 10.0, np.nan, np.inf, -np.inf])
+
+    def lists() -> tuple[np.ndarray, np.ndarray]:
+        ids = np.full((n, k), -1, dtype=np.int32)
+        vals = np.full((n, k), np.nan)
+        for i in range(n):
+            width = int(rng.integers(1, k + 1))
+            ids[i, :width] = rng.choice(8, size=width, replace=bool(rng.integers(0, 4) == 0))
+            vals[i, :width] = -np.sort(-rng.choice(pool, size=width))
+        return ids, vals
+
+    ids_a, vals_a = lists()
+    ids_b, vals_b = lists()
+    same = rng.integers(0, 2, size=n).astype(bool)
+    ids_b[same] = ids_a[same]
+    moved = np.where(rng.integers(0, 3, size=(n, k)) == 0, 0.5, 0.0)
+    vals_b[same] = (vals_a + moved)[same]
+    return PairedRows(ids_a, vals_a, ids_b, vals_b)
+
+
+@pytest.mark.parametrize("tol", [Tolerance(), Tolerance(atol=0.1), Tolerance(0.1, 0.01, 0.3)])
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), digits=st.sampled_from([None, 6, 9]))
+def test_drops_are_looked_for_only_where_the_two_lists_differ(
+        tol: Tolerance, seed: int, digits: int | None) -> None:
+    """A row whose two lists hold the same ids in the same columns drops no entry: the
+    judgement looks for dropped entries in the other rows only, and judges every row as a
+    search of every row does."""
+    m = match_rows(_random_pairs(seed), digits, digits)
+    assert m is not None
+    got = judge_matched(m, tol)
+    real = tolerance._drops
+    try:
+        tolerance._drops = lambda m, tol, rows: real(m, tol, np.ones(len(m), dtype=bool))
+        want = judge_matched(m, tol)
+    finally:
+        tolerance._drops = real
+    for field in fields(RowDiffs):
+        x, y = getattr(got, field.name), getattr(want, field.name)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), field
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), digits=st.sampled_from([None, 6, 9]))
+def test_b_is_paired_with_a_by_the_columns_matched(seed: int, digits: int | None) -> None:
+    """B's value and quantum beside each of A's entries are B's own at the matched column."""
+    m = match_rows(_random_pairs(seed), digits, digits)
+    assert m is not None
+    rows = np.arange(len(m))[:, None]
+    _, where = match_ids(m.ids_a, m.ids_b)
+    assert np.array_equal(m.vb, m.vb_own[rows, where], equal_nan=True)
+    assert np.array_equal(m.qb, m.qb_own[rows, where], equal_nan=True)

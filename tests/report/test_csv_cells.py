@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from difftest import api
 from difftest.report import comparison
@@ -36,3 +40,18 @@ def test_the_csv_written_in_blocks_of_rows_is_the_same(monkeypatch: pytest.Monke
     for rows in (1, 2, 3, 7):
         monkeypatch.setattr(comparison, "CSV_BLOCK_ROWS", rows)
         assert csv_text(rep) == whole, rows
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, -0.0, 1.5, 2.87758, 1e-300, -7.0, math.nan,
+                                           math.inf, -math.inf]),
+                          st.sampled_from([0.0, -0.0, 1.5, 2.87758, math.nan, -math.inf]),
+                          st.booleans()), max_size=20))
+def test_cells_taken_from_the_other_arm_are_those_formatted(rows: list[tuple[float, float,
+                                                                             bool]]) -> None:
+    """B's margin or logit cell is A's where the two doubles have the same bits (a zero's sign
+    included), else formatted: the cells formatting every value gives."""
+    a = np.array([x for x, _, _ in rows], dtype=np.float64)
+    b = np.array([x if same else y for x, y, same in rows], dtype=np.float64)
+    cells_a = comparison._float_cells(a)
+    assert comparison._float_cells_as(b, a, cells_a) == comparison._float_cells(b)

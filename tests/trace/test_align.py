@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from difftest.trace.align import Alignment, EmitDivergence, align
+from difftest.trace.align import (POS_BITS, Alignment, EmitDivergence, _emitted_in_both, _Stream,
+                                  align)
 from difftest.core.model import ArmTrace
 from difftest.trace import parse_lines, parse_trace
 
@@ -117,3 +120,28 @@ def test_propose_only_traces_fall_back_to_ordinals_with_the_single_request_note(
 def test_one_arm_without_verify_lines_is_enough_for_the_fallback() -> None:
     _, _, al = pair("agree_a.log", "propose_b.log")
     assert al.mode == "ordinal" and len(al) == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12)), max_size=25),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12)), max_size=25),
+       st.booleans())
+def test_positions_emitted_in_both_are_numpys_intersection(a: list[tuple[int, int]],
+                                                           b: list[tuple[int, int]],
+                                                           in_order: bool) -> None:
+    """Streams whose keys, grouped by request, come in order are intersected by binary search
+    (and sorted without a sort); any other stream by np.intersect1d: the same keys, the same
+    indices, the same sorted keys."""
+    def stream(pairs: list[tuple[int, int]]) -> _Stream:
+        if in_order:  # each position once, each request's in order, requests interleaved
+            pairs = sorted(set(pairs), key=lambda p: p[1])
+        keys = np.array([(r << POS_BITS) | p for r, p in pairs], dtype=np.int64)
+        return _Stream(keys, np.arange(keys.size))
+
+    sa, sb = stream(a), stream(b)
+    got = _emitted_in_both(sa, sb)
+    want = np.intersect1d(sa.keys, sb.keys, return_indices=True)
+    assert all(x.tolist() == y.tolist() for x, y in zip(got, want, strict=True))
+    assert sa.sorted_keys().tolist() == np.sort(sa.keys).tolist()
+    if in_order:
+        assert sa.ordered is not None
