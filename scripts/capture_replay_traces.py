@@ -6,7 +6,8 @@ rather than the runner: rounds of `--until-decided`, noise reruns and repeated s
 (tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
 is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
 that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
-tests/flow/test_coverage_gate.py).
+tests/flow/test_coverage_gate.py), and the runs a noise floor is judged on (tests/data/numerics/,
+tests/test_numerics_cli.py).
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -14,7 +15,8 @@ the same one, as the reference runner (deterministic at a fixed seed) would prin
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
 Usage: python scripts/capture_replay_traces.py [SECTION ...]
-(sections: sampled, sequential, calibrate, acceptance, force, shipped; no argument: all)
+(sections: sampled, sequential, calibrate, acceptance, force, shipped, numerics; no argument:
+all)
 """
 
 from __future__ import annotations
@@ -153,8 +155,25 @@ def shipped() -> None:
                 DATA / "shipped" / f"{stem}.log")
 
 
+def numerics() -> None:
+    """tests/test_numerics_cli.py's small_config arms (`--requests 2 --steps 4` at level 3, one
+    thread): the nondeterministic paged lane three times (three runs, three different traces:
+    its replay arm prints the next one at each run), the deterministic paged lane, and the
+    materialized lane without and with the causal-mask bug."""
+    small = [*REFERENCE, "--requests", "2", "--steps", "4"]
+    env = {"VT_SPEC_TRACE": "3", "OMP_NUM_THREADS": "1"}
+    out = DATA / "numerics"
+    for run in (1, 2, 3):
+        capture([*small, "--lane", "paged", "--nondeterministic"],
+                {**env, "DIFFTEST_MUTATION": "none"}, out / f"nd-{run}.log")
+    capture([*small, "--lane", "paged"], {**env, "DIFFTEST_MUTATION": "none"}, out / "det.log")
+    for mutation in ("none", "causal-mask"):
+        capture([*small, "--lane", "materialized"], {**env, "DIFFTEST_MUTATION": mutation},
+                out / f"mat+{mutation}.log")
+
+
 SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance, "force": force, "shipped": shipped}
+            "acceptance": acceptance, "force": force, "shipped": shipped, "numerics": numerics}
 
 
 def main() -> None:
