@@ -223,7 +223,8 @@ def localize() -> None:
     """tests/flow/test_localize_baseline.py's mlp_run (f32 against the bf16 draft with
     layers.1.mlp scaled, teacher-forced) localised against the bf16 draft and against the bf16
     draft of seed 7 (refused after its rerun); its comparisons of f32 against a bf16 draft with a
-    planted fault (`PLANTED`), localised against the bf16 draft; and
+    planted fault (`PLANTED`), localised against the bf16 draft; tests/core/test_force.py's
+    teacher-forced comparison of a planted fault, localised; and
     tests/flow/test_localize_report.py's probe
     of a self-pair with a noise fault as its mutation, localised at its mutation."""
     from difftest import api
@@ -271,6 +272,22 @@ def localize() -> None:
             localize_run(rep.run_dir, config=cfg)
             _harvest(rep.run_dir, {"f32": "f32", "bf16": "bf16", "faulty0": "faulty0"},
                      DATA / "localize" / fault.replace(":", "-"))
+
+        # tests/core/test_force.py: the reference drafter against the one with layers.1.mlp
+        # scaled by 0.05, teacher-forced, localised
+        small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
+        forced = root / "force"
+        forced.mkdir()
+        cfg = parse_config(
+            f"[arms.base]\n{arm(small)}"
+            f"[arms.cand]\n{arm([*small, '--fault', 'layers.1.mlp:scale:0.05'])}"
+            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
+            forced / "difftest.toml")
+        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=forced / "runs",
+                                 progress=False)
+        assert rep.run_dir is not None
+        localize_run(rep.run_dir)
+        _harvest(rep.run_dir, {"base": "base", "cand": "mlp-scale"}, DATA / "localize" / "force")
 
         ref2 = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
         (root / "probe.toml").write_text(
