@@ -132,11 +132,17 @@ def acceptance() -> None:
 
 def force() -> None:
     """test_force.py's arms run free: the reference drafter and the one with the causal-mask
-    bug, `--requests 2 --steps 5` at level 3."""
+    bug, `--requests 2 --steps 5` at level 3; and test_force_bf16.py's DFlash1 pair free."""
     small = [*REFERENCE, "--requests", "2", "--steps", "5"]
     for mutation in ("none", "causal-mask"):
         capture(small, {"VT_SPEC_TRACE": "3", "DIFFTEST_MUTATION": mutation},
                 DATA / "force" / f"free-{mutation}.log")
+    # tests/runners/test_force_bf16.py's pair run free: the float32 DFlash1 draft and the
+    # bfloat16 one
+    dflash1 = [*small, "--drafter", "dflash1"]
+    capture(dflash1, {"VT_SPEC_TRACE": "3"}, DATA / "force" / "free-dflash1-f32.log")
+    capture([*dflash1, "--draft-dtype", "bfloat16"], {"VT_SPEC_TRACE": "3"},
+            DATA / "force" / "free-dflash1-bf16.log")
 
 
 def shipped() -> None:
