@@ -231,7 +231,7 @@ def localize() -> None:
     draft of seed 7 (refused after its rerun); its comparisons of f32 against a bf16 draft with a
     planted fault (`PLANTED`), localised against the bf16 draft; tests/core/test_force.py's
     teacher-forced comparison of a planted fault, localised; and
-    tests/flow/test_localize_report.py's probe
+    tests/flow/test_localize_report.py's teacher-forced comparison of a planted fault and its probe
     of a self-pair with a noise fault as its mutation, localised at its mutation."""
     from difftest import api
     from difftest.config import parse_config
@@ -296,6 +296,22 @@ def localize() -> None:
         _harvest(rep.run_dir, {"base": "base", "cand": "mlp-scale"}, DATA / "localize" / "force")
 
         ref2 = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
+        # tests/flow/test_localize_report.py: the reference drafter against it with noise at
+        # layers.0.o_proj, teacher-forced, localised
+        report = root / "report"
+        report.mkdir()
+        cfg = parse_config(
+            f"[arms.base]\n{arm(ref2)}"
+            f"[arms.cand]\n{arm([*ref2, '--fault', 'layers.0.o_proj:noise:0.01'])}"
+            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
+            report / "difftest.toml")
+        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=report / "runs",
+                                 progress=False)
+        assert rep.run_dir is not None
+        localize_run(rep.run_dir)
+        _harvest(rep.run_dir, {"base": "base", "cand": "o_proj-noise"},
+                 DATA / "localize" / "report")
+
         (root / "probe.toml").write_text(
             f"[arms.base]\n{arm(ref2)}[arms.same]\n{arm(ref2)}"
             '[comparisons.pair]\narm_a = "base"\narm_b = "same"\n'

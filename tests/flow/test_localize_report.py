@@ -1,8 +1,8 @@
 """`difftest localize RUN_DIR` leaves its figure in the run directory and a localisation section
 in the run's report.md and report.html; under teacher forcing the arms tables show B's would-be
-acceptance beside A's. Real reference-runner arms where localize reruns them for the figure and
-the section; a free run that nothing is localised in, and a probe run localised at its mutation,
-replay the runner's captures."""
+acceptance beside A's. The arms replay the reference runner's captured runs: free, forced and
+capturing where localize reruns them (a teacher-forced run localised for the figure and the
+section, a probe run localised at its mutation), and a free run that nothing is localised in."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ LEVEL3 = {"VT_SPEC_TRACE": "3"}
 FAULT = "layers.0.o_proj:noise:0.01"
 GATE = TESTS / "data" / "gate"  # scripts/capture_gate_traces.py
 PROBE = TESTS / "data" / "localize" / "probe"  # scripts/capture_replay_traces.py localize
+REPORT = TESTS / "data" / "localize" / "report"
 
 
 def difftest(*args: str) -> Result:
@@ -37,9 +38,14 @@ def difftest(*args: str) -> Result:
 
 
 def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
-    cfg = config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
-                            "cand": {"command": [*REF, "--fault", FAULT], "env": LEVEL3}},
-                 {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
+    """REF against REF with FAULT, on arms replaying the reference runner's free, forced and
+    capturing runs of them (tests/data/localize/report/, scripts/capture_replay_traces.py
+    localize); localize on the runner itself is tests/flow/test_localize_baseline.py's."""
+    cfg = config(tmp_path, {
+        "base": {"command": replay_localize_command(REPORT / "base", *REF[3:]), "env": LEVEL3},
+        "cand": {"command": replay_localize_command(REPORT / "o_proj-noise", *REF[3:],
+                                                    "--fault", FAULT), "env": LEVEL3}},
+        {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
     return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                               progress=False)
 
