@@ -6,7 +6,12 @@ rather than the runner: rounds of `--until-decided`, noise reruns and repeated s
 (tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
 is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
 that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
-tests/flow/test_coverage_gate.py).
+tests/flow/test_coverage_gate.py), the runs a noise floor is judged on (tests/data/numerics/,
+tests/test_numerics_cli.py), and the runs `difftest localize` reruns with capture
+(tests/data/localize/, tests/flow/test_localize_baseline.py, tests/flow/test_localize_report.py):
+each arm's free run, its teacher-forced run, and its capturing run with the dumps it wrote, taken
+from a real compare (or probe) and localize of the reference runner's arms, which
+conftest.REPLAY_LOCALIZE arms replay.
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -14,14 +19,17 @@ the same one, as the reference runner (deterministic at a fixed seed) would prin
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
 Usage: python scripts/capture_replay_traces.py [SECTION ...]
-(sections: sampled, sequential, calibrate, acceptance, force, shipped; no argument: all)
+(sections: sampled, sequential, calibrate, acceptance, force, shipped, numerics, localize; no
+argument: all)
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from difftest.execute.supervise import arm_environment
@@ -124,11 +132,17 @@ def acceptance() -> None:
 
 def force() -> None:
     """test_force.py's arms run free: the reference drafter and the one with the causal-mask
-    bug, `--requests 2 --steps 5` at level 3."""
+    bug, `--requests 2 --steps 5` at level 3; and test_force_bf16.py's DFlash1 pair free."""
     small = [*REFERENCE, "--requests", "2", "--steps", "5"]
     for mutation in ("none", "causal-mask"):
         capture(small, {"VT_SPEC_TRACE": "3", "DIFFTEST_MUTATION": mutation},
                 DATA / "force" / f"free-{mutation}.log")
+    # tests/runners/test_force_bf16.py's pair run free: the float32 DFlash1 draft and the
+    # bfloat16 one
+    dflash1 = [*small, "--drafter", "dflash1"]
+    capture(dflash1, {"VT_SPEC_TRACE": "3"}, DATA / "force" / "free-dflash1-f32.log")
+    capture([*dflash1, "--draft-dtype", "bfloat16"], {"VT_SPEC_TRACE": "3"},
+            DATA / "force" / "free-dflash1-bf16.log")
 
 
 def shipped() -> None:
@@ -153,8 +167,166 @@ def shipped() -> None:
                 DATA / "shipped" / f"{stem}.log")
 
 
+def numerics() -> None:
+    """tests/test_numerics_cli.py's small_config arms (`--requests 2 --steps 4` at level 3, one
+    thread): the nondeterministic paged lane three times (three runs, three different traces:
+    its replay arm prints the next one at each run), the deterministic paged lane, and the
+    materialized lane without and with the causal-mask bug."""
+    small = [*REFERENCE, "--requests", "2", "--steps", "4"]
+    env = {"VT_SPEC_TRACE": "3", "OMP_NUM_THREADS": "1"}
+    out = DATA / "numerics"
+    for run in (1, 2, 3):
+        capture([*small, "--lane", "paged", "--nondeterministic"],
+                {**env, "DIFFTEST_MUTATION": "none"}, out / f"nd-{run}.log")
+    capture([*small, "--lane", "paged"], {**env, "DIFFTEST_MUTATION": "none"}, out / "det.log")
+    for mutation in ("none", "causal-mask"):
+        capture([*small, "--lane", "materialized"], {**env, "DIFFTEST_MUTATION": mutation},
+                out / f"mat+{mutation}.log")
+
+
+def _harvest(run_dir: Path, arms: dict[str, str], out: Path) -> None:
+    """Copy what a run's arms printed (`arms`: the stem an arm's output is saved under, by the
+    name it ran under: `f32`, `pair/noisy/cand` for a probe's mutated arm) into `out` as
+    STEM.log, or STEM.forced.log where the arm was teacher-forced; and each localize rerun's
+    trace and dumps (`localize/**/a-NAME.stderr` and capture-a/, b-, b0-) as
+    STEM.capture-REQ-POS.log and STEM.capture-REQ-POS/; the stream they were forced on as
+    force.json."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
+    for ran, arm in meta["arms"].items():
+        stem = arms.get(arm.get("name", ran)) or arms.get(ran)
+        if stem is None:
+            continue
+        stderr = next(run_dir.rglob(f"{ran.replace('/', '*')}.stderr"))
+        forced = "DIFFTEST_FORCE" in arm.get("env_overrides", {})
+        shutil.copyfile(stderr, out / f"{stem}{'.forced' if forced else ''}.log")
+        print(out.relative_to(REPO) / stem)
+    for force in run_dir.rglob("force.json"):
+        shutil.copyfile(force, out / "force.json")
+    for folder in run_dir.rglob("localize/**/meta.json"):
+        step = folder.parent.name  # REQ-POS
+        rerun = json.loads(folder.read_text(encoding="utf-8"))["arms"]
+        for key, capture in (("a", "capture-a"), ("b", "capture-b"), ("b0", "capture-b0")):
+            name = next((n.split("-", 1)[1] for n in rerun if n.split("-", 1)[0] == key), None)
+            stem = arms.get(name) if name is not None else None
+            if stem is None or not (folder.parent / capture).is_dir():
+                continue
+            shutil.copyfile(folder.parent / f"{key}-{name}.stderr",
+                            out / f"{stem}.capture-{step}.log")
+            shutil.copytree(folder.parent / capture, out / f"{stem}.capture-{step}",
+                            dirs_exist_ok=True)
+            print(out.relative_to(REPO) / f"{stem}.capture-{step}")
+
+
+# faults tests/flow/test_localize_baseline.py localises on replays (the first of its three
+# planted faults, layers.0.o_proj:scale, it localises on the runner itself)
+PLANTED = ("layers.1.attn:mask", "layers.0.o_proj:noise")
+
+
+def localize() -> None:
+    """tests/flow/test_localize_baseline.py's mlp_run (f32 against the bf16 draft with
+    layers.1.mlp scaled, teacher-forced) localised against the bf16 draft and against the bf16
+    draft of seed 7 (refused after its rerun); its comparisons of f32 against a bf16 draft with a
+    planted fault (`PLANTED`), localised against the bf16 draft; tests/core/test_force.py's
+    teacher-forced comparison of a planted fault, localised; and
+    tests/flow/test_localize_report.py's teacher-forced comparison of a planted fault and its probe
+    of a self-pair with a noise fault as its mutation, localised at its mutation."""
+    from difftest import api
+    from difftest.config import parse_config
+    from difftest.core.errors import UsageError
+    from difftest.flow.localize import localize_run
+
+    def arm(argv: list[str]) -> str:
+        return "command = [" + ", ".join(f'"{a}"' for a in argv) + ']\nenv = { VT_SPEC_TRACE = "3" }\n'
+
+    ref = ["{python}", "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
+    bf16 = [*ref, "--draft-dtype", "bfloat16"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = parse_config(
+            f"[arms.f32]\n{arm(ref)}[arms.bf16]\n{arm(bf16)}"
+            f"[arms.faulty]\n{arm([*bf16, '--fault', 'layers.1.mlp:scale'])}"
+            f"[arms.seed7]\n{arm([*bf16, '--seed', '7'])}"
+            '[comparisons.pair]\narm_a = "f32"\narm_b = "faulty"\nteacher_force = true\n',
+            root / "difftest.toml")
+        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=root / "runs",
+                                 progress=False)
+        assert rep.run_dir is not None
+        again = Path(shutil.copytree(rep.run_dir, root / "again"))
+        localize_run(rep.run_dir, baseline="bf16", config=cfg)
+        try:
+            localize_run(again, baseline="seed7", config=cfg)
+        except UsageError:
+            pass  # refused after the rerun: its captures are what the test reads
+        names = {"f32": "f32", "faulty": "faulty", "bf16": "bf16", "seed7": "seed7"}
+        _harvest(rep.run_dir, names, DATA / "localize" / "mlp")
+        _harvest(again, {"seed7": "seed7"}, DATA / "localize" / "mlp")
+
+        for fault in PLANTED:  # test_localize_run_names_the_planted_module_against_the_background
+            planted = root / fault.replace(":", "-")
+            planted.mkdir()
+            cfg = parse_config(
+                f"[arms.f32]\n{arm(ref)}[arms.bf16]\n{arm(bf16)}"
+                f"[arms.faulty0]\n{arm([*bf16, '--fault', fault])}"
+                '[comparisons.pair]\narm_a = "f32"\narm_b = "faulty0"\nteacher_force = true\n'
+                'localize_baseline = "bf16"\n', planted / "difftest.toml")
+            rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=planted / "runs",
+                                     progress=False)
+            assert rep.run_dir is not None
+            localize_run(rep.run_dir, config=cfg)
+            _harvest(rep.run_dir, {"f32": "f32", "bf16": "bf16", "faulty0": "faulty0"},
+                     DATA / "localize" / fault.replace(":", "-"))
+
+        # tests/core/test_force.py: the reference drafter against the one with layers.1.mlp
+        # scaled by 0.05, teacher-forced, localised
+        small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
+        forced = root / "force"
+        forced.mkdir()
+        cfg = parse_config(
+            f"[arms.base]\n{arm(small)}"
+            f"[arms.cand]\n{arm([*small, '--fault', 'layers.1.mlp:scale:0.05'])}"
+            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
+            forced / "difftest.toml")
+        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=forced / "runs",
+                                 progress=False)
+        assert rep.run_dir is not None
+        localize_run(rep.run_dir)
+        _harvest(rep.run_dir, {"base": "base", "cand": "mlp-scale"}, DATA / "localize" / "force")
+
+        ref2 = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
+        # tests/flow/test_localize_report.py: the reference drafter against it with noise at
+        # layers.0.o_proj, teacher-forced, localised
+        report = root / "report"
+        report.mkdir()
+        cfg = parse_config(
+            f"[arms.base]\n{arm(ref2)}"
+            f"[arms.cand]\n{arm([*ref2, '--fault', 'layers.0.o_proj:noise:0.01'])}"
+            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
+            report / "difftest.toml")
+        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=report / "runs",
+                                 progress=False)
+        assert rep.run_dir is not None
+        localize_run(rep.run_dir)
+        _harvest(rep.run_dir, {"base": "base", "cand": "o_proj-noise"},
+                 DATA / "localize" / "report")
+
+        (root / "probe.toml").write_text(
+            f"[arms.base]\n{arm(ref2)}[arms.same]\n{arm(ref2)}"
+            '[comparisons.pair]\narm_a = "base"\narm_b = "same"\n'
+            '[mutations.noisy]\nargs = ["--fault", "layers.0.o_proj:noise:0.01"]\n')
+        probed = api.probe(comparison="pair", mutations=["noisy"], config=root / "probe.toml",
+                           run_root=root / "probes", progress=False)
+        assert probed.run_dir is not None
+        localize_run(probed.run_dir, comparison="pair/noisy")
+        _harvest(probed.run_dir, {"base": "base", "same": "same", "same+noisy": "same+noisy"},
+                 DATA / "localize" / "probe")
+
+
 SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance, "force": force, "shipped": shipped}
+            "acceptance": acceptance, "force": force, "shipped": shipped, "numerics": numerics,
+            "localize": localize}
 
 
 def main() -> None:

@@ -302,6 +302,37 @@ def replay_arm(name: str, trace: Path) -> str:
     return f"[arms.{name}]\ncommand = [{argv}]\n"
 
 
+# An arm that replays a runner's captured runs for `difftest localize` (argv[-1]: STEM, a path
+# without suffix): its free run (STEM.log); teacher-forced (DIFFTEST_FORCE), the forced run
+# (STEM.forced.log), refusing a stream other than the one it was captured on (force.json beside
+# it); capturing at REQ:POS (DIFFTEST_CAPTURE), the capturing run (STEM.capture-REQ-POS.log) and
+# its dumps copied from STEM.capture-REQ-POS/ into DIFFTEST_CAPTURE_DIR. A step or a stream it
+# has no capture of fails the arm.
+REPLAY_LOCALIZE = "\n".join([
+    "import json, os, shutil, sys",
+    "stem = sys.argv[-1]",
+    "force = os.environ.get('DIFFTEST_FORCE', '').strip()",
+    "at = os.environ.get('DIFFTEST_CAPTURE', '').strip()",
+    "if force and json.load(open(force)) != json.load(open(os.path.join(",
+    "        os.path.dirname(stem), 'force.json'))):",
+    "    sys.exit('replay: forced on a stream this arm was not captured on')",
+    "if at:",
+    "    capture = stem + '.capture-' + at.replace(':', '-')",
+    "    shutil.copytree(capture, os.environ['DIFFTEST_CAPTURE_DIR'], dirs_exist_ok=True)",
+    "    log = capture + '.log'",
+    "else:",
+    "    log = stem + ('.forced' if force else '') + '.log'",
+    "sys.stdout.write('generated\\n')",
+    "sys.stderr.write(open(log, encoding='utf-8').read())"])
+
+
+def replay_localize_command(stem: Path, *args: str) -> list[str]:
+    """The argv of a REPLAY_LOCALIZE arm of the captures at `stem`, in config form; `args`: the
+    runner's arguments it was captured with, which the replay ignores and the launch shows (a
+    fault given as --fault is part of what the arm says it ran)."""
+    return ["{python}", "-c", REPLAY_LOCALIZE, *args, str(stem)]
+
+
 class Ran(NamedTuple):
     """What a command line gave back: its exit status and what it printed."""
 

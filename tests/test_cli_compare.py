@@ -1,6 +1,6 @@
 """`difftest compare` and `difftest export` on the command line: exit codes, the JSON, markdown and
-CSV contracts, bad configs, failing arms, re-judging a past run, and real runs of the reference
-runner (one of them through the installed command in a subprocess)."""
+CSV contracts, bad configs, failing arms, re-judging a past run, and a real run of the reference
+runner through the installed command in a subprocess (the other runs replay its captures)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from difftest.cli import app
+from conftest import cli_in, replay_command
 from conftest import replay_arm as shared_replay_arm
 
 DATA = Path(__file__).parent / "data" / "compare"
@@ -358,7 +360,18 @@ def test_a_mutated_lane_is_caught_as_a_difference(tmp_path: Path) -> None:
 
 
 def test_the_shipped_degenerate_config_is_uninformative(tmp_path: Path) -> None:
-    r = cli("compare", "--config", REPO / "configs" / "degenerate.toml", "--arm-a", "paged",
+    """The shipped degenerate config, its two lanes replaying the reference runner's captures
+    of them (tests/data/gate/, scripts/capture_gate_traces.py) under the environment and
+    evidence the config gives them."""
+    text = (REPO / "configs" / "degenerate.toml").read_text(encoding="utf-8")
+    for arm in ("paged", "materialized"):
+        command = ", ".join(json.dumps(a) for a in replay_command(
+            DATA.parent / "gate" / f"degenerate-{arm}.log"))
+        text, n = re.subn(rf"(\[arms\.{arm}\]\ncommand = )\[[^\]]*\]",
+                          lambda m, c=command: f"{m.group(1)}[{c}]", text)
+        assert n == 1
+    config = write_config(tmp_path, text)
+    r = cli("compare", "--config", config, "--arm-a", "paged",
             "--arm-b", "materialized", "--run-root", tmp_path / "runs", "--no-progress")
     assert r.exit_code == 3, r.output
     assert r.output.startswith("lanes: UNINFORMATIVE")
@@ -399,8 +412,7 @@ def test_csv_of_a_failed_arm_says_why_nothing_was_written(tmp_path: Path) -> Non
     cfg.write_text('[arms.a]\ncommand = ["{python}", "-c", "import sys; sys.exit(3)"]\n'
                    '[arms.b]\ncommand = ["{python}", "-c", "import sys; sys.exit(3)"]\n')
     out = tmp_path / "diff.csv"
-    r = subprocess.run([sys.executable, "-m", "difftest", "compare", "--arm-a", "a", "--arm-b",
-                        "b", "--config", str(cfg), "--csv", str(out), "--run-root",
-                        str(tmp_path / "runs"), "--no-progress"], capture_output=True, text=True)
+    r = cli_in(tmp_path, "compare", "--arm-a", "a", "--arm-b", "b", "--config", str(cfg),
+               "--csv", str(out), "--run-root", str(tmp_path / "runs"), "--no-progress")
     assert r.returncode == 4 and not out.exists()
     assert f"no CSV written to {out}: an arm failed" in r.stderr

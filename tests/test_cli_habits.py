@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from difftest.cli import app
+from conftest import Ran, cli_in
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -27,6 +28,12 @@ def difftest(*args: object, stdout: object = subprocess.PIPE,
     return subprocess.run([sys.executable, "-m", "difftest", *map(str, args)], stdout=stdout,
                           stderr=subprocess.PIPE, text=True, env=full, timeout=300, check=False,
                           cwd=REPO)
+
+
+def difftest_in(*args: object) -> Ran:
+    """The same command line run in this process (`conftest.cli_in`): for what a command does
+    with its arguments, where no process of its own is under test."""
+    return cli_in(REPO, *map(str, args), env={"DIFFTEST_TRACEBACK": ""})
 
 
 def test_version_names_the_package_and_the_trace_scanner() -> None:
@@ -78,7 +85,7 @@ def test_no_color_means_no_escape_sequences() -> None:
 ])
 def test_one_error_style_for_usage_errors_and_bad_input(args: list[object],
                                                         message: str) -> None:
-    done = difftest(*args)
+    done = difftest_in(*args)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("difftest: error: ") and message in done.stderr
     assert "Usage:" not in done.stderr and "Traceback" not in done.stderr
@@ -168,14 +175,14 @@ def test_no_command_exits_1_unless_the_arms_really_differ(tmp_path: Path) -> Non
     must exit with another code, and never with a traceback."""
     seen = {}
     for args in _bad_inputs(tmp_path):
-        done = difftest(*args)
+        done = difftest_in(*args)
         seen[" ".join(map(str, args[:2]))] = done.returncode
         assert done.returncode not in (1,), (args, done.stderr)
         assert done.returncode in (0, 2, 3, 4), (args, done.returncode, done.stderr)
         assert "Traceback" not in done.stderr, (args, done.stderr)
     # and a real difference still exits 1
-    differ = difftest("compare", "--trace-a", COMPARE / "agree_a.log", "--trace-b",
-                      COMPARE / "differ_b.log")
+    differ = difftest_in("compare", "--trace-a", COMPARE / "agree_a.log", "--trace-b",
+                         COMPARE / "differ_b.log")
     assert differ.returncode == 1 and differ.stdout.startswith("traces: DIFFER")
 
 

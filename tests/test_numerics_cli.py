@@ -1,6 +1,7 @@
 """Numerics beyond bitwise, end to end: mixed trace levels, the printed resolution, rtol, the
-A/A noise floor (`difftest noise`, `noise_runs`) and the shipped `split` and `nondet` gates, on
-real runs of the reference runner."""
+A/A noise floor (`difftest noise`, `noise_runs`) and the shipped `split` and `nondet` gates: the
+noise command on real runs of the reference runner, the verdicts with a floor on arms replaying
+its captured runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from difftest.cli import app
+from conftest import REPLAY
 
 DATA = Path(__file__).parent / "data"
 LEVEL3 = DATA / "two_requests_level3.log"  # printed with %.6g
@@ -178,8 +180,40 @@ def test_noise_command_measures_the_floor(tmp_path: Path) -> None:
     assert cli("noise", "--arm", "nd", "--noise-runs", "1", "--config", cfg).exit_code == 2
 
 
+# small_config's arms as the reference runner printed them (scripts/capture_replay_traces.py
+# numerics): the nondeterministic lane's three runs differ from each other, so its replay arm
+# prints the next capture at each run (the first run to claim a number in `state` prints it).
+NUMERICS = DATA / "numerics"
+NEXT_RUN = ("import os, sys\nstate, logs = sys.argv[1], sys.argv[2:]\nn = 0\nwhile True:\n"
+            "    try:\n        os.close(os.open(os.path.join(state, str(n)), "
+            "os.O_CREAT | os.O_EXCL))\n        break\n"
+            "    except FileExistsError:\n        n += 1\n"
+            "sys.stdout.write('generated 7 blocks\\n')\n"
+            "sys.stderr.write(open(logs[n % len(logs)]).read())\n")
+
+
+def replayed_config(tmp_path: Path, state: Path, b_mutation: str = "none") -> Path:
+    """small_config with arms replaying the reference runner's captures of its arms; `state`:
+    the folder where the nondeterministic arm counts its runs."""
+    def arm(name: str, argv: list[str], mutation: str = "none") -> str:
+        command = ", ".join(json.dumps(x) for x in ["{python}", "-c", *argv])
+        return (f"[arms.{name}]\ncommand = [{command}]\n"
+                f'env = {{ VT_SPEC_TRACE = "3", DIFFTEST_MUTATION = "{mutation}", '
+                'OMP_NUM_THREADS = "1" }\n')
+    state.mkdir(exist_ok=True)
+    nd = [NEXT_RUN, str(state), *(str(NUMERICS / f"nd-{n}.log") for n in (1, 2, 3))]
+    cfg = tmp_path / "difftest.toml"
+    cfg.write_text(arm("nd", nd) + arm("det", [REPLAY, str(NUMERICS / "det.log")])
+                   + arm("mat", [REPLAY, str(NUMERICS / f"mat+{b_mutation}.log")],
+                         mutation=b_mutation)
+                   + '[comparisons.nondet]\narm_a = "nd"\narm_b = "mat"\nnoise_runs = 3\n'
+                   + '[comparisons.strict]\narm_a = "nd"\narm_b = "mat"\n'
+                   + '[comparisons.det]\narm_a = "det"\narm_b = "mat"\nnoise_runs = 2\n')
+    return cfg
+
+
 def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Path) -> None:
-    cfg = small_config(tmp_path)
+    cfg = replayed_config(tmp_path, tmp_path / "nd-runs")
     strict = cli("compare", "-c", "strict", "--config", cfg, "--run-root", tmp_path / "r",
                  "--no-progress", "-f", "json")
     assert strict.exit_code == 1, strict.output  # bitwise against a nondeterministic arm
@@ -204,7 +238,7 @@ def test_a_noise_floor_verdict_agrees_on_noise_and_differs_on_a_bug(tmp_path: Pa
                for x in det["reasons"]), det["reasons"]
     # the same floor does not hide a real bug in B
     (tmp_path / "bug").mkdir()
-    bug = small_config(tmp_path / "bug", b_mutation="causal-mask")
+    bug = replayed_config(tmp_path / "bug", tmp_path / "nd-runs", b_mutation="causal-mask")
     r = cli("compare", "-c", "nondet", "--config", bug, "--run-root", tmp_path / "r",
             "--no-progress", "-f", "json")
     assert r.exit_code == 1, r.output

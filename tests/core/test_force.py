@@ -19,7 +19,7 @@ from difftest.core.force import (FORCE_ENV, ForcedStep, ForceStream, committed_s
                             read_force_file, read_forced_lines, write_force_file)
 from difftest.core.kinds import VerdictKind
 from difftest.trace import parse_trace
-from conftest import TESTS, replay_command
+from conftest import TESTS, cli_in, replay_command, replay_localize_command
 from tests.flow.test_pipeline import config
 
 SMALL = ["--requests", "2", "--steps", "5"]
@@ -45,6 +45,7 @@ MUTATED = {"command": REF, "env": {**LEVEL3, "DIFFTEST_MUTATION": "causal-mask"}
 # by scripts/capture_replay_traces.py force: replay arms that print them run free whatever
 # DIFFTEST_FORCE says.
 FORCE = TESTS / "data" / "force"
+LOCALIZED = TESTS / "data" / "localize" / "force"  # scripts/capture_replay_traces.py localize
 FREE = {"command": replay_command(FORCE / "free-none.log")}
 FREE_MUTATED = {"command": replay_command(FORCE / "free-causal-mask.log"),
                 "env": {"DIFFTEST_MUTATION": "causal-mask"}}  # the launch it was captured with
@@ -159,9 +160,8 @@ def test_teacher_force_must_be_a_boolean(tmp_path: Path) -> None:
 def test_teacher_force_needs_arms_not_traces(tmp_path: Path) -> None:
     trace = tmp_path / "a.trace"
     trace.write_text("[SPECTRACE] req=r0 pos=3 k=1 ns=1 acc=0 draft=[ 5 ] emit=[ 4 ]\n")
-    out = subprocess.run([sys.executable, "-m", "difftest", "compare", "--trace-a", str(trace),
-                          "--trace-b", str(trace), "--teacher-force"],
-                         capture_output=True, text=True, timeout=120)
+    out = cli_in(tmp_path, "compare", "--trace-a", str(trace), "--trace-b", str(trace),
+                 "--teacher-force")
     assert out.returncode == ExitCode.USAGE and "--teacher-force" in out.stderr
 
 
@@ -185,11 +185,19 @@ def test_forced_alignment_marks_no_step_context_diverged(tmp_path: Path) -> None
 
 def test_localize_run_names_the_planted_module(tmp_path: Path) -> None:
     """A red run of a planted fault; `difftest localize RUN_DIR` reruns both arms with capture
-    at the first differing step, B forced, and names the faulty module."""
+    at the first differing step, B forced, and names the faulty module. The arms replay the
+    reference runner's free, forced and capturing runs of them (tests/data/localize/force/,
+    scripts/capture_replay_traces.py localize); localize on the runner itself is
+    tests/flow/test_localize_baseline.py's and tests/flow/test_localize_report.py's."""
     from difftest.flow.localize import localize_run
 
-    faulty = {"command": [*REF, "--fault", "layers.1.mlp:scale:0.05"], "env": LEVEL3}
-    rep = judge(tmp_path, pair(tmp_path, faulty, teacher_force=True))
+    fault = ["--fault", "layers.1.mlp:scale:0.05"]
+    cfg = config(tmp_path, {
+        "base": {"command": replay_localize_command(LOCALIZED / "base", *SMALL), "env": LEVEL3},
+        "cand": {"command": replay_localize_command(LOCALIZED / "mlp-scale", *SMALL, *fault),
+                 "env": LEVEL3}},
+        {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": True}})
+    rep = judge(tmp_path, cfg)
     assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
     result = localize_run(rep.run_dir)
     first = result.report.localization.first

@@ -2,14 +2,15 @@
 with the float32 draft, is localised against the fault-free bf16 draft (`localize_baseline` on
 the comparison, or `baseline=`): the planted module is named, never an earlier one; without the
 baseline the whole model differs and no module is named. A run whose comparison was DIFFER is
-never left at "every module agrees" without the reason."""
+never left at "every module agrees" without the reason. The planted faults are localised on real
+reference-runner arms; the baselines localize refuses or accepts, on arms replaying the runner's
+captured runs of them."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -26,6 +27,7 @@ from difftest.core.kinds import VerdictKind
 from difftest.execute import load_run
 from difftest.flow.localize import (LocalizeReport, RunLocalization, baseline_arm,
                                     foreign_settings, localize_dumps, localize_run)
+from conftest import TESTS, cli_in, replay_localize_command
 from tests.flow.test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
@@ -59,27 +61,38 @@ def test_the_baseline_is_a_checked_key_of_the_comparison(tmp_path: Path) -> None
     assert "localize_baseline" not in ComparisonSpec("p", "a", "b").echo()
 
 
-def judged_pair(tmp_path: Path, fault: str) -> tuple[Config, api.ComparisonReport]:
-    cfg = config(tmp_path, arms(fault), {"pair": {"arm_a": "f32", "arm_b": "faulty0",
-                                                  "teacher_force": True,
-                                                  "localize_baseline": "bf16"}})
+def replayed_arms(fault: str) -> dict[str, dict[str, object]]:
+    """`arms(fault)` replaying the reference runner's captured runs of them
+    (tests/data/localize/FAULT/, scripts/capture_replay_traces.py localize)."""
+    folder = TESTS / "data" / "localize" / fault.replace(":", "-")
+    return {name: {"command": replay_localize_command(folder / name, *arm["command"][3:]),
+                   "env": arm["env"]} for name, arm in arms(fault).items()}
+
+
+def judged_pair(tmp_path: Path, fault: str, replay: bool = False
+                ) -> tuple[Config, api.ComparisonReport]:
+    cfg = config(tmp_path, (replayed_arms if replay else arms)(fault),
+                 {"pair": {"arm_a": "f32", "arm_b": "faulty0", "teacher_force": True,
+                           "localize_baseline": "bf16"}})
     rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                              progress=False)
     assert rep.verdict.kind is VerdictKind.DIFFER and rep.run_dir is not None
     return cfg, rep
 
 
-@pytest.mark.parametrize("fault, named", [
-    ("layers.0.o_proj:scale", "layers.0.o_proj"), ("layers.1.attn:mask", "layers.1.attn"),
+@pytest.mark.parametrize("fault, named, replay", [
+    ("layers.0.o_proj:scale", "layers.0.o_proj", False),
+    ("layers.1.attn:mask", "layers.1.attn", True),
     # noise of 0.001 x RMS at a residual stream bf16 rounds to its own quantum: it does not
     # move its own module beyond the background (ratio 0.994); a later module shows it
-    ("layers.0.o_proj:noise", "layers.1.q")])
+    ("layers.0.o_proj:noise", "layers.1.q", True)])
 def test_localize_run_names_the_planted_module_against_the_background(tmp_path: Path,
-                                                                      fault: str,
-                                                                      named: str) -> None:
+                                                                      fault: str, named: str,
+                                                                      replay: bool) -> None:
     """The baseline arm did not run in the compare run: it comes from the config, rerun forced
-    on A's stream with capture at the same step as A and B."""
-    cfg, rep = judged_pair(tmp_path, fault)
+    on A's stream with capture at the same step as A and B. The first fault on the reference
+    runner itself, the others on arms replaying its captured runs (`replayed_arms`)."""
+    cfg, rep = judged_pair(tmp_path, fault, replay)
     assert rep.run_dir is not None
     result = localize_run(rep.run_dir, config=cfg)
     loc = result.report.localization
@@ -116,18 +129,31 @@ class MlpRun(NamedTuple):
     run_dir: Path
 
 
+# The reference runner's runs of the mlp_run arms below (REF at level 3, the bf16 draft with
+# and without the fault, of seed 0 and 7): free, forced on f32's stream, and capturing at the
+# step localize picks, with their dumps (scripts/capture_replay_traces.py localize).
+MLP = TESTS / "data" / "localize" / "mlp"
+
+
+def replayed(stem: str, argv: list[str], **env: str) -> dict[str, object]:
+    """An arm replaying the captures of the reference runner's `argv` at `MLP / stem`."""
+    return {"command": replay_localize_command(MLP / stem, *argv[3:]), "env": {**LEVEL3, **env}}
+
+
 @pytest.fixture(scope="module")
 def mlp_run(tmp_path_factory: pytest.TempPathFactory) -> MlpRun:
     """One compare run that the tests below localise, each in a copy of its run directory
-    (`copy_of`): localize writes into the run it is given. The config also has the arms the
-    tests try as baselines: the faulty arm under another name, the same with a variable the
-    runner ignores, and the bf16 draft of another seed."""
+    (`copy_of`): localize writes into the run it is given. Its arms, and the arms the tests try
+    as baselines, replay the reference runner's captures of them (`MLP`), as localize's
+    choices are under test here, not the runner (the tests above run it): the faulty arm under
+    another name, the same with a variable the runner ignores, the fault-free bf16 draft, and
+    the bf16 draft of another seed."""
     tmp = tmp_path_factory.mktemp("mlp")
     faulty = [*BF16, "--fault", "layers.1.mlp:scale"]
-    cfg = config(tmp, {**arms(), "faulty": {"command": faulty, "env": LEVEL3},
-                       "alias": {"command": faulty, "env": LEVEL3},
-                       "noop": {"command": faulty, "env": {**LEVEL3, "NOOP": "1"}},
-                       "seed7": {"command": [*BF16, "--seed", "7"], "env": LEVEL3}},
+    cfg = config(tmp, {"f32": replayed("f32", REF), "bf16": replayed("bf16", BF16),
+                       "faulty": replayed("faulty", faulty), "alias": replayed("faulty", faulty),
+                       "noop": replayed("faulty", faulty, NOOP="1"),
+                       "seed7": replayed("seed7", [*BF16, "--seed", "7"])},
                  {"pair": {"arm_a": "f32", "arm_b": "faulty", "teacher_force": True}})
     rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp / "runs",
                              progress=False)
@@ -157,9 +183,8 @@ def test_a_baseline_arm_that_is_b_under_another_name_excuses_nothing(mlp_run: Ml
     assert "byte-identical to B's at every one of the" in result.render()
     # the bf16 draft without the fault is a baseline: the planted module is named; the
     # comparison names no baseline, the command line does
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
-                          "--baseline", "bf16", "--config", str(mlp_run.toml)],
-                         capture_output=True, text=True, timeout=600)
+    out = cli_in(tmp_path, "localize", str(run_dir), "--baseline", "bf16", "--config",
+                 str(mlp_run.toml))
     assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
     assert "first module beyond its background: layers.1.mlp (RMS" in out.stdout
 
@@ -173,9 +198,8 @@ def test_a_baseline_of_another_seed_is_no_background(mlp_run: MlpRun, tmp_path: 
     given with --dumps, are refused too (B nearer to A than the baseline is to either, from the
     embedding on)."""
     run_dir = copy_of(mlp_run, tmp_path)
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
-                          "--baseline", "seed7", "--config", str(mlp_run.toml)],
-                         capture_output=True, text=True, timeout=600)
+    out = cli_in(tmp_path, "localize", str(run_dir), "--baseline", "seed7", "--config",
+                 str(mlp_run.toml))
     assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
     assert ("--baseline seed7 is no background for B: its [spec-config] differs from A's where "
             "B's does not: seed (A: 0, B: 0, baseline: 7) (in ") in out.stderr, out.stderr
@@ -253,8 +277,7 @@ def test_localize_run_below_the_tolerance_says_why(mlp_run: MlpRun, tmp_path: Pa
     """A real DIFFER run localised with an atol above every module's difference: the modules
     agree within it, and the section says that this is below the tolerance used."""
     run_dir = copy_of(mlp_run, tmp_path)
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", str(run_dir),
-                          "--atol", "1e6"], capture_output=True, text=True, timeout=600)
+    out = cli_in(tmp_path, "localize", str(run_dir), "--atol", "1e6")
     assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
     assert "below the tolerance used (1e+06)" in out.stdout
     folder = next((run_dir / "localize").iterdir())

@@ -1,10 +1,12 @@
 """`difftest localize RUN_DIR` leaves its figure in the run directory and a localisation section
 in the run's report.md and report.html; under teacher forcing the arms tables show B's would-be
-acceptance beside A's. Real reference-runner arms where localize reruns them; a free run that
-nothing is localised in replays the runner's captures."""
+acceptance beside A's. The arms replay the reference runner's captured runs: free, forced and
+capturing where localize reruns them (a teacher-forced run localised for the figure and the
+section, a probe run localised at its mutation), and a free run that nothing is localised in."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -18,13 +20,15 @@ from difftest.config import parse_config
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import VerdictKind
 from difftest.report.comparison import ACCEPTED_HEADER
-from conftest import TESTS, replay_arm
+from conftest import TESTS, replay_arm, replay_localize_command
 from test_pipeline import config
 
 REF = [sys.executable, "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
 LEVEL3 = {"VT_SPEC_TRACE": "3"}
 FAULT = "layers.0.o_proj:noise:0.01"
 GATE = TESTS / "data" / "gate"  # scripts/capture_gate_traces.py
+PROBE = TESTS / "data" / "localize" / "probe"  # scripts/capture_replay_traces.py localize
+REPORT = TESTS / "data" / "localize" / "report"
 
 
 def difftest(*args: str) -> Result:
@@ -34,9 +38,14 @@ def difftest(*args: str) -> Result:
 
 
 def judged(tmp_path: Path, teacher_force: bool) -> api.ComparisonReport:
-    cfg = config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
-                            "cand": {"command": [*REF, "--fault", FAULT], "env": LEVEL3}},
-                 {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
+    """REF against REF with FAULT, on arms replaying the reference runner's free, forced and
+    capturing runs of them (tests/data/localize/report/, scripts/capture_replay_traces.py
+    localize); localize on the runner itself is tests/flow/test_localize_baseline.py's."""
+    cfg = config(tmp_path, {
+        "base": {"command": replay_localize_command(REPORT / "base", *REF[3:]), "env": LEVEL3},
+        "cand": {"command": replay_localize_command(REPORT / "o_proj-noise", *REF[3:],
+                                                    "--fault", FAULT), "env": LEVEL3}},
+        {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": teacher_force}})
     return api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
                               progress=False)
 
@@ -116,12 +125,18 @@ def test_localize_refuses_what_it_cannot_judge_before_rerunning_anything(free_ru
 
 def test_localize_names_the_comparison_of_a_run_of_several(tmp_path: Path) -> None:
     """A probe run judged its baseline and each mutation: localize, as export, needs -c, and
-    localises the mutation named in a folder of its own, leaving the baseline's report alone."""
+    localises the mutation named in a folder of its own, leaving the baseline's report alone.
+    Its arms replay the reference runner's captured runs of them, free and capturing
+    (tests/data/localize/probe/, scripts/capture_replay_traces.py localize)."""
     cfg_path = tmp_path / "difftest.toml"
-    config(tmp_path, {"base": {"command": REF, "env": LEVEL3},
-                      "same": {"command": REF, "env": LEVEL3}},
+    config(tmp_path, {"base": {"command": replay_localize_command(PROBE / "base", *REF[3:]),
+                               "env": LEVEL3},
+                      "same": {"command": replay_localize_command(PROBE / "same", *REF[3:]),
+                               "env": LEVEL3}},
            {"pair": {"arm_a": "base", "arm_b": "same"}})
-    cfg_path.write_text(cfg_path.read_text() + f'[mutations.noisy]\nargs = ["--fault", "{FAULT}"]\n')
+    # the mutation's arguments, and the replay's captures of the arm so mutated (argv[-1])
+    noisy = json.dumps(["--fault", FAULT, str(PROBE / "same+noisy")])
+    cfg_path.write_text(cfg_path.read_text() + f"[mutations.noisy]\nargs = {noisy}\n")
     result = api.probe(comparison="pair", mutations=["noisy"], config=cfg_path,
                        run_root=tmp_path / "runs", progress=False)
     assert result.run_dir is not None

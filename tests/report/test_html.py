@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from difftest.flow.evaluate import judge_traces
 from difftest.report import html
 
 from browser import probe, screenshot
+from conftest import REPLAY
 
 DATA = Path(__file__).parents[1] / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -107,6 +109,12 @@ def test_check_html_has_one_section_per_comparison_and_probe(tmp_path: Path) -> 
     from planned import run_check
 
     cfg = load_config(REPO / "difftest" / "configs" / "default.toml")
+    # the lanes replay the reference runner's captures of them, under the environment and
+    # evidence the config gives them (tests/data/shipped/, scripts/capture_replay_traces.py)
+    cfg = dataclasses.replace(cfg, arms={**cfg.arms, **{
+        name: cfg.arm(name).with_changes(command=(
+            sys.executable, "-c", REPLAY, str(DATA / "shipped" / f"{name}.log")))
+        for name in ("paged", "materialized")}})
     result = run_check(cfg, ["lanes"], run_root=tmp_path, progress=False, probes=False)
     text = html.render_check(result)
     _self_contained(text)

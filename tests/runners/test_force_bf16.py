@@ -1,7 +1,8 @@
-"""A bfloat16 draft in the reference runner against the float32 one, with real runs: free, the
-pair visits different positions; teacher-forced, every step of A is compared on A's context and
-what is left to judge are the draft forward's own differences (bf16 rounding of the logits and
-the near-tie flips it causes). Faults and activation capture keep working in bfloat16."""
+"""A bfloat16 draft in the reference runner against the float32 one: free (its captured free
+runs, replayed), the pair visits different positions; teacher-forced, with real runs, every step
+of A is compared on A's context and what is left to judge are the draft forward's own
+differences (bf16 rounding of the logits and the near-tie flips it causes). Faults and
+activation capture keep working in bfloat16."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from difftest.flow.localize import localize_dumps
 from difftest.runners.reference.faults import module_names
 from difftest.runners.reference.options import RunnerOptions
 from difftest.runners.reference.runner import run
+from conftest import TESTS, replay_command
 from tests.flow.test_pipeline import config
 
 # DFlash1 drafts the argmax of each row, so a drafted-token flip is a flip of the logits'
@@ -62,8 +64,16 @@ def assert_every_position_compared(rep: api.ComparisonReport) -> None:
 
 
 def test_free_running_bf16_draft_leaves_positions_uncompared(tmp_path: Path) -> None:
-    """The contrast: a bf16 flip changes what is accepted, and the arms part ways."""
-    rep = judge(tmp_path, BF16)
+    """The contrast: a bf16 flip changes what is accepted, and the arms part ways (the
+    reference runner's free runs of the pair, replayed: tests/data/force/, captured by
+    scripts/capture_replay_traces.py force)."""
+    free = TESTS / "data" / "force"
+    cfg = config(tmp_path, {
+        "f32": {"command": replay_command(free / "free-dflash1-f32.log")},
+        "bf16": {"command": replay_command(free / "free-dflash1-bf16.log")}},
+        {"pair": {"arm_a": "f32", "arm_b": "bf16"}})
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=tmp_path / "runs",
+                             progress=False)
     c = rep.comparison
     assert rep.forcing is None and c is not None
     assert c.unmatched_a + c.unmatched_b + c.context_diverged > 0

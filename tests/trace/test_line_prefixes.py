@@ -6,8 +6,6 @@ error fails the arm; behind an unknown one it is a finding, never skipped as noi
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,11 +14,11 @@ import pytest
 from difftest.core.kinds import FindingKind
 from difftest.trace import parse_text
 from difftest.trace.parser import fast_path_available
+from conftest import Ran, cli_in
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "compare"
 PY = sys.executable
-ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(TESTS.parent)}
 READERS = [pytest.param(True, id="pure"),
            pytest.param(False, id="compiled", marks=pytest.mark.skipif(
                not fast_path_available(), reason="the compiled scanner is not built"))]
@@ -71,9 +69,10 @@ def test_an_arms_own_prefix_pattern(pure: bool) -> None:
     assert (own.findings, len(own.verifies), len(own.engine_errors)) == ((), 1, 1)
 
 
-def _difftest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "difftest", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=120, check=False)
+def _difftest(cwd: Path, *args: str) -> Ran:
+    """`difftest ARGS` from `cwd`, in this process (`conftest.cli_in`); the arms it runs are
+    processes of their own."""
+    return cli_in(cwd, *args)
 
 
 @pytest.mark.parametrize("line", ["[rank0]: vt: CUDA error: out of memory",
