@@ -42,6 +42,40 @@ def stopped_by(signum: int) -> tuple[str, ExitCode]:
     return what, ExitCode(code) if code in set(ExitCode) else ExitCode.INTERRUPTED
 
 
+class RunSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while arms run: handled exactly like Ctrl-C, remembering which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# Signals whose interrupt was raised and not yet taken (`take_signals`). Python drops an
+# exception raised where it cannot propagate (a weakref callback or __del__ run by the garbage
+# collector), and a signal handler's exception can land there: such a signal stays here until
+# `raise_pending` raises it again, so a Ctrl-C is never lost to a collection that happened to run.
+_PENDING: list[int] = []
+
+
+def interrupt(signum: int) -> KeyboardInterrupt:
+    """The interrupt a handled signal raises (kept until taken: `raise_pending`)."""
+    _PENDING.append(signum)
+    return KeyboardInterrupt() if signum == 2 else RunSignal(signum)
+
+
+def take_signals() -> None:
+    """Every signal raised so far reached a handler that acts on it."""
+    _PENDING.clear()
+
+
+def raise_pending() -> None:
+    """Raise again a signal whose interrupt was dropped where it was raised: the arms' polling
+    loop, the end of judging and the end of an analysis call this."""
+    if _PENDING:
+        signum = _PENDING[-1]
+        raise KeyboardInterrupt() if signum == 2 else RunSignal(signum)
+
+
 class DifftestError(Exception):
     """Base of every error difftest reports to a user as a message, not a traceback."""
 

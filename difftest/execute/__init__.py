@@ -27,8 +27,9 @@ if TYPE_CHECKING:
         META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
     )
     from difftest.execute.rundir import new_run_dir, safe_name
-    from difftest.execute.supervise import (ArmsEnded, JobLimits, RunSignal, run_arms,
-                                            signal_of, signals_as_interrupts)
+    from difftest.core.errors import RunSignal, raise_pending
+    from difftest.execute.supervise import (ArmsEnded, JobLimits, run_arms, signal_of,
+                                            signals_as_interrupts)
 
 # Each name is loaded from its module on first use, so reading an arm's record (`records`)
 # does not start the supervisor's imports: a compare of two traces never loads them.
@@ -39,7 +40,8 @@ _HOMES = {
     "difftest.execute.records": ("META_FORMAT", "META_NAME", "ArmResult", "RunStatus",
                                  "load_run", "utc_now"),
     "difftest.execute.rundir": ("new_run_dir", "safe_name"),
-    "difftest.execute.supervise": ("ArmsEnded", "JobLimits", "RunSignal", "run_arms", "signal_of",
+    "difftest.core.errors": ("RunSignal", "raise_pending"),
+    "difftest.execute.supervise": ("ArmsEnded", "JobLimits", "run_arms", "signal_of",
                                    "signals_as_interrupts"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -54,7 +56,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ArmResult", "ArmsEnded", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
-    "signals_as_interrupts",
+    "raise_pending", "signals_as_interrupts",
     "RunStatus", "atomic_output", "end_group", "load_run", "new_run_dir", "run_arms",
     "safe_name", "signal_group", "signal_of", "utc_now", "write_bytes_atomic",
     "write_json_atomic", "write_text_atomic", "write_with",

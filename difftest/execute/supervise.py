@@ -25,7 +25,7 @@ from typing import Any
 
 from difftest import __version__
 from difftest.config import ArmSpec
-from difftest.core.errors import UsageError
+from difftest.core.errors import RunSignal, UsageError, interrupt, raise_pending, take_signals
 from difftest.execute import launcher as launchers
 from difftest.core.atomic import write_json_atomic
 from difftest.execute.capture import Budget, Capture
@@ -50,14 +50,6 @@ PLACE_VARIABLES = ("DIFFTEST_CACHE",)
 _HANDLED = (signal.SIGTERM, signal.SIGHUP)
 
 
-class RunSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while arms run: handled exactly like Ctrl-C, remembering which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 class ArmsEnded(KeyboardInterrupt):
     """A signal that came after every arm had ended and meta.json said so: nothing was
     stopped, and what follows (the analysis) is what the signal ended."""
@@ -69,6 +61,9 @@ class ArmsEnded(KeyboardInterrupt):
 
 
 def signal_of(exc: KeyboardInterrupt) -> int:
+    """The signal an interrupt stands for; taking it marks every signal raised so far as
+    handled (difftest.core.errors.raise_pending)."""
+    take_signals()
     return exc.signum if isinstance(exc, (RunSignal, ArmsEnded)) else int(signal.SIGINT)
 
 
@@ -344,16 +339,20 @@ def _start_queued(arms: Sequence[_Arm], limits: JobLimits) -> bool:
 
 @contextmanager
 def signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise RunSignal inside the block, as Ctrl-C raises KeyboardInterrupt
-    (main thread only: Python's rule): arms running, a bisect between rounds."""
+    """SIGTERM and SIGHUP raise RunSignal inside the block, Ctrl-C KeyboardInterrupt (main
+    thread only: Python's rule): arms running, a bisect between rounds. Each is also kept
+    until taken (`signal_of`), so one dropped where it was raised is raised again
+    (`raise_pending`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise RunSignal(signum)
+        raise interrupt(signum)
 
-    previous = {s: signal.signal(s, handler) for s in _HANDLED}
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # started in the background
+    previous = {s: signal.signal(s, handler)
+                for s in (*(() if ignored else (signal.SIGINT,)), *_HANDLED)}
     try:
         yield
     finally:
@@ -418,6 +417,7 @@ def _supervise(arms: Sequence[_Arm], limits: JobLimits, bar: Progress,
         if _start_queued(arms, limits) or changed:
             record(RunStatus.RUNNING)
         bar.draw([a.status(now) for a in arms])
+        raise_pending()
         time.sleep(POLL_S)
 
 

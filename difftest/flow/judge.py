@@ -18,7 +18,7 @@ from difftest.analysis.floor import measure_floor
 from difftest.analysis.sequential import fold
 from difftest.analysis.verdict import arm_failed
 from difftest.config import ComparisonSpec
-from difftest.core.errors import ArmFailure, ExitCode, InternalError, worst
+from difftest.core.errors import ArmFailure, ExitCode, InternalError, raise_pending, worst
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
 from difftest.flow.evaluate import (ArmOutcome, ComparisonReport, Outcomes, evaluate,
                                     evaluate_sampled)
@@ -126,6 +126,7 @@ def judge(plan: Plan, results: RunResults) -> Judgement:
 def judged(plan: Plan, results: RunResults, kind: type[J]) -> J:
     """`judge`, typed: the report a plan of a known kind gives."""
     report = judge(plan, results)
+    raise_pending()  # a signal dropped while judging ends the run before its reports
     if not isinstance(report, kind):
         raise InternalError(f"a {plan.kind.value} plan was judged as a "
                             f"{type(report).__name__}, not a {kind.__name__}")

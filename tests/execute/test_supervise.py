@@ -12,14 +12,15 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 
 from difftest.config import ArmSpec, parse_config
-from difftest.core.errors import ConfigError, UsageError
+from difftest.core.errors import ConfigError, UsageError, raise_pending
 from conftest import Ran, cli_in, process_dead, wait_dead
-from difftest.execute import load_run, new_run_dir, run_arms
+from difftest.execute import load_run, new_run_dir, run_arms, signal_of, signals_as_interrupts
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -372,3 +373,23 @@ def test_check_jobs_flag_caps_the_gate(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     results, _ = load_run(next((tmp_path / "runs").iterdir()))
     assert len(results) == 4 and _most_at_once(results) == 1  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_python_dropped_in_a_weakref_callback_is_raised_again(sig: int) -> None:
+    """A garbage collection can run a weakref callback just when a signal arrives: the
+    handler's interrupt is raised inside the callback, where Python prints and drops it (a
+    Ctrl-C during the analysis ended as AGREE). The signal is raised again at the next check."""
+    class Held:
+        pass
+
+    with signals_as_interrupts():
+        held = Held()
+        watch = weakref.ref(held, lambda _: os.kill(os.getpid(), sig))
+        del held  # the callback runs now, and the interrupt raised in it is dropped
+        assert watch() is None
+        with pytest.raises(KeyboardInterrupt) as raised:
+            raise_pending()
+        assert signal_of(raised.value) == sig
+        raise_pending()  # taken: raised once
