@@ -265,6 +265,12 @@ REPLAY = ("import sys; sys.stdout.write('generated 7 blocks\\n'); "
           "sys.stderr.write(open(sys.argv[-1]).read())")
 
 
+def ctrl_c_reaches_it() -> None:
+    """`preexec_fn` of a process a test sends Ctrl-C: SIGINT back to its default, which a test
+    run started in the background by a shell (`pytest ... &`) inherits as ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def process_dead(pid: int) -> bool:
     """Gone, or a zombie waiting for a reaper that is not us."""
     try:

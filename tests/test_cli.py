@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from difftest.cli import app
+from conftest import ctrl_c_reaches_it
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -113,7 +114,8 @@ def test_ctrl_c_stops_both_arms_and_says_where_the_captures_are(tmp_path: Path) 
     proc = subprocess.Popen([sys.executable, "-m", "difftest", "compare", "--arm-a", "a",
                              "--arm-b", "b", "--config", str(cfg), "--run-root",
                              str(tmp_path / "runs"), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         runs = list((tmp_path / "runs").glob("*/a.stderr"))

@@ -18,7 +18,7 @@ from difftest.core.errors import ExitCode, UsageError
 from difftest.core.kinds import VerdictKind
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
 from difftest.analysis.sequential import MIN_RUNS, Design, Tally, half_width, look
-from conftest import TESTS, replay_arm
+from conftest import TESTS, ctrl_c_reaches_it, replay_arm
 
 
 def _counts(rng: np.random.Generator, requests: int, verifies: int, p: list[float],
@@ -275,7 +275,8 @@ gate_input = "5"
     proc = subprocess.Popen([sys.executable, "-m", "difftest", "compare", "-c", "aa",
                              "--config", str(cfg), "--run-root", str(tmp_path / "runs"),
                              "--no-progress", "--until-decided", "6"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
     deadline = time.monotonic() + 60
     started: list[Path] = []
     while time.monotonic() < deadline and proc.poll() is None:

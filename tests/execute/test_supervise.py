@@ -384,6 +384,7 @@ def test_a_signal_python_dropped_in_a_weakref_callback_is_raised_again(sig: int)
     class Held:
         pass
 
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored if run with &
     with signals_as_interrupts():
         held = Held()
         watch = weakref.ref(held, lambda _: os.kill(os.getpid(), sig))
@@ -393,3 +394,4 @@ def test_a_signal_python_dropped_in_a_weakref_callback_is_raised_again(sig: int)
             raise_pending()
         assert signal_of(raised.value) == sig
         raise_pending()  # taken: raised once
+    signal.signal(signal.SIGINT, before)

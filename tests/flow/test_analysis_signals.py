@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import replay_arm
+from conftest import ctrl_c_reaches_it, replay_arm
 from test_switch import steps, trace_file
 
 PY = sys.executable
@@ -54,7 +54,8 @@ def test_a_signal_during_the_analysis_ends_like_one_during_the_arms(
     runs = tmp_path / "runs"
     proc = subprocess.Popen([PY, "-m", "difftest", "compare", "--arm-a", "a", "--arm-b", "b",
                              "--run-root", str(runs), "--no-progress"], cwd=tmp_path, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end and _status(runs) != "done":
