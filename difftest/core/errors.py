@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -50,30 +52,36 @@ class RunSignal(KeyboardInterrupt):
         self.signum = signum
 
 
-# Signals whose interrupt was raised and not yet taken (`take_signals`). Python drops an
+# Signals whose interrupt was raised and not yet taken (`take_signals`, `raise_pending`). Python drops an
 # exception raised where it cannot propagate (a weakref callback or __del__ run by the garbage
 # collector), and a signal handler's exception can land there: such a signal stays here until
 # `raise_pending` raises it again, so a Ctrl-C is never lost to a collection that happened to run.
 _PENDING: list[int] = []
 
 
+def _interrupt_of(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else RunSignal(signum)
+
+
 def interrupt(signum: int) -> KeyboardInterrupt:
     """The interrupt a handled signal raises (kept until taken: `raise_pending`)."""
     _PENDING.append(signum)
-    return KeyboardInterrupt() if signum == 2 else RunSignal(signum)
+    return _interrupt_of(signum)
 
 
 def take_signals() -> None:
-    """Every signal raised so far reached a handler that acts on it."""
+    """Every signal raised so far is on its way out as an exception, or acted on."""
     _PENDING.clear()
 
 
 def raise_pending() -> None:
-    """Raise again a signal whose interrupt was dropped where it was raised: the arms' polling
-    loop, the end of judging and the end of an analysis call this."""
+    """Raise again, once, a signal whose interrupt was dropped where it was raised: the arms'
+    polling loop, the end of judging and the end of a block of `signals_as_interrupts` call
+    this."""
     if _PENDING:
         signum = _PENDING[-1]
-        raise KeyboardInterrupt() if signum == 2 else RunSignal(signum)
+        take_signals()
+        raise _interrupt_of(signum)
 
 
 class DifftestError(Exception):

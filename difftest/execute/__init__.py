@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
     )
     from difftest.execute.rundir import new_run_dir, safe_name
-    from difftest.core.errors import RunSignal, raise_pending
+    from difftest.core.errors import RunSignal
     from difftest.execute.supervise import (ArmsEnded, JobLimits, run_arms, signal_of,
                                             signals_as_interrupts)
 
@@ -40,7 +40,7 @@ _HOMES = {
     "difftest.execute.records": ("META_FORMAT", "META_NAME", "ArmResult", "RunStatus",
                                  "load_run", "utc_now"),
     "difftest.execute.rundir": ("new_run_dir", "safe_name"),
-    "difftest.core.errors": ("RunSignal", "raise_pending"),
+    "difftest.core.errors": ("RunSignal",),
     "difftest.execute.supervise": ("ArmsEnded", "JobLimits", "run_arms", "signal_of",
                                    "signals_as_interrupts"),
 }
@@ -56,7 +56,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ArmResult", "ArmsEnded", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
-    "raise_pending", "signals_as_interrupts",
+    "signals_as_interrupts",
     "RunStatus", "atomic_output", "end_group", "load_run", "new_run_dir", "run_arms",
     "safe_name", "signal_group", "signal_of", "utc_now", "write_bytes_atomic",
     "write_json_atomic", "write_text_atomic", "write_with",

@@ -61,9 +61,6 @@ class ArmsEnded(KeyboardInterrupt):
 
 
 def signal_of(exc: KeyboardInterrupt) -> int:
-    """The signal an interrupt stands for; taking it marks every signal raised so far as
-    handled (difftest.core.errors.raise_pending)."""
-    take_signals()
     return exc.signum if isinstance(exc, (RunSignal, ArmsEnded)) else int(signal.SIGINT)
 
 
@@ -341,8 +338,9 @@ def _start_queued(arms: Sequence[_Arm], limits: JobLimits) -> bool:
 def signals_as_interrupts() -> Iterator[None]:
     """SIGTERM and SIGHUP raise RunSignal inside the block, Ctrl-C KeyboardInterrupt (main
     thread only: Python's rule): arms running, a bisect between rounds. Each is also kept
-    until taken (`signal_of`), so one dropped where it was raised is raised again
-    (`raise_pending`)."""
+    until the block ends, so one Python dropped where it was raised (a weakref callback) is
+    raised again by `raise_pending` inside the block, or at its end; a block ended by an
+    exception (the interrupt itself, an error) forgets them."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -355,6 +353,11 @@ def signals_as_interrupts() -> Iterator[None]:
                 for s in (*(() if ignored else (signal.SIGINT,)), *_HANDLED)}
     try:
         yield
+    except BaseException:
+        take_signals()
+        raise
+    else:
+        raise_pending()
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

@@ -22,8 +22,7 @@ from difftest.core.errors import (DifftestError, InternalError, InterruptedAnaly
 from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
 from difftest.core.limits import MAX_JOBS
 from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_run, new_run_dir,
-                              raise_pending, run_arms, signal_of, signals_as_interrupts,
-                              write_json_atomic)
+                              run_arms, signal_of, signals_as_interrupts, write_json_atomic)
 from difftest.execute.records import record_stopped
 from difftest.flow.evaluate import outcome
 from difftest.flow.overrides import RunOptions
@@ -226,9 +225,7 @@ def analysed(plan: Plan, options: RunOptions | None, reports: Sequence[str],
     try:
         with signals_as_interrupts():  # from the arms' end on: run_arms has its own before
             results = run(plan, options)
-            done = analysis(results)
-            raise_pending()  # a signal dropped while the reports were written
-            return done
+            return analysis(results)  # a signal dropped meanwhile is raised at the block's end
     except KeyboardInterrupt as exc:
         run_dir = results.run_dir if results is not None else (
             exc.run_dir if isinstance(exc, ArmsEnded) else None)

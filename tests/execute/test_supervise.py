@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from difftest.config import ArmSpec, parse_config
-from difftest.core.errors import ConfigError, UsageError, raise_pending
+from difftest.core.errors import ConfigError, RunSignal, UsageError, raise_pending
 from conftest import Ran, cli_in, process_dead, wait_dead
 from difftest.execute import load_run, new_run_dir, run_arms, signal_of, signals_as_interrupts
 
@@ -395,3 +395,22 @@ def test_a_signal_python_dropped_in_a_weakref_callback_is_raised_again(sig: int)
         assert signal_of(raised.value) == sig
         raise_pending()  # taken: raised once
     signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_dropped_signal_nothing_raised_again_ends_the_block() -> None:
+    """Dropped in a callback, and no check inside the block: leaving the block raises it."""
+    class Held:
+        pass
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored if run with &
+    try:
+        with pytest.raises(RunSignal) as raised, signals_as_interrupts():
+            held = Held()
+            watch = weakref.ref(held, lambda _: os.kill(os.getpid(), signal.SIGHUP))
+            del held
+            assert watch() is None
+        assert signal_of(raised.value) == signal.SIGHUP
+        raise_pending()  # raised once
+    finally:
+        signal.signal(signal.SIGINT, before)
