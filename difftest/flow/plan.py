@@ -557,13 +557,13 @@ class RecordedRun:
                  else "it records no comparison by name")
         raise UsageError(f"{self.run_dir}: no comparison {comparison!r} in this run ({known})")
 
-
     def judged(self, spec: ComparisonSpec, evidence: Evidence) -> Judged:
         """The comparison `pick` gave, as the run judged it: a probed mutation's arm B is
         mutated in its role (so a mutation its trace shows is not held against its launch,
         as the run did not)."""
         if self.roles.get(spec.name, {}).get(spec.arm_b) is Role.MUTATED_B:
-            return Judged(spec, evidence, mutation=spec.name.partition("/")[2] or spec.name)
+            # a probed mutation's comparison is named NAME/MUTATION (`mutated`)
+            return Judged(spec, evidence, mutation=spec.name.partition("/")[2])
         return Judged(spec, evidence)
 
     def _as_planned(self, spec: ComparisonSpec) -> ComparisonSpec:
