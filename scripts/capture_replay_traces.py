@@ -279,38 +279,26 @@ def localize() -> None:
             _harvest(rep.run_dir, {"f32": "f32", "bf16": "bf16", "faulty0": "faulty0"},
                      DATA / "localize" / fault.replace(":", "-"))
 
-        # tests/core/test_force.py: the reference drafter against the one with layers.1.mlp
-        # scaled by 0.05, teacher-forced, localised
-        small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
-        forced = root / "force"
-        forced.mkdir()
-        cfg = parse_config(
-            f"[arms.base]\n{arm(small)}"
-            f"[arms.cand]\n{arm([*small, '--fault', 'layers.1.mlp:scale:0.05'])}"
-            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
-            forced / "difftest.toml")
-        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=forced / "runs",
-                                 progress=False)
-        assert rep.run_dir is not None
-        localize_run(rep.run_dir)
-        _harvest(rep.run_dir, {"base": "base", "cand": "mlp-scale"}, DATA / "localize" / "force")
+        def forced_pair(name: str, runner: list[str], fault: str, cand: str) -> None:
+            """The runner against itself with `fault` planted, teacher-forced, localised."""
+            folder = root / name
+            folder.mkdir()
+            cfg = parse_config(
+                f"[arms.base]\n{arm(runner)}[arms.cand]\n{arm([*runner, '--fault', fault])}"
+                '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
+                folder / "difftest.toml")
+            rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=folder / "runs",
+                                     progress=False)
+            assert rep.run_dir is not None
+            localize_run(rep.run_dir)
+            _harvest(rep.run_dir, {"base": "base", "cand": cand}, DATA / "localize" / name)
 
+        # tests/core/test_force.py: layers.1.mlp scaled by 0.05
+        small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
+        forced_pair("force", small, "layers.1.mlp:scale:0.05", "mlp-scale")
+        # tests/flow/test_localize_report.py: noise at layers.0.o_proj
         ref2 = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "4"]
-        # tests/flow/test_localize_report.py: the reference drafter against it with noise at
-        # layers.0.o_proj, teacher-forced, localised
-        report = root / "report"
-        report.mkdir()
-        cfg = parse_config(
-            f"[arms.base]\n{arm(ref2)}"
-            f"[arms.cand]\n{arm([*ref2, '--fault', 'layers.0.o_proj:noise:0.01'])}"
-            '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
-            report / "difftest.toml")
-        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=report / "runs",
-                                 progress=False)
-        assert rep.run_dir is not None
-        localize_run(rep.run_dir)
-        _harvest(rep.run_dir, {"base": "base", "cand": "o_proj-noise"},
-                 DATA / "localize" / "report")
+        forced_pair("report", ref2, "layers.0.o_proj:noise:0.01", "o_proj-noise")
 
         (root / "probe.toml").write_text(
             f"[arms.base]\n{arm(ref2)}[arms.same]\n{arm(ref2)}"
