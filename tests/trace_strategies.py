@@ -97,6 +97,7 @@ class Expected:
         default_factory=list)
     proposes: list[tuple[int, int, int, list[int]]] = field(default_factory=list)
     phases: list[tuple[float, float, float, int]] = field(default_factory=list)
+    forced_lines: bool = False  # a line of other output holds `[spec-forced]`
 
 
 def id_list(ids: list[int], style: str) -> str:
@@ -164,7 +165,7 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
         elif kind == "empty":
             lines.append("")
         else:
-            lines.append(draw(st.sampled_from([
+            other = draw(st.sampled_from([
                 "[graph-dispatch] captured batch=4", "vt-dump-logits: wrote 96 floats",
                 "INFO something", "[not-a-tag] x=1", "[spec-logits", "  [SPECTRACE] indented",
                 "vllm.cpp: draft speculative context is limited", "\x00\x01binary\xff",
@@ -177,7 +178,12 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
                 # program output with a `[` or a leading digit that holds no tag: skipped
                 "INFO 12-06 18:09:31 [engine.py:42] Avg prompt throughput: 0.0 tokens/s",
                 "[spec-phase-devx] x=1", "[spec-logitsy] [SPECTRACEx] [dflash-route", "3 [ok] vtx: 1",
-                "  [rank0]: loading", "[2026-12-03 16:20:01] served"])))
+                "  [rank0]: loading", "[2026-12-03 16:20:01] served",
+                # a forced arm's commits (noted, ArmTrace.forced_lines), and a near miss
+                "[spec-forced] req=a pos=3 commit=[ 5 6 ]", "0: [spec-forced] req=a pos=3",
+                "x[spec-forced]", "[spec-force] req=a", "[spec-forced"]))
+            lines.append(other)
+            exp.forced_lines |= "[spec-forced]" in other
     return lines, exp
 
 

@@ -153,7 +153,8 @@ class ForcedLine:
 def read_forced_lines(path: Path) -> list[ForcedLine]:
     """Every `[spec-forced]` line of a trace file; a malformed one is an error naming file:line.
 
-    The trace parsers skip the tag as other output, so this is its one reader."""
+    The trace parsers skip the tag as other output (noting only that a line holds it,
+    ArmTrace.forced_lines), so this is its one reader."""
     out: list[ForcedLine] = []
     tag = FORCED_TAG.encode()
     with open(path, "rb") as fh:

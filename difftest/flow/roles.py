@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from difftest.config import ArmSpec
 from difftest.core.corpus import MUTATION_ENV
@@ -23,7 +22,6 @@ from difftest.flow.switch import CONFIG_SOURCE, Side
 
 FAULT_ENV = "DIFFTEST_FAULT"
 _NO_MUTATION = ("", "none")
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,27 +39,6 @@ class RoleCheck:
 
     kind: VerdictKind | None
     reasons: tuple[str, ...]
-
-
-def shows_forced_lines(path: Path | None) -> bool:
-    """Whether a trace file holds a `[spec-forced]` line (read in chunks: a capture can be
-    large)."""
-    if path is None:
-        return False
-    tag = FORCED_TAG.encode()
-    tail = b""
-    buf = bytearray(_CHUNK)  # one buffer read into, not a fresh chunk per read
-    try:
-        with open(path, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                chunk = buf if n == _CHUNK else buf[:n]
-                # in the chunk, or across its start (the chunk itself is not copied)
-                if tag in chunk or tag in tail + chunk[:len(tag) - 1]:
-                    return True
-                tail = bytes(chunk[-(len(tag) - 1):])
-    except OSError:
-        return False
-    return False
 
 
 def _asked(env: Mapping[str, str], argv: Sequence[str], variable: str, flag: str) -> bool:
@@ -89,7 +66,7 @@ def _shown(side: Side) -> list[tuple[str, str, str]]:
     values = side.trace.config.values
     lines = side.trace.config.lines
     out: list[tuple[str, str, str]] = []
-    if shows_forced_lines(side.trace_path):
+    if side.trace.forced_lines:
         out.append((f"{FORCED_TAG} lines (teacher forcing)", FORCE_ENV, ""))
     elif values.get("forced", "") not in ("", "0", "false", "False"):
         out.append((f"forced={values['forced']} ({CONFIG_SOURCE} line {lines.get('forced')})",

@@ -662,6 +662,23 @@ static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose
                               "[spec-logits]", "[dflash-route]", "[spec-drafting]",
                               "[spec-config]", "[spec-coverage]", NULL};
 
+/* Tags of lines that are other output to the parser but noted: whether a skipped line holds
+ * one (`[spec-forced]`, a teacher-forced arm's commit, read by difftest.core.force). */
+static const char *NOTED[] = {"[spec-forced]", NULL};
+
+static int holds_noted(const char *p, const char *end) {
+    const char *q = p;
+    while (q < end && (q = memchr(q, '[', (size_t)(end - q))) != NULL) {
+        size_t left = (size_t)(end - q);
+        for (const char **k = NOTED; *k; k++) {
+            size_t n = strlen(*k);
+            if (n <= left && memcmp(q, *k, n) == 0) return 1;
+        }
+        q++;
+    }
+    return 0;
+}
+
 /* An engine-error or notice prefix anywhere in the line (grammar.holds_marker): behind a
  * launcher's or logger's prefix, or an unknown one; the Python reader tells them apart. */
 static int holds_marker(const char *p, const char *end) {
@@ -770,7 +787,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     s.intern = intern;
     const char *base = (const char *)view.buf;
     const char *p = base + at, *end = base + stop;
-    long long skipped = 0;
+    long long skipped = 0, noted = 0;
     int handed = 0;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -783,13 +800,17 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             handed = 1;
             break;
         }
-        if (r == 2) skipped++;
+        if (r == 2) {
+            skipped++;
+            noted += holds_noted(p, nl);
+        }
         p = nl + 1;
         lineno++;
     }
     PyObject *result = NULL;
     if (!s.failed && flush(&s, cols) == 0)
-        result = Py_BuildValue("nLLi", (Py_ssize_t)(p - base), lineno, skipped, handed);
+        result = Py_BuildValue("nLLiL", (Py_ssize_t)(p - base), lineno, skipped, handed,
+                               noted);
     for (int i = 0; i < N_COLS; i++) free(s.col[i].p);
     PyBuffer_Release(&view);
     return result;
@@ -814,33 +835,46 @@ static PyObject *read_float_py(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, at, stop, lineno, reqs, intern, columns) -> (offset, lineno, skipped, handed)"},
+     "scan(buf, at, stop, lineno, reqs, intern, columns) -> (offset, lineno, skipped, handed, "
+     "noted): noted, how many skipped lines hold a NOTED_TAGS tag"},
     {"read_float", read_float_py, METH_O, "read_float(text) -> (value, digits) or None"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
                                     "Compiled fast path of the trace parser.", -1, methods};
 
-PyMODINIT_FUNC PyInit__scan(void) {
-    PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "N_COLS", N_COLS) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    /* the tags this build hands to the field reader: a build older than the grammar would
-     * skip a newer tag's lines as program output, so the parser checks this list */
-    PyObject *tags = m ? PyTuple_New(0) : NULL;
-    for (const char **k = KNOWN; tags && *k; k++) {
-        PyObject *t = PyBytes_FromString(*k);
-        if (!t || _PyTuple_Resize(&tags, PyTuple_GET_SIZE(tags) + 1) < 0) {
-            Py_XDECREF(t);
+/* A NULL-ended list of tags as a tuple of bytes (NULL with an error set). */
+static PyObject *tag_tuple(const char **list) {
+    Py_ssize_t n = 0;
+    while (list[n]) n++;
+    PyObject *tags = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tags && i < n; i++) {
+        PyObject *t = PyBytes_FromString(list[i]);
+        if (!t) {
             Py_CLEAR(tags);
             break;
         }
-        PyTuple_SET_ITEM(tags, PyTuple_GET_SIZE(tags) - 1, t);
+        PyTuple_SET_ITEM(tags, i, t);
     }
-    if (m && (!tags || PyModule_AddObject(m, "KNOWN_TAGS", tags) < 0)) {
+    return tags;
+}
+
+static int add_tags(PyObject *m, const char *name, const char **list) {
+    PyObject *tags = tag_tuple(list);
+    if (!tags || PyModule_AddObject(m, name, tags) < 0) {
         Py_XDECREF(tags);
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    /* the tags this build hands to the field reader (a build older than the grammar would
+     * skip a newer tag's lines as program output), and those it notes on skipped lines: the
+     * parser checks both lists */
+    if (m && (PyModule_AddIntConstant(m, "N_COLS", N_COLS) < 0
+              || add_tags(m, "KNOWN_TAGS", KNOWN) < 0 || add_tags(m, "NOTED_TAGS", NOTED) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from difftest.core.force import FORCED_TAG
 from difftest.core.model import DraftingKind
 
 INT32_MIN = -(2**31)
@@ -27,6 +28,15 @@ TAG_CONFIG = b"[spec-config]"
 TAG_COVERAGE = b"[spec-coverage]"
 KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE,
               TAG_DRAFTING, TAG_CONFIG, TAG_COVERAGE)
+# Other output to the parser, but noted: whether a skipped line holds one (ArmTrace.forced_lines;
+# the lines themselves are read by difftest.core.force, which checks a forced arm's commits)
+TAG_FORCED = FORCED_TAG.encode()
+NOTED_TAGS = (TAG_FORCED,)
+
+
+def holds_noted(line: bytes) -> bool:
+    """Whether a line holds a noted tag anywhere (NOTED_TAGS)."""
+    return any(tag in line for tag in NOTED_TAGS)
 
 NOTICE_PREFIX = b"vllm.cpp: request "
 NOTICE_MARK = b"has outgrown the draft speculative context"

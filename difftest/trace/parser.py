@@ -81,7 +81,8 @@ _PACK = {"i4": struct.Struct("=i").pack, "i8": struct.Struct("=q").pack,
 def fast_path_available() -> bool:
     """True when the compiled scanner was built and imports (the package works without it)."""
     return (_scan is not None and getattr(_scan, "N_COLS", None) == len(COLUMNS)
-            and set(getattr(_scan, "KNOWN_TAGS", ())) == set(g.KNOWN_TAGS))
+            and set(getattr(_scan, "KNOWN_TAGS", ())) == set(g.KNOWN_TAGS)
+            and set(getattr(_scan, "NOTED_TAGS", ())) == set(g.NOTED_TAGS))
 
 
 def _use_fast(pure: bool | None) -> bool:
@@ -123,6 +124,7 @@ class TraceBuilder:
         self.routes: list[Route] = []
         self.lines_total = 0
         self.lines_skipped = 0
+        self.forced_lines = False  # a skipped line holds a noted tag (grammar.NOTED_TAGS)
         self.truncated = False
         self.drafting: DraftingKind | None = None
         self._drafting_line = 0
@@ -202,9 +204,10 @@ class TraceBuilder:
         at, stop = 0, len(buf)
         scan = _scan.scan
         while at < stop:
-            at, lineno, skipped, handed = scan(buf, at, stop, lineno, self._req_bytes,
-                                               self._intern_bytes, self.cols)
+            at, lineno, skipped, handed, noted = scan(buf, at, stop, lineno, self._req_bytes,
+                                                      self._intern_bytes, self.cols)
             self.lines_skipped += skipped
+            self.forced_lines |= noted > 0
             if handed:
                 end = buf.find(b"\n", at)
                 self._careful(buf[at:end], lineno)
@@ -228,6 +231,10 @@ class TraceBuilder:
         cand = np.flatnonzero(maybe)
         other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
         self.lines_skipped += starts.size - read.index.size - len(other)
+        if not self.forced_lines:
+            skipped = ~maybe
+            skipped[read.index] = False
+            self.forced_lines = _noted_on(buf, starts, skipped)
         rows = _Bulk(read, first_lineno, self._intern_bytes)
         for i, s, e in other:  # a bad line raises: the whole parse fails, nothing to keep
             self._careful(buf[s:e], first_lineno + i)
@@ -278,6 +285,7 @@ class TraceBuilder:
             self._misplaced(found, lineno)
         else:
             self.lines_skipped += 1
+            self.forced_lines |= g.holds_noted(line)
 
     def _other_tag(self, tag: bytes, line: bytes, fields: dict[str, object],
                    lineno: int) -> None:
@@ -433,7 +441,7 @@ class TraceBuilder:
             proposes=proposes, logits=logits, phases=phases, routes=tuple(self.routes),
             notices=tuple(self.notices), findings=tuple(self.findings),
             lines_total=self.lines_total, lines_skipped=self.lines_skipped,
-            engine_errors=tuple(self.engine_errors),
+            forced_lines=self.forced_lines, engine_errors=tuple(self.engine_errors),
             truncated=self.truncated, drafting=self.drafting,
             config=SpecConfig({k: v for k, (v, _) in self.config.items()},
                               {k: line for k, (_, line) in self.config.items()}),
@@ -648,6 +656,16 @@ def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.nd
         order = np.argsort(line, kind="stable")
         out = [x[order] for x in out]
     return out
+
+
+def _noted_on(buf: bytes, starts: np.ndarray, lines: np.ndarray) -> bool:
+    """Whether one of `lines` (a mask over the lines that start at `starts`) holds a noted
+    tag (grammar.NOTED_TAGS)."""
+    for tag in g.NOTED_TAGS:
+        at = [m.start() for m in re.finditer(re.escape(tag), buf)]
+        if at and lines[np.searchsorted(starts, at, side="right") - 1].any():
+            return True
+    return False
 
 
 def _may_repeat(lg: LogitRows) -> bool:

@@ -170,18 +170,21 @@ def test_a_capture_of_an_arm_the_config_mutates_is_judged(tmp_path: Path) -> Non
     assert rep.verdict.kind is VerdictKind.AGREE, rep.verdict.reasons
 
 
+@pytest.mark.parametrize("pure", [False, True])
 @pytest.mark.parametrize("chunk", [12, 13, 14, 20, 64])
-def test_a_forced_tag_is_found_across_read_boundaries(tmp_path: Path, chunk: int,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The file is read in chunks (no shorter than the tag less one byte): a tag anywhere,
-    across a chunk's start included, is found, and text without the whole tag is not."""
-    from difftest.flow import roles
+def test_a_forced_line_is_noted_wherever_the_reads_split_the_file(
+        tmp_path: Path, chunk: int, pure: bool) -> None:
+    """The parser notes a line of other output that holds the tag (ArmTrace.forced_lines) at
+    any read size, by either reader; text without the whole tag is not noted."""
+    from difftest.trace import parse_trace
 
-    monkeypatch.setattr(roles, "_CHUNK", chunk)
-    tag = roles.FORCED_TAG.encode()
-    path = tmp_path / "trace.log"
-    for at in range(0, 40):
-        for text, want in ((b"x" * at + tag + b"y" * 7, True),
-                           (b"x" * at + tag[:-1] + b"y" + tag[1:], False)):
-            path.write_bytes(text)
-            assert roles.shows_forced_lines(path) is want, (at, text)
+    step = "[SPECTRACE] req=a pos=0 k=1 ns=1 acc=0 draft=[ 3 ] emit=[ 4 ]\n"
+    tag = "[spec-forced]"
+    for at in range(0, 40, 3):
+        for text, want in ((step + "x" * at + tag + " req=a\n" + step, True),
+                           ("x" * at + tag[:-1] + "y" + tag[1:] + "\n" + step, False),
+                           ("0: " + "x" * at + tag + "\n" + step, True)):
+            path = tmp_path / "trace.log"
+            path.write_text(text)
+            got = parse_trace(path, chunk_bytes=chunk, pure=pure).forced_lines
+            assert got is want, (at, text)

@@ -96,21 +96,27 @@ def test_contradicting_spec_config_lines_are_an_error(each_reader: str) -> None:
         parse_text("[spec-config] lane=paged\n[spec-config] lane=materialized\n")
 
 
-def test_a_scanner_built_without_the_tag_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("missing", ["KNOWN_TAGS", "NOTED_TAGS"])
+def test_a_scanner_built_without_the_tag_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                     missing: str) -> None:
     """A compiled scanner older than the grammar would skip `[spec-config]` lines as program
-    output: the parser must not use it."""
+    output, or not note a `[spec-forced]` one: the parser must not use it."""
     if not trace_parser.fast_path_available():
         pytest.skip("the compiled scanner is not built")
+    real = trace_parser._scan
 
     class Stale:
-        N_COLS = trace_parser._scan.N_COLS
-        KNOWN_TAGS = tuple(t for t in trace_parser._scan.KNOWN_TAGS if t != b"[spec-config]")
-        scan = trace_parser._scan.scan
+        N_COLS = real.N_COLS
+        KNOWN_TAGS = tuple(t for t in real.KNOWN_TAGS
+                           if missing != "KNOWN_TAGS" or t != b"[spec-config]")
+        NOTED_TAGS = () if missing == "NOTED_TAGS" else real.NOTED_TAGS
+        scan = real.scan
 
     monkeypatch.setattr(trace_parser, "_scan", Stale)
     assert not trace_parser.fast_path_available()
-    t = parse_text("[spec-config] lane=paged\n" + steps(n=1)[0] + "\n", pure=False)
-    assert t.config.values == {"lane": "paged"}
+    t = parse_text("[spec-config] lane=paged\n[spec-forced] req=r0 pos=1 commit=[ 2 ]\n"
+                   + steps(n=1)[0] + "\n", pure=False)
+    assert t.config.values == {"lane": "paged"} and t.forced_lines
 
 
 # -- printing it ----------------------------------------------------------------------------

@@ -198,7 +198,7 @@ class _Counting:
 
     def __init__(self, real: Any) -> None:
         self.real, self.calls, self.N_COLS = real, 0, real.N_COLS
-        self.KNOWN_TAGS = real.KNOWN_TAGS
+        self.KNOWN_TAGS, self.NOTED_TAGS = real.KNOWN_TAGS, real.NOTED_TAGS
 
     def scan(self, *args: Any) -> Any:
         self.calls += 1

@@ -43,7 +43,7 @@ def snapshot(t: ArmTrace) -> dict[str, object]:
     """Everything a trace says, in comparable form."""
     out: dict[str, object] = {
         "requests": t.requests, "lines_total": t.lines_total, "skipped": t.lines_skipped,
-        "truncated": t.truncated, "drafting": t.drafting,
+        "truncated": t.truncated, "drafting": t.drafting, "forced_lines": t.forced_lines,
         "findings": [(f.line, f.kind, f.message) for f in t.findings],
         "engine_errors": [(f.line, f.message) for f in t.engine_errors],
         "notices": [(n.line, n.req, n.text) for n in t.notices],
@@ -141,6 +141,7 @@ def test_generated_traces_round_trip_exactly(generated: tuple[list[str], object]
     assert list(zip(ph.pre.tolist(), ph.backbone.tolist(), ph.sample.tolist(),
                     ph.logits.tolist(), strict=True)) == exp.phases  # type: ignore[attr-defined]
     assert not [f for f in t.findings if f.message.startswith("[SPECTRACE]")]
+    assert t.forced_lines is exp.forced_lines  # type: ignore[attr-defined]
 
 
 @SETTINGS
