@@ -34,8 +34,9 @@ from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digit
 from difftest.numerics.stats import LogitStats, PairedRows, StatsPass
 from difftest.core.rules import BARE, Rules
 from difftest.core.thresholds import Dtype, trace_dtype
-from difftest.numerics.tolerance import (RowDiffs, Tolerance, derived_near_tie, exact_values,
-                                         finite_max, judge_matched, match_rows, no_rows)
+from difftest.numerics.tolerance import (PlainRows, RowDiffs, Tolerance, derived_near_tie,
+                                         exact_values, finite_max, joined_rows, judge_matched,
+                                         judge_plain, match_rows, no_rows, plain_rows)
 
 class RowStatus(IntEnum):
     """What one compared row shows; stored as int8 in `RowTable.status`, spelt `.csv` in the
@@ -454,8 +455,12 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
         block = slice(start, start + _LOGIT_BLOCK_ROWS)
         pairs = PairedRows.take(la.top_ids, la.top_vals, ia[block], lb.top_ids, lb.top_vals,
                                 ib[block])
-        matched = match_rows(pairs, *digits)
         kept = keep[block]
+        plain = plain_rows(pairs, *digits)
+        if plain is not None:  # only the other rows matched
+            add(_judged_split(pairs, plain, kept, tol, digits, stats), block)
+            continue
+        matched = match_rows(pairs, *digits)
         if matched is None:  # nothing to match: the statistics take the rows as they are
             if kept.any():
                 stats.add_pairs(PairedRows(pairs.ids_a[kept], exact_values(
@@ -471,6 +476,29 @@ def _row_logit_diffs(a: ArmTrace, ia: np.ndarray, b: ArmTrace, ib: np.ndarray,
                           matched.d[rows, :ka])
         add(judge_matched(matched, tol), block)
     return _Judged(**joined), stats.result(cluster=cluster)
+
+
+def _judged_split(pairs: PairedRows, plain: PlainRows, kept: np.ndarray, tol: Tolerance,
+                  digits: tuple[int | None, int | None], stats: StatsPass) -> RowDiffs:
+    """The judgement of a block of row pairs some of which are plain (`plain_rows`): only the
+    other rows are matched, and the statistics of the kept rows taken from both
+    (`StatsPass.add_split`)."""
+    rest = ~plain.rows
+    matched = match_rows(pairs.rows(rest), *digits)  # None: every row is plain
+    ka = pairs.ids_a.shape[1]
+    if matched is None:
+        empty = np.zeros((0, ka))
+        other: tuple[np.ndarray, ...] = (empty.astype(pairs.ids_a.dtype), empty,
+                                         empty.astype(pairs.ids_b.dtype), empty.astype(bool),
+                                         empty, empty)
+    else:
+        at = kept[rest]
+        other = (matched.ids_a[at, :ka], matched.va[at, :ka], matched.ids_b[at],
+                 matched.shared[at, :ka], matched.vb[at, :ka], matched.d[at, :ka])
+    stats.add_split(pairs.ids_a[kept], pairs.ids_b[kept], plain.rows[kept],
+                    bool(plain.nonzero[kept & plain.rows].any()), other)
+    return joined_rows(plain.rows, judge_plain(plain.listed[plain.rows]),
+                       None if matched is None else judge_matched(matched, tol))
 
 
 def distinct_sorted(x: np.ndarray) -> np.ndarray:

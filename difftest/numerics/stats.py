@@ -82,6 +82,11 @@ class PairedRows:
         """Rows `at` (views)."""
         return PairedRows(self.ids_a[at], self.vals_a[at], self.ids_b[at], self.vals_b[at])
 
+    def rows(self, which: np.ndarray) -> PairedRows:
+        """The rows a boolean mask selects (copies)."""
+        return PairedRows(self.ids_a[which], self.vals_a[which], self.ids_b[which],
+                          self.vals_b[which])
+
     @classmethod
     def take(cls, ids_a: np.ndarray, vals_a: np.ndarray, ia: np.ndarray,
              ids_b: np.ndarray, vals_b: np.ndarray, ib: np.ndarray) -> PairedRows:
@@ -375,6 +380,17 @@ class StatsPass:
                                 d[at], self.rows)
             self.rows += int(ids_a[at].shape[0])
 
+    def add_split(self, ids_a: np.ndarray, ids_b: np.ndarray, plain: np.ndarray,
+                  plain_nonzero: bool, other: tuple[np.ndarray, ...]) -> None:
+        """The next row pairs, of which those in `plain` have one top list in both arms
+        (`difftest.numerics.tolerance.plain_rows`: every listed id shared with itself, the
+        same values) and only the others were matched: A's ids (n, K) and B's of every row,
+        whether a listed value of a plain row is not 0, and `other`, the others' matched arrays
+        as `add_matched` takes them, in order. The same statistics as `add_matched` of every
+        row: a plain row adds a difference of 0 per listed id, an overlap of 1 and a KL of 0."""
+        _accumulate_split(self._acc, ids_a, ids_b, plain, plain_nonzero, other, self.rows)
+        self.rows += int(ids_a.shape[0])
+
     def result(self, min_rows: int = MIN_ROWS, cluster: np.ndarray | None = None) -> LogitStats:
         """The statistics of every row pair added; `cluster` the request of each, in order."""
         return _finished(self._acc, self.rows, min_rows, cluster)
@@ -447,27 +463,84 @@ def _accumulate_matched(acc: _Acc, ids_a: np.ndarray, va: np.ndarray, ids_b: np.
     acc.nonfinite += int(bad.sum())
     use = shared & finite
     acc.diffs.add(d[use])
-    nz = use & (vb != 0)
-    if nz.any():
-        # the largest d / |b| over the values where b is not 0, divided where they are (each
-        # quotient is at least +0, so the zeros left elsewhere change no maximum)
-        rel = np.zeros(d.shape)
-        np.divide(d, np.abs(vb), out=rel, where=nz)
-        acc.rel_max.append(float(rel.max()))
+    rel = _largest_relative(d, vb, use)
+    if rel is not None:
+        acc.rel_max.append(rel)
     # KL over the shared ids of rows with no non-finite shared value
     rows = ~disjoint & ~bad
     if rows.any():
         all_rows = bool(rows.all())  # the usual block: not gathered
-        m = shared if all_rows else shared[rows]
-        a = np.where(m, va if all_rows else va[rows], -np.inf)
-        b = np.where(m, vb if all_rows else vb[rows], -np.inf)
-        la = a - _logsumexp(a)
-        lb = b - _logsumexp(b)
-        with np.errstate(invalid="ignore"):
-            terms = np.where(m, np.exp(lb) * (lb - la), 0.0)
-        acc.kls.append(np.maximum(terms.sum(axis=1), 0.0))
+        acc.kls.append(_kl(shared, va, vb) if all_rows else _kl(shared[rows], va[rows], vb[rows]))
         acc.kl_at.append(range(start, start + rows.size) if all_rows
                          else start + np.flatnonzero(rows))
+
+
+def _largest_relative(d: np.ndarray, vb: np.ndarray, use: np.ndarray) -> float | None:
+    """The largest d / |b| over the values `use`d where b is not 0 (None: no such value),
+    divided where they are (each quotient is at least +0, so the zeros left elsewhere change no
+    maximum)."""
+    nz = use & (vb != 0)
+    if not nz.any():
+        return None
+    rel = np.zeros(d.shape)
+    np.divide(d, np.abs(vb), out=rel, where=nz)
+    return float(rel.max())
+
+
+def _kl(shared: np.ndarray, va: np.ndarray, vb: np.ndarray) -> np.ndarray:
+    """Per row: KL(B || A) over the shared ids (each row shares one, none non-finite)."""
+    a = np.where(shared, va, -np.inf)
+    b = np.where(shared, vb, -np.inf)
+    la = a - _logsumexp(a)
+    lb = b - _logsumexp(b)
+    with np.errstate(invalid="ignore"):
+        terms = np.where(shared, np.exp(lb) * (lb - la), 0.0)
+    out: np.ndarray = np.maximum(terms.sum(axis=1), 0.0)
+    return out
+
+
+def _accumulate_split(acc: _Acc, ids_a: np.ndarray, ids_b: np.ndarray, plain: np.ndarray,
+                      plain_nonzero: bool, other: tuple[np.ndarray, ...], start: int) -> None:
+    """`_accumulate_matched` of every row, the plain rows' part known without matching them
+    (StatsPass.add_split): each value written where `_accumulate_matched` writes it, in the
+    same order, so every figure is the same to the bit."""
+    o_ids_a, o_va, o_ids_b, o_shared, o_vb, o_d = other
+    rest = ~plain
+    n, k = ids_a.shape
+    valid_a = ids_a >= 0
+    width = np.minimum(row_count(valid_a), row_count(ids_b >= 0))
+    count = width.copy()  # a plain row shares each id it lists
+    count[rest] = row_count(o_shared)
+    acc.top1 += int(np.sum(valid_a[:, 0] & (ids_a[:, 0] == ids_b[:, 0])))
+    has_width = width > 0
+    every = bool(has_width.all())
+    acc.overlaps.append(count / width if every else count[has_width] / width[has_width])
+    acc.overlap_at.append(range(start, start + n) if every
+                          else start + np.flatnonzero(has_width))
+    disjoint = count == 0
+    acc.disjoint += int(disjoint.sum())
+    o_finite = np.isfinite(o_va) & np.isfinite(o_vb)
+    bad = np.zeros(n, dtype=bool)
+    bad[rest] = row_any(o_shared & ~o_finite)
+    acc.nonfinite += int(bad.sum())
+    o_use = o_shared & o_finite
+    use = valid_a.copy()  # a plain row's listed values are finite and shared
+    use[rest] = o_use
+    d = np.zeros((n, k))  # and differ by +0.0
+    d[rest] = o_d
+    acc.diffs.add(d[use])
+    rel = _largest_relative(o_d, o_vb, o_use)
+    if rel is not None or plain_nonzero:  # a plain row's relative differences are all 0
+        acc.rel_max.append(0.0 if rel is None else rel)
+    rows = ~disjoint & ~bad
+    if rows.any():
+        kl = np.zeros(n)  # a plain row's two distributions are one
+        o_rows = rows[rest]
+        if o_rows.any():
+            kl[np.flatnonzero(rest)[o_rows]] = _kl(o_shared[o_rows], o_va[o_rows], o_vb[o_rows])
+        all_rows = bool(rows.all())
+        acc.kls.append(kl if all_rows else kl[rows])
+        acc.kl_at.append(range(start, start + n) if all_rows else start + np.flatnonzero(rows))
 
 
 PAIRWISE_MAX = 256  # Ka x Kb up to which rows are matched entry by entry

@@ -181,6 +181,70 @@ def judge_rows(pairs: PairedRows, tol: Tolerance, digits_a: int | None,
     return judge_matched(matched, tol) if matched is not None else no_rows(len(pairs))
 
 
+@dataclass(frozen=True)
+class PlainRows:
+    """The rows of paired rows whose two top lists are one list (`plain_rows`)."""
+
+    rows: np.ndarray  # (n,) bool
+    listed: np.ndarray  # (n, K) bool: the ids listed (>= 0), of every row
+    nonzero: np.ndarray  # (n,) bool: a listed value is not 0 as the engine held it
+
+
+def plain_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
+               ) -> PlainRows | None:
+    """The rows whose two top lists are one list: the same ids and the same printed values
+    (bit for bit) in both arms, at least one id listed and none twice, every listed value
+    finite and the same number as each arm's print holds it (`exact_values`). Each listed
+    entry is then shared with itself and differs by +0.0, so such a row's judgement
+    (`judge_plain`) and statistics (`StatsPass.add_split`) are known without matching it; most
+    rows of a comparison that agrees are such rows. None where no row can be one (lists of
+    other widths) or none is."""
+    ids_a, va, ids_b, vb = pairs.ids_a, pairs.vals_a, pairs.ids_b, pairs.vals_b
+    if ids_a.shape != ids_b.shape or ids_a.shape[1] == 0:
+        return None
+    va, vb = np.ascontiguousarray(va, dtype=np.float64), np.ascontiguousarray(vb, np.float64)
+    same = row_all(ids_a == ids_b) & row_all(va.view(np.int64) == vb.view(np.int64))
+    if not same.any():
+        return None
+    listed = ids_a >= 0
+    held = np.ascontiguousarray(exact_values(va, digits_a))
+    fine = np.isfinite(held)
+    if digits_b != digits_a or wide(digits_b) != wide(digits_a):
+        # printed otherwise: the same text must be the same number under both prints
+        held_b = np.ascontiguousarray(exact_values(va, digits_b))
+        fine &= held.view(np.int64) == held_b.view(np.int64)
+    ordered = np.sort(ids_a, axis=1)
+    twice = row_any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0))
+    rows = same & row_any(listed) & row_all(fine | ~listed) & ~twice
+    return PlainRows(rows, listed, row_any(listed & (held != 0))) if rows.any() else None
+
+
+def judge_plain(listed: np.ndarray) -> RowDiffs:
+    """`judge_matched` of plain rows (`plain_rows`; `listed`, their listed ids): every listed
+    value shared and equal, so nothing differs, is unresolved or non-finite, under a bitwise
+    tolerance or not."""
+    n = listed.shape[0]
+    z = np.zeros(n, dtype=bool)
+    zi = np.zeros(n, dtype=np.int64)
+    return RowDiffs(np.zeros(n), z, z.copy(), z.copy(), z.copy(), np.zeros(n), zi,
+                    row_count(listed), zi.copy(), zi.copy())
+
+
+def joined_rows(plain: np.ndarray, of_plain: RowDiffs, of_rest: RowDiffs | None) -> RowDiffs:
+    """One judgement of every row from the plain rows' (`plain`) and the other rows', in
+    order."""
+    if of_rest is None:
+        return of_plain
+    parts = {}
+    for name in RowDiffs.__dataclass_fields__:
+        here, there = getattr(of_plain, name), getattr(of_rest, name)
+        out = np.empty(plain.size, dtype=np.result_type(here, there))
+        out[plain] = here
+        out[~plain] = there
+        parts[name] = out
+    return RowDiffs(**parts)
+
+
 def no_rows(n: int) -> RowDiffs:
     """The judgement of `n` rows with nothing to match (top lists of width 0)."""
     z = np.zeros(n, dtype=bool)
