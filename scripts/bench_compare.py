@@ -17,6 +17,7 @@ the whole child; each contender's child also reports its own parse stage, so the
 also shown against the parse measured in the same process.
 
 Usage: python scripts/bench_compare.py [--mb 25 50 100 200] [--repeat 3] [--keep DIR]
+       [--logit-every N]
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ DRAFT_EVERY = 5000  # every n-th verify line whose last row was rejected gets an
 LOGIT_EVERY = 7001  # every n-th logits line gets its top-1 value nudged
 
 
-def make_arm_b(a: Path, b: Path) -> tuple[int, int]:
-    """Copy A to B with a few rows changed; returns (drafts changed, logit rows changed)."""
+def make_arm_b(a: Path, b: Path, logit_every: int = LOGIT_EVERY) -> tuple[int, int]:
+    """Copy A to B with a few rows changed (every `logit_every`-th logits line's top-1 value:
+    1 changes every row); returns (drafts changed, logit rows changed)."""
     drafts = logits = 0
     n_verify = n_logits = 0
     with open(a, "rb") as src, open(b, "wb") as dst:
@@ -58,7 +60,7 @@ def make_arm_b(a: Path, b: Path) -> tuple[int, int]:
                         drafts += 1
             elif line.startswith(b"[spec-logits]"):
                 n_logits += 1
-                if n_logits % LOGIT_EVERY == 0:
+                if n_logits % logit_every == 0:
                     head, _, rest = line.partition(b"top=[ ")
                     first, _, others = rest.partition(b" ")
                     tok, _, val = first.partition(b":")
@@ -121,14 +123,15 @@ def run_one(how: str, a: Path, b: Path, out: Path) -> dict:
     return result
 
 
-def pair(folder: Path, mb: float) -> tuple[Path, Path]:
-    a, b = folder / f"arm_a_{mb:g}.log", folder / f"arm_b_{mb:g}.log"
+def pair(folder: Path, mb: float, logit_every: int = LOGIT_EVERY) -> tuple[Path, Path]:
+    every = "" if logit_every == LOGIT_EVERY else f"_every{logit_every}"
+    a, b = folder / f"arm_a_{mb:g}.log", folder / f"arm_b_{mb:g}{every}.log"
     if not a.exists():
         t0 = time.perf_counter()
         generate(a, mb)
         print(f"generated {a} in {time.perf_counter() - t0:.1f}s", flush=True)
     if not b.exists():
-        drafts, logits = make_arm_b(a, b)
+        drafts, logits = make_arm_b(a, b, logit_every)
         print(f"arm B: {drafts} drafted ids and {logits} logit values changed", flush=True)
     return a, b
 
@@ -140,6 +143,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     ap.add_argument("--keep", type=Path, help="reuse/keep the generated pairs in this folder")
+    ap.add_argument("--logit-every", type=int, default=LOGIT_EVERY, metavar="N",
+                    help="arm B changes every N-th logits line's top-1 value (1: every row "
+                         "differs, none is judged as a plain row)")
     args = ap.parse_args()
     if "parse" not in args.only:
         args.only.insert(0, "parse")
@@ -150,7 +156,7 @@ def main() -> None:
     print(f"{'MB':>5} {'contender':<9} {'cpu s':>7} {'x parse':>8} {'x own parse':>12} "
           f"{'peak MB':>8} {'x parse':>8}  exit  runs (cpu s)")
     for mb in args.mb:
-        a, b = pair(folder, mb)
+        a, b = pair(folder, mb, args.logit_every)
         runs: dict[str, list[dict]] = {name: [] for name in args.only}
         for i in range(args.repeat):
             order = args.only if i % 2 == 0 else list(reversed(args.only))
