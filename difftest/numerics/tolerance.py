@@ -281,7 +281,9 @@ def judge_matched(m: MatchedRows, tol: Tolerance) -> RowDiffs:
     same_list = row_all(ids_a == ids_b)
     dropped, dropped_by = _drops(m, tol, ~same_list)
     # what the print makes certain, whatever the tolerance (calibrate sizes probes by it)
-    row_resolved = np.fmax(row_resolved, dropped_by)
+    # (+ 0.0: a certain move of -0.0, from a listed -0.0, is 0; which zero np.fmax keeps of two
+    # depends on the kernel numpy picks for the array's length and alignment)
+    row_resolved = np.fmax(row_resolved, dropped_by) + 0.0
     values = row_count(shared)
     if tol.bitwise:
         over = shared & (d > 0)

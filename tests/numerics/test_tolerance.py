@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import fields
 
@@ -346,3 +347,13 @@ def test_b_is_paired_with_a_by_the_columns_matched(seed: int, digits: int | None
     _, where = match_ids(m.ids_a, m.ids_b)
     assert np.array_equal(m.vb, m.vb_own[rows, where], equal_nan=True)
     assert np.array_equal(m.qb, m.qb_own[rows, where], equal_nan=True)
+
+
+def test_a_certain_move_of_zero_is_positive_zero_whatever_kernel_numpy_picks() -> None:
+    """A listed -0.0 that the other arm dropped moves by -0.0 - 0.0: which zero np.fmax keeps of
+    +0.0 and -0.0 depends on the kernel numpy runs for the array's length (here, from 8 rows,
+    -0.0), so a row's figure would depend on how many rows were judged with it."""
+    n = 8
+    a = rows([[(1, 0.0), (2, -0.0)]] * n, [[(1, 0.0), (3, math.nan)]] * n)
+    resolved = judge_rows(a, Tolerance(), None, None).resolved
+    assert resolved.tolist() == [0.0] * n and not np.signbit(resolved).any()
