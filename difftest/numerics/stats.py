@@ -299,8 +299,42 @@ def exact_sum(values: np.ndarray) -> float:
             product = float(values.size) * first
             if math.isfinite(product):
                 return product
+        # fsum fails only on a non-finite value or where a partial sum overflows, which
+        # no partial can where the magnitudes sum to less than this
+        if bool(np.isfinite(values).all()) and float(np.abs(values).sum()) < _NO_OVERFLOW:
+            return _integer_sum(values)
     return math.fsum(itertools.chain.from_iterable(
         values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
+
+
+_NO_OVERFLOW = 2.0 ** 1020
+_INT_BLOCK = 1 << 25  # values summed at a time by `_integer_sum`: every partial sum < 2**53
+
+
+def _integer_sum(values: np.ndarray) -> float:
+    """The correctly rounded sum of finite doubles, as fsum gives it, with no Python float per
+    value: each value is an integer of 53 bits times a power of 2 (`np.frexp`); its two halves
+    of 26 and 27 bits are summed per power in float64, where every partial sum of integers
+    that small is exact, and the sums per power are added as Python integers and divided once
+    (an integer division is correctly rounded)."""
+    parts = []  # (integer, power): the sum of a block is integer * 2**(power - 53)
+    for at in range(0, values.size, _INT_BLOCK):
+        mantissa, power = np.frexp(values[at:at + _INT_BLOCK])
+        whole = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: 53 significant bits
+        high = whole >> 26
+        rest = whole - (high << 26)  # 0 <= rest < 2**26
+        base = int(power.min())
+        shift = power - base
+        high_sums = np.bincount(shift, weights=high.astype(np.float64))
+        rest_sums = np.bincount(shift, weights=rest.astype(np.float64))
+        block = 0
+        for k in np.flatnonzero((high_sums != 0) | (rest_sums != 0)).tolist():
+            block += ((int(high_sums[k]) << 26) + int(rest_sums[k])) << k
+        parts.append((block, base))
+    low = min(base for _, base in parts)
+    total = sum(block << (base - low) for block, base in parts)
+    unit = low - 53
+    return float(total << unit) if unit >= 0 else total / (1 << -unit)
 
 
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Acc, _accumulate_matched,
@@ -414,6 +414,28 @@ def test_the_exact_sum_is_fsums(values: list[float], constant: bool) -> None:
     (and the sign of a zero, and the error) math.fsum gives over every value."""
     x = np.array(values[:1] * len(values) if constant else values, dtype=np.float64)
     assert _fsum_outcome(exact_sum, x) == _fsum_outcome(lambda v: math.fsum(v.tolist()), x)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.floats(), st.floats(-1e-300, 1e-300), st.floats(-1e3, 1e3),
+                          st.sampled_from([2.0 ** 1020, -(2.0 ** 1020), 5e-324, 0.1, 0.3])),
+                max_size=60),
+       st.integers(1, 7))
+@example([1e308, 1e308, -1e308], 7)  # fsum overflows on the way to a sum it could hold
+@example([1.7976931348623157e308, 1e292], 2)
+def test_the_exact_sum_of_any_doubles_is_fsums(values: list[float], block: int) -> None:
+    """Any doubles, subnormal to near the overflow, in blocks of any size: the value, the sign
+    of a zero and the error of math.fsum (the integer sum where it applies, fsum elsewhere)."""
+    import difftest.numerics.stats as stats
+
+    x = np.array(values, dtype=np.float64)
+    real = stats._INT_BLOCK
+    stats._INT_BLOCK = block
+    try:
+        got = _fsum_outcome(exact_sum, x)
+    finally:
+        stats._INT_BLOCK = real
+    assert got == _fsum_outcome(lambda v: math.fsum(v.tolist()), x)
 
 
 def _accumulated_by_definition(acc: _Acc, ids_a: np.ndarray, va: np.ndarray,
