@@ -185,13 +185,64 @@ def _new_figure(width: float, height: float,
     return Figure(figsize=(width, height), dpi=100, layout=layout)
 
 
-def _encode(fig: Figure) -> str:
+def _svg(fig: Figure) -> bytes:
+    """The figure as SVG, deterministic (no date, fixed ids), text as paths. Printed by the SVG
+    canvas directly: savefig would first draw the whole figure once more, without output, for
+    a constrained layout, which the one draw lays out anyway (the bytes are the same)."""
     import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
 
+    _log_axes_for_print(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "difftest", "svg.fonttype": "path"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+        # print_svg has no annotations in matplotlib's stubs
+        FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})  # type: ignore[no-untyped-call]
+    return buf.getvalue()
+
+
+def _encode(fig: Figure) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(_svg(fig)).decode("ascii")
+
+
+def _log_axes_for_print(fig: Figure) -> None:
+    """Every log axis of `fig`, once its view is final: tick labels as plain text (`1e−03`)
+    instead of mathtext (`$10^{-3}$`, a math parser run per label), and the unlabelled minor
+    ticks as one line of tick marks instead of a Tick object each (two lines and two texts, a
+    few milliseconds apiece): the same marks at the places matplotlib would put them (the
+    axis's minor locator, within the view), drawn as its own minor tick draws them. Where an
+    axis spans a decade or less matplotlib labels some minor ticks, and its own ticks stay (a
+    few)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogFormatter, NullLocator
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            axis.set_major_formatter(LogFormatter())
+            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+            lo, hi = sorted(axis.get_view_interval())
+            if not 0 < lo < hi or np.log10(hi / lo) <= 1:
+                continue
+            locs = np.asarray(axis.get_minorticklocs(), dtype=np.float64)
+            a, b = np.log10(lo), np.log10(hi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = np.log10(locs)
+            locs = locs[(t >= a - (b - a) * 1e-10) & (t <= b + (b - a) * 1e-10)]
+            tick = axis.get_minor_ticks(1)[0]  # what each mark would be: its style and place
+            x = axis is ax.xaxis
+            for line in (tick.tick1line, tick.tick2line):
+                if not line.get_visible():
+                    continue
+                place = np.asarray(line.get_ydata() if x else line.get_xdata(), dtype=np.float64)
+                across = np.full(locs.size, place[0])
+                marks = Line2D(locs if x else across, across if x else locs)
+                marks.update_from(line)
+                marks.set_transform(line.get_transform())
+                marks.set_zorder(axis.get_zorder())
+                ax.add_artist(marks)
+                marks.set_clip_on(False)
+            axis.set_minor_locator(NullLocator())
 
 
 def _log_span(lo: float, hi: float) -> tuple[float, float]:
@@ -810,12 +861,7 @@ def localization_figure(loc: Localization) -> Figure_:
 def localization_svg(loc: Localization) -> bytes:
     """The same figure as an SVG file's bytes (`difftest localize` writes it beside its
     captures)."""
-    import matplotlib
-
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "difftest", "svg.fonttype": "path"}):
-        _localization_drawing(loc).savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
+    return _svg(_localization_drawing(loc))
 
 
 def _localization_section(saved: Sequence[SavedLocalization], h2: str) -> list[str]:
