@@ -372,9 +372,16 @@ def acceptance_figure(rep: ComparisonReport) -> Figure_ | None:
     hi = np.array([d.high - d.diff if d.high is not None else 0.0 for d in acc.deltas])
     colours = {None: "#555555", VerdictKind.AGREE: "#1a7f37", VerdictKind.DIFFER: "#cf222e",
                VerdictKind.UNINFORMATIVE: "#9a6700"}
-    for d, x, y, e0, e1, k in zip(acc.deltas, js, diff, lo, hi, known, strict=True):
-        right.errorbar([x], [y], yerr=[[e0], [e1]] if k else None, capsize=3, marker="s",
-                       color=colours[d.decision])
+    decisions = [d.decision for d in acc.deltas]
+    # one errorbar per decision and kind of bound, not one per position: the same marks with
+    # a fraction of the artists (no line joins the points)
+    for decision in dict.fromkeys(decisions):
+        of = np.array([x is decision for x in decisions])
+        for at, bounds in ((of & known, True), (of & ~known, False)):
+            if at.any():
+                right.errorbar(js[at], diff[at], yerr=np.vstack([lo[at], hi[at]]) if bounds
+                               else None, capsize=3, marker="s", linestyle="none",
+                               color=colours[decision])
     right.axhline(0.0, color="#999999", linewidth=0.8)
     level = f"{1 - 2 * acc.one_sided_alpha:.4g}"
     if acc.gate is not None:
@@ -439,7 +446,7 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
                          "change below it goes unseen")
     ax.set_xlabel("max |logit A - logit B| over the shared top-k ids of a row")
     ax.set_ylabel("rows")
-    ax.set_title(summary, fontsize=9)
+    ax.set_title(summary, fontsize=9, y=1.0)
     fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     return Figure_("Logit differences against the tolerance",
                    "Per compared row, on a log axis (bit-identical rows cannot be drawn there "
@@ -533,7 +540,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
         ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(_MAP_CLASSES) - 0.5, aspect="auto",
                   interpolation="nearest", extent=(-0.5, cols - 0.5, k + 0.5, 0.5))
         ax.set_ylabel("row")
-        ax.set_title(f"request {name}: row status{binned}", fontsize=9, loc="left")
+        ax.set_title(f"request {name}: row status{binned}", fontsize=9, loc="left", y=1.0)
         ax.tick_params(labelsize=7)
         block_pos = _column_positions(r.pos[sel], s, col, cols)
         _position_ticks(ax, block_pos)
@@ -563,7 +570,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
             _position_ticks(ax2, block_pos)
             ax2.set_title(f"request {name}: |logit difference| (grey: bit-identical, white: "
                           "not compared" + ("" if positive.size else "; no row differs")
-                          + ")", fontsize=9, loc="left")
+                          + ")", fontsize=9, loc="left", y=1.0)
             ax2.tick_params(labelsize=7)
             if first is not None and hit.size and not on_status:
                 _mark_first(ax2, int(col[hit[0]]), first, k)
@@ -590,14 +597,14 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
 
 def _column_positions(pos: np.ndarray, step: np.ndarray, col: np.ndarray,
                       cols: int) -> np.ndarray:
-    """The block position `pos` of each map column (its first block, when binned)."""
+    """The block position `pos` of each map column (its first block, when binned): of the rows
+    at the smallest step of their column, the first one's."""
     out = np.full(cols, -1, dtype=np.int64)
     first = np.full(cols, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, col, step)
-    for c in range(cols):
-        hit = np.flatnonzero((col == c) & (step == first[c]))
-        if hit.size:
-            out[c] = int(pos[hit[0]])
+    at_first = np.flatnonzero(step == first[col])
+    shown, where = np.unique(col[at_first], return_index=True)
+    out[shown] = pos[at_first[where]]
     return out
 
 

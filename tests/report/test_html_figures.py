@@ -1,7 +1,8 @@
 """The figures of report.html are drawn with fewer matplotlib objects and passes than its
 defaults take, and show the same: a log axis's unlabelled minor ticks are marks where and as
-matplotlib draws them, its labels are plain text (no math parser), and one draw prints the
-bytes savefig prints."""
+matplotlib draws them, its labels are plain text (no math parser), one draw prints the bytes
+savefig prints, a map column's position is that of its first block, each acceptance
+difference is its own mark, and titles set at the top are where matplotlib would put them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import matplotlib
 from matplotlib.artist import getp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from difftest import api
 from difftest.flow.evaluate import ComparisonReport
@@ -135,3 +138,83 @@ def test_one_draw_prints_what_savefig_prints(reports: list[ComparisonReport],
             assert html._svg(_drawn(make, monkeypatch)) == buf.getvalue()
             printed += 1
     assert printed >= 10
+
+
+def _column_positions_by_loop(pos: np.ndarray, step: np.ndarray, col: np.ndarray,
+                              cols: int) -> np.ndarray:
+    out = np.full(cols, -1, dtype=np.int64)
+    for c in range(cols):
+        here = np.flatnonzero(col == c)
+        if here.size:
+            first = here[step[here] == step[here].min()][0]
+            out[c] = int(pos[first])
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10**6)), max_size=60),
+       st.integers(1, 8))
+def test_each_map_column_shows_the_position_of_its_first_block(
+        blocks: list[tuple[int, int]], cols: int) -> None:
+    step = np.array([s for s, _ in blocks], dtype=np.int64)
+    pos = np.array([p for _, p in blocks], dtype=np.int64)
+    steps = int(step.max()) + 1 if blocks else 1
+    col = (step * cols) // steps
+    assert np.array_equal(html._column_positions(pos, step, col, cols),
+                          _column_positions_by_loop(pos, step, col, cols))
+
+
+def test_each_acceptance_difference_is_marked_in_its_decisions_colour(
+        reports: list[ComparisonReport], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per draft position j, B - A at (j, diff) in the colour of its decision, with its interval
+    where it has one; no line joins the positions."""
+    import dataclasses
+
+    from difftest.analysis.acceptance import AcceptanceCounts, measure_counts
+    from difftest.config import AcceptanceGate
+    from difftest.core.kinds import VerdictKind
+
+    rng = np.random.default_rng(3)
+    labels = np.repeat([f"r{i}" for i in range(12)], 20)
+    k = np.full(labels.size, 6)
+    counts = [AcceptanceCounts(labels, k, rng.binomial(6, p, labels.size)) for p in (0.6, 0.5)]
+    measured = measure_counts(*counts, ("a", "b"), AcceptanceGate(0.1, 0.01))
+    assert measured is not None
+    kinds = [None, VerdictKind.AGREE, VerdictKind.DIFFER, VerdictKind.UNINFORMATIVE]
+    deltas = tuple(dataclasses.replace(d, decision=kinds[i % 4],
+                                       **({"low": None, "high": None} if i == 4 else {}))
+                   for i, d in enumerate(measured.deltas))
+    rep = dataclasses.replace(reports[0], acceptance=dataclasses.replace(measured, deltas=deltas))
+    fig = _drawn(lambda: html.acceptance_figure(rep), monkeypatch)
+    colours = {None: "#555555", VerdictKind.AGREE: "#1a7f37", VerdictKind.DIFFER: "#cf222e",
+               VerdictKind.UNINFORMATIVE: "#9a6700"}
+    want_marks = {(d.j, round(d.diff, 12), colours[d.decision]) for d in deltas}
+    want_bars = {(d.j, round(d.low, 12), round(d.high, 12)) for d in deltas if d.low is not None}
+    marks, bars = set(), set()
+    for container in fig.axes[1].containers:
+        line, _, columns = container.lines
+        assert line.get_linestyle() == "None" or len(line.get_xdata()) == 1
+        marks |= {(int(x), round(float(y), 12), line.get_color())
+                  for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)}
+        for col in columns:
+            bars |= {(int(seg[0][0]), round(float(seg[0][1]), 12), round(float(seg[1][1]), 12))
+                     for seg in col.get_segments()}
+    assert marks == want_marks and len(deltas) == 6
+    assert bars == want_bars
+
+
+def test_titles_placed_at_the_top_are_where_matplotlib_would_place_them(
+        reports: list[ComparisonReport], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The maps' and the logit figure's titles are set at y=1 (matplotlib then skips measuring
+    each axes for ticks above it): no tick is there, so the figure is the same."""
+    from matplotlib.axes import Axes
+
+    placed = [f() for rep in reports for f in _makers(rep)[3:]]
+    set_title = Axes.set_title
+
+    def auto(self: Axes, label: str, *args: Any, y: float | None = None, **kw: Any) -> Any:
+        return set_title(self, label, *args, **kw)
+
+    monkeypatch.setattr(Axes, "set_title", auto)
+    assert placed == [f() for rep in reports for f in _makers(rep)[3:]]
+    assert sum(p is not None for p in placed) >= 6
