@@ -467,18 +467,16 @@ def _map_requests(c: Comparison) -> list[int]:
 
     r = c.rows
     bad = np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP, DIVERGED)) | r.logit_differs
-    order: list[int] = []
-    for req in r.req[bad]:
-        if int(req) not in order:
-            order.append(int(req))
-            if len(order) == MAX_MAP_REQUESTS:
-                return order
-    for req in np.unique(r.req):
-        if int(req) not in order:
-            order.append(int(req))
-            if len(order) == MAX_MAP_REQUESTS:
-                break
-    return order
+    differing, first = np.unique(r.req[bad], return_index=True)
+    order = [int(q) for q in differing[np.argsort(first)][:MAX_MAP_REQUESTS]]
+    seen = set(order)
+    order += [q for q in _requests_present(c).tolist() if q not in seen]
+    return order[:MAX_MAP_REQUESTS]
+
+
+def _requests_present(c: Comparison) -> np.ndarray:
+    """The codes of the requests that have rows, ascending."""
+    return np.flatnonzero(np.bincount(c.rows.req, minlength=len(c.requests)))
 
 
 def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
@@ -587,7 +585,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
         fig.legend(handles=_diff_legend(c), loc="lower center", ncol=4, fontsize=8,
                    frameon=False)
     drawn = len(requests)
-    total = int(np.unique(r.req).size)
+    total = int(_requests_present(c).size)
     more = f" ({total - drawn} more request(s) not drawn)" if total > drawn else ""
     return Figure_("Where the arms parted: step x row maps",
                    f"{drawn} of {total} request(s), those with differences first{more}. "

@@ -6,6 +6,7 @@ difference is its own mark, and titles set at the top are where matplotlib would
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable
 from pathlib import Path
@@ -218,3 +219,35 @@ def test_titles_placed_at_the_top_are_where_matplotlib_would_place_them(
     monkeypatch.setattr(Axes, "set_title", auto)
     assert placed == [f() for rep in reports for f in _makers(rep)[3:]]
     assert sum(p is not None for p in placed) >= 6
+
+
+@functools.cache
+def _agreeing() -> ComparisonReport:
+    return _report("agree_a.log", "agree_b.log")
+
+
+def _map_requests_by_loop(req: np.ndarray, bad: np.ndarray, most: int) -> list[int]:
+    order: list[int] = []
+    for q in [*req[bad].tolist(), *np.unique(req).tolist()]:
+        if q not in order:
+            order.append(q)
+    return order[:most]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=80))
+def test_the_maps_draw_the_requests_that_differ_first_then_the_rest(
+        rows: list[tuple[int, bool]]) -> None:
+    import dataclasses
+
+    from difftest.analysis.compare import DIFFER, SAME
+
+    base = _agreeing().comparison
+    assert base is not None
+    req = np.array([q for q, _ in rows], dtype=np.int64)
+    bad = np.array([b for _, b in rows], dtype=bool)
+    n = req.size
+    table = dataclasses.replace(base.rows, req=req, status=np.where(bad, DIFFER, SAME).astype(
+        np.int8), logit_differs=np.zeros(n, dtype=bool))
+    c = dataclasses.replace(base, rows=table, requests=tuple(f"r{i}" for i in range(10)))
+    assert html._map_requests(c) == _map_requests_by_loop(req, bad, html.MAX_MAP_REQUESTS)
