@@ -5,6 +5,7 @@ same; without it the CSV is written in Python."""
 from __future__ import annotations
 
 import math
+import os
 import platform
 import shutil
 from collections.abc import Iterator
@@ -153,6 +154,14 @@ def test_the_compiled_rows_of_committed_pairs_are_the_python_rows(tmp_path: Path
         rep = api.compare_traces(a, b)
         assert comparison.csv_text(rep) == comparison.csv_text(rep, pure=True), (a, b)
         assert len(comparison.csv_text(rep).splitlines()) > 1
+
+
+def test_ci_has_the_compiled_writer() -> None:
+    """CI installs the package from source with a C compiler (.ci/run): the writer must be
+    built there, where a failed optional build would otherwise only skip the tests above."""
+    if os.environ.get("CI", "").lower() != "true":
+        pytest.skip("outside CI a build without a compiler is allowed")
+    assert comparison.csv_fast_path_available()
 
 
 def test_without_the_compiled_writer_the_csv_is_written_in_python(
