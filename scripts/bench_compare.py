@@ -16,8 +16,12 @@ Every figure is CPU seconds (user + system) of the work after the imports, and p
 the whole child; each contender's child also reports its own parse stage, so the ratio is
 also shown against the parse measured in the same process.
 
+`--baseline DIR` runs each contender but the parse a second time from another checkout (a
+`git worktree add --detach DIR REV` of an earlier commit, its compiled scanner built), named
+`NAME@base`, interleaved with this checkout's: a before/after pair from one run.
+
 Usage: python scripts/bench_compare.py [--mb 25 50 100 200] [--repeat 3] [--keep DIR]
-       [--logit-every N]
+       [--only table csv] [--baseline DIR] [--logit-every N]
 """
 
 from __future__ import annotations
@@ -131,9 +135,9 @@ print(json.dumps({"cpu": cpu, "parse_cpu": parse_cpu[0], "code": code,
 CONTENDERS = ("parse", "table", "markdown", "csv", "html")
 
 
-def run_one(how: str, a: Path, b: Path, out: Path) -> dict:
+def run_one(how: str, a: Path, b: Path, out: Path, repo: Path = REPO) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(a), str(b), how, str(out)],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=repo)
     if done.returncode != 0:
         raise SystemExit(f"{how} failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -161,32 +165,40 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     ap.add_argument("--keep", type=Path, help="reuse/keep the generated pairs in this folder")
+    ap.add_argument("--baseline", type=Path,
+                    help="another checkout whose contenders (but the parse) run beside these")
     ap.add_argument("--logit-every", type=int, default=LOGIT_EVERY, metavar="N",
                     help="arm B changes every N-th logits line's top-1 value (1: every row "
                          "differs, none is judged as a plain row)")
     args = ap.parse_args()
     if "parse" not in args.only:
         args.only.insert(0, "parse")
+    # contender name -> (what the child does, the checkout it imports difftest from)
+    contenders = {name: (name, REPO) for name in args.only}
+    if args.baseline is not None:
+        contenders.update({f"{name}@base": (name, args.baseline.resolve())
+                           for name in args.only if name != "parse"})
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="difftest-bench-compare-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'MB':>5} {'contender':<9} {'cpu s':>7} {'x parse':>8} {'x own parse':>12} "
+    print(f"{'MB':>5} {'contender':<14} {'cpu s':>7} {'x parse':>8} {'x own parse':>12} "
           f"{'peak MB':>8} {'x parse':>8}  exit  runs (cpu s)")
     for mb in args.mb:
         a, b = pair(folder, mb, args.logit_every)
-        runs: dict[str, list[dict]] = {name: [] for name in args.only}
+        runs: dict[str, list[dict]] = {name: [] for name in contenders}
         for i in range(args.repeat):
-            order = args.only if i % 2 == 0 else list(reversed(args.only))
+            order = list(contenders) if i % 2 == 0 else list(reversed(contenders))
             for name in order:
-                runs[name].append(run_one(name, a, b, folder / "out.tmp"))
+                how, repo = contenders[name]
+                runs[name].append(run_one(how, a, b, folder / "out.tmp", repo))
         parse_cpu = statistics.median(r["cpu"] for r in runs["parse"])
         parse_rss = statistics.median(r["peak_rss_mb"] for r in runs["parse"])
         for name, rs in runs.items():
             cpu = statistics.median(r["cpu"] for r in rs)
             own = statistics.median(r["cpu"] / r["parse_cpu"] for r in rs)
             rss = statistics.median(r["peak_rss_mb"] for r in rs)
-            print(f"{mb:>5g} {name:<9} {cpu:>7.2f} {cpu / parse_cpu:>8.2f} {own:>12.2f} "
+            print(f"{mb:>5g} {name:<14} {cpu:>7.2f} {cpu / parse_cpu:>8.2f} {own:>12.2f} "
                   f"{rss:>8.0f} {rss / parse_rss:>8.2f}  {rs[0]['code']!s:>4}  "
                   + " ".join(f"{r['cpu']:.2f}" for r in rs), flush=True)
         if args.keep is None:

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from difftest.analysis.compare import (DIFFER, NEAR_TIE, STATUS_NAMES, Comparison, LogitJudgement,
                                        RowTable)
 from difftest.core.errors import UsageError
-from difftest.core.atomic import write_text_atomic
+from difftest.core.atomic import write_with
 from difftest.core.jsonout import dumps
 from difftest.core.kinds import ArmSide
 from difftest.analysis.logit_instrument import arm_resolutions, numbers, stats_line
@@ -28,7 +29,13 @@ from difftest.report.text import md_code, md_fence, md_inline, strip_ansi
 if TYPE_CHECKING:  # the localisations a run saved: loaded by whoever reads them
     from difftest.flow.localize import SavedLocalization
 
-CSV_BLOCK_ROWS = 1 << 16  # rows whose cells csv_text holds as strings at once
+_csvrows: Any
+try:
+    _csvrows = importlib.import_module("difftest.report._csvrows")
+except ImportError:  # built without a compiler: the rows are joined in Python
+    _csvrows = None
+
+CSV_BLOCK_ROWS = 1 << 16  # rows whose cells the CSV writer holds at once
 CSV_COLUMNS = ("req", "pos", "row", "token_a", "token_b", "status", "margin_a", "margin_b",
                "logit_a", "logit_b", "abs_logit_diff", "logits")
 
@@ -378,22 +385,17 @@ def _csv_cells(texts: Sequence[str]) -> list[str]:
     return cells
 
 
-def csv_text(rep: ComparisonReport) -> str:
-    """The CSV diff contract: one row per block row, empty cells where a value is unknown, text
-    cells that a spreadsheet would evaluate prefixed with a quote. The csv module, not pandas:
-    a small diff should not pay for importing a data-frame library. The csv module quotes the
-    few texts (request names, status and judgement names) once each; the cells of numbers need
-    no quoting, so each row is joined as is."""
-    c = rep.comparison
-    assert c is not None
-    r = c.rows
-    names = _csv_cells([spreadsheet_safe(n) for n in c.requests])
-    status = _csv_cells([STATUS_NAMES[s] for s in range(len(STATUS_NAMES))])
-    judgement = _csv_cells([k.value for k in LogitJudgement])
-    codes = r.logit_judgement_codes()
+def csv_fast_path_available() -> bool:
+    """True when the compiled row writer (difftest/report/_csvrows.c) was built and imports; the
+    CSV is the same without it, written in Python."""
+    return _csvrows is not None
+
+
+def _csv_blocks_py(r: RowTable, names: list[str], status: list[str], judgement: list[str],
+                   codes: np.ndarray) -> Iterator[str]:
+    """The rows' text, a block of rows at a time, joined in Python: the reference for the
+    compiled writer, and what runs without it."""
     diff = np.asarray(r.abs_logit_diff)
-    parts = [",".join(_csv_cells(CSV_COLUMNS)) + "\n"]
-    # a block of rows at a time: the cells of one block, not of every row, are held as strings
     for start in range(0, len(r), CSV_BLOCK_ROWS):
         at = slice(start, start + CSV_BLOCK_ROWS)
         margin_a, logit_a = _float_cells(r.margin_a[at]), _float_cells(r.logit_a[at])
@@ -405,18 +407,78 @@ def csv_text(rep: ComparisonReport) -> str:
             logit_a, _float_cells_as(r.logit_b[at], r.logit_a[at], logit_a),
             _float_cells(diff[at]), [judgement[i] for i in codes[at].tolist()],
         ]
-        parts.append("\n".join(map(",".join, zip(*columns, strict=True))) + "\n")
-    return "".join(parts)
+        yield "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+
+
+def _csv_blocks_compiled(r: RowTable, names: list[str], status: list[str], judgement: list[str],
+                         codes: np.ndarray) -> Iterator[bytes]:
+    """The same text as `_csv_blocks_py`, each block of rows written by the compiled writer
+    into one buffer (a cell per column kind: texts by code, integers, integers where an arm
+    drafted, floats as format(x, ".9g"), B's float cells taken from A's where the bits match)."""
+    k = _csvrows
+
+    def ints(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.int64)
+
+    def floats(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.float64)
+
+    def texts(cells: list[str]) -> tuple[bytes, ...]:
+        return tuple(c.encode("utf-8") for c in cells)
+
+    columns = (
+        (k.TEXT, ints(r.req), texts(names)), (k.INT, ints(r.pos)), (k.INT, ints(r.row)),
+        (k.INT_HAS, ints(r.token_a), np.ascontiguousarray(r.has_a, dtype=np.bool_)),
+        (k.INT_HAS, ints(r.token_b), np.ascontiguousarray(r.has_b, dtype=np.bool_)),
+        (k.TEXT, ints(r.status), texts(status)),
+        (k.FLOAT, floats(r.margin_a)), (k.FLOAT_AS, floats(r.margin_b), 6),
+        (k.FLOAT, floats(r.logit_a)), (k.FLOAT_AS, floats(r.logit_b), 8),
+        (k.FLOAT, floats(r.abs_logit_diff)), (k.TEXT, ints(codes), texts(judgement)),
+    )
+    for start in range(0, len(r), CSV_BLOCK_ROWS):
+        yield k.rows(columns, start, min(start + CSV_BLOCK_ROWS, len(r)))
+
+
+def csv_chunks(rep: ComparisonReport, *, pure: bool = False) -> Iterator[bytes]:
+    """The CSV diff contract, as UTF-8 a block of rows at a time: one row per block row, empty
+    cells where a value is unknown, text cells that a spreadsheet would evaluate prefixed with
+    a quote. The csv module, not pandas: a small diff should not pay for importing a data-frame
+    library. The csv module quotes the few texts (request names, status and judgement names)
+    once each; the cells of numbers need no quoting, so each row is joined as is, by the
+    compiled writer where it was built (and `pure` is false), else in Python: the same bytes."""
+    c = rep.comparison
+    assert c is not None
+    r = c.rows
+    names = _csv_cells([spreadsheet_safe(n) for n in c.requests])
+    status = _csv_cells([STATUS_NAMES[s] for s in range(len(STATUS_NAMES))])
+    judgement = _csv_cells([k.value for k in LogitJudgement])
+    codes = r.logit_judgement_codes()
+    yield (",".join(_csv_cells(CSV_COLUMNS)) + "\n").encode("utf-8")
+    if not pure and csv_fast_path_available():
+        yield from _csv_blocks_compiled(r, names, status, judgement, codes)
+    else:
+        yield from (block.encode("utf-8")
+                    for block in _csv_blocks_py(r, names, status, judgement, codes))
+
+
+def csv_text(rep: ComparisonReport, *, pure: bool = False) -> str:
+    """The whole CSV diff (`csv_chunks`) as one text."""
+    return b"".join(csv_chunks(rep, pure=pure)).decode("utf-8")
 
 
 def write_csv(rep: ComparisonReport, path: Path, *, reads: Iterable[Path] = (),
               inside: Path | None = None) -> None:
-    """Write the CSV diff atomically, through a temp file created exclusively beside it (a
-    link planted at any name there is never followed; see difftest.core.atomic for what else is
-    refused)."""
+    """Write the CSV diff atomically, a block of rows at a time, through a temp file created
+    exclusively beside it (a link planted at any name there is never followed; see
+    difftest.core.atomic for what else is refused): the old file stays whole if anything fails."""
     path = Path(path)
+
+    def write(fh: IO[bytes]) -> None:
+        for chunk in csv_chunks(rep):
+            fh.write(chunk)
+
     try:
-        write_text_atomic(path, csv_text(rep), reads=reads, inside=inside)
+        write_with(path, write, reads=reads, inside=inside)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write CSV: {exc.strerror or exc}") from None
 

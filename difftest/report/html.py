@@ -185,13 +185,64 @@ def _new_figure(width: float, height: float,
     return Figure(figsize=(width, height), dpi=100, layout=layout)
 
 
-def _encode(fig: Figure) -> str:
+def _svg(fig: Figure) -> bytes:
+    """The figure as SVG, deterministic (no date, fixed ids), text as paths. Printed by the SVG
+    canvas directly: savefig would first draw the whole figure once more, without output, for
+    a constrained layout, which the one draw lays out anyway (the bytes are the same)."""
     import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
 
+    _log_axes_for_print(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "difftest", "svg.fonttype": "path"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+        # print_svg has no annotations in matplotlib's stubs
+        FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})  # type: ignore[no-untyped-call]
+    return buf.getvalue()
+
+
+def _encode(fig: Figure) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(_svg(fig)).decode("ascii")
+
+
+def _log_axes_for_print(fig: Figure) -> None:
+    """Every log axis of `fig`, once its view is final: tick labels as plain text (`1e−03`)
+    instead of mathtext (`$10^{-3}$`, a math parser run per label), and the unlabelled minor
+    ticks as one line of tick marks instead of a Tick object each (two lines and two texts, a
+    few milliseconds apiece): the same marks at the places matplotlib would put them (the
+    axis's minor locator, within the view), drawn as its own minor tick draws them. Where an
+    axis spans a decade or less matplotlib labels some minor ticks, and its own ticks stay (a
+    few)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogFormatter, NullLocator
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            axis.set_major_formatter(LogFormatter())
+            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+            lo, hi = sorted(axis.get_view_interval())
+            if not 0 < lo < hi or np.log10(hi / lo) <= 1:
+                continue
+            locs = np.asarray(axis.get_minorticklocs(), dtype=np.float64)
+            a, b = np.log10(lo), np.log10(hi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = np.log10(locs)
+            locs = locs[(t >= a - (b - a) * 1e-10) & (t <= b + (b - a) * 1e-10)]
+            tick = axis.get_minor_ticks(1)[0]  # what each mark would be: its style and place
+            x = axis is ax.xaxis
+            for line in (tick.tick1line, tick.tick2line):
+                if not line.get_visible():
+                    continue
+                place = np.asarray(line.get_ydata() if x else line.get_xdata(), dtype=np.float64)
+                across = np.full(locs.size, place[0])
+                marks = Line2D(locs if x else across, across if x else locs)
+                marks.update_from(line)
+                marks.set_transform(line.get_transform())
+                marks.set_zorder(axis.get_zorder())
+                ax.add_artist(marks)
+                marks.set_clip_on(False)
+            axis.set_minor_locator(NullLocator())
 
 
 def _log_span(lo: float, hi: float) -> tuple[float, float]:
@@ -321,9 +372,16 @@ def acceptance_figure(rep: ComparisonReport) -> Figure_ | None:
     hi = np.array([d.high - d.diff if d.high is not None else 0.0 for d in acc.deltas])
     colours = {None: "#555555", VerdictKind.AGREE: "#1a7f37", VerdictKind.DIFFER: "#cf222e",
                VerdictKind.UNINFORMATIVE: "#9a6700"}
-    for d, x, y, e0, e1, k in zip(acc.deltas, js, diff, lo, hi, known, strict=True):
-        right.errorbar([x], [y], yerr=[[e0], [e1]] if k else None, capsize=3, marker="s",
-                       color=colours[d.decision])
+    decisions = [d.decision for d in acc.deltas]
+    # one errorbar per decision and kind of bound, not one per position: the same marks with
+    # a fraction of the artists (no line joins the points)
+    for decision in dict.fromkeys(decisions):
+        of = np.array([x is decision for x in decisions])
+        for at, bounds in ((of & known, True), (of & ~known, False)):
+            if at.any():
+                right.errorbar(js[at], diff[at], yerr=np.vstack([lo[at], hi[at]]) if bounds
+                               else None, capsize=3, marker="s", linestyle="none",
+                               color=colours[decision])
     right.axhline(0.0, color="#999999", linewidth=0.8)
     level = f"{1 - 2 * acc.one_sided_alpha:.4g}"
     if acc.gate is not None:
@@ -388,7 +446,7 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
                          "change below it goes unseen")
     ax.set_xlabel("max |logit A - logit B| over the shared top-k ids of a row")
     ax.set_ylabel("rows")
-    ax.set_title(summary, fontsize=9)
+    ax.set_title(summary, fontsize=9, y=1.0)
     fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     return Figure_("Logit differences against the tolerance",
                    "Per compared row, on a log axis (bit-identical rows cannot be drawn there "
@@ -409,18 +467,16 @@ def _map_requests(c: Comparison) -> list[int]:
 
     r = c.rows
     bad = np.isin(r.status, (DIFFER, NEAR_TIE, NOISE_FLIP, DIVERGED)) | r.logit_differs
-    order: list[int] = []
-    for req in r.req[bad]:
-        if int(req) not in order:
-            order.append(int(req))
-            if len(order) == MAX_MAP_REQUESTS:
-                return order
-    for req in np.unique(r.req):
-        if int(req) not in order:
-            order.append(int(req))
-            if len(order) == MAX_MAP_REQUESTS:
-                break
-    return order
+    differing, first = np.unique(r.req[bad], return_index=True)
+    order = [int(q) for q in differing[np.argsort(first)][:MAX_MAP_REQUESTS]]
+    seen = set(order)
+    order += [q for q in _requests_present(c).tolist() if q not in seen]
+    return order[:MAX_MAP_REQUESTS]
+
+
+def _requests_present(c: Comparison) -> np.ndarray:
+    """The codes of the requests that have rows, ascending."""
+    return np.flatnonzero(np.bincount(c.rows.req, minlength=len(c.requests)))
 
 
 def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
@@ -482,7 +538,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
         ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(_MAP_CLASSES) - 0.5, aspect="auto",
                   interpolation="nearest", extent=(-0.5, cols - 0.5, k + 0.5, 0.5))
         ax.set_ylabel("row")
-        ax.set_title(f"request {name}: row status{binned}", fontsize=9, loc="left")
+        ax.set_title(f"request {name}: row status{binned}", fontsize=9, loc="left", y=1.0)
         ax.tick_params(labelsize=7)
         block_pos = _column_positions(r.pos[sel], s, col, cols)
         _position_ticks(ax, block_pos)
@@ -512,7 +568,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
             _position_ticks(ax2, block_pos)
             ax2.set_title(f"request {name}: |logit difference| (grey: bit-identical, white: "
                           "not compared" + ("" if positive.size else "; no row differs")
-                          + ")", fontsize=9, loc="left")
+                          + ")", fontsize=9, loc="left", y=1.0)
             ax2.tick_params(labelsize=7)
             if first is not None and hit.size and not on_status:
                 _mark_first(ax2, int(col[hit[0]]), first, k)
@@ -529,7 +585,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
         fig.legend(handles=_diff_legend(c), loc="lower center", ncol=4, fontsize=8,
                    frameon=False)
     drawn = len(requests)
-    total = int(np.unique(r.req).size)
+    total = int(_requests_present(c).size)
     more = f" ({total - drawn} more request(s) not drawn)" if total > drawn else ""
     return Figure_("Where the arms parted: step x row maps",
                    f"{drawn} of {total} request(s), those with differences first{more}. "
@@ -539,14 +595,14 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
 
 def _column_positions(pos: np.ndarray, step: np.ndarray, col: np.ndarray,
                       cols: int) -> np.ndarray:
-    """The block position `pos` of each map column (its first block, when binned)."""
+    """The block position `pos` of each map column (its first block, when binned): of the rows
+    at the smallest step of their column, the first one's."""
     out = np.full(cols, -1, dtype=np.int64)
     first = np.full(cols, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, col, step)
-    for c in range(cols):
-        hit = np.flatnonzero((col == c) & (step == first[c]))
-        if hit.size:
-            out[c] = int(pos[hit[0]])
+    at_first = np.flatnonzero(step == first[col])
+    shown, where = np.unique(col[at_first], return_index=True)
+    out[shown] = pos[at_first[where]]
     return out
 
 
@@ -810,12 +866,7 @@ def localization_figure(loc: Localization) -> Figure_:
 def localization_svg(loc: Localization) -> bytes:
     """The same figure as an SVG file's bytes (`difftest localize` writes it beside its
     captures)."""
-    import matplotlib
-
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "difftest", "svg.fonttype": "path"}):
-        _localization_drawing(loc).savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
+    return _svg(_localization_drawing(loc))
 
 
 def _localization_section(saved: Sequence[SavedLocalization], h2: str) -> list[str]:

@@ -39,6 +39,7 @@ def test_comparison_reports(pair: str, golden: Golden) -> None:
     golden.check(f"{pair}.md", render.render_markdown(rep))
     golden.check(f"{pair}.table.txt", render.render_table(rep) + "\n")
     golden.check(f"{pair}.csv", render.csv_text(rep))
+    golden.check(f"{pair}.csv", render.csv_text(rep, pure=True))  # the rows joined in Python
 
 
 def test_check_reports(golden: Golden) -> None:

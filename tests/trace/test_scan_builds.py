@@ -5,17 +5,16 @@ reads as Python's float() reads it."""
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import shutil
 import struct
-import subprocess
-import sysconfig
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+
+from tests import c_builds
 
 SOURCE = Path(__file__).resolve().parents[2] / "difftest" / "trace" / "_scan.c"
 pytestmark = pytest.mark.skipif(
@@ -25,15 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 def built(tmp_path: Path, *flags: str) -> ModuleType:
     """The scanner compiled with `flags`, loaded under its own name."""
-    out = tmp_path / f"_scan{sysconfig.get_config_var('EXT_SUFFIX')}"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", *flags,
-                    f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(out)],
-                   check=True, capture_output=True, timeout=300)
-    spec = importlib.util.spec_from_file_location("_scan", out)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return c_builds.built(SOURCE, "_scan", tmp_path, *flags)
 
 
 def spellings() -> list[str]:
