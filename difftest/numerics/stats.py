@@ -308,7 +308,7 @@ def exact_sum(values: np.ndarray) -> float:
 
 
 _NO_OVERFLOW = 2.0 ** 1020
-_INT_BLOCK = 1 << 25  # values summed at a time by `_integer_sum`: every partial sum < 2**53
+_INT_BLOCK = 1 << 16  # values summed at a time by `_integer_sum` (its temporaries stay small)
 
 
 def _integer_sum(values: np.ndarray) -> float:
