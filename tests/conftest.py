@@ -9,12 +9,15 @@ the flag a mismatch fails and leaves the rendered text beside the golden file as
 from __future__ import annotations
 
 import contextlib
+import importlib
+import io
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import NamedTuple
@@ -374,6 +377,39 @@ def cli_in(cwd: Path, *args: str, env: dict[str, str] | None = None,
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `env` set (None: unset) for the block's duration, then restored as it
+    was, variables the block itself set or removed included."""
+    saved = os.environ.copy()
+    try:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def runner_main(runner: str, *args: str, env: Mapping[str, str | None] | None = None) -> Ran:
+    """`python -m difftest.runners.RUNNER ARGS` run in this process: its `main` (whose code the
+    command exits with) under `env` (environment()), with what it writes to stdout and stderr.
+    For a runner's tests of what it computes and prints rather than of its process: the runner's
+    own code, models and option checks, without another interpreter importing torch,
+    transformers or mlx again (2-3 s of CPU a start)."""
+    main = importlib.import_module(f"difftest.runners.{runner}.__main__").main
+    out, err = io.StringIO(), io.StringIO()
+    with environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
