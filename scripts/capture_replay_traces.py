@@ -1,17 +1,17 @@
 """Record the reference-runner traces that tests replay where they are about difftest's judging
-rather than the runner: rounds of `--until-decided`, noise reruns and repeated sampler seeds
-(tests/data/sampled/, tests/flow/test_sampled_comparison.py), the sequential acceptance test
-(tests/data/sequential/, tests/analysis/test_sequential.py), calibration on held-out inputs
-(tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
-(tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
-is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
-that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
-tests/flow/test_coverage_gate.py), the runs a noise floor is judged on (tests/data/numerics/,
-tests/test_numerics_cli.py), and the runs `difftest localize` reruns with capture
-(tests/data/localize/, tests/flow/test_localize_baseline.py, tests/flow/test_localize_report.py):
-each arm's free run, its teacher-forced run, and its capturing run with the dumps it wrote, taken
-from a real compare (or probe) and localize of the reference runner's arms, which
-conftest.REPLAY_LOCALIZE arms replay.
+rather than the runner: rounds of `--until-decided`, noise reruns, repeated sampler seeds and a
+probe of a sampled comparison (tests/data/sampled/, tests/flow/test_sampled_comparison.py), the
+sequential acceptance test (tests/data/sequential/, tests/analysis/test_sequential.py),
+calibration on held-out inputs (tests/data/calibrate/, tests/flow/test_calibrate.py), the
+acceptance gate (tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that
+teacher forcing is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the
+shipped config that probes and the coverage gate run (tests/data/shipped/,
+tests/flow/test_switch_gate.py, tests/flow/test_coverage_gate.py), the runs a noise floor is
+judged on (tests/data/numerics/, tests/test_numerics_cli.py), and the runs `difftest localize`
+reruns with capture (tests/data/localize/, tests/flow/test_localize_baseline.py,
+tests/flow/test_localize_report.py): each arm's free run, its teacher-forced run, and its
+capturing run with the dumps it wrote, taken from a real compare (or probe) and localize of the
+reference runner's arms, which conftest.REPLAY_LOCALIZE arms replay.
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -19,8 +19,8 @@ the same one, as the reference runner (deterministic at a fixed seed) would prin
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
 Usage: python scripts/capture_replay_traces.py [SECTION ...]
-(sections: sampled, sequential, calibrate, acceptance, force, shipped, numerics, localize; no
-argument: all)
+(sections: sampled, sampled-probe, sequential, calibrate, acceptance, force, shipped, numerics,
+localize; no argument: all)
 """
 
 from __future__ import annotations
@@ -81,6 +81,20 @@ def sampled() -> None:
     for seed in (7, 8):
         capture([*REFERENCE, *SAMPLED, "--samples", "4", "--sample-seed", str(seed)],
                 {"VT_SPEC_TRACE": "1"}, DATA / "sampled" / f"four-draws-{seed}.log")
+
+
+def sampled_probe() -> None:
+    """The probe of test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_
+    is_caught (tests/flow/test_sampled_comparison.py): its arms, 50 draws per prompt, the target
+    alone at sampler seed 1, speculative sampling at seed 2, and at seed 2 with the draft-only
+    temperature (its mutation)."""
+    for name, extra, seed, mutation in (("target", ["--no-spec"], 1, "none"),
+                                        ("spec", [], 2, "none"),
+                                        ("spec", [], 2, "temperature-draft-only")):
+        stem = name + ("" if mutation == "none" else f"+{mutation}")
+        capture([*REFERENCE, *SAMPLED, "--samples", "50", *extra, "--sample-seed", str(seed)],
+                {**SAMPLED_ENV, "DIFFTEST_MUTATION": mutation},
+                DATA / "sampled" / f"probe-{stem}.log")
 
 
 def sequential() -> None:
@@ -312,9 +326,9 @@ def localize() -> None:
                  DATA / "localize" / "probe")
 
 
-SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance, "force": force, "shipped": shipped, "numerics": numerics,
-            "localize": localize}
+SECTIONS = {"sampled": sampled, "sampled-probe": sampled_probe, "sequential": sequential,
+            "calibrate": calibrate, "acceptance": acceptance, "force": force, "shipped": shipped,
+            "numerics": numerics, "localize": localize}
 
 
 def main() -> None:

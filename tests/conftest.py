@@ -300,6 +300,16 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.rstrip("\n")
 
 
+# An arm that prints a runner's capture (argv[1]: its path without `.log`) or, where its launch
+# sets a mutation (DIFFTEST_MUTATION), the capture of the arm so mutated (PATH+MUTATION.log).
+REPLAY_MUTATED = "; ".join([
+    "import os, sys", "capture = sys.argv[1]",
+    "mutation = os.environ.get('DIFFTEST_MUTATION', 'none')",
+    "capture += '' if mutation == 'none' else '+' + mutation",
+    "sys.stdout.write('generated\\n')",
+    "sys.stderr.write(open(capture + '.log', encoding='utf-8').read())"])
+
+
 def replay_command(trace: Path) -> list[str]:
     """The argv of a replay arm, in config form ({python} is the running interpreter)."""
     return ["{python}", "-c", REPLAY, str(trace)]
