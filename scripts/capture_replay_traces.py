@@ -11,7 +11,9 @@ judged on (tests/data/numerics/, tests/test_numerics_cli.py), and the runs `diff
 reruns with capture (tests/data/localize/, tests/flow/test_localize_baseline.py,
 tests/flow/test_localize_report.py): each arm's free run, its teacher-forced run, and its
 capturing run with the dumps it wrote, taken from a real compare (or probe) and localize of the
-reference runner's arms, which conftest.REPLAY_LOCALIZE arms replay.
+reference runner's arms, which conftest.REPLAY_LOCALIZE arms replay; and, of the transformers
+runner, the shipped fp32 and bf16 assistants teacher-forced (tests/data/hf-force/,
+tests/runners/test_hf_force.py), replayed by the same arms.
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -20,7 +22,7 @@ is the runner's stderr under the arm's environment, as an arm started by difftes
 this again when the reference runner's output changes.
 Usage: python scripts/capture_replay_traces.py [SECTION ...]
 (sections: sampled, sampled-probe, sequential, calibrate, acceptance, force, shipped, numerics,
-localize; no argument: all)
+localize, hf-force; no argument: all)
 """
 
 from __future__ import annotations
@@ -326,9 +328,26 @@ def localize() -> None:
                  DATA / "localize" / "probe")
 
 
+def hf_force() -> None:
+    """tests/runners/test_hf_force.py's teacher-forced comparison of the shipped fp32 and bf16
+    assistants (difftest/configs/hf.toml's assistant-dtype with teacher_force, the transformers
+    runner): sdpa's free run, bf16-assistant's run forced on sdpa's stream, and that stream
+    (tests/data/hf-force/)."""
+    from difftest import api
+    from difftest.config import load_config
+
+    cfg = load_config(REPO / "difftest" / "configs" / "hf.toml")
+    spec = cfg.comparisons["assistant-dtype"].with_rules(teacher_force=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = api.run_comparison(cfg, spec, run_root=Path(tmp), progress=False)
+        assert rep.run_dir is not None and rep.forcing is not None and rep.forcing.honoured
+        _harvest(rep.run_dir, {"sdpa": "sdpa", "bf16-assistant": "bf16-assistant"},
+                 DATA / "hf-force")
+
+
 SECTIONS = {"sampled": sampled, "sampled-probe": sampled_probe, "sequential": sequential,
             "calibrate": calibrate, "acceptance": acceptance, "force": force, "shipped": shipped,
-            "numerics": numerics, "localize": localize}
+            "numerics": numerics, "localize": localize, "hf-force": hf_force}
 
 
 def main() -> None:
