@@ -1,17 +1,19 @@
 """Record the reference-runner traces that tests replay where they are about difftest's judging
-rather than the runner: rounds of `--until-decided`, noise reruns and repeated sampler seeds
-(tests/data/sampled/, tests/flow/test_sampled_comparison.py), the sequential acceptance test
-(tests/data/sequential/, tests/analysis/test_sequential.py), calibration on held-out inputs
-(tests/data/calibrate/, tests/flow/test_calibrate.py), the acceptance gate
-(tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that teacher forcing
-is contrasted with (tests/data/force/, tests/core/test_force.py) and arms of the shipped config
-that probes and the coverage gate run (tests/data/shipped/, tests/flow/test_switch_gate.py,
-tests/flow/test_coverage_gate.py), the runs a noise floor is judged on (tests/data/numerics/,
-tests/test_numerics_cli.py), and the runs `difftest localize` reruns with capture
-(tests/data/localize/, tests/flow/test_localize_baseline.py, tests/flow/test_localize_report.py):
-each arm's free run, its teacher-forced run, and its capturing run with the dumps it wrote, taken
-from a real compare (or probe) and localize of the reference runner's arms, which
-conftest.REPLAY_LOCALIZE arms replay.
+rather than the runner: rounds of `--until-decided`, noise reruns, repeated sampler seeds and a
+probe of a sampled comparison (tests/data/sampled/, tests/flow/test_sampled_comparison.py), the
+sequential acceptance test (tests/data/sequential/, tests/analysis/test_sequential.py),
+calibration on held-out inputs (tests/data/calibrate/, tests/flow/test_calibrate.py), the
+acceptance gate (tests/data/acceptance/, tests/analysis/test_acceptance.py), free runs that
+teacher forcing is contrasted with and a harmless change teacher-forced (tests/data/force/,
+tests/core/test_force.py) and arms of the shipped config that probes and the coverage gate run
+(tests/data/shipped/, tests/flow/test_switch_gate.py, tests/flow/test_coverage_gate.py), the
+runs a noise floor is judged on (tests/data/numerics/, tests/test_numerics_cli.py), and the runs
+`difftest localize` reruns with capture (tests/data/localize/,
+tests/flow/test_localize_baseline.py, tests/flow/test_localize_report.py): each arm's free run,
+its teacher-forced run, and its capturing run with the dumps it wrote, taken from a real compare
+(or probe) and localize of the reference runner's arms, which conftest.REPLAY_LOCALIZE arms
+replay; and, of the transformers runner, the shipped fp32 and bf16 assistants teacher-forced
+(tests/data/hf-force/, tests/runners/test_hf_force.py), replayed by the same arms.
 
 Their replay arms print these captures; where an arm takes an input (`{seed}`), the file names
 the input, so a round on the next input replays the next capture and a rerun on the same input
@@ -19,8 +21,8 @@ the same one, as the reference runner (deterministic at a fixed seed) would prin
 is the runner's stderr under the arm's environment, as an arm started by difftest gets it. Run
 this again when the reference runner's output changes.
 Usage: python scripts/capture_replay_traces.py [SECTION ...]
-(sections: sampled, sequential, calibrate, acceptance, force, shipped, numerics, localize; no
-argument: all)
+(sections: sampled, sampled-probe, sequential, calibrate, acceptance, force, shipped, numerics,
+localize, forced, hf-force; no argument: all)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from difftest.config import Config
 from difftest.execute.supervise import arm_environment
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,6 +84,20 @@ def sampled() -> None:
     for seed in (7, 8):
         capture([*REFERENCE, *SAMPLED, "--samples", "4", "--sample-seed", str(seed)],
                 {"VT_SPEC_TRACE": "1"}, DATA / "sampled" / f"four-draws-{seed}.log")
+
+
+def sampled_probe() -> None:
+    """The probe of test_spec_agrees_with_the_target_alone_in_distribution_and_a_wrong_sampler_
+    is_caught (tests/flow/test_sampled_comparison.py): its arms, 50 draws per prompt, the target
+    alone at sampler seed 1, speculative sampling at seed 2, and at seed 2 with the draft-only
+    temperature (its mutation)."""
+    for name, extra, seed, mutation in (("target", ["--no-spec"], 1, "none"),
+                                        ("spec", [], 2, "none"),
+                                        ("spec", [], 2, "temperature-draft-only")):
+        stem = name + ("" if mutation == "none" else f"+{mutation}")
+        capture([*REFERENCE, *SAMPLED, "--samples", "50", *extra, "--sample-seed", str(seed)],
+                {**SAMPLED_ENV, "DIFFTEST_MUTATION": mutation},
+                DATA / "sampled" / f"probe-{stem}.log")
 
 
 def sequential() -> None:
@@ -143,6 +160,39 @@ def force() -> None:
     capture(dflash1, {"VT_SPEC_TRACE": "3"}, DATA / "force" / "free-dflash1-f32.log")
     capture([*dflash1, "--draft-dtype", "bfloat16"], {"VT_SPEC_TRACE": "3"},
             DATA / "force" / "free-dflash1-bf16.log")
+
+
+def _arm(argv: list[str]) -> str:
+    """The body of an [arms.*] table: `argv` at trace level 3."""
+    return "command = [" + ", ".join(f'"{a}"' for a in argv) + ']\nenv = { VT_SPEC_TRACE = "3" }\n'
+
+
+def _teacher_forced(folder: Path, arms: dict[str, list[str]], a: str, b: str,
+                    extra: str = "") -> tuple[Config, Path]:
+    """A teacher-forced compare in `folder` of arm `b` against arm `a` of `arms` (name: argv,
+    at trace level 3), `extra` added to the comparison: its config and run directory."""
+    from difftest import api
+    from difftest.config import parse_config
+
+    cfg = parse_config(
+        "".join(f"[arms.{name}]\n{_arm(argv)}" for name, argv in arms.items())
+        + f'[comparisons.pair]\narm_a = "{a}"\narm_b = "{b}"\nteacher_force = true\n' + extra,
+        folder / "difftest.toml")
+    rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=folder / "runs",
+                             progress=False)
+    assert rep.run_dir is not None
+    return cfg, rep.run_dir
+
+
+def forced() -> None:
+    """test_force.py's harmless change teacher-forced: the reference drafter (`--requests 2
+    --steps 5` at level 3) free, and with split attention forced on its stream
+    (tests/data/force/split/: base.log, split.forced.log, force.json)."""
+    small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
+    with tempfile.TemporaryDirectory() as tmp:
+        _, run_dir = _teacher_forced(Path(tmp), {"base": small, "split": [
+            *small, "--attention-kernel", "split"]}, "base", "split")
+        _harvest(run_dir, {"base": "base", "split": "split"}, DATA / "force" / "split")
 
 
 def shipped() -> None:
@@ -234,64 +284,44 @@ def localize() -> None:
     tests/flow/test_localize_report.py's teacher-forced comparison of a planted fault and its probe
     of a self-pair with a noise fault as its mutation, localised at its mutation."""
     from difftest import api
-    from difftest.config import parse_config
     from difftest.core.errors import UsageError
     from difftest.flow.localize import localize_run
-
-    def arm(argv: list[str]) -> str:
-        return "command = [" + ", ".join(f'"{a}"' for a in argv) + ']\nenv = { VT_SPEC_TRACE = "3" }\n'
 
     ref = ["{python}", "-m", "difftest.runners.reference", "--requests", "1", "--steps", "3"]
     bf16 = [*ref, "--draft-dtype", "bfloat16"]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cfg = parse_config(
-            f"[arms.f32]\n{arm(ref)}[arms.bf16]\n{arm(bf16)}"
-            f"[arms.faulty]\n{arm([*bf16, '--fault', 'layers.1.mlp:scale'])}"
-            f"[arms.seed7]\n{arm([*bf16, '--seed', '7'])}"
-            '[comparisons.pair]\narm_a = "f32"\narm_b = "faulty"\nteacher_force = true\n',
-            root / "difftest.toml")
-        rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=root / "runs",
-                                 progress=False)
-        assert rep.run_dir is not None
-        again = Path(shutil.copytree(rep.run_dir, root / "again"))
-        localize_run(rep.run_dir, baseline="bf16", config=cfg)
+        cfg, run_dir = _teacher_forced(root, {
+            "f32": ref, "bf16": bf16, "faulty": [*bf16, "--fault", "layers.1.mlp:scale"],
+            "seed7": [*bf16, "--seed", "7"]}, "f32", "faulty")
+        again = Path(shutil.copytree(run_dir, root / "again"))
+        localize_run(run_dir, baseline="bf16", config=cfg)
         try:
             localize_run(again, baseline="seed7", config=cfg)
         except UsageError:
             pass  # refused after the rerun: its captures are what the test reads
         names = {"f32": "f32", "faulty": "faulty", "bf16": "bf16", "seed7": "seed7"}
-        _harvest(rep.run_dir, names, DATA / "localize" / "mlp")
+        _harvest(run_dir, names, DATA / "localize" / "mlp")
         _harvest(again, {"seed7": "seed7"}, DATA / "localize" / "mlp")
 
         for fault in PLANTED:  # test_localize_run_names_the_planted_module_against_the_background
             planted = root / fault.replace(":", "-")
             planted.mkdir()
-            cfg = parse_config(
-                f"[arms.f32]\n{arm(ref)}[arms.bf16]\n{arm(bf16)}"
-                f"[arms.faulty0]\n{arm([*bf16, '--fault', fault])}"
-                '[comparisons.pair]\narm_a = "f32"\narm_b = "faulty0"\nteacher_force = true\n'
-                'localize_baseline = "bf16"\n', planted / "difftest.toml")
-            rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=planted / "runs",
-                                     progress=False)
-            assert rep.run_dir is not None
-            localize_run(rep.run_dir, config=cfg)
-            _harvest(rep.run_dir, {"f32": "f32", "bf16": "bf16", "faulty0": "faulty0"},
+            cfg, run_dir = _teacher_forced(
+                planted, {"f32": ref, "bf16": bf16, "faulty0": [*bf16, "--fault", fault]},
+                "f32", "faulty0", 'localize_baseline = "bf16"\n')
+            localize_run(run_dir, config=cfg)
+            _harvest(run_dir, {"f32": "f32", "bf16": "bf16", "faulty0": "faulty0"},
                      DATA / "localize" / fault.replace(":", "-"))
 
         def forced_pair(name: str, runner: list[str], fault: str, cand: str) -> None:
             """The runner against itself with `fault` planted, teacher-forced, localised."""
             folder = root / name
             folder.mkdir()
-            cfg = parse_config(
-                f"[arms.base]\n{arm(runner)}[arms.cand]\n{arm([*runner, '--fault', fault])}"
-                '[comparisons.pair]\narm_a = "base"\narm_b = "cand"\nteacher_force = true\n',
-                folder / "difftest.toml")
-            rep = api.run_comparison(cfg, cfg.comparisons["pair"], run_root=folder / "runs",
-                                     progress=False)
-            assert rep.run_dir is not None
-            localize_run(rep.run_dir)
-            _harvest(rep.run_dir, {"base": "base", "cand": cand}, DATA / "localize" / name)
+            _, run_dir = _teacher_forced(folder, {"base": runner, "cand": [
+                *runner, "--fault", fault]}, "base", "cand")
+            localize_run(run_dir)
+            _harvest(run_dir, {"base": "base", "cand": cand}, DATA / "localize" / name)
 
         # tests/core/test_force.py: layers.1.mlp scaled by 0.05
         small = ["{python}", "-m", "difftest.runners.reference", "--requests", "2", "--steps", "5"]
@@ -301,7 +331,7 @@ def localize() -> None:
         forced_pair("report", ref2, "layers.0.o_proj:noise:0.01", "o_proj-noise")
 
         (root / "probe.toml").write_text(
-            f"[arms.base]\n{arm(ref2)}[arms.same]\n{arm(ref2)}"
+            f"[arms.base]\n{_arm(ref2)}[arms.same]\n{_arm(ref2)}"
             '[comparisons.pair]\narm_a = "base"\narm_b = "same"\n'
             '[mutations.noisy]\nargs = ["--fault", "layers.0.o_proj:noise:0.01"]\n')
         probed = api.probe(comparison="pair", mutations=["noisy"], config=root / "probe.toml",
@@ -312,9 +342,26 @@ def localize() -> None:
                  DATA / "localize" / "probe")
 
 
-SECTIONS = {"sampled": sampled, "sequential": sequential, "calibrate": calibrate,
-            "acceptance": acceptance, "force": force, "shipped": shipped, "numerics": numerics,
-            "localize": localize}
+def hf_force() -> None:
+    """tests/runners/test_hf_force.py's teacher-forced comparison of the shipped fp32 and bf16
+    assistants (difftest/configs/hf.toml's assistant-dtype with teacher_force, the transformers
+    runner): sdpa's free run, bf16-assistant's run forced on sdpa's stream, and that stream
+    (tests/data/hf-force/)."""
+    from difftest import api
+    from difftest.config import load_config
+
+    cfg = load_config(REPO / "difftest" / "configs" / "hf.toml")
+    spec = cfg.comparisons["assistant-dtype"].with_rules(teacher_force=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = api.run_comparison(cfg, spec, run_root=Path(tmp), progress=False)
+        assert rep.run_dir is not None and rep.forcing is not None and rep.forcing.honoured
+        _harvest(rep.run_dir, {"sdpa": "sdpa", "bf16-assistant": "bf16-assistant"},
+                 DATA / "hf-force")
+
+
+SECTIONS = {"sampled": sampled, "sampled-probe": sampled_probe, "sequential": sequential,
+            "calibrate": calibrate, "acceptance": acceptance, "force": force, "shipped": shipped,
+            "numerics": numerics, "localize": localize, "forced": forced, "hf-force": hf_force}
 
 
 def main() -> None:

@@ -9,12 +9,15 @@ the flag a mismatch fails and leaves the rendered text beside the golden file as
 from __future__ import annotations
 
 import contextlib
+import importlib
+import io
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import NamedTuple
@@ -297,6 +300,16 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.rstrip("\n")
 
 
+# An arm that prints a runner's capture (argv[1]: its path without `.log`) or, where its launch
+# sets a mutation (DIFFTEST_MUTATION), the capture of the arm so mutated (PATH+MUTATION.log).
+REPLAY_MUTATED = "; ".join([
+    "import os, sys", "capture = sys.argv[1]",
+    "mutation = os.environ.get('DIFFTEST_MUTATION', 'none')",
+    "capture += '' if mutation == 'none' else '+' + mutation",
+    "sys.stdout.write('generated\\n')",
+    "sys.stderr.write(open(capture + '.log', encoding='utf-8').read())"])
+
+
 def replay_command(trace: Path) -> list[str]:
     """The argv of a replay arm, in config form ({python} is the running interpreter)."""
     return ["{python}", "-c", REPLAY, str(trace)]
@@ -374,6 +387,39 @@ def cli_in(cwd: Path, *args: str, env: dict[str, str] | None = None,
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str | None]) -> Iterator[None]:
+    """os.environ with `env` set (None: unset) for the block's duration, then restored as it
+    was, variables the block itself set or removed included."""
+    saved = os.environ.copy()
+    try:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def runner_main(runner: str, *args: str, env: Mapping[str, str | None] | None = None) -> Ran:
+    """`python -m difftest.runners.RUNNER ARGS` run in this process: its `main` (whose code the
+    command exits with) under `env` (environment()), with what it writes to stdout and stderr.
+    For a runner's tests of what it computes and prints rather than of its process: the runner's
+    own code, models and option checks, without another interpreter importing torch,
+    transformers or mlx again (2-3 s of CPU a start)."""
+    main = importlib.import_module(f"difftest.runners.{runner}.__main__").main
+    out, err = io.StringIO(), io.StringIO()
+    with environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bisect_history import History, make_history, write_config
+from conftest import cli_in
 from difftest import api
 from difftest.bisect import Decision, Mode, Reading, Sequential, Status, Tally
 from difftest.bisect.evidence import decision_budget, per_decision, posterior
@@ -295,10 +296,9 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (["--resume", "."], "not a bisect directory"),
 ])
 def test_bad_input_is_exit_2_with_a_message(small: Path, args: list[str], message: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([PY, "-m", "difftest", "bisect", *args, "--repo", str(small / "repo"),
-                           "--run-root", str(small / "runs")], capture_output=True, text=True,
-                          env=env, cwd=small, timeout=60, check=False)
+    """`difftest bisect` run in this process (conftest.cli_in): refused before anything runs."""
+    proc = cli_in(small, "bisect", *args, "--repo", str(small / "repo"), "--run-root",
+                  str(small / "runs"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("difftest: error: ") and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

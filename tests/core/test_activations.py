@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
+from conftest import cli_in
 from difftest.core.activations import (BACKGROUND_FACTOR, LocalizeOutcome, abs_diff,
                                        read_dumps)
 from difftest.core.errors import ExitCode, UsageError
@@ -45,8 +46,7 @@ def test_a_nan_in_one_arm_differs_whatever_the_atol(tmp_path: Path) -> None:
     assert first.max_abs_diff == np.inf and first.nonfinite == 1 and first.where == (1, 2)
     assert rep.localization.rows == (1,)
     assert "1 value(s) non-finite in one arm only" in rep.render()
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", str(a),
-                          str(b), "--atol", "1"], capture_output=True, text=True, timeout=120)
+    out = cli_in(tmp_path, "localize", "--dumps", str(a), str(b), "--atol", "1")
     assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
     assert out.stdout.startswith("first differing module: m1")
 
@@ -114,8 +114,7 @@ def test_a_header_is_checked_against_the_file_size_before_reading(tmp_path: Path
     huge_header(b / "000-m0.npy", (3, 4), b"\0" * 47)  # one byte short: truncated
     with pytest.raises(UsageError, match="truncated or not a dump"):
         read_dumps(b)
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", str(a),
-                          str(b)], capture_output=True, text=True, timeout=120)
+    out = cli_in(tmp_path, "localize", "--dumps", str(a), str(b))
     assert out.returncode == ExitCode.USAGE and "truncated" in out.stderr
     assert "Traceback" not in out.stderr and "MemoryError" not in out.stderr
 
@@ -212,10 +211,10 @@ def test_a_baseline_that_is_b_excuses_nothing(tmp_path: Path) -> None:
     named = localize_dumps(a, b, baseline=other).localization
     assert named.outcome is LocalizeOutcome.FIRST and named.first is not None
     assert named.first.module == "m2"
-    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b), "--baseline"]
-    out = subprocess.run([*cli, str(b)], capture_output=True, text=True, timeout=120)
+    cli = ["localize", "--dumps", str(a), str(b), "--baseline"]
+    out = cli_in(tmp_path, *cli, str(b))
     assert out.returncode == ExitCode.USAGE and "is arm B's capture" in out.stderr, out.stderr
-    out = subprocess.run([*cli, str(copy)], capture_output=True, text=True, timeout=120)
+    out = cli_in(tmp_path, *cli, str(copy))
     assert out.returncode == ExitCode.UNINFORMATIVE, out.stdout + out.stderr
     assert "byte-identical to B's at every one of the 4 captured modules" in out.stdout
 
@@ -225,16 +224,14 @@ def test_localize_dumps_takes_the_baseline_on_the_command_line(tmp_path: Path) -
     background = [(i, rounded(BASE * (i + 1))) for i in range(4)]
     b0 = chain(tmp_path, "b0", *background)
     b = chain(tmp_path, "b", *background[:3], (3, rounded(BASE * 4 * 1.01)))
-    cli = [sys.executable, "-m", "difftest", "localize", "--dumps", str(a), str(b)]
-    out = subprocess.run([*cli, "--baseline", str(b0)], capture_output=True, text=True,
-                         timeout=120)
+    cli = ["localize", "--dumps", str(a), str(b)]
+    out = cli_in(tmp_path, *cli, "--baseline", str(b0))
     assert out.returncode == ExitCode.DIFFER, out.stdout + out.stderr
     assert out.stdout.startswith("first module beyond its background: m3 (RMS |A - B|")
-    out = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    out = cli_in(tmp_path, *cli)
     assert out.returncode == ExitCode.DIFFER
     assert out.stdout.startswith("every captured module differs beyond 0, from the first")
-    out = subprocess.run([*cli, "--config", "x.toml"], capture_output=True, text=True,
-                         timeout=120)
+    out = cli_in(tmp_path, *cli, "--config", "x.toml")
     assert out.returncode == ExitCode.USAGE and "--config names where the baseline" in out.stderr
 
 
@@ -312,9 +309,7 @@ def test_a_baseline_that_is_no_background_for_b_is_refused(tmp_path: Path) -> No
     first = chain(tmp_path, "first", (0, rounded(BASE * 1.05)), *background[1:])
     at0 = localize_dumps(a, first, baseline=b0).localization
     assert at0.first is not None and at0.first.module == "m0"
-    out = subprocess.run([sys.executable, "-m", "difftest", "localize", "--dumps", str(a),
-                          str(b), "--baseline", str(other)], capture_output=True, text=True,
-                         timeout=120)
+    out = cli_in(tmp_path, "localize", "--dumps", str(a), str(b), "--baseline", str(other))
     assert out.returncode == ExitCode.USAGE, out.stdout + out.stderr
     assert "no background for B: where B first departs from it, at m0" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""

@@ -89,11 +89,22 @@ def test_forced_changed_drafter_compares_every_position(tmp_path: Path) -> None:
     assert again.verdict.kind is VerdictKind.DIFFER and again.forcing is not None
 
 
+# The runner's free run of REF and its run with split attention forced on that run's stream,
+# captured from a teacher-forced compare: scripts/capture_replay_traces.py forced
+SPLIT = TESTS / "data" / "force" / "split"
+
+
 def test_forced_harmless_change_agrees_on_every_position(tmp_path: Path) -> None:
     """A change equal in exact arithmetic (split attention) under forcing: every step of A is
-    paired, none diverged, and the verdict follows from the drafts alone."""
-    b = {"command": [*REF, "--attention-kernel", "split"], "env": LEVEL3}
-    rep = judge(tmp_path, pair(tmp_path, b, teacher_force=True, atol=1e-4))
+    paired, none diverged, and the verdict follows from the drafts alone. The arms replay the
+    runner's captures (B refuses a stream other than the one it was forced on:
+    conftest.REPLAY_LOCALIZE); the test above forces the runner itself."""
+    cfg = config(tmp_path, {
+        "base": {"command": replay_localize_command(SPLIT / "base", *SMALL), "env": LEVEL3},
+        "cand": {"command": replay_localize_command(SPLIT / "split", *SMALL, "--attention-kernel",
+                                                    "split"), "env": LEVEL3}},
+        {"pair": {"arm_a": "base", "arm_b": "cand", "teacher_force": True, "atol": 1e-4}})
+    rep = judge(tmp_path, cfg)
     assert rep.forcing is not None and rep.forcing.honoured
     assert rep.comparison is not None
     c = rep.comparison

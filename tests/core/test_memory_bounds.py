@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import Ran, cli_in
 from difftest.core.limits import MAX_JOBS, MAX_NOISE_RUNS, MAX_TOP_K
 from difftest.numerics.stats import PairedRows, logit_stats
 from difftest.numerics.tolerance import Tolerance, judge_rows
@@ -112,9 +113,9 @@ def test_topk_matching_agrees_with_the_pairwise_definition() -> None:
         assert (where == np.where(eq.any(axis=2), eq.argmax(axis=2), 0)).all()
 
 
-def _difftest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "difftest", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=120, check=False)
+def _difftest(cwd: Path, *args: str) -> Ran:
+    """`difftest ARGS` from `cwd`, in this process (conftest.cli_in)."""
+    return cli_in(cwd, *args)
 
 
 ARMS = (f'[arms.a]\ncommand = [{json.dumps(PY)}, "-c", "pass"]\n'

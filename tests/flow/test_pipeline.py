@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -244,6 +245,16 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     assert f"a: {note}" in rep.verdict.reasons and f"b: {note}" in rep.verdict.reasons
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of one compare of replay arms, made once: each damaged-record test
+    edits a copy of it."""
+    rep = run(tmp_path_factory.mktemp("recorded"), {"command": replay("agree_a.log")},
+              {"command": replay("agree_b.log")})
+    assert rep.run_dir is not None and rep.verdict.kind == "agree", rep.verdict.reasons
+    return rep.run_dir
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda m: m["extra"]["comparison"].update(near_tie="x"),
      "comparison near_tie: must be a number, got a string ('x')"),
@@ -263,14 +274,15 @@ def test_outgrown_notices_reach_the_reasons(tmp_path: Path) -> None:
     (lambda m: m["extra"]["comparison"].update(probe="causal-mask"),
      "comparison probe: must be a list of mutation names, got 'causal-mask'"),
 ])
-def test_a_damaged_run_record_is_a_usage_error(tmp_path: Path, edit, message: str) -> None:
-    rep = run(tmp_path, {"command": replay("agree_a.log")}, {"command": replay("agree_b.log")})
-    meta_path = rep.run_dir / "meta.json"
+def test_a_damaged_run_record_is_a_usage_error(recorded: Path, tmp_path: Path, edit,
+                                               message: str) -> None:
+    run_dir = Path(shutil.copytree(recorded, tmp_path / "run"))
+    meta_path = run_dir / "meta.json"
     meta = json.loads(meta_path.read_text())
     edit(meta)
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(UsageError, match=re.escape(message)):
-        rejudge_run(rep.run_dir)
+        rejudge_run(run_dir)
 
 
 def test_non_finite_overrides_are_refused() -> None:

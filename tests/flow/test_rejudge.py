@@ -4,6 +4,7 @@ run again (a probed mutation too), and `difftest.read_diff` reads a diff CSV bac
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -35,8 +36,22 @@ def _check_run(tmp_path: Path) -> tuple[Path, Path, difftest.flow.judge.CheckRes
     return config, result.run_dir, result
 
 
-def test_export_rejudges_each_comparison_of_a_check_run(tmp_path: Path) -> None:
-    _, run_dir, result = _check_run(tmp_path)
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, difftest.flow.judge.CheckResult]:
+    """_check_run made once: the tests that leave its config in place judge copies of its run
+    directory."""
+    _, run_dir, result = _check_run(tmp_path_factory.mktemp("checked"))
+    return run_dir, result
+
+
+def copied(run_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run_dir, tmp_path / run_dir.name))
+
+
+def test_export_rejudges_each_comparison_of_a_check_run(
+        checked: tuple[Path, difftest.flow.judge.CheckResult], tmp_path: Path) -> None:
+    run_dir, result = copied(checked[0], tmp_path), checked[1]
     plain = runner.invoke(app, ["export", str(run_dir)])
     assert plain.exit_code == 2
     assert "a run of 3 comparisons; name one with --comparison (tokens, tokens/flip, logits)" \
@@ -211,6 +226,12 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"
 
 
+@pytest.fixture(scope="module")
+def forced_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """_forced_run made once: each test below edits a copy of its run directory."""
+    return _forced_run(tmp_path_factory.mktemp("forced"))
+
+
 def _forced_run(tmp_path: Path) -> Path:
     """A teacher-forced run whose B does not follow A's stream: uninformative (exit 3). B is an
     engine that prints a `[spec-forced]` line when DIFFTEST_FORCE is set, but commits its own
@@ -237,10 +258,11 @@ def _edit_meta(run_dir: Path, edit) -> None:  # type: ignore[no-untyped-def]
     (run_dir / "meta.json").write_text(json.dumps(meta))
 
 
-def test_a_run_whose_comparison_record_is_missing_is_refused(tmp_path: Path) -> None:
+def test_a_run_whose_comparison_record_is_missing_is_refused(forced_run: Path,
+                                                             tmp_path: Path) -> None:
     """Deleting the comparison record must not get the run judged under a default comparison
     (which, without teacher forcing, agreed): refused like an unreadable record."""
-    run_dir = _forced_run(tmp_path)
+    run_dir = copied(forced_run, tmp_path)
     _edit_meta(run_dir, lambda m: m["extra"].pop("comparison"))
     out = runner.invoke(app, ["export", str(run_dir)])
     assert out.exit_code == 2, out.output
@@ -248,20 +270,21 @@ def test_a_run_whose_comparison_record_is_missing_is_refused(tmp_path: Path) -> 
 
 
 def test_a_check_comparison_the_plan_names_but_the_record_lost_is_refused(
-        tmp_path: Path) -> None:
+        checked: tuple[Path, difftest.flow.judge.CheckResult], tmp_path: Path) -> None:
     """With a plan record, every comparison it names was recorded: one missing is damage, not
     a reason to read the config file again (which may have changed since)."""
-    _config, run_dir, _result = _check_run(tmp_path)
+    run_dir = copied(checked[0], tmp_path)
     _edit_meta(run_dir, lambda m: m["extra"]["comparisons"].pop("logits"))
     out = runner.invoke(app, ["export", str(run_dir), "-c", "logits"])
     assert out.exit_code == 2, out.output
     assert "key 'extra.comparisons' has no comparison 'logits'" in out.output
 
 
-def test_forcing_is_read_from_the_trace_not_only_from_the_record(tmp_path: Path) -> None:
+def test_forcing_is_read_from_the_trace_not_only_from_the_record(forced_run: Path,
+                                                                 tmp_path: Path) -> None:
     """teacher_force edited to false: B's trace still carries `[spec-forced]` lines, so B did
     not run free, and the run is not judged as if it had (INERT, naming the lines)."""
-    run_dir = _forced_run(tmp_path)
+    run_dir = copied(forced_run, tmp_path)
     _edit_meta(run_dir, lambda m: m["extra"]["comparison"].update(teacher_force=False))
     out = runner.invoke(app, ["export", str(run_dir)])
     assert out.exit_code == 3, out.output

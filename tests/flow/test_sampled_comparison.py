@@ -1,7 +1,9 @@
-"""A `decoding = "sampled"` comparison through the one path (plan, run, judge) with the reference
-runner's real sampled arms: the target alone against speculative sampling agrees in
-distribution, the token comparison plays no part, and a known-wrong sampler is caught by the
-distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are reproducible."""
+"""A `decoding = "sampled"` comparison through the one path (plan, run, judge) with arms
+replaying the reference runner's captured sampled runs (its sampled arms run for real in the
+shipped config's check, tests/flow/test_gate.py): the target alone against speculative sampling
+agrees in distribution, the token comparison plays no part, and a known-wrong sampler is caught
+by the distribution instrument in a probe. Sampler seeds are fixed, so the verdicts are
+reproducible."""
 
 from __future__ import annotations
 
@@ -15,21 +17,29 @@ from difftest.core.kinds import DecodingMode, KilledBy, VerdictKind
 from difftest.report.comparison import to_dict
 from difftest.report.headline import report_differed
 from difftest.report.html import figures
-from conftest import TESTS, Ran, cli_in, replay_arm
+from conftest import REPLAY_MUTATED, TESTS, Ran, cli_in, replay_arm
 from planned import run_probe
 
-ARMS = """
+SAMPLED = TESTS / "data" / "sampled"  # scripts/capture_replay_traces.py
+
+
+def replayed(capture: str) -> str:
+    """The command of an arm printing the reference runner's capture `capture` of it (or, with
+    DIFFTEST_MUTATION set, of it so mutated: conftest.REPLAY_MUTATED)."""
+    return f'command = ["{{python}}", "-c", {json.dumps(REPLAY_MUTATED)}, ' \
+           f'{json.dumps(str(SAMPLED / capture))}]\n'
+
+
+# The target alone and speculative sampling, `--vocab 32 --steps 6 --requests 2 --temperature
+# 0.4 --top-p 0.8 --samples 50` at sampler seeds 1 and 2 (the target with `--no-spec`), and the
+# draft-only temperature as its mutation: replays of the reference runner's captures of them
+# (scripts/capture_replay_traces.py sampled-probe), under the launch the runner's arms have.
+ARMS = f"""
 [arms.target]
-command = ["{python}", "-m", "difftest.runners.reference", "--vocab", "32", "--steps", "6",
-           "--requests", "2", "--temperature", "0.4", "--top-p", "0.8", "--samples", "50",
-           "--no-spec", "--sample-seed", "1"]
-env = { VT_SPEC_TRACE = "1", DIFFTEST_MUTATION = "none", OMP_NUM_THREADS = "1" }
+{replayed("probe-target")}env = {{ VT_SPEC_TRACE = "1", DIFFTEST_MUTATION = "none", OMP_NUM_THREADS = "1" }}
 
 [arms.spec]
-command = ["{python}", "-m", "difftest.runners.reference", "--vocab", "32", "--steps", "6",
-           "--requests", "2", "--temperature", "0.4", "--top-p", "0.8", "--samples", "50",
-           "--sample-seed", "2"]
-env = { VT_SPEC_TRACE = "1", DIFFTEST_MUTATION = "none", OMP_NUM_THREADS = "1" }
+{replayed("probe-spec")}env = {{ VT_SPEC_TRACE = "1", DIFFTEST_MUTATION = "none", OMP_NUM_THREADS = "1" }}
 
 [comparisons.sampled]
 arm_a = "target"
@@ -39,7 +49,7 @@ toggle = ["spec"]
 mutations = ["temperature-draft-only"]
 
 [mutations.temperature-draft-only]
-env = { DIFFTEST_MUTATION = "temperature-draft-only" }
+env = {{ DIFFTEST_MUTATION = "temperature-draft-only" }}
 """
 
 
@@ -119,9 +129,6 @@ def test_a_stated_token_budget_cuts_each_draw_and_without_it_length_is_judged(
     budget = "[spec-config] max_tokens=4"
     assert compare(tmp_path, [budget, *a], [budget, *b]).returncode == 0
     assert compare(tmp_path, a, b).returncode == 1
-
-
-SAMPLED = TESTS / "data" / "sampled"  # scripts/capture_replay_traces.py
 
 
 def rounds_config(tmp_path: Path, seed: str = "{seed}") -> Path:

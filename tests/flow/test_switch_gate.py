@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import replay_arm
+from conftest import REPLAY_MUTATED, replay_arm
 
 from difftest import api
 from difftest.config import Config, load_config
@@ -51,22 +51,15 @@ def test_a_misspelt_lane_variable_is_inert_not_agree(tmp_path: Path) -> None:
 
 
 CAPTURES = ROOT / "tests" / "data" / "shipped"  # scripts/capture_replay_traces.py shipped
-# An arm that prints the reference runner's capture of a shipped arm (its path without `.log`),
-# or, where its launch sets a mutation (DIFFTEST_MUTATION), the capture of the arm so mutated.
-REPLAY_SHIPPED = "; ".join([
-    "import os, sys", "capture = sys.argv[1]",
-    "mutation = os.environ.get('DIFFTEST_MUTATION', 'none')",
-    "capture += '' if mutation == 'none' else '+' + mutation",
-    "sys.stdout.write('generated\\n')",
-    "sys.stderr.write(open(capture + '.log', encoding='utf-8').read())"])
 
 
 def shipped_replayed(*names: str) -> Config:
     """The shipped config, the arms `names` replaying the runner's captures of them
-    (tests/data/shipped/NAME.log) under the environment and evidence the config gives them."""
+    (tests/data/shipped/NAME.log, or NAME+MUTATION.log mutated: conftest.REPLAY_MUTATED) under
+    the environment and evidence the config gives them."""
     cfg = load_config(SHIPPED)
     arms = {**cfg.arms, **{name: cfg.arm(name).with_changes(
-        command=(sys.executable, "-c", REPLAY_SHIPPED, str(CAPTURES / name)))
+        command=(sys.executable, "-c", REPLAY_MUTATED, str(CAPTURES / name)))
         for name in names}}
     return dataclasses.replace(cfg, arms=arms)
 

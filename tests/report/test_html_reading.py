@@ -79,11 +79,26 @@ def test_every_colour_of_the_difference_panels_is_named() -> None:
         h.get_label() for h in html._diff_legend(loose)]
 
 
-def test_an_uninformative_comparison_shows_why_first() -> None:
-    blind = html.render_comparison(_report("degenerate_a.log", "degenerate_b.log"))
+def _check(*reps: ComparisonReport) -> CheckResult:
+    return CheckResult(Path("difftest.toml"), None, reps, {}, "2026-12-03T00:00:00+00:00", 4.25)
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, str]:
+    """The pages the tests below read, each rendered once: report.html of a pass, a differ and
+    an uninformative comparison, and check.html of the three (in that order)."""
+    reps = {"pass": _report("agree_a.log", "agree_b.log"),
+            "differ": _report("agree_a.log", "differ_b.log"),
+            "uninformative": _report("degenerate_a.log", "degenerate_b.log")}
+    return {**{name: html.render_comparison(rep) for name, rep in reps.items()},
+            "check": html.render_check(_check(*reps.values()))}
+
+
+def test_an_uninformative_comparison_shows_why_first(pages: dict[str, str]) -> None:
+    blind = pages["uninformative"]
     titles = re.findall(r'<img alt="([^"]*)"', blind)
     assert titles[0] == "Why this comparison could not have failed"
-    agree = html.render_comparison(_report("agree_a.log", "agree_b.log"))
+    agree = pages["pass"]
     assert "Why this comparison could not have failed" not in agree
     o = _report("degenerate_a.log", "degenerate_b.log").arm_a
     distinct, so_far, same, margin = html._block_measures(o)
@@ -95,14 +110,9 @@ def test_an_uninformative_comparison_shows_why_first() -> None:
     assert np.isfinite(varied[3]).all()
 
 
-def _check(*reps: ComparisonReport) -> CheckResult:
-    return CheckResult(Path("difftest.toml"), None, reps, {}, "2026-12-03T00:00:00+00:00", 4.25)
-
-
-def test_check_html_opens_with_a_linked_coloured_summary_and_folds_what_passed() -> None:
-    result = _check(_report("agree_a.log", "agree_b.log"), _report("agree_a.log", "differ_b.log"),
-                    _report("degenerate_a.log", "degenerate_b.log"))
-    text = html.render_check(result)
+def test_check_html_opens_with_a_linked_coloured_summary_and_folds_what_passed(
+        pages: dict[str, str]) -> None:
+    text = pages["check"]
     assert "<script" not in text.lower()
     summary = text[text.index('<table class="summary">'):text.index("</table>")]
     assert text.index('<table class="summary">') < text.index("<details")
@@ -117,15 +127,9 @@ def test_check_html_opens_with_a_linked_coloured_summary_and_folds_what_passed()
 
 
 def test_chromium_draws_a_pass_a_differ_an_uninformative_and_a_check_page(
-        tmp_path: Path) -> None:
+        pages: dict[str, str], tmp_path: Path) -> None:
     from PIL import Image
 
-    pages = {"pass": html.render_comparison(_report("agree_a.log", "agree_b.log")),
-             "differ": html.render_comparison(_report("agree_a.log", "differ_b.log")),
-             "uninformative": html.render_comparison(_report("degenerate_a.log",
-                                                             "degenerate_b.log")),
-             "check": html.render_check(_check(_report("agree_a.log", "agree_b.log"),
-                                               _report("agree_a.log", "differ_b.log")))}
     for name, text in pages.items():
         page = tmp_path / f"{name}.html"
         page.write_text(text, encoding="utf-8")
@@ -139,9 +143,9 @@ def test_chromium_draws_a_pass_a_differ_an_uninformative_and_a_check_page(
         assert colours is not None and len(colours) > 50, name
 
 
-@pytest.mark.parametrize("flag", ["", " open"])
-def test_details_sections_hold_the_whole_comparison(flag: str) -> None:
-    text = html.render_check(_check(_report("agree_a.log", "agree_b.log") if not flag
-                                    else _report("agree_a.log", "differ_b.log")))
-    body = re.search(rf'<details id="c0"{flag}>(.*?)</details>', text, re.S)
+@pytest.mark.parametrize("section, flag", [("c0", ""), ("c1", " open")])
+def test_details_sections_hold_the_whole_comparison(pages: dict[str, str], section: str,
+                                                    flag: str) -> None:
+    """A folded section (the pass) and an open one (the differ) of the check page."""
+    body = re.search(rf'<details id="{section}"{flag}>(.*?)</details>', pages["check"], re.S)
     assert body is not None and "<h3>Arms</h3>" in body.group(1)

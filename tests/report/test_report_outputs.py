@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Golden
+from conftest import Golden, replay_arm
 from difftest.analysis.audit import AuditThresholds
 from difftest.config import ComparisonSpec
 from difftest.core.errors import RefusedOutput
@@ -196,9 +196,14 @@ def test_github_step_summary_is_appended_by_check(tmp_path: Path) -> None:
 
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    r = CliRunner().invoke(app, ["check", "--only", "lanes", "--no-probes", "--run-root",
-                                 str(tmp_path / "runs"), "--no-progress"],
-                           env={"GITHUB_STEP_SUMMARY": str(summary)})
+    # the shipped lanes, replaying the reference runner's captures of them (tests/data/shipped/)
+    config = tmp_path / "difftest.toml"
+    config.write_text(replay_arm("paged", DATA / "shipped" / "paged.log")
+                      + replay_arm("materialized", DATA / "shipped" / "materialized.log")
+                      + '[comparisons.lanes]\narm_a = "paged"\narm_b = "materialized"\n')
+    r = CliRunner().invoke(app, ["check", "--config", str(config), "--only", "lanes",
+                                 "--no-probes", "--run-root", str(tmp_path / "runs"),
+                                 "--no-progress"], env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.exit_code == 0, r.output
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "## difftest check: passed (exit 0)" in text

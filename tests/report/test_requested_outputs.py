@@ -6,6 +6,7 @@ path that names a folder (`--csv out/`) is refused, not written as a file named 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,14 +41,23 @@ def test_compare_exits_2_beside_its_verdict_when_a_report_was_not_written(
     assert (tmp_path / "other").stat().st_size > 0  # the other report was written
 
 
-def test_export_of_a_run_exits_2_when_its_html_was_not_written(tmp_path: Path) -> None:
-    (tmp_path / "difftest.toml").write_text(
+@pytest.fixture(scope="module")
+def differed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of `compare -c ac` of two replay arms that differ, made once: each
+    export test below exports a copy of it."""
+    folder = tmp_path_factory.mktemp("differed")
+    (folder / "difftest.toml").write_text(
         replay_arm("a", DATA / "agree_a.log") + replay_arm("c", DATA / "differ_b.log")
         + '[comparisons.ac]\narm_a = "a"\narm_b = "c"\n')
-    (tmp_path / "a-file").write_text("")
-    run = _difftest(tmp_path, "compare", "-c", "ac", "--run-root", "runs", "--no-progress")
+    run = _difftest(folder, "compare", "-c", "ac", "--run-root", "runs", "--no-progress")
     assert run.returncode == 1, run.stderr
-    run_dir = next((tmp_path / "runs").iterdir())
+    return next((folder / "runs").iterdir())
+
+
+def test_export_of_a_run_exits_2_when_its_html_was_not_written(differed: Path,
+                                                               tmp_path: Path) -> None:
+    run_dir = Path(shutil.copytree(differed, tmp_path / "run"))
+    (tmp_path / "a-file").write_text("")
     r = _difftest(tmp_path, "export", str(run_dir), "--html", "a-file/x.html")
     assert r.returncode == 2 and r.stdout.startswith("ac: DIFFER"), r.stdout + r.stderr
     assert "a-file/x.html: cannot write" in r.stderr
@@ -55,15 +65,11 @@ def test_export_of_a_run_exits_2_when_its_html_was_not_written(tmp_path: Path) -
 
 @pytest.mark.parametrize("flag, own", [("--html", "report.json"), ("--csv", "report.md"),
                                        ("--html", "diff.csv")])
-def test_export_never_replaces_a_record_the_run_wrote(tmp_path: Path, flag: str, own: str) -> None:
+def test_export_never_replaces_a_record_the_run_wrote(differed: Path, tmp_path: Path, flag: str,
+                                                     own: str) -> None:
     """report.json holds what only the run knew (a sequential test's decision, for one): a
     report asked of `export` is refused there, before anything is judged, and the record stays."""
-    (tmp_path / "difftest.toml").write_text(
-        replay_arm("a", DATA / "agree_a.log") + replay_arm("c", DATA / "differ_b.log")
-        + '[comparisons.ac]\narm_a = "a"\narm_b = "c"\n')
-    run = _difftest(tmp_path, "compare", "-c", "ac", "--run-root", "runs", "--no-progress")
-    assert run.returncode == 1, run.stderr
-    run_dir = next((tmp_path / "runs").iterdir())
+    run_dir = Path(shutil.copytree(differed, tmp_path / "run"))
     before = (run_dir / own).read_bytes()
     r = _difftest(tmp_path, "export", str(run_dir), flag, str(run_dir / own))
     assert r.returncode == 2, r.stdout + r.stderr

@@ -1,6 +1,9 @@
-"""Real subprocesses of the transformers and mlx runners with the bug corpus's mutations, and
-their traces judged as the runner's config judges them (difftest.flow.evaluate.judge_planted):
-the helpers of tests/runners/test_hf_corpus.py and test_mlx_corpus.py."""
+"""The transformers and mlx runners with the bug corpus's mutations, and their traces judged as
+the runner's config judges them (difftest.flow.evaluate.judge_planted): the helpers of
+tests/runners/test_hf_corpus.py and test_mlx_corpus.py. A run is the runner's command line run
+in this process (conftest.runner_main: its `main`, real models, DIFFTEST_MUTATION read from the
+environment as an arm's is), so that each run does not import torch or mlx again; the tests of
+the command itself (bad options, exit 2, --list-mutations) start it as a subprocess."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import runner_main
 from difftest.analysis.bugclass import classify
 from difftest.config import load_config
 from difftest.core.corpus import BY_NAME, Runner, names_of
@@ -56,8 +60,10 @@ def launch(runner: str, *args: str, mutation: str | None = None
 
 
 def arm(runner: str, folder: Path, *args: str, mutation: str | None = None) -> Path:
-    """One run of the runner (SHORT, then `args`), its trace written to a file in `folder`."""
-    proc = launch(runner, *SHORT, *args, mutation=mutation)
+    """One run of the runner (SHORT, then `args`) in this process, under the environment an arm
+    of it gets (runner_env), its trace written to a file in `folder`."""
+    proc = runner_main(runner, *SHORT, *args,
+                       env={**runner_env(mutation), "DIFFTEST_MUTATION": mutation})
     assert proc.returncode == 0, proc.stderr[-3000:]
     path = folder / f"{runner}-{len(list(folder.iterdir()))}.log"
     path.write_text(proc.stderr + "".join(f"# {line}\n" for line in proc.stdout.splitlines()))

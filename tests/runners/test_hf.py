@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import runner_main
 from difftest.emit import Tracer
 from difftest.runners.hf.options import HFOptions
 from difftest.core.kinds import DraftingKind
@@ -94,11 +95,9 @@ def test_the_heuristic_schedule_and_the_confidence_threshold_vary_k_not_the_outp
 
 
 def test_the_level_comes_from_the_environment_and_zero_prints_nothing() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "VT_SPEC_TRACE"}
-    env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([sys.executable, "-m", "difftest.runners.hf", "--requests", "1",
-                          "--max-new-tokens", "4"], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=300)
+    """The command line without VT_SPEC_TRACE (run in this process: its `main`)."""
+    out = runner_main("hf", "--requests", "1", "--max-new-tokens", "4",
+                      env={"VT_SPEC_TRACE": None})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("r0: ")
     assert "[SPECTRACE]" not in out.stderr

@@ -1,8 +1,9 @@
-"""The bug corpus's classes in the transformers runner, for real: the runner's subprocesses
-with tiny seeded models, each mutation through the config's `rerun` comparison: caught where
-an input reaches its state, computing the correct run's output and uninformative where none
-does (in either arm); the draft-length cycle and the window as asked; bad options one line,
-exit 2. The tests both runners pass are corpus_helpers'; this runner's own are below."""
+"""The bug corpus's classes in the transformers runner, for real: the runner's command line run in
+this process (corpus_helpers.arm) with tiny seeded models, each mutation through the config's
+`rerun` comparison: caught where an input reaches its state, computing the correct run's output
+and uninformative where none does (in either arm); the draft-length cycle and the window as
+asked; bad options one line, exit 2. The tests both runners pass are corpus_helpers'; this
+runner's own are below."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ compared at every step, and `localize` naming planted modules."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -21,6 +22,8 @@ from difftest.runners.hf.options import HFOptions
 from difftest.core.kinds import VerdictKind
 from difftest.flow.localize import foreign_settings, localize_dumps
 from difftest.trace.parser import parse_text
+from conftest import replay_localize_command
+from planned import run_comparison
 
 ROOT = Path(__file__).resolve().parents[2]
 HF_TOML = ROOT / "difftest" / "configs" / "hf.toml"
@@ -134,14 +137,25 @@ def test_after_a_forced_token_the_draft_sees_the_forced_context() -> None:
         assert max(abs(x - y) for (_, x), (_, y) in zip(got, want, strict=True)) < 1e-4
 
 
+# hf.toml's assistant-dtype arms teacher-forced, captured from the runner:
+# scripts/capture_replay_traces.py hf-force
+HF_FORCE = ROOT / "tests" / "data" / "hf-force"
+
+
 def test_bf16_assistant_teacher_forced_compares_every_step(tmp_path: Path) -> None:
     """The fp32 vs bf16 assistant pair of hf.toml, teacher-forced: every step of A has a B step
     on A's context (none unmatched, none context-diverged), every drafted row of A a B row on
     the same drafted tokens, and the verdict follows from the drafts: only near-tie flips, so
-    it agrees."""
+    it agrees. The arms replay the runner's captures of them (A's free run, B's run forced on
+    A's stream, refusing another stream: conftest.REPLAY_LOCALIZE) under the launch hf.toml
+    gives them; the runner is forced for real in test_localize_run_names_a_planted_hf_module."""
     cfg = load_config(HF_TOML)
+    arms = {name: cfg.arm(name).with_changes(command=tuple(
+        a.replace("{python}", sys.executable) for a in replay_localize_command(
+            HF_FORCE / name, "--seed", "{seed}"))) for name in ("sdpa", "bf16-assistant")}
+    cfg = dataclasses.replace(cfg, arms={**cfg.arms, **arms})
     spec = cfg.comparisons["assistant-dtype"].with_rules(teacher_force=True)
-    rep = api.run_comparison(cfg, spec, run_root=tmp_path, progress=False)
+    rep = run_comparison(cfg, spec, run_root=tmp_path, progress=False)
     assert rep.forcing is not None and rep.forcing.honoured, rep.verdict.reasons
     c = rep.comparison
     assert c is not None and rep.arm_a.trace is not None

@@ -179,15 +179,16 @@ def test_the_bf16_draft_agrees_and_a_broken_mask_differs_at_the_shipped_threshol
         tmp_path: Path) -> None:
     """bf16-draft is the shipped pair with the smallest separation; broken-mask its weakest
     probe. Bitwise, the pair differs (its logits move by ~0.03): the calibrated atol is what
-    makes it agree, and the mutation still stands out above it."""
-    code, report = difftest("compare", "-c", "bf16-draft", run_root=tmp_path / "runs")
-    assert (code, report["verdict"]) == (0, "agree"), report["reasons"]
+    makes it agree, and the mutation still stands out above it. One probe: its baseline is the
+    pair's comparison, judged as `compare -c bf16-draft` judges it (its report.json)."""
+    code, probe = difftest("probe", "-c", "bf16-draft", "-m", "broken-mask",
+                           run_root=tmp_path / "runs")
+    report = json.loads((Path(probe["run_dir"]) / "report.json").read_text())
+    assert (probe["baseline"]["verdict"], report["verdict"]) == ("agree", "agree"), \
+        report["reasons"]
     atol = read_thresholds(CONFIG.parent / "mlx-bf16-draft.thresholds.toml").atol
     assert 0.001 < report["max_abs_logit_diff"] < atol == report["atol"]
     assert any("from " in r and "mlx-bf16-draft.thresholds.toml" in r for r in report["reasons"])
-
-    code, probe = difftest("probe", "-c", "bf16-draft", "-m", "broken-mask",
-                           run_root=tmp_path / "probe")
     (mutation,) = probe["mutations"]
     assert (code, mutation["name"], mutation["verdict"]) == (0, "broken-mask", "differ")
     assert mutation["killed"] and mutation["applied"]

@@ -5,14 +5,12 @@ bf16 background on it."""
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import runner_main
 from difftest.core.activations import read_dumps
 from difftest.core.errors import ExitCode, UsageError
 from difftest.core.force import ForcedStep, ForceStream, committed_stream
@@ -21,8 +19,6 @@ from difftest.flow.localize import foreign_settings, localize_dumps
 from difftest.runners.mlx.options import MLXOptions
 from difftest.trace.parser import parse_text
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 AT = ("r0", MLXOptions().prompt_len)  # r0's first verify
 
 
@@ -69,9 +65,7 @@ def test_a_force_file_of_another_run_is_a_usage_error(tmp_path: Path) -> None:
     from difftest.core.force import write_force_file
 
     path = write_force_file(ForceStream({"r0": (ForcedStep(3, (1,)),)}), tmp_path / "f.json")
-    out = subprocess.run([sys.executable, "-m", "difftest.runners.mlx", "--requests", "1"],
-                         env={**ENV, "DIFFTEST_FORCE": str(path)}, capture_output=True,
-                         text=True, timeout=300)
+    out = runner_main("mlx", "--requests", "1", env={"DIFFTEST_FORCE": str(path)})
     assert out.returncode == ExitCode.USAGE, out.stderr
     assert "DIFFTEST_FORCE=" in out.stderr and "no step of request r0 at position 8" in out.stderr
 
@@ -130,8 +124,7 @@ def test_localize_names_planted_mlx_modules_against_a_bf16_background(tmp_path: 
     ("model.layers.0.mlp:mask", "a mask fault applies to an attention module"),
     ("model.norm:warp", "unknown kind")])
 def test_a_bad_fault_is_a_usage_error(text: str, why: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "difftest.runners.mlx", "--requests", "1",
-                          "--fault", text], env=ENV, capture_output=True, text=True, timeout=300)
+    out = runner_main("mlx", "--requests", "1", "--fault", text)
     assert out.returncode == ExitCode.USAGE and why in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
     if "9" not in text:
