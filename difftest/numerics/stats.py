@@ -301,7 +301,9 @@ def exact_sum(values: np.ndarray) -> float:
                 return product
         # fsum fails only on a non-finite value or where a partial sum overflows, which
         # no partial can where the magnitudes sum to less than this
-        if bool(np.isfinite(values).all()) and float(np.abs(values).sum()) < _NO_OVERFLOW:
+        with np.errstate(over="ignore"):  # a sum of magnitudes past the largest double: inf
+            small = float(np.abs(values).sum()) < _NO_OVERFLOW
+        if small and bool(np.isfinite(values).all()):
             return _integer_sum(values)
     return math.fsum(itertools.chain.from_iterable(
         values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
