@@ -666,19 +666,6 @@ static const char *KNOWN[] = {"[spec-phase]", "[spec-phase-dev]", "[spec-propose
  * one (`[spec-forced]`, a teacher-forced arm's commit, read by difftest.core.force). */
 static const char *NOTED[] = {"[spec-forced]", NULL};
 
-static int holds_noted(const char *p, const char *end) {
-    const char *q = p;
-    while (q < end && (q = memchr(q, '[', (size_t)(end - q))) != NULL) {
-        size_t left = (size_t)(end - q);
-        for (const char **k = NOTED; *k; k++) {
-            size_t n = strlen(*k);
-            if (n <= left && memcmp(q, *k, n) == 0) return 1;
-        }
-        q++;
-    }
-    return 0;
-}
-
 /* An engine-error or notice prefix anywhere in the line (grammar.holds_marker): behind a
  * launcher's or logger's prefix, or an unknown one; the Python reader tells them apart. */
 static int holds_marker(const char *p, const char *end) {
@@ -693,12 +680,12 @@ static int holds_marker(const char *p, const char *end) {
     return 0;
 }
 
-/* Whether a known tag starts anywhere in [from, end). */
-static int holds_tag(const char *from, const char *end) {
+/* Whether a tag of `tags` (KNOWN, NOTED) starts anywhere in [from, end). */
+static int holds_tag(const char *from, const char *end, const char **tags) {
     const char *q = from;
     while (q < end && (q = memchr(q, '[', (size_t)(end - q))) != NULL) {
         size_t left = (size_t)(end - q);
-        for (const char **k = KNOWN; *k; k++) {
+        for (const char **k = tags; *k; k++) {
             size_t n = strlen(*k);
             if (n <= left && q[1] == (*k)[1] && memcmp(q, *k, n) == 0) return 1;
         }
@@ -713,7 +700,7 @@ static int holds_tag(const char *from, const char *end) {
  * stripping find nothing else); every other such line is program output it skips and counts,
  * so the scan skips it here, whatever its first byte (indentation, a digit, a `[`). */
 static int other_output(const char *p, const char *end) {
-    if (p < end && holds_tag(p + 1, end)) return 0;
+    if (p < end && holds_tag(p + 1, end, KNOWN)) return 0;
     return holds_marker(p, end) ? 0 : 2;
 }
 
@@ -802,7 +789,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         if (r == 2) {
             skipped++;
-            noted += holds_noted(p, nl);
+            noted += holds_tag(p, nl, NOTED);
         }
         p = nl + 1;
         lineno++;
