@@ -181,7 +181,10 @@ def valid_trace(draw: st.DrawFn) -> tuple[list[str], Expected]:
                 "  [rank0]: loading", "[2026-12-03 16:20:01] served",
                 # a forced arm's commits (noted, ArmTrace.forced_lines), and a near miss
                 "[spec-forced] req=a pos=3 commit=[ 5 6 ]", "0: [spec-forced] req=a pos=3",
-                "x[spec-forced]", "[spec-force] req=a", "[spec-forced"]))
+                "x[spec-forced]", "[spec-force] req=a", "[spec-forced",
+                # and inside lines the field reader reads as something else
+                "vllm.cpp: request r has outgrown the draft speculative context [spec-forced]",
+                "[spec-forced] req=a [spec-phase] pre=0.1ms"]))
             lines.append(other)
             exp.forced_lines |= "[spec-forced]" in other
     return lines, exp

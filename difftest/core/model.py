@@ -242,8 +242,9 @@ class ArmTrace:
     findings: tuple[Finding, ...] = ()
     lines_total: int = 0
     lines_skipped: int = 0  # other program output, counted and skipped
-    # a skipped line holds a `[spec-forced]` tag (a teacher-forced arm's commits; read by
-    # difftest.core.force): the arm's trace shows forcing (difftest.flow.roles)
+    # a line holds a `[spec-forced]` tag, wherever in the line and whatever the line is read as
+    # (a teacher-forced arm's commits; read by difftest.core.force): the arm's trace shows
+    # forcing (difftest.flow.roles)
     forced_lines: bool = False
     engine_errors: tuple[Finding, ...] = ()  # `vt: ...` failure lines
     truncated: bool = False

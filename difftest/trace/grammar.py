@@ -28,8 +28,11 @@ TAG_CONFIG = b"[spec-config]"
 TAG_COVERAGE = b"[spec-coverage]"
 KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG_ROUTE,
               TAG_DRAFTING, TAG_CONFIG, TAG_COVERAGE)
-# Other output to the parser, but noted: whether a skipped line holds one (ArmTrace.forced_lines;
-# the lines themselves are read by difftest.core.force, which checks a forced arm's commits)
+# Other output to the parser, but noted: whether any line holds one, wherever in the line
+# (ArmTrace.forced_lines; the lines themselves are read by difftest.core.force, which checks a
+# forced arm's commits). The scanner notes the lines it skips; the field reader every line it is
+# handed and every request name it interns (the only text of a line the scanner reads itself
+# that could hold a tag)
 TAG_FORCED = FORCED_TAG.encode()
 NOTED_TAGS = (TAG_FORCED,)
 

@@ -124,7 +124,7 @@ class TraceBuilder:
         self.routes: list[Route] = []
         self.lines_total = 0
         self.lines_skipped = 0
-        self.forced_lines = False  # a skipped line holds a noted tag (grammar.NOTED_TAGS)
+        self.forced_lines = False  # a line holds a noted tag (grammar.NOTED_TAGS)
         self.truncated = False
         self.drafting: DraftingKind | None = None
         self._drafting_line = 0
@@ -141,6 +141,8 @@ class TraceBuilder:
             code = len(self.requests)
             self.requests.append(name)
             self._req_code[name] = code
+            # the one place a line the scanner reads itself could hold a noted tag
+            self.forced_lines |= g.holds_noted(name.encode())
         return code
 
     def _intern_bytes(self, raw: bytes) -> int:
@@ -242,6 +244,7 @@ class TraceBuilder:
 
     # -- one line, by the field reader ---------------------------------------------------------
     def _careful(self, raw: bytes, lineno: int) -> None:
+        self.forced_lines |= g.holds_noted(raw)  # whatever the line is read as
         try:
             self._line(raw.rstrip(), lineno)
         except g.FieldError as exc:
@@ -285,7 +288,6 @@ class TraceBuilder:
             self._misplaced(found, lineno)
         else:
             self.lines_skipped += 1
-            self.forced_lines |= g.holds_noted(line)
 
     def _other_tag(self, tag: bytes, line: bytes, fields: dict[str, object],
                    lineno: int) -> None:

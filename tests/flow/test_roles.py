@@ -188,3 +188,39 @@ def test_a_forced_line_is_noted_wherever_the_reads_split_the_file(
             path.write_text(text)
             got = parse_trace(path, chunk_bytes=chunk, pure=pure).forced_lines
             assert got is want, (at, text)
+
+
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("line", [
+    "vllm.cpp: request r0 has outgrown the draft speculative context [spec-forced] req=r0 pos=0",
+    "[spec-forced] req=r0 pos=0 commit=[ 4 ] [spec-phase] pre=0.31ms backbone=0.52ms "
+    "sample=2.91ms logits=8192",
+    "[spec-config] note=[spec-forced]",
+    "[SPECTRACE] req=[spec-forced] pos=9 k=0 ns=1 acc=0 draft=[ ] emit=[ 5 ]",
+    "[spec-logits] req=x[spec-forced] pos=9 row=1 top=[ 5:1.5 ]",
+])
+def test_a_forced_tag_in_a_line_read_as_something_else_is_noted(
+        tmp_path: Path, line: str, pure: bool) -> None:
+    """A notice, a misplaced tag, a declaration or a request name holding the tag: the trace
+    still shows forcing (the search of the whole file found it; so must the parser)."""
+    from difftest.trace import parse_trace
+
+    path = tmp_path / "trace.log"
+    path.write_text("[SPECTRACE] req=r0 pos=0 k=1 ns=1 acc=0 draft=[ 3 ] emit=[ 4 ]\n" + line
+                    + "\n")
+    assert parse_trace(path, pure=pure).forced_lines
+
+
+def test_a_forced_arm_behind_an_outgrown_notice_is_inert(tmp_path: Path) -> None:
+    """Two captures that agree, arm B's holding a forced commit inside an outgrown notice (two
+    processes writing one line): nothing asked B to be forced, so the comparison is INERT."""
+    steps = "".join(f"[spec-logits] req=r0 pos={p} row=1 top=[ 10:9.25 30:7.5 ]\n"
+                    f"[spec-logits] req=r0 pos={p} row=2 top=[ 11:8.5 31:6.125 ]\n"
+                    f"[SPECTRACE] req=r0 pos={p} k=2 ns=3 acc=2 draft=[ 10 11 ] emit=[ 10 11 4 ]\n"
+                    for p in (5, 8, 11))
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(steps)
+    b.write_text(steps + "vllm.cpp: request r0 has outgrown the draft speculative context "
+                         "[spec-forced] req=r0 pos=5 commit=[ 10 11 4 ]\n")
+    rep = api.compare_traces(a, b)
+    assert rep.verdict.kind is VerdictKind.INERT, rep.verdict.reasons
