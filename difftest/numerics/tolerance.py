@@ -190,11 +190,15 @@ class PlainRows:
     nonzero: np.ndarray  # (n,) bool: a listed value is not 0 as the engine held it
 
 
+_PLAIN_SMALLEST, _PLAIN_LARGEST = 1e-280, 1e300
+
+
 def plain_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
                ) -> PlainRows | None:
     """The rows whose two top lists are one list: the same ids and the same printed values
-    (bit for bit) in both arms, at least one id listed and none twice, every listed value
-    finite and the same number as each arm's print holds it (`exact_values`). Each listed
+    (bit for bit) in both arms, at least one id listed and none twice, every listed value 0
+    or of a size from 1e-280 to 1e300 and the same number as each arm's print holds it
+    (`exact_values`). Each listed
     entry is then shared with itself and differs by +0.0, so such a row's judgement
     (`judge_plain`) and statistics (`StatsPass.add_split`) are known without matching it; most
     rows of a comparison that agrees are such rows. None where no row can be one (lists of
@@ -208,7 +212,10 @@ def plain_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
         return None
     listed = ids_a >= 0
     held = np.ascontiguousarray(exact_values(va, digits_a))
-    fine = np.isfinite(held)
+    size = np.abs(held)
+    # a value of a size the general path's arithmetic stays inside (its quantum's inverse, the
+    # log-softmax of its row: a row holding 1e-305 or +-1e308 is matched, as before)
+    fine = (size == 0) | ((size >= _PLAIN_SMALLEST) & (size <= _PLAIN_LARGEST))
     if digits_b != digits_a or wide(digits_b) != wide(digits_a):
         # printed otherwise: the same text must be the same number under both prints
         held_b = np.ascontiguousarray(exact_values(va, digits_b))
