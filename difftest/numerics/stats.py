@@ -286,11 +286,14 @@ _SUM_BLOCK = 1 << 16  # values turned into Python floats at a time by `exact_sum
 
 
 def exact_sum(values: np.ndarray) -> float:
-    """`math.fsum(values.tolist())`, the correctly rounded sum, without a Python float per
-    value where that is known to change nothing: zeros are left out (fsum's zero sum is +0.0
-    whatever the zeros' signs, and a zero changes no other sum); values all one finite number
-    v, m of them, sum to the correctly rounded m * v, which is what float multiplication gives
-    where it does not overflow; the rest are read a block at a time."""
+    """The correctly rounded sum, as `math.fsum(values.tolist())` gives it, without a Python
+    float per value: zeros are left out (fsum's zero sum is +0.0 whatever the zeros' signs,
+    and a zero changes no other sum); values all one finite number v, m of them, sum to the
+    correctly rounded m * v, which is what float multiplication gives where it does not
+    overflow; other finite values are summed as integers (`_integer_sum`), which also gives a
+    sum fsum would refuse for an intermediate overflow (its own partial sums overflow on the
+    way to a sum a double holds; a sum past the largest double is infinite); values with a
+    non-finite one go to fsum (nan, inf, or its error for inf + -inf)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     values = values[values != 0]
     if values.size:
@@ -299,17 +302,12 @@ def exact_sum(values: np.ndarray) -> float:
             product = float(values.size) * first
             if math.isfinite(product):
                 return product
-        # fsum fails only on a non-finite value or where a partial sum overflows, which
-        # no partial can where the magnitudes sum to less than this
-        with np.errstate(over="ignore"):  # a sum of magnitudes past the largest double: inf
-            small = float(np.abs(values).sum()) < _NO_OVERFLOW
-        if small and bool(np.isfinite(values).all()):
+        if bool(np.isfinite(values).all()):
             return _integer_sum(values)
     return math.fsum(itertools.chain.from_iterable(
         values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
 
 
-_NO_OVERFLOW = 2.0 ** 1020
 _INT_BLOCK = 1 << 16  # values summed at a time by `_integer_sum` (its temporaries stay small)
 
 
@@ -336,7 +334,10 @@ def _integer_sum(values: np.ndarray) -> float:
     low = min(base for _, base in parts)
     total = sum(block << (base - low) for block, base in parts)
     unit = low - 53
-    return float(total << unit) if unit >= 0 else total / (1 << -unit)
+    try:
+        return float(total << unit) if unit >= 0 else total / (1 << -unit)
+    except OverflowError:  # rounds past the largest double: the infinity of its sign
+        return math.inf if total > 0 else -math.inf
 
 
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,
