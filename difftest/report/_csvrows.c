@@ -216,7 +216,6 @@ typedef struct {
     Py_buffer values, extra; /* extra: INT_HAS's mask */
     int have_values, have_extra;
     PyObject *cells;         /* TEXT: tuple of bytes */
-    Py_ssize_t max_cell;
     int same_as;             /* FLOAT_AS: the column whose cell it may take */
 } Column;
 
@@ -280,7 +279,6 @@ static int parse_column(PyObject *spec, Column *c, Py_ssize_t index, Py_ssize_t 
                 PyErr_Format(PyExc_TypeError, "column %zd: cell %zd is not bytes", index, i);
                 return -1;
             }
-            if (PyBytes_GET_SIZE(cell) > c->max_cell) c->max_cell = PyBytes_GET_SIZE(cell);
         }
         c->cells = third;
     }
@@ -324,7 +322,9 @@ static PyObject *rows(PyObject *self, PyObject *args) {
             parsed++;
             goto done;
         }
-        row_max += 1 + (size_t)(c->kind == TEXT ? c->max_cell
+        /* a text cell is counted at its own length below: one long name among many short
+         * ones must not size every row */
+        row_max += 1 + (size_t)(c->kind == TEXT ? 0
                                 : c->kind == INT || c->kind == INT_HAS ? INT_MAX_LEN : FLOAT_MAX);
     }
     size_t nrows = (size_t)(stop - start);
@@ -332,7 +332,26 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    buf = (char *)PyMem_Malloc(nrows * row_max + 1);
+    size_t size = nrows * row_max;
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        Column *c = &cols[j];
+        if (c->kind != TEXT) continue;
+        for (Py_ssize_t i = start; i < stop; i++) {
+            int64_t code = ((const int64_t *)c->values.buf)[i];
+            if (code < 0 || code >= PyTuple_GET_SIZE(c->cells)) {
+                PyErr_Format(PyExc_IndexError, "column %zd, row %zd: no cell %lld", j, i,
+                             (long long)code);
+                goto done;
+            }
+            size_t len = (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(c->cells, (Py_ssize_t)code));
+            if (len > (size_t)PY_SSIZE_T_MAX - 1 - size) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            size += len;
+        }
+    }
+    buf = (char *)PyMem_Malloc(size + 1);
     if (!buf) {
         PyErr_NoMemory();
         goto done;

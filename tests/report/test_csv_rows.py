@@ -219,3 +219,15 @@ def test_each_build_writes_the_same_text(tmp_path: Path, flags: tuple[str, ...])
                            f"{comparison._float_cells(np.array([y]))[0]}\n"
                            for x, y in zip(values.tolist(), values[::-1].tolist(),
                                            strict=True)).encode()
+
+
+@needs_compiled
+def test_one_long_name_sizes_its_own_rows_only() -> None:
+    """A block of 65,536 rows, one of them naming a request of 1 MiB: the buffer holds each
+    text cell at its own length (sized by the longest one per row, it asked for 64 GiB)."""
+    codes = np.zeros(65_536, np.int64)
+    codes[-1] = 1
+    names = (b"r0", b"n" * 2**20)
+    text = compiled.rows(((0, codes, names), (1, np.arange(65_536, dtype=np.int64))), 0, 65_536)
+    assert len(text) == 65_535 * 3 + 2**20 + 1 + sum(len(str(i)) + 1 for i in range(65_536))
+    assert text.endswith(b"n" * 2**20 + b",65535\n") and text.startswith(b"r0,0\nr0,1\n")
