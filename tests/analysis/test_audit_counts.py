@@ -13,6 +13,7 @@ from difftest.analysis import audit
 from difftest.analysis.audit import _spread, _varies, id_counts
 from difftest.core import model
 from difftest.core.model import LogitRows
+from tests.swap import swapped
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,12 +48,8 @@ def test_rows_vary_as_any_row_unlike_the_first(block: int, seed: int) -> None:
     rows = np.repeat(rng.choice([1.0, 2.0, np.nan], size=(1, k)), n, axis=0)
     if rng.integers(0, 2):
         rows[rng.integers(0, n), rng.integers(0, k)] = rng.choice([1.0, 2.0, np.nan])
-    real = audit._VARY_ROWS
-    try:
-        audit._VARY_ROWS = block
+    with swapped(audit, _VARY_ROWS=block):
         assert _varies(rows) == bool(np.any(rows != rows[0]))
-    finally:
-        audit._VARY_ROWS = real
 
 
 @pytest.mark.parametrize("block", [1, 3, 1 << 14])
@@ -67,10 +64,6 @@ def test_finite_rows_are_those_whose_listed_values_are_all_finite(block: int, se
                    np.zeros((n, k), np.int32), values, width, np.zeros(n, np.int64),
                    np.zeros(n, np.int8))
     listed = np.arange(k)[None, :] < width[:, None]
-    real = model._ROW_BLOCK
-    try:
-        model._ROW_BLOCK = block  # rows taken a block at a time
+    with swapped(model, _ROW_BLOCK=block):  # rows taken a block at a time
         finite = lg.finite
-    finally:
-        model._ROW_BLOCK = real
     assert finite.tolist() == np.all(np.isfinite(values) | ~listed, axis=1).tolist()

@@ -18,6 +18,7 @@ from difftest.analysis import compare as compare_module
 from difftest.analysis.compare import TakenRows, _flip_margins, distinct_sorted
 from difftest.core.model import LogitRows
 from difftest.numerics.tolerance import finite_max
+from tests.swap import swapped
 
 
 def _definition(ids: list[int], vals: list[float], width: int, own: int, other: int) -> float:
@@ -55,12 +56,8 @@ def test_flip_margins_are_their_definition_row_by_row(block: int, seed: int) -> 
     sel = rng.integers(0, 4, size=n) > 0
     own = rng.integers(-1, 6, size=n)
     other = np.where(rng.integers(0, 2, size=n) > 0, own, rng.integers(-1, 6, size=n))
-    real = compare_module._LOGIT_BLOCK_ROWS
-    try:
-        compare_module._LOGIT_BLOCK_ROWS = block  # rows taken a block at a time
+    with swapped(compare_module, _LOGIT_BLOCK_ROWS=block):  # rows taken a block at a time
         got = _flip_margins(arm, at, sel, own, other)
-    finally:
-        compare_module._LOGIT_BLOCK_ROWS = real
     for i in range(n):
         want = (_definition(ids[at[i]].tolist(), vals[at[i]].tolist(), int(width[at[i]]),
                             int(own[i]), int(other[i])) if sel[i] else math.nan)
@@ -114,12 +111,8 @@ def test_the_largest_value_of_lines_read_in_blocks_is_the_one_of_them_all(
     values = rng.choice(np.array([0.0, -0.0, 1.5, -7.25, np.nan, np.inf, -np.inf]),
                         size=(int(rng.integers(1, 9)), int(rng.integers(1, 4))))
     lines = rng.integers(0, values.shape[0], size=int(rng.integers(0, 12)))
-    real = compare_module._LOGIT_BLOCK_ROWS
-    try:
-        compare_module._LOGIT_BLOCK_ROWS = block
+    with swapped(compare_module, _LOGIT_BLOCK_ROWS=block):
         got = compare_module._largest_abs(values, lines)
-    finally:
-        compare_module._LOGIT_BLOCK_ROWS = real
     assert got == finite_max(np.abs(values[lines]).ravel())
 
 
@@ -147,12 +140,8 @@ def test_logit_rows_found_by_table_are_those_the_sorted_search_finds(seed: int,
     again = compare_module._find_rows(arm, np.arange(3), keys_of, space, want, tables)
     assert again[1].tolist() == got[1].tolist()
     assert again[0][got[1]].tolist() == got[0][got[1]].tolist()
-    real = compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN
-    try:
-        compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = 0, 0
+    with swapped(compare_module, _DENSE_KEYS_PER_ROW=0, _DENSE_KEYS_MIN=0):
         searched = compare_module._find_rows(arm, np.arange(3), keys_of, space, want, [])
-    finally:
-        compare_module._DENSE_KEYS_PER_ROW, compare_module._DENSE_KEYS_MIN = real
     keys = keys_of(req, pos, row)
     assert got[1].tolist() == searched[1].tolist() == np.isin(want, keys).tolist()
     assert got[0][got[1]].tolist() == searched[0][got[1]].tolist()

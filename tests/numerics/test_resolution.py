@@ -16,6 +16,7 @@ from difftest.report import comparison
 from difftest.core import model
 from difftest.core.model import LogitRows
 from difftest.numerics.resolution import LOSSLESS_DIGITS, Resolution, format_digits, quanta, resolution
+from tests.swap import swapped
 
 CONFIG = Path(__file__).parents[2] / "difftest" / "configs" / "default.toml"
 
@@ -225,10 +226,6 @@ def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(
                    np.zeros((n, k), np.int32), values, width, np.zeros(n, np.int64), sig)
     compared = rng.integers(0, 2, size=n).astype(bool)
     want = resolution(values, width, sig, compared)
-    real = model._ROW_BLOCK
-    try:
-        model._ROW_BLOCK = block  # rows taken a block at a time
+    with swapped(model, _ROW_BLOCK=block):  # rows taken a block at a time
         magnitudes = lg.magnitudes
-    finally:
-        model._ROW_BLOCK = real
     assert resolution(values, width, sig, compared, magnitudes) == want

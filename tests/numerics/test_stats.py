@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from difftest.numerics.stats import (MIN_ROWS, Z95, PairedRows, _Acc, _accumulate_matched,
                                      _Diffs, _match_pairwise, _match_sorted, _rows_of,
                                      exact_sum, logit_stats, match_ids, wilson)
+from tests.swap import swapped
 
 
 def make_rows(n: int, k: int = 8, vocab: int = 64, seed: int = 0
@@ -431,12 +432,8 @@ def test_the_exact_sum_of_any_doubles_is_fsums(values: list[float], block: int) 
     import difftest.numerics.stats as stats
 
     x = np.array(values, dtype=np.float64)
-    real = stats._INT_BLOCK
-    stats._INT_BLOCK = block
-    try:
+    with swapped(stats, _INT_BLOCK=block):
         got = _fsum_outcome(exact_sum, x)
-    finally:
-        stats._INT_BLOCK = real
     assert got == _exact_sum_wanted(x)
 
 
