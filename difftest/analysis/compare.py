@@ -488,13 +488,11 @@ def _judged_split(pairs: PairedRows, plain: PlainRows, kept: np.ndarray, tol: To
     ka = pairs.ids_a.shape[1]
     if matched is None:
         empty = np.zeros((0, ka))
-        other: tuple[np.ndarray, ...] = (empty.astype(pairs.ids_a.dtype), empty,
-                                         empty.astype(pairs.ids_b.dtype), empty.astype(bool),
-                                         empty, empty)
+        other: tuple[np.ndarray, ...] = (empty, empty.astype(bool), empty, empty)
     else:
         at = kept[rest]
-        other = (matched.ids_a[at, :ka], matched.va[at, :ka], matched.ids_b[at],
-                 matched.shared[at, :ka], matched.vb[at, :ka], matched.d[at, :ka])
+        other = (matched.va[at, :ka], matched.shared[at, :ka], matched.vb[at, :ka],
+                 matched.d[at, :ka])
     stats.add_split(pairs.ids_a[kept], pairs.ids_b[kept], plain.rows[kept],
                     bool(plain.nonzero[kept & plain.rows].any()), other)
     return joined_rows(plain.rows, judge_plain(plain.listed[plain.rows]),

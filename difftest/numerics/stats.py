@@ -422,9 +422,10 @@ class StatsPass:
         """The next row pairs, of which those in `plain` have one top list in both arms
         (`difftest.numerics.tolerance.plain_rows`: every listed id shared with itself, the
         same values) and only the others were matched: A's ids (n, K) and B's of every row,
-        whether a listed value of a plain row is not 0, and `other`, the others' matched arrays
-        as `add_matched` takes them, in order. The same statistics as `add_matched` of every
-        row: a plain row adds a difference of 0 per listed id, an overlap of 1 and a KL of 0."""
+        whether a listed value of a plain row is not 0, and `other`, the others' A values,
+        shared entries, B values and differences as `add_matched` takes them, in order. The
+        same statistics as `add_matched` of every row: a plain row adds a difference of 0 per
+        listed id, an overlap of 1 and a KL of 0."""
         _accumulate_split(self._acc, ids_a, ids_b, plain, plain_nonzero, other, self.rows)
         self.rows += int(ids_a.shape[0])
 
@@ -541,7 +542,7 @@ def _accumulate_split(acc: _Acc, ids_a: np.ndarray, ids_b: np.ndarray, plain: np
     """`_accumulate_matched` of every row, the plain rows' part known without matching them
     (StatsPass.add_split): each value written where `_accumulate_matched` writes it, in the
     same order, so every figure is the same to the bit."""
-    o_ids_a, o_va, o_ids_b, o_shared, o_vb, o_d = other
+    o_va, o_shared, o_vb, o_d = other
     rest = ~plain
     n, k = ids_a.shape
     valid_a = ids_a >= 0

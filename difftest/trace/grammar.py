@@ -32,7 +32,7 @@ KNOWN_TAGS = (TAG_PHASE, TAG_PHASE_DEV, TAG_PROPOSE, TAG_VERIFY, TAG_LOGITS, TAG
 # (ArmTrace.forced_lines; the lines themselves are read by difftest.core.force, which checks a
 # forced arm's commits). The scanner notes the lines it skips; the field reader every line it is
 # handed and every request name it interns (the only text of a line the scanner reads itself
-# that could hold a tag)
+# that could hold a tag); the pure reader each block it reads
 TAG_FORCED = FORCED_TAG.encode()
 NOTED_TAGS = (TAG_FORCED,)
 

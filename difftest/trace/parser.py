@@ -233,10 +233,8 @@ class TraceBuilder:
         cand = np.flatnonzero(maybe)
         other = list(zip(cand.tolist(), starts[cand].tolist(), ends[cand].tolist(), strict=True))
         self.lines_skipped += starts.size - read.index.size - len(other)
-        if not self.forced_lines:
-            skipped = ~maybe
-            skipped[read.index] = False
-            self.forced_lines = _noted_on(buf, starts, skipped)
+        # every line of the block, whatever it is read as (the field reader notes its own too)
+        self.forced_lines |= g.holds_noted(buf)
         rows = _Bulk(read, first_lineno, self._intern_bytes)
         for i, s, e in other:  # a bad line raises: the whole parse fails, nothing to keep
             self._careful(buf[s:e], first_lineno + i)
@@ -658,16 +656,6 @@ def _pad_logits(req: np.ndarray, pos: np.ndarray, row: np.ndarray, widths: np.nd
         order = np.argsort(line, kind="stable")
         out = [x[order] for x in out]
     return out
-
-
-def _noted_on(buf: bytes, starts: np.ndarray, lines: np.ndarray) -> bool:
-    """Whether one of `lines` (a mask over the lines that start at `starts`) holds a noted
-    tag (grammar.NOTED_TAGS)."""
-    for tag in g.NOTED_TAGS:
-        at = [m.start() for m in re.finditer(re.escape(tag), buf)]
-        if at and lines[np.searchsorted(starts, at, side="right") - 1].any():
-            return True
-    return False
 
 
 def _may_repeat(lg: LogitRows) -> bool:
