@@ -1,7 +1,5 @@
 """`difftest cache list|prune`: the checkouts of git refs difftest keeps."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

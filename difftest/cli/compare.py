@@ -1,8 +1,6 @@
 """`difftest compare`, `export` and `explain`: one comparison judged (arms run, two traces read,
 or a past run judged again), its report on stdout and in files, or why its verdict is what it is."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -15,7 +13,7 @@ if TYPE_CHECKING:
     from difftest.flow.evaluate import ComparisonReport
 
 
-def _print(report: ComparisonReport, format: o.CompareFormat, csv: Path | None,
+def _print(report: "ComparisonReport", format: o.CompareFormat, csv: Path | None,
            missing: bool) -> NoReturn:
     """The report on stdout, then the verdict's exit code (2 when a file was not written)."""
     from difftest.report.comparison import render

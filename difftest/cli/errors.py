@@ -4,8 +4,6 @@ its exit code (exit 1 is for "differ" only), without click's usage banner or a t
 The command group (`Group`) applies it once: `invoke` to what a command raises, `main` to the
 rest (click's own errors, an interrupt, a failed standard output)."""
 
-from __future__ import annotations
-
 import contextlib
 import errno
 import os
@@ -77,7 +75,7 @@ class Group(TyperGroup):
     """The command group: what a command raises (`invoke`), click's own errors, an interrupt
     and a failed standard output (`main`) are said the one way (`said`)."""
 
-    def invoke(self, ctx: Context) -> object:
+    def invoke(self, ctx: "Context") -> object:
         """Run the command; what it raises is said on stderr and exits with its code (a
         failed standard output too: click would exit 1 on a closed pipe, and 1 is "differ").
         Click's own errors and exits go on to `main`."""

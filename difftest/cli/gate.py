@@ -3,8 +3,6 @@ comparison and the probes they require), `probe` (arm B broken on purpose), `noi
 A/A floor), `calibrate` (thresholds on held-out inputs) and `sweep` (inputs generated to reach
 a toggle's state)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -3,8 +3,6 @@
 stands for (`Overrides`, `RunOptions`) from the command's parameters by the record's own
 fields."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from enum import Enum

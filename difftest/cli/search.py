@@ -1,8 +1,6 @@
 """The commands that search for where a comparison starts to fail: `bisect` (the first commit)
 and `localize` (the first draft-forward module whose output differs between the arms)."""
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated

@@ -1,8 +1,6 @@
 """The commands that read one captured trace: `parse` (its events, and the findings on its
 lines) and `audit` (whether it could ever fail a comparison)."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated
