@@ -39,9 +39,9 @@ import numpy as np
 
 from difftest.analysis.compare import NEAR_TIE, Comparison, near_tie_rows
 from difftest.core.kinds import AlignMode, Expect, Instrument, VerdictKind
+from difftest.core.proportion import RATE_ALPHA, wilson_bounds, z_quantile
 from difftest.core.thresholds import BenignRate, Calibrated
-from difftest.core.proportion import RATE_ALPHA, wilson_bounds
-from difftest.numerics.clustered import ClusteredRate, clustered_rate, z_quantile
+from difftest.numerics.clustered import ClusteredRate, clustered_rate
 
 ALPHA = RATE_ALPHA
 BLIND_SHARE = 0.5  # near_tie covering more than this share of compared rows: nearly blind

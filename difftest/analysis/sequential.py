@@ -50,10 +50,11 @@ import numpy as np
 
 from difftest.analysis.acceptance import AcceptanceCounts, decision_finding
 from difftest.analysis.findings import Origin
-from difftest.numerics.clustered import POWER, ClusterSums, paired_difference, t_quantile, z_quantile
+from difftest.analysis.verdict import Verdict
 from difftest.core.kinds import ArmSide, VerdictKind
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
-from difftest.analysis.verdict import Verdict
+from difftest.core.proportion import z_quantile
+from difftest.numerics.clustered import POWER, ClusterSums, paired_difference, t_quantile
 
 BETA = round(1.0 - POWER, 10)  # the stated miss rate at the margin (80% power)
 MIN_RUNS = 2  # no decision before the pair has been seen to vary between runs

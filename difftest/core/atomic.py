@@ -12,7 +12,6 @@ really sit in.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -169,7 +168,7 @@ def atomic_output(path: Path, *, make_parents: bool = True, reads: Iterable[Path
 
 def _exclusive_temp(folder: Path, name: str) -> tuple[int, Path]:
     for _ in range(100):
-        tmp = folder / f".{name[:200]}.{secrets.token_hex(4)}.tmp"
+        tmp = folder / f".{name[:200]}.{os.urandom(4).hex()}.tmp"
         try:
             return os.open(tmp, _EXCLUSIVE, 0o644), tmp
         except FileExistsError:

@@ -5,13 +5,20 @@ reader (which refuses a benign rate no gate's rate could exceed, `difftest.core.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 # The rate tests' level (difftest.analysis.benign.ALPHA): the benign rate's bound is the upper
 # end of its two-sided 1 - alpha interval.
 RATE_ALPHA = 0.01
 # An effective size below this is no independent row at all: its interval is [0, 1].
 TINY_N = 1e-100
+
+
+def z_quantile(p: float) -> float:
+    """The standard normal quantile (statistics is imported here, not at start-up: it pulls in
+    decimal and fractions, which a comparison that asks for no quantile never needs)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
 
 
 def wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
@@ -32,5 +39,5 @@ def rate_upper_bound(events: int, rows: int, effective_rows: float,
                      alpha: float = RATE_ALPHA) -> float:
     """The upper end of a rate's two-sided 1 - alpha Wilson interval at its effective size: the
     benign bound a gate's rate must exceed (difftest.analysis.benign)."""
-    z = NormalDist().inv_cdf(1.0 - alpha / 2)
+    z = z_quantile(1.0 - alpha / 2)
     return wilson_bounds(events / rows if rows else 0.0, effective_rows, z)[1]

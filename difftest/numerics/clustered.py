@@ -34,19 +34,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
-from difftest.core.proportion import wilson_bounds
+from difftest.core.proportion import wilson_bounds, z_quantile
 
 POWER = 0.80  # the power a minimum detectable effect is stated at
 CONFIDENCE = 0.95  # two-sided, for the intervals a report shows
-
-
-def z_quantile(p: float) -> float:
-    """The standard normal quantile."""
-    return NormalDist().inv_cdf(p)
 
 
 def _betacf(a: float, b: float, x: float) -> float:
