@@ -20,7 +20,10 @@ NOT_FOR_A_TABLE = ("difftest.bisect", "difftest.execute.supervise", "difftest.fl
                    "difftest.analysis.distribution", "difftest.trace.sampled",
                    "difftest.analysis.sequential", "difftest.analysis.floor",
                    "difftest.execute.records", "difftest.core.machine", "difftest.flow.plan",
-                   "torch", "matplotlib", "pandas", "transformers", "mlx")
+                   "torch", "matplotlib", "pandas", "transformers", "mlx",
+                   # typer 0.29 coerces every parameter through pydantic: 0.06-0.09 s a start
+                   # (docs/performance.md), so pyproject.toml keeps typer below it
+                   "pydantic")
 
 _LOADED = """
 import json, sys

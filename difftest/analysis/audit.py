@@ -161,16 +161,6 @@ class TokenMeasures:
     blind_reasons: list[str]
 
 
-def _median(values: np.ndarray) -> float:
-    """`np.median` of a non-empty 1-D float array, the same float (numpy's partition at the same
-    indices, then the mean of the middle one or two values, as it does), without the
-    masked-array module numpy's median imports to check for nan: a sixth of a tiny compare's
-    analysis. The values here are finite, so there is no nan to check for."""
-    n, half = values.size, values.size // 2
-    middle = np.partition(values, [(n - 1) // 2, -1] if n % 2 else [half - 1, half, -1])
-    return float(np.mean(middle[half:half + 1] if n % 2 else middle[half - 1:half + 1]))
-
-
 def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
                    th: AuditThresholds, what: str = "drafted") -> TokenMeasures:
     """Could a token comparison of these blocks fail? `margins` are the top-1/top-2 margins of
@@ -216,7 +206,7 @@ def measure_tokens(blocks: DraftedBlocks, margins: np.ndarray | None,
     blind_min: float | None = None
     blind_median: float | None = None
     if finite.size:
-        min_margin, median_margin = float(finite.min()), _median(finite)
+        min_margin, median_margin = float(finite.min()), float(np.median(finite))
         blind_min, blind_median = min_margin / 2, median_margin / 2
         if blind_min > th.max_blind_radius:
             if not blind:

@@ -1,6 +1,6 @@
-"""The audit's counts of ids, spread of values, variation of rows, finite rows and median
-margin are the definitions they replace: numpy's unique counts, the finite values' range, any
-row unlike the first, rows whose listed values are all finite, and numpy's median."""
+"""The audit's counts of ids, spread of values, variation of rows and finite rows are the
+definitions they replace: numpy's unique counts, the finite values' range, any row unlike the
+first, and rows whose listed values are all finite."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from difftest.analysis import audit
-from difftest.analysis.audit import _median, _spread, _varies, id_counts
+from difftest.analysis.audit import _spread, _varies, id_counts
 from difftest.core import model
 from difftest.core.model import LogitRows
 from tests.swap import swapped
@@ -67,19 +67,3 @@ def test_finite_rows_are_those_whose_listed_values_are_all_finite(block: int, se
     with swapped(model, _ROW_BLOCK=block):  # rows taken a block at a time
         finite = lg.finite
     assert finite.tolist() == np.all(np.isfinite(values) | ~listed, axis=1).tolist()
-
-
-_EDGES = [0.0, -0.0, 5e-324, 1e-300, 1.0, 1e308, 1.7976931348623157e308]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                          st.sampled_from(_EDGES + [-x for x in _EDGES])),
-                min_size=1, max_size=40))
-def test_the_median_margin_is_numpys_median(values: list[float]) -> None:
-    """The same float, its sign of zero and an overflowing sum of the two middle values
-    included, whatever the length's parity."""
-    x = np.array(values, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        want, got = float(np.median(x)), _median(x)
-    assert np.signbit(got) == np.signbit(want) and (got == want or (got != got and want != want))
