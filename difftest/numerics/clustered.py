@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from difftest.core.proportion import wilson_bounds, z_quantile
+from difftest.numerics.exact import exact_sum
 
 POWER = 0.80  # the power a minimum detectable effect is stated at
 CONFIDENCE = 0.95  # two-sided, for the intervals a report shows
@@ -111,8 +112,10 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def _sum_of_squares(u: np.ndarray) -> float:
-    """Correctly rounded, so the figure is the same whatever order a CPU would add in."""
-    return math.fsum((u * u).tolist())
+    """Correctly rounded, so the figure is the same whatever order a CPU would add in; a square
+    past the largest double is infinite, and so is the sum."""
+    with np.errstate(over="ignore"):
+        return exact_sum(u * u)
 
 
 _DENSE_LABELS = 1 << 16  # labels below this (and 4 per row) are summed in bins of their own
@@ -162,8 +165,8 @@ class ClusterSums:
 
     @property
     def ratio(self) -> float:
-        total = math.fsum(self.n.tolist())
-        return math.fsum(self.y.tolist()) / total if total else math.nan
+        total = exact_sum(self.n)
+        return exact_sum(self.y) / total if total else math.nan
 
     def variance(self) -> float:
         """Cluster-robust variance of the ratio: the delete-one-request jackknife (CR3); nan
@@ -177,9 +180,9 @@ class ClusterSums:
         leaving it out leaves no row."""
         keep = self.n > 0
         y, n = self.y[keep], self.n[keep]
-        rest = math.fsum(self.n.tolist()) - n
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out: np.ndarray = (math.fsum(self.y.tolist()) - y) / rest
+        rest = exact_sum(self.n) - n
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            out: np.ndarray = (exact_sum(self.y) - y) / rest
         return out
 
 
@@ -188,8 +191,9 @@ def _jackknife(replicates: np.ndarray) -> float:
     g = replicates.size
     if g < 2 or not np.all(np.isfinite(replicates)):
         return math.nan
-    mean = math.fsum(replicates.tolist()) / g
-    return (g - 1) / g * _sum_of_squares(replicates - mean)
+    mean = exact_sum(replicates) / g
+    with np.errstate(over="ignore"):  # a spread past the doubles' range is infinite
+        return (g - 1) / g * _sum_of_squares(replicates - mean)
 
 
 @dataclass(frozen=True)
@@ -359,14 +363,16 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
         return None
     pa, pb = sa.ratio, sb.ratio
     both = (sa.n + sb.n) > 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rep = ((math.fsum(sb.y.tolist()) - sb.y[both]) / (nb - sb.n[both])
-               - (math.fsum(sa.y.tolist()) - sa.y[both]) / (na - sa.n[both]))
-    var = _jackknife(rep)
-    terms = rep - math.fsum(rep.tolist()) / rep.size
-    if not math.isfinite(var):  # an arm with all its rows in one request: linearised (CR1)
-        terms = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
-        var = g / (g - 1) * _sum_of_squares(terms)
+    # values past the doubles' range give an infinite or nan spread, not a warning
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        rep = ((exact_sum(sb.y) - sb.y[both]) / (nb - sb.n[both])
+               - (exact_sum(sa.y) - sa.y[both]) / (na - sa.n[both]))
+        var = _jackknife(rep)
+        if math.isfinite(var):
+            terms = rep - exact_sum(rep) / rep.size
+        else:  # an arm with all its rows in one request: linearised (CR1)
+            terms = (sb.y - pb * sb.n) / nb - (sa.y - pa * sa.n) / na
+            var = g / (g - 1) * _sum_of_squares(terms)
 
     def alone(s: ClusterSums, p: float, n: float) -> float:
         v = s.variance() if s.clusters >= 2 else math.inf
@@ -383,11 +389,17 @@ def effective_clusters(terms: np.ndarray) -> float | None:
     contributes alike, near 1 when one request carries the spread. The t quantiles take it, less
     one, as their degrees of freedom, so a spread that rests on a few requests is not trusted
     like one that rests on all of them. None where nothing spreads."""
-    w = (terms * terms).tolist()
-    total = math.fsum(w)
-    if total <= 0.0 or not math.isfinite(total):
-        return None
-    return total * total / math.fsum(x * x for x in w)
+    with np.errstate(over="ignore", under="ignore"):
+        w = terms * terms
+        total = exact_sum(w)
+        if total <= 0.0 or not math.isfinite(total):
+            return None
+        squares = exact_sum(w * w)
+        if squares == 0.0 or not math.isfinite(squares * total * total):
+            # squares past the doubles' range either way: the ratio is the same of w / max w
+            w = w / w.max()
+            total, squares = exact_sum(w), exact_sum(w * w)
+    return total * total / squares
 
 
 def mde_zero_events(effective_rows: float, power: float = POWER) -> float:

@@ -168,7 +168,8 @@ def _not_binary_short(values: np.ndarray) -> int:
     power of two and flooring round nothing)."""
     v = np.asarray(values, dtype=np.float64).ravel()
     v = v[np.isfinite(v)]
-    scaled = v * float(1 << SHORT_BINARY_BITS)
+    with np.errstate(over="ignore"):  # past the range: inf, a whole number as the value was
+        scaled = v * float(1 << SHORT_BINARY_BITS)
     return int(np.count_nonzero(scaled != np.floor(scaled)))
 
 

@@ -34,7 +34,6 @@ Definitions (a row pair is one (request, pos, row) traced by both arms; B is the
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from difftest.numerics.clustered import ClusterSums, t_quantile
+from difftest.numerics.exact import exact_sum
 from difftest.numerics.resolution import snapped_difference, value_quanta
 from difftest.numerics.rows import row_any, row_count, row_max
 
@@ -282,64 +282,6 @@ class MeanError:
     mean: float | None = None  # the mean itself, correctly rounded (None: no value)
 
 
-_SUM_BLOCK = 1 << 16  # values turned into Python floats at a time by `exact_sum`
-
-
-def exact_sum(values: np.ndarray) -> float:
-    """The correctly rounded sum, as `math.fsum(values.tolist())` gives it, without a Python
-    float per value: zeros are left out (fsum's zero sum is +0.0 whatever the zeros' signs,
-    and a zero changes no other sum); values all one finite number v, m of them, sum to the
-    correctly rounded m * v, which is what float multiplication gives where it does not
-    overflow; other finite values are summed as integers (`_integer_sum`), which also gives a
-    sum fsum would refuse for an intermediate overflow (its own partial sums overflow on the
-    way to a sum a double holds; a sum past the largest double is infinite); values with a
-    non-finite one go to fsum (nan, inf, or its error for inf + -inf)."""
-    values = np.asarray(values, dtype=np.float64).ravel()
-    values = values[values != 0]
-    if values.size:
-        first = float(values[0])
-        if math.isfinite(first) and bool(np.all(values == first)):
-            product = float(values.size) * first
-            if math.isfinite(product):
-                return product
-        if bool(np.isfinite(values).all()):
-            return _integer_sum(values)
-    return math.fsum(itertools.chain.from_iterable(
-        values[at:at + _SUM_BLOCK].tolist() for at in range(0, values.size, _SUM_BLOCK)))
-
-
-_INT_BLOCK = 1 << 16  # values summed at a time by `_integer_sum` (its temporaries stay small)
-
-
-def _integer_sum(values: np.ndarray) -> float:
-    """The correctly rounded sum of finite doubles, as fsum gives it, with no Python float per
-    value: each value is an integer of 53 bits times a power of 2 (`np.frexp`); its two halves
-    of 26 and 27 bits are summed per power in float64, where every partial sum of integers
-    that small is exact, and the sums per power are added as Python integers and divided once
-    (an integer division is correctly rounded)."""
-    parts = []  # (integer, power): the sum of a block is integer * 2**(power - 53)
-    for at in range(0, values.size, _INT_BLOCK):
-        mantissa, power = np.frexp(values[at:at + _INT_BLOCK])
-        whole = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: 53 significant bits
-        high = whole >> 26
-        rest = whole - (high << 26)  # 0 <= rest < 2**26
-        base = int(power.min())
-        shift = power - base
-        high_sums = np.bincount(shift, weights=high.astype(np.float64))
-        rest_sums = np.bincount(shift, weights=rest.astype(np.float64))
-        block = 0
-        for k in np.flatnonzero((high_sums != 0) | (rest_sums != 0)).tolist():
-            block += ((int(high_sums[k]) << 26) + int(rest_sums[k])) << k
-        parts.append((block, base))
-    low = min(base for _, base in parts)
-    total = sum(block << (base - low) for block, base in parts)
-    unit = low - 53
-    try:
-        return float(total << unit) if unit >= 0 else total / (1 << -unit)
-    except OverflowError:  # rounds past the largest double: the infinity of its sign
-        return math.inf if total > 0 else -math.inf
-
-
 def mean_error(values: np.ndarray, cluster: np.ndarray | None,
                bounds: tuple[float, float]) -> MeanError:
     """The error of `values.mean()`: request-clustered (jackknife over requests) where at least
@@ -348,7 +290,8 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
     if n < 2:
         return MeanError(None, None, None, 0, exact_sum(values) / n if n else None)
     mean = exact_sum(values) / n
-    se_rows = math.sqrt(exact_sum((values - mean) ** 2) / (n - 1) / n)
+    with np.errstate(over="ignore", invalid="ignore"):  # a spread past the range: inf or nan
+        se_rows = math.sqrt(exact_sum((values - mean) ** 2) / (n - 1) / n)
     se, q, groups = se_rows, Z95, 0
     if cluster is not None:
         sums = ClusterSums.of(values, cluster)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import platform
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
@@ -45,6 +46,7 @@ MAX_DIFF_ROWS = 50  # rows of the differing-rows table
 MAX_MAP_REQUESTS = 6  # requests drawn in the step x row maps
 MAX_MAP_STEPS = 600  # columns of a step x row map; longer requests are binned
 HIST_BINS = 60
+_LARGEST = float(np.finfo(np.float64).max)  # a log axis ends at the largest double
 
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
         "form-action 'none'")
@@ -248,9 +250,10 @@ def _log_axes_for_print(fig: Figure) -> None:
 def _log_span(lo: float, hi: float) -> tuple[float, float]:
     """At least one decade around [lo, hi], so a log axis has ticks to read."""
     if hi < lo * 10:
-        mid = np.sqrt(lo * hi)
+        product = lo * hi  # past the doubles' range for logits near it: the roots' product
+        mid = np.sqrt(product) if math.isfinite(product) else math.sqrt(lo) * math.sqrt(hi)
         lo, hi = min(lo, mid / np.sqrt(10)), max(hi, mid * np.sqrt(10))
-    return float(lo), float(hi)
+    return float(lo), float(min(hi, _LARGEST))
 
 
 def _log_bins(values: np.ndarray) -> np.ndarray:
@@ -813,17 +816,20 @@ def sampled_figure(rep: ComparisonReport) -> Figure_ | None:
 
 def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
-    first the figure that shows why)."""
+    first the figure that shows why). Logits near the largest double overflow inside
+    matplotlib's log axes on the way to a figure it draws all the same: no warning is said."""
     out: list[Figure_ | None] = []
-    if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
-        out.append(blindness_figure(rep))
-    out.append(margin_figure(rep))
-    c = rep.comparison
-    if c is not None:
-        blind = ("the comparison could not have failed: agreement here shows nothing"
-                 if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c) else "")
-        out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
-    out += [accepted_figure(rep), acceptance_figure(rep), sampled_figure(rep)]
+    with np.errstate(over="ignore", under="ignore"):
+        if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
+            out.append(blindness_figure(rep))
+        out.append(margin_figure(rep))
+        c = rep.comparison
+        if c is not None:
+            blind = ("the comparison could not have failed: agreement here shows nothing"
+                     if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c)
+                     else "")
+            out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
+        out += [accepted_figure(rep), acceptance_figure(rep), sampled_figure(rep)]
     return [f for f in out if f is not None]
 
 
