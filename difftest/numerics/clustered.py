@@ -383,6 +383,9 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
                             binomial, effective_clusters(terms))
 
 
+# where the squares of every term, their sum and its square stay normal doubles
+_SQUARED_SAFELY = (1e-145, 1e145)
+
 def effective_clusters(terms: np.ndarray) -> float | None:
     """`(sum w)^2 / sum w^2` over the requests' squared contributions `w` to the variance
     (Carter, Schnepel and Steigerwald's effective number of clusters): G when every request
@@ -394,12 +397,12 @@ def effective_clusters(terms: np.ndarray) -> float | None:
         total = exact_sum(w)
         if total <= 0.0 or not math.isfinite(total):
             return None
-        squares = exact_sum(w * w)
-        if squares == 0.0 or not math.isfinite(squares * total * total):
-            # squares past the doubles' range either way: the ratio is the same of w / max w
+        if not _SQUARED_SAFELY[0] <= float(w.max()) <= _SQUARED_SAFELY[1]:
+            # w * w would leave the normal doubles (inf, or subnormal digits lost): the ratio
+            # is the same of w / max w, whose squares are at most 1
             w = w / w.max()
-            total, squares = exact_sum(w), exact_sum(w * w)
-    return total * total / squares
+            total = exact_sum(w)
+        return total * total / exact_sum(w * w)
 
 
 def mde_zero_events(effective_rows: float, power: float = POWER) -> float:

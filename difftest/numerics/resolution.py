@@ -126,6 +126,9 @@ def value_quanta(values: np.ndarray, digits: int | None) -> np.ndarray:
     return out
 
 
+_SMALLEST_INVERTIBLE = 1.0 / float(np.finfo(np.float64).max)  # 1 / q is finite above it
+
+
 def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
                        ) -> np.ndarray:
     """|a - b| of two printed values on the grid of the finer of their quanta: the one
@@ -134,17 +137,22 @@ def snapped_difference(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndar
     subtraction, not of the engines; on the grid it is 1e-05. When one value is exact (quantum
     0) there is no grid: the difference of 2.877574 and a printed 2.87757 lies anywhere in
     [0, 9e-06], and snapping its 4e-06 onto the printed grid (to 0) would call it equal; the
-    printed value's half quantum is the tolerance's to account for."""
+    printed value's half quantum is the tolerance's to account for. Near the ends of the
+    doubles' range the grid still holds: a quantum under 1e-308 has no finite inverse, and is
+    divided by instead; a difference whose count of quanta passes the largest double (a value
+    near it beside a tiny one) is left as subtracted."""
     with np.errstate(invalid="ignore"):
         d: np.ndarray = np.abs(a - b)
     fine = np.minimum(qa, qb)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         grid = np.isfinite(fine) & (fine > 0) & np.isfinite(d)
         dq, qq = d[grid], fine[grid]
         # A quantum below 1 is 10**-k, which float64 does not hold exactly; dividing by the exact
         # integer 10**k gives the double nearest n * 10**-k (3.75, not 3.7500000000000004).
-        inv = np.where(qq < 1, np.round(1.0 / qq), 1.0)
-        d[grid] = np.where(qq < 1, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
+        inverse = (qq < 1) & (qq > _SMALLEST_INVERTIBLE)
+        inv = np.round(1.0 / np.where(inverse, qq, 1.0))
+        snapped = np.where(inverse, np.round(dq * inv) / inv, np.round(dq / qq) * qq)
+        d[grid] = np.where(np.isfinite(snapped), snapped, dq)
     return d
 
 

@@ -381,7 +381,10 @@ def _finished(acc: _Acc, n: int, min_rows: int, cluster: np.ndarray | None) -> L
     d = acc.diffs.joined()
     # the maximum and the mean (summed in this order) before the percentile reorders `d` in place
     max_abs = float(d.max()) if d.size else None
-    mean_abs = float(d.mean()) if d.size else None
+    with np.errstate(over="ignore"):
+        mean_abs = float(d.mean()) if d.size else None
+        if mean_abs == math.inf and max_abs is not None and max_abs < math.inf:
+            mean_abs = float((d / d.size).sum())  # the sum passed the range, the mean does not
     p99_abs = float(np.percentile(d, 99, overwrite_input=True)) if d.size else None
     kl = np.concatenate(acc.kls) if acc.kls else np.zeros(0)
     kl_at = _rows_of(acc.kl_at, n)

@@ -15,6 +15,7 @@ import html
 import io
 import math
 import platform
+import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
@@ -46,7 +47,14 @@ MAX_DIFF_ROWS = 50  # rows of the differing-rows table
 MAX_MAP_REQUESTS = 6  # requests drawn in the step x row maps
 MAX_MAP_STEPS = 600  # columns of a step x row map; longer requests are binned
 HIST_BINS = 60
-_LARGEST = float(np.finfo(np.float64).max)  # a log axis ends at the largest double
+# The range of positive values a log-scaled figure draws; values beyond it (an infinite |diff|
+# too) are drawn at its ends. matplotlib's log axes and colour bars overflow or underflow
+# near the doubles' ends: 10 ** log10 of the largest double overflows, a colour bar's
+# extensions and SVG extents too (traces scaled to 1.5e306 drew, to 1.9e307 did not), and
+# matplotlib takes a range whose largest value is under 1e21 times the smallest normal double
+# (2.2e-287) for a single point, widened to [-0.1, 0.1], which no log scale holds. The
+# numbers the page prints are the values themselves.
+_DRAWN_MIN, _DRAWN_MAX = 1e-280, 1e300
 
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
         "form-action 'none'")
@@ -248,15 +256,26 @@ def _log_axes_for_print(fig: Figure) -> None:
 
 
 def _log_span(lo: float, hi: float) -> tuple[float, float]:
-    """At least one decade around [lo, hi], so a log axis has ticks to read."""
+    """At least one decade around [lo, hi] (each within the drawn range), so a log axis has
+    ticks to read."""
+    lo, hi = (min(max(x, _DRAWN_MIN), _DRAWN_MAX) for x in (lo, hi))
     if hi < lo * 10:
-        product = lo * hi  # past the doubles' range for logits near it: the roots' product
-        mid = np.sqrt(product) if math.isfinite(product) else math.sqrt(lo) * math.sqrt(hi)
+        # past the doubles' range at either end (or subnormal): the product of the roots
+        product = lo * hi
+        mid = (np.sqrt(product) if math.isfinite(product) and product >= sys.float_info.min
+               else math.sqrt(lo) * math.sqrt(hi))
         lo, hi = min(lo, mid / np.sqrt(10)), max(hi, mid * np.sqrt(10))
-    return float(lo), float(min(hi, _LARGEST))
+    return float(lo), float(hi)
+
+
+def _drawn(values: np.ndarray) -> np.ndarray:
+    """Positive values as a log-scaled figure draws them: within `_DRAWN_MIN.._DRAWN_MAX`."""
+    drawn: np.ndarray = np.clip(values, _DRAWN_MIN, _DRAWN_MAX)
+    return drawn
 
 
 def _log_bins(values: np.ndarray) -> np.ndarray:
+    values = _drawn(values)
     lo, hi = _log_span(float(values.min()), float(values.max()))
     return np.geomspace(lo, hi, HIST_BINS + 1)
 
@@ -264,7 +283,7 @@ def _log_bins(values: np.ndarray) -> np.ndarray:
 def _log_histogram(values: np.ndarray, bins: np.ndarray) -> np.ndarray:
     """np.histogram on log-spaced bins, counted on equal bins of log10 (numpy's fast path for
     uniform bins, instead of a search per value)."""
-    logs = np.log10(values)
+    logs = np.log10(_drawn(values))
     counts, _ = np.histogram(logs, bins=bins.size - 1,
                              range=(float(np.log10(bins[0])), float(np.log10(bins[-1]))))
     return counts
@@ -560,7 +579,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
             d = diffs[sel]
             dgrid = np.full((k, cols), -1.0)
             known = ~np.isnan(d)
-            val = np.where(np.isinf(d), np.float64(np.finfo(np.float64).max), d)
+            val = np.where(d > 0, _drawn(d), d)  # an infinite |diff| too; 0 stays 0
             np.maximum.at(dgrid, (row[known], col[known]), val[known])
             ax2 = axes[n * panels + 1]
             shown = np.ma.masked_array(np.where(dgrid == 0, lo * 1e-3, dgrid), mask=dgrid < 0)

@@ -229,3 +229,26 @@ def test_resolution_read_from_row_magnitudes_is_the_one_read_from_the_values(
     with swapped(model, _ROW_BLOCK=block):  # rows taken a block at a time
         magnitudes = lg.magnitudes
     assert resolution(values, width, sig, compared, magnitudes) == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False), st.floats(-1e6, 1e6),
+       st.sampled_from([4, 6, 8]), st.sampled_from([1e-306, 1e-300, 1.0, 1e300]))
+def test_a_difference_of_printed_values_is_finite_at_every_scale(
+        a: float, step: float, digits: int, scale: float) -> None:
+    """Two printed values anywhere in the doubles' range, subnormal quanta included, differ by
+    a finite amount on the grid (not nan, which the report reads as "not compared"), and equal
+    values by +0.0; without a warning."""
+    from difftest.numerics.resolution import snapped_difference, value_quanta
+
+    with np.errstate(over="ignore"):  # drawn past the range: skipped below
+        x = np.array([a, a, a * scale, float(np.float64(a) + np.float64(step) * scale)])
+        y = np.array([a, a * (1 + 1e-3), a * scale, a * scale])
+    if not np.isfinite(x).all() or not np.isfinite(y).all():
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        qa, qb = value_quanta(x, digits), value_quanta(y, digits)
+        d = snapped_difference(x, y, qa, qb)
+    assert np.isfinite(d).all() and (d >= 0).all()
+    assert d[0] == 0.0 and d[2] == 0.0
