@@ -48,7 +48,7 @@ MODULES = {
               # the `[spec-sample]` lines of sampled decoding, read beside the main parser
               "sampled"),
     # reductions along the rows of the (rows, K) top-list arrays first: they import nothing
-    "numerics": ("rows", "resolution", "clustered", "stats", "noise", "tolerance"),
+    "numerics": ("rows", "exact", "resolution", "clustered", "stats", "noise", "tolerance"),
     "analysis": ("findings", "coverage", "bugclass", "quantity", "audit", "compare",
                  "threshold_notes", "logit_instrument", "verdict", "acceptance", "sequential",
                  "rates", "benign", "floor",
