@@ -45,7 +45,10 @@ DISPLAY_ALPHA = 0.025  # each side of the 95% intervals shown without a gate
 
 @dataclass(frozen=True)
 class AcceptanceCounts:
-    """One arm's drafted verifies: request label, drafted count and accepted count of each."""
+    """One arm's drafted verifies: request label, drafted count and accepted count of each.
+    The labels are the request names as Python strings (an object array): a fixed-width string
+    array pads every verify's label to the longest name, which for one hostile 1 MiB name over
+    15k verifies is 60 GB."""
 
     label: np.ndarray
     k: np.ndarray
@@ -65,7 +68,7 @@ def counts_of(trace: ArmTrace) -> AcceptanceCounts:
     drafted = depth > 0
     names = np.asarray(trace.requests, dtype=object)
     label = (names[v.req[drafted]] if len(trace.requests) else np.zeros(0, dtype=object))
-    return AcceptanceCounts(label.astype(str), depth[drafted],
+    return AcceptanceCounts(label, depth[drafted],
                             np.minimum(v.acc[drafted].astype(np.int64), depth[drafted]))
 
 

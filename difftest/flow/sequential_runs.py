@@ -43,7 +43,9 @@ from difftest.flow.evaluate import ArmOutcome, sampled_evidence
 
 def _labelled(c: AcceptanceCounts, run: int) -> AcceptanceCounts:
     """Each run of a request its own cluster: reruns are independent draws of it."""
-    return AcceptanceCounts(np.char.add(f"run{run}/", c.label.astype(str)), c.k, c.acc)
+    names, each = np.unique(c.label, return_inverse=True)  # one new string per request
+    prefixed = np.array([f"run{run}/{name}" for name in names.tolist()], dtype=object)
+    return AcceptanceCounts(prefixed[each], c.k, c.acc)
 
 
 @dataclass
@@ -67,7 +69,7 @@ class Seen:
 
 
 def _only(c: AcceptanceCounts, requests: set[str]) -> AcceptanceCounts:
-    keep = np.isin(c.label.astype(str), np.asarray(sorted(requests), dtype=str))
+    keep = np.array([str(name) in requests for name in c.label.tolist()], dtype=bool)
     return AcceptanceCounts(c.label[keep], c.k[keep], c.acc[keep])
 
 
@@ -98,7 +100,7 @@ class SequentialTest:
         r = self.tally.runs + 1
         new = self.seen.fresh(a, b)
         ca, cb = counts_of(a), counts_of(b)
-        self.repeated += len((set(ca.label.astype(str)) | set(cb.label.astype(str))) - new)
+        self.repeated += len({str(x) for x in (*ca.label.tolist(), *cb.label.tolist())} - new)
         if not new:  # the same draws again: nothing to add, and no later rerun would
             self.looks.append(replace(look(self.tally, self.design, repeated=True), runs=r))
             self.stopped = True

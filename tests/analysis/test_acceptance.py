@@ -333,3 +333,21 @@ def test_the_flip_test_clusters_by_request_where_it_can() -> None:
     assert wide.counts and wide.clustered_low is not None and wide.clustered_low > 0
     # no per-request record (one request, or a floor measured before): the exact test decides
     assert flip_test(30, 600, floor).counts and flip_test(30, 600, floor).clustered_low is None
+
+
+def test_a_request_name_of_a_mebibyte_costs_its_own_bytes_not_every_verifys(
+        tmp_path: Path) -> None:
+    """One hostile 1 MiB request name beside 15,000 verifies of short-named requests: the
+    acceptance labels are the names themselves (Python strings), not a fixed-width array that
+    pads every verify's label to the longest (58.6 GiB here, a MemoryError)."""
+    long_name = "x" * (1 << 20)
+    lines = [verify_line(long_name, 5, [11, 12, 13], [11, 12, 40])]
+    lines += [verify_line(f"r{i % 3}", 10 + i, [i % 50, (i * 7) % 50, (i * 3) % 50],
+                          [i % 50, 9][:1 + i % 2]) for i in range(15_000)]
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    for path in (a, b):
+        path.write_text("\n".join(lines) + "\n")
+    report = api.compare(traces=api.Traces(a, b))
+    assert report.acceptance is not None
+    assert report.acceptance.arm_a.verifies == 15_001
+    assert report.acceptance.arm_a.requests == 4
