@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
 from enum import IntEnum, StrEnum
 
@@ -28,7 +29,7 @@ from difftest.core.errors import UsageError
 from difftest.core.kinds import AlignMode, ArmSide, DraftingKind
 from difftest.core.model import ArmTrace, Finding, LogitRows
 from difftest.numerics.noise import (NOISE_BAND, ExcessTest, FlipTest, NoiseFloor, excess_test,
-                            flip_test, request_flips)
+                            flip_test, request_flips, request_names)
 from difftest.numerics.resolution import (LOSSLESS_DIGITS, Resolution, arm_digits, exact_in_half,
                                  resolution)
 from difftest.numerics.stats import LogitStats, PairedRows, StatsPass
@@ -861,8 +862,8 @@ def compare(a: ArmTrace, b: ArmTrace, rules: Rules = BARE, *, floor: NoiseFloor 
     findings = _judged_counts(lg.findings, lg, compared)
     if floor is not None:
         lg, findings = _against_floor(lg, findings, floor, compared)
-        status, findings = _flips_against_floor(status, lg, findings, floor,
-                                                _request_names(al, rows))
+        status, findings = _flips_against_floor(status, lg, findings, floor, rows.req,
+                                                request_names(al.requests, rows.req))
     findings = _compared_stats(a, b, findings, lg, compared)
     # the pairs' judgement is counted: let it go before the table is built and ordered
     lg = replace(lg, judged=None)
@@ -960,15 +961,8 @@ def flip_size(margin_a: np.ndarray, margin_b: np.ndarray) -> np.ndarray:
     return size
 
 
-def _request_names(al: Alignment, rows: _Rows) -> np.ndarray:
-    """The request name of each row: what the request-clustered flip test groups by."""
-    if al.requests:
-        return np.asarray(np.asarray(al.requests, dtype=object)[rows.req]).astype(str)
-    return rows.req.astype(str)
-
-
 def _flips_against_floor(status: np.ndarray, lg: _Logits, findings: LogitFindings | None,
-                         floor: NoiseFloor, names: np.ndarray
+                         floor: NoiseFloor, req: np.ndarray, names: Sequence[str]
                          ) -> tuple[np.ndarray, LogitFindings]:
     """Judge the hard flips against A's flips over its reruns: those larger than the noise band
     count whatever any test says; the others only when B flips significantly more often than A
@@ -981,7 +975,7 @@ def _flips_against_floor(status: np.ndarray, lg: _Logits, findings: LogitFinding
         big = hard & (flip_size(lg.margin_a, lg.margin_b) > NOISE_BAND * floor.floor)
     flipped = hard | near
     test = flip_test(int(hard.sum()), int(counted.sum()), floor, near_ties=int(near.sum()),
-                     by_request_b=request_flips(names[counted], flipped[counted]))
+                     by_request_b=request_flips(req[counted], names, flipped[counted]))
     status = status.copy()
     if not test.counts:
         status[hard & ~big] = NOISE_FLIP

@@ -15,7 +15,8 @@ from difftest.core.errors import UsageError
 from difftest.core.kinds import DraftingKind
 from difftest.core.names import rerun_name
 from difftest.core.model import ArmTrace
-from difftest.numerics.noise import NoiseFloor, RerunPair, noise_floor, request_flips
+from difftest.numerics.noise import (NoiseFloor, RerunPair, noise_floor, request_flips,
+                                     request_names)
 from difftest.numerics.stats import LogitStats, PairedRows, logit_stats
 
 
@@ -37,9 +38,8 @@ def _pair(i: int, j: int, cmp: Comparison) -> RerunPair:
     identical = (not flips and not cmp.blocks_logit_differing and not cmp.unmatched_a
                  and not cmp.unmatched_b and not cmp.divergences and not cmp.coverage_gaps)
     keep = r.compared
-    names = np.asarray(cmp.requests, dtype=object)[r.req[keep]] if cmp.requests else \
-        r.req[keep].astype(str)
-    by_request = request_flips(np.asarray(names), np.isin(r.status[keep], (DIFFER, NEAR_TIE)))
+    by_request = request_flips(r.req[keep], request_names(cmp.requests, r.req),
+                               np.isin(r.status[keep], (DIFFER, NEAR_TIE)))
     return RerunPair(i, j, int(r.compared.sum()), flips, cmp.logit_rows_compared,
                      cmp.max_abs_logit_diff, identical, by_request)
 
@@ -55,11 +55,17 @@ def _pooled(cmps: Sequence[Comparison]) -> LogitStats | None:
         return np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=fill)
 
     lg = next(c.logits for c in cmps if c.logits is not None)
-    # the same request in every pair of reruns is one cluster: its context is shared
-    named = [np.asarray(c.requests, dtype=object)[c.logits.pair_req].astype(str)
-             for c in cmps if c.logits is not None and c.logits.pairs is not None
-             and len(c.logits.pairs) and c.logits.pair_req is not None and c.requests]
-    cluster = np.concatenate(named) if len(named) == len(parts) else None
+    # the same request in every pair of reruns is one cluster: its context is shared. A row's
+    # cluster is its request name's rank among every pair's names (the order the names sort
+    # in), so a long name is held once, not once per row
+    named = [(c.requests, c.logits.pair_req) for c in cmps
+             if c.logits is not None and c.logits.pairs is not None and len(c.logits.pairs)
+             and c.logits.pair_req is not None and c.requests]
+    cluster = None
+    if len(named) == len(parts):
+        rank = {name: i for i, name in enumerate(sorted({str(n) for r, _ in named for n in r}))}
+        cluster = np.concatenate([np.array([rank[str(n)] for n in r], np.int64)[at]
+                                  for r, at in named])
     return logit_stats(PairedRows(
         np.concatenate([pad(p.ids_a, -1) for p in parts]),
         np.concatenate([pad(p.vals_a, np.nan) for p in parts]),

@@ -44,13 +44,21 @@ class RequestFlips:
     flips: int
 
 
-def request_flips(names: np.ndarray, flipped: np.ndarray) -> tuple[RequestFlips, ...]:
-    """Per request name (sorted), its rows and flips."""
-    labels, inverse = np.unique(names.astype(str), return_inverse=True)
-    rows = np.bincount(inverse, minlength=labels.size)
-    flips = np.bincount(inverse, weights=flipped.astype(np.float64), minlength=labels.size)
-    return tuple(RequestFlips(str(n), int(r), int(f))
-                 for n, r, f in zip(labels.tolist(), rows.tolist(), flips.tolist(), strict=True))
+def request_names(requests: Sequence[str], req: np.ndarray) -> Sequence[str]:
+    """The names rows index with `req`: a trace's request names, else (a trace with none) each
+    index spelled as a number."""
+    return requests if requests else [str(i) for i in range(int(req.max()) + 1 if req.size else 0)]
+
+
+def request_flips(req: np.ndarray, names: Sequence[str], flipped: np.ndarray
+                  ) -> tuple[RequestFlips, ...]:
+    """Per request (`req`: each row's index into `names`), its rows and flips, sorted by name:
+    counted by index, so a long request name costs its own bytes once, not once per row."""
+    rows = np.bincount(req, minlength=len(names))
+    flips = np.bincount(req, weights=flipped.astype(np.float64), minlength=len(names))
+    present = np.flatnonzero(rows).tolist()
+    return tuple(sorted((RequestFlips(str(names[i]), int(rows[i]), int(flips[i]))
+                         for i in present), key=lambda r: r.req))
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,12 @@ from math import comb
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from difftest.numerics.noise import (ALPHA, FlipRule, NoiseFloor, RerunPair, excess_test,
                             fewest_significant, fisher_greater, flip_test, noise_floor,
-                            top_k_p_value)
+                            request_flips, top_k_p_value)
 from difftest.numerics.stats import PairedRows, logit_stats, wilson
 
 
@@ -237,3 +239,21 @@ def test_probabilities_at_their_edges() -> None:
     assert fisher_greater(0, 0, 0, 0) == 1.0
     # a p-value near 1 whose terms sum above it is capped at 1
     assert fisher_greater(1, 120, 900, 1000) == 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=60),
+       st.lists(st.text(min_size=1, max_size=4), min_size=6, max_size=6, unique=True))
+def test_request_flips_count_each_named_request_in_name_order(
+        rows: list[tuple[int, bool]], names: list[str]) -> None:
+    """By each row's request index, not a per-row array of names (a long name is held once):
+    the rows and flips per name, in name order, and only the requests with a row."""
+    req = np.array([r for r, _ in rows], dtype=np.int64)
+    flipped = np.array([f for _, f in rows], dtype=bool)
+    want: dict[str, list[int]] = {}
+    for r, f in rows:
+        counts = want.setdefault(names[r], [0, 0])
+        counts[0] += 1
+        counts[1] += int(f)
+    got = request_flips(req, names, flipped)
+    assert [(x.req, x.rows, x.flips) for x in got] == [(n, *want[n]) for n in sorted(want)]
