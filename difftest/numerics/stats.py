@@ -301,7 +301,9 @@ def mean_error(values: np.ndarray, cluster: np.ndarray | None,
             # show the rounding of its sums)
             # and never below the independent-rows error (a design effect of at least 1, as
             # for the clustered rates): few requests can make the jackknife small by chance
-            se = max(math.sqrt(sums.variance()), se_rows) if se_rows > 0 else 0.0
+            # (an infinite value leaves no finite spread: nan, not the 0 of rows alike)
+            se = (max(math.sqrt(sums.variance()), se_rows) if se_rows > 0
+                  else math.nan if math.isnan(se_rows) else 0.0)
             q = t_quantile(0.975, groups - 1.0)
     ci = (max(bounds[0], mean - q * se), min(bounds[1], mean + q * se))
     return MeanError(se, se_rows, ci, groups, mean)

@@ -62,3 +62,16 @@ def test_the_effective_number_of_requests_is_between_one_and_their_count(
         got = effective_clusters(t)
     if got is not None:
         assert 1.0 - 1e-12 <= got <= t.size * (1 + 1e-12)
+
+
+def test_a_mean_with_an_infinite_value_has_no_finite_error() -> None:
+    """An infinite value leaves the spread unknown (nan), not the zero error of rows that are
+    all alike; the interval is then the whole of the bounds."""
+    from difftest.numerics.stats import mean_error
+
+    labels = np.array([0, 1, 2])
+    unknown = mean_error(np.array([math.inf, 1.0, 2.0]), labels, (0.0, math.inf))
+    alike = mean_error(np.array([1.0, 1.0, 1.0]), labels, (0.0, math.inf))
+    assert unknown.se is not None and math.isnan(unknown.se)
+    assert unknown.ci == (0.0, math.inf)
+    assert alike.se == 0.0 and alike.ci == (1.0, 1.0)
