@@ -275,7 +275,8 @@ def excess_test(exceed: int, values_b: int, floor: NoiseFloor,
 
 def _sums(flips: Sequence[RequestFlips]) -> tuple[np.ndarray, ClusterSums]:
     ordered = sorted(flips, key=lambda r: r.req)
-    return (np.array([r.req for r in ordered], dtype=str),
+    # the names as Python strings: a fixed-width array pads each to the longest name
+    return (np.array([r.req for r in ordered], dtype=object),
             ClusterSums(np.array([float(r.flips) for r in ordered]),
                         np.array([float(r.rows) for r in ordered])))
 

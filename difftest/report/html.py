@@ -48,13 +48,12 @@ MAX_MAP_REQUESTS = 6  # requests drawn in the step x row maps
 MAX_MAP_STEPS = 600  # columns of a step x row map; longer requests are binned
 HIST_BINS = 60
 # The range of positive values a log-scaled figure draws; values beyond it (an infinite |diff|
-# too) are drawn at its ends. matplotlib's log axes and colour bars overflow or underflow
-# near the doubles' ends: 10 ** log10 of the largest double overflows, a colour bar's
-# extensions and SVG extents too (traces scaled to 1.5e306 drew, to 1.9e307 did not), and
-# matplotlib takes a range whose largest value is under 1e21 times the smallest normal double
-# (2.2e-287) for a single point, widened to [-0.1, 0.1], which no log scale holds. The
-# numbers the page prints are the values themselves.
-_DRAWN_MIN, _DRAWN_MAX = 1e-280, 1e300
+# too) are drawn at its ends. matplotlib's log axes fail near the doubles' ends (10 ** log10
+# of the largest double overflows, and a range whose largest value is under 2.2e-287 is taken
+# for a single point), and its log tick locator overflows on a span of about 270 decades
+# (one row scaled by 1e270 among ordinary ones), so the window is 240 decades. The numbers the
+# page prints are the values themselves.
+_DRAWN_MIN, _DRAWN_MAX = 1e-120, 1e120
 
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
         "form-action 'none'")
@@ -266,6 +265,12 @@ def _log_span(lo: float, hi: float) -> tuple[float, float]:
                else math.sqrt(lo) * math.sqrt(hi))
         lo, hi = min(lo, mid / np.sqrt(10)), max(hi, mid * np.sqrt(10))
     return float(lo), float(hi)
+
+
+def _shortened(name: str, most: int = 60) -> str:
+    """A request name as a figure's title shows it: matplotlib draws every glyph of a title,
+    and a 1 MiB name made a 230 MB page. The page's tables give names whole."""
+    return name if len(name) <= most else name[:most - 1] + "…"
 
 
 def _drawn(values: np.ndarray) -> np.ndarray:
@@ -554,7 +559,7 @@ def row_map_figure(c: Comparison, blind: str = "") -> Figure_ | None:
         row = r.row[sel].astype(np.int64) - 1
         grid = np.zeros((k, cols), dtype=np.int8)
         np.maximum.at(grid, (row, col), prio[r.status[sel]])
-        name = c.requests[req] or "(ordinal)"
+        name = _shortened(c.requests[req]) or "(ordinal)"
         binned = f", {steps} steps in {cols} columns" if cols < steps else f", {steps} steps"
         ax = axes[n * panels]
         ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(_MAP_CLASSES) - 0.5, aspect="auto",

@@ -335,6 +335,18 @@ def test_the_flip_test_clusters_by_request_where_it_can() -> None:
     assert flip_test(30, 600, floor).counts and flip_test(30, 600, floor).clustered_low is None
 
 
+def test_the_flip_test_holds_a_long_request_name_once() -> None:
+    """One 1 MiB request name among 10,000 requests on both sides of the clustered flip test:
+    the names are held as Python strings, not padded to the longest in a fixed-width array
+    (10,000 x 4 MiB, a MemoryError)."""
+    names = ["x" * (1 << 20)] + [f"r{i}" for i in range(1, 10_000)]
+    by = tuple(RequestFlips(n, 6, int(i % 7 == 0)) for i, n in enumerate(names))
+    pair = RerunPair(0, 1, 6 * len(by), sum(r.flips for r in by), 0, 0.5, False, by)
+    floor = noise_floor("a", 2, [pair], None)
+    test = flip_test(sum(r.flips for r in by), 6 * len(by), floor, by_request_b=by)
+    assert test.requests == 10_000 and not test.counts
+
+
 def test_a_request_name_of_a_mebibyte_costs_its_own_bytes_not_every_verifys(
         tmp_path: Path) -> None:
     """One hostile 1 MiB request name beside 15,000 verifies of short-named requests: the

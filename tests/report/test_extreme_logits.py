@@ -71,3 +71,35 @@ def test_logits_near_the_smallest_double_are_compared_and_drawn(tmp_path: Path,
     assert "could have failed through: tokens, logits" in table
     assert "21 logit row(s) compared" in table and "max |d| 0," in table
     assert differ.exit_code is ExitCode.DIFFER and "<img" in page.read_text()
+
+
+def _one_row_scaled(source: Path, out: Path, scale: float, row: int = 5) -> Path:
+    lines = source.read_text().splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line.startswith("[spec-logits]")][row]
+    lines[at] = re.sub(r"(-?\d+):(-?[\d.]+)",
+                       lambda m: f"{m.group(1)}:{float(m.group(2)) * scale:.6g}", lines[at])
+    out.write_text("".join(lines))
+    return out
+
+
+def test_a_row_far_beyond_the_others_is_drawn(tmp_path: Path) -> None:
+    """One row times 1e290 among ordinary ones: a log axis over some 290 decades, on which
+    matplotlib's tick locator overflowed (the page was not written)."""
+    a = _one_row_scaled(DATA / "agree_a.log", tmp_path / "a.log", 1e290)
+    b = _one_row_scaled(DATA / "differ_b.log", tmp_path / "b.log", 1e290)
+    page = tmp_path / "page.html"
+    report = api.compare(traces=api.Traces(a, b), outputs=api.Outputs(html=page))
+    assert report.exit_code is ExitCode.DIFFER and "<img" in page.read_text()
+
+
+def test_a_long_request_name_is_shortened_in_the_figures(tmp_path: Path) -> None:
+    """A 20,000-character request name: the tables give it whole, the figures' titles a
+    shortened one (matplotlib draws each glyph; a 1 MiB name made a 230 MB page)."""
+    name = "n" * 20_000
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text((DATA / "agree_a.log").read_text().replace("req=b ", f"req={name} "))
+    b.write_text((DATA / "differ_b.log").read_text().replace("req=b ", f"req={name} "))
+    page = tmp_path / "page.html"
+    report = api.compare(traces=api.Traces(a, b), outputs=api.Outputs(html=page))
+    assert report.exit_code is ExitCode.DIFFER and name in page.read_text()
+    assert page.stat().st_size < 1_000_000
