@@ -13,9 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 import platform
-import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, UTC
 from pathlib import Path
@@ -257,12 +255,9 @@ def _log_axes_for_print(fig: Figure) -> None:
 def _log_span(lo: float, hi: float) -> tuple[float, float]:
     """At least one decade around [lo, hi] (each within the drawn range), so a log axis has
     ticks to read."""
-    lo, hi = (min(max(x, _DRAWN_MIN), _DRAWN_MAX) for x in (lo, hi))
+    lo, hi = _drawn_at(lo), _drawn_at(hi)
     if hi < lo * 10:
-        # past the doubles' range at either end (or subnormal): the product of the roots
-        product = lo * hi
-        mid = (np.sqrt(product) if math.isfinite(product) and product >= sys.float_info.min
-               else math.sqrt(lo) * math.sqrt(hi))
+        mid = np.sqrt(lo * hi)  # a normal double: the drawn range is 240 decades
         lo, hi = min(lo, mid / np.sqrt(10)), max(hi, mid * np.sqrt(10))
     return float(lo), float(hi)
 
@@ -271,6 +266,12 @@ def _shortened(name: str, most: int = 60) -> str:
     """A request name as a figure's title shows it: matplotlib draws every glyph of a title,
     and a 1 MiB name made a 230 MB page. The page's tables give names whole."""
     return name if len(name) <= most else name[:most - 1] + "…"
+
+
+def _drawn_at(value: float) -> float:
+    """A value as a log-scaled figure places it (a line at a threshold, an axis's end): within
+    `_DRAWN_MIN.._DRAWN_MAX`."""
+    return min(max(value, _DRAWN_MIN), _DRAWN_MAX)
 
 
 def _drawn(values: np.ndarray) -> np.ndarray:
@@ -323,16 +324,16 @@ def margin_figure(rep: ComparisonReport) -> Figure_ | None:
         ax.set_xscale("log")
     near_tie = rep.rules.near_tie or 0.0  # None: derived per row, no one line to draw
     if near_tie > 0:
-        ax.axvline(near_tie, color="#d7191c", linestyle="--", linewidth=1.2,
+        ax.axvline(_drawn_at(near_tie), color="#d7191c", linestyle="--", linewidth=1.2,
                    label=f"near_tie = {near_tie:g} (flips below it are near-ties)")
     threshold = 2 * rep.thresholds.max_blind_radius
-    ax.axvline(threshold, color="#555555", linestyle=":", linewidth=1.2,
+    ax.axvline(_drawn_at(threshold), color="#555555", linestyle=":", linewidth=1.2,
                label=f"margin {threshold:g} = blind radius {rep.thresholds.max_blind_radius:g} "
                      "(audit limit)")
     for side, o, _ in series:
         au = o.audit
         if au is not None and au.min_margin is not None and au.min_margin > 0:
-            ax.axvline(au.min_margin, color=_COLOURS[side], linestyle="-.", linewidth=0.9)
+            ax.axvline(_drawn_at(au.min_margin), color=_COLOURS[side], linestyle="-.", linewidth=0.9)
     ax.set_xlabel("top-1 minus top-2 logit (margin; a perturbation below margin/2 cannot flip "
                   "the row)")
     ax.set_ylabel("rows")
@@ -456,19 +457,19 @@ def logit_diff_figure(rep: ComparisonReport, c: Comparison) -> Figure_ | None:
         ax.set_xlim(1e-8, 1.0)
         ax.set_yticks([])
     if rep.spec.rules.atol > 0:
-        ax.axvline(rep.spec.rules.atol, color="#d7191c", linestyle="--", linewidth=1.3,
+        ax.axvline(_drawn_at(rep.spec.rules.atol), color="#d7191c", linestyle="--", linewidth=1.3,
                    label=f"atol = {rep.spec.rules.atol:g}")
     else:
         ax.plot([], [], " ", label="atol = 0: bitwise, any |diff| > 0 differs")
     floor = _noise_floor(c)
     if floor is not None and floor > 0:
-        ax.axvline(floor, color="#1a7f37", linestyle=":", linewidth=1.3,
+        ax.axvline(_drawn_at(floor), color="#1a7f37", linestyle=":", linewidth=1.3,
                    label=f"noise floor = {floor:.3g}")
     from difftest.analysis.logit_instrument import blind_radius
 
     radius = blind_radius(c)
     if radius.logits is not None and radius.logits > 0:
-        ax.axvline(radius.logits, color="#555555", linestyle="-.", linewidth=1.1,
+        ax.axvline(_drawn_at(radius.logits), color="#555555", linestyle="-.", linewidth=1.1,
                    label=f"blind radius = {radius.logits:.3g} (its {radius.logit_rule}): a "
                          "change below it goes unseen")
     ax.set_xlabel("max |logit A - logit B| over the shared top-k ids of a row")
@@ -840,20 +841,17 @@ def sampled_figure(rep: ComparisonReport) -> Figure_ | None:
 
 def figures(rep: ComparisonReport) -> list[Figure_]:
     """Every figure the comparison has data for, in reading order (for an uninformative one,
-    first the figure that shows why). Logits near the largest double overflow inside
-    matplotlib's log axes on the way to a figure it draws all the same: no warning is said."""
+    first the figure that shows why)."""
     out: list[Figure_ | None] = []
-    with np.errstate(over="ignore", under="ignore"):
-        if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
-            out.append(blindness_figure(rep))
-        out.append(margin_figure(rep))
-        c = rep.comparison
-        if c is not None:
-            blind = ("the comparison could not have failed: agreement here shows nothing"
-                     if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c)
-                     else "")
-            out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
-        out += [accepted_figure(rep), acceptance_figure(rep), sampled_figure(rep)]
+    if rep.verdict.kind is VerdictKind.UNINFORMATIVE:
+        out.append(blindness_figure(rep))
+    out.append(margin_figure(rep))
+    c = rep.comparison
+    if c is not None:
+        blind = ("the comparison could not have failed: agreement here shows nothing"
+                 if rep.verdict.kind is VerdictKind.UNINFORMATIVE and not differed(c) else "")
+        out += [row_map_figure(c, blind), logit_diff_figure(rep, c)]
+    out += [accepted_figure(rep), acceptance_figure(rep), sampled_figure(rep)]
     return [f for f in out if f is not None]
 
 
