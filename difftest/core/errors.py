@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum

@@ -386,6 +386,7 @@ def paired_difference(a: ClusterSums, labels_a: np.ndarray, b: ClusterSums,
 # where the squares of every term, their sum and its square stay normal doubles
 _SQUARED_SAFELY = (1e-145, 1e145)
 
+
 def effective_clusters(terms: np.ndarray) -> float | None:
     """`(sum w)^2 / sum w^2` over the requests' squared contributions `w` to the variance
     (Carter, Schnepel and Steigerwald's effective number of clusters): G when every request
