@@ -15,7 +15,8 @@ TINY_N = 1e-100
 
 def z_quantile(p: float) -> float:
     """The standard normal quantile (statistics is imported here, not at start-up: it pulls in
-    decimal and fractions, which a comparison that asks for no quantile never needs)."""
+    decimal and fractions, which `--help`, `parse` and `audit` never need; a comparison asks
+    for a quantile and imports it)."""
     from statistics import NormalDist
 
     return NormalDist().inv_cdf(p)
