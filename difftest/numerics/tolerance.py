@@ -213,8 +213,9 @@ def plain_rows(pairs: PairedRows, digits_a: int | None, digits_b: int | None
     listed = ids_a >= 0
     held = np.ascontiguousarray(exact_values(va, digits_a))
     size = np.abs(held)
-    # a value of a size the general path's arithmetic stays inside (its quantum's inverse, the
-    # log-softmax of its row: a row holding 1e-305 or +-1e308 is matched, as before)
+    # a value of a size where the general path's arithmetic is known to give the same numbers
+    # (tests/numerics/test_plain_rows.py; near the doubles' ends its log-softmax overflows and
+    # its quanta are subnormal): a row holding 1e-305 or +-1e308 is matched, as before
     fine = (size == 0) | ((size >= _PLAIN_SMALLEST) & (size <= _PLAIN_LARGEST))
     if digits_b != digits_a or wide(digits_b) != wide(digits_a):
         # printed otherwise: the same text must be the same number under both prints
