@@ -1,9 +1,9 @@
 """The `difftest` command line: a file per kind of command, each command one call of
 `difftest.api`, then printing and the exit code; shared options are declared once (`options`),
-errors said once, by the command group (`errors.Group`). Nothing heavy is imported at module
-level, so `difftest --help` starts without numpy, pandas or torch; and the command line's
-annotations are objects, not the strings `from __future__ import annotations` makes: typer
-reads every command's at each start, and evaluating strings doubled that (10 ms a start)."""
+errors said once, by the command group's `main` (`errors.Group`). Nothing heavy is imported at
+module level, so `difftest --help` starts without numpy, pandas or torch; and the command
+line's annotations are objects, not the strings `from __future__ import annotations` makes:
+typer reads every command's at each start, and evaluating strings doubled that (10 ms a start)."""
 
 import sys
 from typing import Annotated

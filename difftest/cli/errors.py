@@ -1,8 +1,7 @@
-"""The command line's one error translator (`said`): every usage error, bad parameter, failure
-of difftest and unwritable standard output becomes one `difftest: error: ...` line on stderr and
-its exit code (exit 1 is for "differ" only), without click's usage banner or a traceback.
-The command group (`Group`) applies it once: `invoke` to what a command raises, `main` to the
-rest (click's own errors, an interrupt, a failed standard output)."""
+"""The command line's one error translator: the command group's `main` runs a command and says
+whatever ends it (a usage error, a bad parameter, a failure of difftest, an interrupt, an
+unwritable standard output, a bug) as one `difftest: error: ...` line on stderr with its exit
+code (`said`; exit 1 is for "differ" only), without click's usage banner or a traceback."""
 
 import contextlib
 import errno
@@ -11,16 +10,13 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
 from difftest.core.deprecation import one_line_on_stderr
 from difftest.core.errors import DifftestError, ExitCode, stopped_by
-
-if TYPE_CHECKING:
-    from typer._click import Context  # the click typer vendors, whose Group this is
 
 R = TypeVar("R")
 STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)  # standard output itself failed
@@ -35,7 +31,12 @@ def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
         from difftest.report.text import strip_ansi
 
         return f"difftest: error: {strip_ansi(str(exc))}", exc.exit_code
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, CLICK.UsageError):
+        where = exc.ctx.command_path if exc.ctx is not None else "difftest"
+        return f"difftest: error: {exc.format_message()} (see '{where} --help')", ExitCode.USAGE
+    if isinstance(exc, CLICK.ClickException):
+        return f"difftest: error: {exc.format_message()}", ExitCode.USAGE
+    if isinstance(exc, KeyboardInterrupt | typer.Abort):
         signum = getattr(exc, "signum", 2)  # SIGTERM and SIGHUP outside a run's stages
         what, code = stopped_by(signum if isinstance(signum, int) else 2)
         return f"difftest: {what}", code
@@ -59,12 +60,6 @@ def said(exc: BaseException, *, stdout: bool = False) -> tuple[str, ExitCode]:
             ExitCode.USAGE)
 
 
-def die(line: str, code: ExitCode) -> NoReturn:
-    with contextlib.suppress(OSError):
-        typer.echo(line, err=True)
-    sys.exit(int(code))
-
-
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's last flush cannot fail again at exit."""
     with contextlib.suppress(OSError, ValueError):  # io.UnsupportedOperation is both
@@ -72,18 +67,32 @@ def _quiet_stdout() -> None:
 
 
 class Group(TyperGroup):
-    """The command group: what a command raises (`invoke`), click's own errors, an interrupt
-    and a failed standard output (`main`) are said the one way (`said`)."""
+    """The command group, whose `main` is the one place an error is said (`said`)."""
 
-    def invoke(self, ctx: "Context") -> object:
-        """Run the command; what it raises is said on stderr and exits with its code (a
-        failed standard output too: click would exit 1 on a closed pipe, and 1 is "differ").
-        Click's own errors and exits go on to `main`."""
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: object) -> NoReturn:
+        """Run the command and exit with its code; what ends it otherwise is said once, here
+        (click's own `main` would exit 1 on a closed pipe or an abort, and 1 is "differ")."""
+        name = prog_name or "difftest"
+        self._main_shell_completion(extra, name, complete_var)
         one_line_on_stderr()  # an old config key a command meets says so in one line
         try:
-            return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, CLICK.ClickException):
-            raise
+            if sys.stdout is None:  # started with standard output closed (`>&-`)
+                raise DifftestError("standard output is closed: the verdict and reports would "
+                                    "be lost; run with standard output open (redirect it to a "
+                                    "file or /dev/null)")
+            try:
+                with self.make_context(name, list(sys.argv[1:] if args is None else args)) \
+                        as ctx:
+                    self.invoke(ctx)
+                code = 0
+            except typer.Exit as exc:
+                code = exc.exit_code
+            sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
+        except CLICK.NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message())  # the help text itself
+            code = ExitCode.USAGE
         except (Exception, KeyboardInterrupt) as exc:
             stdout = isinstance(exc, OSError) and exc.filename is None and \
                 exc.errno in STDOUT_ERRNOS
@@ -92,40 +101,12 @@ class Group(TyperGroup):
             line, code = said(exc, stdout=stdout)
             with contextlib.suppress(OSError):
                 typer.echo(line, err=True)
-            raise typer.Exit(int(code)) from None
-
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True,
-             windows_expand_args: bool = True, **extra: object) -> object:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode,
-                                windows_expand_args, **extra)
-        if sys.stdout is None:  # started with standard output closed (`>&-`)
-            die("difftest: error: standard output is closed: the verdict and reports would be "
-                "lost; run with standard output open (redirect it to a file or /dev/null)",
-                ExitCode.USAGE)
-        try:
-            try:
-                code = super().main(args, prog_name or "difftest", complete_var, False,
-                                    windows_expand_args, **extra)
-            except typer.Exit as exc:
-                code = exc.exit_code
-            sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
-        except (typer.Abort, KeyboardInterrupt):
-            die(*said(KeyboardInterrupt()))
-        except CLICK.NoArgsIsHelpError as exc:
-            typer.echo(exc.format_message())  # the help text itself
-            sys.exit(int(ExitCode.USAGE))
-        except CLICK.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else "difftest"
-            die(f"difftest: error: {exc.format_message()} (see '{where} --help')",
-                ExitCode.USAGE)
-        except CLICK.ClickException as exc:
-            die(f"difftest: error: {exc.format_message()}", ExitCode.USAGE)
-        except OSError as exc:  # standard output: a full disk, a closed pipe
-            _quiet_stdout()
-            die(*said(exc, stdout=True))
-        sys.exit(code if isinstance(code, int) else 0)
+            try:  # what the command printed before: a flush failing at exit shows a traceback
+                if sys.stdout is not None:
+                    sys.stdout.flush()
+            except OSError:
+                _quiet_stdout()
+        sys.exit(int(code))
 
 
 def kept(call: Callable[[], R]) -> tuple[R, bool]:
