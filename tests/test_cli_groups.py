@@ -51,7 +51,7 @@ def test_only_compare_offers_until_decided() -> None:
 def test_the_command_line_stays_thin() -> None:
     """difftest/cli/: no file over 200 lines, nothing typed `Any`, and every command registered
     as written (no wrapper around it): what a command raises is said once, by the command
-    group (`errors.Group.invoke`)."""
+    group (`errors.Group.main`)."""
     import ast
     from pathlib import Path
 

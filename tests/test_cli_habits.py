@@ -144,6 +144,66 @@ def test_a_closed_stdout_is_a_clear_error_not_a_difference(args: list[str]) -> N
         and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("args", "env"), [
+    ([], {}),  # the help that no arguments print
+    (["cache"], {}),
+    (["--help"], {}),
+    ([], {"_DIFFTEST_COMPLETE": "source_bash"}),  # the completion script a shell sources
+    ([], {"_DIFFTEST_COMPLETE": "complete_bash", "COMP_WORDS": "difftest ", "COMP_CWORD": "1"}),
+])
+def test_every_path_to_standard_output_says_a_full_device_the_one_way(
+        args: list[str], env: dict[str, str]) -> None:
+    """Help and shell completion write standard output too: a full device is the one error
+    line and exit 2 there as well, not a traceback and exit 1."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        done = difftest(*args, stdout=full, env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("difftest: error: cannot write to standard output: No space "
+                                   "left on device")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+def test_help_into_a_closed_pipe_is_a_clear_error_not_a_difference(args: list[str]) -> None:
+    """The reader is gone before the process starts (click's own main exits 1 on the broken
+    pipe, silently)."""
+    full = dict(os.environ, PYTHONPATH=str(REPO))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "difftest", *args], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=full, timeout=300,
+                              check=False)
+    finally:
+        os.close(write)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "difftest: error: cannot write to standard output: Broken pipe\n"
+
+
+def test_help_to_a_descriptor_not_open_for_writing_names_standard_output() -> None:
+    with open(os.devnull) as read_only:
+        done = difftest("--help", stdout=read_only)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("difftest: error: cannot write to standard output: Bad file "
+                                   "descriptor")
+
+
+def test_a_completion_request_for_a_shell_it_lacks_is_not_a_difference() -> None:
+    done = difftest(env={"_DIFFTEST_COMPLETE": "bash_source"})  # click's spelling, not typer's
+    assert done.returncode == 2, (done.stdout, done.stderr)
+
+
+def test_the_command_group_keeps_clicks_context_settings() -> None:
+    """`main` runs the command itself, so what a caller passes for the context (a help width,
+    a default map) must still reach it."""
+    wide = CliRunner().invoke(app, ["compare", "--help"], terminal_width=200)
+    assert max(map(len, wide.output.splitlines())) > 100
+    json = CliRunner().invoke(app, ["parse", str(COMPARE / "agree_a.log")],
+                              default_map={"parse": {"format": "json"}})
+    assert json.exit_code == 0 and json.output.lstrip().startswith(("{", "[")), json.output
+
+
 def _bad_inputs(tmp: Path) -> list[list[object]]:
     gz = tmp / "trace.log.gz"
     gz.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00garbage")

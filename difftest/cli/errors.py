@@ -19,7 +19,8 @@ from difftest.core.deprecation import one_line_on_stderr
 from difftest.core.errors import DifftestError, ExitCode, stopped_by
 
 R = TypeVar("R")
-STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT)  # standard output itself failed
+# standard output itself failed: a closed pipe, a full device, a descriptor not open to write
+STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EBADF)
 # the exceptions of the click typer raises: its own copy where it vendors one, else click's
 CLICK = sys.modules[typer.BadParameter.__module__]
 
@@ -71,11 +72,14 @@ class Group(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
-             windows_expand_args: bool = True, **extra: object) -> NoReturn:
+             windows_expand_args: bool = True, **extra: object) -> object:
         """Run the command and exit with its code; what ends it otherwise is said once, here
-        (click's own `main` would exit 1 on a closed pipe or an abort, and 1 is "differ")."""
+        (click's own `main` would exit 1 on a closed pipe or an abort, and 1 is "differ").
+        A caller that handles exits itself (`standalone_mode=False`) gets click's `main`."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
         name = prog_name or "difftest"
-        self._main_shell_completion(extra, name, complete_var)
         one_line_on_stderr()  # an old config key a command meets says so in one line
         try:
             if sys.stdout is None:  # started with standard output closed (`>&-`)
@@ -83,16 +87,20 @@ class Group(TyperGroup):
                                     "be lost; run with standard output open (redirect it to a "
                                     "file or /dev/null)")
             try:
-                with self.make_context(name, list(sys.argv[1:] if args is None else args)) \
-                        as ctx:
+                self._main_shell_completion(extra, name, complete_var)
+            except SystemExit as exc:  # a completion request, answered; 1: a shell it lacks
+                sys.exit(ExitCode.USAGE if exc.code == 1 else exc.code)
+            try:
+                with self.make_context(name, list(sys.argv[1:] if args is None else args),
+                                       None, **extra) as ctx:
                     self.invoke(ctx)
                 code = 0
             except typer.Exit as exc:
                 code = exc.exit_code
+            except CLICK.NoArgsIsHelpError as exc:
+                typer.echo(exc.format_message())  # the help text itself
+                code = ExitCode.USAGE
             sys.stdout.flush()  # a full device or a closed pipe shows here, not at exit
-        except CLICK.NoArgsIsHelpError as exc:
-            typer.echo(exc.format_message())  # the help text itself
-            code = ExitCode.USAGE
         except (Exception, KeyboardInterrupt) as exc:
             stdout = isinstance(exc, OSError) and exc.filename is None and \
                 exc.errno in STDOUT_ERRNOS
