@@ -68,6 +68,15 @@ MODULES = {
                "bisect_report",
                "cache_report", "diffread", "events", "gate_report", "noise_report", "html",
                "outputs"),
+    # each runner a program of its own: its options first, its loop and entry point last
+    "runners.reference": ("faults", "trace", "attention", "options", "bugs", "model", "drafter",
+                          # a run's parts, then the verify, then the two loops that use them:
+                          # the greedy loop hands a sampled run to the sampled one
+                          "setup", "verify", "sampling", "runner", "__main__"),
+    "runners.hf": ("options", "wrong_verify", "attention", "corpus", "faults", "models",
+                   "sampling", "runner", "__main__"),
+    "runners.mlx": ("options", "models", "corpus", "faults", "runner", "__main__"),
+    "runners.llamacpp": ("options", "models", "runner", "__main__"),
 }
 
 
@@ -76,9 +85,13 @@ def _stage(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""  # "" is the package root
 
 
-def _leaf(module: str) -> str:
-    parts = module.split(".")
-    return parts[2] if len(parts) > 2 else ""  # "" is the folder's own __init__
+def _place(module: str, package: Path = PACKAGE) -> tuple[str, str]:
+    """(folder, module in it) of a module: `runners.hf`, `models` for difftest.runners.hf.models;
+    the module is "" for a folder's own __init__ (and for a top-level module)."""
+    parts = module.split(".")[1:]
+    if len(parts) <= 1 or (package.joinpath(*parts)).is_dir():
+        return ".".join(parts), ""
+    return ".".join(parts[:-1]), parts[-1]
 
 
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:
@@ -127,7 +140,12 @@ def violations(package: Path = PACKAGE) -> list[str]:
             there = _stage(target)
             where = f"{path.relative_to(package.parent)}:{line}: {module} imports {target}"
             if there == here:
-                found += _inside(here, _leaf(module), _leaf(target), where)
+                (folder, leaf), (other, leaf_there) = _place(module, package), _place(target, package)
+                if folder == other:
+                    found += _inside(folder, leaf, leaf_there, where)
+                elif here in OUTSIDE and folder.count(".") and other.count("."):
+                    found.append(f"{where}: {folder} and {other} are programs of their own: "
+                                 "what they share belongs in the foundation")
                 continue
             if here == "":  # the package root: the public surface, loaded on first use
                 if target not in ROOT_IMPORTS:
@@ -151,7 +169,7 @@ def violations(package: Path = PACKAGE) -> list[str]:
 def test_every_folder_module_is_placed() -> None:
     """A module added to an ordered folder must be given its place, imports or not."""
     missing = [f"{folder}/{m.stem}" for folder, order in MODULES.items()
-               for m in sorted((PACKAGE / folder).iterdir())
+               for m in sorted(PACKAGE.joinpath(*folder.split(".")).iterdir())
                if ((m.suffix == ".py" and m.stem != "__init__") or
                    (m.is_dir() and (m / "__init__.py").exists())) and m.stem not in order]
     assert not missing, f"place these in MODULES: {missing}"
@@ -188,6 +206,24 @@ def test_the_check_sees_a_backward_import_inside_a_folder(tmp_path: Path) -> Non
         "analysis/verdict.py": "",
         "analysis/compare.py": "from difftest.analysis.verdict import x\n"}))
     assert len(found) == 1 and "analysis.verdict comes after analysis.compare" in found[0], found
+
+
+def test_the_check_sees_a_cycle_inside_a_runner(tmp_path: Path) -> None:
+    """A runner's folder is ordered too: its loop may hand a sampled run to the sampled loop,
+    which then may not import the loop back (a cycle through a deferred import)."""
+    found = violations(_package(tmp_path, {
+        "runners/reference/runner.py": "def run():\n    from difftest.runners.reference import "
+                                       "sampling\n",
+        "runners/reference/sampling.py": "from difftest.runners.reference.runner import run\n"}))
+    assert len(found) == 1 and "reference.runner comes after runners.reference.sampling" \
+        in found[0], found
+
+
+def test_the_check_sees_one_runner_importing_another(tmp_path: Path) -> None:
+    found = violations(_package(tmp_path, {
+        "runners/hf/models.py": "from difftest.runners.reference.model import build\n",
+        "runners/reference/model.py": ""}))
+    assert len(found) == 1 and "programs of their own" in found[0], found
 
 
 def test_the_check_sees_a_folder_importing_a_later_folder(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def plain_greedy(options: HFOptions) -> dict[str, list[int]]:
     import torch
 
     from difftest.runners.hf.models import load_pair
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
 
     target, _ = load_pair(options)
     out = {}

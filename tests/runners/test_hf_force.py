@@ -116,7 +116,7 @@ def test_after_a_forced_token_the_draft_sees_the_forced_context() -> None:
     the next step drafts as a fresh run on the forced context does (same ids, logits within
     float32 rounding of another schedule)."""
     from difftest.core.force import ForcedStep, ForceStream
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
 
     a = parse_text(traced(requests=1, max_new_tokens=8))
     free = list(committed_stream(a).requests["r0"])
@@ -353,7 +353,7 @@ def test_would_have_follows_the_own_drafts_past_the_forced_ones() -> None:
 
     from difftest.adapters.hf import HFTrace, _Hook
     from difftest.runners.hf.models import load_pair
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
 
     target, _ = load_pair(HFOptions())
     prefix = prompts(HFOptions(), 256)["r0"]
@@ -397,7 +397,7 @@ def test_a_heuristic_draft_length_follows_its_own_would_be_acceptance() -> None:
     draft, k - 1 otherwise): its draft length follows what its own drafts would have had
     accepted, not the forced drafts' verify."""
     from difftest.core.force import ForcedStep, ForceStream
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
 
     options = HFOptions(requests=1, max_new_tokens=16)
     prompt = prompts(options, 256)["r0"]

@@ -115,7 +115,7 @@ def test_the_traced_p_and_q_are_each_models_law_as_transformers_tests_them() -> 
     import torch
 
     from difftest.runners.hf.models import load_pair
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
     from difftest.runners.reference.sampling import warp
 
     options = HFOptions(**SAMPLED)  # type: ignore[arg-type]
@@ -168,7 +168,7 @@ def check_first_verify_laws(mutation: str, q_steps: tuple[tuple[str, float], ...
     import torch
 
     from difftest.runners.hf.models import load_pair
-    from difftest.runners.hf.runner import prompts
+    from difftest.runners.hf.models import prompts
     from difftest.runners.reference.sampling import warp
 
     mutated = dict(SAMPLED, mutation=mutation, samples=1, requests=1)

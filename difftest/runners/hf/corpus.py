@@ -1,7 +1,7 @@
 """The bug corpus's classes that live in the transformers runner (difftest.core.corpus), and
 the counters of its `[spec-coverage]` line.
 
-`sliding-window-edge` reads the draft's --sliding-window one key too wide (models.mutated_mask);
+`sliding-window-edge` reads the draft's --sliding-window one key too wide (attention.mutated_mask);
 `verify-width-path` gives the target's verify of width 3 the rows of the next offsets (a kernel
 path taken at one width); `broken-mask` flips the draft mask's causality; the control
 `control-explicit-mask` hands the draft's sdpa its causal mask as a tensor. --draft-lens sets the
@@ -37,7 +37,7 @@ class Planted:
         self.index, self.step = index, 0
 
     def draft_forward(self, module: Any, q_len: int, k_len: int) -> None:
-        """A routed draft attention forward (models.route_masked_attention): on its first layer,
+        """A routed draft attention forward (attention.route_masked_attention): on its first layer,
         whether the window left a key out, and whether a planted mask bug changed this one."""
         if getattr(module, "layer_idx", 0) != 0:
             return

@@ -55,6 +55,6 @@ def plant(draft: Any, fault: Fault, seed: int) -> None:
 
 def _plant_mask(draft: Any, module: Any) -> None:
     """Route attention through an sdpa function that changes the mask of `module`'s layer only."""
-    from difftest.runners.hf.models import route_masked_attention
+    from difftest.runners.hf.attention import route_masked_attention
 
     route_masked_attention(draft, FAULTED_ATTN, "broken-mask", only=module)

@@ -33,7 +33,7 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic")
 SAMPLED_MUTATIONS: tuple[str, ...] = ("noise-reuse", "residual-unnormalised", "top-p-draft-only",
                                       "temperature-draft-only")
 CORPUS_MUTATIONS: tuple[str, ...] = names_of(Runner.HF)
-# the mutations that route the draft's attention through a mask of its own (models.mutated_mask;
+# the mutations that route the draft's attention through a mask of its own (attention.mutated_mask;
 # sliding-window-edge only with a --sliding-window: without one it computes the correct run)
 ATTENTION_MUTATIONS: tuple[str, ...] = ("broken-mask", "sliding-window-4", "control-explicit-mask")
 MUTATIONS: tuple[str, ...] = tuple(dict.fromkeys(("none", *ATTENTION_MUTATIONS,

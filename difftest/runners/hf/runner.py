@@ -12,19 +12,12 @@ from difftest.adapters.hf import (ActivationCapture, forced_generation, resolved
 from difftest.emit import Tracer
 from difftest.core.force import ForceStream
 from difftest.runners.hf.corpus import Planted
-from difftest.runners.hf.models import load_pair, prepare_draft
+from difftest.runners.hf.models import load_pair, prepare_draft, prompts
 from difftest.runners.hf.options import HFOptions
 
 
 class ForceMismatch(Exception):
     """The force file does not fit this run's prompts (another run's, or another prompt set)."""
-
-
-def prompts(options: HFOptions, vocab: int) -> dict[str, list[int]]:
-    """Seeded prompts; request i gets prompt_len + i ids, so requests differ in length too."""
-    g = torch.Generator().manual_seed(options.seed + 1000)
-    return {f"r{i}": torch.randint(0, vocab, (options.prompt_len + i,), generator=g).tolist()
-            for i in range(options.requests)}
 
 
 def run(options: HFOptions, tracer: Tracer, out: TextIO | None = None,

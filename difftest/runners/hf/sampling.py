@@ -22,9 +22,8 @@ import torch
 from difftest.adapters.hf import resolved_settings, traced_generation
 from difftest.core.kinds import DraftingKind
 from difftest.emit import Tracer
-from difftest.runners.hf.models import load_pair, prepare_draft
+from difftest.runners.hf.models import load_pair, prepare_draft, prompts
 from difftest.runners.hf.options import HFOptions
-from difftest.runners.hf.runner import prompts
 from difftest.runners.hf.wrong_verify import wrong_verify
 
 

@@ -28,9 +28,8 @@ from difftest.runners.reference import trace
 from difftest.runners.reference.attention import RouteCounters
 from difftest.runners.reference.model import Target, TargetCache, build
 from difftest.runners.reference.options import RunnerOptions
-from difftest.runners.reference.runner import (RunResult, VerifyRecord, _Request, applied,
-                                               fault_tap, make_kernel, make_prompts, make_store,
-                                               max_positions)
+from difftest.runners.reference.setup import (Request, RunResult, VerifyRecord, applied, fault_tap,
+                                              make_kernel, make_prompts, make_store, max_positions)
 
 PROB = torch.float64  # the sampler's arithmetic: the model's float32 logits, widened
 
@@ -204,7 +203,7 @@ def run_sampled(options: RunnerOptions, level: int,
                 logits, feat = target.consume(cache, tok)
                 pending.append(feat)
             for name in request_names(options, prompt_name):
-                r = _Request(name, _copy(cache), list(prompt), list(pending))
+                r = Request(name, _copy(cache), list(prompt), list(pending))
                 first = _pick(sampler, logits, uniform)
                 r.tokens.append(first)
                 r.generated.append(first)
@@ -262,7 +261,7 @@ def _pick(sampler: Sampler | None, logits: torch.Tensor, uniform: Callable[[], f
     return draw(sampler.plain(logits), uniform())
 
 
-def _verify(sampler: Sampler, target: Target, r: _Request, rows: torch.Tensor,
+def _verify(sampler: Sampler, target: Target, r: Request, rows: torch.Tensor,
             uniform: Callable[[], float]) -> tuple[list[int], Verified]:
     """Draw a token from each block row, then verify them by rejection sampling. The target
     consumes the anchor and each accepted token; the emitted stream is committed."""

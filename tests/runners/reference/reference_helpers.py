@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from difftest.runners.reference.options import RunnerOptions
-    from difftest.runners.reference.runner import RunResult
+    from difftest.runners.reference.setup import RunResult
 
 ID = r"-?\d+"
 IDS = rf"(?:{ID} )*"  # every id followed by exactly one space, as the engine prints them

@@ -139,7 +139,7 @@ def test_trace_level_from_environment(value: str | None, level: int) -> None:
 def test_generated_text_is_the_targets_own_greedy_text(options: RunnerOptions) -> None:
     """Speculation is lossless: whatever was drafted, the ids are those the target alone picks."""
     from difftest.runners.reference.model import build
-    from difftest.runners.reference.runner import max_positions
+    from difftest.runners.reference.setup import max_positions
 
     result = cached_run(options, 1)
     target = build(options, max_positions(options)).target
