@@ -23,7 +23,7 @@ from difftest.execute.gitprep import git_placement
 from difftest.analysis.floor import reruns
 from difftest.flow.evaluate import evaluate, outcomes_from_run, rerun_outcomes
 from difftest.flow.overrides import RunOptions
-from difftest.flow.plan import Plan, PlanKind, spec_from, spec_meta
+from difftest.flow.plan import Plan, PlanKind, judged_record, spec_from, spec_meta
 from difftest.flow.run import run
 
 
@@ -240,8 +240,7 @@ def _round_run(bisect_dir: Path, rel: str, entries: list[tuple[str, Observation]
         results, meta = load_run(run_dir)
     except UsageError as exc:
         raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
-    extra = meta.get("extra")
-    tests = extra.get("tests") if isinstance(extra, dict) else None
+    tests = judged_record(meta)[0].get("tests")
     if not isinstance(tests, list) or len(tests) != len(entries):
         raise UsageError(f"{where0}: its run {run_dir} records "
                          f"{len(tests) if isinstance(tests, list) else 'no'} test(s), the "

@@ -425,12 +425,11 @@ def _supervise(arms: Sequence[_Arm], limits: JobLimits, bar: Progress,
 
 
 def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None = None,
-             extra_meta: Mapping[str, object] | None = None,
              cache_dir: Path | None = None,
              limits: JobLimits | None = None,
              plan: Mapping[str, object] | None = None) -> dict[str, ArmResult]:
     """Run the arms (all at once unless `limits` caps them); return when all ended.
-    `extra_meta` and `plan` (the run's plan record, difftest.flow.plan) go into meta.json.
+    `plan` (the run's one record, difftest.flow.plan) goes into meta.json.
 
     Ctrl-C, SIGTERM and SIGHUP stop every arm's whole process tree, record how the run ended
     in meta.json, and re-raise (KeyboardInterrupt, or RunSignal for the other two).
@@ -443,7 +442,7 @@ def run_arms(specs: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None =
     meta_path = run_dir / META_NAME
 
     reserve = _Reserve(run_dir / RESERVE_NAME)
-    record = _Recorder(arms, run_dir, meta_path, created_at, extra_meta, plan, reserve)
+    record = _Recorder(arms, run_dir, meta_path, created_at, plan, reserve)
 
     started = time.monotonic()
     ended = False
@@ -495,12 +494,11 @@ class _Recorder:
     run_dir: Path
     meta_path: Path
     created_at: str
-    extra_meta: Mapping[str, object] | None
     plan: Mapping[str, object] | None
     reserve: _Reserve
 
     def __call__(self, status: RunStatus, signum: int | None = None) -> None:
-        meta = _meta(self.arms, self.run_dir, status, self.created_at, self.extra_meta, signum)
+        meta = _meta(self.arms, self.run_dir, status, self.created_at, signum)
         if self.plan is not None:
             meta["plan"] = dict(self.plan)
         try:
@@ -584,7 +582,7 @@ def _record_quietly(record: Callable[..., None], status: RunStatus,
 
 
 def _meta(arms: Sequence[_Arm], run_dir: Path, status: RunStatus, created_at: str,
-          extra_meta: Mapping[str, object] | None, signum: int | None) -> dict[str, Any]:
+          signum: int | None) -> dict[str, Any]:
     from difftest.execute.records import signal_name
 
     meta: dict[str, Any] = {
@@ -594,7 +592,6 @@ def _meta(arms: Sequence[_Arm], run_dir: Path, status: RunStatus, created_at: st
         "created_at": created_at,
         "updated_at": utc_now(),
         "python": sys.executable,
-        "extra": dict(extra_meta or {}),
         "arms": {a.spec.name: a.result().to_json(run_dir) for a in arms},
     }
     if signum is not None:

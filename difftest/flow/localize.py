@@ -448,11 +448,11 @@ def localize_run(run_dir: Path, at: tuple[str, int] | None = None,
     for name in (spec.arm_a, spec.arm_b):
         if name not in results:
             raise UsageError(f"{run_dir}: no arm {name!r} in meta.json")
-    own = recorded.extra.get("comparison")
+    own = recorded.record.get("comparison")
     in_report = isinstance(own, dict) and own.get("name") == spec.name
     base_name = baseline or spec.localize_baseline
-    if config is None and isinstance(recorded.extra.get("config"), str):
-        config = Path(str(recorded.extra["config"]))  # a check run's config
+    if config is None and isinstance(recorded.record.get("config"), str):
+        config = Path(str(recorded.record["config"]))  # a check run's config
     base_arm = None if base_name is None else baseline_arm(base_name, spec, results, config)
     verdict, first = _judged(run_dir, spec.name)
     if at is None and first is None:

@@ -6,10 +6,10 @@ configured ones, named by `difftest.core.names` (the one module that names arms)
 run of a self-pair (`p#2`), the reruns of arm A (`a#run2`), the mutated arms (`b+causal-mask`),
 the rounds of `--until-decided` (`a#seq2`, `b#seq2`, ...; run while the sequential test has not
 decided). Calibrate, localize and a bisect's round make plans of their own kinds, which their
-command judges. A plan is written into the run's
-meta.json before any arm starts (`Plan.meta` under `extra`, `Plan.record` as `plan`), and
-`read_run` reads it back, old run records too, so any comparison a run judged can be judged
-again (`difftest export RUN --comparison NAME`) without running anything.
+command judges. A plan is written into the run's meta.json before any arm starts, as the run's
+one record (`Plan.record`, under `plan`), and `read_run` reads it back, the two records of runs
+written before it was one too, so any comparison a run judged can be judged again (`difftest
+export RUN --comparison NAME`) without running anything.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from difftest.config import (BUILTIN_MUTATIONS, INPUT_TOKEN, ArmSpec, AuditThresholds,
                              ComparisonSpec, Config, InvalidValue)
-from difftest.core.errors import UsageError
+from difftest.core.errors import InternalError, UsageError
 from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import reruns
 from difftest.core.kinds import ArmSide, DecodingMode, Expect
@@ -32,9 +32,10 @@ from difftest.core.names import rerun_name, round_name, second_run
 if TYPE_CHECKING:
     from difftest.analysis.sequential import Design
 
-# The version of the `plan` record in meta.json (runs written before it have none: they are
-# read from their `extra` alone, whose shape this version keeps).
-PLAN_FORMAT = 1
+# The version of the `plan` record in meta.json. 2: the run's one record (what the run judged
+# beside each arm's role); 1: the kind and roles only, what the run judged under meta.json's
+# `extra`; none: `extra` alone. `read_run` reads all three.
+PLAN_FORMAT = 2
 
 Evidence = tuple[tuple[Rule, ...], tuple[Rule, ...]]  # arm A's rules, arm B's
 NO_EVIDENCE: Evidence = ((), ())
@@ -42,8 +43,8 @@ NO_EVIDENCE: Evidence = ((), ())
 
 class PlanKind(StrEnum):
     """The command a run was planned for. Calibrate, localize and a bisect's round judge their
-    arms on their own: their plans name no comparison, and record what they read back under
-    `extra` (`Plan.extra`)."""
+    arms on their own: their plans name no comparison, and record what they read back in the
+    plan record (`Plan.extra`)."""
 
     COMPARE = "compare"
     CHECK = "check"
@@ -115,8 +116,8 @@ class Plan:
     probes its comparisons require; `launched_jobs`: set on a check, whose arms run capped
     (see `difftest.flow.run.job_limits`), None where every arm starts at once; `jobs`: a
     fixed cap on the arms run at once (a bisect's round); `rounds`: a compare run until the
-    sequential test decides; `extra`: what a plan judged by its command records under
-    meta.json's `extra` (`JUDGED_BY_THE_COMMAND`)."""
+    sequential test decides; `extra`: what a plan judged by its command records in its
+    record (`JUDGED_BY_THE_COMMAND`)."""
 
     kind: PlanKind
     label: str
@@ -154,14 +155,21 @@ class Plan:
         return self.kind is PlanKind.COMPARE and self.judged[0].spec.rules.teacher_force
 
     def record(self) -> dict[str, object]:
-        """meta.json's `plan`: its format, its kind, and each arm's role per comparison."""
+        """meta.json's `plan`, the run's one record: its format, its kind, each arm's role per
+        comparison, and what `read_run` reads back (`judged`)."""
+        judged = self.judged_record()
+        clash = sorted({"format", "kind", "roles"} & set(judged))
+        if clash:
+            raise InternalError(f"a {self.kind.value} plan records {clash} twice")
         return {"format": PLAN_FORMAT, "kind": self.kind.value,
                 "roles": {j.name: {arm: role.value for arm, role in j.roles().items()}
-                          for j in self.judged}}
+                          for j in self.judged}, **judged}
 
-    def meta(self) -> dict[str, object]:
-        """meta.json's `extra`: the comparisons as `read_run` reads them back (the shape runs
-        recorded before the plan had a format, so older difftests read it too)."""
+    def judged_record(self) -> dict[str, object]:
+        """What the run judged, as `read_run` reads it back: the comparisons (their rules and
+        evidence), the audit thresholds, a check's selection and config, a noise run's arm, a
+        probe's mutations; or what a command that judges its own arms records (`extra`). The
+        shape runs had under `extra` before the plan record held it."""
         if self.kind in JUDGED_BY_THE_COMMAND:
             return dict(self.extra or {})
         audit = asdict(self.audit)
@@ -447,11 +455,11 @@ def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
         raise UsageError(f"{where}: comparison is not readable: {exc}") from None
 
 
-def thresholds_from(saved: object, where: str) -> AuditThresholds:
+def thresholds_from(saved: object, where: str, key: str = "plan") -> AuditThresholds:
     if saved is None:
         return AuditThresholds()  # a run recorded before it kept its audit thresholds
     if not isinstance(saved, dict):
-        raise UsageError(f"{where}: key 'extra.audit' must be a table of audit thresholds, "
+        raise UsageError(f"{where}: key '{key}.audit' must be a table of audit thresholds, "
                          f"got {saved!r}")
     try:
         return AuditThresholds.from_mapping(saved)
@@ -478,54 +486,57 @@ _ABSENT = object()  # a key a record does not hold, told from one it holds as nu
 class RecordedRun:
     """What a run's meta.json says it judged: its kind (read from `plan`, or from the shape
     of `extra` in a run recorded before the plan had a format), its audit thresholds, and the
-    comparisons by name (raw: each is read, and checked, when it is picked)."""
+    comparisons by name (raw: each is read, and checked, when it is picked). `record`: what it
+    judged (`Plan.judged_record`), found under `key` in meta.json (`plan`, or `extra` in a run
+    recorded before the plan record held it)."""
 
     run_dir: Path
     kind: PlanKind
     audit: AuditThresholds
-    extra: Mapping[str, object]
+    record: Mapping[str, object]
     arms: tuple[str, ...]
     where: str
     roles: Mapping[str, Mapping[str, Role]] = field(default_factory=dict)  # the plan's
+    key: str = "plan"
 
     def names(self) -> list[str]:
         recorded = self._recorded()
         if recorded:
             return list(recorded)
-        checked = self.extra.get("check")
+        checked = self.record.get("check")
         return [str(n) for n in checked] if isinstance(checked, list) else []
 
     def _recorded(self) -> dict[str, object]:
         """The recorded comparisons by name. A record that is there but unreadable is an error,
         never a reason to judge the run under a default comparison in its place."""
-        judged = self.extra.get("comparisons")
+        judged = self.record.get("comparisons")
         if judged is not None and not isinstance(judged, dict):
-            raise UsageError(f"{self.where}: key 'extra.comparisons' must be a table of "
+            raise UsageError(f"{self.where}: key '{self.key}.comparisons' must be a table of "
                              f"comparisons, got {judged!r}")
         recorded: dict[str, object] = dict(judged) if isinstance(judged, dict) else {}
-        single = self.extra.get("comparison", _ABSENT)
+        single = self.record.get("comparison", _ABSENT)
         if isinstance(single, dict) and isinstance(single.get("name"), str):
             recorded.setdefault(str(single["name"]), {"comparison": single,
-                                                      "evidence": self.extra.get("evidence")})
+                                                      "evidence": self.record.get("evidence")})
         elif single is not _ABSENT:
-            raise UsageError(f"{self.where}: key 'extra.comparison' must be a comparison table "
+            raise UsageError(f"{self.where}: key '{self.key}.comparison' must be a comparison table "
                              f"with a name, got {single!r}")
         if not recorded and self.kind is PlanKind.NOISE:
-            recorded = _noise_comparisons(self.extra.get("noise"), self.where)
+            recorded = _noise_comparisons(self.record.get("noise"), self.where)
         return recorded
 
     def pick(self, comparison: str | None) -> tuple[ComparisonSpec, Evidence]:
         """The comparison the run judged (or, for a run of several, the one named) and its
         arms' evidence; for a check run written before it recorded its comparisons, from the
         config file it names."""
-        where, extra = self.where, self.extra
+        where, judged, key = self.where, self.record, self.key
         recorded = self._recorded()
         names = self.names()
-        single = extra.get("comparison")
+        single = judged.get("comparison")
         if comparison is None:
             if isinstance(single, dict) and len(names) <= 1:
                 return (self._as_planned(spec_from(single, where)),
-                        evidence_from(extra.get("evidence"), where))
+                        evidence_from(judged.get("evidence"), where))
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
@@ -537,7 +548,7 @@ class RecordedRun:
                 # every run difftest judged records its comparison (`export` came with that
                 # record): judging the arms under a default comparison in its place could pass
                 # a run whose own comparison said otherwise
-                raise UsageError(f"{where}: key 'extra.comparison' is missing: the run records "
+                raise UsageError(f"{where}: key '{key}.comparison' is missing: the run records "
                                  "no comparison to judge it by (a run of arms difftest did not "
                                  "judge, or a damaged record)")
             comparison = names[0]
@@ -549,10 +560,10 @@ class RecordedRun:
             return spec, evidence_from(entry.get("evidence"), where)
         if comparison in self.roles:
             # a run with a plan record recorded every comparison the plan names
-            raise UsageError(f"{where}: key 'extra.comparisons' has no comparison {comparison!r} "
+            raise UsageError(f"{where}: key '{key}.comparisons' has no comparison {comparison!r} "
                              "although the run's plan names it: the record is damaged")
-        if comparison in names and isinstance(extra.get("config"), str):
-            return _spec_from_config(Path(str(extra["config"])), comparison, where)
+        if comparison in names and isinstance(judged.get("config"), str):
+            return _spec_from_config(Path(str(judged["config"])), comparison, where)
         known = (f"its comparisons: {', '.join(names)}" if names
                  else "it records no comparison by name")
         raise UsageError(f"{self.run_dir}: no comparison {comparison!r} in this run ({known})")
@@ -623,7 +634,7 @@ def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
     return out
 
 
-def _kind(record: object, extra: Mapping[str, object], where: str) -> PlanKind:
+def _kind(record: object, judged: Mapping[str, object], where: str) -> PlanKind:
     if record is not None and not isinstance(record, dict):
         raise UsageError(f"{where}: key 'plan' must be a table (format, kind, roles), got "
                          f"{record!r}")
@@ -638,26 +649,36 @@ def _kind(record: object, extra: Mapping[str, object], where: str) -> PlanKind:
             raise UsageError(f"{where}: plan kind must be one of "
                              f"{', '.join(k.value for k in PlanKind)}, got "
                              f"{record.get('kind')!r}") from None
-    if "check" in extra:
+    if "check" in judged:
         return PlanKind.CHECK
-    if "noise" in extra:
+    if "noise" in judged:
         return PlanKind.NOISE
-    if "probe" in extra:
+    if "probe" in judged:
         return PlanKind.PROBE
     return PlanKind.COMPARE
+
+
+def judged_record(meta: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
+    """What a run's meta.json says it judged (`Plan.judged_record`), and the key it is under:
+    the plan record itself, or `extra` in a run recorded before the plan record held it (the
+    oldest runs: meta.json's own top level)."""
+    record = meta.get("plan")
+    if isinstance(record, dict) and isinstance(record.get("format"), int) and \
+            not isinstance(record.get("format"), bool) and record["format"] >= 2:
+        return record, "plan"
+    extra = meta.get("extra", meta)
+    return (extra if isinstance(extra, dict) else {}), "extra"
 
 
 def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> RecordedRun:
     """A run's record, from its meta.json (as `execute.load_run` read it)."""
     where = str(Path(run_dir) / "meta.json")
-    extra = meta.get("extra", meta)
-    if not isinstance(extra, dict):
-        extra = {}
+    judged, key = judged_record(meta)
     record = meta.get("plan")
-    kind = _kind(record, extra, where)
+    kind = _kind(record, judged, where)
     roles = _roles(record, where) if isinstance(record, dict) else {}
-    audit = thresholds_from(extra.get("audit"), where)
-    return RecordedRun(Path(run_dir), kind, audit, extra, tuple(arms), where, roles)
+    audit = thresholds_from(judged.get("audit"), where, key)
+    return RecordedRun(Path(run_dir), kind, audit, judged, tuple(arms), where, roles, key)
 
 
 def _spec_from_config(path: Path, comparison: str,

@@ -62,14 +62,14 @@ def run(plan: Plan, options: RunOptions | None = None) -> RunResults:
             raise InternalError("a plan run in two phases or rounds runs into a run directory "
                                 "of its own")
         run_dir = options.into
-        results = _start(plan.arms, run_dir, progress=options.progress, extra_meta=plan.meta(),
-                         cache_dir=cache, limits=limits, record=plan.record())
+        results = _start(plan.arms, run_dir, progress=options.progress, cache_dir=cache,
+                         limits=limits, record=plan.record())
     elif plan.teacher_force:
         run_dir, results = _run_forced(plan, options, cache)
     else:
         run_dir, results = run_arm_set(plan.arms, run_root=options.run_root, label=plan.label,
-                                       progress=options.progress, extra_meta=plan.meta(),
-                                       cache_dir=cache, limits=limits, record=plan.record())
+                                       progress=options.progress, cache_dir=cache,
+                                       limits=limits, record=plan.record())
     rounds = None
     if plan.rounds is not None:
         results, rounds = _until_decided(plan, options, run_dir, results, cache)
@@ -133,15 +133,15 @@ def limits_of(launched_jobs: int, jobs: int | None) -> JobLimits:
 
 
 def run_arm_set(arms: Sequence[ArmSpec], *, run_root: Path | None = None, label: str = "",
-                progress: bool | None = None, extra_meta: Mapping[str, object] | None = None,
-                cache_dir: Path | None = None, limits: JobLimits | None = None,
+                progress: bool | None = None, cache_dir: Path | None = None,
+                limits: JobLimits | None = None,
                 record: Mapping[str, object] | None = None) -> tuple[Path, dict[str, ArmResult]]:
     """Run arms concurrently (up to `limits`) into a fresh run directory; `record`: the
     run's plan record (difftest.flow.plan)."""
     run_dir = new_run_dir(run_root, label=label)
     try:
-        results = _start(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                         cache_dir=cache_dir, limits=limits, record=record)
+        results = _start(arms, run_dir, progress=progress, cache_dir=cache_dir, limits=limits,
+                         record=record)
     except ArmsEnded:
         raise  # the arms' record is complete: the analysis reports the signal
     except KeyboardInterrupt as exc:
@@ -157,10 +157,9 @@ def _run_forced(plan: Plan, options: RunOptions,
     spec = plan.judged[0].spec
     first = [a for a in plan.arms if a.name != spec.arm_b]
     arm_a, arm_b = plan.arms[0], next(a for a in plan.arms if a.name == spec.arm_b)
-    extra_meta, record = plan.meta(), plan.record()
     run_dir, results = run_arm_set(first, run_root=options.run_root, label=plan.label,
-                                   progress=options.progress, extra_meta=extra_meta,
-                                   cache_dir=cache_dir, record=record)
+                                   progress=options.progress, cache_dir=cache_dir,
+                                   record=plan.record())
     env = dict(arm_b.env)
     a = results[arm_a.name]
     if a.failure() is None:
@@ -183,8 +182,8 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
     and when the run was created."""
     _, before = load_run(run_dir)
     try:
-        results = _start(arms, run_dir, progress=progress, extra_meta=before.get("extra"),
-                         cache_dir=cache_dir, record=before.get("plan"))
+        results = _start(arms, run_dir, progress=progress, cache_dir=cache_dir,
+                         record=before.get("plan"))
     except KeyboardInterrupt as exc:
         _keep_earlier_arms(run_dir, before)  # an interrupted round keeps the rounds before it
         if isinstance(exc, ArmsEnded):
@@ -195,13 +194,12 @@ def run_more(run_dir: Path, arms: list[ArmSpec], *, progress: bool | None,
 
 
 def _start(arms: Sequence[ArmSpec], run_dir: Path, *, progress: bool | None,
-           extra_meta: Mapping[str, object] | None, cache_dir: Path | None,
-           limits: JobLimits | None = None,
+           cache_dir: Path | None, limits: JobLimits | None = None,
            record: Mapping[str, object] | None = None) -> dict[str, ArmResult]:
     """The one call of the arm runner (`difftest.execute.run_arms`) in the package: every arm
     any command runs starts here (`tests/test_one_path.py` holds it so)."""
-    return run_arms(arms, run_dir, progress=progress, extra_meta=extra_meta,
-                    cache_dir=cache_dir, limits=limits, plan=record)
+    return run_arms(arms, run_dir, progress=progress, cache_dir=cache_dir, limits=limits,
+                    plan=record)
 
 
 def _keep_earlier_arms(run_dir: Path, before: dict[str, object]) -> None:

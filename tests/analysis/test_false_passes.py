@@ -305,8 +305,7 @@ def test_a_run_rejudged_with_one_arm_named_twice_is_refused(tmp_path: Path) -> N
     assert first.exit_code == 1, first.output
     (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / "meta.json").read_text())
-    extra = meta.get("extra", meta)
-    extra["comparison"]["arm_b"] = "base"
+    meta["plan"]["comparison"]["arm_b"] = "base"
     (run_dir / "meta.json").write_text(json.dumps(meta))
     r = CliRunner().invoke(app, ["export", str(run_dir)])
     assert r.exit_code == 2 and "itself" in r.output, r.output

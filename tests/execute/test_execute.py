@@ -125,7 +125,7 @@ def test_meta_json_is_valid_while_the_arms_run(tmp_path: Path) -> None:
              py_arm("b", "import time; time.sleep(1.2)")]
     out: dict[str, object] = {}
     worker = threading.Thread(target=lambda: out.update(
-        run_arms(specs, run_dir, progress=False, extra_meta={"comparison": "lanes"})))
+        run_arms(specs, run_dir, progress=False, plan={"comparison": "lanes"})))
     worker.start()
     seen: list[dict] = []
     try:
@@ -142,7 +142,7 @@ def test_meta_json_is_valid_while_the_arms_run(tmp_path: Path) -> None:
     # meta.json is rewritten whenever an arm starts or ends: take one from mid-run.
     mid = next(m for m in running if m["arms"]["a"]["started_at"]
                and not m["arms"]["a"]["ended_at"])
-    assert mid["extra"] == {"comparison": "lanes"}
+    assert mid["plan"] == {"comparison": "lanes"} and "extra" not in mid
     assert mid["arms"]["a"]["argv"] == list(specs[0].command)
     assert mid["arms"]["a"]["timeout_s"] == 30 and mid["arms"]["a"]["returncode"] is None
     assert mid["arms"]["a"]["stderr_path"] == "a.stderr"
@@ -169,10 +169,10 @@ def test_load_run_round_trip(tmp_path: Path) -> None:
     run_dir = new_run_dir(tmp_path / "runs", label="lanes vs/x")
     specs = [py_arm("ok", "print('hi')"), py_arm("bad", "import sys; sys.exit(7)"),
              ArmSpec("missing", ("/no/such/runner",))]
-    results = run_arms(specs, run_dir, progress=False, extra_meta={"config": "x.toml"})
+    results = run_arms(specs, run_dir, progress=False, plan={"config": "x.toml"})
     loaded, meta = load_run(run_dir)
     assert loaded == results
-    assert meta["extra"] == {"config": "x.toml"} and meta["status"] == "done"
+    assert meta["plan"] == {"config": "x.toml"} and meta["status"] == "done"
     assert loaded["bad"].failure() is not None and loaded["bad"].failure().returncode == 7
     # The run directory can move: capture paths are stored relative to it.
     moved = tmp_path / "moved"

@@ -109,7 +109,7 @@ def test_the_rounds_of_until_decided_are_named_in_the_plan(tmp_path: Path) -> No
 
 def test_a_plan_judged_by_its_command_runs_into_the_folder_it_made(tmp_path: Path) -> None:
     """Localize's step and a bisect's round: the plan's arms run into the folder the command
-    made, once each; meta.json holds the command's own `extra` and the plan's record."""
+    made, once each; meta.json's one record, the plan's, holds the command's own `extra`."""
     cfg = parse_config(_config(tmp_path, COMPARISONS), tmp_path / "difftest.toml")
     folder = tmp_path / "round001"
     folder.mkdir()
@@ -118,8 +118,9 @@ def test_a_plan_judged_by_its_command_runs_into_the_folder_it_made(tmp_path: Pat
     results = run(plan, RunOptions(run_root=tmp_path / "runs", progress=False, into=folder))
     assert results.run_dir == folder and not (tmp_path / "runs").exists()
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["extra"] == {"bisect_round": "round001", "tests": []}
-    assert meta["plan"] == {"format": PLAN_FORMAT, "kind": "bisect", "roles": {}}
+    assert meta["plan"] == {"format": PLAN_FORMAT, "kind": "bisect", "roles": {},
+                            "bisect_round": "round001", "tests": []}
+    assert "extra" not in meta
     assert sorted(meta["arms"]) == ["a", "b"]
     assert len((tmp_path / "starts.log").read_text().splitlines()) == 2
 

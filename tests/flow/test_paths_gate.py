@@ -46,7 +46,9 @@ def test_check_judges_with_the_configs_audit_thresholds(tmp_path: Path) -> None:
         ("causal-mask", True, "tokens"), ("skip-kv-write", True, "tokens"),
         ("stale-seq-lens", True, "tokens")]
     assert result.exit_code == ExitCode.OK
-    extra = _meta(result.run_dir)["extra"]
+    extra = _meta(result.run_dir)["plan"]
+    for key in ("format", "kind", "roles"):  # the plan's own, beside what the run judged
+        extra.pop(key)  # type: ignore[union-attr]
     # every comparison judged, by name, for `export --comparison`
     assert list(extra.pop("comparisons")) == [  # type: ignore[union-attr]
         "lanes", "lanes/causal-mask", "lanes/skip-kv-write", "lanes/stale-seq-lens"]
@@ -60,7 +62,7 @@ def test_check_with_default_thresholds_sees_both_instruments(tmp_path: Path) -> 
     result = run_check(cfg, run_root=tmp_path, progress=False, probes=False)
     assert result.reports[0].verdict.instruments == ("tokens", "logits")
     assert result.probes == {}
-    assert _meta(result.run_dir)["extra"]["audit"] == {  # type: ignore[index]
+    assert _meta(result.run_dir)["plan"]["audit"] == {  # type: ignore[index]
         "min_distinct_ids": 2, "min_entropy_bits": 1.0, "max_blind_radius": 1.0}
 
 
@@ -70,7 +72,9 @@ def test_a_probe_records_its_mutations_and_thresholds_in_its_run(tmp_path: Path)
                   progress=False)
     assert BLIND in p.baseline.verdict.reasons
     assert [m.name for m in p.mutations] == ["skip-kv-write"] and p.mutation_score == 1.0
-    extra = _meta(p.run_dir)["extra"]
+    extra = _meta(p.run_dir)["plan"]
+    for key in ("format", "kind", "roles"):
+        extra.pop(key)  # type: ignore[union-attr]
     assert list(extra.pop("comparisons")) == ["lanes", "lanes/skip-kv-write"]  # type: ignore[union-attr]
     assert extra == {
         "comparison": {"name": "lanes", "arm_a": "paged", "arm_b": "materialized",

@@ -85,7 +85,7 @@ def test_a_run_keeps_both_arms_output_meta_and_every_report(tmp_path: Path) -> N
     assert base["env_overrides"] == {"VT_SPEC_TRACE": "3"}
     assert base["returncode"] == 0 and base["stderr_path"] == "base.stderr"
     assert base["started_at"] <= base["ended_at"]
-    assert meta["extra"]["comparison"] == {
+    assert meta["plan"]["comparison"] == {
         "name": "pair", "arm_a": "base", "arm_b": "cand", "expect": "same", "min_differing": 1,
         "near_tie": None, "atol": 0.0, "probe": [], "rtol": 0.0, "noise_runs": 0,
         "drafting": None, "acceptance": None, "tolerance": "given",
@@ -256,22 +256,22 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda m: m["extra"]["comparison"].update(near_tie="x"),
+    (lambda m: m["plan"]["comparison"].update(near_tie="x"),
      "comparison near_tie: must be a number, got a string ('x')"),
-    (lambda m: m["extra"]["comparison"].update(expect="maybe"),
+    (lambda m: m["plan"]["comparison"].update(expect="maybe"),
      "comparison expect: must be \"same\" or \"differ\", got 'maybe'"),
-    (lambda m: m["extra"]["audit"].update(bogus=1), "audit threshold bogus: unknown key"),
-    (lambda m: m["extra"]["audit"].update(min_entropy_bits="high"),
+    (lambda m: m["plan"]["audit"].update(bogus=1), "audit threshold bogus: unknown key"),
+    (lambda m: m["plan"]["audit"].update(min_entropy_bits="high"),
      "audit threshold min_entropy_bits: must be a number, got a string ('high')"),
     (lambda m: m["arms"]["cand"].update(returncode="0"), "returncode is str '0'"),
     (lambda m: m["arms"]["cand"].update(returncode=True), "returncode is bool True"),
-    (lambda m: m["extra"]["audit"].update(max_blind_radius=float("nan")),
+    (lambda m: m["plan"]["audit"].update(max_blind_radius=float("nan")),
      "audit threshold max_blind_radius: must be a finite number >= 0, got nan"),
-    (lambda m: m["extra"]["audit"].update(min_distinct_ids=1.5),
+    (lambda m: m["plan"]["audit"].update(min_distinct_ids=1.5),
      "audit threshold min_distinct_ids: must be an integer, got a float (1.5)"),
-    (lambda m: m["extra"]["audit"].update(min_distinct_ids=0),
+    (lambda m: m["plan"]["audit"].update(min_distinct_ids=0),
      "audit threshold min_distinct_ids: must be >= 1, got 0"),
-    (lambda m: m["extra"]["comparison"].update(probe="causal-mask"),
+    (lambda m: m["plan"]["comparison"].update(probe="causal-mask"),
      "comparison probe: must be a list of mutation names, got 'causal-mask'"),
 ])
 def test_a_damaged_run_record_is_a_usage_error(recorded: Path, tmp_path: Path, edit,

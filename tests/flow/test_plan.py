@@ -46,7 +46,9 @@ def test_compare_names_the_reruns_of_a_and_their_roles(tmp_path: Path) -> None:
                          "p#run3": Role.RERUN_OF_A}
     assert [r.text for r in j.evidence[0]] == ["lane = p"]
     assert plan.record() == {"format": PLAN_FORMAT, "kind": "compare", "roles": {
-        "lanes": {"p": "a", "m": "b", "p#run2": "rerun-of-a", "p#run3": "rerun-of-a"}}}
+        "lanes": {"p": "a", "m": "b", "p#run2": "rerun-of-a", "p#run3": "rerun-of-a"}},
+        **plan.judged_record()}
+    assert plan.record()["comparison"]["name"] == "lanes"  # type: ignore[index]
 
 
 def test_a_self_pair_runs_the_arm_twice_under_a_second_name(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_check_runs_each_arm_once_and_names_each_mutation_comparison(tmp_path: P
     assert flip.evidence[1] == ()  # arm B's evidence is not asked of a mutated arm
     assert _names(plan.mutations_of(plan.comparison("lanes"))) == ["lanes/flip"]
     assert _names(plan_check(cfg, ["lanes"], probes=False).judged) == ["lanes"]
-    assert plan.meta()["check"] == ["lanes", "det"]
+    assert plan.record()["check"] == ["lanes", "det"]
 
 
 def test_probe_runs_the_named_mutations_else_the_comparisons(tmp_path: Path) -> None:
@@ -77,7 +79,7 @@ def test_probe_runs_the_named_mutations_else_the_comparisons(tmp_path: Path) -> 
     plan = plan_probe(cfg, cfg.comparison("lanes"))
     assert plan.selected == ("flip",) and plan.label == "probe-lanes"
     assert [a.name for a in plan.arms] == ["p", "m", "m+flip", "p#run2", "p#run3"]
-    meta = plan.meta()
+    meta = plan.record()
     assert meta["probe"] == ["flip"]
     assert list(meta["comparisons"]) == ["lanes", "lanes/flip"]  # type: ignore[call-overload]
 
@@ -87,7 +89,7 @@ def test_noise_names_each_rerun_against_the_first_run(tmp_path: Path) -> None:
     plan = plan_noise(cfg, "p", 3)
     assert [a.name for a in plan.arms] == ["p", "p#run2", "p#run3"]
     assert _names(plan.judged) == ["p-vs-p#run2", "p-vs-p#run3"]
-    assert plan.meta()["noise"] == {"arm": "p", "runs": 3}
+    assert plan.record()["noise"] == {"arm": "p", "runs": 3}
     with pytest.raises(UsageError, match="--noise-runs must be an integer from 2"):
         plan_noise(cfg, "p", 1)
 
@@ -119,8 +121,28 @@ def test_an_old_noise_record_names_its_comparisons() -> None:
         run.pick(None)
 
 
+def test_a_run_has_one_record_the_plan_and_every_reader_reads_it(tmp_path: Path) -> None:
+    """What the run judged is in the plan record beside the roles, and read from there: an
+    `extra` beside a current plan record is not read (it would be a second record)."""
+    cfg = _config(tmp_path)
+    plan = plan_probe(cfg, cfg.comparison("lanes"))
+    record = plan.record()
+    assert record["format"] == PLAN_FORMAT and record["kind"] == "probe"
+    assert set(plan.judged_record()) <= set(record)
+    decoy = {"comparisons": {"other": {"comparison": {"name": "other", "arm_a": "p",
+                                                     "arm_b": "m"}}}}
+    run = read_run(Path("run"), {"plan": record, "extra": decoy}, [a.name for a in plan.arms])
+    assert run.key == "plan" and run.names() == ["lanes", "lanes/flip"]
+    spec, _ = run.pick("lanes/flip")
+    assert (spec.arm_a, spec.arm_b) == ("p", "m+flip")
+    broken = {**record, "comparisons": "lanes"}
+    with pytest.raises(UsageError, match="key 'plan.comparisons' must be a table"):
+        read_run(Path("run"), {"plan": broken}, []).pick("lanes")
+
+
 @pytest.mark.parametrize("plan, message", [
-    ({"format": PLAN_FORMAT + 1, "kind": "check"}, "plan format 2 is newer than this difftest"),
+    ({"format": PLAN_FORMAT + 1, "kind": "check"},
+     f"plan format {PLAN_FORMAT + 1} is newer than this difftest"),
     ({"format": "1", "kind": "check"}, "plan format '1' is newer"),
     ({"format": 1, "kind": "merge"}, "plan kind must be one of compare, check, probe, noise, "
                                      "calibrate, localize, bisect, got 'merge'"),

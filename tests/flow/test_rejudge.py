@@ -82,8 +82,9 @@ def test_a_check_run_that_recorded_no_comparisons_is_judged_from_its_config(
     meta = json.loads(meta_path.read_text())
     # as runs written before check recorded them (which had no plan record either: it came
     # later)
-    del meta["extra"]["comparisons"]
-    del meta["plan"]
+    meta["extra"] = meta.pop("plan")
+    for key in ("comparisons", "format", "kind", "roles"):
+        del meta["extra"][key]
     meta_path.write_text(json.dumps(meta))
     again = api.rejudge(run_dir, comparison="logits")
     assert again.verdict == result.reports[1].verdict
@@ -123,7 +124,7 @@ def test_a_drafting_flag_is_told_from_the_config_through_the_run_record(tmp_path
         assert rep.comparison.drafting_source == source
         assert json.loads((rep.run_dir / "report.json").read_text())["drafting_from"] == source
         meta = json.loads((rep.run_dir / "meta.json").read_text())
-        assert meta["extra"]["comparison"]["overridden"] == overridden
+        assert meta["plan"]["comparison"]["overridden"] == overridden
         again = api.rejudge(rep.run_dir)
         assert again.comparison is not None and again.comparison.drafting_source == source
     # an override at export is the flag's too
@@ -221,7 +222,7 @@ def test_export_applies_the_evidence_a_check_comparison_ran_with(tmp_path: Path)
     # the same run without the evidence it recorded would read as a plain agreement
     meta_path = result.run_dir / "meta.json"
     meta = json.loads(meta_path.read_text())
-    del meta["extra"]["comparisons"]["proved"]["evidence"]
+    del meta["plan"]["comparisons"]["proved"]["evidence"]
     meta_path.write_text(json.dumps(meta))
     assert api.rejudge(result.run_dir, comparison="proved").verdict.kind == "agree"
 
@@ -263,10 +264,10 @@ def test_a_run_whose_comparison_record_is_missing_is_refused(forced_run: Path,
     """Deleting the comparison record must not get the run judged under a default comparison
     (which, without teacher forcing, agreed): refused like an unreadable record."""
     run_dir = copied(forced_run, tmp_path)
-    _edit_meta(run_dir, lambda m: m["extra"].pop("comparison"))
+    _edit_meta(run_dir, lambda m: m["plan"].pop("comparison"))
     out = runner.invoke(app, ["export", str(run_dir)])
     assert out.exit_code == 2, out.output
-    assert f"{run_dir / 'meta.json'}: key 'extra.comparison' is missing" in out.output
+    assert f"{run_dir / 'meta.json'}: key 'plan.comparison' is missing" in out.output
 
 
 def test_a_check_comparison_the_plan_names_but_the_record_lost_is_refused(
@@ -274,10 +275,10 @@ def test_a_check_comparison_the_plan_names_but_the_record_lost_is_refused(
     """With a plan record, every comparison it names was recorded: one missing is damage, not
     a reason to read the config file again (which may have changed since)."""
     run_dir = copied(checked[0], tmp_path)
-    _edit_meta(run_dir, lambda m: m["extra"]["comparisons"].pop("logits"))
+    _edit_meta(run_dir, lambda m: m["plan"]["comparisons"].pop("logits"))
     out = runner.invoke(app, ["export", str(run_dir), "-c", "logits"])
     assert out.exit_code == 2, out.output
-    assert "key 'extra.comparisons' has no comparison 'logits'" in out.output
+    assert "key 'plan.comparisons' has no comparison 'logits'" in out.output
 
 
 def test_forcing_is_read_from_the_trace_not_only_from_the_record(forced_run: Path,
@@ -285,7 +286,7 @@ def test_forcing_is_read_from_the_trace_not_only_from_the_record(forced_run: Pat
     """teacher_force edited to false: B's trace still carries `[spec-forced]` lines, so B did
     not run free, and the run is not judged as if it had (INERT, naming the lines)."""
     run_dir = copied(forced_run, tmp_path)
-    _edit_meta(run_dir, lambda m: m["extra"]["comparison"].update(teacher_force=False))
+    _edit_meta(run_dir, lambda m: m["plan"]["comparison"].update(teacher_force=False))
     out = runner.invoke(app, ["export", str(run_dir)])
     assert out.exit_code == 3, out.output
     assert "cand: its trace shows [spec-forced] lines (teacher forcing)" in out.output

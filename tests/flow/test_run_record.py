@@ -86,10 +86,9 @@ def test_a_probe_run_names_its_comparisons_as_a_check_run_does(runs: Runs) -> No
 @pytest.mark.parametrize("key, value, message", [
     ("format", 9, "key 'format': 9 is not a run record format this difftest reads (1 to 1)"),
     ("format", "1", "key 'format': '1' is not a run record format"),
-    ("plan", {"format": 1, "kind": "compare", "roles": {"lanes": {"paged": "a", "x": "a"}}},
+    ("plan", {"roles": {"lanes": {"paged": "a", "x": "a"}}},
      "key 'plan.roles.lanes': a comparison has one arm A and one arm B"),
-    ("plan", {"format": 1, "kind": "compare",
-              "roles": {"lanes": {"materialized": "a", "paged": "b"}}},
+    ("plan", {"roles": {"lanes": {"materialized": "a", "paged": "b"}}},
      "key 'plan.roles.lanes' does not match the comparison it records"),
 ])
 def test_a_run_record_that_contradicts_itself_is_refused_naming_the_key(
@@ -99,7 +98,10 @@ def test_a_run_record_that_contradicts_itself_is_refused_naming_the_key(
     copy = tmp_path / runs.compare.name
     shutil.copytree(runs.compare, copy)
     meta = json.loads((copy / "meta.json").read_text())
-    meta[key] = value
+    if key == "plan":  # the plan record's roles, the rest of the record kept
+        meta["plan"].update(value)
+    else:
+        meta[key] = value
     (copy / "meta.json").write_text(json.dumps(meta))
     out = runner.invoke(app, ["export", str(copy)])
     assert out.exit_code == 2, out.output
@@ -107,11 +109,11 @@ def test_a_run_record_that_contradicts_itself_is_refused_naming_the_key(
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("comparison", None, "key 'extra.comparison' must be a comparison table with a name"),
-    ("comparison", "lanes", "key 'extra.comparison' must be a comparison table with a name"),
-    ("comparison", [], "key 'extra.comparison' must be a comparison table with a name"),
-    ("comparisons", "lanes", "key 'extra.comparisons' must be a table of comparisons"),
-    ("audit", "strict", "key 'extra.audit' must be a table of audit thresholds"),
+    ("comparison", None, "key 'plan.comparison' must be a comparison table with a name"),
+    ("comparison", "lanes", "key 'plan.comparison' must be a comparison table with a name"),
+    ("comparison", [], "key 'plan.comparison' must be a comparison table with a name"),
+    ("comparisons", "lanes", "key 'plan.comparisons' must be a table of comparisons"),
+    ("audit", "strict", "key 'plan.audit' must be a table of audit thresholds"),
 ])
 def test_an_unreadable_comparison_record_is_refused_not_replaced_by_a_default(
         runs: Runs, tmp_path: Path, key: str, value: object, message: str) -> None:
@@ -122,7 +124,7 @@ def test_an_unreadable_comparison_record_is_refused_not_replaced_by_a_default(
     copy = tmp_path / runs.compare.name
     shutil.copytree(runs.compare, copy)
     meta = json.loads((copy / "meta.json").read_text())
-    meta["extra"][key] = value
+    meta["plan"][key] = value
     (copy / "meta.json").write_text(json.dumps(meta))
     out = runner.invoke(app, ["export", str(copy)])
     assert out.exit_code == 2, out.output
@@ -156,7 +158,9 @@ def test_a_noise_run_exports_each_rerun_against_the_first(runs: Runs) -> None:
 def test_meta_json_records_the_plan_with_its_format(runs: Runs, kind: str,
                                                     roles: dict[str, object]) -> None:
     meta = json.loads((getattr(runs, kind) / "meta.json").read_text())
-    assert meta["plan"] == {"format": PLAN_FORMAT, "kind": kind, "roles": roles}
+    assert {k: meta["plan"][k] for k in ("format", "kind", "roles")} == {
+        "format": PLAN_FORMAT, "kind": kind, "roles": roles}
+    assert "extra" not in meta  # one record: what the run judged is in the plan record too
     # every arm a role names ran, and every arm that ran has a role
     named = {arm for r in roles.values() for arm in r}  # type: ignore[attr-defined]
     assert named == set(meta["arms"])
@@ -170,10 +174,31 @@ def test_a_noise_run_recorded_before_the_plan_is_still_exported(runs: Runs,
     old = tmp_path / runs.noise.name
     shutil.copytree(runs.noise, old)
     meta = json.loads((old / "meta.json").read_text())
-    del meta["plan"]
-    meta["extra"] = {"noise": meta["extra"]["noise"]}
+    meta["extra"] = {"noise": meta.pop("plan")["noise"]}
     (old / "meta.json").write_text(json.dumps(meta))
     assert _export(old, None)["verdict"] == "agree"
+
+
+@pytest.mark.parametrize("kind", ["compare", "check"])
+def test_a_run_recorded_in_two_records_is_still_exported(runs: Runs, tmp_path: Path,
+                                                         kind: str) -> None:
+    """A run written by the last version: the plan record (format 1: kind and roles) beside
+    what it judged under `extra`. It is judged again as it was."""
+    import shutil
+
+    old = tmp_path / getattr(runs, kind).name
+    shutil.copytree(getattr(runs, kind), old)
+    meta = json.loads((old / "meta.json").read_text())
+    plan = meta.pop("plan")
+    meta["plan"] = {"format": 1, "kind": plan.pop("kind"), "roles": plan.pop("roles")}
+    del plan["format"]
+    meta["extra"] = plan
+    (old / "meta.json").write_text(json.dumps(meta))
+    again, now = _export(old, "lanes"), _export(getattr(runs, kind), "lanes")
+    where = ("run_dir", "arms")  # the paths of the copy
+    assert {k: v for k, v in again.items() if k not in where} == \
+        {k: v for k, v in now.items() if k not in where}
+    assert again["verdict"] == "agree"
 
 
 def test_a_sequential_round_keeps_the_plan_record(tmp_path: Path) -> None:
