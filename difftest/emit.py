@@ -34,13 +34,28 @@ from typing import TYPE_CHECKING, Any, TextIO
 from difftest.core.kinds import DraftingKind
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     import numpy as np
 
+    from difftest.core.force import ForceStream
+
 __all__ = ["DraftingKind", "Tracer", "accepted", "drafting_header", "level_from_env",
-           "spec_config", "spec_sample", "top_pairs"]
+           "read_force_file", "spec_config", "spec_sample", "top_pairs"]
 
 MAX_LEVEL = 3  # the highest level any line belongs to
 DRAFTING_TAG = "[spec-drafting]"
+
+
+def read_force_file(path: str | Path) -> ForceStream:
+    """The stream difftest asks a run to replay under teacher forcing (the file `DIFFTEST_FORCE`
+    names): per request, the committed tokens of each step (`.requests[req]`). An engine that
+    replays it reads it here; a bad file is a difftest UsageError naming the file."""
+    from pathlib import Path
+
+    from difftest.core.force import read_force_file as read
+
+    return read(Path(path))
 
 
 def level_from_env(env: Mapping[str, str] | None = None) -> int:

@@ -166,6 +166,19 @@ def violations(package: Path = PACKAGE) -> list[str]:
     return found
 
 
+def test_the_architecture_doc_lists_the_stages_in_this_order() -> None:
+    """docs/ARCHITECTURE.md's table of folders is the order this test enforces, redrawn from
+    it: the same folders and top-level modules, in the same order."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = doc.split("| folder | what it holds |", 1)[1].split("\n\n", 1)[0]
+    listed = [name.removesuffix(".py").removesuffix("/")
+              for row in table.splitlines()[2:]
+              for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    assert listed == [*FOUNDATION, *PRODUCERS, *STAGES, *OUTSIDE]
+
+
 def test_every_folder_module_is_placed() -> None:
     """A module added to an ordered folder must be given its place, imports or not."""
     missing = [f"{folder}/{m.stem}" for folder, order in MODULES.items()

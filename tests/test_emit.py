@@ -7,6 +7,7 @@ import re
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -355,3 +356,18 @@ def test_a_verify_cut_short_by_a_stop_is_traced_without_contradiction() -> None:
     assert cut_at_stop([5, 6, 7], [5, 9], logits)[0] == [5, 6, 7]
     assert cut_at_stop([5, 6], [5, 6, 9], None) == ([5, 6], None)
     assert cut_at_stop([], [4], None) == ([], None)
+
+
+def test_an_engine_reads_the_force_stream_from_the_emitter(tmp_path: Path) -> None:
+    """`difftest.emit.read_force_file`, the public reader of `DIFFTEST_FORCE`: the stream
+    difftest wrote, from a str path too; a bad file is difftest's usage error, naming it."""
+    from difftest.core.errors import UsageError
+    from difftest.core.force import ForcedStep, ForceStream, write_force_file
+    from difftest.emit import read_force_file
+
+    stream = ForceStream({"r0": (ForcedStep(5, (1, 2)), ForcedStep(7, (3,), (3, 4)))})
+    path = write_force_file(stream, tmp_path / "force.json")
+    assert read_force_file(str(path)) == stream
+    path.write_text("{")
+    with pytest.raises(UsageError, match=f"{re.escape(str(path))}.*not valid JSON"):
+        read_force_file(path)
