@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from difftest.core.names import MAX_NAME
+from difftest.core.names import MAX_NAME, pair_name
 from difftest.config import ComparisonSpec, Config, InvalidValue, load_config
 from difftest.core.atomic import output_file
 from difftest.core.errors import ConfigError, DifftestError, ExitCode, UsageError
@@ -83,7 +83,7 @@ def resolve_spec(config: Config, arm_a: str | None, arm_b: str | None,
     for spec in config.comparisons.values():
         if (spec.arm_a, spec.arm_b) == (arm_a, arm_b):
             return spec
-    return ComparisonSpec(name=f"{arm_a}-vs-{arm_b}", arm_a=arm_a, arm_b=arm_b)
+    return ComparisonSpec(name=pair_name(arm_a, arm_b), arm_a=arm_a, arm_b=arm_b)
 
 
 def run_comparison(config: Config, spec: ComparisonSpec, *,

@@ -62,6 +62,18 @@ def mutated_name(arm: str, mutation: str) -> str:
     return f"{arm}+{mutation}"
 
 
+def judged_against(comparison: str, what: str) -> str:
+    """`<comparison>/<what>`: a comparison judged again against a mutated arm B (`what` the
+    mutation), against arm A itself (`self`) or against A's capture as B (the inert probe)."""
+    return f"{comparison}/{what}"
+
+
+def pair_name(arm_a: str, arm_b: str) -> str:
+    """`<arm_a>-vs-<arm_b>`: a comparison no config names (two arms given on the command line,
+    a noise run's rerun against its first run)."""
+    return f"{arm_a}-vs-{arm_b}"
+
+
 def rerun_as(arm_a: str, arm_b: str) -> str:
     """Arm A's output judged as arm B (the built-in inert probe)."""
     return f"{arm_a}(as {arm_b})"

@@ -20,6 +20,7 @@ from difftest.analysis.verdict import arm_failed
 from difftest.config import ComparisonSpec
 from difftest.core.errors import ArmFailure, ExitCode, InternalError, raise_pending, worst
 from difftest.core.kinds import DraftingKind, Expect, VerdictKind
+from difftest.core.names import judged_against
 from difftest.flow.evaluate import (ArmOutcome, ComparisonReport, Outcomes, evaluate,
                                     evaluate_sampled)
 from difftest.flow.plan import Judged, Plan, PlanKind
@@ -55,7 +56,7 @@ def self_check(spec: ComparisonSpec, a: ArmOutcome, thresholds: AuditThresholds)
     zero differences is an internal error, and no verdict of this run could be trusted."""
     if a.trace is None:
         return
-    s = replace(spec, name=f"{spec.name}/self", arm_b=a.name).with_rules(
+    s = replace(spec, name=judged_against(spec.name, "self"), arm_b=a.name).with_rules(
         expect=Expect.SAME, atol=0.0, rtol=0.0, near_tie=0.0, noise_runs=0, mutations=(),
         toggle=())
     found = self_differences(evaluate(s, a, a, thresholds))

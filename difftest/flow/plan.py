@@ -27,7 +27,7 @@ from difftest.core.evidence import Rule, RuleError, parse_rule
 from difftest.analysis.floor import reruns
 from difftest.core.kinds import ArmSide, DecodingMode, Expect
 from difftest.core.limits import MAX_SEQUENTIAL_RUNS
-from difftest.core.names import rerun_name, round_name, second_run
+from difftest.core.names import judged_against, pair_name, rerun_name, round_name, second_run
 
 if TYPE_CHECKING:
     from difftest.analysis.sequential import Design
@@ -147,7 +147,7 @@ class Plan:
     def mutations_of(self, base: Judged) -> tuple[Judged, ...]:
         """The comparisons of `base` against its mutated arms B."""
         return tuple(j for j in self.judged if j.mutation is not None
-                     and j.name == f"{base.name}/{j.mutation}")
+                     and j.name == judged_against(base.name, j.mutation))
 
     @property
     def teacher_force(self) -> bool:
@@ -241,7 +241,7 @@ def mutated(config: Config, judged: Judged, mutation: str) -> Judged:
     is not asked of a mutated arm."""
     spec = judged.spec
     arm_b = config.mutation(mutation).arm_name(spec.arm_b)
-    return Judged(replace(spec, name=f"{spec.name}/{mutation}", arm_b=arm_b),
+    return Judged(replace(spec, name=judged_against(spec.name, mutation), arm_b=arm_b),
                   (judged.evidence[0], ()), mutation, judged.reruns)
 
 
@@ -399,7 +399,7 @@ def plan_noise(config: Config, arm: str, runs: int) -> Plan:
                          "floor through a comparison with gate_input and noise_runs")
     more = reruns(spec, runs, config.arms)
     rules = spec.evidence
-    judged = tuple(Judged(ComparisonSpec(name=f"{arm}-vs-{r.name}", arm_a=arm, arm_b=r.name),
+    judged = tuple(Judged(ComparisonSpec(name=pair_name(arm, r.name), arm_a=arm, arm_b=r.name),
                           (rules, rules)) for r in more)
     return Plan(PlanKind.NOISE, f"noise-{arm}", (spec, *more), judged, config.audit,
                 config.path, config.defaults.cache, noise=(arm, runs))
@@ -629,7 +629,7 @@ def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
         raise UsageError(f"{where}: noise must name an arm and a run count, got {saved!r}")
     out: dict[str, object] = {}
     for i in range(2, runs + 1):
-        name = f"{arm}-vs-{rerun_name(arm, i)}"
+        name = pair_name(arm, rerun_name(arm, i))
         out[name] = {"comparison": {"name": name, "arm_a": arm, "arm_b": rerun_name(arm, i)}}
     return out
 

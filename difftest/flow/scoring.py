@@ -15,7 +15,7 @@ from difftest.config import ComparisonSpec
 from difftest.core.errors import ExitCode
 from difftest.core.kinds import DecodingMode, Expect, KilledBy, ProbeResult, VerdictKind
 from difftest.core.model import same_drafts
-from difftest.core.names import rerun_as
+from difftest.core.names import judged_against, rerun_as
 from difftest.analysis.logit_instrument import blind_radius
 from difftest.flow.evaluate import ArmOutcome, ComparisonReport, Outcomes, evaluate
 from difftest.flow.plan import Evidence, Judged, Plan
@@ -134,7 +134,7 @@ def _inert_probe(spec: ComparisonSpec, baseline: ComparisonReport, outcomes: Out
     """Arm B replaced by arm A's own capture (nothing is run): the comparison must go red."""
     a = baseline.arm_a
     b = replace(a, name=rerun_as(spec.arm_a, spec.arm_b))
-    mspec = replace(spec, name=f"{spec.name}/{INERT_PROBE}", arm_b=b.name)
+    mspec = replace(spec, name=judged_against(spec.name, INERT_PROBE), arm_b=b.name)
     rep = evaluate(mspec, a, b, outcomes.thresholds, run_dir, outcomes.reruns(spec), evidence)
     killed = _killed(rep)
     c = rep.comparison

@@ -132,8 +132,10 @@ ONE_PATH = PACKAGE / "flow" / "run.py"
 NAMES = PACKAGE / "core" / "names.py"
 # what starts arms without a plan: the arm runner, and flow.run's own helpers around it
 STARTERS = ("run_arms", "run_arm_set", "run_more")
-# the keywords whose value is an arm's name: an ArmSpec's (or its copy's) and a comparison's arms
-ARM_NAME_KEYWORDS = {"with_changes": ("name",), "ArmSpec": ("name",)}
+# the keywords whose value is an arm's name (an ArmSpec's, or its copy's) or a comparison's
+# name (a ComparisonSpec's, or its copy's), and a comparison's arms
+ARM_NAME_KEYWORDS = {"with_changes": ("name",), "ArmSpec": ("name",),
+                     "ComparisonSpec": ("name",), "replace": ("name",)}
 ARM_KEYWORDS = ("arm_a", "arm_b")
 
 
@@ -173,7 +175,7 @@ def starters_used(package: Path) -> list[str]:
 
 
 def arm_names_composed(package: Path) -> list[str]:
-    """Every arm name the package composes outside `core/names.py`."""
+    """Every arm or comparison name the package composes outside `core/names.py`."""
     out = []
     for path in sorted(package.rglob("*.py")):
         if path == NAMES:
@@ -212,8 +214,11 @@ def test_the_rules_see_a_second_caller_and_a_name_composed_elsewhere(tmp_path: P
         "from difftest.execute import run_arms\n"
         "def f(arm, key, folder):\n"
         "    run_arms([arm.with_changes(name=f'{key}-{arm.name}')], folder)\n"
-        "    return ArmSpec(name=arm.name + '#2'), dict(arm_b='x'.format())\n")
+        "    return ArmSpec(name=arm.name + '#2'), dict(arm_b='x'.format())\n"
+        "def g(spec, m):\n"
+        "    return replace(spec, name=f'{spec.name}/{m}'), ComparisonSpec(name=m + '-vs-')\n")
     assert starters_used(fake) == ["flow/localize.py:1: run_arms outside the one path",
                                    "flow/localize.py:3: run_arms outside the one path"]
     assert arm_names_composed(fake) == ["flow/localize.py:3: name=", "flow/localize.py:4: arm_b=",
-                                        "flow/localize.py:4: name="]
+                                        "flow/localize.py:4: name=", "flow/localize.py:6: name=",
+                                        "flow/localize.py:6: name="]
