@@ -8,9 +8,10 @@
 - `rundir`: run directories and capture file names
 - `progress`: the progress display
 
-The one atomic file writer (`difftest.core.atomic`), process-group killer (`difftest.core.procgroup`) and
-git top-level lookup (`difftest.core.gitinfo`) sit below every stage, so `worktree` and `config` use
-them too; their names are re-exported here.
+The names the other stages use are those of these modules, loaded here on first use. The atomic
+file writer (`difftest.core.atomic`), the process-group killer (`difftest.core.procgroup`) and
+the run signal (`difftest.core.errors.RunSignal`) sit below every stage and are imported from
+there.
 """
 
 from __future__ import annotations
@@ -19,28 +20,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from difftest.core.atomic import (
-        atomic_output, write_bytes_atomic, write_json_atomic, write_text_atomic, write_with,
-    )
-    from difftest.core.procgroup import KILL_GRACE_S, POLL_S, end_group, signal_group
     from difftest.execute.records import (
         META_FORMAT, META_NAME, ArmResult, RunStatus, load_run, utc_now,
     )
     from difftest.execute.rundir import new_run_dir, safe_name
-    from difftest.core.errors import RunSignal
     from difftest.execute.supervise import (ArmsEnded, JobLimits, run_arms, signal_of,
                                             signals_as_interrupts)
 
 # Each name is loaded from its module on first use, so reading an arm's record (`records`)
 # does not start the supervisor's imports: a compare of two traces never loads them.
 _HOMES = {
-    "difftest.core.atomic": ("atomic_output", "write_bytes_atomic", "write_json_atomic",
-                             "write_text_atomic", "write_with"),
-    "difftest.core.procgroup": ("KILL_GRACE_S", "POLL_S", "end_group", "signal_group"),
     "difftest.execute.records": ("META_FORMAT", "META_NAME", "ArmResult", "RunStatus",
                                  "load_run", "utc_now"),
     "difftest.execute.rundir": ("new_run_dir", "safe_name"),
-    "difftest.core.errors": ("RunSignal",),
     "difftest.execute.supervise": ("ArmsEnded", "JobLimits", "run_arms", "signal_of",
                                    "signals_as_interrupts"),
 }
@@ -55,9 +47,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ArmResult", "ArmsEnded", "JobLimits", "KILL_GRACE_S", "META_FORMAT", "META_NAME", "POLL_S", "RunSignal",
-    "signals_as_interrupts",
-    "RunStatus", "atomic_output", "end_group", "load_run", "new_run_dir", "run_arms",
-    "safe_name", "signal_group", "signal_of", "utc_now", "write_bytes_atomic",
-    "write_json_atomic", "write_text_atomic", "write_with",
+    "ArmResult", "ArmsEnded", "JobLimits", "META_FORMAT", "META_NAME", "RunStatus", "load_run",
+    "new_run_dir", "run_arms", "safe_name", "signal_of", "signals_as_interrupts", "utc_now",
 ]

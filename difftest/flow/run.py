@@ -20,9 +20,10 @@ from difftest.config import ArmSpec, Config
 from difftest.core.errors import (DifftestError, InternalError, InterruptedAnalysis,
                                   InterruptedRun, UsageError)
 from difftest.core.force import FORCE_ENV, FORCE_NAME, committed_stream, write_force_file
+from difftest.core.atomic import write_json_atomic
 from difftest.core.limits import MAX_JOBS
 from difftest.execute import (META_NAME, ArmResult, ArmsEnded, JobLimits, load_run, new_run_dir,
-                              run_arms, signal_of, signals_as_interrupts, write_json_atomic)
+                              run_arms, signal_of, signals_as_interrupts)
 from difftest.execute.records import record_stopped
 from difftest.flow.evaluate import outcome
 from difftest.flow.overrides import RunOptions

@@ -1160,6 +1160,6 @@ def _sweep_section(sw: SweepReport) -> str:
 
 def write_html(path: Path, text: str) -> None:
     """Atomically, like every report file."""
-    from difftest.execute import write_text_atomic
+    from difftest.core.atomic import write_text_atomic
 
     write_text_atomic(Path(path), text)

@@ -17,8 +17,8 @@ import pytest
 
 from difftest.config import ArmSpec
 from difftest.core.errors import ArmFailedError, ExitCode, UsageError
-from difftest.execute import (ArmResult, load_run, new_run_dir, run_arms, safe_name,
-                              write_json_atomic)
+from difftest.core.atomic import write_json_atomic
+from difftest.execute import ArmResult, load_run, new_run_dir, run_arms, safe_name
 from conftest import git, wait_dead
 
 
