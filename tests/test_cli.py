@@ -167,7 +167,9 @@ def test_parse_shows_a_summary_and_the_first_rows_of_a_large_trace(tmp_path: Pat
     assert len(body) == 40 and "... 60 more events (--rows all" in r.output
     every = runner.invoke(app, ["parse", str(trace), "--rows", "all"])
     assert every.output.count(" logits ") == 100 and "more events" not in every.output
-    assert runner.invoke(app, ["parse", str(trace), "--rows", "many"]).exit_code == 2
+    many = runner.invoke(app, ["parse", str(trace), "--rows", "many"])
+    assert many.exit_code == 2
+    assert "Invalid value for '--rows': expected a number or 'all', got 'many'" in many.output
     data = json.loads(runner.invoke(app, ["parse", str(trace), "-f", "json"]).output)
     lines_seen = [e["line"] for e in data["events"]]
     assert lines_seen == list(range(1, 51)) + list(range(52, 102))  # file order

@@ -45,6 +45,15 @@ def _output_file(text: str) -> Path:
         raise typer.BadParameter(str(exc)) from None
 
 
+def row_limit(text: str) -> int | None:
+    """`--rows N|all`: how many events a table shows (None: every one)."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise typer.BadParameter(f"expected a number or 'all', got {text!r}")
+    return int(text)
+
+
 def output(name: str, help: str) -> OptionInfo:
     """A report file option: its value a path a report may be written to (`_output_file`)."""
     option: OptionInfo = typer.Option(name, help=help, parser=_output_file, metavar="FILE")

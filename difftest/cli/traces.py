@@ -9,26 +9,23 @@ import typer
 
 from difftest.cli import options as o
 from difftest.cli.errors import done
-from difftest.core.errors import UsageError
 
 
 def parse(
     file: o.TraceFile,
     format: Annotated[o.ParseFormat, typer.Option(
         "--format", "-f", help="Output: a table of events, JSON, or CSV.")] = o.ParseFormat.table,
-    rows: Annotated[str, typer.Option(
-        "--rows", help="Events the table shows: a number, or 'all'. JSON and CSV always hold "
-                       "every event.")] = "40",
+    rows: Annotated[int | None, typer.Option(
+        "--rows", parser=o.row_limit, metavar="N|all",
+        help="Events the table shows: a number, or 'all'. JSON and CSV always hold every "
+             "event.")] = 40,
     line_prefix: o.LinePrefix = None,
 ) -> None:
     """Print the parsed events of one trace, and the findings on its lines."""
     from difftest import api
     from difftest.report import events
 
-    limit = None if rows == "all" else int(rows) if rows.isdigit() else -1
-    if limit is not None and limit < 0:
-        raise UsageError(f"--rows: expected a number or 'all', got {rows!r}")
-    events.write(api.parse(file, line_prefix=line_prefix), sys.stdout, format, limit)
+    events.write(api.parse(file, line_prefix=line_prefix), sys.stdout, format, rows)
     sys.stdout.flush()
 
 
