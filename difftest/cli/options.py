@@ -45,13 +45,14 @@ def _output_file(text: str) -> Path:
         raise typer.BadParameter(str(exc)) from None
 
 
-def row_limit(text: str) -> int | None:
-    """`--rows N|all`: how many events a table shows (None: every one)."""
-    if text == "all":
+def row_limit(value: str | int) -> int | None:
+    """`--rows N|all`: how many events a table shows (None: every one); the default comes in
+    as the number it is."""
+    if isinstance(value, int) or (value.isascii() and value.isdigit()):
+        return int(value)
+    if value == "all":
         return None
-    if not text.isdigit():
-        raise typer.BadParameter(f"expected a number or 'all', got {text!r}")
-    return int(text)
+    raise typer.BadParameter(f"expected a number or 'all', got {value!r}")
 
 
 def output(name: str, help: str) -> OptionInfo:
