@@ -240,7 +240,10 @@ def _round_run(bisect_dir: Path, rel: str, entries: list[tuple[str, Observation]
         results, meta = load_run(run_dir)
     except UsageError as exc:
         raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
-    tests = judged_record(meta)[0].get("tests")
+    try:
+        tests = judged_record(meta, str(run_dir / "meta.json"))[0].get("tests")
+    except UsageError as exc:
+        raise UsageError(f"{where0}: its run cannot be read again: {exc}") from None
     if not isinstance(tests, list) or len(tests) != len(entries):
         raise UsageError(f"{where0}: its run {run_dir} records "
                          f"{len(tests) if isinstance(tests, list) else 'no'} test(s), the "

@@ -558,11 +558,12 @@ class RecordedRun:
                 raise UsageError(f"{where}: comparison {comparison!r} is not a table")
             spec = self._as_planned(spec_from(entry["comparison"], where))
             return spec, evidence_from(entry.get("evidence"), where)
-        if comparison in self.roles:
+        if comparison in self.roles or (key == "plan" and comparison in names):
             # a run with a plan record recorded every comparison the plan names
             raise UsageError(f"{where}: key '{key}.comparisons' has no comparison {comparison!r} "
                              "although the run's plan names it: the record is damaged")
-        if comparison in names and isinstance(judged.get("config"), str):
+        if comparison in names and key == "extra" and isinstance(judged.get("config"), str):
+            # a check run written before it recorded its comparisons
             return _spec_from_config(Path(str(judged["config"])), comparison, where)
         known = (f"its comparisons: {', '.join(names)}" if names
                  else "it records no comparison by name")
@@ -634,15 +635,29 @@ def _noise_comparisons(saved: object, where: str) -> dict[str, object]:
     return out
 
 
-def _kind(record: object, judged: Mapping[str, object], where: str) -> PlanKind:
-    if record is not None and not isinstance(record, dict):
+def _plan_record(meta: Mapping[str, object], where: str) -> dict[str, object] | None:
+    """meta.json's `plan`, checked as far as its format (None: a run written before it)."""
+    record = meta.get("plan")
+    if record is None:
+        return None
+    if not isinstance(record, dict):
         raise UsageError(f"{where}: key 'plan' must be a table (format, kind, roles), got "
                          f"{record!r}")
-    if isinstance(record, dict):
-        version = record.get("format")
-        if isinstance(version, bool) or not isinstance(version, int) or version > PLAN_FORMAT:
-            raise UsageError(f"{where}: plan format {version!r} is newer than this difftest "
-                             f"reads ({PLAN_FORMAT}); upgrade difftest to judge this run")
+    if "format" not in record:
+        raise UsageError(f"{where}: key 'plan.format' is missing")
+    version = record["format"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise UsageError(f"{where}: key 'plan.format' must be a plan format (an integer from "
+                         f"1), got {version!r}")
+    if version > PLAN_FORMAT:
+        raise UsageError(f"{where}: plan format {version} is newer than this difftest reads "
+                         f"({PLAN_FORMAT}); upgrade difftest to judge this run")
+    return record
+
+
+def _kind(record: dict[str, object] | None, judged: Mapping[str, object],
+          where: str) -> PlanKind:
+    if record is not None:
         try:
             return PlanKind(str(record.get("kind")))
         except ValueError:
@@ -658,13 +673,14 @@ def _kind(record: object, judged: Mapping[str, object], where: str) -> PlanKind:
     return PlanKind.COMPARE
 
 
-def judged_record(meta: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
-    """What a run's meta.json says it judged (`Plan.judged_record`), and the key it is under:
-    the plan record itself, or `extra` in a run recorded before the plan record held it (the
-    oldest runs: meta.json's own top level)."""
-    record = meta.get("plan")
-    if isinstance(record, dict) and isinstance(record.get("format"), int) and \
-            not isinstance(record.get("format"), bool) and record["format"] >= 2:
+def judged_record(meta: Mapping[str, object],
+                  where: str) -> tuple[Mapping[str, object], str]:
+    """What a run's meta.json (`where`) says it judged (`Plan.judged_record`), and the key it
+    is under: the plan record itself, or `extra` in a run recorded before the plan record held
+    it (the oldest runs: meta.json's own top level). A plan record of a format this difftest
+    does not read is refused here, for every reader."""
+    record = _plan_record(meta, where)
+    if record is not None and isinstance(record["format"], int) and record["format"] >= 2:
         return record, "plan"
     extra = meta.get("extra", meta)
     return (extra if isinstance(extra, dict) else {}), "extra"
@@ -673,10 +689,10 @@ def judged_record(meta: Mapping[str, object]) -> tuple[Mapping[str, object], str
 def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> RecordedRun:
     """A run's record, from its meta.json (as `execute.load_run` read it)."""
     where = str(Path(run_dir) / "meta.json")
-    judged, key = judged_record(meta)
-    record = meta.get("plan")
+    judged, key = judged_record(meta, where)
+    record = _plan_record(meta, where)
     kind = _kind(record, judged, where)
-    roles = _roles(record, where) if isinstance(record, dict) else {}
+    roles = _roles(record, where) if record is not None else {}
     audit = thresholds_from(judged.get("audit"), where, key)
     return RecordedRun(Path(run_dir), kind, audit, judged, tuple(arms), where, roles, key)
 

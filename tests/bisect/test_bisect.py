@@ -391,3 +391,38 @@ def test_a_resumed_bisect_rederives_its_commit_line(tmp_path: Path) -> None:
     plan_path.write_text(json.dumps(plan))
     with pytest.raises(UsageError, match=r"plan\.json: key 'commits' entry 3 is "):
         api.bisect(resume=r.run_dir)
+
+
+def test_a_resumed_bisect_reads_a_rounds_run_record_as_export_does(tmp_path: Path) -> None:
+    """A round's meta.json whose plan record this difftest cannot read is refused naming the
+    key, as `export` refuses it; a bisect written in the last format (its rounds' runs with
+    the two records of that version) still resumes."""
+    h = history(tmp_path, 8, 5)
+    r = bisect(tmp_path, h)
+    (meta_path,) = sorted(r.run_dir.glob("runs/*round001*/meta.json"))
+    original = meta_path.read_text()
+    for plan, message in ((99, r"plan format 99 is newer than this difftest reads"),
+                          ("2", r"key 'plan.format' must be a plan format"),
+                          (None, r"key 'plan' must be a table")):
+        meta = json.loads(original)
+        if plan is None:
+            meta["plan"] = "x"
+        else:
+            meta["plan"]["format"] = plan
+        meta_path.write_text(json.dumps(meta))
+        with pytest.raises(UsageError, match=r"log\.jsonl:1: its run cannot be read again: "
+                                             rf".*meta\.json: {message}"):
+            api.bisect(resume=r.run_dir)
+    meta = json.loads(original)  # the previous version's round: plan format 1 beside `extra`
+    record = meta.pop("plan")
+    meta["plan"] = {"format": 1, "kind": record.pop("kind"), "roles": record.pop("roles")}
+    del record["format"]
+    meta["extra"] = record
+    meta_path.write_text(json.dumps(meta))
+    plan_path = r.run_dir / "plan.json"
+    plan_path.write_text(json.dumps({**json.loads(plan_path.read_text()), "format": 1}))
+    assert api.bisect(resume=r.run_dir).first_bad == r.first_bad
+    plan_path.write_text(json.dumps({**json.loads(plan_path.read_text()), "format": 3}))
+    with pytest.raises(UsageError, match=r"not a bisect plan this difftest can resume "
+                                         r"\(format 3, expected one of \(1, 2\)\)"):
+        api.bisect(resume=r.run_dir)

@@ -140,10 +140,26 @@ def test_a_run_has_one_record_the_plan_and_every_reader_reads_it(tmp_path: Path)
         read_run(Path("run"), {"plan": broken}, []).pick("lanes")
 
 
+def test_a_check_record_that_lost_its_comparisons_is_not_judged_from_a_config() -> None:
+    """A current record always holds its comparisons: one that lost them is damaged, and
+    is not judged from the config it names (which a relative path resolves anew wherever
+    export runs); a run recorded before check kept them still is (tests/flow/test_rejudge.py)."""
+    record = {"format": PLAN_FORMAT, "kind": "check", "roles": {}, "check": ["lanes"],
+              "config": "difftest.toml"}
+    with pytest.raises(UsageError, match="key 'plan.comparisons' has no comparison 'lanes' "
+                                         "although the run's plan names it"):
+        read_run(Path("run"), {"plan": record}, []).pick("lanes")
+
+
 @pytest.mark.parametrize("plan, message", [
     ({"format": PLAN_FORMAT + 1, "kind": "check"},
      f"plan format {PLAN_FORMAT + 1} is newer than this difftest"),
-    ({"format": "1", "kind": "check"}, "plan format '1' is newer"),
+    ({"format": "1", "kind": "check"},
+     r"key 'plan.format' must be a plan format \(an integer from 1\), got '1'"),
+    ({"format": 0, "kind": "check"}, "key 'plan.format' must be a plan format"),
+    ({"format": -5, "kind": "check"}, "key 'plan.format' must be a plan format"),
+    ({"format": True, "kind": "check"}, "key 'plan.format' must be a plan format"),
+    ({"kind": "check"}, "key 'plan.format' is missing"),
     ({"format": 1, "kind": "merge"}, "plan kind must be one of compare, check, probe, noise, "
                                      "calibrate, localize, bisect, got 'merge'"),
     ("compare", "run/meta.json: key 'plan' must be a table"),
