@@ -467,16 +467,18 @@ def thresholds_from(saved: object, where: str, key: str = "plan") -> AuditThresh
         raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
 
 
-def evidence_from(saved: object, where: str) -> Evidence:
+def evidence_from(saved: object, where: str, key: str = "evidence") -> Evidence:
+    """A recorded comparison's evidence rules (arm A's, arm B's), found under `key`."""
     if saved is None:
         return NO_EVIDENCE
     if (not isinstance(saved, list) or len(saved) != 2
             or not all(isinstance(x, list) and all(isinstance(t, str) for t in x) for x in saved)):
-        raise UsageError(f"{where}: evidence must be two lists of rules, got {saved!r}")
+        raise UsageError(f"{where}: key '{key}' must be two lists of rules (arm A's, arm "
+                         f"B's), got {saved!r}")
     try:
         return tuple(parse_rule(t) for t in saved[0]), tuple(parse_rule(t) for t in saved[1])
     except RuleError as exc:
-        raise UsageError(f"{where}: evidence: {exc}") from None
+        raise UsageError(f"{where}: key '{key}': {exc}") from None
 
 
 _ABSENT = object()  # a key a record does not hold, told from one it holds as null
@@ -504,7 +506,12 @@ class RecordedRun:
         if recorded:
             return list(recorded)
         checked = self.record.get("check")
-        return [str(n) for n in checked] if isinstance(checked, list) else []
+        if checked is None:
+            return []
+        if not isinstance(checked, list) or not all(isinstance(n, str) for n in checked):
+            raise UsageError(f"{self.where}: key '{self.key}.check' must be a list of comparison "
+                             f"names, got {checked!r}")
+        return list(checked)
 
     def _recorded(self) -> dict[str, object]:
         """The recorded comparisons by name. A record that is there but unreadable is an error,
@@ -536,7 +543,7 @@ class RecordedRun:
         if comparison is None:
             if isinstance(single, dict) and len(names) <= 1:
                 return (self._as_planned(spec_from(single, where)),
-                        evidence_from(judged.get("evidence"), where))
+                        evidence_from(judged.get("evidence"), where, f"{key}.evidence"))
             if len(names) > 1:
                 raise UsageError(f"{self.run_dir}: a run of {len(names)} comparisons; name one "
                                  f"with --comparison ({', '.join(names)})")
@@ -557,7 +564,11 @@ class RecordedRun:
             if not isinstance(entry, dict) or not isinstance(entry.get("comparison"), dict):
                 raise UsageError(f"{where}: comparison {comparison!r} is not a table")
             spec = self._as_planned(spec_from(entry["comparison"], where))
-            return spec, evidence_from(entry.get("evidence"), where)
+            table = judged.get("comparisons")  # else the run's one `comparison`, beside it
+            in_table = isinstance(table, dict) and comparison in table
+            return spec, evidence_from(entry.get("evidence"), where,
+                                       f"{key}.comparisons.{comparison}.evidence" if in_table
+                                       else f"{key}.evidence")
         if comparison in self.roles or (key == "plan" and comparison in names):
             # a run with a plan record recorded every comparison the plan names
             raise UsageError(f"{where}: key '{key}.comparisons' has no comparison {comparison!r} "

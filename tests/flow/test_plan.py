@@ -195,3 +195,20 @@ def test_export_of_a_run_its_command_judged_says_so(kind: str) -> None:
     with pytest.raises(UsageError, match=f"a {kind} run: `difftest {kind}` judged its arms "
                                          "itself, and it records no comparison to judge again"):
         record.pick(None)
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}, "evidence": "x"},
+     r"key 'plan.evidence' must be two lists of rules \(arm A's, arm B's\), got 'x'"),
+    ({"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"}, "evidence": [["lane ="], []]},
+     r"key 'plan.evidence': "),
+    ({"comparisons": {"x": {"comparison": {"name": "x", "arm_a": "p", "arm_b": "m"},
+                            "evidence": [[]]}}},
+     r"key 'plan.comparisons.x.evidence' must be two lists of rules"),
+    ({"check": "x", "comparisons": {}}, r"key 'plan.check' must be a list of comparison names"),
+])
+def test_a_damaged_part_of_a_run_record_is_named_by_its_key(record: dict[str, object],
+                                                            message: str) -> None:
+    meta = {"plan": {"format": PLAN_FORMAT, "kind": "compare", "roles": {}, **record}}
+    with pytest.raises(UsageError, match=rf"run/meta.json: {message}"):
+        read_run(Path("run"), meta, ["p", "m"]).pick("x")
