@@ -156,6 +156,9 @@ def resume_bisect(bisect_dir: Path, *, jobs: int | None = None,
     if plan.config_digest and journal.digest(Path(plan.config)) != plan.config_digest:
         notes.append(f"{plan.config} changed since the bisect started: the runs before and "
                      "after the resume may not run the same arms")
+    # rewritten in this version's format: the rounds it adds hold records that a difftest
+    # reading only the plan's older format would take for damaged ones
+    journal.write_plan(bisect_dir, plan)
     return _drive(bisect_dir, plan, config, observations, notes, progress,
                   plan.jobs if jobs is None else jobs)
 

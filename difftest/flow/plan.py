@@ -704,6 +704,9 @@ def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> 
     record = _plan_record(meta, where)
     kind = _kind(record, judged, where)
     roles = _roles(record, where) if record is not None else {}
+    if key == "plan" and kind not in JUDGED_BY_THE_COMMAND and "audit" not in judged:
+        # a current record always holds its thresholds; the default is for older runs
+        raise UsageError(f"{where}: key 'plan.audit' is missing")
     audit = thresholds_from(judged.get("audit"), where, key)
     return RecordedRun(Path(run_dir), kind, audit, judged, tuple(arms), where, roles, key)
 

@@ -203,7 +203,7 @@ def covered(cls: CoverageClass, a: SpecCoverage, b: SpecCoverage) -> bool:
 
 
 # generated argument -> the `[spec-config]` key the reference runner reports it under
-# (difftest.runners.reference.runner.applied)
+# (difftest.runners.reference.setup.applied)
 REPORTED = {"--seed": "seed", "--requests": "requests", "--prompt-len": "prompt_len",
             "--draft-lens": "draft_lens", "--layer-masks": "layer_masks", "--eos-id": "eos_id",
             "--shared-prefix": "shared_prefix"}

@@ -422,6 +422,9 @@ def test_a_resumed_bisect_reads_a_rounds_run_record_as_export_does(tmp_path: Pat
     plan_path = r.run_dir / "plan.json"
     plan_path.write_text(json.dumps({**json.loads(plan_path.read_text()), "format": 1}))
     assert api.bisect(resume=r.run_dir).first_bad == r.first_bad
+    # resumed here, the plan is rewritten in this format: an older difftest refuses it by its
+    # format instead of taking the rounds added here for damaged ones
+    assert json.loads(plan_path.read_text())["format"] == 2
     plan_path.write_text(json.dumps({**json.loads(plan_path.read_text()), "format": 3}))
     with pytest.raises(UsageError, match=r"not a bisect plan this difftest can resume "
                                          r"\(format 3, expected one of \(1, 2\)\)"):

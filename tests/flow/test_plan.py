@@ -145,7 +145,7 @@ def test_a_check_record_that_lost_its_comparisons_is_not_judged_from_a_config() 
     is not judged from the config it names (which a relative path resolves anew wherever
     export runs); a run recorded before check kept them still is (tests/flow/test_rejudge.py)."""
     record = {"format": PLAN_FORMAT, "kind": "check", "roles": {}, "check": ["lanes"],
-              "config": "difftest.toml"}
+              "config": "difftest.toml", "audit": {}}
     with pytest.raises(UsageError, match="key 'plan.comparisons' has no comparison 'lanes' "
                                          "although the run's plan names it"):
         read_run(Path("run"), {"plan": record}, []).pick("lanes")
@@ -209,6 +209,19 @@ def test_export_of_a_run_its_command_judged_says_so(kind: str) -> None:
 ])
 def test_a_damaged_part_of_a_run_record_is_named_by_its_key(record: dict[str, object],
                                                             message: str) -> None:
-    meta = {"plan": {"format": PLAN_FORMAT, "kind": "compare", "roles": {}, **record}}
+    meta = {"plan": {"format": PLAN_FORMAT, "kind": "compare", "roles": {}, "audit": {},
+                     **record}}
     with pytest.raises(UsageError, match=rf"run/meta.json: {message}"):
         read_run(Path("run"), meta, ["p", "m"]).pick("x")
+
+
+def test_a_current_record_without_its_audit_thresholds_is_damaged() -> None:
+    """Judged under default thresholds, a run could pass an audit its own did not; a record
+    of an older format without them (written before runs kept them) still takes the defaults,
+    and a command that judges its own arms records none."""
+    comparison = {"name": "x", "arm_a": "p", "arm_b": "m"}
+    with pytest.raises(UsageError, match="run/meta.json: key 'plan.audit' is missing"):
+        read_run(Path("run"), {"plan": {"format": PLAN_FORMAT, "kind": "compare", "roles": {},
+                                        "comparison": comparison}}, ["p", "m"])
+    assert read_run(Path("run"), {"extra": {"comparison": comparison}}, ["p", "m"]).pick("x")
+    read_run(Path("run"), {"plan": {"format": PLAN_FORMAT, "kind": "bisect", "roles": {}}}, [])
