@@ -97,7 +97,11 @@ def _unit(m: int) -> list[float]:
     return [float(v) for v in z]
 
 
-@settings(max_examples=8, deadline=None)
+# derandomized: each example is itself a random experiment whose band holds 99.9% of outcomes,
+# so fresh examples on every run would fail one run in a few hundred by chance alone (a
+# seed that drew 108 of 1,500 did); the same eight examples each run still fail a bound that
+# is a 92% one (a 94% one passes, with fresh examples too: the band is 3.1% to 6.9%)
+@settings(max_examples=8, deadline=None, derandomize=True, database=None)
 @given(st.integers(min_value=2, max_value=10), st.floats(min_value=-1, max_value=3),
        st.floats(min_value=0.05, max_value=1.5), st.integers(min_value=0, max_value=2**31))
 def test_an_unseen_input_falls_below_the_bound_about_one_time_in_twenty(
