@@ -297,10 +297,14 @@ def top_pairs(row: np.ndarray, k: int) -> list[tuple[int, float]]:
     key = np.where(np.isnan(row), -np.inf, row)
     if k < row.shape[0]:
         cand = np.argpartition(-key, k - 1)[:k]
-        # argpartition keeps an arbitrary subset of ties at the cut; take every tied id and let
-        # the sort below pick the lowest, so equal rows always print equal lists
+        # argpartition keeps an arbitrary subset of ties at the cut (+inf and -inf ties too):
+        # keep the ids above it, then the lowest tied ids (a real -inf before a NaN), so equal
+        # rows always print equal lists
         cut = key[cand].min()
-        cand = np.union1d(cand, np.flatnonzero(key == cut)) if np.isfinite(cut) else cand
+        above = cand[key[cand] > cut]
+        tied = np.flatnonzero(key == cut)
+        tied = tied[np.argsort(np.isnan(row[tied]), kind="stable")]
+        cand = np.concatenate([above, tied[:k - above.size]])
     else:
         cand = np.arange(row.shape[0])
     order = np.lexsort((cand, -key[cand], np.isnan(row[cand])))[:k]

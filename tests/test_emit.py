@@ -371,3 +371,25 @@ def test_an_engine_reads_the_force_stream_from_the_emitter(tmp_path: Path) -> No
     path.write_text("{")
     with pytest.raises(UsageError, match=f"{re.escape(str(path))}.*not valid JSON"):
         read_force_file(path)
+
+
+def test_ties_at_an_infinite_cut_keep_the_lowest_ids() -> None:
+    """Ties at the k-th value keep the lowest ids whatever that value is: +inf and -inf ties
+    too (argpartition keeps an arbitrary subset of them, so equal rows printed different
+    lists), a real -inf before a NaN."""
+    from difftest.emit import top_pairs
+
+    row = np.zeros(17, dtype=np.float32)
+    row[[13, 14, 15]] = np.inf
+    assert [i for i, _ in top_pairs(row, 2)] == [13, 14]
+    row = np.full(9, -np.inf, dtype=np.float32)
+    row[6], row[0], row[4] = 1.0, np.nan, np.nan
+    assert [i for i, _ in top_pairs(row, 4)] == [6, 1, 2, 3]
+    assert [i for i, _ in top_pairs(row, 9)] == [6, 1, 2, 3, 5, 7, 8, 0, 4]
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # the same row, its ids shuffled in memory order: the same list
+        row = rng.choice(np.array([np.inf, -np.inf, np.nan, 1.0], dtype=np.float32), 40)
+        k = int(rng.integers(1, 12))
+        want = sorted(range(40), key=lambda i: (bool(np.isnan(row[i])),
+                                               -np.nan_to_num(row[i], nan=-np.inf), i))[:k]
+        assert [i for i, _ in top_pairs(row, k)] == want
