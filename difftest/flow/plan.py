@@ -455,7 +455,7 @@ def spec_from(raw: Mapping[str, object], where: str) -> ComparisonSpec:
         raise UsageError(f"{where}: comparison is not readable: {exc}") from None
 
 
-def thresholds_from(saved: object, where: str, key: str = "plan") -> AuditThresholds:
+def thresholds_from(saved: object, where: str, key: str) -> AuditThresholds:
     if saved is None:
         return AuditThresholds()  # a run recorded before it kept its audit thresholds
     if not isinstance(saved, dict):
@@ -467,7 +467,7 @@ def thresholds_from(saved: object, where: str, key: str = "plan") -> AuditThresh
         raise UsageError(f"{where}: audit threshold {exc.key}: {exc.why}") from None
 
 
-def evidence_from(saved: object, where: str, key: str = "evidence") -> Evidence:
+def evidence_from(saved: object, where: str, key: str) -> Evidence:
     """A recorded comparison's evidence rules (arm A's, arm B's), found under `key`."""
     if saved is None:
         return NO_EVIDENCE
@@ -690,7 +690,12 @@ def judged_record(meta: Mapping[str, object],
     is under: the plan record itself, or `extra` in a run recorded before the plan record held
     it (the oldest runs: meta.json's own top level). A plan record of a format this difftest
     does not read is refused here, for every reader."""
-    record = _plan_record(meta, where)
+    return _judged(_plan_record(meta, where), meta)
+
+
+def _judged(record: dict[str, object] | None,
+            meta: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
+    """`judged_record` of a plan record already checked (`_plan_record`)."""
     if record is not None and isinstance(record["format"], int) and record["format"] >= 2:
         return record, "plan"
     extra = meta.get("extra", meta)
@@ -700,8 +705,8 @@ def judged_record(meta: Mapping[str, object],
 def read_run(run_dir: Path, meta: Mapping[str, object], arms: Sequence[str]) -> RecordedRun:
     """A run's record, from its meta.json (as `execute.load_run` read it)."""
     where = str(Path(run_dir) / "meta.json")
-    judged, key = judged_record(meta, where)
     record = _plan_record(meta, where)
+    judged, key = _judged(record, meta)
     kind = _kind(record, judged, where)
     roles = _roles(record, where) if record is not None else {}
     if key == "plan" and kind not in JUDGED_BY_THE_COMMAND and "audit" not in judged:
