@@ -170,8 +170,9 @@ def test_parse_shows_a_summary_and_the_first_rows_of_a_large_trace(tmp_path: Pat
     many = runner.invoke(app, ["parse", str(trace), "--rows", "many"])
     assert many.exit_code == 2
     assert "Invalid value for '--rows': expected a number or 'all', got 'many'" in many.output
-    assert runner.invoke(app, ["parse", str(trace), "--rows", "\u00b2"]).exit_code == 2  # a digit
-    # to str.isdigit, not to int()
+    digit = runner.invoke(app, ["parse", str(trace), "--rows", "\u00b2"])  # a digit to
+    assert digit.exit_code == 2  # str.isdigit, not to int(): refused, not an internal error
+    assert "Invalid value for '--rows': expected a number or 'all', got '\u00b2'" in digit.output
     data = json.loads(runner.invoke(app, ["parse", str(trace), "-f", "json"]).output)
     lines_seen = [e["line"] for e in data["events"]]
     assert lines_seen == list(range(1, 51)) + list(range(52, 102))  # file order
